@@ -1,0 +1,58 @@
+"""The project's exception tree.
+
+    ReactbotError
+    ├── ModelError                 the model endpoint failed (after retries)
+    │   ├── ModelTimeout           no chunk arrived within the per-call timeout
+    │   ├── ModelRateLimited       HTTP 429 that outlasted the retries
+    │   ├── ModelAuthError         401/403: key missing or wrong
+    │   ├── ModelBadRequest        400/404/422: model name, context length, parameters
+    │   └── ModelUnavailable       5xx or connection errors that outlasted the retries
+    ├── ToolError                  a tool could not do what was asked (becomes an Observation)
+    │   └── ToolTimeout
+    └── StoreUnavailable           Redis (or another store) cannot be reached
+
+Third-party errors are mapped at the boundary with ``raise ... from exc``; messages are written
+for the person reading the chat, and never contain secrets.
+"""
+
+from __future__ import annotations
+
+
+class ReactbotError(Exception):
+    """Base of every error this project raises on purpose."""
+
+
+class ModelError(ReactbotError):
+    """The model endpoint failed; ``str(error)`` is safe to show to users."""
+
+
+class ModelTimeout(ModelError):
+    pass
+
+
+class ModelRateLimited(ModelError):
+    pass
+
+
+class ModelAuthError(ModelError):
+    pass
+
+
+class ModelBadRequest(ModelError):
+    pass
+
+
+class ModelUnavailable(ModelError):
+    pass
+
+
+class ToolError(ReactbotError):
+    """A tool failed in a way the model should hear about; the message becomes the Observation."""
+
+
+class ToolTimeout(ToolError):
+    pass
+
+
+class StoreUnavailable(ReactbotError):
+    """A history, trace or lock store cannot be reached right now."""

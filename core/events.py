@@ -1,0 +1,131 @@
+"""What happens during a run, as plain frozen dataclasses.
+
+Renderers ``match`` on the ``Event`` union and end with ``assert_never``: adding an event
+type makes every renderer that forgot it fail type checking.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from core.llm import Usage
+from core.trace import Trace
+
+
+@dataclass(frozen=True, slots=True)
+class RunStarted:
+    run_id: str
+    question: str
+    model: str
+    max_steps: int
+
+
+@dataclass(frozen=True, slots=True)
+class StepStarted:
+    step: int
+    max_steps: int
+    final: bool = False
+    """True for the last call that asks for the best answer once steps ran out."""
+
+
+@dataclass(frozen=True, slots=True)
+class ThoughtDelta:
+    step: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReasoningDelta:
+    """Text from a reasoning model's separate channel (``reasoning_content``, ``<think>``)."""
+
+    step: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ActionDecided:
+    step: int
+    name: str
+    input: str
+
+
+@dataclass(frozen=True, slots=True)
+class ObservationReady:
+    step: int
+    name: str
+    text: str
+    """The full observation, as recorded in the trace."""
+    error: bool = False
+    seconds: float = 0.0
+    sources: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerDelta:
+    step: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class FormatRetry:
+    step: int
+    attempt: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class UsageCounted:
+    step: int
+    usage: Usage
+
+
+NoticeKind = Literal["waiting", "retrying", "memory", "info"]
+
+
+@dataclass(frozen=True, slots=True)
+class Notice:
+    """Something the status line should say: waiting for a lock, retrying after a 429..."""
+
+    kind: NoticeKind
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    trace: Trace
+    answer: str
+    status: Literal["answered", "unformatted", "best_effort"]
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    trace: Trace
+    reason: str
+    """One sentence for the user, no secrets."""
+    kind: Literal["timeout", "model", "deadline", "internal"]
+
+
+@dataclass(frozen=True, slots=True)
+class Cancelled:
+    trace: Trace
+    by: str | None = None
+
+
+Event = (
+    RunStarted
+    | StepStarted
+    | ThoughtDelta
+    | ReasoningDelta
+    | ActionDecided
+    | ObservationReady
+    | AnswerDelta
+    | FormatRetry
+    | UsageCounted
+    | Notice
+    | Finished
+    | Failed
+    | Cancelled
+)
+
+FinalEvent = Finished | Failed | Cancelled

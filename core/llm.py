@@ -1,0 +1,76 @@
+"""The ChatModel seam: one streaming method, and the chunk type it yields.
+
+Implementations: ``core.openai_model.OpenAIChatModel`` (any OpenAI-compatible endpoint),
+``core.scripted.ScriptedModel`` (strict, for tests) and ``core.demo.DemoModel`` (offline demo).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from core.history import Message
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.prompt_tokens + other.prompt_tokens,
+            self.completion_tokens + other.completion_tokens,
+            self.cached_tokens + other.cached_tokens,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallDelta:
+    """A piece of a native tool call (function calling); reserved for the native mode."""
+
+    index: int
+    id: str | None = None
+    name: str | None = None
+    arguments: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ModelChunk:
+    """One piece of a streamed reply. Every field is optional; most chunks carry only text.
+
+    ``reasoning`` is text from models that return ``reasoning_content`` separately.
+    ``notice`` tells the user what the transport is doing (e.g. retrying after a 429);
+    it is never part of the model's reply.
+    """
+
+    text: str = ""
+    reasoning: str = ""
+    tool_calls: tuple[ToolCallDelta, ...] = ()
+    usage: Usage | None = None
+    notice: str | None = None
+
+
+ToolSpec = dict[str, Any]
+"""A JSON-schema function description, for the native tool-calling mode."""
+
+
+class ChatModel(Protocol):
+    """Streams one reply. Raises ``core.errors.ModelError`` subclasses, nothing else."""
+
+    @property
+    def name(self) -> str: ...
+
+    def stream(
+        self,
+        messages: Sequence[Message],
+        *,
+        stop: Sequence[str],
+        tools: Sequence[ToolSpec] | None = None,
+    ) -> AsyncIterator[ModelChunk]: ...

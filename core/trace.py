@@ -1,0 +1,184 @@
+"""The Trace: the faithful record of one run. It is the product.
+
+Serialises to JSON (stored, exported, replayed) and renders to Markdown (threads, files).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import asdict, dataclass, field, fields
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+Status = Literal["running", "answered", "unformatted", "best_effort", "failed", "cancelled"]
+StepKind = Literal["step", "format_error", "final"]
+
+TRACE_VERSION = 1
+
+
+@dataclass(slots=True)
+class TraceStep:
+    index: int
+    kind: StepKind = "step"
+    thought: str = ""
+    action: str | None = None
+    action_input: str | None = None
+    observation: str | None = None
+    error: str | None = None
+    raw: str = ""
+    reasoning: str = ""
+    sources: list[str] = field(default_factory=list)
+    started_at: float = 0.0
+    ended_at: float = 0.0
+    model: str = ""
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+
+    @property
+    def seconds(self) -> float:
+        return max(0.0, self.ended_at - self.started_at)
+
+    @property
+    def tokens(self) -> int | None:
+        if self.prompt_tokens is None and self.completion_tokens is None:
+            return None
+        return (self.prompt_tokens or 0) + (self.completion_tokens or 0)
+
+
+@dataclass(slots=True)
+class Trace:
+    question: str
+    id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+    conversation: str = ""
+    user: str = ""
+    models: list[str] = field(default_factory=list)
+    started_at: float = 0.0
+    ended_at: float = 0.0
+    steps: list[TraceStep] = field(default_factory=list)
+    answer: str | None = None
+    status: Status = "running"
+    reason: str | None = None
+    stopped_by: str | None = None
+    notices: list[str] = field(default_factory=list)
+    version: int = TRACE_VERSION
+
+    # ---- totals -------------------------------------------------------------------------
+    @property
+    def seconds(self) -> float:
+        return max(0.0, self.ended_at - self.started_at)
+
+    @property
+    def prompt_tokens(self) -> int:
+        return sum(s.prompt_tokens or 0 for s in self.steps)
+
+    @property
+    def completion_tokens(self) -> int:
+        return sum(s.completion_tokens or 0 for s in self.steps)
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    @property
+    def tool_steps(self) -> list[TraceStep]:
+        return [s for s in self.steps if s.action]
+
+    @property
+    def sources(self) -> list[str]:
+        seen: dict[str, None] = {}
+        for step in self.steps:
+            for url in step.sources:
+                seen.setdefault(url, None)
+        return list(seen)
+
+    @property
+    def step_count(self) -> int:
+        """Model calls that count against ``max_steps`` (format retries excluded)."""
+        return sum(1 for s in self.steps if s.kind != "format_error")
+
+    # ---- JSON ---------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def to_json(self, *, indent: int | None = None) -> str:
+        return json.dumps(self.to_dict(), ensure_ascii=False, indent=indent)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Trace:
+        step_names = {f.name for f in fields(TraceStep)}
+        trace_names = {f.name for f in fields(cls)}
+        steps = [TraceStep(**{k: v for k, v in s.items() if k in step_names}) for s in data["steps"]]
+        rest = {k: v for k, v in data.items() if k in trace_names and k != "steps"}
+        return cls(steps=steps, **rest)
+
+    @classmethod
+    def from_json(cls, text: str) -> Trace:
+        return cls.from_dict(json.loads(text))
+
+    # ---- Markdown -----------------------------------------------------------------------
+    def to_markdown(self) -> str:
+        lines = [f"# Trace {self.id}", "", f"**Question:** {self.question}", ""]
+        for step in self.steps:
+            lines.extend(render_step_markdown(step))
+            lines.append("")
+        lines.append(f"**Answer ({self.status}):** {self.answer or '—'}")
+        if self.reason:
+            lines.append(f"**Reason:** {self.reason}")
+        if self.stopped_by:
+            lines.append(f"**Stopped by:** {self.stopped_by}")
+        if self.sources:
+            lines.append("**Sources:** " + ", ".join(self.sources))
+        lines.append("")
+        lines.append(summary_line(self))
+        return "\n".join(lines) + "\n"
+
+
+def render_step_markdown(step: TraceStep) -> list[str]:
+    head = f"## Step {step.index}"
+    if step.kind == "format_error":
+        head += " (format error, re-asked)"
+    elif step.kind == "final":
+        head += " (final answer)"
+    meta = f"{step.seconds:.2f} s"
+    if step.tokens is not None:
+        meta += f" · {step.tokens:,} tokens"
+    if step.model:
+        meta += f" · {step.model}"
+    out = [head, f"_{meta}_", ""]
+    if step.reasoning:
+        out += ["**Reasoning:**", "", _fence(step.reasoning), ""]
+    if step.thought:
+        out.append(f"**Thought:** {step.thought}")
+    if step.action:
+        out.append(f"**Action:** `{step.action}[{step.action_input or ''}]`")
+    if step.observation is not None:
+        out += ["**Observation:**", _fence(step.observation)]
+    if step.error:
+        out.append(f"**Error:** {step.error}")
+    if step.kind == "format_error" and step.raw:
+        out += ["**Raw reply:**", _fence(step.raw)]
+    if step.sources:
+        out.append("**Sources:** " + ", ".join(step.sources))
+    return out
+
+
+def summary_line(trace: Trace) -> str:
+    parts = [f"{trace.step_count} step{'s' if trace.step_count != 1 else ''}",
+             f"{trace.seconds:.1f} s"]
+    if trace.total_tokens:
+        parts.append(f"{trace.total_tokens:,} tokens")
+    if trace.models:
+        parts.append(", ".join(dict.fromkeys(trace.models)))
+    return " · ".join(parts)
+
+
+def _fence(text: str) -> str:
+    ticks = "```"
+    while ticks in text:
+        ticks += "`"
+    return f"{ticks}\n{text}\n{ticks}"
+
+
+def utc_iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds")
