@@ -1,0 +1,648 @@
+"""The bot's configuration: one typed, frozen object, loaded once at start and passed down.
+
+``load_config(path, env)`` reads an optional YAML file (``--config`` or ``REACTBOT_CONFIG``),
+applies the few environment overrides (``REACTBOT_MODEL``, ``OPENAI_BASE_URL``, ``REDIS_URL``),
+reads the secrets from the environment only, and returns a ``Config``. With no file at all the
+embedded defaults apply: the offline demo model, in-memory history, the terminal.
+
+Every problem becomes a ``ConfigError`` whose message names the key path and the fix, e.g.::
+
+    config error: agent.max_steps: must be between 1 and 50 (got 0). Fix it in config.yaml
+    or remove the key to use the default (8).
+
+Secrets are ``SecretStr`` values in ``Config.secrets``: ``repr``, ``str`` and logging show
+``**********``, and no error message ever contains one. A secret-looking key in the YAML file
+(``api_key``, ``token``, ``signing_secret``, ...) is refused with the environment variable to
+use instead. Nothing here runs at import time.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import annotated_types
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    field_validator,
+    model_serializer,
+)
+from pydantic_core import ErrorDetails
+
+from core.errors import ReactbotError
+
+__all__ = [
+    "AgentConfig",
+    "CalculateConfig",
+    "Config",
+    "ConfigError",
+    "DiscordConfig",
+    "LookupConfig",
+    "ModelConfig",
+    "RedisConfig",
+    "SearchConfig",
+    "Secrets",
+    "SlackConfig",
+    "ToolsConfig",
+    "load_config",
+    "resolve_config_path",
+]
+
+CONFIG_PATH_ENV = "REACTBOT_CONFIG"
+
+# Environment variables that override a config key (file < environment).
+ENV_OVERRIDES: Mapping[str, tuple[str, ...]] = {
+    "REACTBOT_MODEL": ("model", "name"),
+    "OPENAI_BASE_URL": ("model", "base_url"),
+    "REDIS_URL": ("redis", "url"),
+}
+
+# Secrets: ``Secrets`` field -> environment variable. They are never read from the file.
+SECRET_ENV_VARS: Mapping[str, str] = {
+    "openai_api_key": "OPENAI_API_KEY",
+    "tavily_api_key": "TAVILY_API_KEY",
+    "discord_token": "DISCORD_TOKEN",
+    "slack_bot_token": "SLACK_BOT_TOKEN",
+    "slack_app_token": "SLACK_APP_TOKEN",
+    "slack_signing_secret": "SLACK_SIGNING_SECRET",
+}
+
+
+class ConfigError(ReactbotError):
+    """The configuration cannot be used; ``str(error)`` says which key and how to fix it.
+
+    One line per problem, each starting with ``config error:``. Never contains a secret.
+    """
+
+    def __init__(self, problems: Iterable[str]) -> None:
+        self.problems: tuple[str, ...] = tuple(problems)
+        super().__init__("\n".join(f"config error: {p}" for p in self.problems))
+
+
+# --------------------------------------------------------------------------------------------
+# The schema
+
+
+def _check_http_url(value: str | None) -> str | None:
+    if value is not None and not value.startswith(("http://", "https://")):
+        raise ValueError("must start with http:// or https://")
+    return value
+
+
+def _check_not_blank(value: str | None) -> str | None:
+    if value is not None and not value.strip():
+        raise ValueError("must not be empty (remove the key to leave it unset)")
+    return value
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
+        # URLs may carry credentials (redis://:password@host): never show them.
+        for name, value in super().__repr_args__():
+            yield name, _redact_url(value) if isinstance(value, str) else value
+
+    @model_serializer(mode="wrap")
+    def _redacted_dump(self, handler: SerializerFunctionWrapHandler) -> Any:
+        # Dumps are for display and logs too; SecretStr fields already dump as stars.
+        data = handler(self)
+        if not isinstance(data, dict):
+            return data
+        return {k: _redact_url(v) if isinstance(v, str) else v for k, v in data.items()}
+
+
+class ModelConfig(_Section):
+    name: str = ""
+    base_url: str | None = None
+    request_timeout: float = Field(default=60.0, gt=0, le=3600)
+    max_retries: int = Field(default=3, ge=0, le=10)
+    temperature: float = Field(default=0.0, ge=0, le=2)
+    answer_model: str | None = None
+    step_model: str | None = None
+
+    _http_url = field_validator("base_url")(_check_http_url)
+    _not_blank = field_validator("answer_model", "step_model")(_check_not_blank)
+
+
+class AgentConfig(_Section):
+    max_steps: int = Field(default=8, ge=1, le=50)
+    tool_timeout: float = Field(default=20.0, gt=0, le=3600)
+    deadline: float = Field(default=180.0, gt=0, le=86400)
+    format_retries: int = Field(default=2, ge=0, le=5)
+    observation_limit: int = Field(default=2000, ge=100, le=1_000_000)
+    history_token_budget: int = Field(default=3000, ge=100, le=10_000_000)
+
+
+class SearchConfig(_Section):
+    enabled: bool = True
+    api_base_url: str | None = None
+    max_results: int = Field(default=3, ge=1, le=20)
+    include_answer: bool = True
+    timeout: float = Field(default=10.0, gt=0, le=600)
+    cache_ttl: int = Field(default=3600, ge=0, le=30 * 86400)
+
+    _http_url = field_validator("api_base_url")(_check_http_url)
+
+
+class LookupConfig(_Section):
+    enabled: bool = True
+    path: Path | None = None
+    refresh_seconds: float = Field(default=5.0, ge=0, le=86400)
+
+
+class CalculateConfig(_Section):
+    enabled: bool = True
+    timeout: float = Field(default=2.0, gt=0, le=60)
+
+
+class ToolsConfig(_Section):
+    search: SearchConfig = SearchConfig()
+    lookup: LookupConfig = LookupConfig()
+    calculate: CalculateConfig = CalculateConfig()
+
+
+class RedisConfig(_Section):
+    url: str | None = None
+    prefix: str = Field(default="reactbot:", min_length=1)
+    history_turns: int = Field(default=10, ge=1, le=10_000)
+    history_ttl_days: float = Field(default=7.0, gt=0, le=3650)
+    trace_ttl_days: float = Field(default=30.0, gt=0, le=3650)
+    store_steps: bool = False
+    per_thread: bool = True
+
+    @field_validator("url")
+    @classmethod
+    def _redis_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError("must start with redis://, rediss:// or unix://")
+        return value
+
+
+class DiscordConfig(_Section):
+    api_base_url: str | None = None
+    edit_interval: float = Field(default=1.2, ge=0.2, le=60)
+    allowed_guilds: tuple[int, ...] = ()
+    allowed_channels: tuple[int, ...] = ()
+    allowed_roles: tuple[int, ...] = ()
+    allowed_users: tuple[int, ...] = ()
+    admin_users: tuple[int, ...] = ()
+    admin_roles: tuple[int, ...] = ()
+    allow_dms: bool = True
+    cooldown_seconds: float = Field(default=5.0, ge=0, le=3600)
+
+    _http_url = field_validator("api_base_url")(_check_http_url)
+
+    @field_validator(
+        "allowed_guilds",
+        "allowed_channels",
+        "allowed_roles",
+        "allowed_users",
+        "admin_users",
+        "admin_roles",
+    )
+    @classmethod
+    def _snowflakes(cls, ids: tuple[int, ...]) -> tuple[int, ...]:
+        if any(i <= 0 for i in ids):
+            raise ValueError("Discord ids are positive integers")
+        return ids
+
+
+class SlackConfig(_Section):
+    mode: Literal["socket", "http"] = "socket"
+    port: int = Field(default=3000, ge=1, le=65535)
+    api_base_url: str | None = None
+    update_interval: float = Field(default=1.0, ge=0.2, le=60)
+    allowed_channels: tuple[str, ...] = ()
+    allowed_users: tuple[str, ...] = ()
+    admin_users: tuple[str, ...] = ()
+    cooldown_seconds: float = Field(default=5.0, ge=0, le=3600)
+    use_native_streaming: bool = False
+
+    _http_url = field_validator("api_base_url")(_check_http_url)
+
+
+class Secrets(_Section):
+    """Credentials, from the environment only; each is ``None`` when unset or empty."""
+
+    openai_api_key: SecretStr | None = None
+    tavily_api_key: SecretStr | None = None
+    discord_token: SecretStr | None = None
+    slack_bot_token: SecretStr | None = None
+    slack_app_token: SecretStr | None = None
+    slack_signing_secret: SecretStr | None = None
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> Secrets:
+        values = {field: (env.get(var) or "").strip() for field, var in SECRET_ENV_VARS.items()}
+        return cls(**{field: SecretStr(v) for field, v in values.items() if v})
+
+    def values(self) -> list[str]:
+        """The secret values that are set (to scrub them from any text)."""
+        secrets = (getattr(self, field) for field in SECRET_ENV_VARS)
+        return [s.get_secret_value() for s in secrets if s is not None]
+
+
+LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
+
+
+class Config(_Section):
+    """Everything the bot is configured with. Build it with ``load_config``."""
+
+    model: ModelConfig = ModelConfig()
+    agent: AgentConfig = AgentConfig()
+    tools: ToolsConfig = ToolsConfig()
+    redis: RedisConfig = RedisConfig()
+    discord: DiscordConfig = DiscordConfig()
+    slack: SlackConfig = SlackConfig()
+    log_level: LogLevel = "INFO"
+    secrets: Secrets = Secrets()
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _upper_log_level(cls, value: object) -> object:
+        return value.upper() if isinstance(value, str) else value
+
+    @property
+    def model_configured(self) -> bool:
+        """A real model is named; otherwise the offline demo model answers."""
+        return bool(self.model.name)
+
+    @property
+    def search_enabled(self) -> bool:
+        return self.tools.search.enabled and self.secrets.tavily_api_key is not None
+
+    @property
+    def discord_enabled(self) -> bool:
+        return self.secrets.discord_token is not None
+
+    @property
+    def slack_enabled(self) -> bool:
+        s = self.secrets
+        second = s.slack_app_token if self.slack.mode == "socket" else s.slack_signing_secret
+        return s.slack_bot_token is not None and second is not None
+
+
+# Top-level keys that are not read from the file.
+_NOT_FROM_FILE = frozenset({"secrets"})
+
+
+# --------------------------------------------------------------------------------------------
+# Loading
+
+
+def resolve_config_path(path: str | Path | None, env: Mapping[str, str]) -> Path | None:
+    """The file to read: ``path`` (``--config``), else ``REACTBOT_CONFIG``, else none."""
+    if path is not None and str(path) != "":
+        return Path(path).expanduser()
+    from_env = env.get(CONFIG_PATH_ENV, "")
+    return Path(from_env).expanduser() if from_env else None
+
+
+def load_config(path: str | Path | None, env: Mapping[str, str]) -> Config:
+    """Read the YAML file (if any), apply environment overrides and secrets, validate.
+
+    Raises ``ConfigError`` naming every wrong key and how to fix it.
+    """
+    file = resolve_config_path(path, env)
+    data = _read_yaml(file) if file is not None else {}
+    _refuse_secret_keys(data)
+    _drop_empty_sections(data, Config)
+    overridden = _apply_env_overrides(data, env)
+    secrets = Secrets.from_env(env)
+    try:
+        config = Config.model_validate({**data, "secrets": secrets})
+    except ValidationError as exc:
+        problems = [_describe(e, file=file, overridden=overridden) for e in exc.errors()]
+        raise ConfigError(_scrub(p, secrets) for p in problems) from None
+    return _resolve_relative_paths(config, file)
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """A SafeLoader that refuses duplicate keys instead of keeping the last one silently."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r}", key_node.start_mark
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def _read_yaml(file: Path) -> dict[str, Any]:
+    try:
+        text = file.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(
+            [f"{file}: file not found (check --config or {CONFIG_PATH_ENV})"]
+        ) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ConfigError([f"{file}: cannot read the file ({reason})"]) from None
+    try:
+        data = yaml.load(text, Loader=_UniqueKeyLoader)
+    except yaml.YAMLError as exc:
+        raise ConfigError([_describe_yaml_error(file, exc)]) from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(
+            [f"{file}: the top level must be a mapping of sections (got {_kind(data)})"]
+        )
+    return data
+
+
+def _describe_yaml_error(file: Path, exc: yaml.YAMLError) -> str:
+    # Only the problem and its position: the snippet PyYAML adds could quote a secret.
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or "invalid YAML"
+    where = f" line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    return f"{file}{where}: invalid YAML: {problem}"
+
+
+_SECRET_KEY = re.compile(
+    r"(^|[_-])(api[_-]?key|token|secret|secrets|signing[_-]secret|password|passwd)$", re.I
+)
+
+_SECRET_KEY_ENV: Mapping[str, str] = {
+    "model.api_key": "OPENAI_API_KEY",
+    "model.openai_api_key": "OPENAI_API_KEY",
+    "tools.search.api_key": "TAVILY_API_KEY",
+    "tools.search.tavily_api_key": "TAVILY_API_KEY",
+    "discord.token": "DISCORD_TOKEN",
+    "discord.bot_token": "DISCORD_TOKEN",
+    "slack.bot_token": "SLACK_BOT_TOKEN",
+    "slack.token": "SLACK_BOT_TOKEN",
+    "slack.app_token": "SLACK_APP_TOKEN",
+    "slack.signing_secret": "SLACK_SIGNING_SECRET",
+}
+
+
+def _refuse_secret_keys(data: Mapping[Any, Any]) -> None:
+    problems = []
+    for key_path in _secret_key_paths(data, ()):
+        dotted = _format_loc(key_path)
+        last = str(key_path[-1]).lower()
+        var = _SECRET_KEY_ENV.get(dotted) or SECRET_ENV_VARS.get(last)
+        fix = (
+            f"set the {var} environment variable instead"
+            if var
+            else f"use the environment variables instead ({', '.join(SECRET_ENV_VARS.values())})"
+        )
+        problems.append(
+            f"{dotted}: secrets are not read from the config file; remove the key and {fix}"
+        )
+    if problems:
+        raise ConfigError(problems)
+
+
+def _secret_key_paths(
+    node: object, prefix: tuple[int | str, ...]
+) -> Iterator[tuple[int | str, ...]]:
+    if isinstance(node, Mapping):
+        for key, value in node.items():
+            path = (*prefix, str(key))
+            if _SECRET_KEY.search(str(key)):
+                yield path
+            else:
+                yield from _secret_key_paths(value, path)
+    elif isinstance(node, list):
+        for index, item in enumerate(node):
+            yield from _secret_key_paths(item, (*prefix, index))
+
+
+def _drop_empty_sections(data: dict[Any, Any], section: type[BaseModel]) -> None:
+    """``discord:`` with every key commented out (YAML null) means the section's defaults."""
+    for name, info in section.model_fields.items():
+        annotation = info.annotation
+        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+            continue
+        if name in data and data[name] is None:
+            del data[name]
+        elif isinstance(data.get(name), dict):
+            _drop_empty_sections(data[name], annotation)
+
+
+def _apply_env_overrides(
+    data: dict[str, Any], env: Mapping[str, str]
+) -> dict[tuple[str, ...], str]:
+    """Write the set override variables into ``data``; return which key came from which var."""
+    overridden: dict[tuple[str, ...], str] = {}
+    for var, (section, key) in ENV_OVERRIDES.items():
+        value = env.get(var, "").strip()
+        if not value:
+            continue
+        current = data.get(section)
+        if current is None:
+            current = data[section] = {}
+        if isinstance(current, dict):  # anything else is reported by validation
+            current[key] = value
+            overridden[(section, key)] = var
+    return overridden
+
+
+def _resolve_relative_paths(config: Config, file: Path | None) -> Config:
+    """Expand ``~``; a relative ``tools.lookup.path`` is relative to the config file."""
+    lookup = config.tools.lookup
+    if lookup.path is None:
+        return config
+    path = lookup.path.expanduser()
+    if file is not None and not path.is_absolute():
+        path = file.parent / path
+    if path == lookup.path:
+        return config
+    new_lookup = lookup.model_copy(update={"path": path})
+    new_tools = config.tools.model_copy(update={"lookup": new_lookup})
+    return config.model_copy(update={"tools": new_tools})
+
+
+# --------------------------------------------------------------------------------------------
+# Turning pydantic's errors into messages that name the key and the fix
+
+
+def _describe(
+    error: ErrorDetails, *, file: Path | None, overridden: Mapping[tuple[str, ...], str]
+) -> str:
+    loc = tuple(error["loc"])
+    key = _format_loc(loc)
+    if error["type"] == "extra_forbidden":
+        return f"{key}: {_unknown_key(loc)}"
+    owner, field = _field_at(loc)
+    what = _what_is_wrong(error, owner, field)
+    return f"{key}: {what}{_fix(loc, owner, field, file, overridden)}"
+
+
+def _format_loc(loc: tuple[int | str, ...]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(top level)"
+
+
+def _section_at(loc: tuple[int | str, ...]) -> type[BaseModel] | None:
+    model: type[BaseModel] = Config
+    for part in loc:
+        info = model.model_fields.get(str(part))
+        annotation = info.annotation if info is not None else None
+        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+            return None
+        model = annotation
+    return model
+
+
+def _field_at(loc: tuple[int | str, ...]) -> tuple[type[BaseModel] | None, str | None]:
+    """The section model and field name an error location points at (list indices dropped)."""
+    names = tuple(p for p in loc if isinstance(p, str))
+    if not names:
+        return None, None
+    owner = _section_at(names[:-1])
+    if owner is None or names[-1] not in owner.model_fields:
+        return None, None
+    return owner, names[-1]
+
+
+def _unknown_key(loc: tuple[int | str, ...]) -> str:
+    section = _section_at(loc[:-1])
+    if section is None:
+        return "unknown key"
+    known = [name for name in section.model_fields if name not in _NOT_FROM_FILE]
+    close = difflib.get_close_matches(str(loc[-1]), known, n=1, cutoff=0.6)
+    if close:
+        return f"unknown key (did you mean '{close[0]}'?)"
+    return f"unknown key (known keys: {', '.join(known)})"
+
+
+_TYPE_MESSAGES: Mapping[str, str] = {
+    "int_type": "must be a whole number",
+    "int_parsing": "must be a whole number",
+    "int_from_float": "must be a whole number",
+    "float_type": "must be a number",
+    "float_parsing": "must be a number",
+    "bool_type": "must be true or false",
+    "bool_parsing": "must be true or false",
+    "string_type": "must be a string",
+    "tuple_type": "must be a list",
+    "list_type": "must be a list",
+    "model_type": "must be a mapping of keys",
+    "model_attributes_type": "must be a mapping of keys",
+    "dict_type": "must be a mapping of keys",
+    "path_type": "must be a file path",
+    "string_too_short": "must not be empty",
+}
+
+
+def _what_is_wrong(error: ErrorDetails, owner: type[BaseModel] | None, field: str | None) -> str:
+    kind = error["type"]
+    ctx = error.get("ctx") or {}
+    got = f" (got {_show(error['input'])})"
+    if kind == "value_error":
+        return f"{ctx.get('error', error['msg'])}{got}"
+    if kind == "literal_error":
+        return f"must be {ctx.get('expected', 'one of the allowed values')}{got}"
+    if kind in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
+        return f"{_range_text(ctx, owner, field)}{got}"
+    if kind in _TYPE_MESSAGES:
+        return f"{_TYPE_MESSAGES[kind]}{got}"
+    return f"{error['msg'].rstrip('.')}{got}"
+
+
+def _range_text(ctx: Mapping[str, Any], owner: type[BaseModel] | None, field: str | None) -> str:
+    bounds: dict[str, Any] = dict(ctx)
+    if owner is not None and field is not None:
+        for meta in owner.model_fields[field].metadata:
+            for name in ("gt", "ge", "lt", "le"):
+                if isinstance(meta, annotated_types.BaseMetadata) and hasattr(meta, name):
+                    bounds[name] = getattr(meta, name)
+    low = bounds.get("ge", bounds.get("gt"))
+    high = bounds.get("le", bounds.get("lt"))
+    if "ge" in bounds and "le" in bounds:
+        return f"must be between {low} and {high}"
+    if "gt" in bounds and high is not None:
+        return f"must be greater than {low} and at most {high}"
+    if "gt" in bounds:
+        return f"must be greater than {low}"
+    if "ge" in bounds:
+        return f"must be at least {low}"
+    return f"must be at most {high}"
+
+
+def _fix(
+    loc: tuple[int | str, ...],
+    owner: type[BaseModel] | None,
+    field: str | None,
+    file: Path | None,
+    overridden: Mapping[tuple[str, ...], str],
+) -> str:
+    var = overridden.get(tuple(str(p) for p in loc))
+    if var is not None:
+        return f". It comes from the {var} environment variable: fix or unset it."
+    if owner is None or field is None:
+        return ""
+    where = file.name if file is not None else "the config file"
+    default = owner.model_fields[field].get_default(call_default_factory=True)
+    if isinstance(default, BaseModel):
+        return f". Fix it in {where} or remove the key to use the defaults."
+    return f". Fix it in {where} or remove the key to use the default ({_show_default(default)})."
+
+
+def _show_default(value: object) -> str:
+    if value is None:
+        return "unset"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, tuple):
+        return "[]" if not value else "[" + ", ".join(map(str, value)) + "]"
+    if isinstance(value, str):
+        return f"'{value}'" if value else "''"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+_TOKEN_LIKE = re.compile(r"^(sk-|xox[a-z]-|xapp-|tvly-|Bearer\s)", re.I)
+
+
+def _show(value: object) -> str:
+    """A value for an error message: short, and never a credential."""
+    if isinstance(value, str):
+        if _TOKEN_LIKE.match(value.strip()):
+            return "'**********'"
+        shown = _redact_url(value)
+        return repr(shown if len(shown) <= 60 else shown[:57] + "...")
+    if isinstance(value, Mapping | list | tuple | set):
+        return _kind(value)
+    return repr(value)
+
+
+def _kind(value: object) -> str:
+    if isinstance(value, Mapping):
+        return "a mapping"
+    if isinstance(value, list | tuple | set):
+        return "a list"
+    return type(value).__name__
+
+
+_URL_USERINFO = re.compile(r"^([a-z][a-z0-9+.-]*://)[^/@\s]*@", re.I)
+
+
+def _redact_url(text: str) -> str:
+    return _URL_USERINFO.sub(r"\1***@", text)
+
+
+def _scrub(text: str, secrets: Secrets) -> str:
+    for value in secrets.values():
+        text = text.replace(value, "**********")
+    return text

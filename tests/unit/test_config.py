@@ -1,0 +1,428 @@
+"""bot.config: defaults, environment overrides, error messages, secrets, the example file."""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from bot.config import (
+    AgentConfig,
+    Config,
+    ConfigError,
+    Secrets,
+    SlackConfig,
+    load_config,
+    resolve_config_path,
+)
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "config.example.yaml"
+
+SECRET_ENV = {
+    "OPENAI_API_KEY": "sk-test-OPENAI-0001",
+    "TAVILY_API_KEY": "tvly-test-TAVILY-0002",
+    "DISCORD_TOKEN": "discord-test-TOKEN-0003",
+    "SLACK_BOT_TOKEN": "xoxb-test-BOT-0004",
+    "SLACK_APP_TOKEN": "xapp-test-APP-0005",
+    "SLACK_SIGNING_SECRET": "signing-test-SECRET-0006",
+}
+
+
+def write(tmp_path: Path, text: str, name: str = "config.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def error_for(tmp_path: Path, text: str, env: dict[str, str] | None = None) -> str:
+    with pytest.raises(ConfigError) as info:
+        load_config(write(tmp_path, text), env or {})
+    return str(info.value)
+
+
+# --------------------------------------------------------------------------------------------
+# Defaults and the file
+
+
+def test_no_file_and_empty_env_gives_the_embedded_defaults() -> None:
+    config = load_config(None, {})
+
+    assert config == Config()
+    assert config.model.name == ""
+    assert config.model.request_timeout == 60
+    assert config.agent.max_steps == 8
+    assert config.agent.deadline == 180
+    assert config.tools.search.max_results == 3
+    assert config.tools.lookup.path is None
+    assert config.redis.url is None
+    assert config.redis.prefix == "reactbot:"
+    assert config.discord.edit_interval == 1.2
+    assert config.discord.allowed_users == ()
+    assert config.slack.mode == "socket"
+    assert config.slack.port == 3000
+    assert config.log_level == "INFO"
+    assert config.secrets == Secrets()
+    assert not config.model_configured
+    assert not config.search_enabled
+    assert not config.discord_enabled
+    assert not config.slack_enabled
+
+
+def test_an_empty_file_gives_the_defaults(tmp_path: Path) -> None:
+    assert load_config(write(tmp_path, "# nothing yet\n"), {}) == Config()
+
+
+def test_a_section_with_every_key_commented_out_means_its_defaults(tmp_path: Path) -> None:
+    path = write(tmp_path, "discord:\n  # allow_dms: false\ntools:\n  search:\n")
+    assert load_config(path, {}) == Config()
+
+
+def test_file_values_are_read(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "model: {name: deepseek-chat, temperature: 0.3}\n"
+        "agent: {max_steps: 12}\n"
+        "discord: {allowed_channels: [123, '456'], allow_dms: false}\n"
+        "slack: {mode: http, allowed_users: [U1]}\n"
+        "log_level: debug\n",
+    )
+    config = load_config(path, {})
+
+    assert config.model.name == "deepseek-chat"
+    assert config.model.temperature == 0.3
+    assert config.agent.max_steps == 12
+    assert config.discord.allowed_channels == (123, 456)
+    assert config.discord.allow_dms is False
+    assert config.slack.mode == "http"
+    assert config.slack.allowed_users == ("U1",)
+    assert config.log_level == "DEBUG"
+    assert config.model_configured
+
+
+def test_the_path_comes_from_reactbot_config_when_not_given(tmp_path: Path) -> None:
+    path = write(tmp_path, "agent: {max_steps: 3}\n")
+    other = write(tmp_path, "agent: {max_steps: 4}\n", name="other.yaml")
+
+    assert load_config(None, {"REACTBOT_CONFIG": str(path)}).agent.max_steps == 3
+    assert load_config(other, {"REACTBOT_CONFIG": str(path)}).agent.max_steps == 4
+    assert resolve_config_path(None, {}) is None
+    assert resolve_config_path(None, {"REACTBOT_CONFIG": ""}) is None
+
+
+def test_a_relative_lookup_path_is_relative_to_the_config_file(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path, "tools: {lookup: {path: notes}}\n"), {})
+    assert config.tools.lookup.path == tmp_path / "notes"
+
+    absolute = load_config(write(tmp_path, f"tools: {{lookup: {{path: {tmp_path}}}}}\n"), {})
+    assert absolute.tools.lookup.path == tmp_path
+
+
+def test_config_is_frozen() -> None:
+    config = load_config(None, {})
+    with pytest.raises(ValidationError):
+        config.agent.max_steps = 3
+
+
+# --------------------------------------------------------------------------------------------
+# Environment
+
+
+def test_environment_overrides_win_over_the_file(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "model: {name: from-file, base_url: 'http://file:1/v1'}\n"
+        "redis: {url: 'redis://file:6379/0'}\n",
+    )
+    env = {
+        "REACTBOT_MODEL": "qwen-plus",
+        "OPENAI_BASE_URL": "https://dashscope.example/v1",
+        "REDIS_URL": "redis://env:6379/1",
+    }
+    config = load_config(path, env)
+
+    assert config.model.name == "qwen-plus"
+    assert config.model.base_url == "https://dashscope.example/v1"
+    assert config.redis.url == "redis://env:6379/1"
+
+
+def test_environment_overrides_apply_without_a_file() -> None:
+    config = load_config(None, {"REACTBOT_MODEL": "llama3.1", "REDIS_URL": "unix:///tmp/r.sock"})
+    assert config.model.name == "llama3.1"
+    assert config.model_configured
+    assert config.redis.url == "unix:///tmp/r.sock"
+
+
+def test_empty_environment_values_count_as_unset(tmp_path: Path) -> None:
+    path = write(tmp_path, "model: {name: from-file}\n")
+    env = dict.fromkeys([*SECRET_ENV, "REACTBOT_MODEL", "OPENAI_BASE_URL", "REDIS_URL"], "")
+
+    config = load_config(path, env)
+
+    assert config.model.name == "from-file"
+    assert config.secrets == Secrets()
+
+
+def test_secrets_come_from_the_environment() -> None:
+    config = load_config(None, SECRET_ENV)
+    secrets = config.secrets
+
+    assert secrets.openai_api_key is not None
+    assert secrets.openai_api_key.get_secret_value() == SECRET_ENV["OPENAI_API_KEY"]
+    assert secrets.slack_signing_secret is not None
+    assert secrets.slack_signing_secret.get_secret_value() == SECRET_ENV["SLACK_SIGNING_SECRET"]
+    assert config.search_enabled
+    assert config.discord_enabled
+    assert config.slack_enabled
+
+
+@pytest.mark.parametrize(
+    ("mode", "env_names", "enabled"),
+    [
+        ("socket", ["SLACK_BOT_TOKEN", "SLACK_APP_TOKEN"], True),
+        ("socket", ["SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET"], False),
+        ("socket", ["SLACK_APP_TOKEN"], False),
+        ("http", ["SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET"], True),
+        ("http", ["SLACK_BOT_TOKEN", "SLACK_APP_TOKEN"], False),
+        ("http", ["SLACK_SIGNING_SECRET"], False),
+    ],
+)
+def test_slack_enabled_needs_the_tokens_of_its_mode(
+    tmp_path: Path, mode: str, env_names: list[str], enabled: bool
+) -> None:
+    env = {name: SECRET_ENV[name] for name in env_names}
+    config = load_config(write(tmp_path, f"slack: {{mode: {mode}}}\n"), env)
+    assert config.slack_enabled is enabled
+
+
+def test_search_is_enabled_only_with_a_key_and_when_not_switched_off(tmp_path: Path) -> None:
+    key = {"TAVILY_API_KEY": SECRET_ENV["TAVILY_API_KEY"]}
+    assert not load_config(None, {}).search_enabled
+    assert load_config(None, key).search_enabled
+    off = write(tmp_path, "tools: {search: {enabled: false}}\n")
+    assert not load_config(off, key).search_enabled
+
+
+# --------------------------------------------------------------------------------------------
+# Error messages
+
+
+def test_out_of_range_names_the_key_the_range_and_the_default(tmp_path: Path) -> None:
+    message = error_for(tmp_path, "agent:\n  max_steps: 0\n")
+    assert message == (
+        "config error: agent.max_steps: must be between 1 and 50 (got 0). "
+        "Fix it in config.yaml or remove the key to use the default (8)."
+    )
+
+
+def test_unknown_key_suggests_the_closest_one(tmp_path: Path) -> None:
+    message = error_for(tmp_path, "discord:\n  edti_interval: 2\n")
+    assert message == (
+        "config error: discord.edti_interval: unknown key (did you mean 'edit_interval'?)"
+    )
+
+
+def test_unknown_key_without_a_close_match_lists_the_known_keys(tmp_path: Path) -> None:
+    message = error_for(tmp_path, "webhooks: {}\n")
+    assert message.startswith("config error: webhooks: unknown key (known keys: model, agent")
+    assert "secrets" not in message
+
+
+def test_slack_mode_must_be_socket_or_http(tmp_path: Path) -> None:
+    message = error_for(tmp_path, "slack:\n  mode: websocket\n")
+    assert message.startswith(
+        "config error: slack.mode: must be 'socket' or 'http' (got 'websocket')"
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("model: {request_timeout: 0}", "model.request_timeout: must be greater than 0"),
+        ("agent: {tool_timeout: -1}", "agent.tool_timeout: must be greater than 0"),
+        ("discord: {edit_interval: 0.1}", "discord.edit_interval: must be between 0.2 and 60"),
+        ("slack: {port: 70000}", "slack.port: must be between 1 and 65535 (got 70000)"),
+        ("slack: {port: http}", "slack.port: must be a whole number (got 'http')"),
+        ("model: {base_url: 'localhost:8000'}", "model.base_url: must start with http://"),
+        ("discord: {api_base_url: 'ws://x'}", "discord.api_base_url: must start with http://"),
+        ("tools: {search: {api_base_url: x}}", "tools.search.api_base_url: must start with"),
+        ("redis: {url: 'http://r:6379'}", "redis.url: must start with redis://, rediss://"),
+        ("discord: {allowed_users: [1, x]}", "discord.allowed_users[1]: must be a whole number"),
+        ("discord: {allowed_roles: [-5]}", "discord.allowed_roles: Discord ids are positive"),
+        ("slack: {use_native_streaming: maybe}", "slack.use_native_streaming: must be true or"),
+        ("agent: 5", "agent: must be a mapping of keys (got 5). Fix it in config.yaml or"),
+        ("log_level: loud", "log_level: must be 'DEBUG', 'INFO', 'WARNING', 'ERROR' or"),
+    ],
+)
+def test_wrong_values_name_the_key_and_what_is_expected(
+    tmp_path: Path, text: str, expected: str
+) -> None:
+    assert error_for(tmp_path, text + "\n").startswith("config error: " + expected)
+
+
+def test_every_problem_is_reported_at_once(tmp_path: Path) -> None:
+    message = error_for(tmp_path, "agent: {max_steps: 99}\nslack: {prot: 1}\n")
+    lines = message.splitlines()
+    assert len(lines) == 2
+    assert all(line.startswith("config error: ") for line in lines)
+    assert "agent.max_steps" in lines[0]
+    assert "slack.prot: unknown key (did you mean 'port'?)" in lines[1]
+
+
+def test_an_invalid_environment_override_points_at_the_variable() -> None:
+    with pytest.raises(ConfigError) as info:
+        load_config(None, {"OPENAI_BASE_URL": "api.example.com"})
+    message = str(info.value)
+    assert message.startswith("config error: model.base_url: must start with http://")
+    assert "OPENAI_BASE_URL environment variable" in message
+
+
+def test_invalid_yaml_names_the_file_and_the_line(tmp_path: Path) -> None:
+    message = error_for(tmp_path, "agent:\n  max_steps: 3\n  tool_timeout: [1,\nslack: {}\n")
+    assert re.match(r"config error: .*config\.yaml line \d+, column \d+: invalid YAML: ", message)
+
+
+def test_a_duplicate_key_is_refused_with_its_line(tmp_path: Path) -> None:
+    message = error_for(tmp_path, "agent:\n  max_steps: 3\n  max_steps: 4\n")
+    assert "config.yaml line 3, column 3: invalid YAML: duplicate key 'max_steps'" in message
+
+
+def test_the_top_level_must_be_a_mapping(tmp_path: Path) -> None:
+    message = error_for(tmp_path, "- model\n- agent\n")
+    assert "config.yaml: the top level must be a mapping of sections (got a list)" in message
+
+
+def test_a_missing_or_unreadable_file_is_named(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"missing\.yaml: file not found"):
+        load_config(tmp_path / "missing.yaml", {})
+    with pytest.raises(ConfigError, match="cannot read the file"):
+        load_config(None, {"REACTBOT_CONFIG": str(tmp_path)})
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "variable"),
+    [
+        ("model: {api_key: VALUE-123}", "model.api_key", "OPENAI_API_KEY"),
+        ("tools: {search: {api_key: VALUE-123}}", "tools.search.api_key", "TAVILY_API_KEY"),
+        ("discord: {token: VALUE-123}", "discord.token", "DISCORD_TOKEN"),
+        ("slack: {bot_token: VALUE-123}", "slack.bot_token", "SLACK_BOT_TOKEN"),
+        ("slack: {app_token: VALUE-123}", "slack.app_token", "SLACK_APP_TOKEN"),
+        ("slack: {signing_secret: VALUE-123}", "slack.signing_secret", "SLACK_SIGNING_SECRET"),
+        ("discord_token: VALUE-123", "discord_token", "DISCORD_TOKEN"),
+        ("secrets: {openai_api_key: VALUE-123}", "secrets", None),
+        ("extra: [{password: VALUE-123}]", "extra[0].password", None),
+    ],
+)
+def test_secret_keys_in_the_file_are_refused(
+    tmp_path: Path, text: str, key: str, variable: str | None
+) -> None:
+    message = error_for(tmp_path, text + "\n")
+    assert message.startswith(f"config error: {key}: secrets are not read from the config file")
+    if variable is not None:
+        assert f"remove the key and set the {variable} environment variable instead" in message
+    else:
+        assert all(name in message for name in SECRET_ENV)
+    assert "VALUE-123" not in message
+
+
+def test_history_token_budget_is_not_mistaken_for_a_secret(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path, "agent: {history_token_budget: 4000}\n"), {})
+    assert config.agent.history_token_budget == 4000
+
+
+# --------------------------------------------------------------------------------------------
+# Secrets never show
+
+
+def test_secrets_never_appear_in_repr_str_or_dumps() -> None:
+    config = load_config(None, {**SECRET_ENV, "REDIS_URL": "redis://:hunter2pass@db:6379/0"})
+    shown = [
+        repr(config),
+        str(config),
+        repr(config.secrets),
+        str(config.secrets),
+        config.model_dump_json(),
+        repr(config.redis),
+        f"{config}",
+    ]
+    for text in shown:
+        for value in [*SECRET_ENV.values(), "hunter2pass"]:
+            assert value not in text
+    assert config.redis.url == "redis://:hunter2pass@db:6379/0"
+
+
+def test_secrets_never_appear_in_error_messages(tmp_path: Path) -> None:
+    # A secret pasted into the wrong key, and token-shaped values: the message shows no value.
+    text = (
+        f"model: {{base_url: {SECRET_ENV['DISCORD_TOKEN']}}}\n"
+        "slack: {api_base_url: xoxb-pasted-by-mistake}\n"
+        "redis: {url: 'http://:hunter2pass@db'}\n"
+    )
+    message = error_for(tmp_path, text, env=SECRET_ENV)
+    assert len(message.splitlines()) == 3
+    for value in [*SECRET_ENV.values(), "xoxb-pasted-by-mistake", "hunter2pass"]:
+        assert value not in message
+
+
+# --------------------------------------------------------------------------------------------
+# The example file stays in sync with the schema
+
+
+def field_paths(model: type[BaseModel], prefix: str = "") -> Iterator[str]:
+    for name, info in model.model_fields.items():
+        if model is Config and name == "secrets":
+            continue
+        annotation = info.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            yield from field_paths(annotation, f"{prefix}{name}.")
+        else:
+            yield prefix + name
+
+
+def key_paths(data: dict[str, object], prefix: str = "") -> Iterator[str]:
+    for key, value in data.items():
+        if isinstance(value, dict):
+            yield from key_paths(value, f"{prefix}{key}.")
+        else:
+            yield prefix + key
+
+
+def test_the_example_file_equals_the_defaults() -> None:
+    assert load_config(EXAMPLE, {}) == load_config(None, {})
+
+
+def test_the_example_file_sets_every_key() -> None:
+    raw = yaml.safe_load(EXAMPLE.read_text(encoding="utf-8"))
+    assert sorted(key_paths(raw)) == sorted(field_paths(Config))
+
+
+def test_every_key_in_the_example_has_a_comment_above_it() -> None:
+    lines = EXAMPLE.read_text(encoding="utf-8").splitlines()
+    leaf = re.compile(r"^\s*(\w+):\s*\S")
+    undocumented = [
+        line.strip()
+        for before, line in itertools.pairwise(lines)
+        if leaf.match(line) and not before.strip().startswith("#")
+    ]
+    assert undocumented == []
+
+
+def test_the_example_names_every_environment_variable() -> None:
+    text = EXAMPLE.read_text(encoding="utf-8")
+    for name in [*SECRET_ENV, "REACTBOT_MODEL", "OPENAI_BASE_URL", "REDIS_URL", "REACTBOT_CONFIG"]:
+        assert name in text
+
+
+# --------------------------------------------------------------------------------------------
+# Building by hand (for tests elsewhere)
+
+
+def test_sections_can_be_built_directly_and_are_validated() -> None:
+    config = Config(agent=AgentConfig(max_steps=2), slack=SlackConfig(mode="http"))
+    assert config.agent.max_steps == 2
+    with pytest.raises(ValidationError):
+        AgentConfig(max_steps=0)
