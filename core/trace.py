@@ -61,6 +61,8 @@ class Trace:
     reason: str | None = None
     stopped_by: str | None = None
     notices: list[str] = field(default_factory=list)
+    cited: list[str] = field(default_factory=list)
+    """The sources the answer relied on (the "Sources:" line); ``sources`` keeps them all."""
     version: int = TRACE_VERSION
 
     # ---- totals -------------------------------------------------------------------------
@@ -108,7 +110,9 @@ class Trace:
     def from_dict(cls, data: dict[str, Any]) -> Trace:
         step_names = {f.name for f in fields(TraceStep)}
         trace_names = {f.name for f in fields(cls)}
-        steps = [TraceStep(**{k: v for k, v in s.items() if k in step_names}) for s in data["steps"]]
+        steps = [
+            TraceStep(**{k: v for k, v in s.items() if k in step_names}) for s in data["steps"]
+        ]
         rest = {k: v for k, v in data.items() if k in trace_names and k != "steps"}
         return cls(steps=steps, **rest)
 
@@ -164,8 +168,10 @@ def render_step_markdown(step: TraceStep) -> list[str]:
 
 
 def summary_line(trace: Trace) -> str:
-    parts = [f"{trace.step_count} step{'s' if trace.step_count != 1 else ''}",
-             f"{trace.seconds:.1f} s"]
+    parts = [
+        f"{trace.step_count} step{'s' if trace.step_count != 1 else ''}",
+        f"{trace.seconds:.1f} s",
+    ]
     if trace.total_tokens:
         parts.append(f"{trace.total_tokens:,} tokens")
     if trace.models:

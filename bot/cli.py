@@ -1,0 +1,224 @@
+"""The ``reactbot`` command line: ask, chat, serve, trace.
+
+``main()`` in ``bot/__main__.py`` is the only place that calls ``asyncio.run``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import IO
+
+from rich.console import Console
+
+from adapters.terminal.render import TerminalRenderer
+from bot.app import App
+from bot.config import Config, ConfigError, load_config
+from bot.logs import setup_logging
+from bot.trace_commands import export_trace, format_trace_list
+from core.agent import Run
+from core.events import FinalEvent, Finished
+from core.trace import Trace
+
+DEFAULT_CONVERSATION = "terminal"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="reactbot",
+        description="A ReAct bot that shows its work. With no command: serve the configured "
+        "platforms, or chat in this terminal when none is configured.",
+    )
+    parser.add_argument("--config", help="YAML config file (default: $REACTBOT_CONFIG)")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
+    sub = parser.add_subparsers(dest="command")
+
+    ask = sub.add_parser("ask", help="answer one question, streaming the reasoning")
+    ask.add_argument("question", nargs="+")
+    ask.add_argument("--conversation", default=DEFAULT_CONVERSATION)
+
+    chat = sub.add_parser("chat", help="interactive terminal chat")
+    chat.add_argument("--conversation", default=DEFAULT_CONVERSATION)
+
+    serve = sub.add_parser("serve", help="run the configured Discord and/or Slack bots")
+    serve.add_argument("--platform", choices=["discord", "slack"])
+
+    trace = sub.add_parser("trace", help="read stored traces")
+    tsub = trace.add_subparsers(dest="trace_command", required=True)
+    tlist = tsub.add_parser("list", help="recent traces of a conversation")
+    tlist.add_argument("--conversation", default=DEFAULT_CONVERSATION)
+    tlist.add_argument("--limit", type=int, default=20)
+    tshow = tsub.add_parser("show", help="print one trace as Markdown")
+    tshow.add_argument("trace_id")
+    texport = tsub.add_parser("export", help="write a trace to FILE (.json or .md)")
+    texport.add_argument("trace_id")
+    texport.add_argument("file")
+    return parser
+
+
+async def run_cli(
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    stdin: IO[str] | None = None,
+    stdout: IO[str] | None = None,
+) -> int:
+    env = os.environ if env is None else env
+    args = build_parser().parse_args(argv)
+    console = Console(file=stdout or sys.stdout, highlight=False, soft_wrap=True)
+    errors = Console(file=sys.stderr, highlight=False, soft_wrap=True)
+    try:
+        config = load_config(args.config, env)
+    except ConfigError as exc:
+        errors.print(str(exc), markup=False)
+        return 2
+    interactive = args.command in (None, "chat", "ask")
+    setup_logging(config, verbose=args.verbose, quiet=interactive)
+    command = args.command or ("serve" if config.discord_enabled or config.slack_enabled else "chat")
+    if command == "serve":
+        from bot.serve import serve
+
+        return await serve(config, platform=getattr(args, "platform", None), console=errors)
+    tty = console.is_terminal
+    app = App.create(config, demo_delay=0.015 if tty else 0.0)
+    try:
+        for note in app.notes:
+            errors.print(f"note: {note}", style="dim", markup=False)
+        if command == "ask":
+            return await ask(app, " ".join(args.question), args.conversation, console)
+        if command == "chat":
+            return await chat(app, args.conversation, console, stdin or sys.stdin)
+        return await trace_command(app, args, console)
+    finally:
+        await app.aclose()
+
+
+async def ask(app: App, question: str, conversation: str, console: Console) -> int:
+    final = await _answer(app, question, conversation, console)
+    return 0 if isinstance(final, Finished) else 1
+
+
+async def _answer(app: App, question: str, conversation: str, console: Console) -> FinalEvent:
+    """Streams one run to the console; Ctrl-C stops the run, not the program."""
+    renderer = TerminalRenderer(console)
+    run = app.agent.start(question, conversation=conversation, user=_user())
+    with _cancel_on_interrupt(run):
+        async for event in run.events():
+            renderer.handle(event)
+    return await run.wait()
+
+
+@contextlib.contextmanager
+def _cancel_on_interrupt(run: Run):  # type: ignore[no-untyped-def]
+    loop = asyncio.get_running_loop()
+    try:
+        loop.add_signal_handler(signal.SIGINT, run.cancel, "you (Ctrl-C)")
+        installed = True
+    except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, or Windows
+        installed = False
+    try:
+        yield
+    finally:
+        if installed:
+            loop.remove_signal_handler(signal.SIGINT)
+
+
+_NO_REDIS_HINT = (
+    "Without Redis, traces live only as long as one process (use /trace and /export in "
+    "`reactbot chat`). Set REDIS_URL to keep them across commands."
+)
+
+CHAT_HELP = "commands: /reset  /history  /trace  /export FILE  /quit"
+
+
+async def chat(app: App, conversation: str, console: Console, stdin: IO[str]) -> int:
+    console.print(f"reactbot chat · {app.model.name} · {CHAT_HELP}", style="dim", markup=False)
+    last: Trace | None = None
+    while True:
+        if console.is_terminal:
+            console.print("› ", end="", style="bold")
+        line = await asyncio.to_thread(stdin.readline)
+        if not line:  # end of input
+            return 0
+        text = line.strip()
+        if not text:
+            continue
+        if text.startswith("/"):
+            done = await _chat_command(app, text, conversation, console, last)
+            if done:
+                return 0
+            continue
+        final = await _answer(app, text, conversation, console)
+        last = final.trace
+
+
+async def _chat_command(
+    app: App, text: str, conversation: str, console: Console, last: Trace | None
+) -> bool:
+    command, _, rest = text.partition(" ")
+    match command:
+        case "/quit" | "/exit":
+            return True
+        case "/reset":
+            await app.history.clear(conversation)
+            console.print("History cleared for this conversation.", style="dim")
+        case "/history":
+            messages = await app.history.load(conversation)
+            if not messages:
+                console.print("(no history)", style="dim")
+            for message in messages:
+                console.print(f"{message['role']}: {message['content']}", markup=False)
+        case "/trace":
+            if last is None:
+                console.print("No trace yet: ask something first.", style="dim")
+            else:
+                console.print(last.to_markdown(), markup=False)
+        case "/export":
+            if last is None or not rest.strip():
+                console.print("Usage: /export FILE.json|FILE.md (after a question)", style="dim")
+            else:
+                try:
+                    path = export_trace(last, Path(rest.strip()))
+                    console.print(f"Trace written to {path}", style="dim")
+                except (OSError, ValueError) as exc:
+                    console.print(f"Could not export: {exc}", style="yellow", markup=False)
+        case _:
+            console.print(f"Unknown command {command}. {CHAT_HELP}", style="yellow", markup=False)
+    return False
+
+
+async def trace_command(app: App, args: argparse.Namespace, console: Console) -> int:
+    if args.trace_command == "list":
+        traces = await app.traces.list(args.conversation, limit=args.limit)
+        console.print(format_trace_list(traces), markup=False)
+        if not traces and app.config.redis.url is None:
+            console.print(_NO_REDIS_HINT, style="dim", markup=False)
+        return 0
+    trace = await app.traces.get(args.trace_id)
+    if trace is None:
+        console.print(f"No stored trace with id {args.trace_id}.", style="red", markup=False)
+        if app.config.redis.url is None:
+            console.print(_NO_REDIS_HINT, style="dim", markup=False)
+        return 1
+    if args.trace_command == "show":
+        console.print(trace.to_markdown(), markup=False)
+        return 0
+    try:
+        path = export_trace(trace, Path(args.file))
+    except (OSError, ValueError) as exc:
+        console.print(f"Could not export: {exc}", style="red", markup=False)
+        return 1
+    console.print(f"Trace {trace.id} written to {path}", markup=False)
+    return 0
+
+
+def _user() -> str:
+    with contextlib.suppress(Exception):
+        return os.getlogin()
+    return os.environ.get("USER", "you")

@@ -1,0 +1,46 @@
+"""Logging set-up: one handler on stderr, and a filter that blanks secrets in every record."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+
+from bot.config import Config
+
+REDACTED = "***"
+
+
+class RedactSecrets(logging.Filter):
+    """Replaces any configured secret value in a record's final message (and args)."""
+
+    def __init__(self, secrets: Iterable[str]) -> None:
+        super().__init__()
+        self._secrets = sorted({s for s in secrets if len(s) >= 6}, key=len, reverse=True)
+
+    def redact(self, text: str) -> str:
+        for secret in self._secrets:
+            text = text.replace(secret, REDACTED)
+        return text
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if self._secrets:
+            message = self.redact(record.getMessage())
+            if record.exc_info and not record.exc_text:
+                record.exc_text = logging.Formatter().formatException(record.exc_info)
+            if record.exc_text:
+                record.exc_text = self.redact(record.exc_text)
+            record.msg, record.args = message, None
+        return True
+
+
+def setup_logging(config: Config, *, verbose: bool = False, quiet: bool = False) -> None:
+    """``quiet`` (terminal commands) logs warnings only, unless ``verbose``."""
+    level = logging.INFO if verbose else (logging.WARNING if quiet else config.log_level)
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(RedactSecrets(config.secrets.values()))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    for noisy in ("httpx", "httpcore", "openai", "discord.gateway", "discord.http"):
+        logging.getLogger(noisy).setLevel(max(level, logging.WARNING))

@@ -1,0 +1,494 @@
+"""The ReAct loop.
+
+``Agent.start(question)`` returns a ``Run``: the loop runs in a task the Run owns and puts
+typed events on a queue that ``Run.events()`` drains. ``Run.cancel(by=...)`` stops it; every
+run ends with exactly one of Finished, Failed or Cancelled, carrying the (partial) Trace.
+
+Model faults (bad format, unknown tools, tool errors, repeated actions) go back to the model
+as Observations and the loop goes on; transport faults end the run with a Failed event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field
+from typing import Literal
+
+from core import prompt
+from core.errors import ModelError, ModelTimeout, StoreUnavailable, ToolError
+from core.events import (
+    ActionDecided,
+    AnswerDelta,
+    Cancelled,
+    Event,
+    Failed,
+    FinalEvent,
+    Finished,
+    FormatRetry,
+    Notice,
+    ObservationReady,
+    ReasoningDelta,
+    RunStarted,
+    StepStarted,
+    ThoughtDelta,
+    UsageCounted,
+)
+from core.history import HistoryStore, Message
+from core.llm import ChatModel
+from core.parser import Action, ActionFound, AnswerText, ParseError, Step, StreamParser, ThoughtText
+from core.stores import ConversationLocks, TraceStore
+from core.tools import ToolRegistry, ToolResult
+from core.trace import Trace, TraceStep
+
+log = logging.getLogger(__name__)
+
+Approver = Callable[[Action], Awaitable[Action | None]]
+"""Seam for a human approval step: return the (possibly edited) action, or None to deny."""
+
+
+@dataclass(frozen=True, slots=True)
+class AgentSettings:
+    max_steps: int = 8
+    model_timeout: float = 60.0
+    """Seconds without a single chunk before a model call counts as stalled."""
+    tool_timeout: float = 20.0
+    deadline: float = 180.0
+    format_retries: int = 2
+    observation_limit: int = 2000
+
+
+@dataclass(slots=True)
+class _Reply:
+    text: str
+    step: Step | None
+    error: str | None
+
+
+@dataclass(slots=True)
+class _State:
+    messages: list[Message]
+    last_action: tuple[str, str] | None = None
+    memory_warned: bool = False
+    gathered: list[str] = field(default_factory=list)
+
+
+class Agent:
+    def __init__(
+        self,
+        model: ChatModel,
+        tools: ToolRegistry,
+        *,
+        history: HistoryStore | None = None,
+        traces: TraceStore | None = None,
+        locks: ConversationLocks | None = None,
+        settings: AgentSettings | None = None,
+        approve: Approver | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.model = model
+        self.tools = tools
+        self.history = history
+        self.traces = traces
+        self.locks = locks
+        self.settings = settings or AgentSettings()
+        self.approve = approve
+        self._clock = clock
+
+    def start(self, question: str, *, conversation: str = "", user: str = "") -> Run:
+        trace = Trace(question=question, conversation=conversation, user=user)
+        return Run(self, trace)
+
+    async def run(
+        self, question: str, *, conversation: str = "", user: str = ""
+    ) -> AsyncIterator[Event]:
+        """Convenience: start a run and yield its events; closing the iterator cancels it."""
+        handle = self.start(question, conversation=conversation, user=user)
+        try:
+            async for event in handle.events():
+                yield event
+        finally:
+            await handle.aclose()
+
+
+class Run:
+    """One question being answered. Owns its task; safe to cancel from any coroutine."""
+
+    def __init__(self, agent: Agent, trace: Trace) -> None:
+        self.agent = agent
+        self.trace = trace
+        self.settings = agent.settings
+        self._queue: asyncio.Queue[Event] = asyncio.Queue()
+        self._stopped_by: str | None = None
+        self._cancel_requested = False
+        self._final: FinalEvent | None = None
+        self._task = asyncio.get_running_loop().create_task(self._main())
+
+    # ---- public -------------------------------------------------------------------------
+    def cancel(self, by: str | None = None) -> None:
+        """Stop the run; the first call wins (a second press must not cut the final save)."""
+        if not self._task.done() and not self._cancel_requested:
+            self._cancel_requested = True
+            self._stopped_by = by
+            self._task.cancel()
+
+    async def events(self) -> AsyncIterator[Event]:
+        while True:
+            event = await self._queue.get()
+            yield event
+            if isinstance(event, Finished | Failed | Cancelled):
+                return
+
+    async def wait(self) -> FinalEvent:
+        await asyncio.shield(self._task)
+        assert self._final is not None
+        return self._final
+
+    async def aclose(self) -> None:
+        self.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+
+    @property
+    def done(self) -> bool:
+        return self._task.done()
+
+    # ---- plumbing -----------------------------------------------------------------------
+    def _emit(self, event: Event) -> None:
+        self._queue.put_nowait(event)
+
+    async def _end(self, event: FinalEvent) -> None:
+        self.trace.ended_at = self.agent._clock()
+        if self.agent.traces is not None:
+            try:
+                await self.agent.traces.save(self.trace)
+            except StoreUnavailable:
+                log.warning("trace %s not stored: trace store unavailable", self.trace.id)
+        self._final = event
+        self._emit(event)
+
+    async def _main(self) -> None:
+        trace = self.trace
+        trace.started_at = self.agent._clock()
+        trace.models.append(self.agent.model.name)
+        self._emit(
+            RunStarted(trace.id, trace.question, self.agent.model.name, self.settings.max_steps)
+        )
+        try:
+            async with self._turn():
+                trace.started_at = self.agent._clock()  # waiting for the lock is not run time
+                async with asyncio.timeout(self.settings.deadline):
+                    event = await self._loop()
+        except asyncio.CancelledError:
+            trace.status, trace.stopped_by = "cancelled", self._stopped_by
+            trace.reason = f"stopped by {self._stopped_by}" if self._stopped_by else "cancelled"
+            self._close_open_step("cancelled")
+            await self._end(Cancelled(trace, self._stopped_by))
+            return
+        except TimeoutError:
+            event = self._failure(
+                f"No answer within the {self.settings.deadline:g} s limit for one question.",
+                "deadline",
+            )
+        except ModelError as exc:
+            kind: Literal["timeout", "model"] = (
+                "timeout" if isinstance(exc, ModelTimeout) else "model"
+            )
+            event = self._failure(str(exc), kind)
+        except Exception:
+            log.exception("run %s failed with an internal error", trace.id)
+            event = self._failure("Something went wrong inside reactbot (logged).", "internal")
+        await self._end(event)
+
+    def _turn(self) -> AbstractAsyncContextManager[None]:
+        """Serialises runs in one conversation; says so when this one has to wait."""
+        locks, conversation = self.agent.locks, self.trace.conversation
+        if locks is None or not conversation:
+            return contextlib.nullcontext()
+
+        def waiting() -> None:
+            self._emit(Notice("waiting", "waiting for the previous question to finish"))
+
+        return locks.hold(conversation, on_wait=waiting)
+
+    def _failure(
+        self, reason: str, kind: Literal["timeout", "model", "deadline", "internal"]
+    ) -> Failed:
+        self.trace.status, self.trace.reason = "failed", reason
+        self._close_open_step(reason)
+        return Failed(self.trace, reason, kind)
+
+    def _close_open_step(self, reason: str) -> None:
+        if self.trace.steps and not self.trace.steps[-1].ended_at:
+            step = self.trace.steps[-1]
+            step.ended_at = self.agent._clock()
+            step.error = step.error or reason
+
+    # ---- the loop -----------------------------------------------------------------------
+    async def _loop(self) -> Finished:
+        state = _State(await self._initial_messages())
+        for n in range(1, self.settings.max_steps + 1):
+            reply = await self._step(n, state, final=False)
+            if reply.step is None:
+                return await self._finish(reply.text, "unformatted", state)
+            if reply.step.answer is not None:
+                return await self._finish(reply.step.answer, "answered", state)
+            assert reply.step.action is not None
+            await self._act(n, reply.step.action, state)
+        return await self._best_effort(state)
+
+    async def _best_effort(self, state: _State) -> Finished:
+        state.messages.append(prompt.best_answer_message(self.settings.max_steps))
+        reply = await self._step(self.settings.max_steps + 1, state, final=True)
+        if reply.step is not None and reply.step.answer is not None:
+            return await self._finish(reply.step.answer, "best_effort", state)
+        text = reply.text if reply.step is None else (reply.step.thought or reply.text)
+        return await self._finish(text, "best_effort", state)
+
+    async def _step(self, n: int, state: _State, *, final: bool) -> _Reply:
+        """One model turn, re-asked up to ``format_retries`` times when the format is wrong."""
+        self._emit(StepStarted(n, self.settings.max_steps, final))
+        for attempt in range(self.settings.format_retries + 1):
+            step = self._open_step(n, "final" if final else "step")
+            reply = await self._call_model(n, step, state.messages)
+            step.ended_at = self.agent._clock()
+            state.messages.append({"role": "assistant", "content": reply.text})
+            if reply.step is not None:
+                step.thought = reply.step.thought or ""
+                return reply
+            step.kind, step.error = "format_error", reply.error
+            if attempt == self.settings.format_retries:
+                break
+            self._emit(FormatRetry(n, attempt + 1, reply.error or "unreadable reply"))
+            state.messages.append(prompt.correction_message(reply.error or "unreadable reply"))
+        return _Reply(reply.text, None, reply.error)
+
+    def _open_step(self, n: int, kind: Literal["step", "final"]) -> TraceStep:
+        step = TraceStep(
+            index=n, kind=kind, started_at=self.agent._clock(), model=self.agent.model.name
+        )
+        self.trace.steps.append(step)
+        return step
+
+    async def _call_model(self, n: int, step: TraceStep, messages: Sequence[Message]) -> _Reply:
+        parser = StreamParser()
+        cutter = _StopCutter(prompt.STOP)
+        stream = self.agent.model.stream(messages, stop=prompt.STOP)
+        try:
+            while not cutter.stopped:
+                try:
+                    async with asyncio.timeout(self.settings.model_timeout):
+                        chunk = await anext(stream)
+                except StopAsyncIteration:
+                    break
+                except TimeoutError as exc:
+                    raise ModelTimeout(
+                        f"The model sent nothing for {self.settings.model_timeout:g} s "
+                        "(provider timeout)."
+                    ) from exc
+                if chunk.notice:
+                    self.trace.notices.append(chunk.notice)
+                    self._emit(Notice("retrying", chunk.notice))
+                if chunk.reasoning:
+                    step.reasoning += chunk.reasoning
+                    self._emit(ReasoningDelta(n, chunk.reasoning))
+                if chunk.usage is not None:
+                    step.prompt_tokens = (step.prompt_tokens or 0) + chunk.usage.prompt_tokens
+                    step.completion_tokens = (
+                        step.completion_tokens or 0
+                    ) + chunk.usage.completion_tokens
+                    self._emit(UsageCounted(n, chunk.usage))
+                if chunk.text:
+                    self._emit_parsed(n, parser.feed(cutter.feed(chunk.text)))
+        finally:
+            with contextlib.suppress(Exception):
+                await stream.aclose()  # type: ignore[attr-defined]
+        self._emit_parsed(n, parser.close())
+        step.raw = cutter.text
+        try:
+            return _Reply(cutter.text, parser.result(), None)
+        except ParseError as exc:
+            return _Reply(cutter.text, None, str(exc))
+
+    def _emit_parsed(self, n: int, events: list[ThoughtText | AnswerText | ActionFound]) -> None:
+        for event in events:
+            match event:
+                case ThoughtText(text=text):
+                    self._emit(ThoughtDelta(n, text))
+                case AnswerText(text=text):
+                    self._emit(AnswerDelta(n, text))
+                case ActionFound():
+                    pass  # announced once the whole reply is in and the action is final
+
+    async def _act(self, n: int, action: Action, state: _State) -> None:
+        step = self.trace.steps[-1]
+        if self.agent.approve is not None:
+            approved = await self.agent.approve(action)
+            if approved is None:
+                self._record_observation(
+                    n, step, action, "The user denied this action.", True, (), 0.0, state
+                )
+                return
+            action = approved
+        step.action, step.action_input = action.name, action.input
+        self._emit(ActionDecided(n, action.name, action.input))
+        started = self.agent._clock()
+        text, error, sources = await self._run_tool(action)
+        if state.last_action == (action.name, action.input):
+            text = (
+                "Note: this is the same action with the same input as your previous step, so it "
+                "gives no new information. Use a different input, another tool, or finish.\n" + text
+            )
+        state.last_action = (action.name, action.input)
+        seconds = self.agent._clock() - started
+        self._record_observation(n, step, action, text, error, sources, seconds, state)
+
+    def _record_observation(
+        self,
+        n: int,
+        step: TraceStep,
+        action: Action,
+        text: str,
+        error: bool,
+        sources: tuple[str, ...],
+        seconds: float,
+        state: _State,
+    ) -> None:
+        step.observation = text
+        step.sources = list(sources)
+        if error:
+            step.error = text
+        step.ended_at = self.agent._clock()
+        self._emit(ObservationReady(n, action.name, text, error, seconds, sources))
+        state.messages.append(prompt.observation_message(self._for_model(text)))
+
+    async def _run_tool(self, action: Action) -> tuple[str, bool, tuple[str, ...]]:
+        """Runs one tool; whatever goes wrong becomes text the model can act on."""
+        tool = self.agent.tools.get(action.name)
+        if tool is None:
+            names = ", ".join([*self.agent.tools.names, "finish"])
+            return (
+                f"Unknown action '{action.name}'. Available actions: {names}. "
+                "Write one of them as Action: name[input].",
+                True,
+                (),
+            )
+        try:
+            async with asyncio.timeout(self.settings.tool_timeout):
+                result = await tool.run(action.input)
+        except TimeoutError:
+            return (
+                f"Error: {tool.name} did not finish within {self.settings.tool_timeout:g} s.",
+                True,
+                (),
+            )
+        except ToolError as exc:
+            return f"Error: {exc}", True, ()
+        except Exception as exc:
+            log.exception("tool %s raised", tool.name)
+            return (
+                f"Error: the {tool.name} tool failed unexpectedly ({type(exc).__name__}).",
+                True,
+                (),
+            )
+        if isinstance(result, ToolResult):
+            return result.text, False, result.sources
+        return result, False, ()
+
+    def _for_model(self, text: str) -> str:
+        limit = self.settings.observation_limit
+        if len(text) <= limit:
+            return text
+        return (
+            text[:limit]
+            + f"\n[… {len(text) - limit} more characters cut; the trace keeps the full text]"
+        )
+
+    # ---- history ------------------------------------------------------------------------
+    async def _initial_messages(self) -> list[Message]:
+        history: list[Message] = []
+        if self.agent.history is not None and self.trace.conversation:
+            try:
+                history = await self.agent.history.load(self.trace.conversation)
+            except StoreUnavailable:
+                self._memory_unavailable()
+        return prompt.build_messages(self.agent.tools, history, self.trace.question)
+
+    def _memory_unavailable(self) -> None:
+        text = "memory unavailable: answering without the conversation's history"
+        if text not in self.trace.notices:
+            self.trace.notices.append(text)
+            self._emit(Notice("memory", text))
+
+    async def _finish(
+        self, answer: str, status: Literal["answered", "unformatted", "best_effort"], state: _State
+    ) -> Finished:
+        answer = answer.strip()
+        self.trace.answer, self.trace.status = answer, status
+        self.trace.cited = cited_sources(answer, self.trace)
+        if self.agent.history is not None and self.trace.conversation:
+            try:
+                await self.agent.history.append(
+                    self.trace.conversation,
+                    prompt.question_message(self.trace.question),
+                    {"role": "assistant", "content": answer},
+                )
+            except StoreUnavailable:
+                self._memory_unavailable()
+        return Finished(self.trace, answer, status)
+
+
+def cited_sources(answer: str, trace: Trace, *, limit: int = 3) -> list[str]:
+    """The URLs the answer relied on: those it names (by URL or domain), else the top results."""
+    sources = trace.sources
+    named = [url for url in sources if url in answer or _domain(url) in answer]
+    if named:
+        return named[:limit]
+    last_with_sources = next((s for s in reversed(trace.steps) if s.sources), None)
+    return last_with_sources.sources[:limit] if last_with_sources else []
+
+
+def _domain(url: str) -> str:
+    host = url.split("://", 1)[-1].split("/", 1)[0]
+    return host.removeprefix("www.")
+
+
+class _StopCutter:
+    """Cuts the reply at the first stop marker, for providers that ignore ``stop``.
+
+    Only the new text plus a marker-sized tail is searched, so the cost stays linear.
+    """
+
+    def __init__(self, markers: Sequence[str]) -> None:
+        self.markers = markers
+        self._tail = max(len(m) for m in markers) - 1
+        self._parts: list[str] = []
+        self._seen = 0
+        self._recent = ""
+        self._cut_at: int | None = None
+
+    @property
+    def stopped(self) -> bool:
+        return self._cut_at is not None
+
+    def feed(self, chunk: str) -> str:
+        """Returns the text to pass on; a marker straddling chunks is found too."""
+        window = self._recent + chunk
+        cut = min((i for m in self.markers if (i := window.find(m)) != -1), default=-1)
+        start = self._seen - len(self._recent)
+        self._parts.append(chunk)
+        self._seen += len(chunk)
+        self._recent = window[-self._tail :] if self._tail else ""
+        if cut == -1:
+            return chunk
+        self._cut_at = start + cut
+        return chunk[: max(0, cut - (len(window) - len(chunk)))]
+
+    @property
+    def text(self) -> str:
+        joined = "".join(self._parts)
+        return joined if self._cut_at is None else joined[: self._cut_at]

@@ -1,0 +1,171 @@
+"""The offline demo model: a small deterministic policy that writes genuine ReAct text.
+
+Used when no model is configured, so a fresh clone shows the whole loop with no key and no
+network. It is not a language model and says so in its first thought:
+
+- arithmetic in the question -> ``calculate`` -> answer with the result;
+- a question about the bot itself -> ``lookup`` in the bundled knowledge base -> quote it;
+- anything else -> an answer that explains how to configure a real model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+
+from core.history import Message
+from core.llm import ModelChunk, ToolSpec
+
+_MATH = re.compile(
+    r"(?:\d[\d_]*(?:\.\d+)?(?:e[-+]?\d+)?|\b(?:sqrt|sin|cos|tan|asin|acos|atan|log10|log2|log|exp"
+    r"|abs|round|floor|ceil|factorial|hypot|min|max|pi)\b|[-+*/^%()×÷.,]|\s)+",
+    re.IGNORECASE,
+)
+_OPERATOR = re.compile(r"[-+*/^%×÷]|\b[a-z]+\(", re.IGNORECASE)
+_ABOUT_BOT = re.compile(
+    r"\b(you|your|reactbot|bot|slack|discord|config\w*|install\w*|setup|set up|trace|redis|"
+    r"command|commands|model|token|key)\b|你|机器人|配置|安装|连接|命令",
+    re.IGNORECASE,
+)
+_CJK = re.compile(r"[\u3400-\u9fff]")
+_OBSERVATION = re.compile(r"<observation>\n?(.*?)\n?</observation>", re.DOTALL)
+
+
+@dataclass(frozen=True, slots=True)
+class _Turn:
+    question: str
+    tools: frozenset[str]
+    observations: list[str]
+    last_action: str | None
+    must_finish: bool
+
+
+class DemoModel:
+    """Deterministic; streams its reply in small chunks (``delay`` seconds apart)."""
+
+    def __init__(self, *, chunk_size: int = 4, delay: float = 0.0) -> None:
+        self.chunk_size = chunk_size
+        self.delay = delay
+
+    @property
+    def name(self) -> str:
+        return "offline demo model"
+
+    def stream(
+        self,
+        messages: Sequence[Message],
+        *,
+        stop: Sequence[str],
+        tools: Sequence[ToolSpec] | None = None,
+    ) -> AsyncIterator[ModelChunk]:
+        return self._play(reply_for(_read(messages)))
+
+    async def _play(self, text: str) -> AsyncIterator[ModelChunk]:
+        for start in range(0, len(text), self.chunk_size):
+            if self.delay:
+                await asyncio.sleep(self.delay)
+            yield ModelChunk(text=text[start : start + self.chunk_size])
+
+
+def _read(messages: Sequence[Message]) -> _Turn:
+    system = messages[0]["content"] if messages and messages[0]["role"] == "system" else ""
+    tools = frozenset(re.findall(r"^- (\w+):", system, re.MULTILINE))
+    start = max(
+        (i for i, m in enumerate(messages) if m["content"].startswith("Question: ")), default=0
+    )
+    question = messages[start]["content"].removeprefix("Question: ") if messages else ""
+    after = messages[start + 1 :]
+    observations = [
+        found.group(1)
+        for m in after
+        if m["role"] == "user" and (found := _OBSERVATION.search(m["content"]))
+    ]
+    actions = [m["content"] for m in after if m["role"] == "assistant"]
+    must_finish = bool(after) and after[-1]["role"] == "user" and not after[-1][
+        "content"
+    ].startswith("Observation:")
+    last_action = actions[-1] if actions else None
+    return _Turn(question, tools, observations, last_action, must_finish)
+
+
+def reply_for(turn: _Turn) -> str:
+    chinese = bool(_CJK.search(turn.question))
+    if turn.observations:
+        return _answer_from(turn, turn.observations[-1], chinese)
+    intro = (
+        "我是离线演示模型（没有配置语言模型），按固定规则工作。"
+        if chinese
+        else "I am the offline demo model (no language model is configured), following a fixed policy."
+    )
+    expression = _find_expression(turn.question)
+    if expression and "calculate" in turn.tools and not turn.must_finish:
+        plan = "这是算术，我用计算器。" if chinese else "This is arithmetic, so I will use the calculator."
+        return f"Thought: {intro} {plan}\nAction: calculate[{expression}]"
+    if _ABOUT_BOT.search(turn.question) and "lookup" in turn.tools and not turn.must_finish:
+        plan = (
+            "这是关于 reactbot 的问题，我查一下知识库。"
+            if chinese
+            else "This is a question about reactbot, so I will look it up in the knowledge base."
+        )
+        keywords = turn.question.strip().rstrip("?？")
+        return f"Thought: {intro} {plan}\nAction: lookup[{keywords}]"
+    return f"Thought: {intro} {_no_model_thought(chinese)}\nAction: finish[{_no_model_answer(chinese)}]"
+
+
+def _answer_from(turn: _Turn, observation: str, chinese: bool) -> str:
+    last = turn.last_action or ""
+    if "calculate[" in last:
+        expression = last.split("calculate[", 1)[1].rsplit("]", 1)[0]
+        if observation.startswith("Error"):
+            answer = (
+                f"计算器无法计算 {expression}：{observation}"
+                if chinese
+                else f"The calculator could not evaluate {expression}: {observation}"
+            )
+            return f"Thought: The calculator refused the expression.\nAction: finish[{answer}]"
+        answer = f"{expression} = {observation}"
+        thought = "计算器给出了结果。" if chinese else "The calculator returned the result."
+        return f"Thought: {thought}\nAction: finish[{answer}]"
+    passage = observation.strip()
+    if len(passage) > 900:
+        passage = passage[:900].rsplit(" ", 1)[0] + " …"
+    if passage.startswith("no passage") or passage.startswith("Error"):
+        return (
+            "Thought: The knowledge base has nothing on this.\n"
+            f"Action: finish[{_no_model_answer(chinese)}]"
+        )
+    lead = "知识库中的相关内容：" if chinese else "Here is what the reactbot knowledge base says:"
+    thought = "知识库里有答案。" if chinese else "The knowledge base has a matching passage."
+    return f"Thought: {thought}\nAction: finish[{lead}\n{passage}]"
+
+
+def _find_expression(question: str) -> str | None:
+    candidates = [m.group(0).strip(" ,.") for m in _MATH.finditer(question)]
+    usable = [c for c in candidates if re.search(r"\d", c) and _OPERATOR.search(c)]
+    return max(usable, key=len) if usable else None
+
+
+def _no_model_thought(chinese: bool) -> str:
+    return (
+        "这个问题需要真正的语言模型来回答。"
+        if chinese
+        else "Answering this needs a real language model, which is not configured."
+    )
+
+
+def _no_model_answer(chinese: bool) -> str:
+    if chinese:
+        return (
+            "我现在是离线演示模型，只能做算术和查询 reactbot 的知识库。要回答这个问题，请配置一个真正的模型："
+            "设置 OPENAI_API_KEY 和 REACTBOT_MODEL（例如 gpt-4o-mini），或用 OPENAI_BASE_URL 指向 "
+            "Ollama、vLLM、llama.cpp 等兼容 OpenAI 的服务，然后再问一次。"
+        )
+    return (
+        "I am running as the offline demo model, which can only do arithmetic and look things up "
+        "in reactbot's own knowledge base. To answer this, configure a real model: set "
+        "OPENAI_API_KEY and REACTBOT_MODEL (e.g. gpt-4o-mini), or point OPENAI_BASE_URL at any "
+        "OpenAI-compatible server (Ollama, vLLM, llama.cpp), then ask again."
+    )
+
