@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from rich.console import Console
+
+from bot.app import App
 
 from bot.config import Config
 
@@ -25,5 +29,29 @@ async def serve(config: Config, *, platform: str | None, console: Console) -> in
     if not any(wanted.values()):
         console.print(HOW_TO_ENABLE, markup=False)
         return 2
-    console.print("Platform adapters are not built yet in this version.", markup=False)
-    return 2
+    chosen = [name for name, on in wanted.items() if on and platform in (None, name)]
+    app = App.create(config)
+    try:
+        for note in app.notes:
+            console.print(f"note: {note}", style="dim", markup=False)
+        async with asyncio.TaskGroup() as group:
+            for name in chosen:
+                group.create_task(_RUNNERS[name](app), name=f"serve-{name}")
+    finally:
+        await app.aclose()
+    return 0
+
+
+async def _serve_discord(app: App) -> None:
+    from bot.serve_discord import serve_discord
+
+    await serve_discord(app)
+
+
+async def _serve_slack(app: App) -> None:
+    from bot.serve_slack import serve_slack
+
+    await serve_slack(app)
+
+
+_RUNNERS = {"discord": _serve_discord, "slack": _serve_slack}

@@ -1,0 +1,349 @@
+"""The live message, once for every chat platform.
+
+Three parts, each testable alone:
+
+- ``RunView``: the state of one run, built by applying core events (pure, no I/O). Platform
+  renderers are pure functions of it.
+- ``EditPacer``: per-channel pacing shared by all runs of one bot process. Each channel gets at
+  most one edit per ``interval``; a 429 pushes that channel's next slot back by retry-after.
+  One busy channel never slows another.
+- ``LiveMessage``: drives one placeholder message: applies events, edits the message with
+  the latest rendering when the channel's slot comes (coalesced: latest state wins), and on
+  the final event edits it to its final state (retrying through rate limits, never dropping
+  it) and posts the trace into a thread.
+
+Platforms implement ``Surface`` (edit the message, post into its thread) and a ``Renderer``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Generic, Literal, Protocol, TypeVar, assert_never
+
+from core.events import (
+    ActionDecided,
+    AnswerDelta,
+    Cancelled,
+    Event,
+    Failed,
+    FinalEvent,
+    Finished,
+    FormatRetry,
+    Notice,
+    ObservationReady,
+    ReasoningDelta,
+    RunStarted,
+    StepStarted,
+    ThoughtDelta,
+    UsageCounted,
+)
+from core.trace import Trace
+
+log = logging.getLogger(__name__)
+
+P = TypeVar("P")
+P_contra = TypeVar("P_contra", contravariant=True)
+
+Phase = Literal[
+    "starting", "waiting", "thinking", "acting", "retrying", "answering",
+    "answered", "unformatted", "best_effort", "failed", "cancelled",
+]
+FINAL_PHASES: frozenset[Phase] = frozenset(
+    {"answered", "unformatted", "best_effort", "failed", "cancelled"}
+)
+
+
+class RateLimited(Exception):
+    """Raised by a Surface when the platform answered 429; ``retry_after`` in seconds."""
+
+    def __init__(self, retry_after: float) -> None:
+        super().__init__(f"rate limited for {retry_after:.2f} s")
+        self.retry_after = retry_after
+
+
+# ---- state ------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class StepView:
+    index: int
+    thought: str = ""
+    reasoning: str = ""
+    action: str | None = None
+    action_input: str | None = None
+    observation: str | None = None
+    error: bool = False
+    sources: tuple[str, ...] = ()
+    final: bool = False
+
+    @property
+    def done(self) -> bool:
+        return self.observation is not None
+
+
+@dataclass(slots=True)
+class RunView:
+    """Everything a renderer needs; ``apply`` is the only way it changes."""
+
+    question: str = ""
+    asker: str = ""
+    max_steps: int = 0
+    model: str = ""
+    phase: Phase = "starting"
+    status_text: str = ""
+    steps: list[StepView] = field(default_factory=list)
+    answer: str = ""
+    tokens: int = 0
+    format_retries: int = 0
+    notices: list[str] = field(default_factory=list)
+    reason: str = ""
+    stopped_by: str | None = None
+    final: FinalEvent | None = None
+    started_at: float = field(default_factory=time.monotonic)
+    ended_at: float | None = None
+
+    @property
+    def is_final(self) -> bool:
+        return self.phase in FINAL_PHASES
+
+    @property
+    def current(self) -> StepView | None:
+        return self.steps[-1] if self.steps else None
+
+    @property
+    def trace(self) -> Trace | None:
+        return self.final.trace if self.final is not None else None
+
+    def elapsed(self, now: float | None = None) -> float:
+        end = self.ended_at if self.ended_at is not None else (now or time.monotonic())
+        return max(0.0, end - self.started_at)
+
+    def apply(self, event: Event) -> None:  # noqa: C901 - one arm per event type, flat
+        match event:
+            case RunStarted(question=question, model=model, max_steps=max_steps):
+                self.question, self.model, self.max_steps = question, model, max_steps
+                self.phase = "thinking"
+            case StepStarted(step=n, final=final):
+                self.steps.append(StepView(n, final=final))
+                self.phase, self.status_text = "thinking", ""
+            case ThoughtDelta(text=text):
+                self._step().thought += text
+            case ReasoningDelta(text=text):
+                self._step().reasoning += text
+            case AnswerDelta(text=text):
+                self.answer += text
+                self.phase = "answering"
+            case ActionDecided(name=name, input=arg):
+                step = self._step()
+                step.action, step.action_input = name, arg
+                self.phase = "acting"
+            case ObservationReady(text=text, error=error, sources=sources):
+                step = self._step()
+                step.observation, step.error, step.sources = text, error, sources
+                self.phase = "thinking"
+            case FormatRetry(reason=reason):
+                self.format_retries += 1
+                self.answer = ""
+                step = self._step()
+                step.thought = ""
+                self.status_text = f"reply did not follow the format ({reason}); re-asking"
+            case UsageCounted(usage=usage):
+                self.tokens += usage.total_tokens
+            case Notice(kind=kind, text=text):
+                self.notices.append(text)
+                self.status_text = text
+                if kind == "waiting":
+                    self.phase = "waiting"
+                elif kind == "retrying":
+                    self.phase = "retrying"
+            case Finished(answer=answer, status=status):
+                self._end(event)
+                self.answer, self.phase = answer, status
+            case Failed(reason=reason):
+                self._end(event)
+                self.phase, self.reason = "failed", reason
+            case Cancelled(by=by):
+                self._end(event)
+                self.phase, self.stopped_by = "cancelled", by
+            case _:
+                assert_never(event)
+
+    def _step(self) -> StepView:
+        if not self.steps:  # events always start a step first; be lenient anyway
+            self.steps.append(StepView(1))
+        return self.steps[-1]
+
+    def _end(self, event: FinalEvent) -> None:
+        self.final = event
+        self.ended_at = time.monotonic()
+        self.tokens = event.trace.total_tokens or self.tokens
+
+
+# ---- pacing -----------------------------------------------------------------------------
+
+
+class EditPacer:
+    """At most one edit per ``interval`` per channel, across every run in this process."""
+
+    def __init__(self, interval: float, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self.interval = interval
+        self._clock = clock
+        self._next: dict[str, float] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+        self.rate_limited = 0
+
+    @contextlib.asynccontextmanager
+    async def slot(self, channel: str) -> AsyncIterator[None]:
+        """Wait for the channel's next slot, hold it while editing, then book the next one."""
+        lock = self._locks.setdefault(channel, asyncio.Lock())
+        async with lock:
+            delay = self._next.get(channel, 0.0) - self._clock()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            try:
+                yield
+            finally:
+                self._next[channel] = max(self._next.get(channel, 0.0), self._clock() + self.interval)
+            if not lock._waiters:  # type: ignore[attr-defined]  # drop idle channels
+                self._locks.pop(channel, None)
+
+    def postpone(self, channel: str, seconds: float) -> None:
+        self.rate_limited += 1
+        self._next[channel] = max(self._next.get(channel, 0.0), self._clock() + seconds)
+
+
+# ---- the driver -------------------------------------------------------------------------
+
+
+class Surface(Protocol[P_contra]):
+    """The platform primitives LiveMessage needs, bound to one placeholder message."""
+
+    @property
+    def channel_key(self) -> str:
+        """Rate-limit scope of edits (the channel id)."""
+        ...
+
+    async def edit(self, payload: P_contra) -> None:
+        """Replace the message's content; raise RateLimited on a 429."""
+        ...
+
+    async def post_trace(self, trace: Trace, posts: Sequence[P_contra]) -> None:
+        """Open a thread on the message (or use the one it is in) and post ``posts`` there."""
+        ...
+
+
+class Renderer(Protocol[P]):
+    def live(self, view: RunView) -> P: ...
+
+    def final(self, view: RunView) -> P: ...
+
+    def trace_posts(self, trace: Trace) -> list[P]: ...
+
+
+@dataclass(slots=True)
+class LiveStats:
+    edits: int = 0
+    rate_limited: int = 0
+    first_text_at: float | None = None
+    first_visible_at: float | None = None
+    edit_times: list[float] = field(default_factory=list)
+
+
+class LiveMessage(Generic[P]):
+    """Renders one run into one message, within the channel's pace."""
+
+    FINAL_ATTEMPTS = 8
+
+    def __init__(
+        self,
+        surface: Surface[P],
+        renderer: Renderer[P],
+        pacer: EditPacer,
+        *,
+        view: RunView | None = None,
+        tick: float = 1.0,
+    ) -> None:
+        self.surface = surface
+        self.renderer = renderer
+        self.pacer = pacer
+        self.view = view or RunView()
+        self.tick = tick
+        """Re-render at least this often while working, so the elapsed seconds move."""
+        self.stats = LiveStats()
+        self._dirty = asyncio.Event()
+        self._last_payload: P | None = None
+
+    async def follow(self, events: AsyncIterator[Event]) -> RunView:
+        """Consume the run's events until the final one; the message ends in a final state."""
+        flusher = asyncio.get_running_loop().create_task(self._flush_loop())
+        try:
+            async for event in events:
+                self._note_text(event)
+                self.view.apply(event)
+                self._dirty.set()
+                if self.view.is_final:
+                    break
+        finally:
+            flusher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await flusher
+        if not self.view.is_final:  # the event stream ended early: never leave "thinking"
+            self.view.phase, self.view.reason = "failed", "The run ended without a result."
+        await self._edit_final()
+        trace = self.view.trace
+        if trace is not None:
+            await self._post_trace(trace)
+        return self.view
+
+    def _note_text(self, event: Event) -> None:
+        if self.stats.first_text_at is None and isinstance(event, ThoughtDelta | AnswerDelta):
+            self.stats.first_text_at = time.monotonic()
+
+    async def _flush_loop(self) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.tick):
+                    await self._dirty.wait()
+            self._dirty.clear()
+            async with self.pacer.slot(self.surface.channel_key):
+                await self._try_edit(self.renderer.live(self.view))
+
+    async def _try_edit(self, payload: P) -> bool:
+        if payload == self._last_payload:
+            return True
+        try:
+            await self.surface.edit(payload)
+        except RateLimited as exc:
+            self.stats.rate_limited += 1
+            self.pacer.postpone(self.surface.channel_key, exc.retry_after)
+            return False
+        self._last_payload = payload
+        now = time.monotonic()
+        self.stats.edits += 1
+        self.stats.edit_times.append(now)
+        if self.stats.first_visible_at is None and self.stats.first_text_at is not None:
+            self.stats.first_visible_at = now
+        return True
+
+    async def _edit_final(self) -> None:
+        payload = self.renderer.final(self.view)
+        for _ in range(self.FINAL_ATTEMPTS):
+            async with self.pacer.slot(self.surface.channel_key):
+                try:
+                    if await self._try_edit(payload):
+                        return
+                except Exception:  # the final state must not be lost to one bad request
+                    log.exception("final edit failed; retrying")
+                    await asyncio.sleep(1.0)
+        log.error("gave up on the final edit after %d attempts", self.FINAL_ATTEMPTS)
+
+    async def _post_trace(self, trace: Trace) -> None:
+        try:
+            await self.surface.post_trace(trace, self.renderer.trace_posts(trace))
+        except Exception:  # the answer is already visible; a missing thread is logged
+            log.exception("could not post the trace of run %s", trace.id)
