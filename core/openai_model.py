@@ -1,0 +1,391 @@
+"""``OpenAIChatModel``: the ChatModel for any OpenAI-compatible endpoint, via the ``openai`` SDK.
+
+Works with OpenAI, DeepSeek, Qwen/DashScope, vLLM, OpenRouter, Ollama and llama.cpp server.
+What it adds on top of the SDK:
+
+- its own bounded retries (the SDK's are off), only before the first chunk reached the caller,
+  so a retry can never duplicate text; a ``ModelChunk(notice=...)`` precedes each wait;
+- reasoning text, from ``delta.reasoning_content`` / ``delta.reasoning`` or from
+  ``<think>...</think>`` inside the content, yielded as ``ModelChunk(reasoning=...)``;
+- one ``ModelChunk(usage=...)`` at the end, when the provider reports usage;
+- a fallback for providers that reject ``stream_options``;
+- every SDK error mapped to ``core.errors`` with a message fit for a chat, with the key redacted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import re
+from collections.abc import AsyncGenerator, Sequence
+from contextlib import aclosing
+from typing import Any, cast
+
+import openai
+from openai import AsyncOpenAI, AsyncStream, omit
+from openai.types import CompletionUsage
+from openai.types.chat import (
+    ChatCompletionChunk,
+    ChatCompletionMessageParam,
+    ChatCompletionToolUnionParam,
+)
+from openai.types.chat.chat_completion_chunk import ChoiceDelta
+
+from core.errors import (
+    ModelAuthError,
+    ModelBadRequest,
+    ModelError,
+    ModelRateLimited,
+    ModelTimeout,
+    ModelUnavailable,
+)
+from core.history import Message
+from core.llm import ModelChunk, ToolCallDelta, ToolSpec, Usage
+
+__all__ = ["OpenAIChatModel", "ThinkSplitter"]
+
+# Local servers (Ollama, llama.cpp) ignore the key, but the SDK refuses to run without one.
+_PLACEHOLDER_KEY = "not-needed"
+# A server asking us to wait longer than this is better answered with an error the user sees
+# than with a chat that silently hangs.
+_MAX_RETRY_AFTER = 30.0
+_MAX_BACKOFF = 30.0
+_MAX_PROVIDER_MESSAGE = 300
+_RETRYABLE_STATUS = frozenset({408, 429, 500, 502, 503, 504})
+# Key-looking strings a provider might echo back (OpenAI echoes a masked key on 401).
+_SECRET_PATTERN = re.compile(r"\bsk-[A-Za-z0-9_\-*]{6,}|Bearer\s+\S+", re.IGNORECASE)
+
+
+class OpenAIChatModel:
+    """Streams chat completions from an OpenAI-compatible endpoint.
+
+    The SDK client is created on first use (no I/O in the constructor) and closed by
+    ``aclose()``. One instance may serve many concurrent ``stream`` calls.
+    """
+
+    def __init__(
+        self,
+        *,
+        model: str,
+        base_url: str | None,
+        api_key: str | None,
+        request_timeout: float = 60,
+        max_retries: int = 3,
+        backoff: float = 1.0,
+        temperature: float | None = 0.0,
+        extra_body: dict[str, Any] | None = None,
+    ) -> None:
+        if max_retries < 0:
+            raise ValueError("max_retries must be >= 0")
+        self._model = model
+        self._base_url = base_url
+        self._api_key = api_key
+        self._request_timeout = request_timeout
+        self._max_retries = max_retries
+        self._backoff = backoff
+        self._temperature = temperature
+        self._extra_body = extra_body
+        self._client: AsyncOpenAI | None = None
+        self._send_stream_options = True
+
+    @property
+    def name(self) -> str:
+        return self._model
+
+    def __repr__(self) -> str:
+        return f"OpenAIChatModel(model={self._model!r}, base_url={self._base_url!r})"
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            client, self._client = self._client, None
+            await client.close()
+
+    async def stream(
+        self,
+        messages: Sequence[Message],
+        *,
+        stop: Sequence[str],
+        tools: Sequence[ToolSpec] | None = None,
+    ) -> AsyncGenerator[ModelChunk, None]:
+        # An AsyncGenerator (still an AsyncIterator for the protocol), so callers can aclose()
+        # it to release the connection when they stop early.
+        attempts = self._max_retries + 1
+        for attempt in range(1, attempts + 1):
+            started = False
+            try:
+                async with aclosing(self._attempt(messages, stop, tools)) as chunks:
+                    async for chunk in chunks:
+                        started = True
+                        yield chunk
+                return
+            except openai.APIError as exc:
+                delay = None if started or attempt == attempts else self._retry_delay(exc, attempt)
+                if delay is None:
+                    raise self._map_error(exc, started=started) from exc
+                notice = f"{_retry_reason(exc)}; retrying in {delay:.1f} s "
+                notice += f"(attempt {attempt + 1}/{attempts})"
+            # Outside the except block: yielding there would keep the exception context alive
+            # across the consumer's code and the sleep.
+            yield ModelChunk(notice=notice)
+            await asyncio.sleep(delay)
+
+    # -- one request -----------------------------------------------------------------------
+
+    async def _attempt(
+        self, messages: Sequence[Message], stop: Sequence[str], tools: Sequence[ToolSpec] | None
+    ) -> AsyncGenerator[ModelChunk, None]:
+        """One request, start to end; yields only chunks that carry something."""
+        response = await self._create(messages, stop, tools)
+        splitter = ThinkSplitter()
+        usage: Usage | None = None
+        async with response:
+            try:
+                async for chunk in response:
+                    # Some servers repeat cumulative usage on every chunk: keep the last one.
+                    usage = _usage(chunk.usage) if chunk.usage else usage
+                    for piece in _translate(chunk, splitter):
+                        yield piece
+            except json.JSONDecodeError as exc:
+                raise ModelUnavailable("The model provider sent a malformed stream.") from exc
+        for piece in splitter.close():
+            yield piece
+        if usage is not None:
+            yield ModelChunk(usage=usage)
+
+    async def _create(
+        self, messages: Sequence[Message], stop: Sequence[str], tools: Sequence[ToolSpec] | None
+    ) -> AsyncStream[ChatCompletionChunk]:
+        if self._send_stream_options:
+            try:
+                return await self._request(messages, stop, tools, stream_options=True)
+            except (openai.BadRequestError, openai.UnprocessableEntityError) as exc:
+                if "stream_options" not in str(exc.body or exc.message).lower():
+                    raise
+                # Remembered per instance: this endpoint will reject it every time.
+                self._send_stream_options = False
+        return await self._request(messages, stop, tools, stream_options=False)
+
+    async def _request(
+        self,
+        messages: Sequence[Message],
+        stop: Sequence[str],
+        tools: Sequence[ToolSpec] | None,
+        *,
+        stream_options: bool,
+    ) -> AsyncStream[ChatCompletionChunk]:
+        return await self._get_client().chat.completions.create(
+            model=self._model,
+            # Message is a subset of the SDK's message union; TypedDicts do not widen by themselves.
+            messages=cast(list[ChatCompletionMessageParam], list(messages)),
+            stream=True,
+            stop=list(stop) if stop else omit,
+            stream_options={"include_usage": True} if stream_options else omit,
+            temperature=self._temperature if self._temperature is not None else omit,
+            tools=cast(list[ChatCompletionToolUnionParam], list(tools)) if tools else omit,
+            extra_body=self._extra_body,
+        )
+
+    def _get_client(self) -> AsyncOpenAI:
+        if self._client is None:
+            self._client = AsyncOpenAI(
+                base_url=self._base_url,
+                api_key=self._api_key or _PLACEHOLDER_KEY,
+                max_retries=0,  # we retry ourselves, and only before the first chunk
+                # Read timeout per socket read: a dead connection fails instead of hanging.
+                timeout=openai.Timeout(
+                    self._request_timeout, connect=min(self._request_timeout, 10.0)
+                ),
+            )
+        return self._client
+
+    # -- retries and errors ----------------------------------------------------------------
+
+    def _retry_delay(self, exc: openai.APIError, attempt: int) -> float | None:
+        """Seconds to wait before the next attempt, or None when this error is final."""
+        if isinstance(exc, openai.APIStatusError):
+            if exc.status_code not in _RETRYABLE_STATUS:
+                return None
+            asked = _retry_after(exc)
+            if asked is not None:
+                return asked if asked <= _MAX_RETRY_AFTER else None
+        elif not isinstance(exc, openai.APIConnectionError):
+            return None  # an error event inside the stream: the provider meant it
+        # Exponential backoff with jitter, so many bot replicas do not retry in lockstep.
+        delay = min(self._backoff * 2.0 ** (attempt - 1), _MAX_BACKOFF)
+        return delay * random.uniform(0.75, 1.0)
+
+    def _map_error(self, exc: openai.APIError, *, started: bool) -> ModelError:
+        detail = self._provider_message(exc)
+        if isinstance(exc, openai.APITimeoutError):
+            return ModelTimeout(
+                f"The model provider did not answer within {self._request_timeout:g} s."
+            )
+        if isinstance(exc, openai.APIConnectionError):
+            if started:
+                return ModelUnavailable(
+                    "The connection to the model provider dropped in the middle of the reply."
+                )
+            return ModelUnavailable("Could not reach the model provider.")
+        if not isinstance(exc, openai.APIStatusError):
+            return ModelUnavailable(f"The model provider reported an error{detail}")
+        status = exc.status_code
+        if status == 429:
+            return ModelRateLimited(f"The model provider is rate-limiting us (HTTP 429){detail}")
+        if status in (401, 403):
+            return ModelAuthError(
+                f"The model provider refused the credentials (HTTP {status}){detail} "
+                "Check the API key."
+            )
+        if status == 408:
+            return ModelTimeout(f"The model provider timed out (HTTP 408){detail}")
+        if status >= 500:
+            return ModelUnavailable(f"The model provider is unavailable (HTTP {status}){detail}")
+        return ModelBadRequest(f"The model provider rejected the request (HTTP {status}){detail}")
+
+    def _provider_message(self, exc: openai.APIError) -> str:
+        """``": <provider's message>."`` trimmed and with secrets removed, or ``"."``."""
+        body = exc.body
+        raw = body.get("message") if isinstance(body, dict) else body
+        # A proxy's HTML error page tells a chat user nothing; the status code says enough.
+        if not isinstance(raw, str) or not raw.strip() or raw.lstrip().startswith("<"):
+            return "."
+        text = " ".join(raw.split())
+        if self._api_key:
+            text = text.replace(self._api_key, "***")
+        text = _SECRET_PATTERN.sub("***", text)
+        if len(text) > _MAX_PROVIDER_MESSAGE:
+            text = text[: _MAX_PROVIDER_MESSAGE - 1] + "…"
+        return f": {text.rstrip('.')}."
+
+
+def _retry_reason(exc: openai.APIError) -> str:
+    if isinstance(exc, openai.APITimeoutError):
+        return "the model provider timed out"
+    if isinstance(exc, openai.APIConnectionError):
+        return "could not reach the model provider"
+    if isinstance(exc, openai.RateLimitError):
+        return "rate-limited by the provider"
+    status = exc.status_code if isinstance(exc, openai.APIStatusError) else "?"
+    return f"the model provider is unavailable (HTTP {status})"
+
+
+def _retry_after(exc: openai.APIStatusError) -> float | None:
+    """The server's requested wait, from ``retry-after-ms`` or ``retry-after`` (seconds)."""
+    headers = exc.response.headers
+    for header, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        value = headers.get(header)
+        if value is None:
+            continue
+        try:
+            seconds = float(value) * scale
+        except ValueError:
+            continue  # an HTTP date: rare from model APIs; fall back to our own backoff
+        if seconds >= 0:
+            return seconds
+    return None
+
+
+# -- chunk translation ---------------------------------------------------------------------
+
+
+def _translate(chunk: ChatCompletionChunk, splitter: ThinkSplitter) -> list[ModelChunk]:
+    pieces: list[ModelChunk] = []
+    for choice in chunk.choices[:1]:  # we never ask for n > 1
+        delta = choice.delta
+        reasoning = _reasoning(delta)
+        if reasoning:
+            pieces.append(ModelChunk(reasoning=reasoning))
+        if delta.content:
+            pieces.extend(splitter.feed(delta.content))
+        if delta.tool_calls:
+            pieces.append(
+                ModelChunk(tool_calls=tuple(_tool_call(call) for call in delta.tool_calls))
+            )
+    return pieces
+
+
+def _reasoning(delta: ChoiceDelta) -> str:
+    # Not in the SDK's types: DeepSeek/Qwen send ``reasoning_content``, vLLM/OpenRouter
+    # ``reasoning``; the SDK keeps unknown fields in ``model_extra``.
+    extra = delta.model_extra or {}
+    for key in ("reasoning_content", "reasoning"):
+        value = extra.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return ""
+
+
+def _tool_call(call: Any) -> ToolCallDelta:
+    function = call.function
+    return ToolCallDelta(
+        index=call.index,
+        id=call.id,
+        name=function.name if function else None,
+        arguments=(function.arguments or "") if function else "",
+    )
+
+
+def _usage(usage: CompletionUsage) -> Usage:
+    details = usage.prompt_tokens_details
+    cached = details.cached_tokens if details and details.cached_tokens else 0
+    if not cached:
+        # DeepSeek reports cache hits in its own field.
+        hit = (usage.model_extra or {}).get("prompt_cache_hit_tokens")
+        cached = hit if isinstance(hit, int) else 0
+    return Usage(
+        prompt_tokens=usage.prompt_tokens or 0,
+        completion_tokens=usage.completion_tokens or 0,
+        cached_tokens=cached,
+    )
+
+
+class ThinkSplitter:
+    """Moves ``<think>...</think>`` spans of streamed content into reasoning chunks.
+
+    Pure (no I/O, no clock): ``feed(text)`` returns the chunks the text completes and
+    ``close()`` flushes the rest. A tag may straddle chunks, so a tail that could be the start
+    of a tag is held back until the next feed decides it.
+    """
+
+    _OPEN = "<think>"
+    _CLOSE = "</think>"
+
+    def __init__(self) -> None:
+        self._buffer = ""
+        self._inside = False
+
+    def feed(self, text: str) -> list[ModelChunk]:
+        self._buffer += text
+        pieces: list[ModelChunk] = []
+        while True:
+            tag = self._CLOSE if self._inside else self._OPEN
+            index = self._buffer.find(tag)
+            if index < 0:
+                break
+            self._emit(pieces, self._buffer[:index])
+            self._buffer = self._buffer[index + len(tag) :]
+            self._inside = not self._inside
+        keep = _partial_tag_length(self._buffer, tag)
+        self._emit(pieces, self._buffer[: len(self._buffer) - keep])
+        self._buffer = self._buffer[len(self._buffer) - keep :]
+        return pieces
+
+    def close(self) -> list[ModelChunk]:
+        """Flush what was held back; an unterminated ``<think>`` stays reasoning."""
+        pieces: list[ModelChunk] = []
+        self._emit(pieces, self._buffer)
+        self._buffer = ""
+        return pieces
+
+    def _emit(self, pieces: list[ModelChunk], text: str) -> None:
+        if text:
+            pieces.append(ModelChunk(reasoning=text) if self._inside else ModelChunk(text=text))
+
+
+def _partial_tag_length(text: str, tag: str) -> int:
+    """Length of the longest proper prefix of ``tag`` that ``text`` ends with."""
+    for length in range(min(len(tag) - 1, len(text)), 0, -1):
+        if text.endswith(tag[:length]):
+            return length
+    return 0

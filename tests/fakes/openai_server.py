@@ -1,0 +1,505 @@
+"""A scripted, OpenAI-compatible HTTP server for tests: real HTTP, real SSE, no network.
+
+Each request to ``POST /v1/chat/completions`` takes the next scripted response off a queue.
+The server speaks the wire format the ``openai`` SDK expects (``data: {json}`` events,
+``chat.completion.chunk`` objects, a usage chunk with ``choices: []`` when the request asked
+for ``stream_options.include_usage``, then ``data: [DONE]``), so the real SDK runs unpatched.
+
+Usage::
+
+    async with FakeOpenAI() as fake:
+        fake.error(429, retry_after=0.2)
+        fake.reply("Thought: easy.\\nAnswer: 4", chunks=4, usage=FakeUsage(12, 5))
+        model = OpenAIChatModel(model="m", base_url=fake.base_url, api_key="sk-test")
+        ...
+        assert fake.requests[-1]["stop"] == ["\\nObservation:"]
+        fake.assert_complete()
+
+Scripted responses (each method returns the fake, so calls chain):
+
+- ``reply(text, ...)``: a streamed answer. By default it honours the request's ``stop`` by
+  cutting the text at the first stop string, as OpenAI does; ``ignore_stop=True`` turns that off
+  (some local servers do). Options: ``chunks`` (explicit pieces, or a piece size), ``reasoning``
+  pieces sent before the text as ``delta.reasoning_content`` (or ``reasoning_field="reasoning"``),
+  ``tool_calls``, ``usage``, a per-chunk ``delay``, ``stall_after=N`` (send N text chunks, then
+  go silent for ``stall_for`` seconds without closing the connection), ``finish_reason``.
+- ``error(status, message, ...)``: an HTTP error with OpenAI's JSON body
+  ``{"error": {"message", "type", "param", "code"}}``; ``retry_after`` / ``retry_after_ms`` set
+  the headers of those names; ``raw_body`` sends text instead (a proxy's HTML page).
+- ``drop(text, chunks=...)``: stream those chunks, then cut the TCP connection mid-body.
+- ``stream_error(message, text)``: stream ``text``, then an in-band ``{"error": ...}`` event.
+
+A request that finds the queue empty gets a 500 and is remembered; ``assert_complete()`` fails
+on it and on scripted responses that were never used (the strict-script rule in STYLE.md).
+Closing the fake releases stalled handlers at once, so tests never wait for ``stall_for``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import re
+import time
+from collections import deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, Self
+
+from aiohttp import web
+
+__all__ = [
+    "Drop",
+    "FakeOpenAI",
+    "FakeToolCall",
+    "FakeUsage",
+    "HTTPError",
+    "Reply",
+    "StreamError",
+]
+
+JSON = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class FakeUsage:
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int | None = None
+    """Sent as ``prompt_tokens_details.cached_tokens`` when not None."""
+
+    def to_json(self) -> JSON:
+        usage: JSON = {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "total_tokens": self.prompt_tokens + self.completion_tokens,
+        }
+        if self.cached_tokens is not None:
+            usage["prompt_tokens_details"] = {"cached_tokens": self.cached_tokens}
+        return usage
+
+
+@dataclass(frozen=True, slots=True)
+class FakeToolCall:
+    """A native tool call, streamed as an id/name delta followed by argument pieces."""
+
+    name: str
+    arguments: str
+    id: str = "call_0"
+    argument_chunk_size: int = 8
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    text: str
+    chunks: tuple[str, ...]
+    reasoning: tuple[str, ...] = ()
+    reasoning_field: str = "reasoning_content"
+    tool_calls: tuple[FakeToolCall, ...] = ()
+    usage: FakeUsage | None = None
+    delay: float = 0.0
+    stall_after: int | None = None
+    stall_for: float = 3600.0
+    ignore_stop: bool = False
+    finish_reason: str = "stop"
+
+
+@dataclass(frozen=True, slots=True)
+class HTTPError:
+    status: int
+    message: str
+    type: str | None
+    code: str | None
+    headers: Mapping[str, str] = field(default_factory=dict)
+    raw_body: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Drop:
+    chunks: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class StreamError:
+    chunks: tuple[str, ...]
+    message: str
+
+
+Scripted = Reply | HTTPError | Drop | StreamError
+
+_DEFAULT_ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "invalid_request_error",
+    403: "permission_error",
+    404: "invalid_request_error",
+    422: "invalid_request_error",
+    429: "rate_limit_error",
+}
+
+
+class FakeOpenAI:
+    """The scripted server. Use as ``async with FakeOpenAI() as fake`` (or ``start``/``close``)."""
+
+    def __init__(self, *, model: str = "fake-model") -> None:
+        self.model = model
+        self.requests: list[JSON] = []
+        """Every request body (parsed JSON), in arrival order, including failed ones."""
+        self.request_headers: list[dict[str, str]] = []
+        """The headers of each request, aligned with ``requests``."""
+        self._script: deque[Scripted] = deque()
+        self._unexpected: list[JSON] = []
+        self._closing = asyncio.Event()
+        self._runner: web.AppRunner | None = None
+        self._port: int | None = None
+
+    # -- scripting -------------------------------------------------------------------------
+
+    def reply(
+        self,
+        text: str = "",
+        *,
+        chunks: Sequence[str] | int | None = None,
+        reasoning: Sequence[str] = (),
+        reasoning_field: str = "reasoning_content",
+        tool_calls: Sequence[FakeToolCall] = (),
+        usage: FakeUsage | None = None,
+        delay: float = 0.0,
+        stall_after: int | None = None,
+        stall_for: float = 3600.0,
+        ignore_stop: bool = False,
+        finish_reason: str = "stop",
+    ) -> Self:
+        """Queue a streamed reply.
+
+        ``chunks``: the text pieces (they must join to ``text``), or a piece size in characters;
+        by default the text is split after each word, like a tokenizer would roughly do.
+        ``usage``: reported when the request asks for it; by default it is estimated from
+        the request and the reply, so clients always see some usage.
+        """
+        self._script.append(
+            Reply(
+                text=text,
+                chunks=_split(text, chunks),
+                reasoning=tuple(reasoning),
+                reasoning_field=reasoning_field,
+                tool_calls=tuple(tool_calls),
+                usage=usage,
+                delay=delay,
+                stall_after=stall_after,
+                stall_for=stall_for,
+                ignore_stop=ignore_stop,
+                finish_reason=finish_reason,
+            )
+        )
+        return self
+
+    def error(
+        self,
+        status: int,
+        message: str | None = None,
+        *,
+        type: str | None = None,
+        code: str | None = None,
+        retry_after: float | None = None,
+        retry_after_ms: float | None = None,
+        headers: Mapping[str, str] | None = None,
+        raw_body: str | None = None,
+    ) -> Self:
+        """Queue an HTTP error response with an OpenAI-shaped JSON body.
+
+        ``raw_body`` replaces the JSON with text, as a proxy's HTML error page would.
+        """
+        all_headers = dict(headers or {})
+        if retry_after is not None:
+            all_headers["retry-after"] = f"{retry_after:g}"
+        if retry_after_ms is not None:
+            all_headers["retry-after-ms"] = f"{retry_after_ms:g}"
+        self._script.append(
+            HTTPError(
+                status=status,
+                message=message if message is not None else f"fake error {status}",
+                type=type if type is not None else _DEFAULT_ERROR_TYPES.get(status, "server_error"),
+                code=code,
+                headers=all_headers,
+                raw_body=raw_body,
+            )
+        )
+        return self
+
+    def drop(self, text: str = "", *, chunks: Sequence[str] | int | None = None) -> Self:
+        """Queue a stream that sends ``text`` (split like ``reply``), then cuts the connection."""
+        self._script.append(Drop(chunks=_split(text, chunks)))
+        return self
+
+    def stream_error(
+        self, message: str, text: str = "", *, chunks: Sequence[str] | int | None = None
+    ) -> Self:
+        """Queue a stream that sends ``text``, then an in-band ``data: {"error": ...}`` event.
+
+        OpenRouter and vLLM report failures this way once the 200 status has been sent.
+        """
+        self._script.append(StreamError(chunks=_split(text, chunks), message=message))
+        return self
+
+    # -- inspection ------------------------------------------------------------------------
+
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:PORT/v1``: pass it as the client's ``base_url``."""
+        if self._port is None:
+            raise RuntimeError("FakeOpenAI is not started")
+        return f"http://127.0.0.1:{self._port}/v1"
+
+    @property
+    def pending(self) -> int:
+        """How many scripted responses are still unused."""
+        return len(self._script)
+
+    def assert_complete(self) -> None:
+        """Fail if scripted responses were left unused or a request found the script empty."""
+        problems = []
+        if self._script:
+            problems.append(f"{len(self._script)} scripted response(s) never requested")
+        if self._unexpected:
+            problems.append(f"{len(self._unexpected)} request(s) arrived with the script empty")
+        assert not problems, "FakeOpenAI: " + "; ".join(problems)
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", self._handle_chat)
+        # A short shutdown timeout: the only long-running handlers are stalls, which
+        # ``close`` releases first, so nothing legitimate needs longer.
+        self._runner = web.AppRunner(
+            app, shutdown_timeout=1.0, handle_signals=False, access_log=None
+        )
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        port = self._runner.addresses[0][1]
+        self._port = int(port)
+
+    async def close(self) -> None:
+        self._closing.set()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    # -- serving ---------------------------------------------------------------------------
+
+    async def _handle_chat(self, request: web.Request) -> web.StreamResponse:
+        body: JSON = await request.json()
+        self.requests.append(body)
+        self.request_headers.append(dict(request.headers))
+        if not self._script:
+            self._unexpected.append(body)
+            return _error_response(
+                HTTPError(500, "FakeOpenAI: no scripted response left", "server_error", None)
+            )
+        scripted = self._script.popleft()
+        match scripted:
+            case HTTPError():
+                return _error_response(scripted)
+            case Drop():
+                return await self._drop(request, body, scripted)
+            case StreamError():
+                return await self._stream_error(request, body, scripted)
+            case Reply() if not body.get("stream"):
+                return web.json_response(self._completion(body, scripted))
+            case Reply():
+                return await self._stream(request, body, scripted)
+
+    async def _stream(self, request: web.Request, body: JSON, reply: Reply) -> web.StreamResponse:
+        response = await _open_sse(request)
+        sse = _ChunkWriter(response, model=self.model, include_usage=_wants_usage(body))
+        await sse.send({"role": "assistant", "content": ""})
+        for piece in reply.reasoning:
+            await sse.send({reply.reasoning_field: piece}, delay=reply.delay)
+        for sent, piece in enumerate(_honour_stop(reply, body)):
+            if reply.stall_after is not None and sent == reply.stall_after:
+                await self._stall(reply.stall_for)
+            await sse.send({"content": piece}, delay=reply.delay)
+        for delta in _tool_call_deltas(reply.tool_calls):
+            await sse.send({"tool_calls": [delta]}, delay=reply.delay)
+        await sse.send({}, finish_reason=reply.finish_reason)
+        if sse.include_usage:
+            await sse.send_usage(reply.usage or _estimate_usage(body, reply))
+        await sse.done()
+        return response
+
+    async def _drop(self, request: web.Request, body: JSON, drop: Drop) -> web.StreamResponse:
+        response = await _open_sse(request)
+        sse = _ChunkWriter(response, model=self.model, include_usage=_wants_usage(body))
+        await sse.send({"role": "assistant", "content": ""})
+        for piece in drop.chunks:
+            await sse.send({"content": piece})
+        # Abort (RST) rather than close: the client must see a body that ends without the
+        # terminating chunk, exactly as when a proxy or the provider dies mid-reply.
+        assert request.transport is not None
+        request.transport.abort()
+        return response
+
+    async def _stream_error(
+        self, request: web.Request, body: JSON, failure: StreamError
+    ) -> web.StreamResponse:
+        response = await _open_sse(request)
+        sse = _ChunkWriter(response, model=self.model, include_usage=_wants_usage(body))
+        await sse.send({"role": "assistant", "content": ""})
+        for piece in failure.chunks:
+            await sse.send({"content": piece})
+        error = {"message": failure.message, "type": "server_error", "code": None}
+        await response.write(f"data: {json.dumps({'error': error})}\n\n".encode())
+        await response.write_eof()
+        return response
+
+    async def _stall(self, seconds: float) -> None:
+        # Wait on the closing event, not a bare sleep, so shutting the fake down is instant.
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(seconds):
+                await self._closing.wait()
+
+    def _completion(self, body: JSON, reply: Reply) -> JSON:
+        """The non-streaming form, for callers that do not pass ``stream=True``."""
+        return {
+            "id": "chatcmpl-fake",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": self.model,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": "".join(_honour_stop(reply, body))},
+                    "finish_reason": reply.finish_reason,
+                }
+            ],
+            "usage": (reply.usage or _estimate_usage(body, reply)).to_json(),
+        }
+
+
+class _ChunkWriter:
+    """Writes ``chat.completion.chunk`` events in OpenAI's exact shape."""
+
+    def __init__(self, response: web.StreamResponse, *, model: str, include_usage: bool) -> None:
+        self._response = response
+        self._model = model
+        self._created = int(time.time())
+        self.include_usage = include_usage
+
+    async def send(
+        self, delta: JSON, *, finish_reason: str | None = None, delay: float = 0
+    ) -> None:
+        if delay:
+            await asyncio.sleep(delay)
+        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
+        await self._event(self._chunk([choice]))
+
+    async def send_usage(self, usage: FakeUsage) -> None:
+        await self._event(self._chunk([]) | {"usage": usage.to_json()})
+
+    async def done(self) -> None:
+        await self._response.write(b"data: [DONE]\n\n")
+        await self._response.write_eof()
+
+    def _chunk(self, choices: list[JSON]) -> JSON:
+        chunk: JSON = {
+            "id": "chatcmpl-fake",
+            "object": "chat.completion.chunk",
+            "created": self._created,
+            "model": self._model,
+            "system_fingerprint": None,
+            "choices": choices,
+        }
+        if self.include_usage:
+            chunk["usage"] = None  # OpenAI sends null on every chunk but the last
+        return chunk
+
+    async def _event(self, data: JSON) -> None:
+        await self._response.write(f"data: {json.dumps(data)}\n\n".encode())
+
+
+async def _open_sse(request: web.Request) -> web.StreamResponse:
+    response = web.StreamResponse(
+        headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+    )
+    await response.prepare(request)
+    return response
+
+
+def _error_response(error: HTTPError) -> web.Response:
+    if error.raw_body is not None:
+        return web.Response(text=error.raw_body, status=error.status, headers=dict(error.headers))
+    payload = {
+        "error": {"message": error.message, "type": error.type, "param": None, "code": error.code}
+    }
+    return web.json_response(payload, status=error.status, headers=dict(error.headers))
+
+
+def _split(text: str, chunks: Sequence[str] | int | None) -> tuple[str, ...]:
+    if chunks is None:
+        return tuple(re.findall(r"\S+\s*|\s+", text))
+    if isinstance(chunks, int):
+        return tuple(text[i : i + chunks] for i in range(0, len(text), chunks))
+    if "".join(chunks) != text:
+        raise ValueError("FakeOpenAI.reply: chunks must join to the text")
+    return tuple(chunks)
+
+
+def _honour_stop(reply: Reply, body: JSON) -> tuple[str, ...]:
+    """The chunks up to (not including) the first stop string, as OpenAI cuts them."""
+    stop = body.get("stop")
+    stops = [stop] if isinstance(stop, str) else list(stop or [])
+    if reply.ignore_stop or not stops:
+        return reply.chunks
+    cut = min((i for s in stops if (i := reply.text.find(s)) >= 0), default=len(reply.text))
+    kept: list[str] = []
+    sent = 0
+    for piece in reply.chunks:
+        if sent >= cut:
+            break
+        kept.append(piece[: cut - sent])
+        sent += len(piece)
+    return tuple(p for p in kept if p)
+
+
+def _tool_call_deltas(calls: Sequence[FakeToolCall]) -> list[JSON]:
+    deltas: list[JSON] = []
+    for index, call in enumerate(calls):
+        deltas.append(
+            {
+                "index": index,
+                "id": call.id,
+                "type": "function",
+                "function": {"name": call.name, "arguments": ""},
+            }
+        )
+        size = call.argument_chunk_size
+        for start in range(0, len(call.arguments), size):
+            piece = call.arguments[start : start + size]
+            deltas.append({"index": index, "function": {"arguments": piece}})
+    return deltas
+
+
+def _wants_usage(body: JSON) -> bool:
+    options = body.get("stream_options") or {}
+    return bool(options.get("include_usage"))
+
+
+def _estimate_usage(body: JSON, reply: Reply) -> FakeUsage:
+    """A rough token count (words), so clients always see plausible, non-zero usage."""
+    prompt = sum(len(str(m.get("content", "")).split()) for m in body.get("messages", []))
+    completion = len(reply.chunks) + len(reply.reasoning)
+    return FakeUsage(prompt_tokens=max(prompt, 1), completion_tokens=completion)
