@@ -1,0 +1,138 @@
+"""Keep history inside a token budget by summarising the oldest turns.
+
+When the loaded history would exceed the budget, the oldest messages (an earlier summary
+included) are replaced by one system message written by the model (the small one when two
+are configured). The compacted history is written back to the store, so the summary is paid
+for once, not on every turn.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+
+from core.errors import ModelError
+from core.history import HistoryStore, Message
+from core.llm import ChatModel
+from core.stores import ReplaceableHistory
+
+SUMMARY_PREFIX = "Summary of the earlier conversation: "
+MESSAGE_OVERHEAD_TOKENS = 4
+"""Role markers and separators that every chat message costs on top of its text."""
+
+# Han, kana, Hangul and full-width forms: about one token per character, not per four.
+_DENSE = re.compile(
+    r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef]"
+)
+
+_SUMMARY_INSTRUCTIONS = (
+    "You compress chat history for an assistant. Summarise the conversation below in at most "
+    "{words} words: keep facts, names, numbers, decisions and open questions; drop small "
+    "talk. Write only the summary, no preamble."
+)
+
+
+def estimate_tokens(text: str) -> int:
+    """A cheap estimate: ~4 characters per token, one per CJK character."""
+    dense = len(_DENSE.findall(text))
+    return dense + math.ceil((len(text) - dense) / 4)
+
+
+def history_tokens(messages: Sequence[Message]) -> int:
+    return sum(estimate_tokens(m["content"]) + MESSAGE_OVERHEAD_TOKENS for m in messages)
+
+
+def is_summary(message: Message) -> bool:
+    return message["role"] == "system" and message["content"].startswith(SUMMARY_PREFIX)
+
+
+class HistoryCompactor:
+    """Fits history into ``budget_tokens``; the recent part keeps at most half of it verbatim."""
+
+    def __init__(self, model: ChatModel, *, budget_tokens: int) -> None:
+        if budget_tokens < 2 * MESSAGE_OVERHEAD_TOKENS + 2:
+            raise ValueError(f"budget_tokens too small: {budget_tokens}")
+        self._model = model
+        self._budget = budget_tokens
+        self._recent_budget = budget_tokens // 2
+
+    async def fit(
+        self,
+        conversation: str,
+        messages: Sequence[Message],
+        *,
+        store: HistoryStore | None = None,
+    ) -> list[Message]:
+        """``messages`` as they are if they fit, else a summary plus the newest turns."""
+        if history_tokens(messages) <= self._budget:
+            return list(messages)
+        old, recent = self._split(messages)
+        try:
+            summary = await self._summarise(old)
+        except ModelError:
+            # No summary this turn: answer with the recent turns, retry summarising next turn.
+            return recent
+        compacted = [summary, *recent]
+        if store is not None:
+            await _store(store, conversation, compacted)
+        return compacted
+
+    def _split(self, messages: Sequence[Message]) -> tuple[list[Message], list[Message]]:
+        """The newest whole turns that fit the recent budget, and everything before them."""
+        start = len(messages)
+        used = 0
+        for i in range(len(messages) - 1, -1, -1):
+            used += history_tokens(messages[i : i + 1])
+            if used > self._recent_budget or is_summary(messages[i]):
+                break
+            if messages[i]["role"] == "user":
+                start = i  # cut only before a question, so no answer loses its question
+        return list(messages[:start]), list(messages[start:])
+
+    async def _summarise(self, old: Sequence[Message]) -> Message:
+        summary_tokens = self._budget - self._recent_budget - MESSAGE_OVERHEAD_TOKENS
+        prompt: list[Message] = [
+            {
+                "role": "system",
+                "content": _SUMMARY_INSTRUCTIONS.format(words=max(10, summary_tokens * 3 // 4)),
+            },
+            {"role": "user", "content": _transcript(old)},
+        ]
+        parts = [chunk.text async for chunk in self._model.stream(prompt, stop=())]
+        text = _truncate_to_tokens(SUMMARY_PREFIX + "".join(parts).strip(), summary_tokens)
+        return {"role": "system", "content": text}
+
+
+def _transcript(messages: Sequence[Message]) -> str:
+    labels = {"user": "User", "assistant": "Assistant", "system": "Earlier"}
+    lines = []
+    for message in messages:
+        content = message["content"]
+        if is_summary(message):
+            content = content.removeprefix(SUMMARY_PREFIX)
+        lines.append(f"{labels[message['role']]}: {content}")
+    return "\n".join(lines)
+
+
+def _truncate_to_tokens(text: str, tokens: int) -> str:
+    if estimate_tokens(text) <= tokens:
+        return text
+    low, high = 0, len(text)
+    while low < high:  # the longest prefix that fits
+        mid = (low + high + 1) // 2
+        if estimate_tokens(text[:mid]) + 1 <= tokens:
+            low = mid
+        else:
+            high = mid - 1
+    return text[:low] + "…"
+
+
+async def _store(store: HistoryStore, conversation: str, messages: Sequence[Message]) -> None:
+    # Replace is atomic where the store offers it; clear + append is the protocol's fallback.
+    # Either way the caller holds the conversation lock, so no turn is written in between.
+    if isinstance(store, ReplaceableHistory):
+        await store.replace(conversation, messages)
+    else:
+        await store.clear(conversation)
+        await store.append(conversation, *messages)

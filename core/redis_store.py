@@ -1,0 +1,381 @@
+"""Redis implementations of the history, trace, lock and claim stores.
+
+Imported only when Redis is configured, so ``import core`` never loads redis. Every redis
+error leaves this module as ``core.errors.StoreUnavailable`` (``raise ... from exc``), with a
+message naming host, port and db but never the URL's credentials.
+
+Keys, all under a configurable prefix (default ``reactbot:``)::
+
+    {prefix}history:{conversation}   LIST of JSON messages, last max_turns*2, TTL 7 days
+    {prefix}trace:{trace_id}         STRING, Trace JSON, TTL 30 days
+    {prefix}traces:{conversation}    ZSET trace_id -> started_at, trimmed, TTL 30 days
+    {prefix}lock:{conversation}      STRING token, SET NX PX lease
+    {prefix}event:{event_id}         STRING, SET NX EX claim TTL
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import json
+import secrets
+import time
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import AbstractContextManager, asynccontextmanager, contextmanager
+from dataclasses import dataclass
+from typing import Any, cast
+
+import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
+from redis.exceptions import RedisError
+
+from core.errors import StoreUnavailable
+from core.history import Message
+from core.stores import (
+    DEFAULT_CLAIM_TTL,
+    DEFAULT_LOCK_LEASE,
+    DEFAULT_TRACE_TTL,
+    OnWait,
+    notify_wait,
+)
+from core.trace import Trace
+
+DEFAULT_PREFIX = "reactbot:"
+DEFAULT_MAX_TURNS = 10
+DEFAULT_HISTORY_TTL = 7 * 24 * 3600
+DEFAULT_TIMEOUT = 0.5
+MAX_TRACES_PER_CONVERSATION = 200
+
+_MESSAGE_KEYS = ("role", "content")
+_ROLES = frozenset({"system", "user", "assistant"})
+
+# Deletes the lock only if it still holds our token: after our lease expired, another run
+# may own it, and a plain DEL would release *their* lock.
+_RELEASE_LUA = """
+if redis.call('get', KEYS[1]) == ARGV[1] then
+    return redis.call('del', KEYS[1])
+end
+return 0
+"""
+
+
+def _describe(client: aioredis.Redis) -> str:
+    """host:port/db of the client, for error messages; the password is never part of it."""
+    kwargs = client.connection_pool.connection_kwargs
+    if "path" in kwargs:
+        return f"unix:{kwargs['path']}"
+    return f"{kwargs.get('host', '?')}:{kwargs.get('port', '?')}/{kwargs.get('db', 0)}"
+
+
+class _RedisBase:
+    def __init__(self, client: aioredis.Redis, *, prefix: str) -> None:
+        self._client = client
+        self._prefix = prefix
+
+    def _key(self, kind: str, name: str) -> str:
+        return f"{self._prefix}{kind}:{name}"
+
+    def _unavailable(self, action: str) -> AbstractContextManager[None]:
+        return _unavailable(self._client, action)
+
+
+@contextmanager
+def _unavailable(client: aioredis.Redis, action: str) -> Iterator[None]:
+    """Map every redis (and socket) error to ``StoreUnavailable``, credentials scrubbed."""
+    try:
+        yield
+    except (RedisError, OSError) as exc:
+        detail = str(exc)
+        password = client.connection_pool.connection_kwargs.get("password")
+        if password:
+            detail = detail.replace(str(password), "***")
+        message = f"Redis at {_describe(client)} failed to {action}: {detail}"
+        raise StoreUnavailable(message) from exc
+
+
+# ---- history ------------------------------------------------------------------------------
+
+
+class RedisHistoryStore(_RedisBase):
+    """``core.history.HistoryStore`` on a Redis list: one round trip to load, one to append.
+
+    With ``store_steps`` the extra keys a message carries (e.g. ``steps``, a compact form of
+    the run's steps) are stored too; otherwise only role and content are kept.
+    """
+
+    def __init__(
+        self,
+        client: aioredis.Redis,
+        *,
+        prefix: str = DEFAULT_PREFIX,
+        max_turns: int = DEFAULT_MAX_TURNS,
+        ttl_seconds: int = DEFAULT_HISTORY_TTL,
+        store_steps: bool = False,
+    ) -> None:
+        super().__init__(client, prefix=prefix)
+        self._max_messages = max_turns * 2
+        self._ttl = ttl_seconds
+        self._store_steps = store_steps
+
+    def key(self, conversation: str) -> str:
+        return self._key("history", conversation)
+
+    async def load(self, conversation: str) -> list[Message]:
+        with self._unavailable("load history"):
+            raw = cast(list[str], await self._client.lrange(self.key(conversation), 0, -1))
+        return [m for m in map(_decode_message, raw) if m is not None]
+
+    async def append(self, conversation: str, *messages: Message) -> None:
+        if messages:
+            await self._write(conversation, messages, replace=False)
+
+    async def replace(self, conversation: str, messages: Sequence[Message]) -> None:
+        """Swap the whole conversation atomically (used to store a summary)."""
+        await self._write(conversation, messages, replace=True)
+
+    async def clear(self, conversation: str) -> None:
+        with self._unavailable("clear history"):
+            await self._client.delete(self.key(conversation))
+
+    async def _write(
+        self, conversation: str, messages: Sequence[Message], *, replace: bool
+    ) -> None:
+        key = self.key(conversation)
+        encoded = [self._encode(m) for m in messages]
+        # MULTI/EXEC: the write, the trim and the TTL refresh land together in one round trip.
+        with self._unavailable("save history"):
+            async with self._client.pipeline(transaction=True) as pipe:
+                if replace:
+                    pipe.delete(key)
+                if encoded:
+                    pipe.rpush(key, *encoded)
+                    pipe.ltrim(key, -self._max_messages, -1)
+                    pipe.expire(key, self._ttl)
+                await pipe.execute()
+
+    def _encode(self, message: Message) -> str:
+        data: dict[str, Any] = dict(message)
+        if not self._store_steps:
+            data = {k: data[k] for k in _MESSAGE_KEYS}
+        return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+
+
+def _decode_message(raw: str) -> Message | None:
+    """Parse one stored message; entries that are not messages are skipped, not fatal."""
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or data.get("role") not in _ROLES:
+        return None
+    if not isinstance(data.get("content"), str):
+        return None
+    return cast(Message, data)
+
+
+# ---- traces -------------------------------------------------------------------------------
+
+
+class RedisTraceStore(_RedisBase):
+    """Trace JSON under its id with a TTL, plus a per-conversation index ordered by time."""
+
+    def __init__(
+        self,
+        client: aioredis.Redis,
+        *,
+        prefix: str = DEFAULT_PREFIX,
+        ttl_seconds: int = DEFAULT_TRACE_TTL,
+        max_per_conversation: int = MAX_TRACES_PER_CONVERSATION,
+    ) -> None:
+        super().__init__(client, prefix=prefix)
+        self._ttl = ttl_seconds
+        self._max_indexed = max_per_conversation
+
+    async def save(self, trace: Trace) -> None:
+        index = self._key("traces", trace.conversation)
+        now = time.time()
+        score = trace.started_at or now
+        with self._unavailable("save the trace"):
+            async with self._client.pipeline(transaction=True) as pipe:
+                pipe.set(self._key("trace", trace.id), trace.to_json(), ex=self._ttl)
+                pipe.zadd(index, {trace.id: score})
+                # Index entries outlive nothing: drop those whose trace has expired, and
+                # keep the index bounded for very chatty conversations.
+                pipe.zremrangebyscore(index, "-inf", f"({now - self._ttl}")
+                pipe.zremrangebyrank(index, 0, -self._max_indexed - 1)
+                pipe.expire(index, self._ttl)
+                await pipe.execute()
+
+    async def get(self, trace_id: str) -> Trace | None:
+        with self._unavailable("load the trace"):
+            raw = cast(str | None, await self._client.get(self._key("trace", trace_id)))
+        return Trace.from_json(raw) if raw is not None else None
+
+    async def list(self, conversation: str, *, limit: int = 20) -> builtins.list[Trace]:
+        if limit <= 0:
+            return []
+        index = self._key("traces", conversation)
+        with self._unavailable("list traces"):
+            ids = cast(builtins.list[str], await self._client.zrevrange(index, 0, limit - 1))
+            if not ids:
+                return []
+            raws = cast(
+                builtins.list[str | None],
+                await self._client.mget([self._key("trace", i) for i in ids]),
+            )
+        return [Trace.from_json(raw) for raw in raws if raw is not None]
+
+    async def last(self, conversation: str) -> Trace | None:
+        recent = await self.list(conversation, limit=1)
+        return recent[0] if recent else None
+
+
+# ---- locks --------------------------------------------------------------------------------
+
+
+class RedisLocks(_RedisBase):
+    """A lease lock per conversation, shared by every process on this Redis.
+
+    ``SET NX PX`` with a random token; released by a compare-and-delete script. A crashed
+    holder blocks its conversation for at most ``lease_seconds``, so the lease must exceed
+    the longest run. Waiters poll with a short exponential backoff.
+    """
+
+    def __init__(
+        self,
+        client: aioredis.Redis,
+        *,
+        prefix: str = DEFAULT_PREFIX,
+        lease_seconds: float = DEFAULT_LOCK_LEASE,
+        poll_min: float = 0.02,
+        poll_max: float = 0.25,
+    ) -> None:
+        super().__init__(client, prefix=prefix)
+        self._lease_ms = int(lease_seconds * 1000)
+        self._poll_min = poll_min
+        self._poll_max = poll_max
+        self._release_script = client.register_script(_RELEASE_LUA)
+
+    @asynccontextmanager
+    async def hold(
+        self, conversation: str, *, on_wait: OnWait | None = None
+    ) -> AsyncIterator[None]:
+        key = self._key("lock", conversation)
+        token = secrets.token_hex(16)
+        await self._acquire(key, token, on_wait)
+        try:
+            yield
+        finally:
+            await self._release(key, token)
+
+    async def _acquire(self, key: str, token: str, on_wait: OnWait | None) -> None:
+        if await self._try_set(key, token):
+            return
+        await notify_wait(on_wait)
+        delay = self._poll_min
+        # Terminates: the holder releases, or its lease expires.
+        while not await self._try_set(key, token):
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, self._poll_max)
+
+    async def _try_set(self, key: str, token: str) -> bool:
+        with self._unavailable("take the conversation lock"):
+            return bool(await self._client.set(key, token, nx=True, px=self._lease_ms))
+
+    async def _release(self, key: str, token: str) -> None:
+        try:
+            with self._unavailable("release the conversation lock"):
+                await self._release_script(keys=[key], args=[token])
+        except StoreUnavailable:
+            # The lease expires by itself; failing here would hide the run's own outcome.
+            pass
+
+
+# ---- event claims -------------------------------------------------------------------------
+
+
+class RedisEventClaims(_RedisBase):
+    """Claim a platform event id once across all processes: ``SET NX EX``."""
+
+    def __init__(
+        self,
+        client: aioredis.Redis,
+        *,
+        prefix: str = DEFAULT_PREFIX,
+        ttl_seconds: int = DEFAULT_CLAIM_TTL,
+    ) -> None:
+        super().__init__(client, prefix=prefix)
+        self._ttl = ttl_seconds
+
+    async def claim(self, event_id: str) -> bool:
+        with self._unavailable("claim the event"):
+            return bool(
+                await self._client.set(self._key("event", event_id), "1", nx=True, ex=self._ttl)
+            )
+
+
+# ---- wiring -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RedisStores:
+    client: aioredis.Redis
+    history: RedisHistoryStore
+    traces: RedisTraceStore
+    locks: RedisLocks
+    claims: RedisEventClaims
+
+    async def ping(self) -> None:
+        """Raise ``StoreUnavailable`` unless the server answers (for a startup check)."""
+        with _unavailable(self.client, "answer PING"):
+            await self.client.ping()
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+
+
+def create_client(url: str, *, timeout: float = DEFAULT_TIMEOUT) -> aioredis.Redis:
+    """One client whose every operation fails within about a second when Redis is gone.
+
+    redis-py's defaults (5 s socket timeouts, 10 retries with backoff) can stall a turn
+    for many seconds; here a dead or hanging server costs two short attempts.
+    """
+    return aioredis.Redis.from_url(
+        url,
+        decode_responses=True,
+        socket_timeout=timeout,
+        socket_connect_timeout=timeout,
+        retry=Retry(ExponentialBackoff(cap=0.2, base=0.05), 1),
+        health_check_interval=30,
+    )
+
+
+def connect(
+    url: str,
+    *,
+    prefix: str = DEFAULT_PREFIX,
+    max_turns: int = DEFAULT_MAX_TURNS,
+    history_ttl: int = DEFAULT_HISTORY_TTL,
+    store_steps: bool = False,
+    trace_ttl: int = DEFAULT_TRACE_TTL,
+    lock_lease: float = DEFAULT_LOCK_LEASE,
+    claim_ttl: int = DEFAULT_CLAIM_TTL,
+    timeout: float = DEFAULT_TIMEOUT,
+) -> RedisStores:
+    """Build the four stores on one client. No I/O: the client connects on first use,
+    so a Redis that is down at start-up does not stop the bot (see ``core.resilient``)."""
+    client = create_client(url, timeout=timeout)
+    return RedisStores(
+        client=client,
+        history=RedisHistoryStore(
+            client,
+            prefix=prefix,
+            max_turns=max_turns,
+            ttl_seconds=history_ttl,
+            store_steps=store_steps,
+        ),
+        traces=RedisTraceStore(client, prefix=prefix, ttl_seconds=trace_ttl),
+        locks=RedisLocks(client, prefix=prefix, lease_seconds=lock_lease),
+        claims=RedisEventClaims(client, prefix=prefix, ttl_seconds=claim_ttl),
+    )

@@ -1,0 +1,282 @@
+"""Keep answering when the shared store is gone: wrappers that degrade instead of failing.
+
+When the wrapped store raises ``StoreUnavailable`` the run goes on without memory: history
+loads as empty and writes are dropped, traces and event claims fall back to this process,
+and conversation locks are always taken in-process too, so one process stays serialised.
+
+After a failure the real store is left alone for ``retry_after`` seconds (default 5), so a
+hung server costs one timeout per turn rather than one per call; the first call after that
+tries it again, and a restarted server is used as soon as it answers (reconnecting is the
+redis client's job). ``retry_after=0`` retries on every call.
+
+``StoreHealth`` records which conversations lost memory, so the agent can say
+"memory unavailable" once in that reply (``take_notice``).
+"""
+
+from __future__ import annotations
+
+import builtins
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager, suppress
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from core.errors import StoreUnavailable
+from core.history import HistoryStore, Message
+from core.stores import (
+    Clock,
+    ConversationLocks,
+    EventClaims,
+    InMemoryEventClaims,
+    InMemoryLocks,
+    InMemoryTraceStore,
+    OnWait,
+    ReplaceableHistory,
+    TraceStore,
+    notify_wait,
+)
+from core.trace import Trace
+
+T = TypeVar("T")
+
+MEMORY_UNAVAILABLE = "memory unavailable"
+"""The notice text for a reply that ran without the shared store."""
+
+DEFAULT_RETRY_AFTER = 5.0
+
+OnUnavailable = Callable[[str | None, StoreUnavailable], None]
+
+
+class StoreHealth:
+    """Shared by the wrappers: calls the real store, remembers failures and who they hit."""
+
+    def __init__(
+        self,
+        *,
+        retry_after: float = DEFAULT_RETRY_AFTER,
+        on_unavailable: OnUnavailable | None = None,
+        clock: Clock = time.monotonic,
+    ) -> None:
+        self._retry_after = retry_after
+        self._on_unavailable = on_unavailable
+        self._clock = clock
+        self._retry_at = 0.0
+        self._pending: set[str] = set()
+        self.degraded = False
+        self.last_error: StoreUnavailable | None = None
+
+    async def call(self, conversation: str | None, action: Callable[[], Awaitable[T]]) -> T:
+        """Run ``action`` on the real store, or raise ``StoreUnavailable`` (recorded).
+
+        ``conversation`` is None for calls not tied to one (event claims).
+        """
+        if self._clock() < self._retry_at:
+            self._note(conversation)
+            raise StoreUnavailable("the store failed moments ago; not retried yet")
+        try:
+            result = await action()
+        except StoreUnavailable as exc:
+            self._failed(conversation, exc)
+            raise
+        self.degraded = False
+        return result
+
+    def take_notice(self, conversation: str) -> bool:
+        """True once after the store failed for ``conversation``: emit the notice then."""
+        if conversation in self._pending:
+            self._pending.discard(conversation)
+            return True
+        return False
+
+    def _failed(self, conversation: str | None, exc: StoreUnavailable) -> None:
+        self.degraded = True
+        self.last_error = exc
+        self._retry_at = self._clock() + self._retry_after
+        self._note(conversation)
+        if self._on_unavailable is not None:
+            self._on_unavailable(conversation, exc)
+
+    def _note(self, conversation: str | None) -> None:
+        if conversation is not None:
+            self._pending.add(conversation)
+
+
+class ResilientHistory:
+    """A ``HistoryStore`` that never raises ``StoreUnavailable``: it forgets instead."""
+
+    def __init__(self, inner: HistoryStore, *, health: StoreHealth | None = None) -> None:
+        self.inner = inner
+        self.health = health or StoreHealth()
+
+    @property
+    def degraded(self) -> bool:
+        return self.health.degraded
+
+    async def load(self, conversation: str) -> list[Message]:
+        try:
+            return await self.health.call(conversation, lambda: self.inner.load(conversation))
+        except StoreUnavailable:
+            return []
+
+    async def append(self, conversation: str, *messages: Message) -> None:
+        # Dropped when the store is down: the answer matters more than remembering it.
+        with suppress(StoreUnavailable):
+            await self.health.call(conversation, lambda: self.inner.append(conversation, *messages))
+
+    async def replace(self, conversation: str, messages: Sequence[Message]) -> None:
+        with suppress(StoreUnavailable):
+            await self.health.call(conversation, lambda: self._replace(conversation, messages))
+
+    async def clear(self, conversation: str) -> None:
+        with suppress(StoreUnavailable):
+            await self.health.call(conversation, lambda: self.inner.clear(conversation))
+
+    async def _replace(self, conversation: str, messages: Sequence[Message]) -> None:
+        if isinstance(self.inner, ReplaceableHistory):
+            await self.inner.replace(conversation, messages)
+        else:
+            await self.inner.clear(conversation)
+            await self.inner.append(conversation, *messages)
+
+
+class ResilientTraceStore:
+    """Saves to the shared store, or to this process when it is down; reads likewise."""
+
+    def __init__(
+        self,
+        inner: TraceStore,
+        *,
+        health: StoreHealth | None = None,
+        fallback: InMemoryTraceStore | None = None,
+    ) -> None:
+        self.inner = inner
+        self.health = health or StoreHealth()
+        self.fallback = fallback or InMemoryTraceStore()
+
+    async def save(self, trace: Trace) -> None:
+        try:
+            await self.health.call(trace.conversation, lambda: self.inner.save(trace))
+        except StoreUnavailable:
+            await self.fallback.save(trace)
+
+    async def get(self, trace_id: str) -> Trace | None:
+        try:
+            found = await self.health.call(None, lambda: self.inner.get(trace_id))
+        except StoreUnavailable:
+            found = None
+        return found or await self.fallback.get(trace_id)
+
+    async def list(self, conversation: str, *, limit: int = 20) -> builtins.list[Trace]:
+        try:
+            found = await self.health.call(None, lambda: self.inner.list(conversation, limit=limit))
+        except StoreUnavailable:
+            found = []
+        local = await self.fallback.list(conversation, limit=limit)
+        return _newest_first(found, local)[:limit]
+
+    async def last(self, conversation: str) -> Trace | None:
+        recent = await self.list(conversation, limit=1)
+        return recent[0] if recent else None
+
+
+def _newest_first(*groups: builtins.list[Trace]) -> builtins.list[Trace]:
+    merged = {t.id: t for group in groups for t in group}
+    return sorted(merged.values(), key=lambda t: t.started_at, reverse=True)
+
+
+class ResilientLocks:
+    """Always an in-process lock, plus the shared lock while the store answers.
+
+    The local lock keeps this process serialised even when Redis dies mid-run; the shared
+    one serialises across processes. ``on_wait`` is called at most once per hold.
+    """
+
+    def __init__(
+        self,
+        inner: ConversationLocks,
+        *,
+        health: StoreHealth | None = None,
+        local: InMemoryLocks | None = None,
+    ) -> None:
+        self.inner = inner
+        self.health = health or StoreHealth()
+        self.local = local or InMemoryLocks()
+
+    @asynccontextmanager
+    async def hold(
+        self, conversation: str, *, on_wait: OnWait | None = None
+    ) -> AsyncIterator[None]:
+        once = _Once(on_wait)
+        async with AsyncExitStack() as stack:
+            await stack.enter_async_context(self.local.hold(conversation, on_wait=once))
+            shared = self.inner.hold(conversation, on_wait=once)
+            # Without the shared lock, this process stays serialised by the local one.
+            with suppress(StoreUnavailable):
+                await self.health.call(conversation, lambda: stack.enter_async_context(shared))
+            yield
+
+
+@dataclass(slots=True)
+class _Once:
+    callback: OnWait | None
+    called: bool = field(default=False)
+
+    async def __call__(self) -> None:
+        if not self.called:
+            self.called = True
+            await notify_wait(self.callback)
+
+
+class ResilientEventClaims:
+    """Claims in the shared store, remembered locally so a fallback still knows them."""
+
+    def __init__(
+        self,
+        inner: EventClaims,
+        *,
+        health: StoreHealth | None = None,
+        local: InMemoryEventClaims | None = None,
+    ) -> None:
+        self.inner = inner
+        self.health = health or StoreHealth()
+        self.local = local or InMemoryEventClaims()
+
+    async def claim(self, event_id: str) -> bool:
+        if not self.local.claim_now(event_id):
+            return False  # this process has seen it: no need to ask Redis
+        try:
+            return await self.health.call(None, lambda: self.inner.claim(event_id))
+        except StoreUnavailable:
+            return True  # claimed locally above: the best this process can do
+
+
+@dataclass(frozen=True, slots=True)
+class ResilientStores:
+    """The four stores wrapped to degrade, sharing one ``StoreHealth``."""
+
+    history: ResilientHistory
+    traces: ResilientTraceStore
+    locks: ResilientLocks
+    claims: ResilientEventClaims
+    health: StoreHealth
+
+    @classmethod
+    def wrap(
+        cls,
+        *,
+        history: HistoryStore,
+        traces: TraceStore,
+        locks: ConversationLocks,
+        claims: EventClaims,
+        retry_after: float = DEFAULT_RETRY_AFTER,
+        on_unavailable: OnUnavailable | None = None,
+    ) -> ResilientStores:
+        health = StoreHealth(retry_after=retry_after, on_unavailable=on_unavailable)
+        return cls(
+            history=ResilientHistory(history, health=health),
+            traces=ResilientTraceStore(traces, health=health),
+            locks=ResilientLocks(locks, health=health),
+            claims=ResilientEventClaims(inner=claims, health=health),
+            health=health,
+        )

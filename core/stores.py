@@ -1,0 +1,215 @@
+"""Stores beside the history: finished traces, per-conversation locks and event claims.
+
+Each is a small protocol with an in-process implementation here (the embedded default);
+``core.redis_store`` implements the same protocols on Redis for many processes sharing one
+server, and ``core.resilient`` keeps the bot answering when that server is gone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import inspect
+import time
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+from core.history import Message
+from core.trace import Trace
+
+OnWait = Callable[[], Awaitable[None] | None]
+"""Called once when a run has to wait for the previous one in its conversation."""
+
+Clock = Callable[[], float]
+
+DEFAULT_TRACE_TTL = 30 * 24 * 3600
+DEFAULT_LOCK_LEASE = 180.0
+DEFAULT_CLAIM_TTL = 900
+
+
+class TraceStore(Protocol):
+    async def save(self, trace: Trace) -> None: ...
+
+    async def get(self, trace_id: str) -> Trace | None: ...
+
+    async def list(self, conversation: str, *, limit: int = 20) -> builtins.list[Trace]:
+        """The conversation's most recent traces, newest first."""
+        ...
+
+    async def last(self, conversation: str) -> Trace | None: ...
+
+
+class ConversationLocks(Protocol):
+    def hold(
+        self, conversation: str, *, on_wait: OnWait | None = None
+    ) -> AbstractAsyncContextManager[None]:
+        """Serialise runs in ``conversation``; ``on_wait`` is called once if this one waits."""
+        ...
+
+
+class EventClaims(Protocol):
+    async def claim(self, event_id: str) -> bool:
+        """True for the first claim of ``event_id`` (within the claim TTL), False after."""
+        ...
+
+
+@runtime_checkable
+class ReplaceableHistory(Protocol):
+    """A history store that can swap a conversation's messages at once (used for summaries)."""
+
+    async def replace(self, conversation: str, messages: Sequence[Message]) -> None: ...
+
+
+async def notify_wait(on_wait: OnWait | None) -> None:
+    """Call a sync or async ``on_wait`` callback."""
+    if on_wait is None:
+        return
+    result = on_wait()
+    if inspect.isawaitable(result):
+        await result
+
+
+# ---- traces -------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _StoredTrace:
+    trace: Trace
+    expires_at: float
+
+
+class InMemoryTraceStore:
+    """Traces in this process, bounded by count (oldest saved go first) and by age."""
+
+    def __init__(
+        self,
+        *,
+        max_traces: int = 1000,
+        ttl_seconds: float = DEFAULT_TRACE_TTL,
+        clock: Clock = time.time,
+    ) -> None:
+        self._max_traces = max_traces
+        self._ttl = ttl_seconds
+        self._clock = clock
+        self._traces: OrderedDict[str, _StoredTrace] = OrderedDict()
+
+    async def save(self, trace: Trace) -> None:
+        # Stored as JSON text round-tripped, so later mutation of the live Trace cannot leak in.
+        copy = Trace.from_json(trace.to_json())
+        self._traces.pop(trace.id, None)
+        self._traces[trace.id] = _StoredTrace(copy, self._clock() + self._ttl)
+        while len(self._traces) > self._max_traces:
+            self._traces.popitem(last=False)
+
+    async def get(self, trace_id: str) -> Trace | None:
+        self._drop_expired()
+        stored = self._traces.get(trace_id)
+        return stored.trace if stored else None
+
+    async def list(self, conversation: str, *, limit: int = 20) -> builtins.list[Trace]:
+        self._drop_expired()
+        found = [s.trace for s in reversed(self._traces.values())]
+        return [t for t in found if t.conversation == conversation][:limit]
+
+    async def last(self, conversation: str) -> Trace | None:
+        recent = await self.list(conversation, limit=1)
+        return recent[0] if recent else None
+
+    def _drop_expired(self) -> None:
+        now = self._clock()
+        for trace_id in [k for k, v in self._traces.items() if v.expires_at <= now]:
+            del self._traces[trace_id]
+
+
+# ---- locks --------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _LocalLock:
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    users: int = 0
+
+
+class InMemoryLocks:
+    """One asyncio.Lock per conversation, forgotten when nobody holds or waits for it.
+
+    A holder that hangs must not block its conversation forever: after ``lease_seconds`` of
+    waiting, the next run goes ahead unserialised (the same outcome as an expired Redis lease).
+    """
+
+    def __init__(self, *, lease_seconds: float = DEFAULT_LOCK_LEASE) -> None:
+        self._lease = lease_seconds
+        self._locks: dict[str, _LocalLock] = {}
+
+    @asynccontextmanager
+    async def hold(
+        self, conversation: str, *, on_wait: OnWait | None = None
+    ) -> AsyncIterator[None]:
+        entry = self._locks.setdefault(conversation, _LocalLock())
+        entry.users += 1
+        acquired = False
+        try:
+            acquired = await self._acquire(entry.lock, on_wait)
+            yield
+        finally:
+            if acquired:
+                entry.lock.release()
+            entry.users -= 1
+            if entry.users == 0:
+                self._locks.pop(conversation, None)
+
+    async def _acquire(self, lock: asyncio.Lock, on_wait: OnWait | None) -> bool:
+        if not lock.locked():
+            await lock.acquire()
+            return True
+        await notify_wait(on_wait)
+        try:
+            async with asyncio.timeout(self._lease):
+                await lock.acquire()
+        except TimeoutError:
+            return False
+        return True
+
+
+# ---- event claims -------------------------------------------------------------------------
+
+
+class InMemoryEventClaims:
+    """Remembers claimed event ids for ``ttl_seconds`` (platform retries come within minutes)."""
+
+    def __init__(
+        self, *, ttl_seconds: float = DEFAULT_CLAIM_TTL, clock: Clock = time.monotonic
+    ) -> None:
+        self._ttl = ttl_seconds
+        self._clock = clock
+        self._claimed: OrderedDict[str, float] = OrderedDict()
+
+    async def claim(self, event_id: str) -> bool:
+        return self.claim_now(event_id)
+
+    def claim_now(self, event_id: str) -> bool:
+        """Synchronous claim: no await between check and set, so concurrent tasks cannot race."""
+        now = self._clock()
+        self._drop_expired(now)
+        if event_id in self._claimed:
+            return False
+        self._claimed[event_id] = now + self._ttl
+        return True
+
+    def remember(self, event_id: str) -> None:
+        """Record a claim made elsewhere (e.g. in Redis) so a later fallback still knows it."""
+        now = self._clock()
+        self._drop_expired(now)
+        self._claimed.pop(event_id, None)  # re-insert at the end to keep expiry order
+        self._claimed[event_id] = now + self._ttl
+
+    def _drop_expired(self, now: float) -> None:
+        # Insertion order is expiry order (constant TTL), so expired ids are at the front.
+        while self._claimed:
+            first_id, expires_at = next(iter(self._claimed.items()))
+            if expires_at > now:
+                break
+            del self._claimed[first_id]

@@ -1,0 +1,119 @@
+"""Redis dies mid-conversation and comes back: the bot keeps answering, nothing stored is lost.
+
+Each test runs its own ``redis-server`` (AOF, fsync always) so it can be killed and restarted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TypeVar
+
+import pytest
+
+from core.errors import StoreUnavailable
+from core.history import Message
+from core.redis_store import RedisStores, connect
+from core.resilient import ResilientStores
+from core.trace import Trace
+from tests.integration.conftest import RedisServer
+
+T = TypeVar("T")
+FAST = 1.5  # seconds: the most one operation may cost while Redis is dead or hung
+
+
+def turn(i: int) -> list[Message]:
+    return [{"role": "user", "content": f"q{i}"}, {"role": "assistant", "content": f"a{i}"}]
+
+
+async def timed(action: Callable[[], Awaitable[T]]) -> tuple[T, float]:
+    started = time.monotonic()
+    result = await action()
+    return result, time.monotonic() - started
+
+
+def wrap(stores: RedisStores, *, retry_after: float) -> ResilientStores:
+    return ResilientStores.wrap(
+        history=stores.history,
+        traces=stores.traces,
+        locks=stores.locks,
+        claims=stores.claims,
+        retry_after=retry_after,
+    )
+
+
+@pytest.fixture
+async def redis_stores(redis_server: RedisServer) -> AsyncIterator[RedisStores]:
+    opened = connect(redis_server.url, prefix="fault:")
+    yield opened
+    await opened.aclose()
+
+
+async def test_killed_server_degrades_fast_and_recovers_with_everything_stored(
+    redis_server: RedisServer, redis_stores: RedisStores
+) -> None:
+    # retry_after=0: every call tries Redis again, to show each one fails fast on its own.
+    wrapped = wrap(redis_stores, retry_after=0)
+    for i in range(3):
+        await wrapped.history.append("c", *turn(i))
+    before = Trace(question="q2", conversation="c", started_at=time.time(), status="answered")
+    await wrapped.traces.save(before)
+
+    redis_server.kill()
+
+    with pytest.raises(StoreUnavailable):
+        await redis_stores.history.load("c")  # the raw store fails, typed
+
+    loaded, seconds = await timed(lambda: wrapped.history.load("c"))
+    assert loaded == [] and seconds < FAST
+    assert wrapped.health.degraded and wrapped.health.take_notice("c")
+    assert not wrapped.health.take_notice("c")  # the notice is said once
+
+    _, seconds = await timed(lambda: wrapped.history.append("c", *turn(3)))
+    assert seconds < FAST  # the write is dropped
+    assert (await timed(lambda: wrapped.claims.claim("evt")))[0] is True
+    assert await wrapped.claims.claim("evt") is False  # still once, in this process
+
+    started = time.monotonic()
+    async with wrapped.locks.hold("c"):  # falls back to the in-process lock
+        pass
+    assert time.monotonic() - started < FAST
+
+    during = Trace(question="q3", conversation="c", started_at=time.time() + 1)
+    _, seconds = await timed(lambda: wrapped.traces.save(during))
+    assert seconds < FAST
+    assert (await wrapped.traces.last("c")) is not None
+
+    redis_server.start()  # same port and directory: the AOF is replayed
+
+    # The same client object, no reconnect call: redis-py reconnects on the next command.
+    assert await wrapped.history.load("c") == turn(0) + turn(1) + turn(2)
+    assert not wrapped.health.degraded
+    await wrapped.history.append("c", *turn(4))
+    assert await redis_stores.history.load("c") == turn(0) + turn(1) + turn(2) + turn(4)
+    restored = await redis_stores.traces.get(before.id)
+    assert restored is not None and restored.question == "q2"
+    assert await redis_stores.claims.claim("evt-new") is True
+
+
+async def test_hung_server_costs_about_a_second_per_turn(
+    redis_server: RedisServer, redis_stores: RedisStores
+) -> None:
+    await redis_stores.history.append("c", *turn(1))
+    wrapped = wrap(redis_stores, retry_after=0.3)
+
+    redis_server.pause()  # connections are accepted by the kernel, nothing ever answers
+    try:
+        loaded, seconds = await timed(lambda: wrapped.history.load("c"))
+        assert loaded == [] and seconds < FAST  # one socket timeout, retried once
+        # The same turn's write does not wait for a second timeout: Redis failed moments ago.
+        _, seconds = await timed(lambda: wrapped.history.append("c", *turn(2)))
+        assert seconds < 0.05
+        assert wrapped.health.take_notice("c")
+    finally:
+        redis_server.resume()
+
+    await asyncio.sleep(0.3)
+    assert await wrapped.history.load("c") == turn(1)
+    assert not wrapped.health.degraded

@@ -1,0 +1,238 @@
+"""The Redis stores against a real server: round trips, trimming, TTLs, locks and claims."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import time
+
+import pytest
+
+from core.errors import StoreUnavailable
+from core.history import Message
+from core.redis_store import RedisStores, connect
+from core.trace import Trace, TraceStep
+from tests.integration.conftest import RoundTrips
+
+
+def turn(i: int) -> tuple[Message, Message]:
+    return {"role": "user", "content": f"q{i}"}, {"role": "assistant", "content": f"a{i}"}
+
+
+# ---- history ------------------------------------------------------------------------------
+
+
+async def test_load_and_append_are_one_round_trip_each(
+    stores: RedisStores, round_trips: RoundTrips
+) -> None:
+    round_trips.reset()
+    await stores.history.append("c1", *turn(1))
+    assert round_trips.count == 1
+
+    round_trips.reset()
+    assert await stores.history.load("c1") == list(turn(1))
+    assert round_trips.count == 1
+
+
+async def test_history_keeps_the_last_turns_with_a_ttl(redis_url: str, redis_prefix: str) -> None:
+    opened = connect(redis_url, prefix=redis_prefix, max_turns=3, history_ttl=1234)
+    try:
+        for i in range(5):
+            await opened.history.append("c", *turn(i))
+        loaded = await opened.history.load("c")
+        assert [m["content"] for m in loaded] == ["q2", "a2", "q3", "a3", "q4", "a4"]
+        ttl = await opened.client.ttl(opened.history.key("c"))
+        assert 1200 < ttl <= 1234
+    finally:
+        await opened.aclose()
+
+
+async def test_key_layout_and_conversations_are_separate(
+    stores: RedisStores, redis_prefix: str
+) -> None:
+    await stores.history.append("discord:1:2", *turn(1))
+    assert stores.history.key("discord:1:2") == f"{redis_prefix}history:discord:1:2"
+    assert await stores.client.exists(f"{redis_prefix}history:discord:1:2") == 1
+    assert await stores.history.load("discord:1:3") == []
+
+
+async def test_unicode_round_trips_and_steps_are_dropped_unless_configured(
+    stores: RedisStores, redis_url: str, redis_prefix: str
+) -> None:
+    with_steps: Message = {"role": "assistant", "content": "答案是 42 ✓"}
+    with_steps["steps"] = "calculator[6*7] -> 42"  # type: ignore[typeddict-unknown-key]
+    await stores.history.append("plain", with_steps)
+    assert await stores.history.load("plain") == [{"role": "assistant", "content": "答案是 42 ✓"}]
+
+    keeping = connect(redis_url, prefix=redis_prefix, store_steps=True)
+    try:
+        await keeping.history.append("steps", with_steps)
+        assert await keeping.history.load("steps") == [with_steps]
+    finally:
+        await keeping.aclose()
+
+
+async def test_replace_and_clear(stores: RedisStores, round_trips: RoundTrips) -> None:
+    for i in range(3):
+        await stores.history.append("c", *turn(i))
+    summary: Message = {"role": "system", "content": "Summary: q0..q1"}
+    round_trips.reset()
+    await stores.history.replace("c", [summary, *turn(2)])
+    assert round_trips.count == 1
+    assert await stores.history.load("c") == [summary, *turn(2)]
+    await stores.history.clear("c")
+    assert await stores.history.load("c") == []
+
+
+async def test_corrupt_entries_are_skipped(stores: RedisStores) -> None:
+    await stores.client.rpush(stores.history.key("c"), "not json", '{"role":"x"}')
+    await stores.history.append("c", *turn(1))
+    assert await stores.history.load("c") == list(turn(1))
+
+
+# ---- traces -------------------------------------------------------------------------------
+
+
+def make_trace(conversation: str, question: str, started_at: float) -> Trace:
+    step = TraceStep(index=1, thought="t", action="calculator", action_input="1+1")
+    return Trace(
+        question=question,
+        conversation=conversation,
+        started_at=started_at,
+        ended_at=started_at + 1,
+        steps=[step],
+        answer="2",
+        status="answered",
+    )
+
+
+async def test_trace_save_get_list_last(stores: RedisStores, redis_prefix: str) -> None:
+    # Recent start times: the index drops entries older than the trace TTL.
+    now = time.time()
+    traces = [make_trace("c", f"q{i}", now + i) for i in range(3)]
+    for trace in traces:
+        await stores.traces.save(trace)
+    await stores.traces.save(make_trace("other", "elsewhere", now))
+
+    got = await stores.traces.get(traces[0].id)
+    assert got is not None and got.to_dict() == traces[0].to_dict()
+    assert await stores.traces.get("missing") is None
+    listed = await stores.traces.list("c", limit=2)
+    assert [t.question for t in listed] == ["q2", "q1"]
+    last = await stores.traces.last("c")
+    assert last is not None and last.id == traces[2].id
+    assert await stores.traces.last("nobody") is None
+    ttl = await stores.client.ttl(f"{redis_prefix}trace:{traces[0].id}")
+    assert 29 * 86400 < ttl <= 30 * 86400
+
+
+async def test_trace_index_skips_expired_traces(stores: RedisStores, redis_prefix: str) -> None:
+    trace = make_trace("c", "gone", time.time())
+    await stores.traces.save(trace)
+    await stores.client.delete(f"{redis_prefix}trace:{trace.id}")
+    assert await stores.traces.list("c") == []
+
+
+# ---- locks --------------------------------------------------------------------------------
+
+
+async def test_lock_serialises_one_conversation_and_reports_waiting(stores: RedisStores) -> None:
+    order: list[str] = []
+    waited: list[str] = []
+    first_inside = asyncio.Event()
+
+    async def run(name: str) -> None:
+        async with stores.locks.hold("c", on_wait=lambda: waited.append(name)):
+            order.append(f"{name} in")
+            first_inside.set()
+            await asyncio.sleep(0.15)
+            order.append(f"{name} out")
+
+    first = asyncio.create_task(run("first"))
+    await first_inside.wait()
+    await asyncio.gather(first, run("second"))
+    assert order == ["first in", "first out", "second in", "second out"]
+    assert waited == ["second"]
+
+
+async def test_different_conversations_run_in_parallel(stores: RedisStores) -> None:
+    inside = 0
+    most = 0
+
+    async def run(conversation: str) -> None:
+        nonlocal inside, most
+        async with stores.locks.hold(conversation, on_wait=lambda: pytest.fail("waited")):
+            inside += 1
+            most = max(most, inside)
+            await asyncio.sleep(0.1)
+            inside -= 1
+
+    await asyncio.gather(*(run(f"c{i}") for i in range(5)))
+    assert most == 5
+
+
+async def test_lock_is_released_on_error_and_expires_after_its_lease(
+    redis_url: str, redis_prefix: str
+) -> None:
+    opened = connect(redis_url, prefix=redis_prefix, lock_lease=0.3)
+    try:
+        with pytest.raises(RuntimeError):
+            async with opened.locks.hold("c"):
+                raise RuntimeError("boom")
+        assert await opened.client.exists(f"{redis_prefix}lock:c") == 0
+
+        # A holder that crashed without releasing: its key stays until the lease runs out.
+        await opened.client.set(f"{redis_prefix}lock:c", "dead-process", px=300)
+        waited: list[bool] = []
+        started = asyncio.get_running_loop().time()
+        async with opened.locks.hold("c", on_wait=lambda: waited.append(True)):
+            elapsed = asyncio.get_running_loop().time() - started
+        assert waited == [True]
+        assert 0.2 < elapsed < 1.0
+    finally:
+        await opened.aclose()
+
+
+# ---- claims -------------------------------------------------------------------------------
+
+
+async def test_claim_once_under_concurrency(stores: RedisStores, redis_prefix: str) -> None:
+    results = await asyncio.gather(*(stores.claims.claim("evt-1") for _ in range(20)))
+    assert results.count(True) == 1
+    assert await stores.claims.claim("evt-2") is True
+    ttl = await stores.client.ttl(f"{redis_prefix}event:evt-1")
+    assert ttl >= 600
+
+
+async def test_claims_from_two_clients_still_once(
+    stores: RedisStores, redis_url: str, redis_prefix: str
+) -> None:
+    other = connect(redis_url, prefix=redis_prefix)
+    try:
+        results = await asyncio.gather(*(s.claims.claim("evt") for s in [stores, other] * 10))
+        assert results.count(True) == 1
+    finally:
+        await other.aclose()
+
+
+# ---- errors -------------------------------------------------------------------------------
+
+
+async def test_errors_are_store_unavailable_without_the_password() -> None:
+    opened = connect("redis://user:s3cret-pw@127.0.0.1:1/0", prefix="x:")
+    try:
+        with pytest.raises(StoreUnavailable) as caught:
+            await opened.history.load("c")
+        assert "s3cret-pw" not in str(caught.value)
+        assert "127.0.0.1:1" in str(caught.value)
+    finally:
+        await opened.aclose()
+
+
+def test_importing_core_does_not_load_redis() -> None:
+    code = (
+        "import core, core.stores, core.resilient, core.memory, sys; print('redis' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

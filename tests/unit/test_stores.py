@@ -1,0 +1,392 @@
+"""In-memory stores, the resilient wrappers, the history compactor and trace export."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+
+from bot.trace_commands import export_trace, format_trace_list
+from core.errors import ModelUnavailable, StoreUnavailable
+from core.history import InMemoryHistoryStore, Message
+from core.memory import SUMMARY_PREFIX, HistoryCompactor, estimate_tokens, history_tokens
+from core.resilient import (
+    ResilientEventClaims,
+    ResilientHistory,
+    ResilientLocks,
+    ResilientTraceStore,
+    StoreHealth,
+)
+from core.scripted import ScriptedModel, Turn
+from core.stores import InMemoryEventClaims, InMemoryLocks, InMemoryTraceStore, OnWait
+from core.trace import Trace, TraceStep
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def turn(i: int, size: int = 1) -> list[Message]:
+    return [
+        {"role": "user", "content": f"q{i} " * size},
+        {"role": "assistant", "content": f"a{i} " * size},
+    ]
+
+
+# ---- in-memory traces ---------------------------------------------------------------------
+
+
+def trace(conversation: str, question: str, started_at: float = 0.0) -> Trace:
+    return Trace(question=question, conversation=conversation, started_at=started_at)
+
+
+async def test_trace_store_lists_newest_first_per_conversation() -> None:
+    store = InMemoryTraceStore()
+    for i in range(3):
+        await store.save(trace("c", f"q{i}"))
+    await store.save(trace("other", "x"))
+    assert [t.question for t in await store.list("c")] == ["q2", "q1", "q0"]
+    assert [t.question for t in await store.list("c", limit=1)] == ["q2"]
+    last = await store.last("c")
+    assert last is not None and last.question == "q2"
+    assert await store.last("nobody") is None
+
+
+async def test_trace_store_is_bounded_by_count_and_age() -> None:
+    clock = FakeClock()
+    store = InMemoryTraceStore(max_traces=2, ttl_seconds=60, clock=clock)
+    first, second, third = trace("c", "1"), trace("c", "2"), trace("c", "3")
+    for t in (first, second, third):
+        await store.save(t)
+    assert await store.get(first.id) is None
+    assert await store.get(third.id) is not None
+    clock.now += 61
+    assert await store.get(third.id) is None
+    assert await store.list("c") == []
+
+
+async def test_saved_trace_is_a_snapshot() -> None:
+    store = InMemoryTraceStore()
+    live = trace("c", "q")
+    await store.save(live)
+    live.steps.append(TraceStep(index=1))
+    stored = await store.get(live.id)
+    assert stored is not None and stored.steps == []
+
+
+# ---- in-memory locks ----------------------------------------------------------------------
+
+
+async def run_pair(locks: InMemoryLocks | ResilientLocks, hold_for: float = 0.05) -> list[str]:
+    order: list[str] = []
+    waited: list[str] = []
+    first_inside = asyncio.Event()
+
+    async def run(name: str) -> None:
+        async with locks.hold("c", on_wait=lambda: waited.append(name)):
+            order.append(f"{name} in")
+            first_inside.set()
+            await asyncio.sleep(hold_for)
+            order.append(f"{name} out")
+
+    first = asyncio.create_task(run("first"))
+    await first_inside.wait()
+    await asyncio.gather(first, run("second"))
+    return order + [f"waited {w}" for w in waited]
+
+
+async def test_local_locks_serialise_and_report_waiting_once() -> None:
+    locks = InMemoryLocks()
+    assert await run_pair(locks) == [
+        "first in",
+        "first out",
+        "second in",
+        "second out",
+        "waited second",
+    ]
+    assert locks._locks == {}  # nothing left behind per conversation
+
+
+async def test_local_locks_accept_an_async_on_wait() -> None:
+    locks = InMemoryLocks()
+    seen: list[str] = []
+
+    async def on_wait() -> None:
+        seen.append("waiting")
+
+    async with locks.hold("c"):
+        waiter = asyncio.create_task(_enter(locks, "c", on_wait))
+        await asyncio.sleep(0.01)
+    await waiter
+    assert seen == ["waiting"]
+
+
+async def _enter(locks: InMemoryLocks, conversation: str, on_wait: OnWait) -> None:
+    async with locks.hold(conversation, on_wait=on_wait):
+        pass
+
+
+async def test_local_locks_let_conversations_run_in_parallel() -> None:
+    locks = InMemoryLocks()
+    inside: set[str] = set()
+    most = 0
+
+    async def run(conversation: str) -> None:
+        nonlocal most
+        async with locks.hold(conversation):
+            inside.add(conversation)
+            most = max(most, len(inside))
+            await asyncio.sleep(0.02)
+            inside.discard(conversation)
+
+    await asyncio.gather(*(run(f"c{i}") for i in range(4)))
+    assert most == 4
+
+
+async def test_a_hung_holder_blocks_only_for_the_lease() -> None:
+    locks = InMemoryLocks(lease_seconds=0.05)
+    hung = asyncio.Event()
+
+    async def hang() -> None:
+        async with locks.hold("c"):
+            hung.set()
+            await asyncio.sleep(10)
+
+    holder = asyncio.create_task(hang())
+    await hung.wait()
+    async with asyncio.timeout(1):
+        async with locks.hold("c"):
+            pass
+    holder.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await holder
+    assert locks._locks == {}
+
+
+# ---- in-memory claims ---------------------------------------------------------------------
+
+
+async def test_claims_once_under_concurrency_and_expire() -> None:
+    clock = FakeClock()
+    claims = InMemoryEventClaims(ttl_seconds=600, clock=clock)
+    results = await asyncio.gather(*(claims.claim("e1") for _ in range(20)))
+    assert results.count(True) == 1
+    clock.now += 599
+    assert await claims.claim("e1") is False
+    clock.now += 2
+    assert await claims.claim("e1") is True
+
+
+# ---- resilient wrappers -------------------------------------------------------------------
+
+
+class DownHistory(InMemoryHistoryStore):
+    """An in-memory store that can be switched off, like a Redis that died."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.down = False
+        self.calls = 0
+
+    async def load(self, conversation: str) -> list[Message]:
+        self._check()
+        return await super().load(conversation)
+
+    async def append(self, conversation: str, *messages: Message) -> None:
+        self._check()
+        await super().append(conversation, *messages)
+
+    def _check(self) -> None:
+        self.calls += 1
+        if self.down:
+            raise StoreUnavailable("Redis at 127.0.0.1:6379/0 failed: connection refused")
+
+
+async def test_resilient_history_forgets_notices_once_and_retries_later() -> None:
+    clock = FakeClock()
+    failures: list[str | None] = []
+    health = StoreHealth(retry_after=5, clock=clock, on_unavailable=lambda c, _: failures.append(c))
+    inner = DownHistory()
+    history = ResilientHistory(inner, health=health)
+    await history.append("c", *turn(1))
+
+    inner.down = True
+    assert await history.load("c") == []
+    await history.append("c", *turn(2))  # dropped, without asking the dead store again
+    assert inner.calls == 2
+    assert history.degraded and failures == ["c"]
+    assert health.take_notice("c") and not health.take_notice("c")
+    assert not health.take_notice("other")
+
+    inner.down = False
+    clock.now += 5
+    assert await history.load("c") == turn(1)
+    assert not history.degraded
+
+
+async def test_resilient_history_replaces_through_clear_and_append() -> None:
+    history = ResilientHistory(InMemoryHistoryStore())
+    await history.append("c", *turn(1), *turn(2))
+    await history.replace("c", turn(3))
+    assert await history.load("c") == turn(3)
+    await history.clear("c")
+    assert await history.load("c") == []
+
+
+class DownLocks:
+    @asynccontextmanager
+    async def hold(
+        self, conversation: str, *, on_wait: OnWait | None = None
+    ) -> AsyncIterator[None]:
+        raise StoreUnavailable("down")
+        yield  # pragma: no cover
+
+
+async def test_resilient_locks_fall_back_to_the_process_lock() -> None:
+    health = StoreHealth()
+    locks = ResilientLocks(DownLocks(), health=health)
+    order = await run_pair(locks)
+    assert order[:4] == ["first in", "first out", "second in", "second out"]
+    assert order[4:] == ["waited second"]
+    assert health.degraded and health.take_notice("c")
+
+
+class DownClaims:
+    async def claim(self, event_id: str) -> bool:
+        raise StoreUnavailable("down")
+
+
+class SharedClaims:
+    def __init__(self) -> None:
+        self.seen: set[str] = set()
+
+    async def claim(self, event_id: str) -> bool:
+        if event_id in self.seen:
+            return False
+        self.seen.add(event_id)
+        return True
+
+
+async def test_resilient_claims_fall_back_and_remember_shared_claims() -> None:
+    down = ResilientEventClaims(DownClaims())
+    assert [await down.claim("e") for _ in range(3)] == [True, False, False]
+
+    shared = SharedClaims()
+    here, there = ResilientEventClaims(shared), ResilientEventClaims(shared)
+    assert await here.claim("e") is True
+    assert await there.claim("e") is False  # another process claimed it first
+    assert await here.claim("e") is False  # answered locally, the shared store not asked
+
+
+class DownTraces(InMemoryTraceStore):
+    async def save(self, trace: Trace) -> None:
+        raise StoreUnavailable("down")
+
+
+async def test_resilient_traces_keep_unsaved_traces_in_this_process() -> None:
+    traces = ResilientTraceStore(DownTraces())
+    kept = trace("c", "q", started_at=5)
+    await traces.save(kept)
+    assert await traces.get(kept.id) is not None
+    last = await traces.last("c")
+    assert last is not None and last.id == kept.id
+
+
+# ---- token budget -------------------------------------------------------------------------
+
+
+def test_token_estimate_counts_cjk_per_character() -> None:
+    assert estimate_tokens("") == 0
+    assert estimate_tokens("abcd" * 10) == 10
+    assert estimate_tokens("你好世界") == 4
+    assert estimate_tokens("hi 你好") == 2 + 1
+
+
+async def test_history_within_budget_is_untouched() -> None:
+    model = ScriptedModel([])
+    compactor = HistoryCompactor(model, budget_tokens=1000)
+    history = turn(1) + turn(2)
+    assert await compactor.fit("c", history) == history
+    model.assert_complete()
+
+
+async def test_oldest_turns_become_a_stored_summary() -> None:
+    model = ScriptedModel(["The user asked q0 to q3; answers a0 to a3."])
+    store = InMemoryHistoryStore(max_turns=50)
+    history = [m for i in range(6) for m in turn(i, size=20)]
+    await store.append("c", *history)
+    compactor = HistoryCompactor(model, budget_tokens=120)
+
+    fitted = await compactor.fit("c", await store.load("c"), store=store)
+    model.assert_complete()
+    assert fitted[0]["role"] == "system"
+    assert fitted[0]["content"].startswith(SUMMARY_PREFIX + "The user asked q0")
+    assert fitted[1:] == history[-len(fitted) + 1 :]
+    assert fitted[1]["role"] == "user"
+    assert history_tokens(fitted) <= 120
+    assert await store.load("c") == fitted  # stored, so the next turn does not summarise again
+    assert await compactor.fit("c", await store.load("c"), store=store) == fitted
+    transcript = model.calls[0].messages[-1]["content"]
+    assert "User: q0" in transcript and "Assistant: a0" in transcript
+
+
+async def test_summary_failure_falls_back_to_recent_turns_without_storing() -> None:
+    model = ScriptedModel([Turn(error=ModelUnavailable("down"))])
+    store = InMemoryHistoryStore(max_turns=50)
+    history = [m for i in range(6) for m in turn(i, size=20)]
+    await store.append("c", *history)
+    fitted = await HistoryCompactor(model, budget_tokens=120).fit("c", history, store=store)
+    assert fitted == history[-len(fitted) :] and history_tokens(fitted) <= 120
+    assert await store.load("c") == history
+
+
+async def test_an_overlong_summary_is_cut_to_its_share_of_the_budget() -> None:
+    model = ScriptedModel(["word " * 500])
+    history = [m for i in range(6) for m in turn(i, size=20)]
+    fitted = await HistoryCompactor(model, budget_tokens=120).fit("c", history)
+    assert history_tokens(fitted) <= 120
+    assert fitted[0]["content"].endswith("…")
+
+
+# ---- trace commands -----------------------------------------------------------------------
+
+
+def finished_trace() -> Trace:
+    step = TraceStep(
+        index=1, thought="add", action="calculator", action_input="1+1", observation="2"
+    )
+    return Trace(
+        question="What is 1+1?\nPlease answer.",
+        conversation="c",
+        started_at=1_700_000_000,
+        ended_at=1_700_000_002,
+        steps=[step],
+        answer="2",
+        status="answered",
+    )
+
+
+def test_format_trace_list() -> None:
+    assert format_trace_list([]) == "No stored traces."
+    line = format_trace_list([finished_trace()])
+    assert "2023-11-14T22:13:20+00:00" in line
+    assert "answered" in line and "What is 1+1? Please answer." in line
+    assert "\n" not in line
+
+
+def test_export_by_extension(tmp_path: Path) -> None:
+    original = finished_trace()
+    as_json = export_trace(original, tmp_path / "t.json")
+    assert Trace.from_dict(json.loads(as_json.read_text())).to_dict() == original.to_dict()
+    as_md = export_trace(original, str(tmp_path / "t.MD"))
+    assert as_md.read_text().startswith(f"# Trace {original.id}")
+    with pytest.raises(ValueError, match=r"\.json or \.md"):
+        export_trace(original, tmp_path / "t.txt")
