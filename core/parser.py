@@ -1,0 +1,744 @@
+"""Turn a model's ReAct reply into one Step, whole (``parse``) or as it streams (``StreamParser``).
+
+The prompt asks for::
+
+    Thought: ...
+    Action: name[input]            # one per reply; ``finish[answer]`` ends the run
+
+Real models drift from that, so these shapes are accepted too: numbered labels
+(``Action 2:``), ``Action: x`` + ``Action Input: y``, ``Final Answer:`` / ``Answer:``,
+``Action: finish`` + ``Answer:``, markdown-bold labels, full-width colons, a JSON tool call
+(``{"action": ..., "action_input": ...}`` or ``{"name": ..., "arguments": ...}``, fenced or
+not), text after the closing bracket, and a hallucinated ``Observation:`` (it and everything
+after it are dropped).
+
+How the text is read:
+
+* Labels are only recognised at the start of a line. The start of each line is held back
+  until it is known not to be a label (at most ``_MAX_HEAD`` characters), so a live display
+  never shows half a label such as ``"\\nAct"``; everything else is emitted as it arrives.
+* Brackets are matched by depth, so ``search[C++ [lang]]`` keeps its inner brackets and the
+  action is known the moment its bracket closes. If the bracket never closes, the input runs
+  to the end of the reply (or the ``Observation:``), minus one trailing ``]``.
+* ``parse`` is the stream parser fed the whole text, so both always agree.
+
+Every character is looked at a bounded number of times (line heads are bounded, bodies are
+scanned once), so feeding n characters in any chunking is O(n).
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from core.errors import ReactbotError
+
+__all__ = [
+    "Action",
+    "ActionFound",
+    "AnswerText",
+    "ParseError",
+    "ParseEvent",
+    "Step",
+    "StreamParser",
+    "ThoughtText",
+    "parse",
+]
+
+
+class ParseError(ReactbotError):
+    """The reply holds no usable action or answer; the message says what is missing."""
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    name: str
+    input: str
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    thought: str | None
+    action: Action | None
+    answer: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ThoughtText:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerText:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ActionFound:
+    action: Action
+
+
+ParseEvent = ThoughtText | AnswerText | ActionFound
+
+EMPTY_REPLY = "the reply is empty"
+NO_LABELS = "no Thought, Action or Answer label found in the reply"
+NO_ACTION = "no Action or Answer found after the Thought"
+NO_TOOL_NAME = "the Action has no tool name"
+NO_FINISH_ANSWER = "the finish action has no answer"
+EMPTY_ANSWER = "the final answer is empty"
+NOT_A_TOOL_CALL = "the Action is not a tool call: expected name[input]"
+BAD_JSON_ACTION = "the Action is neither name[input] nor a JSON tool call"
+INPUT_WITHOUT_ACTION = "an Action Input came before any Action"
+
+_FINISH_NAMES = frozenset({"finish", "final answer", "final_answer", "finalanswer", "answer"})
+
+# Longest line start that may still be a label, with room for indentation and decoration
+# ("  **Final Answer 12**：**"); past this a line is plain text.
+_MAX_HEAD = 64
+_BLANKS = " \t\u3000"
+_COLONS = ":："
+_MAX_STEP_DIGITS = 4
+
+
+def parse(text: str) -> Step:
+    """Parse one complete reply; raises ParseError when it holds no action or answer."""
+    parser = StreamParser()
+    parser.feed(text)
+    parser.close()
+    return parser.result()
+
+
+# --- line heads: is the start of this line a label? -------------------------------------------
+
+
+class _Label(enum.Enum):
+    THOUGHT = enum.auto()
+    ACTION = enum.auto()
+    INPUT = enum.auto()
+    ANSWER = enum.auto()
+    OBSERVATION = enum.auto()
+
+
+_ALL_LABELS = frozenset(_Label)
+
+# Order does not matter: a word only counts when a colon follows it, so "Action" cannot
+# swallow "Action Input:" and "Thought" cannot swallow "Thoughts:".
+_KEYWORDS: tuple[tuple[str, _Label], ...] = (
+    ("final answer", _Label.ANSWER),
+    ("answer", _Label.ANSWER),
+    ("action input", _Label.INPUT),
+    ("action", _Label.ACTION),
+    ("thoughts", _Label.THOUGHT),
+    ("thought", _Label.THOUGHT),
+    ("observation", _Label.OBSERVATION),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class _HeadScan:
+    kind: Literal["label", "json", "text", "more"]
+    label: _Label | None = None
+    end: int = 0
+    """For a label: where its value starts in the line."""
+
+
+_MORE = _HeadScan("more")
+_TEXT = _HeadScan("text")
+_JSON = _HeadScan("json")
+
+
+def _undecided(final: bool) -> _HeadScan:
+    """A head that ran out mid-label: wait for more, unless the line is already complete."""
+    return _TEXT if final else _MORE
+
+
+def _skip_blanks(text: str, i: int) -> int:
+    while i < len(text) and text[i] in _BLANKS:
+        i += 1
+    return i
+
+
+def _scan_head(head: str, *, labels: frozenset[_Label], json_ok: bool, final: bool) -> _HeadScan:
+    """Classify a line start. Prefix-stable: a decided answer never changes with more text."""
+    i = _skip_blanks(head, 0)
+    rest = head[i:]
+    if json_ok:
+        if rest.startswith(("{", "```")):
+            return _JSON
+        if rest and "```".startswith(rest):
+            return _undecided(final)
+    if not labels:
+        return _TEXT
+    bold = rest.startswith("**")
+    if bold:
+        i = _skip_blanks(head, i + 2)
+    elif rest == "*":
+        return _undecided(final)
+    if i == len(head):
+        return _undecided(final)
+    waiting = False
+    for word, label in _KEYWORDS:
+        if label not in labels:
+            continue
+        scan = _scan_label(head, i, word, label, bold=bold, final=final)
+        if scan.kind == "label":
+            return scan
+        waiting = waiting or scan.kind == "more"
+    return _MORE if waiting else _TEXT
+
+
+def _scan_label(
+    head: str, i: int, word: str, label: _Label, *, bold: bool, final: bool
+) -> _HeadScan:
+    """Match ``word [digits] [**] :`` (and a closing ``**`` after the colon) from ``i``."""
+    n = len(head)
+    for expected in word:
+        if i == n:
+            return _undecided(final)
+        char = head[i].lower()
+        if char != expected and not (expected == " " and char == "_"):
+            return _TEXT
+        i += 1
+    i = _skip_blanks(head, i)
+    digits_start = i
+    while i < n and "0" <= head[i] <= "9" and i - digits_start < _MAX_STEP_DIGITS:
+        i += 1
+    i = _skip_blanks(head, i)
+    closed = False
+    if bold and head.startswith("**", i):
+        closed = True
+        i = _skip_blanks(head, i + 2)
+    elif bold and head[i:] == "*":
+        return _undecided(final)
+    if i == n:
+        return _undecided(final)
+    if head[i] not in _COLONS:
+        return _TEXT
+    i += 1
+    if bold and not closed:
+        # "**Thought:** x": the closing ** belongs to the label, not to the value.
+        after = _skip_blanks(head, i)
+        if head.startswith("**", after):
+            return _HeadScan("label", label, after + 2)
+        if not final and head[after:] in ("", "*"):
+            return _MORE
+    return _HeadScan("label", label, i)
+
+
+# --- values: names, Action Input text and JSON tool calls ---------------------------------------
+
+_BARE_NAME = re.compile(r"[\w.\- ]{1,48}")
+_MAX_BARE_NAME_WORDS = 3
+_NAME_KEYS = ("action", "name", "tool", "tool_name")
+_INPUT_KEYS = ("action_input", "arguments", "input", "tool_input", "args", "parameters")
+
+
+def _clean_name(raw: str) -> str:
+    """``**Search**`` or `` `search` `` -> ``search``: models decorate names as they like."""
+    return raw.strip().strip("`*\"'").strip().lower()
+
+
+def _is_finish(name: str) -> bool:
+    return name in _FINISH_NAMES
+
+
+def _looks_like_tool_name(name: str) -> bool:
+    """Reject prose after ``Action:`` ("I will search for it") that has no brackets."""
+    return bool(_BARE_NAME.fullmatch(name)) and len(name.split()) <= _MAX_BARE_NAME_WORDS
+
+
+def _strip_fence(text: str) -> str:
+    if not text.startswith("```"):
+        return text
+    body = text.split("\n", 1)[1] if "\n" in text else ""
+    return body.split("```", 1)[0].strip()
+
+
+def _argument_text(value: Any) -> str:
+    """An input as the tool sees it: one string value as itself, anything else as JSON."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        text = value.strip()
+        if text.startswith("{"):
+            # OpenAI-style "arguments" is itself JSON-encoded text.
+            try:
+                decoded = json.loads(text)
+            except ValueError:
+                return text
+            if isinstance(decoded, dict):
+                return _argument_text(decoded)
+        return text
+    if isinstance(value, dict) and len(value) == 1:
+        (only,) = value.values()
+        if isinstance(only, str):
+            return only.strip()
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _decode_action_input(raw: str, *, multiline: bool) -> str:
+    """The text after ``Action Input:``: JSON when it looks like JSON, else plain text.
+
+    A tool input is one line unless it is JSON (trailing chatter is common); an answer keeps
+    all its lines.
+    """
+    text = _strip_fence(raw.strip())
+    if text[:1] in ("{", '"', "["):
+        try:
+            value, end = json.JSONDecoder().raw_decode(text)
+        except ValueError:
+            return text
+        if isinstance(value, str):
+            return value.strip()
+        if isinstance(value, dict) and len(value) == 1:
+            return _argument_text(value)
+        return text[:end]
+    return text if multiline else text.split("\n", 1)[0].strip()
+
+
+def _json_tool_call(raw: str) -> Action | str | None:
+    """A JSON tool call in ``raw``: an Action, the answer text for finish, or None."""
+    start = raw.find("{")
+    if start == -1:
+        return None
+    try:
+        obj, _ = json.JSONDecoder().raw_decode(raw, start)
+    except ValueError:
+        return None
+    if not isinstance(obj, dict):
+        return None
+    if isinstance(obj.get("function"), dict):
+        obj = obj["function"]
+    name = next((obj[k] for k in _NAME_KEYS if isinstance(obj.get(k), str)), "")
+    name = _clean_name(name)
+    if not name:
+        return None
+    argument = _argument_text(next((obj[k] for k in _INPUT_KEYS if k in obj), None))
+    return argument if _is_finish(name) else Action(name, argument)
+
+
+# --- the stream parser ---------------------------------------------------------------------------
+
+
+class _State(enum.Enum):
+    THOUGHT = enum.auto()  # also text before any label
+    JSON = enum.auto()  # a line that opened with "{" or "```": maybe a JSON tool call
+    ACTION_NAME = enum.auto()  # after "Action:", until "[" or the end of the line
+    BARE_ACTION = enum.auto()  # "Action: name" with no bracket: waits for Action Input/Answer
+    BRACKET = enum.auto()  # inside name[...]
+    INPUT = enum.auto()  # after "Action Input:"
+    ANSWER = enum.auto()  # after "Answer:" / "Final Answer:"
+    DONE = enum.auto()  # decided (or hit Observation): the rest is ignored
+
+
+# Inside brackets only a hallucinated Observation ends the input: a multi-line answer may well
+# contain a line starting with "Answer:". An answer ends when a new step starts.
+_LABELS_IN_BRACKET = frozenset({_Label.OBSERVATION})
+_LABELS_IN_ANSWER = frozenset({_Label.OBSERVATION, _Label.THOUGHT, _Label.ACTION})
+_BRACKETS = re.compile(r"[\[\]]")
+
+
+class StreamParser:
+    """Incremental ReAct parser: ``feed`` chunks, then ``close``, then ``result``.
+
+    Pure: no I/O, no clock, no awaits. Events carry text as soon as it is known not to be
+    part of a label; see the module docstring for the accepted shapes.
+    """
+
+    def __init__(self) -> None:
+        self._state = _State.THOUGHT
+        self._events: list[ParseEvent] = []
+        self._closed = False
+        self._error: str | None = None
+        self._saw_label = False
+        self._saw_text = False
+        # Line handling: the unresolved start of the current line, and the newline before it,
+        # which belongs to the field only if this line turns out not to be a label.
+        self._in_head = True
+        self._head = ""
+        self._newline_pending = False
+        # Blanks between a label's colon and its value are not part of the value, even when
+        # they arrive in separate chunks.
+        self._value_start = False
+        # Field contents.
+        self._thought: list[str] = []
+        self._answer: list[str] = []
+        self._answer_done = False
+        self._action: Action | None = None
+        self._name_parts: list[str] = []
+        self._name_has_text = False
+        self._name = ""
+        self._depth = 0
+        self._bracket_input: list[str] = []
+        self._bracket_held: list[str] = []
+        self._input_parts: list[str] = []
+        self._json_parts: list[str] = []
+        self._json_from_thought = False
+
+    # public API
+
+    def feed(self, chunk: str) -> list[ParseEvent]:
+        if self._closed:
+            raise RuntimeError("StreamParser.feed() called after close()")
+        if not self._saw_text and chunk.strip():
+            self._saw_text = True
+        pos = 0
+        while pos < len(chunk) and self._state is not _State.DONE:
+            pos = self._feed_head(chunk, pos) if self._in_head else self._feed_body(chunk, pos)
+        return self._take_events()
+
+    def close(self) -> list[ParseEvent]:
+        if self._closed:
+            return []
+        if self._in_head and self._head and self._state is not _State.DONE:
+            self._resolve_head(self._scan_current_head(final=True))
+        self._finalize()
+        self._closed = True
+        return self._take_events()
+
+    def result(self) -> Step:
+        if not self._closed:
+            raise RuntimeError("StreamParser.result() called before close()")
+        if self._error is not None:
+            raise ParseError(self._error)
+        thought = "".join(self._thought).strip() or None
+        if self._action is None and not self._answer_done:
+            raise ParseError(self._missing_message())
+        answer = "".join(self._answer).strip() if self._answer_done else None
+        return Step(thought=thought, action=self._action, answer=answer)
+
+    # reading lines
+
+    def _feed_head(self, chunk: str, pos: int) -> int:
+        room = _MAX_HEAD - len(self._head)
+        newline = chunk.find("\n", pos, pos + room)
+        end = newline if newline != -1 else min(len(chunk), pos + room)
+        self._head += chunk[pos:end]
+        scan = self._scan_current_head(final=newline != -1)
+        if scan.kind == "more":
+            if len(self._head) < _MAX_HEAD:
+                return end
+            scan = _TEXT
+        self._resolve_head(scan)
+        return end
+
+    def _feed_body(self, chunk: str, pos: int) -> int:
+        newline = chunk.find("\n", pos)
+        if newline == -1:
+            self._text(chunk[pos:])
+            return len(chunk)
+        self._text(chunk[pos:newline])
+        self._in_head = True
+        self._newline_pending = True
+        return newline + 1
+
+    def _scan_current_head(self, *, final: bool) -> _HeadScan:
+        labels, json_ok = self._head_rules()
+        return _scan_head(self._head, labels=labels, json_ok=json_ok, final=final)
+
+    def _head_rules(self) -> tuple[frozenset[_Label], bool]:
+        """Which labels end the current field, and whether a JSON tool call may start here."""
+        if self._state is _State.BRACKET:
+            return _LABELS_IN_BRACKET, False
+        if self._state is _State.ANSWER:
+            return _LABELS_IN_ANSWER, False
+        json_ok = self._state is _State.THOUGHT or (
+            self._state is _State.ACTION_NAME and not self._name_has_text
+        )
+        return _ALL_LABELS, json_ok
+
+    def _resolve_head(self, scan: _HeadScan) -> None:
+        head, self._head, self._in_head = self._head, "", False
+        if scan.kind == "label":
+            assert scan.label is not None
+            self._newline_pending = False
+            self._saw_label = True
+            self._value_start = True
+            self._label(scan.label)
+            self._text(head[scan.end :])
+            return
+        if self._newline_pending:
+            self._newline_pending = False
+            self._newline()
+        if scan.kind == "json":
+            self._start_json(from_thought=self._state is _State.THOUGHT)
+        self._text(head)
+
+    # dispatch by state
+
+    def _text(self, text: str) -> None:
+        """Text inside one line (never a newline) for the current field."""
+        if self._value_start:
+            text = text.lstrip(_BLANKS)
+            self._value_start = not text
+        if not text:
+            return
+        state = self._state
+        if state is _State.THOUGHT:
+            self._emit_thought(text)
+        elif state is _State.JSON:
+            self._json_parts.append(text)
+        elif state is _State.ACTION_NAME:
+            self._action_name_text(text)
+        elif state is _State.BRACKET:
+            self._bracket_text(text)
+        elif state is _State.INPUT:
+            self._input_parts.append(text)
+        elif state is _State.ANSWER:
+            self._emit_answer(text)
+        # BARE_ACTION: chatter between "Action: x" and "Action Input:" is dropped; DONE: ignored.
+
+    def _newline(self) -> None:
+        self._value_start = False
+        state = self._state
+        if state is _State.THOUGHT:
+            self._emit_thought("\n")
+        elif state is _State.JSON:
+            self._json_parts.append("\n")
+        elif state is _State.ACTION_NAME:
+            if self._name_has_text:
+                self._start_bare_action()
+        elif state is _State.BRACKET:
+            self._bracket_content("\n")
+        elif state is _State.INPUT:
+            self._input_parts.append("\n")
+        elif state is _State.ANSWER:
+            self._emit_answer("\n")
+
+    def _label(self, label: _Label) -> None:
+        if label is _Label.OBSERVATION:
+            # The model invented the tool's result: nothing from here on is real.
+            self._finalize()
+            return
+        state = self._state
+        if state is _State.THOUGHT:
+            self._label_in_thought(label)
+        elif state is _State.JSON:
+            self._label_in_json(label)
+        elif state is _State.ACTION_NAME:
+            if self._name_has_text:
+                self._start_bare_action()
+                self._label_after_bare_action(label)
+            elif label is _Label.ANSWER:
+                self._state = _State.ANSWER
+            else:
+                self._fail(NO_TOOL_NAME)
+        elif state is _State.BARE_ACTION:
+            self._label_after_bare_action(label)
+        else:
+            # BRACKET never sees these labels; INPUT and ANSWER end at the next label.
+            self._finalize()
+
+    def _finalize(self) -> None:
+        """The current field has ended for good (a label that ends the step, or close())."""
+        state = self._state
+        self._state = _State.DONE
+        if state is _State.JSON:
+            self._finish_json()
+        elif state is _State.ACTION_NAME:
+            if self._name_has_text:
+                self._start_bare_action()
+                self._finish_bare_action()
+            else:
+                self._fail(NO_TOOL_NAME)
+        elif state is _State.BARE_ACTION:
+            self._finish_bare_action()
+        elif state is _State.BRACKET:
+            # Never closed: the last "]" still held back is taken as the closing one.
+            self._bracket_held.clear()
+            self._finish_bracket()
+        elif state is _State.INPUT:
+            self._finish_input()
+        elif state is _State.ANSWER:
+            self._finish_answer()
+
+    # thought
+
+    def _label_in_thought(self, label: _Label) -> None:
+        if label is _Label.THOUGHT:
+            self._emit_thought("\n")  # a second Thought label separates paragraphs
+        elif label is _Label.ACTION:
+            self._start_action()
+        elif label is _Label.ANSWER:
+            self._state = _State.ANSWER
+        else:
+            self._fail(INPUT_WITHOUT_ACTION)
+
+    def _emit_thought(self, text: str) -> None:
+        if not self._thought:
+            text = text.lstrip()  # the display should not start with the label's spacing
+            if not text:
+                return
+        self._thought.append(text)
+        self._events.append(ThoughtText(text))
+
+    # action name
+
+    def _start_action(self) -> None:
+        self._state = _State.ACTION_NAME
+        self._name_parts.clear()
+        self._name_has_text = False
+
+    def _action_name_text(self, text: str) -> None:
+        if not self._name_has_text and text.lstrip().startswith("{"):
+            self._start_json(from_thought=False)
+            self._text(text)
+            return
+        bracket = text.find("[")
+        if bracket == -1:
+            self._name_parts.append(text)
+            self._name_has_text = self._name_has_text or bool(text.strip())
+            return
+        self._name_parts.append(text[:bracket])
+        self._name = _clean_name("".join(self._name_parts))
+        if not self._name:
+            self._fail(NO_TOOL_NAME)
+            return
+        self._state = _State.BRACKET
+        self._depth = 1
+        self._text(text[bracket + 1 :])
+
+    # name[input]
+
+    def _bracket_text(self, text: str) -> None:
+        for match in _BRACKETS.finditer(text):
+            self._depth += 1 if match.group() == "[" else -1
+            if self._depth == 0:
+                self._bracket_content(text[: match.start()])
+                self._close_bracket()
+                return
+        self._bracket_content(text)
+
+    def _bracket_content(self, text: str) -> None:
+        """Input text; a trailing "]" is held back in case the bracket never balances."""
+        if not text:
+            return
+        body = text.rstrip()
+        if not body:
+            self._bracket_held.append(text)
+            return
+        cut = len(body) - 1 if body.endswith("]") else len(text)
+        self._emit_bracket_input("".join(self._bracket_held) + text[:cut])
+        self._bracket_held = [text[cut:]] if cut < len(text) else []
+
+    def _close_bracket(self) -> None:
+        self._emit_bracket_input("".join(self._bracket_held))
+        self._bracket_held.clear()
+        self._state = _State.DONE
+        self._finish_bracket()
+
+    def _emit_bracket_input(self, text: str) -> None:
+        if not text:
+            return
+        if _is_finish(self._name):
+            self._emit_answer(text)
+        else:
+            self._bracket_input.append(text)
+
+    def _finish_bracket(self) -> None:
+        if _is_finish(self._name):
+            self._finish_answer()
+        else:
+            self._found(Action(self._name, "".join(self._bracket_input).strip()))
+
+    # Action: name / Action Input: ...
+
+    def _start_bare_action(self) -> None:
+        self._name = _clean_name("".join(self._name_parts))
+        self._state = _State.BARE_ACTION
+
+    def _label_after_bare_action(self, label: _Label) -> None:
+        if label is _Label.INPUT:
+            self._state = _State.INPUT
+        elif label is _Label.ANSWER and _is_finish(self._name):
+            self._state = _State.ANSWER
+        else:
+            self._finalize()
+
+    def _finish_bare_action(self) -> None:
+        if _is_finish(self._name):
+            self._fail(NO_FINISH_ANSWER)
+        elif not _looks_like_tool_name(self._name):
+            self._fail(NOT_A_TOOL_CALL)
+        else:
+            self._found(Action(self._name, ""))
+
+    def _finish_input(self) -> None:
+        raw = "".join(self._input_parts)
+        if _is_finish(self._name):
+            self._emit_answer(_decode_action_input(raw, multiline=True))
+            self._finish_answer()
+        else:
+            self._found(Action(self._name, _decode_action_input(raw, multiline=False)))
+
+    # JSON tool calls
+
+    def _start_json(self, *, from_thought: bool) -> None:
+        self._state = _State.JSON
+        self._json_from_thought = from_thought
+        self._json_parts.clear()
+
+    def _label_in_json(self, label: _Label) -> None:
+        self._state = _State.DONE
+        if self._finish_json():
+            return
+        if self._json_from_thought and self._error is None:
+            # It was only a code block in the thought; the label is handled as in a thought.
+            self._state = _State.THOUGHT
+            self._label_in_thought(label)
+
+    def _finish_json(self) -> bool:
+        """Decide the held-back JSON block; True when it was a tool call."""
+        raw = "".join(self._json_parts)
+        call = _json_tool_call(raw)
+        if isinstance(call, Action):
+            self._found(call)
+            return True
+        if isinstance(call, str):
+            self._emit_answer(call)
+            self._finish_answer()
+            return True
+        if self._json_from_thought:
+            self._emit_thought(raw)
+        else:
+            self._fail(BAD_JSON_ACTION)
+        return False
+
+    # answers and outcomes
+
+    def _emit_answer(self, text: str) -> None:
+        if not self._answer:
+            text = text.lstrip()
+            if not text:
+                return
+        self._answer.append(text)
+        self._events.append(AnswerText(text))
+
+    def _finish_answer(self) -> None:
+        self._state = _State.DONE
+        self._answer_done = True
+        if not "".join(self._answer).strip():
+            self._fail(EMPTY_ANSWER)
+
+    def _found(self, action: Action) -> None:
+        self._state = _State.DONE
+        self._action = action
+        self._events.append(ActionFound(action))
+
+    def _fail(self, message: str) -> None:
+        self._state = _State.DONE
+        self._error = message
+
+    def _missing_message(self) -> str:
+        if not self._saw_text:
+            return EMPTY_REPLY
+        if not self._saw_label:
+            return NO_LABELS
+        return NO_ACTION
+
+    def _take_events(self) -> list[ParseEvent]:
+        events, self._events = self._events, []
+        return events
