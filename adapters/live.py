@@ -50,8 +50,17 @@ P = TypeVar("P")
 P_contra = TypeVar("P_contra", contravariant=True)
 
 Phase = Literal[
-    "starting", "waiting", "thinking", "acting", "retrying", "answering",
-    "answered", "unformatted", "best_effort", "failed", "cancelled",
+    "starting",
+    "waiting",
+    "thinking",
+    "acting",
+    "retrying",
+    "answering",
+    "answered",
+    "unformatted",
+    "best_effort",
+    "failed",
+    "cancelled",
 ]
 FINAL_PHASES: frozenset[Phase] = frozenset(
     {"answered", "unformatted", "best_effort", "failed", "cancelled"}
@@ -123,7 +132,7 @@ class RunView:
         end = self.ended_at if self.ended_at is not None else (now or time.monotonic())
         return max(0.0, end - self.started_at)
 
-    def apply(self, event: Event) -> None:  # noqa: C901 - one arm per event type, flat
+    def apply(self, event: Event) -> None:
         match event:
             case RunStarted(question=question, model=model, max_steps=max_steps):
                 self.question, self.model, self.max_steps = question, model, max_steps
@@ -208,7 +217,9 @@ class EditPacer:
             try:
                 yield
             finally:
-                self._next[channel] = max(self._next.get(channel, 0.0), self._clock() + self.interval)
+                self._next[channel] = max(
+                    self._next.get(channel, 0.0), self._clock() + self.interval
+                )
             if not lock._waiters:  # type: ignore[attr-defined]  # drop idle channels
                 self._locks.pop(channel, None)
 

@@ -134,7 +134,7 @@ def _build_tools(
 
         registry.add(
             LookupTool(
-                tools.lookup.path or KNOWLEDGE_DIR, refresh_seconds=tools.lookup.refresh_seconds
+                tools.lookup.path or KNOWLEDGE_DIR, refresh_interval=tools.lookup.refresh_seconds
             )
         )
     return registry
@@ -193,5 +193,3 @@ def _build_stores(
         ResilientLocks(stores.locks),
         ResilientEventClaims(stores.claims),
     )
-
-

@@ -19,7 +19,7 @@ from rich.console import Console
 
 from adapters.terminal.render import TerminalRenderer
 from bot.app import App
-from bot.config import Config, ConfigError, load_config
+from bot.config import ConfigError, load_config
 from bot.logs import setup_logging
 from bot.trace_commands import export_trace, format_trace_list
 from core.agent import Run
@@ -80,7 +80,9 @@ async def run_cli(
         return 2
     interactive = args.command in (None, "chat", "ask")
     setup_logging(config, verbose=args.verbose, quiet=interactive)
-    command = args.command or ("serve" if config.discord_enabled or config.slack_enabled else "chat")
+    command = args.command or (
+        "serve" if config.discord_enabled or config.slack_enabled else "chat"
+    )
     if command == "serve":
         from bot.serve import serve
 

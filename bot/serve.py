@@ -7,7 +7,6 @@ import asyncio
 from rich.console import Console
 
 from bot.app import App
-
 from bot.config import Config
 
 HOW_TO_ENABLE = """\

@@ -83,9 +83,11 @@ def _read(messages: Sequence[Message]) -> _Turn:
         if m["role"] == "user" and (found := _OBSERVATION.search(m["content"]))
     ]
     actions = [m["content"] for m in after if m["role"] == "assistant"]
-    must_finish = bool(after) and after[-1]["role"] == "user" and not after[-1][
-        "content"
-    ].startswith("Observation:")
+    must_finish = (
+        bool(after)
+        and after[-1]["role"] == "user"
+        and not after[-1]["content"].startswith("Observation:")
+    )
     last_action = actions[-1] if actions else None
     return _Turn(question, tools, observations, last_action, must_finish)
 
@@ -101,7 +103,11 @@ def reply_for(turn: _Turn) -> str:
     )
     expression = _find_expression(turn.question)
     if expression and "calculate" in turn.tools and not turn.must_finish:
-        plan = "这是算术，我用计算器。" if chinese else "This is arithmetic, so I will use the calculator."
+        plan = (
+            "这是算术，我用计算器。"
+            if chinese
+            else "This is arithmetic, so I will use the calculator."
+        )
         return f"Thought: {intro} {plan}\nAction: calculate[{expression}]"
     if _ABOUT_BOT.search(turn.question) and "lookup" in turn.tools and not turn.must_finish:
         plan = (
@@ -128,7 +134,7 @@ def _answer_from(turn: _Turn, observation: str, chinese: bool) -> str:
         answer = f"{expression} = {observation}"
         thought = "计算器给出了结果。" if chinese else "The calculator returned the result."
         return f"Thought: {thought}\nAction: finish[{answer}]"
-    passage = observation.strip()
+    passage = re.split(r"\n\s*\n2\. ", observation.strip(), maxsplit=1)[0]  # the best passage
     if len(passage) > 900:
         passage = passage[:900].rsplit(" ", 1)[0] + " …"
     if passage.startswith("no passage") or passage.startswith("Error"):
@@ -168,4 +174,3 @@ def _no_model_answer(chinese: bool) -> str:
         "OPENAI_API_KEY and REACTBOT_MODEL (e.g. gpt-4o-mini), or point OPENAI_BASE_URL at any "
         "OpenAI-compatible server (Ollama, vLLM, llama.cpp), then ask again."
     )
-

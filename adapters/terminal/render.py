@@ -67,7 +67,9 @@ class TerminalRenderer:
             case RunStarted(max_steps=max_steps):
                 self._max_steps = max_steps
             case StepStarted(final=True):
-                self._line("(steps ran out: asking for the best answer from what was found)", "meta")
+                self._line(
+                    "(steps ran out: asking for the best answer from what was found)", "meta"
+                )
             case StepStarted():
                 pass
             case ThoughtDelta(text=text):
@@ -82,7 +84,10 @@ class TerminalRenderer:
                 style = "warning" if error else "observation"
                 self._line(f"Observation: {fold(text, lines=self.fold_lines)}", style)
             case FormatRetry(attempt=attempt, reason=reason):
-                self._line(f"⚠ The reply did not follow the format ({reason}); re-asking ({attempt}).", "warning")
+                self._line(
+                    f"⚠ The reply did not follow the format ({reason}); re-asking ({attempt}).",
+                    "warning",
+                )
             case UsageCounted():
                 pass
             case Notice(text=text):
@@ -103,7 +108,9 @@ class TerminalRenderer:
     def _finished(self, event: Finished) -> None:
         trace = event.trace
         if event.status == "unformatted":
-            self._line("⚠ The model's reply did not follow the format; here it is unformatted:", "warning")
+            self._line(
+                "⚠ The model's reply did not follow the format; here it is unformatted:", "warning"
+            )
             self._line(event.answer, "answer")
         elif event.status == "best_effort":
             self._line(
