@@ -95,6 +95,9 @@ async def test_killed_server_degrades_fast_and_recovers_with_everything_stored(
     restored = await redis_stores.traces.get(before.id)
     assert restored is not None and restored.question == "q2"
     assert await redis_stores.claims.claim("evt-new") is True
+    async with redis_stores.locks.hold("c"):  # the release script is loaded again
+        pass
+    assert await redis_stores.client.exists("fault:lock:c") == 0
 
 
 async def test_hung_server_costs_about_a_second_per_turn(
