@@ -35,7 +35,8 @@ class RedactSecrets(logging.Filter):
 
 def setup_logging(config: Config, *, verbose: bool = False, quiet: bool = False) -> None:
     """``quiet`` (terminal commands) logs warnings only, unless ``verbose``."""
-    level = logging.INFO if verbose else (logging.WARNING if quiet else config.log_level)
+    configured: int = logging.getLevelNamesMapping()[config.log_level]
+    level = logging.INFO if verbose else (logging.WARNING if quiet else configured)
     handler = logging.StreamHandler()
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     handler.addFilter(RedactSecrets(config.secrets.values()))
