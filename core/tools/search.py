@@ -22,7 +22,7 @@ import logging
 import time
 import unicodedata
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 import httpx
@@ -322,7 +322,7 @@ def _as_list(value: object) -> Sequence[object]:
     return value if isinstance(value, list) else []
 
 
-def _unique(urls: Any) -> tuple[str, ...]:
+def _unique(urls: Iterable[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(urls))
 
 
