@@ -16,6 +16,7 @@ from core.errors import ModelError
 from core.history import HistoryStore, Message
 from core.llm import ChatModel
 from core.stores import ReplaceableHistory
+from core.trace import Trace
 
 SUMMARY_PREFIX = "Summary of the earlier conversation: "
 MESSAGE_OVERHEAD_TOKENS = 4
@@ -31,6 +32,31 @@ _SUMMARY_INSTRUCTIONS = (
     "{words} words: keep facts, names, numbers, decisions and open questions; drop small "
     "talk. Write only the summary, no preamble."
 )
+
+
+class StepsMessage(Message, total=False):
+    """An assistant message that also carries the run's steps (stored with ``store_steps``)."""
+
+    steps: str
+
+
+def compact_steps(trace: Trace, *, observation_chars: int = 200) -> str:
+    """One line per tool step, ``action[input] -> observation``, observations shortened."""
+    lines = []
+    for step in trace.tool_steps:
+        observation = " ".join((step.observation or step.error or "").split())
+        if len(observation) > observation_chars:
+            observation = observation[: observation_chars - 1] + "…"
+        lines.append(f"{step.action}[{step.action_input or ''}] -> {observation}")
+    return "\n".join(lines)
+
+
+def answer_message(trace: Trace, *, with_steps: bool = False) -> StepsMessage:
+    """The assistant message to store for a finished run."""
+    message: StepsMessage = {"role": "assistant", "content": trace.answer or ""}
+    if with_steps and trace.tool_steps:
+        message["steps"] = compact_steps(trace)
+    return message
 
 
 def estimate_tokens(text: str) -> int:

@@ -11,6 +11,7 @@ import pytest
 
 from core.errors import StoreUnavailable
 from core.history import Message
+from core.memory import StepsMessage
 from core.redis_store import RedisStores, connect
 from core.trace import Trace, TraceStep
 from tests.integration.conftest import RoundTrips
@@ -60,8 +61,11 @@ async def test_key_layout_and_conversations_are_separate(
 async def test_unicode_round_trips_and_steps_are_dropped_unless_configured(
     stores: RedisStores, redis_url: str, redis_prefix: str
 ) -> None:
-    with_steps: Message = {"role": "assistant", "content": "答案是 42 ✓"}
-    with_steps["steps"] = "calculator[6*7] -> 42"  # type: ignore[typeddict-unknown-key]
+    with_steps: StepsMessage = {
+        "role": "assistant",
+        "content": "答案是 42 ✓",
+        "steps": "calculator[6*7] -> 42",
+    }
     await stores.history.append("plain", with_steps)
     assert await stores.history.load("plain") == [{"role": "assistant", "content": "答案是 42 ✓"}]
 

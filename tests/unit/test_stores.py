@@ -13,7 +13,13 @@ import pytest
 from bot.trace_commands import export_trace, format_trace_list
 from core.errors import ModelUnavailable, StoreUnavailable
 from core.history import InMemoryHistoryStore, Message
-from core.memory import SUMMARY_PREFIX, HistoryCompactor, estimate_tokens, history_tokens
+from core.memory import (
+    SUMMARY_PREFIX,
+    HistoryCompactor,
+    answer_message,
+    estimate_tokens,
+    history_tokens,
+)
 from core.resilient import (
     ResilientEventClaims,
     ResilientHistory,
@@ -354,6 +360,15 @@ async def test_an_overlong_summary_is_cut_to_its_share_of_the_budget() -> None:
     fitted = await HistoryCompactor(model, budget_tokens=120).fit("c", history)
     assert history_tokens(fitted) <= 120
     assert fitted[0]["content"].endswith("…")
+
+
+def test_answer_message_with_compact_steps() -> None:
+    finished = finished_trace()
+    finished.steps[0].observation = "x" * 500
+    assert answer_message(finished) == {"role": "assistant", "content": "2"}
+    with_steps = answer_message(finished, with_steps=True)
+    assert with_steps["steps"].startswith("calculator[1+1] -> xxx")
+    assert len(with_steps["steps"]) < 230
 
 
 # ---- trace commands -----------------------------------------------------------------------
