@@ -1,0 +1,19 @@
+# Small, multi-stage, non-root image that runs `reactbot serve`.
+FROM python:3.11-slim AS build
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY core ./core
+COPY adapters ./adapters
+COPY bot ./bot
+RUN python -m venv /venv && /venv/bin/pip install --no-cache-dir .
+
+FROM python:3.11-slim
+RUN useradd --create-home --uid 10001 reactbot
+COPY --from=build /venv /venv
+USER reactbot
+WORKDIR /home/reactbot
+ENV PATH=/venv/bin:$PATH PYTHONUNBUFFERED=1
+# Configure with environment variables (secrets) and an optional mounted config file:
+#   docker run -e DISCORD_TOKEN=... -e OPENAI_API_KEY=... -e REACTBOT_MODEL=... \
+#     -v $PWD/config.yaml:/config.yaml -e REACTBOT_CONFIG=/config.yaml reactbot
+CMD ["reactbot", "serve"]
