@@ -1,0 +1,457 @@
+"""Discord rendering: a pure function from a run's state to message payloads.
+
+Plain message content (not embeds) is used for the live and the final message: ``-#``
+subtext, bold labels and ``>`` quotes tell the four kinds of content apart, and content is
+what people copy and search. Limits: 2000 characters per message, so the live view keeps the
+latest steps and collapses earlier ones, and long text is split at line boundaries with code
+blocks closed and reopened across the cut.
+
+Every piece of model or tool text is mention-escaped here; the surface also sends with
+``AllowedMentions.none()``, so nothing the model writes can ping anyone.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from adapters.live import RunView, StepView
+from core.trace import Trace, TraceStep
+
+CONTENT_LIMIT = 2000
+EMBED_DESCRIPTION_LIMIT = 4096
+OBSERVATION_LINES = 3
+LINE_WIDTH = 160
+SUMMARY_WIDTH = 60
+THREAD_NAME_LIMIT = 100
+FENCE = "```"
+CURSOR = "▍"
+
+_MENTION = re.compile(r"@(everyone|here|[!&]?[0-9]{15,20})")
+_FENCE_LINE = re.compile(r"^\s*(`{3,})(\S*)\s*$")
+
+ButtonState = Literal["keep", "show", "remove"]
+
+
+@dataclass(frozen=True, slots=True)
+class FileSpec:
+    name: str
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class DiscordPayload:
+    """What one message should hold. Compared by value: equal payloads are not re-sent."""
+
+    content: str
+    files: tuple[FileSpec, ...] = ()
+    stop_button: ButtonState = "keep"
+    """``show`` attaches the Stop button, ``remove`` drops it, ``keep`` leaves it as it is."""
+    thread_name: str = field(default="", compare=False)
+
+
+# ---- text helpers -------------------------------------------------------------------------
+
+
+def sanitize(text: str) -> str:
+    """Break @everyone, @here and <@id>/<@&id> so they render as text, never as pings."""
+    return _MENTION.sub("@\u200b\\1", text)
+
+
+def inline_code(text: str, *, width: int = LINE_WIDTH) -> str:
+    """One line in a code span that the text cannot close early."""
+    flat = " ".join(text.split())
+    if len(flat) > width:
+        flat = flat[: width - 1] + "…"
+    flat = flat.replace("`", "ˋ")  # a backtick would end the span; the look-alike cannot
+    return f"`{flat}`" if flat else "` `"
+
+
+def defuse_fences(text: str) -> str:
+    """Text for inside a code block: a ``` in it would end the block early."""
+    return text.replace(FENCE, "`\u200b``")
+
+
+def one_line(text: str, width: int) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def balance_fences(text: str, *, cut_inside: bool = False) -> str:
+    """Reopen a block the cut started inside of; close a block still open at the end."""
+    if cut_inside:
+        text = FENCE + "\n" + text
+    if text.count(FENCE) % 2:
+        text += "\n" + FENCE
+    return text
+
+
+def tail(text: str, budget: int) -> str:
+    """The last ``budget`` characters (about), code blocks kept whole on both sides."""
+    if len(text) <= budget:
+        return balance_fences(text)
+    cut = len(text) - max(0, budget - 12)
+    newline = text.find("\n", cut)
+    if newline != -1 and newline - cut < 80:
+        cut = newline + 1
+    inside = text[:cut].count(FENCE) % 2 == 1
+    return balance_fences("…" + text[cut:], cut_inside=inside)
+
+
+def split_text(text: str, limit: int = CONTENT_LIMIT) -> list[str]:
+    """Split at line boundaries into parts of at most ``limit``; code blocks close and reopen."""
+    parts: list[str] = []
+    current: list[str] = []
+    size = 0
+    open_fence: str | None = None  # the fence line (with language) of the block we are in
+    reserve = len(FENCE) + 1
+
+    def flush() -> None:
+        nonlocal current, size
+        body = "\n".join(current)
+        if open_fence is not None:
+            body += "\n" + FENCE
+        if body.strip():
+            parts.append(body)
+        current = [open_fence] if open_fence is not None else []
+        size = len(open_fence) + 1 if open_fence is not None else 0
+
+    for line in _hard_wrap(text.split("\n"), limit - 2 * reserve - 20):
+        if size + len(line) + 1 > limit - reserve and current:
+            flush()
+        current.append(line)
+        size += len(line) + 1
+        match = _FENCE_LINE.match(line)
+        if match:
+            open_fence = None if open_fence is not None else line.strip()
+    if current:
+        open_fence_at_end = open_fence
+        open_fence = None
+        body = "\n".join(current)
+        if open_fence_at_end is not None:
+            body += "\n" + FENCE
+        if body.strip():
+            parts.append(body)
+    return parts or [""]
+
+
+def _hard_wrap(lines: Sequence[str], width: int) -> list[str]:
+    out: list[str] = []
+    for line in lines:
+        while len(line) > width:
+            out.append(line[:width])
+            line = line[width:]
+        out.append(line)
+    return out
+
+
+def fold_quote(text: str, *, lines: int = OBSERVATION_LINES, width: int = LINE_WIDTH) -> str:
+    """An observation as a quote of its first lines, saying how much was left out."""
+    all_lines = [ln for ln in text.strip().splitlines() if ln.strip()] or ["(empty)"]
+    shown = [one_line(ln, width) for ln in all_lines[:lines]]
+    quoted = "\n".join("> " + _escape_quote(ln) for ln in shown)
+    hidden = len(all_lines) - len(shown)
+    if hidden > 0:
+        quoted += f"\n> -# … {hidden} more line{'s' if hidden != 1 else ''} in the trace"
+    return quoted
+
+
+def _escape_quote(line: str) -> str:
+    # Observations are data: markdown in them must not restyle the message.
+    return re.sub(r"([\\*_~|`>#])", r"\\\1", line)
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
+
+
+# ---- the status line ----------------------------------------------------------------------
+
+_TOOL_STATUS = {
+    "search": ("🔎", "Searching"),
+    "calculate": ("🧮", "Calculating"),
+    "lookup": ("📖", "Looking it up"),
+}
+
+
+def status_line(view: RunView, now: float) -> str:
+    emoji, label = _status(view)
+    parts = [f"{emoji} {label}"]
+    step = view.current
+    if step is not None and view.max_steps:
+        parts.append("final answer" if step.final else f"step {step.index}/{view.max_steps}")
+    parts.append(f"{view.elapsed(now):.1f} s")
+    return " · ".join(parts)
+
+
+def _status(view: RunView) -> tuple[str, str]:
+    match view.phase:
+        case "starting":
+            return "⏳", "Starting"
+        case "waiting":
+            return "⏳", "Waiting for the previous question"
+        case "retrying":
+            return "🔁", "Retrying after a rate limit"
+        case "acting":
+            name = (view.current.action if view.current else None) or "tool"
+            return _TOOL_STATUS.get(name.lower(), ("🛠️", f"Running {sanitize(name)}"))
+        case "answering":
+            return "✍️", "Writing the answer"
+        case _:
+            return "🤔", "Thinking"
+
+
+# ---- the live message ---------------------------------------------------------------------
+
+
+def step_summary(step: StepView | TraceStep) -> str:
+    """A finished step as one subtext line: number, action, input, a short result."""
+    action = step.action or "reply"
+    line = f"-# {step.index} · {sanitize(action)} {inline_code(step.action_input or '', width=50)}"
+    observation = step.observation
+    if observation is not None:
+        first = next((ln for ln in observation.splitlines() if ln.strip()), "(empty)")
+        mark = "⚠️ " if step.error else ""
+        result = one_line(first, SUMMARY_WIDTH).replace("`", "ˋ")
+        line += f" → {mark}{sanitize(result)}"
+    return line
+
+
+def current_step_block(view: RunView, step: StepView, budget: int) -> str:
+    """The step being worked on: Thought growing, then Action, then folded Observation."""
+    pieces: list[str] = []
+    if step.action is not None:
+        pieces.append(
+            f"**Action** {inline_code(step.action)} {inline_code(step.action_input or '')}"
+        )
+    if step.observation is not None:
+        pieces.append(fold_quote(sanitize(step.observation)))
+    if view.phase == "answering" and view.answer:
+        pieces.append("**Answer** " + tail(sanitize(view.answer), budget // 2) + CURSOR)
+    fixed = sum(len(p) + 1 for p in pieces)
+    thought = step.thought.strip()
+    if thought:
+        growing = step.action is None and view.phase != "answering"
+        text = tail(sanitize(thought), max(80, budget - fixed - 20))
+        pieces.insert(0, "**Thought** " + text + (CURSOR if growing else ""))
+    elif step.reasoning.strip() and step.action is None:
+        text = tail(sanitize(step.reasoning.strip()), max(80, min(400, budget - fixed - 20)))
+        pieces.insert(0, "-# *reasoning…* " + one_line(text, 300))
+    return "\n".join(pieces)
+
+
+def collapse_steps(lines: list[str], budget: int) -> list[str]:
+    """The latest step lines that fit; earlier ones fold into a single count line."""
+    kept: list[str] = []
+    used = 0
+    for line in reversed(lines):
+        if used + len(line) + 1 > budget - 40:
+            hidden = len(lines) - len(kept)
+            return [f"-# … {_plural(hidden, 'earlier step')}", *reversed(kept)]
+        kept.append(line)
+        used += len(line) + 1
+    return list(reversed(kept))
+
+
+def render_live(view: RunView, now: float, limit: int = CONTENT_LIMIT) -> str:
+    head = [status_line(view, now)]
+    if view.status_text and view.phase not in ("waiting", "retrying"):
+        head.append("-# " + one_line(sanitize(view.status_text), 200))
+    for notice in view.notices:
+        if notice.startswith("memory"):
+            head.append("-# ⚠️ " + one_line(sanitize(notice), 200))
+            break
+    done = [s for s in view.steps if s.done]
+    current = view.current if view.current is not None and not view.current.done else None
+    budget = limit - sum(len(h) + 1 for h in head)
+    block = current_step_block(view, current, budget * 2 // 3) if current else ""
+    budget -= len(block) + 1
+    lines = collapse_steps([step_summary(s) for s in done], budget)
+    text = "\n".join([*head, *lines, *([block] if block else [])])
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+# ---- the final message --------------------------------------------------------------------
+
+
+def footer(trace: Trace | None, view: RunView, mark: str, *, thread: bool) -> str:
+    steps = trace.step_count if trace is not None else len(view.steps)
+    seconds = trace.seconds if trace is not None and trace.ended_at else view.elapsed()
+    parts = [f"{mark} {_plural(steps, 'step')}", f"{seconds:.1f} s"]
+    tokens = trace.total_tokens if trace is not None else view.tokens
+    if tokens:
+        parts.append(_plural(tokens, "token"))
+    if thread and trace is not None:
+        parts.append("trace in thread ↓")
+    return "-# " + " · ".join(parts)
+
+
+def sources_line(urls: Sequence[str]) -> str:
+    links = [f"[{_domain(u)}](<{u}>)" for u in urls if u.startswith(("http://", "https://"))]
+    return "Sources: " + ", ".join(links) if links else ""
+
+
+def _domain(url: str) -> str:
+    host = url.split("://", 1)[-1].split("/", 1)[0].removeprefix("www.")
+    return host.replace("]", "").replace("[", "") or url
+
+
+def final_body(view: RunView) -> tuple[str, str]:
+    """The message text for a finished run, and the footer mark."""
+    answer = sanitize(view.answer.strip()) or "(empty answer)"
+    match view.phase:
+        case "answered":
+            return answer, "✅"
+        case "unformatted":
+            return (
+                "⚠️ The model's reply did not follow the format; here it is unformatted:\n" + answer,
+                "⚠️",
+            )
+        case "best_effort":
+            head = f"⚠️ Stopped after {view.max_steps} steps without a final answer. "
+            return head + "Best answer from what was found:\n" + answer, "⚠️"
+        case "cancelled":
+            who = f" by {sanitize(view.stopped_by)}" if view.stopped_by else ""
+            steps = view.trace.step_count if view.trace is not None else len(view.steps)
+            return f"⏹️ Stopped{who} after step {steps}.", "⏹️"
+        case _:
+            reason = sanitize(view.reason or "The run failed.")
+            return f"❌ {reason} Nothing was lost; ask again.", "❌"
+
+
+def answer_parts(
+    view: RunView, *, trace: Trace | None = None, limit: int = CONTENT_LIMIT
+) -> tuple[str, list[str]]:
+    """The final message (answer, sources, footer) and the answer's overflow for the thread."""
+    body, mark = final_body(view)
+    trace = trace or view.trace
+    sources = sources_line(trace.cited) if trace is not None and view.phase == "answered" else ""
+    tail_lines = [line for line in (sources, footer(trace, view, mark, thread=True)) if line]
+    room = limit - sum(len(line) + 1 for line in tail_lines) - 40
+    parts = split_text(body, room)
+    if len(parts) > 1:
+        tail_lines.insert(0, "-# (the answer goes on in the thread ↓)")
+    return "\n".join([parts[0], *tail_lines]), parts[1:]
+
+
+def answer_overflow(trace: Trace) -> list[str]:
+    """The part of a long answer that did not fit the final message (same split as there)."""
+    if trace.status not in ("answered", "unformatted", "best_effort") or not trace.answer:
+        return []
+    view = RunView(
+        question=trace.question,
+        answer=trace.answer,
+        phase=trace.status,
+        max_steps=max(0, trace.step_count - 1),  # best effort: the extra call is not a step
+    )
+    return answer_parts(view, trace=trace)[1]
+
+
+def thread_name(question: str) -> str:
+    name = "Trace: " + one_line(question, THREAD_NAME_LIMIT) if question.strip() else "Trace"
+    return name[: THREAD_NAME_LIMIT - 1] + "…" if len(name) > THREAD_NAME_LIMIT else name
+
+
+# ---- the trace thread ---------------------------------------------------------------------
+
+
+def step_posts(step: TraceStep, limit: int = CONTENT_LIMIT) -> list[DiscordPayload]:
+    """One step of the trace: header, thought, action, observation (attached when long)."""
+    head = f"**Step {step.index}**"
+    if step.kind == "format_error":
+        head += " (format error, re-asked)"
+    elif step.kind == "final":
+        head += " (final answer)"
+    meta = [f"{step.seconds:.2f} s"]
+    if step.tokens is not None:
+        meta.append(_plural(step.tokens, "token"))
+    lines = [f"{head} · " + " · ".join(meta)]
+    if step.reasoning.strip():
+        lines.append("-# reasoning: " + one_line(sanitize(step.reasoning), 300))
+    if step.thought.strip():
+        lines.append("**Thought** " + sanitize(step.thought.strip()))
+    if step.action:
+        lines.append(
+            f"**Action** {inline_code(step.action)} {inline_code(step.action_input or '')}"
+        )
+    files: list[FileSpec] = []
+    long_texts = [("observation", step.observation), ("raw reply", _raw_if_bad(step))]
+    for label, text in long_texts:
+        if text is None:
+            continue
+        block = f"**{label.capitalize()}**\n{FENCE}\n{defuse_fences(sanitize(text))}\n{FENCE}"
+        if sum(len(x) + 1 for x in lines) + len(block) <= limit - 200:
+            lines.append(block)
+        else:
+            slug = label.replace(" ", "-")
+            files.append(FileSpec(f"step-{step.index}-{slug}.md", text.encode()))
+            lines.append(f"**{label.capitalize()}** attached ({len(text):,} characters)")
+    if step.error and step.error != step.observation:
+        lines.append("⚠️ " + one_line(sanitize(step.error), 400))
+    parts = split_text("\n".join(lines), limit)
+    posts = [DiscordPayload(p) for p in parts]
+    posts[-1] = DiscordPayload(posts[-1].content, tuple(files))
+    return posts
+
+
+def _raw_if_bad(step: TraceStep) -> str | None:
+    return step.raw if step.kind == "format_error" and step.raw else None
+
+
+def totals_post(trace: Trace) -> DiscordPayload:
+    mark = {"answered": "✅", "cancelled": "⏹️", "failed": "❌"}.get(trace.status, "⚠️")
+    lines = [
+        f"**Totals** {mark} {trace.status.replace('_', ' ')} · {_plural(trace.step_count, 'step')}"
+        f" · {trace.seconds:.1f} s",
+        f"-# {_plural(trace.total_tokens, 'token')} ({trace.prompt_tokens:,} prompt + "
+        f"{trace.completion_tokens:,} completion) · model: {', '.join(dict.fromkeys(trace.models))}",
+    ]
+    if trace.stopped_by:
+        lines.append(f"Stopped by {sanitize(trace.stopped_by)}")
+    if trace.reason and not trace.stopped_by:
+        lines.append("Reason: " + one_line(sanitize(trace.reason), 400))
+    if trace.sources:
+        lines.append("-# sources: " + ", ".join(f"<{u}>" for u in trace.sources[:10]))
+    data = trace.to_json(indent=2).encode()
+    return DiscordPayload("\n".join(lines), (FileSpec(f"trace-{trace.id}.json", data),))
+
+
+def trace_posts(trace: Trace, overflow: Sequence[str] = ()) -> list[DiscordPayload]:
+    """The thread: the rest of a long answer, the question, one post per step, the totals."""
+    posts = [DiscordPayload(part) for part in overflow]
+    question = "**Question** " + sanitize(trace.question)
+    if trace.user:
+        question += f"\n-# asked by {sanitize(trace.user)}"
+    posts += [DiscordPayload(p) for p in split_text(question)]
+    for step in trace.steps:
+        posts += step_posts(step)
+    posts.append(totals_post(trace))
+    return posts
+
+
+# ---- the Renderer -------------------------------------------------------------------------
+
+
+class DiscordRenderer:
+    """``adapters.live.Renderer`` for Discord; ``clock`` is injectable for tests."""
+
+    def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+
+    def live(self, view: RunView) -> DiscordPayload:
+        return DiscordPayload(render_live(view, self._clock()))
+
+    def final(self, view: RunView) -> DiscordPayload:
+        content, _ = answer_parts(view)
+        return DiscordPayload(content, stop_button="remove", thread_name=thread_name(view.question))
+
+    def trace_posts(self, trace: Trace) -> list[DiscordPayload]:
+        return trace_posts(trace, answer_overflow(trace))
+
+
+def placeholder(question: str) -> DiscordPayload:
+    del question  # the placeholder does not restate it: the user's message is right above
+    return DiscordPayload("⏳ Starting…", stop_button="show")

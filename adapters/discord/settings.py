@@ -1,0 +1,32 @@
+"""The Discord adapter's own settings: a mirror of the config fields it needs.
+
+The adapter must not import ``bot``; ``bot/serve_discord.py`` maps ``DiscordConfig`` onto this.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class DiscordSettings:
+    api_base_url: str | None = None
+    """REST base (``.../api/v10``) for proxies and tests; the gateway address is asked from it."""
+    edit_interval: float = 1.2
+    allowed_guilds: tuple[int, ...] = ()
+    allowed_channels: tuple[int, ...] = ()
+    """Channel, thread-parent or category ids; empty allows every channel."""
+    allowed_roles: tuple[int, ...] = ()
+    allowed_users: tuple[int, ...] = ()
+    admin_users: tuple[int, ...] = ()
+    admin_roles: tuple[int, ...] = ()
+    allow_dms: bool = True
+    cooldown_seconds: float = 5.0
+    per_thread: bool = True
+    """A question asked in a thread gets the thread's own conversation history."""
+    sync_commands: bool = True
+    """Register ``/ask``, ``/reset`` and ``/trace`` at start (a bulk overwrite, idempotent)."""
+    tick: float = 1.0
+    """Re-render at least this often while a run works, so the elapsed seconds move."""
+    guild_ready_timeout: float = 2.0
+    """How long discord.py waits for more GUILD_CREATEs before it is ready."""
