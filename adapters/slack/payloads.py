@@ -1,0 +1,143 @@
+"""Raw Slack payloads to questions: pure functions, tested with plain dicts.
+
+A ``Question`` says who asked what, where the live message goes (channel, thread) and which
+conversation's history it continues. ``None`` means "not for us" (the bot's own messages,
+other bots, edits and other subtypes, empty text).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Literal, NotRequired, TypedDict
+
+Source = Literal["command", "mention", "dm"]
+
+
+class CommandPayload(TypedDict):
+    """The fields of a slash-command payload we read."""
+
+    team_id: str
+    channel_id: str
+    user_id: str
+    text: str
+    trigger_id: str
+    response_url: NotRequired[str]
+    command: NotRequired[str]
+
+
+class MessageEvent(TypedDict):
+    """The fields of ``app_mention`` and ``message`` events we read."""
+
+    type: str
+    channel: str
+    user: NotRequired[str]
+    text: NotRequired[str]
+    ts: str
+    thread_ts: NotRequired[str]
+    team: NotRequired[str]
+    bot_id: NotRequired[str]
+    subtype: NotRequired[str]
+    channel_type: NotRequired[str]
+
+
+@dataclass(frozen=True, slots=True)
+class Question:
+    source: Source
+    team: str
+    channel: str
+    user: str
+    text: str
+    thread_ts: str | None
+    """The thread the live message goes into; ``None`` posts a new root in the channel."""
+    claim_key: str
+    response_url: str | None = None
+
+    def conversation(self, root_ts: str | None = None) -> str:
+        """``slack:{team}:{channel}[:{thread}]``: a question in a thread continues that
+        thread; a new root message starts the thread its trace goes into."""
+        thread = self.thread_ts or root_ts
+        if self.source == "dm" and self.thread_ts is None:
+            thread = None  # a DM is one ongoing conversation unless the user threads it
+        base = f"slack:{self.team}:{self.channel}"
+        return f"{base}:{thread}" if thread else base
+
+
+_BOT_MENTION = re.compile(r"<@([UW][A-Z0-9]+)(?:\|[^>]*)?>")
+_CHANNEL_REF = re.compile(r"<#([CG][A-Z0-9]+)(?:\|([^>]*))?>")
+_LINK = re.compile(r"<((?:https?|mailto):[^|>]+)(?:\|([^>]*))?>")
+_SPECIAL = re.compile(r"<!([a-z]+)(?:\^[^|>]*)?(?:\|([^>]*))?>")
+
+
+def plain_text(text: str, *, bot_user_id: str | None = None) -> str:
+    """Slack's escaped message text as the plain text a model should read.
+
+    The bot's own mention is removed; other mentions, channels and links keep a readable
+    form; ``&lt;`` and friends are decoded last so decoded text cannot form new markup.
+    """
+
+    def user(match: re.Match[str]) -> str:
+        return "" if match.group(1) == bot_user_id else f"@{match.group(1)}"
+
+    text = _BOT_MENTION.sub(user, text)
+    text = _CHANNEL_REF.sub(lambda m: f"#{m.group(2) or m.group(1)}", text)
+    text = _LINK.sub(lambda m: m.group(1), text)
+    text = _SPECIAL.sub(lambda m: f"@{m.group(2) or m.group(1)}", text)
+    text = text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+    return re.sub(r"[ \t]+", " ", text).strip()
+
+
+def from_command(payload: CommandPayload | dict[str, Any]) -> Question:
+    return Question(
+        source="command",
+        team=str(payload.get("team_id", "")),
+        channel=str(payload.get("channel_id", "")),
+        user=str(payload.get("user_id", "")),
+        text=plain_text(str(payload.get("text", ""))),
+        thread_ts=None,
+        claim_key=f"slack:command:{payload.get('trigger_id', '')}",
+        response_url=payload.get("response_url"),
+    )
+
+
+def ignored_reason(event: MessageEvent | dict[str, Any], *, bot_user_id: str | None) -> str | None:
+    """Why an event must not be answered, or ``None`` when it should be."""
+    if event.get("bot_id"):
+        return "sent by a bot"
+    if event.get("subtype"):
+        return f"subtype {event['subtype']}"  # message_changed, message_deleted, joins...
+    if not event.get("user"):
+        return "no user"
+    if bot_user_id is not None and event.get("user") == bot_user_id:
+        return "our own message"
+    return None
+
+
+def from_event(
+    event: MessageEvent | dict[str, Any],
+    *,
+    event_id: str,
+    team: str,
+    bot_user_id: str | None,
+) -> Question | None:
+    """An ``app_mention`` or a direct ``message`` as a Question; ``None`` when not for us."""
+    if ignored_reason(event, bot_user_id=bot_user_id) is not None:
+        return None
+    kind = event.get("type")
+    if kind == "message" and event.get("channel_type") != "im":
+        return None  # channel messages reach us only as app_mention
+    if kind not in ("message", "app_mention"):
+        return None
+    text = plain_text(str(event.get("text", "")), bot_user_id=bot_user_id)
+    if not text:
+        return None
+    thread = event.get("thread_ts")
+    return Question(
+        source="dm" if kind == "message" else "mention",
+        team=str(event.get("team") or team),
+        channel=str(event["channel"]),
+        user=str(event["user"]),
+        text=text,
+        thread_ts=str(thread) if thread else None,
+        claim_key=f"slack:event:{event_id}",
+    )
