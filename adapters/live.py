@@ -220,7 +220,7 @@ class EditPacer:
                 self._next[channel] = max(
                     self._next.get(channel, 0.0), self._clock() + self.interval
                 )
-            if not lock._waiters:  # type: ignore[attr-defined]  # drop idle channels
+            if not lock._waiters:  # drop idle channels
                 self._locks.pop(channel, None)
 
     def postpone(self, channel: str, seconds: float) -> None:

@@ -17,6 +17,7 @@ from core.agent import Agent, AgentSettings
 from core.demo import DemoModel
 from core.history import HistoryStore, InMemoryHistoryStore
 from core.llm import ChatModel
+from core.memory import HistoryCompactor
 from core.stores import (
     ConversationLocks,
     EventClaims,
@@ -29,6 +30,9 @@ from core.tools import ToolRegistry
 from core.tools.calculator import CalculatorTool
 
 if TYPE_CHECKING:  # the search and redis modules load only when configured
+    from redis.asyncio import Redis
+
+    from core.resilient import StoreHealth
     from core.tools.search import SearchTool
 
 log = logging.getLogger(__name__)
@@ -55,14 +59,16 @@ class App:
         closers: list[Callable[[], Awaitable[None]]] = []
         notes: list[str] = []
         model = _build_model(config, notes, closers, demo_delay)
-        history, traces, locks, claims = _build_stores(config, notes, closers)
-        tools = _build_tools(config, notes, closers, redis_client=getattr(history, "client", None))
+        stores = _build_stores(config, closers)
+        tools = _build_tools(config, notes, closers, redis_client=stores.redis_client)
         agent = Agent(
             model,
             tools,
-            history=history,
-            traces=traces,
-            locks=locks,
+            history=stores.history,
+            traces=stores.traces,
+            locks=stores.locks,
+            memory_health=stores.health,
+            compactor=_build_compactor(config, model, closers),
             settings=AgentSettings(
                 max_steps=config.agent.max_steps,
                 model_timeout=config.model.request_timeout,
@@ -70,9 +76,21 @@ class App:
                 deadline=config.agent.deadline,
                 format_retries=config.agent.format_retries,
                 observation_limit=config.agent.observation_limit,
+                store_steps=config.redis.store_steps,
             ),
         )
-        return cls(config, agent, model, tools, history, traces, locks, claims, notes, closers)
+        return cls(
+            config,
+            agent,
+            model,
+            tools,
+            stores.history,
+            stores.traces,
+            stores.locks,
+            stores.claims,
+            notes,
+            closers,
+        )
 
     async def aclose(self) -> None:
         for close in reversed(self._closers):
@@ -95,11 +113,17 @@ def _build_model(
             "real one."
         )
         return DemoModel(delay=demo_delay)
+    return _openai_model(config, config.model.name, closers)
+
+
+def _openai_model(
+    config: Config, name: str, closers: list[Callable[[], Awaitable[None]]]
+) -> ChatModel:
     from core.openai_model import OpenAIChatModel
 
     key = config.secrets.openai_api_key
     model = OpenAIChatModel(
-        model=config.model.name,
+        model=name,
         base_url=config.model.base_url,
         api_key=key.get_secret_value() if key else None,
         request_timeout=config.model.request_timeout,
@@ -110,12 +134,23 @@ def _build_model(
     return model
 
 
+def _build_compactor(
+    config: Config, model: ChatModel, closers: list[Callable[[], Awaitable[None]]]
+) -> HistoryCompactor | None:
+    """Summaries of old turns are written by the small model when one is configured."""
+    if not config.model_configured:
+        return None  # the demo model cannot summarise; history is bounded by turns anyway
+    step_model = config.model.step_model
+    writer = _openai_model(config, step_model, closers) if step_model else model
+    return HistoryCompactor(writer, budget_tokens=config.agent.history_token_budget)
+
+
 def _build_tools(
     config: Config,
     notes: list[str],
     closers: list[Callable[[], Awaitable[None]]],
     *,
-    redis_client: object | None,
+    redis_client: Redis | None,
 ) -> ToolRegistry:
     registry = ToolRegistry()
     tools = config.tools
@@ -124,7 +159,9 @@ def _build_tools(
         if key is None:
             notes.append("Web search is disabled: set TAVILY_API_KEY to enable the search tool.")
         else:
-            registry.add(_search_tool(config, key.get_secret_value(), redis_client))
+            search_tool = _search_tool(config, key.get_secret_value(), redis_client)
+            closers.append(search_tool.aclose)
+            registry.add(search_tool)
     if tools.calculate.enabled:
         calculator = CalculatorTool(timeout=tools.calculate.timeout)
         closers.append(calculator.aclose)
@@ -140,13 +177,13 @@ def _build_tools(
     return registry
 
 
-def _search_tool(config: Config, api_key: str, redis_client: object | None) -> SearchTool:
+def _search_tool(config: Config, api_key: str, redis_client: Redis | None) -> SearchTool:
     from core.tools.search import InMemorySearchCache, RedisSearchCache, SearchCache, SearchTool
 
     search = config.tools.search
     cache: SearchCache
     if redis_client is not None:
-        cache = RedisSearchCache(redis_client, prefix=f"{config.redis.prefix}search:")  # type: ignore[arg-type]
+        cache = RedisSearchCache(redis_client, prefix=f"{config.redis.prefix}search:")
     else:
         cache = InMemorySearchCache()
     return SearchTool(
@@ -160,21 +197,27 @@ def _search_tool(config: Config, api_key: str, redis_client: object | None) -> S
     )
 
 
-def _build_stores(
-    config: Config,
-    notes: list[str],
-    closers: list[Callable[[], Awaitable[None]]],
-) -> tuple[HistoryStore, TraceStore, ConversationLocks, EventClaims]:
+@dataclass(frozen=True, slots=True)
+class _Stores:
+    history: HistoryStore
+    traces: TraceStore
+    locks: ConversationLocks
+    claims: EventClaims
+    health: StoreHealth | None = None
+    redis_client: Redis | None = None
+
+
+def _build_stores(config: Config, closers: list[Callable[[], Awaitable[None]]]) -> _Stores:
     redis = config.redis
     if redis.url is None:
-        return (
+        return _Stores(
             InMemoryHistoryStore(max_turns=redis.history_turns),
             InMemoryTraceStore(),
             InMemoryLocks(),
             InMemoryEventClaims(),
         )
     from core.redis_store import connect
-    from core.resilient import ResilientEventClaims, ResilientLocks, ResilientTraceStore
+    from core.resilient import ResilientStores
 
     stores = connect(
         redis.url,
@@ -183,13 +226,20 @@ def _build_stores(
         history_ttl=int(redis.history_ttl_days * 86400),
         store_steps=redis.store_steps,
         trace_ttl=int(redis.trace_ttl_days * 86400),
+        lock_lease=config.agent.deadline + 60,  # a lease must outlive the longest run
     )
     closers.append(stores.aclose)
-    # History failures are caught by the agent (it tells the user "memory unavailable");
-    # traces, locks and claims fall back to this process while Redis is away.
-    return (
-        stores.history,
-        ResilientTraceStore(stores.traces),
-        ResilientLocks(stores.locks),
-        ResilientEventClaims(stores.claims),
+    # While Redis is away the bot answers without memory (and says so), keeps traces and
+    # claims in this process, and skips Redis for a few seconds so a hung server costs one
+    # timeout, not one per call.
+    wrapped = ResilientStores.wrap(
+        history=stores.history, traces=stores.traces, locks=stores.locks, claims=stores.claims
+    )
+    return _Stores(
+        wrapped.history,
+        wrapped.traces,
+        wrapped.locks,
+        wrapped.claims,
+        wrapped.health,
+        stores.client,
     )

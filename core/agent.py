@@ -17,7 +17,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, Protocol
 
 from core import prompt
 from core.errors import ModelError, ModelTimeout, StoreUnavailable, ToolError
@@ -40,6 +40,7 @@ from core.events import (
 )
 from core.history import HistoryStore, Message
 from core.llm import ChatModel
+from core.memory import HistoryCompactor, answer_message
 from core.parser import Action, ActionFound, AnswerText, ParseError, Step, StreamParser, ThoughtText
 from core.stores import ConversationLocks, TraceStore
 from core.tools import ToolRegistry, ToolResult
@@ -60,6 +61,14 @@ class AgentSettings:
     deadline: float = 180.0
     format_retries: int = 2
     observation_limit: int = 2000
+    store_steps: bool = False
+    """Also store a compact form of the steps with each answer in the history."""
+
+
+class MemoryHealth(Protocol):
+    """Reports, once per failure, that a conversation's memory was unavailable."""
+
+    def take_notice(self, conversation: str) -> bool: ...
 
 
 @dataclass(slots=True)
@@ -86,6 +95,8 @@ class Agent:
         history: HistoryStore | None = None,
         traces: TraceStore | None = None,
         locks: ConversationLocks | None = None,
+        compactor: HistoryCompactor | None = None,
+        memory_health: MemoryHealth | None = None,
         settings: AgentSettings | None = None,
         approve: Approver | None = None,
         clock: Callable[[], float] = time.time,
@@ -95,6 +106,8 @@ class Agent:
         self.history = history
         self.traces = traces
         self.locks = locks
+        self.compactor = compactor
+        self.memory_health = memory_health
         self.settings = settings or AgentSettings()
         self.approve = approve
         self._clock = clock
@@ -182,7 +195,7 @@ class Run:
             async with self._turn():
                 trace.started_at = self.agent._clock()  # waiting for the lock is not run time
                 async with asyncio.timeout(self.settings.deadline):
-                    event = await self._loop()
+                    event: FinalEvent = await self._loop()
         except asyncio.CancelledError:
             trace.status, trace.stopped_by = "cancelled", self._stopped_by
             trace.reason = f"stopped by {self._stopped_by}" if self._stopped_by else "cancelled"
@@ -411,12 +424,21 @@ class Run:
     # ---- history ------------------------------------------------------------------------
     async def _initial_messages(self) -> list[Message]:
         history: list[Message] = []
-        if self.agent.history is not None and self.trace.conversation:
+        store, conversation = self.agent.history, self.trace.conversation
+        if store is not None and conversation:
             try:
-                history = await self.agent.history.load(self.trace.conversation)
+                history = await store.load(conversation)
+                if self.agent.compactor is not None:
+                    history = await self.agent.compactor.fit(conversation, history, store=store)
             except StoreUnavailable:
                 self._memory_unavailable()
+            self._check_memory_health()
         return prompt.build_messages(self.agent.tools, history, self.trace.question)
+
+    def _check_memory_health(self) -> None:
+        health = self.agent.memory_health
+        if health is not None and health.take_notice(self.trace.conversation):
+            self._memory_unavailable()
 
     def _memory_unavailable(self) -> None:
         text = "memory unavailable: answering without the conversation's history"
@@ -435,10 +457,11 @@ class Run:
                 await self.agent.history.append(
                     self.trace.conversation,
                     prompt.question_message(self.trace.question),
-                    {"role": "assistant", "content": answer},
+                    answer_message(self.trace, with_steps=self.settings.store_steps),
                 )
             except StoreUnavailable:
                 self._memory_unavailable()
+            self._check_memory_health()
         return Finished(self.trace, answer, status)
 
 

@@ -152,6 +152,15 @@ def build_messages(
 ) -> list[Message]:
     return [
         {"role": "system", "content": system_prompt(tools)},
-        *history,
+        *(history_message(m) for m in history),
         question_message(question),
     ]
+
+
+def history_message(message: Message) -> Message:
+    """A stored message as the model sees it: only role and content, steps folded in."""
+    steps = message.get("steps")
+    content = message["content"]
+    if isinstance(steps, str) and steps:
+        content = f"(steps taken: {steps})\n{content}"
+    return {"role": message["role"], "content": content}
