@@ -406,8 +406,7 @@ def totals_post(trace: Trace) -> DiscordPayload:
     lines = [
         f"**Totals** {mark} {trace.status.replace('_', ' ')} · {_plural(trace.step_count, 'step')}"
         f" · {trace.seconds:.1f} s",
-        f"-# {_plural(trace.total_tokens, 'token')} ({trace.prompt_tokens:,} prompt + "
-        f"{trace.completion_tokens:,} completion) · model: {', '.join(dict.fromkeys(trace.models))}",
+        f"-# {_tokens_text(trace)} · model: {', '.join(dict.fromkeys(trace.models))}",
     ]
     if trace.stopped_by:
         lines.append(f"Stopped by {sanitize(trace.stopped_by)}")
@@ -417,6 +416,15 @@ def totals_post(trace: Trace) -> DiscordPayload:
         lines.append("-# sources: " + ", ".join(f"<{u}>" for u in trace.sources[:10]))
     data = trace.to_json(indent=2).encode()
     return DiscordPayload("\n".join(lines), (FileSpec(f"trace-{trace.id}.json", data),))
+
+
+def _tokens_text(trace: Trace) -> str:
+    if not trace.total_tokens:
+        return "tokens not reported by the model"
+    return (
+        f"{_plural(trace.total_tokens, 'token')} ({trace.prompt_tokens:,} prompt + "
+        f"{trace.completion_tokens:,} completion)"
+    )
 
 
 def trace_posts(trace: Trace, overflow: Sequence[str] = ()) -> list[DiscordPayload]:

@@ -1,0 +1,317 @@
+"""The Cog: mentions and DMs, ``/ask``, ``/reset``, ``/trace``, and the Stop button.
+
+Handlers only translate: a Discord event becomes (question, conversation, asker), the agent
+runs, and LiveMessage renders it into the placeholder. Each event id is claimed once through
+``EventClaims``, so a gateway replay after a reconnect never answers twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import discord
+from discord import app_commands
+from discord.ext import commands
+
+from adapters.discord.access import Asker, Cooldown, cooldown_message, is_admin, refusal
+from adapters.discord.render import DiscordPayload, DiscordRenderer, FileSpec, placeholder
+from adapters.discord.settings import DiscordSettings
+from adapters.discord.surface import NO_MENTIONS, DiscordSurface, RateLimitWatch, to_files
+from adapters.live import EditPacer, LiveMessage, RunView
+from core.agent import Agent, Run
+from core.history import HistoryStore
+from core.stores import EventClaims, TraceStore
+from core.trace import summary_line
+
+log = logging.getLogger(__name__)
+
+Live = LiveMessage[DiscordPayload]
+
+
+@dataclass(slots=True)
+class Services:
+    """What the adapter is given by the application (it opens no stores of its own)."""
+
+    agent: Agent
+    history: HistoryStore
+    traces: TraceStore
+    claims: EventClaims
+    settings: DiscordSettings
+    on_live: Callable[[Live], None] | None = None
+    """Called with each new LiveMessage (benchmarks and tests read its stats)."""
+
+
+# ---- translating Discord objects ----------------------------------------------------------
+
+if TYPE_CHECKING:  # discord.py defines these unions for type checkers only
+    from discord.abc import MessageableChannel
+    from discord.interactions import InteractionChannel
+
+    Channel = MessageableChannel | InteractionChannel | None
+
+
+def conversation_id(channel: Channel, channel_id: int, *, per_thread: bool) -> str:
+    """``discord:{channel}``; a thread is its own conversation unless ``per_thread`` is off."""
+    if isinstance(channel, discord.Thread) and not per_thread and channel.parent_id:
+        return f"discord:{channel.parent_id}"
+    return f"discord:{channel_id}"
+
+
+def places_of(channel: Channel, channel_id: int) -> tuple[int, ...]:
+    """The channel, a thread's parent, and the category: what ``allowed_channels`` may name."""
+    places = [channel_id]
+    parent = channel.parent if isinstance(channel, discord.Thread) else channel
+    if isinstance(channel, discord.Thread) and channel.parent_id:
+        places.append(channel.parent_id)
+    category_id = getattr(parent, "category_id", None)
+    if isinstance(category_id, int):
+        places.append(category_id)
+    return tuple(places)
+
+
+def asker_of(user: discord.User | discord.Member, channel: Channel, channel_id: int) -> Asker:
+    if not isinstance(user, discord.Member):
+        return Asker(user.id, places=(channel_id,))
+    try:
+        admin = user.guild_permissions.administrator
+    except (AttributeError, TypeError):  # roles not cached: treat as a regular member
+        admin = False
+    return Asker(
+        user_id=user.id,
+        role_ids=frozenset(user._roles),
+        guild_id=user.guild.id,
+        places=places_of(channel, channel_id),
+        guild_admin=admin,
+    )
+
+
+def question_from(content: str, bot_id: int) -> str:
+    """The message text without the bot's own mention(s)."""
+    return re.sub(rf"<@!?{bot_id}>", " ", content).strip()
+
+
+# ---- the Stop button ----------------------------------------------------------------------
+
+
+class StopView(discord.ui.View):
+    """Stops the run; only the asker or an admin may press it, others are told so privately."""
+
+    def __init__(self, *, asker_id: int, may_stop: Callable[[discord.Interaction], bool]) -> None:
+        super().__init__(timeout=None)  # a run ends itself; the view is stopped then
+        self.asker_id = asker_id
+        self.may_stop = may_stop
+        self.run: Run | None = None
+
+    @discord.ui.button(label="Stop", style=discord.ButtonStyle.danger, emoji="⏹️")
+    async def stop_button(
+        self, interaction: discord.Interaction, button: discord.ui.Button[StopView]
+    ) -> None:
+        if interaction.user.id != self.asker_id and not self.may_stop(interaction):
+            await interaction.response.send_message(
+                "Only the person who asked (or an admin) can stop this run.", ephemeral=True
+            )
+            return
+        await interaction.response.defer()  # the live message shows the stop itself
+        if self.run is not None:
+            self.run.cancel(by=interaction.user.display_name)
+
+
+# ---- the cog ------------------------------------------------------------------------------
+
+
+class AskCog(commands.Cog):
+    def __init__(
+        self,
+        bot: commands.Bot | commands.AutoShardedBot,
+        services: Services,
+        *,
+        watch: RateLimitWatch,
+    ) -> None:
+        self.bot = bot
+        self.services = services
+        self.settings = services.settings
+        self.watch = watch
+        self.pacer = EditPacer(services.settings.edit_interval)
+        self.renderer = DiscordRenderer()
+        self.cooldown = Cooldown(services.settings.cooldown_seconds)
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._runs: set[Run] = set()
+
+    # ---- mentions and DMs -----------------------------------------------------------------
+    @commands.Cog.listener()
+    async def on_message(self, message: discord.Message) -> None:
+        me = self.bot.user
+        if me is None or message.author.bot or message.webhook_id is not None:
+            return
+        if message.guild is not None and me not in message.mentions:
+            return
+        if not await self.services.claims.claim(f"discord:message:{message.id}"):
+            return
+        question = question_from(message.content, me.id)
+        asker = asker_of(message.author, message.channel, message.channel.id)
+        problem = self._gate(asker) or (None if question else "Ask me something after the mention.")
+        if problem:
+            await message.reply(problem, mention_author=False, allowed_mentions=NO_MENTIONS)
+            return
+        self._spawn(self._answer_message(message, question, asker))
+
+    async def _answer_message(self, message: discord.Message, question: str, asker: Asker) -> None:
+        run = self._start(question, message.channel, message.channel.id, message.author)
+        stop = self._stop_view(asker, run)
+        try:
+            first = placeholder(question)
+            reply = await message.reply(
+                first.content, view=stop, mention_author=False, allowed_mentions=NO_MENTIONS
+            )
+        except discord.HTTPException:
+            log.exception("could not post the placeholder in channel %s", message.channel.id)
+            await run.aclose()
+            return
+        await self._follow(run, DiscordSurface(reply, watch=self.watch), stop, asker)
+
+    # ---- app commands ---------------------------------------------------------------------
+    @app_commands.command(name="ask", description="Ask a question; watch the reasoning live.")
+    @app_commands.describe(question="What do you want to know?")
+    async def ask(self, interaction: discord.Interaction, question: str) -> None:
+        asker = await self._admit(interaction)
+        if asker is None:
+            return
+        await interaction.response.defer(thinking=True)  # the 3-second rule: acknowledge first
+        self._spawn(self._answer_interaction(interaction, question.strip(), asker))
+
+    async def _answer_interaction(
+        self, interaction: discord.Interaction, question: str, asker: Asker
+    ) -> None:
+        run = self._start(question, interaction.channel, interaction.channel_id, interaction.user)
+        stop = self._stop_view(asker, run)
+        try:
+            first = placeholder(question)
+            message = await interaction.edit_original_response(
+                content=first.content, view=stop, allowed_mentions=NO_MENTIONS
+            )
+        except discord.HTTPException:
+            log.exception("could not post the placeholder for interaction %s", interaction.id)
+            await run.aclose()
+            return
+        surface = DiscordSurface(message, watch=self.watch, channel_key=str(interaction.channel_id))
+        await self._follow(run, surface, stop, asker)
+
+    @app_commands.command(name="reset", description="Forget this channel's conversation history.")
+    async def reset(self, interaction: discord.Interaction) -> None:
+        if await self._admit(interaction, cooldown=False) is None:
+            return
+        await interaction.response.defer(ephemeral=True, thinking=True)
+        await self.services.history.clear(self._conversation_of(interaction))
+        await interaction.followup.send("🧹 I forgot this conversation's history.", ephemeral=True)
+
+    @app_commands.command(name="trace", description="Post the last trace of this conversation.")
+    async def trace(self, interaction: discord.Interaction) -> None:
+        if await self._admit(interaction, cooldown=False) is None:
+            return
+        await interaction.response.defer(thinking=True)
+        trace = await self.services.traces.last(self._conversation_of(interaction))
+        if trace is None:
+            await interaction.followup.send("No trace yet in this conversation.")
+            return
+        files = [
+            FileSpec(f"trace-{trace.id}.md", trace.to_markdown().encode()),
+            FileSpec(f"trace-{trace.id}.json", trace.to_json(indent=2).encode()),
+        ]
+        posts = self.renderer.trace_posts(trace)
+        await interaction.followup.send(
+            content=f"{posts[0].content[:1500]}\n-# {summary_line(trace)}",
+            files=to_files(files),
+            allowed_mentions=NO_MENTIONS,
+        )
+
+    # ---- shared steps ---------------------------------------------------------------------
+    async def _admit(
+        self, interaction: discord.Interaction, *, cooldown: bool = True
+    ) -> Asker | None:
+        """Claim the interaction and check access; refusals are answered privately."""
+        if not await self.services.claims.claim(f"discord:interaction:{interaction.id}"):
+            return None
+        asker = asker_of(interaction.user, interaction.channel, interaction.channel_id or 0)
+        problem = self._gate(asker, cooldown=cooldown)
+        if problem:
+            await interaction.response.send_message(problem, ephemeral=True)
+            return None
+        return asker
+
+    def _gate(self, asker: Asker, *, cooldown: bool = True) -> str | None:
+        problem = refusal(self.settings, asker)
+        if problem is None and cooldown:
+            left = self.cooldown.wait_left(asker.user_id)
+            problem = cooldown_message(left) if left > 0 else None
+        return problem
+
+    def _conversation_of(self, interaction: discord.Interaction) -> str:
+        return conversation_id(
+            interaction.channel, interaction.channel_id or 0, per_thread=self.settings.per_thread
+        )
+
+    def _start(
+        self,
+        question: str,
+        channel: Channel,
+        channel_id: int | None,
+        user: discord.User | discord.Member,
+    ) -> Run:
+        conversation = conversation_id(
+            channel, channel_id or 0, per_thread=self.settings.per_thread
+        )
+        return self.services.agent.start(
+            question, conversation=conversation, user=user.display_name
+        )
+
+    def _stop_view(self, asker: Asker, run: Run) -> StopView:
+        def may_stop(interaction: discord.Interaction) -> bool:
+            channel_id = interaction.channel_id or 0
+            return is_admin(
+                self.settings, asker_of(interaction.user, interaction.channel, channel_id)
+            )
+
+        view = StopView(asker_id=asker.user_id, may_stop=may_stop)
+        view.run = run
+        return view
+
+    async def _follow(
+        self, run: Run, surface: DiscordSurface, stop: StopView, asker: Asker
+    ) -> None:
+        live: Live = LiveMessage(
+            surface,
+            self.renderer,
+            self.pacer,
+            view=RunView(question=run.trace.question, asker=str(asker.user_id)),
+            tick=self.settings.tick,
+        )
+        if self.services.on_live is not None:
+            self.services.on_live(live)
+        self._runs.add(run)
+        try:
+            await live.follow(run.events())
+        finally:
+            self._runs.discard(run)
+            stop.stop()
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def shutdown(self, *, grace: float = 5.0) -> None:
+        """Stop every run and let its message reach a final state before the session closes."""
+        for run in list(self._runs):
+            run.cancel(by="a bot restart")
+        if self._tasks:
+            _, pending = await asyncio.wait(set(self._tasks), timeout=grace)
+            for task in pending:
+                task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.gather(*pending, return_exceptions=True)

@@ -1,0 +1,152 @@
+"""The live-message Surface on discord.py messages, and how our pacer learns about 429s.
+
+discord.py retries a 429 itself: it sleeps ``retry_after`` and sends the same request again,
+raising ``discord.RateLimited`` only when the wait exceeds ``max_ratelimit_timeout`` (30 s at
+the least). Our pacer would never hear of the short ones, so ``RateLimitWatch`` observes every
+response through aiohttp tracing (``Client(http_trace=...)``) and postpones the channel the
+request was made for. The edit in flight is still delivered by discord.py's retry; the next
+one waits for the channel's postponed slot. Long waits surface as ``adapters.live.RateLimited``
+so LiveMessage postpones and coalesces instead of blocking.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+from collections.abc import Callable, Iterator, Sequence
+from contextvars import ContextVar
+from types import SimpleNamespace
+from typing import Any, Literal
+
+import aiohttp
+import discord
+
+from adapters.discord.render import DiscordPayload, FileSpec, thread_name
+from adapters.live import RateLimited
+from core.trace import Trace
+
+log = logging.getLogger(__name__)
+
+NO_MENTIONS = discord.AllowedMentions.none()
+THREAD_ARCHIVE_MINUTES: Literal[60, 1440, 4320, 10080] = 1440
+
+Sendable = discord.abc.Messageable
+
+
+class RateLimitWatch:
+    """Counts every 429 the bot's HTTP session receives and reports it for the current scope."""
+
+    def __init__(self, on_hit: Callable[[str, float], None]) -> None:
+        self._on_hit = on_hit
+        # Set around each edit: aiohttp runs trace hooks in the requesting task's context.
+        self._scope: ContextVar[str | None] = ContextVar(
+            f"ratelimit-scope-{id(self)}", default=None
+        )
+        self.hits = 0
+        self.trace_config = aiohttp.TraceConfig()
+        self.trace_config.on_request_end.append(self._on_request_end)
+
+    @contextlib.contextmanager
+    def scope(self, channel_key: str) -> Iterator[None]:
+        token = self._scope.set(channel_key)
+        try:
+            yield
+        finally:
+            self._scope.reset(token)
+
+    async def _on_request_end(
+        self,
+        session: aiohttp.ClientSession,
+        context: SimpleNamespace,
+        params: aiohttp.TraceRequestEndParams,
+    ) -> None:
+        if params.response.status != 429:
+            return
+        self.hits += 1
+        key = self._scope.get()
+        if key is not None:
+            self._on_hit(key, retry_after_of(params.response.headers))
+
+
+def retry_after_of(headers: Any) -> float:
+    """Seconds to wait from a 429's headers (Discord sends both; either will do)."""
+    for name in ("X-RateLimit-Reset-After", "Retry-After"):
+        value = headers.get(name) if headers is not None else None
+        if value is not None:
+            with contextlib.suppress(ValueError):
+                return max(0.0, float(value))
+    return 1.0
+
+
+def to_files(files: Sequence[FileSpec]) -> list[discord.File]:
+    return [discord.File(io.BytesIO(f.data), filename=f.name) for f in files]
+
+
+class DiscordSurface:
+    """``adapters.live.Surface`` over one placeholder: a channel message or an interaction's."""
+
+    def __init__(
+        self,
+        message: discord.Message,
+        *,
+        watch: RateLimitWatch,
+        channel_key: str | None = None,
+    ) -> None:
+        self.message = message
+        self._watch = watch
+        self._channel_key = channel_key or str(message.channel.id)
+
+    @property
+    def channel_key(self) -> str:
+        return self._channel_key
+
+    async def edit(self, payload: DiscordPayload) -> None:
+        kwargs: dict[str, Any] = {"content": payload.content, "allowed_mentions": NO_MENTIONS}
+        if payload.stop_button == "remove":
+            kwargs["view"] = None
+        with self._watch.scope(self._channel_key):
+            try:
+                await self.message.edit(**kwargs)
+            except discord.RateLimited as exc:
+                raise RateLimited(exc.retry_after) from exc
+            except discord.HTTPException as exc:
+                if exc.status == 429:  # a 429 discord.py would not retry (no Via header)
+                    headers = exc.response.headers if exc.response is not None else None
+                    raise RateLimited(retry_after_of(headers)) from exc
+                raise
+
+    async def post_trace(self, trace: Trace, posts: Sequence[DiscordPayload]) -> None:
+        target = await self._trace_target(thread_name(trace.question))
+        if target is None:
+            await self._attach_instead(trace)
+            return
+        for post in posts:
+            await target.send(
+                content=post.content, files=to_files(post.files), allowed_mentions=NO_MENTIONS
+            )
+
+    async def _trace_target(self, name: str) -> Sendable | None:
+        """The thread under the message; the thread or DM it is already in; None if refused."""
+        channel = self.message.channel
+        if isinstance(channel, discord.Thread) or self.message.guild is None:
+            return channel
+        try:
+            return await self.message.create_thread(
+                name=name, auto_archive_duration=THREAD_ARCHIVE_MINUTES
+            )
+        except discord.Forbidden:
+            log.warning("no permission to open a thread in channel %s", channel.id)
+            return None
+
+    async def _attach_instead(self, trace: Trace) -> None:
+        files = [
+            FileSpec(f"trace-{trace.id}.md", trace.to_markdown().encode()),
+            FileSpec(f"trace-{trace.id}.json", trace.to_json(indent=2).encode()),
+        ]
+        await self.message.channel.send(
+            content="-# I can't open threads here, so the trace is attached.",
+            files=to_files(files),
+            reference=self.message.to_reference(fail_if_not_exists=False),
+            allowed_mentions=NO_MENTIONS,
+        )

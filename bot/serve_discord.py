@@ -1,0 +1,56 @@
+"""``reactbot serve --platform discord``: maps the config onto the Discord adapter and runs it.
+
+Runs until cancelled; on cancel the bot stops its runs (their messages end as "stopped"),
+closes the gateway and HTTP session, and returns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from adapters.discord.client import create_bot
+from adapters.discord.cog import Services
+from adapters.discord.settings import DiscordSettings
+from bot.app import App
+
+log = logging.getLogger(__name__)
+
+
+def discord_settings(app: App) -> DiscordSettings:
+    discord = app.config.discord
+    return DiscordSettings(
+        api_base_url=discord.api_base_url,
+        edit_interval=discord.edit_interval,
+        allowed_guilds=discord.allowed_guilds,
+        allowed_channels=discord.allowed_channels,
+        allowed_roles=discord.allowed_roles,
+        allowed_users=discord.allowed_users,
+        admin_users=discord.admin_users,
+        admin_roles=discord.admin_roles,
+        allow_dms=discord.allow_dms,
+        cooldown_seconds=discord.cooldown_seconds,
+        per_thread=app.config.redis.per_thread,
+    )
+
+
+async def serve_discord(app: App) -> None:
+    token = app.config.secrets.discord_token
+    if token is None:
+        raise RuntimeError("DISCORD_TOKEN is not set")
+    services = Services(
+        agent=app.agent,
+        history=app.history,
+        traces=app.traces,
+        claims=app.claims,
+        settings=discord_settings(app),
+    )
+    bot = create_bot(services)
+    try:
+        await bot.start(token.get_secret_value())
+    except asyncio.CancelledError:
+        log.info("discord: shutting down")
+        raise
+    finally:
+        if not bot.is_closed():
+            await bot.close()
