@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
@@ -39,7 +40,7 @@ from core.events import (
     UsageCounted,
 )
 from core.history import HistoryStore, Message
-from core.llm import ChatModel
+from core.llm import ChatModel, ModelChunk
 from core.memory import HistoryCompactor, answer_message
 from core.parser import Action, ActionFound, AnswerText, ParseError, Step, StreamParser, ThoughtText
 from core.stores import ConversationLocks, TraceStore
@@ -135,7 +136,10 @@ class Run:
         self.agent = agent
         self.trace = trace
         self.settings = agent.settings
-        self._queue: asyncio.Queue[Event] = asyncio.Queue()
+        # A deque and one wake-up event: cheaper per event than asyncio.Queue, and the run
+        # has exactly one consumer.
+        self._pending: deque[Event] = deque()
+        self._arrived = asyncio.Event()
         self._stopped_by: str | None = None
         self._cancel_requested = False
         self._final: FinalEvent | None = None
@@ -151,7 +155,10 @@ class Run:
 
     async def events(self) -> AsyncIterator[Event]:
         while True:
-            event = await self._queue.get()
+            while not self._pending:
+                self._arrived.clear()
+                await self._arrived.wait()
+            event = self._pending.popleft()
             yield event
             if isinstance(event, Finished | Failed | Cancelled):
                 return
@@ -172,7 +179,8 @@ class Run:
 
     # ---- plumbing -----------------------------------------------------------------------
     def _emit(self, event: Event) -> None:
-        self._queue.put_nowait(event)
+        self._pending.append(event)
+        self._arrived.set()
 
     async def _end(self, event: FinalEvent) -> None:
         self.trace.ended_at = self.agent._clock()
@@ -291,41 +299,44 @@ class Run:
         parser = StreamParser()
         cutter = _StopCutter(prompt.STOP)
         stream = self.agent.model.stream(messages, stop=prompt.STOP)
+        watchdog = _StallWatchdog(self.settings.model_timeout)
         try:
-            while not cutter.stopped:
-                try:
-                    async with asyncio.timeout(self.settings.model_timeout):
-                        chunk = await anext(stream)
-                except StopAsyncIteration:
-                    break
-                except TimeoutError as exc:
-                    raise ModelTimeout(
-                        f"The model sent nothing for {self.settings.model_timeout:g} s "
-                        "(provider timeout)."
-                    ) from exc
-                if chunk.notice:
-                    self.trace.notices.append(chunk.notice)
-                    self._emit(Notice("retrying", chunk.notice))
-                if chunk.reasoning:
-                    step.reasoning += chunk.reasoning
-                    self._emit(ReasoningDelta(n, chunk.reasoning))
-                if chunk.usage is not None:
-                    step.prompt_tokens = (step.prompt_tokens or 0) + chunk.usage.prompt_tokens
-                    step.completion_tokens = (
-                        step.completion_tokens or 0
-                    ) + chunk.usage.completion_tokens
-                    self._emit(UsageCounted(n, chunk.usage))
-                if chunk.text:
-                    self._emit_parsed(n, parser.feed(cutter.feed(chunk.text)))
+            with watchdog:
+                async for chunk in stream:
+                    watchdog.kick()
+                    self._absorb(n, step, chunk)
+                    if chunk.text:
+                        self._emit_parsed(n, parser.feed(cutter.feed(chunk.text)))
+                        if cutter.stopped:
+                            break
+        except TimeoutError as exc:
+            if not watchdog.fired:
+                raise  # the run's deadline, handled above us
+            raise ModelTimeout(
+                f"The model sent nothing for {self.settings.model_timeout:g} s (provider timeout)."
+            ) from exc
         finally:
-            with contextlib.suppress(Exception):
-                await stream.aclose()  # type: ignore[attr-defined]
+            await _close_quietly(stream)
         self._emit_parsed(n, parser.close())
         step.raw = cutter.text
         try:
             return _Reply(cutter.text, parser.result(), None)
         except ParseError as exc:
             return _Reply(cutter.text, None, str(exc))
+
+    def _absorb(self, n: int, step: TraceStep, chunk: ModelChunk) -> None:
+        """Everything in a chunk besides the reply text: notices, reasoning, usage."""
+        if chunk.notice:
+            self.trace.notices.append(chunk.notice)
+            self._emit(Notice("retrying", chunk.notice))
+        if chunk.reasoning:
+            step.reasoning += chunk.reasoning
+            self._emit(ReasoningDelta(n, chunk.reasoning))
+        if chunk.usage is not None:
+            usage = chunk.usage
+            step.prompt_tokens = (step.prompt_tokens or 0) + usage.prompt_tokens
+            step.completion_tokens = (step.completion_tokens or 0) + usage.completion_tokens
+            self._emit(UsageCounted(n, usage))
 
     def _emit_parsed(self, n: int, events: list[ThoughtText | AnswerText | ActionFound]) -> None:
         for event in events:
@@ -480,6 +491,61 @@ def _domain(url: str) -> str:
     return host.removeprefix("www.")
 
 
+async def _close_quietly(stream: AsyncIterator[ModelChunk]) -> None:
+    """Release an abandoned stream (and its HTTP connection) at once."""
+    aclose = getattr(stream, "aclose", None)
+    if aclose is not None:
+        with contextlib.suppress(Exception):
+            await aclose()
+
+
+class _StallWatchdog:
+    """Cancels the current task when no chunk arrived for ``seconds``; raises TimeoutError.
+
+    One timer per model call, re-armed only when it fires, instead of a new timeout per chunk
+    (a per-chunk ``asyncio.timeout`` was the largest single cost of the loop).
+    """
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.fired = False
+        self._loop = asyncio.get_running_loop()
+        self._last = 0.0
+        self._handle: asyncio.TimerHandle | None = None
+        self._task: asyncio.Task[object] | None = None
+        self._cancelling = 0
+
+    def __enter__(self) -> _StallWatchdog:
+        self._task = asyncio.current_task()
+        assert self._task is not None
+        self._cancelling = self._task.cancelling()
+        self.kick()
+        self._handle = self._loop.call_at(self._last + self.seconds, self._check)
+        return self
+
+    def kick(self) -> None:
+        self._last = self._loop.time()
+
+    def _check(self) -> None:
+        due = self._last + self.seconds
+        if self._loop.time() >= due:
+            self.fired = True
+            assert self._task is not None
+            self._task.cancel()
+        else:
+            self._handle = self._loop.call_at(due, self._check)
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object
+    ) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+        if self.fired and exc_type is asyncio.CancelledError:
+            assert self._task is not None
+            if self._task.uncancel() <= self._cancelling:
+                raise TimeoutError from exc
+
+
 class _StopCutter:
     """Cuts the reply at the first stop marker, for providers that ignore ``stop``.
 
@@ -489,6 +555,9 @@ class _StopCutter:
     def __init__(self, markers: Sequence[str]) -> None:
         self.markers = markers
         self._tail = max(len(m) for m in markers) - 1
+        firsts = {m[:1] for m in markers}
+        self._lead = firsts.pop() if len(firsts) == 1 else ""
+        """A character every marker starts with: chunks without it need no search."""
         self._parts: list[str] = []
         self._seen = 0
         self._recent = ""
@@ -501,7 +570,9 @@ class _StopCutter:
     def feed(self, chunk: str) -> str:
         """Returns the text to pass on; a marker straddling chunks is found too."""
         window = self._recent + chunk
-        cut = min((i for m in self.markers if (i := window.find(m)) != -1), default=-1)
+        cut = -1
+        if not self._lead or self._lead in window:
+            cut = min((i for m in self.markers if (i := window.find(m)) != -1), default=-1)
         start = self._seen - len(self._recent)
         self._parts.append(chunk)
         self._seen += len(chunk)
