@@ -1,0 +1,280 @@
+"""The slack-bolt app: listeners that ack at once and hand the work to tasks this bot owns.
+
+Flow of one question: a listener acks (``/ask`` with an ephemeral "working on it…"), claims
+the event once (``EventClaims``; Slack retries with ``X-Slack-Retry-Num`` are dropped here),
+checks access and the per-user cooldown, then a task posts the placeholder, starts the run
+and lets ``adapters.live.LiveMessage`` drive the message to its final state and the trace.
+
+``aclose`` stops the runs still going (their messages end in a visible "stopped" state) and
+awaits every task, so a shutdown never leaves a message saying "thinking" forever.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import deque
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any
+
+from slack_bolt.async_app import AsyncApp
+from slack_bolt.context.ack.async_ack import AsyncAck
+from slack_bolt.context.async_context import AsyncBoltContext
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+from slack_sdk.webhook.async_client import AsyncWebhookClient
+
+from adapters.live import EditPacer, LiveMessage, LiveStats, RunView
+from adapters.slack.payloads import Question, from_command, from_event
+from adapters.slack.render import SHUTDOWN, STOP_ACTION_ID, SlackRenderer, mention
+from adapters.slack.settings import SlackSettings
+from adapters.slack.surface import NotInChannel, SlackSurface, make_client, post_root
+from core.agent import Agent, Run
+from core.stores import EventClaims
+
+log = logging.getLogger(__name__)
+
+WORKING = ":hourglass_flowing_sand: Working on it…"
+INVITE = (
+    "I can't post in this channel because I'm not a member of it. "
+    "Invite me with `/invite @reactbot`, then ask again."
+)
+RESTARTING = "reactbot is restarting; ask again in a moment."
+USAGE = "Ask me something, for example: `/ask What is 17*23+4?`"
+
+
+@dataclass(slots=True)
+class _Active:
+    run: Run
+    asker: str
+    channel: str
+
+
+class SlackBot:
+    """Owns the bolt app, the per-channel pacer and every task it starts."""
+
+    def __init__(
+        self,
+        agent: Agent,
+        *,
+        claims: EventClaims,
+        settings: SlackSettings,
+        client: AsyncWebClient | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.agent = agent
+        self.claims = claims
+        self.settings = settings
+        self.client = client or make_client(settings)
+        self.pacer = EditPacer(settings.update_interval)
+        self.app = AsyncApp(
+            name="reactbot",
+            client=self.client,
+            signing_secret=settings.signing_secret or "",
+            request_verification_enabled=True,
+        )
+        self.stats: deque[LiveStats] = deque(maxlen=10_000)
+        """LiveMessage counters of finished runs (for benchmarks and diagnostics)."""
+        self._clock = clock
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._active: dict[str, _Active] = {}
+        self._last_asked: dict[str, float] = {}
+        self._closing = False
+        self._register()
+
+    # ---- listeners ------------------------------------------------------------------------
+    def _register(self) -> None:
+        async def on_command(ack: AsyncAck, command: dict[str, Any]) -> None:
+            await self._on_command(ack, command)
+
+        async def on_event(
+            ack: AsyncAck, body: dict[str, Any], event: dict[str, Any], context: AsyncBoltContext
+        ) -> None:
+            await ack()
+            self._spawn(self._on_event(body, event, context.bot_user_id))
+
+        async def on_stop(ack: AsyncAck, body: dict[str, Any], action: dict[str, Any]) -> None:
+            await ack()
+            self._spawn(self._on_stop(body, action))
+
+        self.app.command("/ask")(on_command)
+        self.app.event("app_mention")(on_event)
+        self.app.event("message")(on_event)  # DMs; everything else is filtered out
+        self.app.action(STOP_ACTION_ID)(on_stop)
+
+    async def _on_command(self, ack: AsyncAck, command: dict[str, Any]) -> None:
+        question = from_command(command)
+        if not await self.claims.claim(question.claim_key):
+            await ack()  # a duplicate delivery: the first one is being answered
+            return
+        refusal = self._refusal(question)
+        if refusal is not None:
+            await ack(text=refusal, response_type="ephemeral")
+            return
+        await ack(text=WORKING, response_type="ephemeral")
+        self._spawn(self._answer(question))
+
+    async def _on_event(
+        self, body: dict[str, Any], event: dict[str, Any], bot_user_id: str | None
+    ) -> None:
+        question = from_event(
+            event,
+            event_id=str(body.get("event_id", "")),
+            team=str(body.get("team_id", "")),
+            bot_user_id=bot_user_id,
+        )
+        if question is None:
+            return
+        if not await self.claims.claim(question.claim_key):
+            log.info("dropping a repeat delivery of %s", question.claim_key)
+            return
+        refusal = self._refusal(question)
+        if refusal is not None:
+            await self._tell(question, refusal)
+            return
+        await self._answer(question)
+
+    async def _on_stop(self, body: dict[str, Any], action: dict[str, Any]) -> None:
+        user = str(body.get("user", {}).get("id", ""))
+        active = self._active.get(str(action.get("value", "")))
+        if active is None:
+            return  # the run already ended; its message says so
+        if user != active.asker and user not in self.settings.admin_users:
+            await self._ephemeral(
+                active.channel, user, f"Only {mention(active.asker)} or an admin can stop this run."
+            )
+            return
+        active.run.cancel(by=user)
+
+    # ---- policy ---------------------------------------------------------------------------
+    def _refusal(self, question: Question) -> str | None:
+        """Why this question is not answered, said kindly; ``None`` to answer it."""
+        s = self.settings
+        admin = question.user in s.admin_users
+        if self._closing:
+            return RESTARTING
+        if not question.text:
+            return USAGE
+        if not admin and not self._channel_allowed(question):
+            where = ", ".join(f"<#{c}>" for c in sorted(s.allowed_channels))
+            return f"I only answer in {where} here."
+        if s.allowed_users and question.user not in s.allowed_users and not admin:
+            return "Sorry, you are not on the list of people who can ask reactbot here."
+        if len(self._active) >= s.max_concurrent_runs:
+            return "I'm answering a lot of questions right now; please ask again in a minute."
+        return None if admin else self._cooldown(question.user)
+
+    def _channel_allowed(self, question: Question) -> bool:
+        # DMs are not channels an admin lists; the user list still applies to them.
+        allowed = self.settings.allowed_channels
+        return not allowed or question.source == "dm" or question.channel in allowed
+
+    def _cooldown(self, user: str) -> str | None:
+        now = self._clock()
+        last = self._last_asked.get(user)
+        wait = self.settings.cooldown_seconds - (now - last) if last is not None else 0.0
+        if wait > 0:
+            return f"One question at a time: you can ask again in {max(1, round(wait))} s."
+        self._last_asked[user] = now
+        if len(self._last_asked) > 10_000:  # forget users whose cooldown is long over
+            cutoff = now - self.settings.cooldown_seconds
+            self._last_asked = {u: t for u, t in self._last_asked.items() if t > cutoff}
+        return None
+
+    # ---- answering ------------------------------------------------------------------------
+    async def _answer(self, question: Question) -> None:
+        placeholder = SlackRenderer().live(RunView(question=question.text, asker=question.user))
+        try:
+            root = await post_root(
+                self.client,
+                channel=question.channel,
+                thread_ts=question.thread_ts,
+                message=placeholder,
+            )
+        except NotInChannel:
+            await self._tell(question, INVITE)
+            return
+        run = self.agent.start(
+            question.text, conversation=question.conversation(root), user=question.user
+        )
+        if self._closing:  # shutdown began while the placeholder was being posted
+            run.cancel(by=SHUTDOWN)
+        await self._follow(question, run, root)
+
+    async def _follow(self, question: Question, run: Run, root: str) -> None:
+        self._active[run.trace.id] = _Active(run, question.user, question.channel)
+        surface = SlackSurface(
+            self.client, channel=question.channel, ts=root, thread_ts=question.thread_ts
+        )
+        live = LiveMessage(
+            surface,
+            SlackRenderer(run_id=run.trace.id),
+            self.pacer,
+            view=RunView(question=question.text, asker=question.user),
+            tick=max(1.0, self.settings.update_interval),
+        )
+        try:
+            await live.follow(run.events())
+        finally:
+            self._active.pop(run.trace.id, None)
+            self.stats.append(live.stats)
+            if not run.done:  # only when this task itself was cancelled mid-run
+                await run.aclose()
+
+    async def _tell(self, question: Question, text: str) -> None:
+        """An ephemeral note to the asker: via response_url for commands (works even where
+        the bot is not a member), chat.postEphemeral otherwise."""
+        if question.response_url:
+            try:
+                await AsyncWebhookClient(question.response_url).send(
+                    text=text, response_type="ephemeral"
+                )
+            except Exception:  # a lost courtesy note must not hide the original cause
+                log.exception("could not answer via response_url")
+            return
+        await self._ephemeral(question.channel, question.user, text, thread_ts=question.thread_ts)
+
+    async def _ephemeral(
+        self, channel: str, user: str, text: str, *, thread_ts: str | None = None
+    ) -> None:
+        try:
+            await self.client.chat_postEphemeral(
+                channel=channel, user=user, text=text, thread_ts=thread_ts
+            )
+        except SlackApiError as exc:
+            log.warning("ephemeral message to %s failed: %s", user, exc.response.get("error"))
+
+    # ---- tasks ----------------------------------------------------------------------------
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(self._guarded(work))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    @staticmethod
+    async def _guarded(work: Coroutine[Any, Any, None]) -> None:
+        try:
+            await work
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # one question's failure must not go unseen, nor stop the others
+            log.exception("a Slack task failed")
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._tasks)
+
+    async def aclose(self) -> None:
+        """Stop runs (their messages say so), then wait for every task, up to the grace."""
+        self._closing = True
+        for active in list(self._active.values()):
+            active.run.cancel(by=SHUTDOWN)
+        if self._tasks:
+            _, pending = await asyncio.wait(set(self._tasks), timeout=self.settings.shutdown_grace)
+            for task in pending:
+                task.cancel()
+            for task in pending:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task

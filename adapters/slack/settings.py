@@ -1,0 +1,38 @@
+"""The Slack adapter's own settings: plain values, filled in by ``bot.serve_slack``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+DEFAULT_API_BASE_URL = "https://slack.com/api/"
+
+
+@dataclass(frozen=True, slots=True)
+class SlackSettings:
+    bot_token: str
+    signing_secret: str | None = None
+    """Required in HTTP mode: every request's signature is checked with it."""
+    app_token: str | None = None
+    """Required in Socket Mode (``xapp-…``)."""
+    mode: Literal["socket", "http"] = "socket"
+    host: str = "0.0.0.0"
+    port: int = 3000
+    path: str = "/slack/events"
+    api_base_url: str | None = None
+    update_interval: float = 1.0
+    """Seconds between edits of messages in one channel."""
+    allowed_channels: frozenset[str] = frozenset()
+    """Empty: every channel (and DM) the bot is in."""
+    allowed_users: frozenset[str] = frozenset()
+    admin_users: frozenset[str] = frozenset()
+    cooldown_seconds: float = 5.0
+    shutdown_grace: float = 10.0
+    """Seconds to let stopped runs write their final state before shutdown cuts them off."""
+    max_concurrent_runs: int = 500
+
+    @property
+    def base_url(self) -> str:
+        """slack_sdk joins method names onto ``base_url`` with urljoin: it needs the slash."""
+        url = self.api_base_url or DEFAULT_API_BASE_URL
+        return url if url.endswith("/") else url + "/"

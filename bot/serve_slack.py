@@ -1,0 +1,38 @@
+"""``reactbot serve --platform slack``: maps the config onto the Slack adapter and runs it."""
+
+from __future__ import annotations
+
+from pydantic import SecretStr
+
+from adapters.slack.bot import SlackBot
+from adapters.slack.server import run
+from adapters.slack.settings import SlackSettings
+from bot.app import App
+from bot.config import Config
+
+
+def slack_settings(config: Config) -> SlackSettings:
+    slack, secrets = config.slack, config.secrets
+
+    def reveal(value: SecretStr | None) -> str | None:
+        return value.get_secret_value() if value is not None else None
+
+    return SlackSettings(
+        bot_token=reveal(secrets.slack_bot_token) or "",
+        signing_secret=reveal(secrets.slack_signing_secret),
+        app_token=reveal(secrets.slack_app_token),
+        mode=slack.mode,
+        port=slack.port,
+        api_base_url=slack.api_base_url,
+        update_interval=slack.update_interval,
+        allowed_channels=frozenset(slack.allowed_channels),
+        allowed_users=frozenset(slack.allowed_users),
+        admin_users=frozenset(slack.admin_users),
+        cooldown_seconds=slack.cooldown_seconds,
+    )
+
+
+async def serve_slack(app: App) -> None:
+    """Runs until cancelled; on cancel, in-flight answers end in a final state first."""
+    bot = SlackBot(app.agent, claims=app.claims, settings=slack_settings(app.config))
+    await run(bot)

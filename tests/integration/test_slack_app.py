@@ -1,0 +1,453 @@
+"""The Slack bot end to end: the real bolt app served over HTTP on a free port, signed
+requests posted to it, its Web API client pointed at a local fake Slack, scripted models."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import time
+import urllib.parse
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+import aiohttp
+import pytest
+from slack_sdk.signature import SignatureVerifier
+
+from adapters.slack.bot import INVITE, SlackBot
+from adapters.slack.render import STOP_ACTION_ID
+from adapters.slack.server import HttpServer
+from adapters.slack.settings import SlackSettings
+from core.agent import Agent, AgentSettings
+from core.errors import ModelError
+from core.history import InMemoryHistoryStore
+from core.llm import Usage
+from core.scripted import ScriptedModel, Turn
+from core.stores import InMemoryEventClaims, InMemoryLocks, InMemoryTraceStore
+from core.tools import FunctionTool, ToolRegistry
+from tests.fakes.slack_server import BOT_USER_ID, TEAM_ID, FakeSlack, Message, message_text
+
+SECRET = "test-signing-secret-0123456789"
+INTERVAL = 0.25
+ASKER = "U1ADA"
+CHANNEL = "C1GENERAL"
+
+
+async def calculate(arg: str) -> str:
+    await asyncio.sleep(0.3)  # long enough for the live message to show the Action
+    return {"17*23": "391"}.get(arg.replace(" ", ""), "42")
+
+
+@dataclass
+class Harness:
+    fake: FakeSlack
+    bot: SlackBot
+    model: ScriptedModel
+    url: str
+    session: aiohttp.ClientSession
+    _triggers: int = 0
+
+    async def post(self, body: str, content_type: str, **headers: str) -> tuple[int, str, float]:
+        timestamp = str(int(time.time()))
+        signature = SignatureVerifier(SECRET).generate_signature(timestamp=timestamp, body=body)
+        sent = {
+            "Content-Type": content_type,
+            "X-Slack-Request-Timestamp": timestamp,
+            "X-Slack-Signature": signature or "",
+            **headers,
+        }
+        started = time.monotonic()
+        async with self.session.post(self.url, data=body.encode(), headers=sent) as response:
+            text = await response.text()
+        return response.status, text, time.monotonic() - started
+
+    async def ask(
+        self, text: str, *, user: str = ASKER, channel: str = CHANNEL
+    ) -> tuple[int, str, float]:
+        self._triggers += 1
+        form = {
+            "command": "/ask",
+            "text": text,
+            "user_id": user,
+            "user_name": "ada",
+            "channel_id": channel,
+            "team_id": TEAM_ID,
+            "trigger_id": f"trigger-{self._triggers}",
+            "response_url": self.fake.response_url(f"cmd{self._triggers}"),
+        }
+        return await self.post(urllib.parse.urlencode(form), "application/x-www-form-urlencoded")
+
+    async def event(
+        self, event: dict[str, Any], *, event_id: str, **headers: str
+    ) -> tuple[int, str, float]:
+        body = {
+            "token": "legacy",
+            "team_id": TEAM_ID,
+            "api_app_id": "A1",
+            "type": "event_callback",
+            "event_id": event_id,
+            "event_time": int(time.time()),
+            "event": {"team": TEAM_ID, "event_ts": event.get("ts", "1.0"), **event},
+            "authorizations": [{"team_id": TEAM_ID, "user_id": BOT_USER_ID, "is_bot": True}],
+        }
+        return await self.post(json.dumps(body), "application/json", **headers)
+
+    async def press_stop(self, run_id: str, *, user: str) -> tuple[int, str, float]:
+        payload = {
+            "type": "block_actions",
+            "user": {"id": user},
+            "team": {"id": TEAM_ID},
+            "channel": {"id": CHANNEL},
+            "trigger_id": "press",
+            "api_app_id": "A1",
+            "container": {"type": "message", "channel_id": CHANNEL},
+            "actions": [
+                {
+                    "type": "button",
+                    "action_id": STOP_ACTION_ID,
+                    "block_id": "b",
+                    "value": run_id,
+                    "action_ts": "1",
+                }
+            ],
+        }
+        body = urllib.parse.urlencode({"payload": json.dumps(payload)})
+        return await self.post(body, "application/x-www-form-urlencoded")
+
+    async def settled(self) -> None:
+        """Every task the bot started has ended (final edits and trace posts included)."""
+        await eventually(lambda: self.bot.in_flight == 0)
+
+    def root(self, channel: str = CHANNEL) -> Message:
+        roots = self.fake.roots(channel)
+        assert len(roots) == 1, roots
+        return roots[0]
+
+
+async def eventually(predicate: Callable[[], bool], *, within: float = 10.0) -> None:
+    async with asyncio.timeout(within):
+        while not predicate():  # noqa: ASYNC110 - polls state owned by the bot and the fake
+            await asyncio.sleep(0.01)
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeSlack]:
+    async with FakeSlack() as server:
+        yield server
+
+
+@pytest.fixture
+async def make(fake: FakeSlack) -> AsyncIterator[Callable[..., Any]]:
+    """``await make(turns, **settings)`` -> a served Harness; torn down after the test."""
+    opened: list[tuple[HttpServer, SlackBot, aiohttp.ClientSession]] = []
+
+    async def build(turns: list[Turn | str], **overrides: Any) -> Harness:
+        model = ScriptedModel(turns)
+        tools = ToolRegistry()
+        tools.add(
+            FunctionTool("calculate", calculate, description="arithmetic", example="calculate[1+1]")
+        )
+        agent = Agent(
+            model,
+            tools,
+            history=InMemoryHistoryStore(),
+            traces=InMemoryTraceStore(),
+            locks=InMemoryLocks(),
+            settings=AgentSettings(model_timeout=5.0, deadline=20.0),
+        )
+        settings = SlackSettings(
+            bot_token="xoxb-test",
+            signing_secret=SECRET,
+            mode="http",
+            host="127.0.0.1",
+            port=0,
+            api_base_url=fake.base_url,
+            update_interval=INTERVAL,
+            admin_users=frozenset({"UADMIN"}),
+            cooldown_seconds=0.0,
+            shutdown_grace=3.0,
+        )
+        settings = replace(settings, **overrides)
+        bot = SlackBot(agent, claims=InMemoryEventClaims(), settings=settings)
+        server = HttpServer(bot, host="127.0.0.1", port=0, path=settings.path)
+        port = await server.start()
+        session = aiohttp.ClientSession()
+        opened.append((server, bot, session))
+        return Harness(fake, bot, model, f"http://127.0.0.1:{port}/slack/events", session)
+
+    yield build
+    for server, bot, session in opened:
+        await server.stop()
+        await bot.aclose()
+        await session.close()
+
+
+def tool_then_answer(answer: str = "17*23 = 391.", *, delay: float = 0.0) -> list[Turn | str]:
+    return [
+        Turn(
+            "Thought: This is arithmetic; I will use the calculator.\nAction: calculate[17*23]",
+            chunk_size=6,
+            delay=delay,
+            usage=Usage(50, 12),
+        ),
+        Turn(
+            f"Thought: I have the result.\nAction: finish[{answer}]",
+            chunk_size=6,
+            delay=delay,
+            usage=Usage(70, 10),
+        ),
+    ]
+
+
+# ---- the happy path -----------------------------------------------------------------------
+
+
+async def test_slash_command_acks_at_once_and_the_message_goes_live_to_the_answer(
+    make: Any,
+) -> None:
+    # Two runs share one scripted model and take turns in call order: script both alike.
+    tool, finish = tool_then_answer(delay=0.03)
+    h: Harness = await make([tool, tool, finish, finish])
+    status, body, seconds = await h.ask("What is 17*23?")
+    assert status == 200 and seconds < 1.0
+    assert json.loads(body)["text"].startswith(":hourglass_flowing_sand: Working on it")
+    await eventually(lambda: len(h.fake.roots()) == 1)
+    await asyncio.sleep(0.3)  # the first model stream is running now
+    status, _, seconds = await h.ask("Again?", user="U2BOB")
+    assert status == 200 and seconds < 1.0, "an ack must not wait for a streaming model"
+    await h.settled()
+
+    first = h.fake.roots(CHANNEL)[0]
+    assert first.blocks[0]["text"]["text"] == "*<@U1ADA> asked:* What is 17*23?"
+    seen = [
+        message_text(Message(first.channel, first.ts, t, b, None)) for _, t, b in first.versions
+    ]
+    assert any(
+        "*Thought:*" in s and STOP_ACTION_ID in json.dumps(b)
+        for s, (_, _, b) in zip(seen, first.versions, strict=True)
+    )
+    assert any("*Action:* `calculate[17*23]`" in s and "calculating" in s for s in seen)
+    assert any("1 · *calculate* `17*23` → 391" in s for s in seen)
+    final = message_text(first)
+    assert "17*23 = 391." in final and "2 steps" in final and "142 tokens" in final
+    assert STOP_ACTION_ID not in json.dumps(first.blocks)
+
+    replies = h.fake.replies(CHANNEL, first.ts)
+    texts = [message_text(m) for m in replies]
+    assert "*Question*" in texts[0]
+    assert any("*Step 1*" in t and "calculate" in t and "391" in t for t in texts)
+    assert "*Totals*" in texts[-1]
+    complete = h.fake.calls("files.completeUploadExternal")
+    assert complete and complete[0].args.get("thread_ts") in (first.ts, None)
+    assert any(b'"question": "What is 17*23?"' in data for data in h.fake.uploads.values())
+    h.model.assert_complete()
+
+
+async def test_updates_in_one_channel_keep_the_interval(make: Any) -> None:
+    h: Harness = await make(
+        tool_then_answer(delay=0.02) + tool_then_answer(delay=0.02), cooldown_seconds=0
+    )
+    await h.ask("one")
+    await h.ask("two", user="U2BOB")
+    await h.settled()
+    times = [c.at for c in h.fake.calls("chat.update") if c.args["channel"] == CHANNEL]
+    assert len(times) >= 4
+    gaps = [b - a for a, b in itertools.pairwise(times)]
+    assert min(gaps) >= INTERVAL - 0.05, gaps
+
+
+async def test_thread_mention_continues_the_conversation_in_the_thread(make: Any) -> None:
+    h: Harness = await make(
+        ["Thought: easy.\nAction: finish[It is 4.]", "Thought: yes.\nAction: finish[Then 8.]"]
+    )
+    await h.ask("What is 2+2?")
+    await h.settled()
+    root = h.root()
+    mention = {
+        "type": "app_mention",
+        "channel": CHANNEL,
+        "user": ASKER,
+        "ts": "1800000000.1",
+        "thread_ts": root.ts,
+        "text": f"<@{BOT_USER_ID}> and doubled?",
+    }
+    status, _, _ = await h.event(mention, event_id="EvThread")
+    assert status == 200
+    await h.settled()
+    in_thread = [m for m in h.fake.replies(CHANNEL, root.ts) if "Then 8." in message_text(m)]
+    assert in_thread, "the follow-up is answered in the thread"
+    second_prompt = h.model.calls[1].messages
+    assert any(m["content"] == "It is 4." for m in second_prompt), "history of the thread is used"
+    assert len(h.fake.roots(CHANNEL)) == 1
+
+
+async def test_direct_message_answered_and_bot_or_edited_messages_ignored(make: Any) -> None:
+    h: Harness = await make(["Thought: hi.\nAction: finish[Hello!]"])
+    base = {
+        "type": "message",
+        "channel": "D1",
+        "channel_type": "im",
+        "user": ASKER,
+        "ts": "5.1",
+        "text": "hi",
+    }
+    await h.event({**base, "bot_id": "BOTHER"}, event_id="EvBot")
+    await h.event({**base, "subtype": "message_changed"}, event_id="EvEdit")
+    await h.event({**base, "user": BOT_USER_ID}, event_id="EvSelf")
+    await h.event(base, event_id="EvDm")
+    await h.settled()
+    assert len(h.fake.roots("D1")) == 1 and "Hello!" in message_text(h.fake.roots("D1")[0])
+    h.model.assert_complete()
+
+
+# ---- delivery guarantees ------------------------------------------------------------------
+
+
+async def test_a_retried_event_is_answered_once(make: Any) -> None:
+    h: Harness = await make(["Thought: ok.\nAction: finish[Once.]"])
+    mention = {
+        "type": "app_mention",
+        "channel": CHANNEL,
+        "user": ASKER,
+        "ts": "1.1",
+        "text": f"<@{BOT_USER_ID}> hi",
+    }
+    first, _, _ = await h.event(mention, event_id="EvSame")
+    again, _, _ = await h.event(
+        mention,
+        event_id="EvSame",
+        **{"X-Slack-Retry-Num": "1", "X-Slack-Retry-Reason": "http_timeout"},
+    )
+    assert (first, again) == (200, 200)
+    await h.settled()
+    assert len(h.fake.roots(CHANNEL)) == 1
+    h.model.assert_complete()
+
+
+async def test_rate_limit_is_honoured_and_the_final_state_still_arrives(make: Any) -> None:
+    h: Harness = await make(tool_then_answer(delay=0.02))
+    h.fake.fail("chat.update", "ratelimited", status=429, retry_after=1)
+    await h.ask("What is 17*23?")
+    await h.settled()
+    updates = h.fake.calls("chat.update")
+    limited = [c for c in updates if c.status == 429]
+    assert len(limited) == 1
+    after = [c for c in updates if c.at > limited[0].at]
+    assert after and after[0].at - limited[0].at >= 0.95, "Retry-After: 1 was not honoured"
+    assert "17*23 = 391." in message_text(h.root())
+    assert h.bot.pacer.rate_limited == 1
+
+
+async def test_msg_too_long_is_retried_shorter(make: Any) -> None:
+    h: Harness = await make(["Thought: ok.\nAction: finish[Short answer.]"])
+    h.fake.fail("chat.update", "msg_too_long", times=1)
+    await h.ask("q")
+    await h.settled()
+    failed = h.fake.calls("chat.update", ok=False)
+    assert [c.error for c in failed] == ["msg_too_long"]
+    assert "Short answer." in message_text(h.root())
+
+
+# ---- requests that must be refused --------------------------------------------------------
+
+
+async def test_bad_and_malformed_signatures_get_401(make: Any) -> None:
+    h: Harness = await make([])
+    body = urllib.parse.urlencode({"command": "/ask", "text": "x", "trigger_id": "t"})
+    form = "application/x-www-form-urlencoded"
+    cases = [
+        {"X-Slack-Request-Timestamp": str(int(time.time())), "X-Slack-Signature": "v0=" + "0" * 64},
+        {"X-Slack-Request-Timestamp": "abc", "X-Slack-Signature": "v0=" + "0" * 64},
+        {"X-Slack-Request-Timestamp": str(int(time.time())), "X-Slack-Signature": "garbage"},
+        {},
+    ]
+    for headers in cases:
+        async with h.session.post(
+            h.url, data=body, headers={"Content-Type": form, **headers}
+        ) as response:
+            assert response.status == 401, headers
+    assert not h.fake.calls("chat.postMessage")
+
+
+async def test_not_in_channel_tells_how_to_invite(make: Any) -> None:
+    h: Harness = await make([])
+    h.fake.not_joined.add("CPRIVATE")
+    status, _, _ = await h.ask("hello?", channel="CPRIVATE")
+    assert status == 200
+    await h.settled()
+    assert [body["text"] for _, body in h.fake.responses] == [INVITE]
+    assert "/invite @reactbot" in INVITE
+
+
+async def test_access_control_and_cooldown_answer_kindly(make: Any) -> None:
+    h: Harness = await make(
+        ["Thought: ok.\nAction: finish[Fine.]"],
+        cooldown_seconds=30.0,
+        allowed_users=frozenset({ASKER}),
+    )
+    _, refused, _ = await h.ask("let me in", user="UOTHER")
+    assert "not on the list" in json.loads(refused)["text"]
+    _, first, _ = await h.ask("one")
+    _, second, _ = await h.ask("two")
+    assert "Working on it" in json.loads(first)["text"]
+    assert "ask again in 30 s" in json.loads(second)["text"]
+    await h.settled()
+    h.model.assert_complete()
+
+
+# ---- final states -------------------------------------------------------------------------
+
+
+async def test_model_failure_ends_in_a_visible_error_state(make: Any) -> None:
+    h: Harness = await make(
+        [Turn(error=ModelError("The model provider is unavailable (HTTP 503)."))]
+    )
+    await h.ask("q")
+    await h.settled()
+    final = message_text(h.root())
+    assert ":x: The model provider is unavailable (HTTP 503)." in final
+    assert STOP_ACTION_ID not in json.dumps(h.root().blocks)
+
+
+async def test_stop_button_only_for_the_asker_or_an_admin(make: Any) -> None:
+    h: Harness = await make(
+        [Turn("Thought: thinking very hard about this", chunk_size=4, stall_after=3)]
+    )
+    await h.ask("a hard one")
+    await eventually(lambda: bool(h.bot._active))
+    run_id = next(iter(h.bot._active))
+    await eventually(lambda: any(STOP_ACTION_ID in json.dumps(m.blocks) for m in h.fake.roots()))
+    status, _, _ = await h.press_stop(run_id, user="U2BOB")
+    assert status == 200
+    await eventually(lambda: bool(h.fake.calls("chat.postEphemeral")))
+    assert "Only <@U1ADA> or an admin" in h.fake.calls("chat.postEphemeral")[0].args["text"]
+    assert h.bot._active, "a stranger's press does not stop the run"
+    await h.press_stop(run_id, user=ASKER)
+    await h.settled()
+    assert "Stopped by <@U1ADA> after step 1." in message_text(h.root())
+
+
+async def test_model_output_cannot_ping_the_channel(make: Any) -> None:
+    h: Harness = await make(
+        ["Thought: <!here> look <@U999>\nAction: finish[<!channel> everyone & <!everyone>]"]
+    )
+    await h.ask("ping?")
+    await h.settled()
+    assert "&lt;!channel&gt; everyone &amp; &lt;!everyone&gt;" in message_text(h.root())
+    for call in h.fake.records:
+        dumped = json.dumps(call.args)
+        for ping in ("<!channel>", "<!here>", "<!everyone>", "<@U999>"):
+            assert ping not in dumped, (call.method, ping)
+
+
+async def test_shutdown_stops_running_answers_visibly(make: Any) -> None:
+    h: Harness = await make([Turn("Thought: slow", chunk_size=2, stall_after=1)])
+    await h.ask("q")
+    await eventually(lambda: bool(h.bot._active))
+    await h.bot.aclose()
+    assert h.bot.in_flight == 0
+    assert "restarting" in message_text(h.root())
+    _, body, _ = await h.ask("after")
+    assert "restarting" in json.loads(body)["text"]
