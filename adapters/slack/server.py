@@ -91,9 +91,9 @@ async def run_socket(bot: SlackBot) -> None:
     if not bot.settings.app_token:
         raise ValueError("Socket Mode needs the app-level token (SLACK_APP_TOKEN)")
     handler = AsyncSocketModeHandler(bot.app, bot.settings.app_token)
-    await handler.connect_async()  # type: ignore[no-untyped-call]
-    log.info("Slack Socket Mode: connected")
     try:
+        await handler.connect_async()  # type: ignore[no-untyped-call]
+        log.info("Slack Socket Mode: connected")
         await asyncio.Event().wait()
     finally:
         await handler.close_async()  # type: ignore[no-untyped-call]

@@ -1,0 +1,90 @@
+"""``serve_slack``: config mapped onto the adapter, HTTP mode served until cancelled,
+and Socket Mode built (connecting needs Slack itself, so only construction is checked)."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+
+import aiohttp
+import pytest
+from pydantic import SecretStr
+
+from adapters.slack.bot import SlackBot
+from adapters.slack.settings import SlackSettings
+from bot.app import App
+from bot.config import Config, Secrets, SlackConfig
+from bot.serve_slack import serve_slack, slack_settings
+from core.stores import InMemoryEventClaims
+from tests.fakes.slack_server import FakeSlack
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def config(*, port: int, base_url: str) -> Config:
+    return Config(
+        slack=SlackConfig(
+            mode="http",
+            port=port,
+            api_base_url=base_url.rstrip("/"),
+            update_interval=0.5,
+            allowed_channels=("C1",),
+            admin_users=("UADMIN",),
+            cooldown_seconds=2.0,
+        ),
+        secrets=Secrets(
+            slack_bot_token=SecretStr("xoxb-test"), slack_signing_secret=SecretStr("shh")
+        ),
+    )
+
+
+def test_config_maps_onto_the_adapter_settings() -> None:
+    settings = slack_settings(config(port=3999, base_url="http://127.0.0.1:1/api"))
+    assert settings.bot_token == "xoxb-test" and settings.signing_secret == "shh"
+    assert settings.base_url == "http://127.0.0.1:1/api/"  # slack_sdk needs the slash
+    assert (settings.mode, settings.port, settings.update_interval) == ("http", 3999, 0.5)
+    assert settings.allowed_channels == frozenset({"C1"})
+    assert settings.admin_users == frozenset({"UADMIN"})
+
+
+async def test_http_mode_serves_until_cancelled_then_shuts_down_cleanly() -> None:
+    port = free_port()
+    async with FakeSlack() as fake:
+        app = App.create(config(port=port, base_url=fake.base_url))
+        task = asyncio.get_running_loop().create_task(serve_slack(app))
+        try:
+            async with aiohttp.ClientSession() as session:
+                for _ in range(200):
+                    try:
+                        async with session.get(f"http://127.0.0.1:{port}/healthz") as response:
+                            assert response.status == 200
+                            break
+                    except aiohttp.ClientConnectionError:
+                        await asyncio.sleep(0.02)
+                else:
+                    pytest.fail("the HTTP server did not come up")
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+        finally:
+            await app.aclose()
+
+
+async def test_socket_mode_handler_is_built_from_the_app_token() -> None:
+    from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
+
+    app = App.create(Config())
+    try:
+        settings = SlackSettings(bot_token="xoxb-test", app_token="xapp-test", mode="socket")
+        bot = SlackBot(app.agent, claims=InMemoryEventClaims(), settings=settings)
+        handler = AsyncSocketModeHandler(bot.app, settings.app_token)
+        assert handler.client.app_token == "xapp-test"
+        assert handler.client.web_client is bot.client  # same base_url and retry handlers
+        await handler.close_async()  # type: ignore[no-untyped-call]  # closes its session
+        await bot.aclose()
+    finally:
+        await app.aclose()
