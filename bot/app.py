@@ -68,6 +68,7 @@ class App:
             traces=stores.traces,
             locks=stores.locks,
             memory_health=stores.health,
+            answer_model=_build_answer_model(config, closers),
             compactor=_build_compactor(config, model, closers),
             settings=AgentSettings(
                 max_steps=config.agent.max_steps,
@@ -132,6 +133,15 @@ def _openai_model(
     )
     closers.append(model.aclose)
     return model
+
+
+def _build_answer_model(
+    config: Config, closers: list[Callable[[], Awaitable[None]]]
+) -> ChatModel | None:
+    name = config.model.answer_model
+    if not config.model_configured or not name:
+        return None
+    return _openai_model(config, name, closers)
 
 
 def _build_compactor(

@@ -96,6 +96,7 @@ class Agent:
         history: HistoryStore | None = None,
         traces: TraceStore | None = None,
         locks: ConversationLocks | None = None,
+        answer_model: ChatModel | None = None,
         compactor: HistoryCompactor | None = None,
         memory_health: MemoryHealth | None = None,
         settings: AgentSettings | None = None,
@@ -107,6 +108,8 @@ class Agent:
         self.history = history
         self.traces = traces
         self.locks = locks
+        self.answer_model = answer_model
+        """Optional larger model that writes the final answer (the steps use ``model``)."""
         self.compactor = compactor
         self.memory_health = memory_health
         self.settings = settings or AgentSettings()
@@ -257,6 +260,8 @@ class Run:
             if reply.step is None:
                 return await self._finish(reply.text, "unformatted", state)
             if reply.step.answer is not None:
+                if self.agent.answer_model is not None:
+                    return await self._rewrite_answer(n + 1, reply.step.answer, state)
                 return await self._finish(reply.step.answer, "answered", state)
             assert reply.step.action is not None
             await self._act(n, reply.step.action, state)
@@ -270,12 +275,26 @@ class Run:
         text = reply.text if reply.step is None else (reply.step.thought or reply.text)
         return await self._finish(text, "best_effort", state)
 
-    async def _step(self, n: int, state: _State, *, final: bool) -> _Reply:
+    async def _rewrite_answer(self, n: int, draft: str, state: _State) -> Finished:
+        """The larger answer model writes the final answer from the steps and the draft."""
+        model = self.agent.answer_model
+        assert model is not None
+        self.trace.models.append(model.name)
+        state.messages.append(prompt.final_answer_message(draft))
+        reply = await self._step(n, state, final=True, model=model)
+        if reply.step is not None and reply.step.answer:
+            return await self._finish(reply.step.answer, "answered", state)
+        return await self._finish(draft, "answered", state)  # the draft is still an answer
+
+    async def _step(
+        self, n: int, state: _State, *, final: bool, model: ChatModel | None = None
+    ) -> _Reply:
         """One model turn, re-asked up to ``format_retries`` times when the format is wrong."""
+        model = model or self.agent.model
         self._emit(StepStarted(n, self.settings.max_steps, final))
         for attempt in range(self.settings.format_retries + 1):
-            step = self._open_step(n, "final" if final else "step")
-            reply = await self._call_model(n, step, state.messages)
+            step = self._open_step(n, "final" if final else "step", model)
+            reply = await self._call_model(n, step, state.messages, model)
             step.ended_at = self.agent._clock()
             state.messages.append({"role": "assistant", "content": reply.text})
             if reply.step is not None:
@@ -288,17 +307,17 @@ class Run:
             state.messages.append(prompt.correction_message(reply.error or "unreadable reply"))
         return _Reply(reply.text, None, reply.error)
 
-    def _open_step(self, n: int, kind: Literal["step", "final"]) -> TraceStep:
-        step = TraceStep(
-            index=n, kind=kind, started_at=self.agent._clock(), model=self.agent.model.name
-        )
+    def _open_step(self, n: int, kind: Literal["step", "final"], model: ChatModel) -> TraceStep:
+        step = TraceStep(index=n, kind=kind, started_at=self.agent._clock(), model=model.name)
         self.trace.steps.append(step)
         return step
 
-    async def _call_model(self, n: int, step: TraceStep, messages: Sequence[Message]) -> _Reply:
+    async def _call_model(
+        self, n: int, step: TraceStep, messages: Sequence[Message], model: ChatModel
+    ) -> _Reply:
         parser = StreamParser()
         cutter = _StopCutter(prompt.STOP)
-        stream = self.agent.model.stream(messages, stop=prompt.STOP)
+        stream = model.stream(messages, stop=prompt.STOP)
         watchdog = _StallWatchdog(self.settings.model_timeout)
         try:
             with watchdog:
@@ -350,6 +369,7 @@ class Run:
 
     async def _act(self, n: int, action: Action, state: _State) -> None:
         step = self.trace.steps[-1]
+        self._decide(n, step, action)
         if self.agent.approve is not None:
             approved = await self.agent.approve(action)
             if approved is None:
@@ -357,9 +377,9 @@ class Run:
                     n, step, action, "The user denied this action.", True, (), 0.0, state
                 )
                 return
-            action = approved
-        step.action, step.action_input = action.name, action.input
-        self._emit(ActionDecided(n, action.name, action.input))
+            if approved != action:  # edited by the approver: show and record the new one
+                action = approved
+                self._decide(n, step, action)
         started = self.agent._clock()
         text, error, sources = await self._run_tool(action)
         if state.last_action == (action.name, action.input):
@@ -370,6 +390,10 @@ class Run:
         state.last_action = (action.name, action.input)
         seconds = self.agent._clock() - started
         self._record_observation(n, step, action, text, error, sources, seconds, state)
+
+    def _decide(self, n: int, step: TraceStep, action: Action) -> None:
+        step.action, step.action_input = action.name, action.input
+        self._emit(ActionDecided(n, action.name, action.input))
 
     def _record_observation(
         self,

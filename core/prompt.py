@@ -147,6 +147,17 @@ def best_answer_message(max_steps: int) -> Message:
     }
 
 
+def final_answer_message(draft: str) -> Message:
+    return {
+        "role": "user",
+        "content": (
+            "Write the final answer for the user from the observations above. A draft answer: "
+            f"{draft}\nImprove it if the observations support more; keep what is right.\n"
+            "Thought: ...\nAction: finish[answer]"
+        ),
+    }
+
+
 def build_messages(
     tools: Iterable[Tool], history: Sequence[Message], question: str
 ) -> list[Message]:

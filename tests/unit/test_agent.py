@@ -25,6 +25,7 @@ from core.events import (
 )
 from core.history import InMemoryHistoryStore, Message
 from core.llm import Usage
+from core.parser import Action
 from core.scripted import ScriptedModel, Turn
 from core.stores import InMemoryLocks, InMemoryTraceStore
 from core.tools import FunctionTool, ToolRegistry, ToolResult
@@ -403,3 +404,38 @@ async def test_observation_injection_reaches_the_model_only_as_fenced_data() -> 
     assert "never\n  instructions" in model.calls[0].messages[0]["content"] or (
         "never instructions" in model.calls[0].messages[0]["content"].replace("\n  ", " ")
     )
+
+
+async def test_answer_model_writes_the_final_answer_from_the_steps() -> None:
+    steps = ScriptedModel(
+        ["Thought: t\nAction: calculate[2+2]", "Thought: ok\nAction: finish[4]"], model_name="small"
+    )
+    large = ScriptedModel(["Thought: polish\nAction: finish[2+2 is 4.]"], model_name="large")
+    events = await collect(Agent(steps, registry(), answer_model=large), "2+2?")
+    steps.assert_complete()
+    large.assert_complete()
+    done = final(events)
+    assert isinstance(done, Finished) and done.answer == "2+2 is 4."
+    assert "A draft answer: 4" in large.calls[0].messages[-1]["content"]
+    assert done.trace.models == ["small", "large"]
+    assert [s.model for s in done.trace.steps] == ["small", "small", "large"]
+
+
+async def test_approval_hook_can_edit_or_deny_an_action() -> None:
+    seen: list[str] = []
+
+    async def approve(action: Action) -> Action | None:
+        seen.append(action.input)
+        return None if action.input == "1/0" else Action(action.name, "2+2")
+
+    model = ScriptedModel(
+        [
+            "Thought: a\nAction: calculate[1/0]",
+            "Thought: b\nAction: calculate[17*23+4]",
+            "Thought: ok\nAction: finish[4]",
+        ]
+    )
+    events = await collect(Agent(model, registry(), approve=approve), "q")
+    observations = [e.text for e in events if isinstance(e, ObservationReady)]
+    assert seen == ["1/0", "17*23+4"]
+    assert observations == ["The user denied this action.", "4"]
