@@ -57,7 +57,9 @@ class ScriptedModel:
         stop: Sequence[str],
         tools: Sequence[ToolSpec] | None = None,
     ) -> AsyncIterator[ModelChunk]:
-        self.calls.append(Call([dict(m) for m in messages], list(stop)))  # type: ignore[misc]
+        self.calls.append(
+            Call([Message(role=m["role"], content=m["content"]) for m in messages], list(stop))
+        )
         index = len(self.calls) - 1
         if index >= len(self.turns):
             raise AssertionError(
