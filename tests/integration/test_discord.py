@@ -1,0 +1,333 @@
+"""The real discord.py client against the local fake Discord (REST + gateway over real HTTP).
+
+A scripted model drives the agent; events are injected as raw gateway payloads; assertions
+read the REST calls the fake recorded, with their times.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+# discord.py 2.7 imports the deprecated audioop module; the suite turns warnings into errors.
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", DeprecationWarning)
+    import discord  # noqa: F401
+
+import asyncio
+import contextlib
+import itertools
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field, replace
+
+from adapters.discord.client import ReactBot, create_bot
+from adapters.discord.cog import Live, Services
+from adapters.discord.settings import DiscordSettings
+from core.agent import Agent
+from core.errors import ModelUnavailable
+from core.history import InMemoryHistoryStore
+from core.llm import Usage
+from core.scripted import ScriptedModel, Turn
+from core.stores import InMemoryEventClaims, InMemoryLocks, InMemoryTraceStore
+from core.tools import FunctionTool, ToolRegistry
+from tests.fakes.discord_server import CHANNEL_ID, ROLE_ID, Call, FakeDiscord
+
+INTERVAL = 0.25
+TOLERANCE = 0.05
+
+CALC_THEN_ANSWER = [
+    Turn(
+        "Thought: This is arithmetic; I will use the calculator.\nAction: calculate[17*23+4]",
+        chunk_size=6,
+        delay=0.03,
+        usage=Usage(500, 40),
+    ),
+    Turn("Thought: I have the result.\nAction: finish[17*23+4 = 395]", chunk_size=6, delay=0.03),
+]
+
+
+@dataclass
+class Harness:
+    fake: FakeDiscord
+    bot: ReactBot
+    model: ScriptedModel
+    history: InMemoryHistoryStore
+    traces: InMemoryTraceStore
+    lives: list[Live] = field(default_factory=list)
+
+    async def mention(self, text: str, **kw: object) -> dict[str, object]:
+        payload = self.fake.message_create(text, **kw)  # type: ignore[arg-type]
+        await self.fake.dispatch("MESSAGE_CREATE", payload)
+        return payload
+
+    async def finished(self, count: int = 1, *, within: float = 10.0) -> None:
+        """Wait until ``count`` runs posted their trace totals."""
+        await self.fake.wait_for_calls(_is_totals, count, within=within)
+
+    def edits(self, message_id: object) -> list[Call]:
+        return [
+            c for c in self.fake.calls_to("PATCH", f"/messages/{message_id}") if c.status == 200
+        ]
+
+    def placeholder(self) -> Call:
+        return next(
+            c for c in self.fake.calls_to("POST", "/messages") if "Starting" in content_of(c)
+        )
+
+
+def content_of(call: Call) -> str:
+    return str(call.json.get("content") or "") if isinstance(call.json, dict) else ""
+
+
+def _is_totals(call: Call) -> bool:
+    return call.method == "POST" and content_of(call).startswith("**Totals**")
+
+
+async def calculate(arg: str) -> str:
+    return "395"
+
+
+def tools() -> ToolRegistry:
+    registry = ToolRegistry()
+    registry.add(FunctionTool("calculate", calculate, description="math", example="calculate[1+1]"))
+    return registry
+
+
+@contextlib.asynccontextmanager
+async def running(turns: list[Turn | str], **settings: object) -> AsyncIterator[Harness]:
+    fake = FakeDiscord()
+    fake.add_channel(CHANNEL_ID)
+    await fake.start()
+    model = ScriptedModel(list(turns))
+    history, traces = InMemoryHistoryStore(), InMemoryTraceStore()
+    agent = Agent(model, tools(), history=history, traces=traces, locks=InMemoryLocks())
+    base = DiscordSettings(
+        api_base_url=fake.api_base_url,
+        edit_interval=INTERVAL,
+        tick=INTERVAL,
+        guild_ready_timeout=0.05,
+        cooldown_seconds=0,
+    )
+    harness_lives: list[Live] = []
+    services = Services(
+        agent,
+        history,
+        traces,
+        InMemoryEventClaims(),
+        replace(base, **settings),  # type: ignore[arg-type]
+        on_live=harness_lives.append,
+    )
+    bot = create_bot(services)
+    task = asyncio.create_task(bot.start("fake-token"))
+    try:
+        async with asyncio.timeout(10):
+            await fake.identified.wait()  # login ran, so wait_until_ready may be called
+            await bot.wait_until_ready()
+        yield Harness(fake, bot, model, history, traces, harness_lives)
+    finally:
+        await bot.close()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await fake.stop()
+
+
+def gaps(calls: list[Call]) -> list[float]:
+    return [b.at - a.at for a, b in itertools.pairwise(calls)]
+
+
+def all_sent(fake: FakeDiscord) -> list[Call]:
+    return [c for c in fake.calls if c.method in ("POST", "PATCH") and "content" in (c.json or {})]
+
+
+# ---- tests ----------------------------------------------------------------------------------
+
+
+async def test_mention_gets_placeholder_paced_edits_answer_and_trace_thread() -> None:
+    async with running(CALC_THEN_ANSWER) as h:
+        asked = await h.mention("what is 17*23+4?")
+        await h.finished()
+        first = h.placeholder()
+        assert first.json["message_reference"]["message_id"] == int(str(asked["id"]))
+        assert first.json["components"][0]["components"][0]["label"] == "Stop"
+        reply_id = h.fake.messages and next(
+            mid for mid, m in h.fake.messages.items() if "trace in thread" in m["content"]
+        )
+        edits = h.edits(reply_id)
+        assert len(edits) >= 3
+        assert min(gaps(edits)) >= INTERVAL - TOLERANCE
+        assert "Thinking · step 1/8" in edits[0].json["content"]
+        final = edits[-1].json
+        assert final["content"].startswith("17*23+4 = 395\n-# ✅ 2 steps")
+        assert "540 tokens · trace in thread ↓" in final["content"]
+        assert final["components"] == []  # the Stop button is gone
+        (thread,) = h.fake.calls_to("POST", f"/messages/{reply_id}/threads")
+        assert thread.json["name"] == "Trace: what is 17*23+4?"
+        posts = h.fake.calls_to("POST", f"/channels/{reply_id}/messages")
+        contents = [p.json["content"] for p in posts]
+        assert contents[0].startswith("**Question** what is 17*23+4?")
+        assert contents[1].startswith("**Step 1**") and "`calculate` `17*23+4`" in contents[1]
+        assert contents[-1].startswith("**Totals** ✅ answered")
+        assert posts[-1].files[0].endswith(".json")
+        h.model.assert_complete()
+        assert await h.history.load(f"discord:{CHANNEL_ID}")
+
+
+async def test_everything_is_sent_with_mentions_disabled() -> None:
+    turns = [
+        Turn(
+            "Thought: ping them @everyone <@&123456789012345678>\nAction: finish[@everyone hi <@&123456789012345678>]"
+        )
+    ]
+    async with running(turns) as h:
+        await h.mention("say hi to everyone")
+        await h.finished()
+        sent = all_sent(h.fake)
+        assert sent
+        for call in sent:
+            assert call.json["allowed_mentions"]["parse"] == [], call
+            assert "@everyone" not in str(call.json.get("content", ""))
+            assert "<@&1234" not in str(call.json.get("content", ""))
+
+
+async def test_a_429_postpones_the_next_edit_and_the_final_state_still_arrives() -> None:
+    slow = [
+        Turn(
+            "Thought: " + "thinking hard " * 30 + "\nAction: finish[done]", chunk_size=4, delay=0.02
+        )
+    ]
+    async with running(slow) as h:
+        h.fake.rate_limit_next("PATCH", "/messages/", count=1, retry_after=0.6)
+        await h.mention("think")
+        await h.finished()
+        patches = h.fake.calls_to("PATCH", "/messages/")
+        limited = next(i for i, c in enumerate(patches) if c.status == 429)
+        after = patches[limited + 1]
+        assert after.status == 200
+        assert after.at - patches[limited].at >= 0.6 - TOLERANCE
+        assert patches[-1].json["content"].startswith("done\n-# ✅")
+        assert h.bot.watch.hits == 1
+        assert h.bot.cog is not None and h.bot.cog.pacer.rate_limited == 1
+
+
+async def test_a_long_answer_is_split_with_the_rest_in_the_thread() -> None:
+    answer = "\n".join(f"Paragraph {i}: " + "words " * 20 for i in range(40))
+    async with running([Turn(f"Thought: long.\nAction: finish[{answer}]", chunk_size=400)]) as h:
+        await h.mention("write a lot")
+        await h.finished()
+        final = h.fake.calls_to("PATCH", "/messages/")[-1].json["content"]
+        assert len(final) <= 2000
+        assert "the answer goes on in the thread" in final
+        thread_posts = [
+            c.json["content"]
+            for c in h.fake.calls_to("POST", "/messages")
+            if c.path.count("/") == 3
+        ]
+        rest = thread_posts[1]  # [0] is the placeholder in the channel
+        assert rest.startswith("Paragraph") and not rest.startswith("**Question**")
+        assert "Paragraph 39" in "".join(thread_posts)
+
+
+async def test_a_failing_model_ends_in_the_error_state() -> None:
+    failing = [Turn(error=ModelUnavailable("The model service is unavailable (503)."))]
+    async with running(failing) as h:
+        await h.mention("anything")
+        await h.finished()
+        final = h.fake.calls_to("PATCH", "/messages/")[-1].json
+        assert final["content"].startswith("❌ The model service is unavailable (503).")
+        assert final["components"] == []
+
+
+async def test_stop_only_by_the_asker_and_the_trace_records_who() -> None:
+    stalling = [
+        Turn("Thought: let me think about this for a long time", chunk_size=5, stall_after=3)
+    ]
+    async with running(stalling) as h:
+        await h.mention("a long question")
+        reply = await h.fake.wait_for_call(lambda c: "Starting" in content_of(c))
+        custom_id = reply.json["components"][0]["components"][0]["custom_id"]
+        reply_id = h.fake.created[0]
+        await h.fake.dispatch(
+            "INTERACTION_CREATE",
+            h.fake.button_press(reply_id, custom_id, author_id=2002, user_name="mallory"),
+        )
+        refusal = await h.fake.wait_for_call(lambda c: "/callback" in c.path)
+        assert refusal.json["data"]["flags"] == 64  # ephemeral
+        assert "Only the person who asked" in refusal.json["data"]["content"]
+        await h.fake.dispatch("INTERACTION_CREATE", h.fake.button_press(reply_id, custom_id))
+        await h.finished()
+        final = h.edits(reply_id)[-1].json["content"]
+        assert final.startswith("⏹️ Stopped by ada after step 1.")
+        trace = await h.traces.last(f"discord:{CHANNEL_ID}")
+        assert trace is not None and trace.stopped_by == "ada" and trace.status == "cancelled"
+
+
+async def test_an_admin_may_stop_someone_elses_run() -> None:
+    stalling = [Turn("Thought: slow", chunk_size=2, stall_after=2)]
+    async with running(stalling, admin_roles=(ROLE_ID,)) as h:
+        await h.mention("q")
+        reply = await h.fake.wait_for_call(lambda c: "Starting" in content_of(c))
+        custom_id = reply.json["components"][0]["components"][0]["custom_id"]
+        reply_id = h.fake.created[0]
+        press = h.fake.button_press(
+            reply_id, custom_id, author_id=3003, user_name="mod", roles=(ROLE_ID,)
+        )
+        await h.fake.dispatch("INTERACTION_CREATE", press)
+        await h.finished()
+        assert h.edits(reply_id)[-1].json["content"].startswith("⏹️ Stopped by mod")
+
+
+async def test_an_unauthorized_user_is_refused_and_nothing_runs() -> None:
+    async with running([], allowed_users=(5,)) as h:
+        asked = await h.mention("let me in")
+        reply = await h.fake.wait_for_call(lambda c: c.method == "POST" and "/messages" in c.path)
+        assert "not on the list" in reply.json["content"]
+        assert reply.json["message_reference"]["message_id"] == int(str(asked["id"]))
+        await asyncio.sleep(0.1)
+        assert h.model.calls == []
+
+
+async def test_cooldown_answers_kindly() -> None:
+    async with running(CALC_THEN_ANSWER, cooldown_seconds=60) as h:
+        await h.mention("first")
+        await h.mention("second")
+        note = await h.fake.wait_for_call(lambda c: "One moment" in content_of(c))
+        assert "you can ask again in" in note.json["content"]
+        await h.finished()
+
+
+async def test_a_replayed_event_is_answered_once_and_bots_are_ignored() -> None:
+    async with running(CALC_THEN_ANSWER) as h:
+        payload = await h.mention("what is 17*23+4?")
+        await h.fake.dispatch("MESSAGE_CREATE", payload)  # a reconnect replays it
+        await h.mention("from a bot", author_id=4004, bot=True)
+        await h.finished()
+        await asyncio.sleep(0.2)
+        placeholders = [
+            c for c in h.fake.calls_to("POST", "/messages") if "Starting" in content_of(c)
+        ]
+        assert len(placeholders) == 1
+        h.model.assert_complete()
+
+
+async def test_slash_ask_defers_then_edits_the_original_response() -> None:
+    async with running(CALC_THEN_ANSWER) as h:
+        payload = h.fake.interaction_create("ask", {"question": "what is 17*23+4?"})
+        h.fake.remember_interaction(payload)
+        await h.fake.dispatch("INTERACTION_CREATE", payload)
+        await h.finished()
+        callback = h.fake.calls_to("POST", "/callback")[0]
+        assert callback.json["type"] == 5  # deferred: "reactbot is thinking..."
+        originals = h.fake.calls_to("PATCH", "/messages/@original")
+        assert originals[0].json["content"] == "⏳ Starting…"
+        assert originals[-1].json["content"].startswith("17*23+4 = 395")
+        assert min(gaps([c for c in originals if c.status == 200][1:])) >= INTERVAL - TOLERANCE
+        assert h.fake.calls_to("POST", "/threads")
+
+
+async def test_slash_reset_clears_the_channel_history() -> None:
+    async with running([]) as h:
+        await h.history.append(f"discord:{CHANNEL_ID}", {"role": "user", "content": "old"})
+        payload = h.fake.interaction_create("reset")
+        h.fake.remember_interaction(payload)
+        await h.fake.dispatch("INTERACTION_CREATE", payload)
+        await h.fake.wait_for_call(lambda c: "forgot" in content_of(c))
+        assert await h.history.load(f"discord:{CHANNEL_ID}") == []
