@@ -11,7 +11,7 @@ import contextlib
 import os
 import signal
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO
 
@@ -92,10 +92,11 @@ async def run_cli(
     try:
         for note in app.notes:
             errors.print(f"note: {note}", style="dim", markup=False)
+        conversation = getattr(args, "conversation", DEFAULT_CONVERSATION)
         if command == "ask":
-            return await ask(app, " ".join(args.question), args.conversation, console)
+            return await ask(app, " ".join(args.question), conversation, console)
         if command == "chat":
-            return await chat(app, args.conversation, console, stdin or sys.stdin)
+            return await chat(app, conversation, console, stdin or sys.stdin)
         return await trace_command(app, args, console)
     finally:
         await app.aclose()
@@ -142,11 +143,10 @@ CHAT_HELP = "commands: /reset  /history  /trace  /export FILE  /quit"
 async def chat(app: App, conversation: str, console: Console, stdin: IO[str]) -> int:
     console.print(f"reactbot chat · {app.model.name} · {CHAT_HELP}", style="dim", markup=False)
     last: Trace | None = None
+    read = _line_reader(stdin)
     while True:
-        if console.is_terminal:
-            console.print("› ", end="", style="bold")
-        line = await asyncio.to_thread(stdin.readline)
-        if not line:  # end of input
+        line = await read()
+        if line is None:  # end of input
             return 0
         text = line.strip()
         if not text:
@@ -158,6 +158,26 @@ async def chat(app: App, conversation: str, console: Console, stdin: IO[str]) ->
             continue
         final = await _answer(app, text, conversation, console)
         last = final.trace
+
+
+def _line_reader(stdin: IO[str]) -> Callable[[], Awaitable[str | None]]:
+    """On a terminal, ``input()`` with readline (arrows, history); otherwise plain lines."""
+    if stdin is sys.stdin and stdin.isatty():
+        with contextlib.suppress(ImportError):
+            import readline  # noqa: F401  (importing it enables line editing for input())
+
+        async def prompt() -> str | None:
+            try:
+                return await asyncio.to_thread(input, "› ")
+            except EOFError:
+                return None
+
+        return prompt
+
+    async def plain() -> str | None:
+        return await asyncio.to_thread(stdin.readline) or None
+
+    return plain
 
 
 async def _chat_command(

@@ -77,6 +77,12 @@ def test_serve_with_no_platform_says_how_to_enable_one() -> None:
     assert "DISCORD_TOKEN" in result.stderr and "SLACK_BOT_TOKEN" in result.stderr
 
 
+def test_no_command_with_nothing_configured_opens_the_chat() -> None:
+    result = reactbot(stdin="What is 2*21?\n")  # what `make run` starts
+    assert result.returncode == 0, result.stderr
+    assert "reactbot chat" in result.stdout and "Answer: 2*21 = 42" in result.stdout
+
+
 def test_chat_repl_with_scripted_input(tmp_path: Path) -> None:
     export = tmp_path / "last.json"
     script = "\n".join(
