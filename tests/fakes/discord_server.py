@@ -92,6 +92,10 @@ class FakeDiscord:
     channels: dict[int, Json] = field(default_factory=dict)
     rules: list[RateLimitRule] = field(default_factory=list)
     rate_limited: int = 0
+    channel_limit: tuple[int, float] | None = None
+    """``(n, seconds)``: answer 429 to a channel's n+1-th message write within ``seconds``
+    (Discord allows about 5 per 5 s per channel); None disables it."""
+    _writes: dict[str, list[float]] = field(default_factory=dict)
     created: list[int] = field(default_factory=list)
     """Ids of the messages the bot created, in order."""
     identified: asyncio.Event = field(default_factory=asyncio.Event)
@@ -111,7 +115,7 @@ class FakeDiscord:
         site = web.TCPSite(self._runner, self.host, self.port)
         await site.start()
         server = site._server
-        assert server is not None and server.sockets
+        assert isinstance(server, asyncio.Server) and server.sockets
         self.port = server.sockets[0].getsockname()[1]
 
     async def stop(self) -> None:
@@ -153,7 +157,7 @@ class FakeDiscord:
         return data
 
     def guild_payload(self) -> Json:
-        categories = [
+        categories: list[Json] = [
             {
                 "id": str(c),
                 "type": 4,
@@ -417,11 +421,28 @@ class FakeDiscord:
             return _json({"message": f"Unknown route or object {exc}", "code": 10003}, status=404)
 
     def _limited(self, method: str, path: str) -> float | None:
+        over = self._over_channel_limit(method, path)
+        if over is not None:
+            self.rate_limited += 1
+            return over
         for rule in self.rules:
             if rule.count > 0 and rule.method == method and rule.path_part in path:
                 rule.count -= 1
                 self.rate_limited += 1
                 return rule.retry_after
+        return None
+
+    def _over_channel_limit(self, method: str, path: str) -> float | None:
+        parts = path.strip("/").split("/")
+        if self.channel_limit is None or method not in ("POST", "PATCH") or parts[0] != "channels":
+            return None
+        count, seconds = self.channel_limit
+        now = time.monotonic()
+        recent = [t for t in self._writes.get(parts[1], []) if now - t < seconds]
+        if len(recent) >= count:
+            self._writes[parts[1]] = recent
+            return seconds - (now - recent[0])
+        self._writes[parts[1]] = [*recent, now]
         return None
 
     def _route(self, method: str, path: str, body: Any, files: tuple[str, ...]) -> web.Response:

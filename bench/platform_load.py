@@ -1,0 +1,252 @@
+"""Load on the chat platforms: many concurrent questions through each platform's local fake.
+
+    .venv/bin/python -m bench.platform_load [--platform discord] [--channels 200]
+
+For each platform section: N questions at once, each in its own channel, answered by a
+deterministic streaming model (several chunks per step, one tool step then the answer).
+Prints edits per channel per second (the busiest 1-second window, and the mean rate), the
+rate-limit hits (429s the fake answered; must be 0: the fake enforces Discord's 5 writes per
+5 s per channel), and the delay from the first model token to the first visible edit.
+
+Sections register in ``SECTIONS``; the Slack adapter adds its own beside Discord's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import statistics
+import sys
+import time
+import warnings
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from core.agent import Agent
+from core.history import InMemoryHistoryStore, Message
+from core.llm import ModelChunk, ToolSpec, Usage
+from core.stores import InMemoryEventClaims, InMemoryLocks, InMemoryTraceStore
+from core.tools import FunctionTool, ToolRegistry
+
+if TYPE_CHECKING:  # the Discord adapter and its fake load only when that section runs
+    from adapters.discord.cog import Live
+    from tests.fakes.discord_server import FakeDiscord
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    channels: int
+    interval: float
+    chunks: int
+    chunk_delay: float
+
+
+@dataclass(frozen=True, slots=True)
+class Figures:
+    platform: str
+    runs: int
+    seconds: float
+    edits_per_channel_max: float
+    edits_per_channel_mean: float
+    rate_limit_hits: int
+    first_edit_p50: float
+    first_edit_p99: float
+
+
+class StepModel:
+    """Stateless and deterministic under any interleaving of concurrent runs: a tool step when
+    the last message is the question, the answer once an observation came back."""
+
+    def __init__(self, *, chunks: int, delay: float) -> None:
+        self.chunks = chunks
+        self.delay = delay
+
+    @property
+    def name(self) -> str:
+        return "bench-step-model"
+
+    def stream(
+        self,
+        messages: Sequence[Message],
+        *,
+        stop: Sequence[str],
+        tools: Sequence[ToolSpec] | None = None,
+    ) -> AsyncIterator[ModelChunk]:
+        answered = "Observation" in messages[-1]["content"] or len(messages) > 3
+        text = (
+            "Thought: I have the number now, so I can answer.\nAction: finish[The answer is 42.]"
+            if answered
+            else "Thought: This needs arithmetic; the calculator is exact.\nAction: calculate[6*7]"
+        )
+        return self._play(text)
+
+    async def _play(self, text: str) -> AsyncIterator[ModelChunk]:
+        size = max(1, -(-len(text) // self.chunks))
+        for start in range(0, len(text), size):
+            await asyncio.sleep(self.delay)
+            yield ModelChunk(text=text[start : start + size])
+        yield ModelChunk(usage=Usage(400, 30))
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def busiest_second(times: Sequence[float]) -> int:
+    """Most events inside any 1-second window."""
+    best, start = 0, 0
+    for end, t in enumerate(times):
+        while t - times[start] >= 1.0:
+            start += 1
+        best = max(best, end - start + 1)
+    return best
+
+
+def build_agent(options: Options) -> tuple[Agent, InMemoryHistoryStore, InMemoryTraceStore]:
+    async def calculate(arg: str) -> str:
+        return "42"
+
+    tools = ToolRegistry()
+    tools.add(FunctionTool("calculate", calculate, description="math", example="calculate[1+1]"))
+    history, traces = InMemoryHistoryStore(), InMemoryTraceStore()
+    model = StepModel(chunks=options.chunks, delay=options.chunk_delay)
+    agent = Agent(model, tools, history=history, traces=traces, locks=InMemoryLocks())
+    return agent, history, traces
+
+
+# ---- Discord ------------------------------------------------------------------------------
+
+
+async def discord_section(options: Options) -> Figures:
+    with warnings.catch_warnings():  # discord.py imports the deprecated audioop
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from adapters.discord.client import create_bot
+        from adapters.discord.cog import Services
+        from adapters.discord.settings import DiscordSettings
+    from tests.fakes.discord_server import CHANNEL_ID, FakeDiscord
+
+    fake = FakeDiscord(channel_limit=(5, 5.0))
+    channel_ids = [CHANNEL_ID + i for i in range(options.channels)]
+    for channel_id in channel_ids:
+        fake.add_channel(channel_id)
+    await fake.start()
+    agent, history, traces = build_agent(options)
+    lives: list[Live] = []
+    settings = DiscordSettings(
+        api_base_url=fake.api_base_url,
+        edit_interval=options.interval,
+        tick=options.interval,
+        cooldown_seconds=0,
+        guild_ready_timeout=0.05,
+    )
+    bot = create_bot(
+        Services(agent, history, traces, InMemoryEventClaims(), settings, lives.append)
+    )
+    task = asyncio.create_task(bot.start("bench-token"))
+    try:
+        async with asyncio.timeout(30):
+            await fake.identified.wait()
+            await bot.wait_until_ready()
+        started = time.monotonic()
+        for n, channel_id in enumerate(channel_ids):
+            payload = fake.message_create(
+                f"question {n}", channel_id=channel_id, author_id=5000 + n
+            )
+            await fake.dispatch("MESSAGE_CREATE", payload)
+        totals = await fake.wait_for_calls(
+            lambda c: c.method == "POST" and "**Totals**" in str(c.json.get("content", "")),
+            options.channels,
+            within=120,
+        )
+        seconds = totals[-1].at - started
+    finally:
+        await bot.close()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await fake.stop()
+    return discord_figures(fake, lives, channel_ids, seconds)
+
+
+def discord_figures(
+    fake: FakeDiscord, lives: Sequence[Live], channel_ids: Sequence[int], seconds: float
+) -> Figures:
+    maxima: list[int] = []
+    rates: list[float] = []
+    for channel_id in channel_ids:
+        edits = [
+            c.at
+            for c in fake.calls
+            if c.method == "PATCH"
+            and c.path.startswith(f"/channels/{channel_id}/")
+            and c.status == 200
+        ]
+        if len(edits) >= 2:
+            maxima.append(busiest_second(edits))
+            rates.append((len(edits) - 1) / (edits[-1] - edits[0]))
+    delays = [
+        live.stats.first_visible_at - live.stats.first_text_at
+        for live in lives
+        if live.stats.first_visible_at is not None and live.stats.first_text_at is not None
+    ]
+    return Figures(
+        platform="discord",
+        runs=len(lives),
+        seconds=seconds,
+        edits_per_channel_max=float(max(maxima, default=0)),
+        edits_per_channel_mean=statistics.fmean(rates) if rates else 0.0,
+        rate_limit_hits=fake.rate_limited,
+        first_edit_p50=percentile(delays, 0.5),
+        first_edit_p99=percentile(delays, 0.99),
+    )
+
+
+# ---- the runner ---------------------------------------------------------------------------
+
+SECTIONS: dict[str, Callable[[Options], Awaitable[Figures]]] = {"discord": discord_section}
+
+
+def report(figures: Figures, options: Options) -> str:
+    ok = "OK" if figures.rate_limit_hits == 0 else "FAIL"
+    return "\n".join(
+        [
+            f"== {figures.platform}: {figures.runs} concurrent questions in "
+            f"{options.channels} channels, edit interval {options.interval:g} s ==",
+            f"all answered in            {figures.seconds:.1f} s",
+            f"edits/channel/s            max {figures.edits_per_channel_max:.0f} (busiest 1-s window)"
+            f" · mean {figures.edits_per_channel_mean:.2f}",
+            f"rate-limit hits            {figures.rate_limit_hits} ({ok}: must be 0)",
+            f"first token -> first edit  p50 {figures.first_edit_p50 * 1000:.0f} ms"
+            f" · p99 {figures.first_edit_p99 * 1000:.0f} ms",
+        ]
+    )
+
+
+async def run(platforms: Sequence[str], options: Options) -> int:
+    failed = False
+    for name in platforms:
+        figures = await SECTIONS[name](options)
+        print(report(figures, options), flush=True)
+        failed |= figures.rate_limit_hits != 0
+    return 1 if failed else 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--platform", choices=[*SECTIONS, "all"], default="all")
+    parser.add_argument("--channels", type=int, default=200)
+    parser.add_argument("--interval", type=float, default=1.2, help="edit interval per channel (s)")
+    parser.add_argument("--chunks", type=int, default=12, help="model chunks per step")
+    parser.add_argument("--chunk-delay", type=float, default=0.1, help="seconds between chunks")
+    args = parser.parse_args(argv)
+    options = Options(args.channels, args.interval, args.chunks, args.chunk_delay)
+    platforms = list(SECTIONS) if args.platform == "all" else [args.platform]
+    return asyncio.run(run(platforms, options))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
