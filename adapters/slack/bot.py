@@ -20,6 +20,7 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
+import aiohttp
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_bolt.context.async_context import AsyncBoltContext
@@ -68,7 +69,11 @@ class SlackBot:
         self.agent = agent
         self.claims = claims
         self.settings = settings
-        self.client = client or make_client(settings)
+        self._session: aiohttp.ClientSession | None = None
+        if client is None:  # ours to close in aclose; must be built inside the running loop
+            self._session = aiohttp.ClientSession()
+            client = make_client(settings, session=self._session)
+        self.client = client
         self.pacer = EditPacer(settings.update_interval)
         self.app = AsyncApp(
             name="reactbot",
@@ -278,3 +283,5 @@ class SlackBot:
             for task in pending:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+        if self._session is not None:
+            await self._session.close()

@@ -58,7 +58,9 @@ class HttpServer:
 
     async def start(self) -> int:
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port)
+        # aiohttp's default backlog (128) drops SYNs in a burst and the client retries a
+        # second later: a burst of Slack deliveries would see acks take > 1 s.
+        site = web.TCPSite(self._runner, self.host, self.port, backlog=1024)
         await site.start()
         server = site._server  # aiohttp keeps the asyncio server here; it knows the real port
         sockets = getattr(server, "sockets", None) or ()

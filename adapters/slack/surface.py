@@ -81,13 +81,20 @@ class PacedRateLimitRetryHandler(AsyncRateLimitErrorRetryHandler):
         )
 
 
-def make_client(settings: SlackSettings) -> AsyncWebClient:
+def make_client(
+    settings: SlackSettings, *, session: aiohttp.ClientSession | None = None
+) -> AsyncWebClient:
+    """The Web API client. Pass a shared ``session``: without one slack_sdk opens a new
+    connection (and TLS handshake) for every call, which a live message makes every second."""
     handlers: list[AsyncRetryHandler] = [
         AsyncConnectionErrorRetryHandler(max_retry_count=2),
         PacedRateLimitRetryHandler(max_retry_count=3),
     ]
     return AsyncWebClient(
-        token=settings.bot_token, base_url=settings.base_url, retry_handlers=handlers
+        token=settings.bot_token,
+        base_url=settings.base_url,
+        retry_handlers=handlers,
+        session=session,
     )
 
 
