@@ -265,6 +265,11 @@ class LiveStats:
     edit_times: list[float] = field(default_factory=list)
 
 
+_QUIET = RunStarted | StepStarted | UsageCounted
+"""Events that change nothing a reader would miss: they wait for the next content or tick,
+so the channel's edit slot is still free when the first words arrive."""
+
+
 class LiveMessage(Generic[P]):
     """Renders one run into one message, within the channel's pace."""
 
@@ -296,7 +301,8 @@ class LiveMessage(Generic[P]):
             async for event in events:
                 self._note_text(event)
                 self.view.apply(event)
-                self._dirty.set()
+                if not isinstance(event, _QUIET):
+                    self._dirty.set()
                 if self.view.is_final:
                     break
         finally:
