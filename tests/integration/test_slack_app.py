@@ -208,7 +208,9 @@ async def test_slash_command_acks_at_once_and_the_message_goes_live_to_the_answe
     make: Any,
 ) -> None:
     # Two runs share one scripted model and take turns in call order: script both alike.
-    tool, finish = tool_then_answer(delay=0.03)
+    # The answer streams slowly enough (~0.7 s) for a paced edit to show step 1 as a line.
+    tool, _ = tool_then_answer(delay=0.03)
+    _, finish = tool_then_answer(delay=0.08)
     h: Harness = await make([tool, tool, finish, finish])
     status, body, seconds = await h.ask("What is 17*23?")
     assert status == 200 and seconds < 1.0
