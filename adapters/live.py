@@ -67,12 +67,22 @@ FINAL_PHASES: frozenset[Phase] = frozenset(
 )
 
 
-class RateLimited(Exception):
-    """Raised by a Surface when the platform answered 429; ``retry_after`` in seconds."""
+class EditDeferred(Exception):
+    """Raised by a Surface when an edit should be tried again after ``retry_after`` seconds
+    (a 5xx, a dropped connection). The next edit carries the latest state anyway."""
 
-    def __init__(self, retry_after: float) -> None:
-        super().__init__(f"rate limited for {retry_after:.2f} s")
+    def __init__(self, retry_after: float, reason: str = "") -> None:
+        super().__init__(reason or f"edit deferred for {retry_after:.2f} s")
         self.retry_after = retry_after
+
+
+class RateLimited(EditDeferred):
+    """The platform answered 429. ``shared`` means the limit covers every channel (Slack's
+    per-workspace method limits), not just this one."""
+
+    def __init__(self, retry_after: float, *, shared: bool = False) -> None:
+        super().__init__(retry_after, f"rate limited for {retry_after:.2f} s")
+        self.shared = shared
 
 
 # ---- state ------------------------------------------------------------------------------
@@ -196,11 +206,50 @@ class RunView:
 # ---- pacing -----------------------------------------------------------------------------
 
 
-class EditPacer:
-    """At most one edit per ``interval`` per channel, across every run in this process."""
+class TokenBucket:
+    """``rate`` edits per second with bursts up to ``burst``, shared by every channel (a
+    platform's per-workspace method limit). Waiters are served in arrival order."""
 
-    def __init__(self, interval: float, *, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, rate: float, *, burst: int = 1, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.rate = rate
+        self.burst = burst
+        self._clock = clock
+        self._tokens = float(burst)
+        self._stamp = clock()
+        self._blocked_until = 0.0
+        self._lock = asyncio.Lock()
+
+    async def take(self) -> None:
+        async with self._lock:
+            while True:
+                now = self._clock()
+                self._tokens = min(self.burst, self._tokens + (now - self._stamp) * self.rate)
+                self._stamp = now
+                wait = max(self._blocked_until - now, (1 - self._tokens) / self.rate)
+                if wait <= 0:
+                    self._tokens -= 1
+                    return
+                await asyncio.sleep(wait)
+
+    def block(self, seconds: float) -> None:
+        self._blocked_until = max(self._blocked_until, self._clock() + seconds)
+
+
+class EditPacer:
+    """At most one edit per ``interval`` per channel, across every run in this process, and,
+    when ``shared`` is given, within that platform-wide budget too."""
+
+    def __init__(
+        self,
+        interval: float,
+        *,
+        shared: TokenBucket | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.interval = interval
+        self.shared = shared
         self._clock = clock
         self._next: dict[str, float] = {}
         self._locks: dict[str, asyncio.Lock] = {}
@@ -214,6 +263,8 @@ class EditPacer:
             delay = self._next.get(channel, 0.0) - self._clock()
             if delay > 0:
                 await asyncio.sleep(delay)
+            if self.shared is not None:
+                await self.shared.take()
             try:
                 yield
             finally:
@@ -223,9 +274,14 @@ class EditPacer:
             if not lock._waiters:  # drop idle channels
                 self._locks.pop(channel, None)
 
-    def postpone(self, channel: str, seconds: float) -> None:
-        self.rate_limited += 1
+    def postpone(self, channel: str, seconds: float, *, shared: bool = False) -> None:
         self._next[channel] = max(self._next.get(channel, 0.0), self._clock() + seconds)
+        if shared and self.shared is not None:
+            self.shared.block(seconds)
+
+    def rate_limit_hit(self, channel: str, error: RateLimited) -> None:
+        self.rate_limited += 1
+        self.postpone(channel, error.retry_after, shared=error.shared)
 
 
 # ---- the driver -------------------------------------------------------------------------
@@ -274,6 +330,7 @@ class LiveMessage(Generic[P]):
     """Renders one run into one message, within the channel's pace."""
 
     FINAL_ATTEMPTS = 8
+    ERROR_BACKOFF = 1.0
 
     def __init__(
         self,
@@ -333,11 +390,20 @@ class LiveMessage(Generic[P]):
     async def _try_edit(self, payload: P) -> bool:
         if payload == self._last_payload:
             return True
+        channel = self.surface.channel_key
         try:
             await self.surface.edit(payload)
         except RateLimited as exc:
             self.stats.rate_limited += 1
-            self.pacer.postpone(self.surface.channel_key, exc.retry_after)
+            self.pacer.rate_limit_hit(channel, exc)
+            return False
+        except EditDeferred as exc:
+            log.warning("edit in %s deferred %.1f s: %s", channel, exc.retry_after, exc)
+            self.pacer.postpone(channel, exc.retry_after)
+            return False
+        except Exception:  # a live edit must never end the run's display; the next one may work
+            log.exception("edit in %s failed", channel)
+            self.pacer.postpone(channel, self.ERROR_BACKOFF)
             return False
         self._last_payload = payload
         now = time.monotonic()
@@ -349,14 +415,10 @@ class LiveMessage(Generic[P]):
 
     async def _edit_final(self) -> None:
         payload = self.renderer.final(self.view)
-        for _ in range(self.FINAL_ATTEMPTS):
+        for _ in range(self.FINAL_ATTEMPTS):  # failures postpone the channel's next slot
             async with self.pacer.slot(self.surface.channel_key):
-                try:
-                    if await self._try_edit(payload):
-                        return
-                except Exception:  # the final state must not be lost to one bad request
-                    log.exception("final edit failed; retrying")
-                    await asyncio.sleep(1.0)
+                if await self._try_edit(payload):
+                    return
         log.error("gave up on the final edit after %d attempts", self.FINAL_ATTEMPTS)
 
     async def _post_trace(self, trace: Trace) -> None:

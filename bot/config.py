@@ -222,6 +222,7 @@ class SlackConfig(_Section):
     port: int = Field(default=3000, ge=1, le=65535)
     api_base_url: str | None = None
     update_interval: float = Field(default=1.0, ge=0.2, le=60)
+    workspace_updates_per_minute: float = Field(default=50.0, ge=0, le=10_000)
     allowed_channels: tuple[str, ...] = ()
     allowed_users: tuple[str, ...] = ()
     admin_users: tuple[str, ...] = ()

@@ -19,6 +19,7 @@ from discord.http import Route
 
 from adapters.discord.cog import AskCog, Services
 from adapters.discord.surface import NO_MENTIONS, RateLimitWatch
+from adapters.live import RateLimited
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +52,7 @@ class ReactBot(commands.AutoShardedBot):
 
     def _postpone(self, channel_key: str, seconds: float) -> None:
         if self.cog is not None:
-            self.cog.pacer.postpone(channel_key, seconds)
+            self.cog.pacer.rate_limit_hit(channel_key, RateLimited(seconds))
 
     async def login(self, token: str) -> None:
         base = self.services.settings.api_base_url

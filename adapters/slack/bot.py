@@ -28,7 +28,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
-from adapters.live import EditPacer, LiveMessage, LiveStats, RunView
+from adapters.live import EditPacer, LiveMessage, LiveStats, RunView, TokenBucket
 from adapters.slack.payloads import Question, from_command, from_event
 from adapters.slack.render import SHUTDOWN, STOP_ACTION_ID, SlackRenderer, mention
 from adapters.slack.settings import SlackSettings
@@ -54,6 +54,14 @@ class _Active:
     channel: str
 
 
+def workspace_budget(settings: SlackSettings) -> TokenBucket | None:
+    """Slack limits ``chat.update`` per workspace, so every channel draws on one budget."""
+    per_minute = settings.workspace_updates_per_minute
+    if per_minute <= 0:
+        return None
+    return TokenBucket(per_minute / 60, burst=max(1, int(per_minute // 5)))
+
+
 class SlackBot:
     """Owns the bolt app, the per-channel pacer and every task it starts."""
 
@@ -74,7 +82,7 @@ class SlackBot:
             self._session = aiohttp.ClientSession()
             client = make_client(settings, session=self._session)
         self.client = client
-        self.pacer = EditPacer(settings.update_interval)
+        self.pacer = EditPacer(settings.update_interval, shared=workspace_budget(settings))
         self.app = AsyncApp(
             name="reactbot",
             client=self.client,

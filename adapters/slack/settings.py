@@ -22,6 +22,8 @@ class SlackSettings:
     api_base_url: str | None = None
     update_interval: float = 1.0
     """Seconds between edits of messages in one channel."""
+    workspace_updates_per_minute: float = 50.0
+    """Budget for ``chat.update`` across the workspace (Slack's Tier 3); 0 means no limit."""
     allowed_channels: frozenset[str] = frozenset()
     """Empty: every channel (and DM) the bot is in."""
     allowed_users: frozenset[str] = frozenset()

@@ -2,15 +2,13 @@
 
 Errors, mapped at this boundary::
 
-    SlackApiError 429 / "ratelimited"   -> adapters.live.RateLimited(retry_after)  (the pacer waits)
-    transport errors, HTTP 5xx          -> RateLimited(short back-off)  (LiveMessage retries)
+    SlackApiError 429 / "ratelimited"   -> adapters.live.RateLimited(retry_after, shared=True)
+                                           (Slack limits a method per workspace: all channels wait)
+    transport errors, HTTP 5xx          -> adapters.live.EditDeferred(short back-off)
     "msg_too_long"                      -> the same update, shortened, sent again
     message/channel gone, bad blocks    -> logged; the edit is dropped (retrying cannot help)
     not_in_channel on the root post     -> NotInChannel (the user is told how to invite the bot)
 
-Why 5xx and broken connections are raised as RateLimited: LiveMessage treats any other
-exception from a live edit as fatal to the run's display, while RateLimited means exactly
-"try again after a while", which is what a transient failure needs.
 """
 
 from __future__ import annotations
@@ -31,7 +29,7 @@ from slack_sdk.http_retry.response import HttpResponse
 from slack_sdk.http_retry.state import RetryState
 from slack_sdk.web.async_client import AsyncWebClient
 
-from adapters.live import RateLimited
+from adapters.live import EditDeferred, RateLimited
 from adapters.slack.render import SlackMessage, context, escape, shorten
 from adapters.slack.settings import SlackSettings
 from core.errors import ReactbotError
@@ -174,7 +172,7 @@ class SlackSurface:
                     return
                 message = shorten(message)  # only msg_too_long comes back here
             except (aiohttp.ClientError, TimeoutError) as exc:
-                raise RateLimited(TRANSIENT_BACKOFF) from exc
+                raise EditDeferred(TRANSIENT_BACKOFF, f"chat.update failed: {exc!r}") from exc
         # Shortening did not help: the text fallback alone is always accepted.
         await self.client.chat_update(
             channel=self.channel, ts=self.ts, text=message.text, blocks=[]
@@ -184,11 +182,11 @@ class SlackSurface:
         """True when the edit should be retried shortened; raises when it should wait."""
         error = api_error(exc)
         if is_rate_limited(exc):
-            raise RateLimited(retry_after(exc)) from exc
+            raise RateLimited(retry_after(exc), shared=True) from exc
         if error == "msg_too_long":
             return True
         if getattr(exc.response, "status_code", 200) >= 500:
-            raise RateLimited(TRANSIENT_BACKOFF) from exc
+            raise EditDeferred(TRANSIENT_BACKOFF, f"chat.update failed: {error}") from exc
         self.dropped_edits += 1
         level = logging.WARNING if error in _GONE else logging.ERROR
         log.log(level, "chat.update of %s in %s failed: %s", self.ts, self.channel, error)

@@ -1,0 +1,157 @@
+"""The platform-neutral live message: state, pacing, coalescing, failures, final state."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+
+from adapters.live import (
+    EditDeferred,
+    EditPacer,
+    LiveMessage,
+    RateLimited,
+    RunView,
+    TokenBucket,
+)
+from core.agent import Agent
+from core.events import Event
+from core.scripted import ScriptedModel, Turn
+from core.tools import FunctionTool, ToolRegistry
+from core.trace import Trace
+
+
+def tools() -> ToolRegistry:
+    async def calculate(arg: str) -> str:
+        return "4"
+
+    registry = ToolRegistry()
+    registry.add(FunctionTool("calculate", calculate, "Arithmetic.", "calculate[2+2]"))
+    return registry
+
+
+def run_events(*turns: Turn | str) -> AsyncIterator[Event]:
+    return Agent(ScriptedModel(list(turns)), tools()).run("What is 2+2?")
+
+
+class TextRenderer:
+    def live(self, view: RunView) -> str:
+        current = view.current
+        thought = current.thought if current else ""
+        return f"{view.phase}|{len(view.steps)}|{thought}|{view.answer}"
+
+    def final(self, view: RunView) -> str:
+        return f"FINAL {view.phase}: {view.answer or view.reason}"
+
+    def trace_posts(self, trace: Trace) -> list[str]:
+        return [f"step {s.index}" for s in trace.steps]
+
+
+@dataclass
+class FakeSurface:
+    channel_key: str = "c1"
+    edits: list[tuple[float, str]] = field(default_factory=list)
+    failures: list[Exception] = field(default_factory=list)
+    posted: list[str] = field(default_factory=list)
+
+    async def edit(self, payload: str) -> None:
+        if self.failures:
+            raise self.failures.pop(0)
+        self.edits.append((time.monotonic(), payload))
+
+    async def post_trace(self, trace: Trace, posts: Sequence[str]) -> None:
+        self.posted.extend(posts)
+
+
+async def test_run_view_follows_a_whole_run() -> None:
+    view = RunView()
+    async for event in run_events(
+        "Thought: add\nAction: calculate[2+2]", "Thought: done\nAction: finish[4]"
+    ):
+        view.apply(event)
+        if view.phase == "acting":
+            assert view.current is not None and view.current.action == "calculate"
+    assert view.phase == "answered" and view.answer == "4" and view.is_final
+    assert [s.thought.strip() for s in view.steps] == ["add", "done"]
+    assert view.steps[0].observation == "4" and view.steps[0].done
+    assert view.trace is not None and view.trace.answer == "4"
+
+
+async def test_edits_are_coalesced_and_paced_and_the_final_state_arrives() -> None:
+    surface = FakeSurface()
+    live = LiveMessage(surface, TextRenderer(), EditPacer(0.1))
+    slow = Turn("Thought: " + "word " * 40 + "\nAction: finish[4]", chunk_size=3, delay=0.005)
+    view = await live.follow(run_events(slow))
+    times = [t for t, _ in surface.edits]
+    assert surface.edits[-1][1] == "FINAL answered: 4"
+    assert all(b - a >= 0.1 - 0.01 for a, b in itertools.pairwise(times))
+    assert 2 <= len(surface.edits) < 15  # ~70 chunks, coalesced into a handful of edits
+    assert surface.posted == ["step 1"]
+    assert view.phase == "answered"
+
+
+async def test_a_rate_limit_postpones_the_channel_and_the_final_state_still_arrives() -> None:
+    surface = FakeSurface(failures=[RateLimited(0.3)])
+    pacer = EditPacer(0.05)
+    live = LiveMessage(surface, TextRenderer(), pacer)
+    started = time.monotonic()
+    await live.follow(run_events("Thought: t\nAction: finish[4]"))
+    assert surface.edits[-1][1] == "FINAL answered: 4"
+    assert surface.edits[0][0] - started >= 0.3 - 0.02
+    assert pacer.rate_limited == 1 and live.stats.rate_limited == 1
+
+
+async def test_transient_and_unexpected_edit_errors_never_lose_the_final_state() -> None:
+    surface = FakeSurface(
+        failures=[EditDeferred(0.05), RuntimeError("HTTP 502"), EditDeferred(0.05)]
+    )
+    live = LiveMessage(surface, TextRenderer(), EditPacer(0.01))
+    await live.follow(run_events("Thought: t\nAction: finish[4]"))
+    assert surface.edits[-1][1] == "FINAL answered: 4"
+    assert live.stats.rate_limited == 0
+
+
+async def test_an_event_stream_that_ends_early_still_ends_in_a_final_state() -> None:
+    async def cut_short() -> AsyncIterator[Event]:
+        async for event in run_events(Turn("Thought: hanging", stall_after=1)):
+            yield event
+            return
+
+    surface = FakeSurface()
+    view = await LiveMessage(surface, TextRenderer(), EditPacer(0.01)).follow(cut_short())
+    assert view.phase == "failed"
+    assert surface.edits[-1][1] == "FINAL failed: The run ended without a result."
+
+
+async def test_one_busy_channel_does_not_slow_another() -> None:
+    pacer = EditPacer(0.3)
+    stamps: dict[str, list[float]] = {"a": [], "b": []}
+
+    async def edit(channel: str) -> None:
+        async with pacer.slot(channel):
+            stamps[channel].append(time.monotonic())
+
+    started = time.monotonic()
+    await asyncio.gather(edit("a"), edit("a"), edit("b"))
+    assert stamps["a"][1] - stamps["a"][0] >= 0.3 - 0.02
+    assert stamps["b"][0] - started < 0.1
+
+
+async def test_shared_budget_spaces_edits_across_channels_and_honours_a_block() -> None:
+    bucket = TokenBucket(20, burst=1)  # one edit per 50 ms across all channels
+    pacer = EditPacer(0.0, shared=bucket)
+    stamps: list[float] = []
+
+    async def edit(channel: str) -> None:
+        async with pacer.slot(channel):
+            stamps.append(time.monotonic())
+
+    await asyncio.gather(*(edit(f"c{i}") for i in range(5)))
+    gaps = [b - a for a, b in itertools.pairwise(stamps)]
+    assert all(gap >= 0.05 - 0.01 for gap in gaps)
+    pacer.rate_limit_hit("c0", RateLimited(0.2, shared=True))
+    before = time.monotonic()
+    await edit("other-channel")  # a workspace-wide 429 holds every channel
+    assert time.monotonic() - before >= 0.2 - 0.02
