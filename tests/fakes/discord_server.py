@@ -27,6 +27,8 @@ from typing import Any
 
 from aiohttp import WSMsgType, web
 
+from tests.fakes.local_server import serve_locally
+
 API = "/api/v10"
 BOT_ID = 900000000000000001
 APP_ID = 900000000000000002
@@ -110,13 +112,9 @@ class FakeDiscord:
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_get("/gateway", self._gateway)
         app.router.add_route("*", API + "/{tail:.*}", self._rest)
-        self._runner = web.AppRunner(app, handle_signals=False)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port)
-        await site.start()
-        server = site._server
-        assert isinstance(server, asyncio.Server) and server.sockets
-        self.port = server.sockets[0].getsockname()[1]
+        self._runner, self.port = await serve_locally(
+            app, host=self.host, port=self.port, shutdown_timeout=60.0
+        )
 
     async def stop(self) -> None:
         for ws in list(self._sockets):

@@ -49,6 +49,8 @@ from typing import Any, Self
 
 from aiohttp import web
 
+from tests.fakes.local_server import serve_locally
+
 __all__ = [
     "Drop",
     "FakeOpenAI",
@@ -270,16 +272,7 @@ class FakeOpenAI:
     async def start(self) -> None:
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self._handle_chat)
-        # A short shutdown timeout: the only long-running handlers are stalls, which
-        # ``close`` releases first, so nothing legitimate needs longer.
-        self._runner = web.AppRunner(
-            app, shutdown_timeout=1.0, handle_signals=False, access_log=None
-        )
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        port = self._runner.addresses[0][1]
-        self._port = int(port)
+        self._runner, self._port = await serve_locally(app)
 
     async def close(self) -> None:
         self._closing.set()

@@ -37,6 +37,8 @@ from typing import Any, Self
 
 from aiohttp import web
 
+from tests.fakes.local_server import serve_locally
+
 JSON = dict[str, Any]
 
 
@@ -94,11 +96,7 @@ class FakeSlack:
         app.router.add_post("/api/{method}", self._api)
         app.router.add_post("/upload/{file_id}", self._upload)
         app.router.add_post("/response/{name}", self._response)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, 0)
-        await site.start()
-        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self._runner, self.port = await serve_locally(app, host=self.host, shutdown_timeout=60.0)
         return self
 
     async def __aexit__(

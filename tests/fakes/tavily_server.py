@@ -25,6 +25,8 @@ from typing import Any, Self
 from aiohttp import web
 from multidict import CIMultiDict
 
+from tests.fakes.local_server import serve_locally
+
 DEFAULT_RESULTS: tuple[dict[str, Any], ...] = (
     {
         "title": "2022 FIFA World Cup final - Wikipedia",
@@ -109,12 +111,7 @@ class FakeTavily:
     async def start(self) -> None:
         app = web.Application()
         app.router.add_post("/search", self._search)
-        # shutdown_timeout: handlers still sleeping are released by _closing; don't wait 60 s.
-        self._runner = web.AppRunner(app, shutdown_timeout=1.0, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        self._port = self._runner.addresses[0][1]
+        self._runner, self._port = await serve_locally(app)
 
     async def close(self) -> None:
         self._closing.set()
