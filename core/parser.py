@@ -29,6 +29,7 @@ scanned once), so feeding n characters in any chunking is O(n).
 from __future__ import annotations
 
 import enum
+import functools
 import json
 import re
 from dataclasses import dataclass
@@ -121,6 +122,10 @@ class _Label(enum.Enum):
     ANSWER = enum.auto()
     OBSERVATION = enum.auto()
 
+    # Members are singletons compared by identity, so identity hashing is consistent with
+    # equality and skips Enum.__hash__, a Python-level call on every set or cache look-up.
+    __hash__ = object.__hash__
+
 
 _ALL_LABELS = frozenset(_Label)
 
@@ -161,29 +166,113 @@ def _skip_blanks(text: str, i: int) -> int:
     return i
 
 
+@dataclass(frozen=True, slots=True)
+class _Keywords:
+    """The keywords of one set of labels, arranged for a quick look-up."""
+
+    by_first_letter: dict[str, tuple[tuple[str, _Label], ...]]
+    """In ``_KEYWORDS`` order."""
+    proper_prefixes: frozenset[str]
+    """Lower-cased, with "_" for a space as well: a head that is one of these is undecided."""
+
+
+def _keywords(labels: frozenset[_Label]) -> _Keywords:
+    keywords = _KEYWORDS_BY_LABELS.get(labels)
+    if keywords is None:
+        by_first_letter: dict[str, list[tuple[str, _Label]]] = {}
+        prefixes: set[str] = set()
+        for word, label in _KEYWORDS:
+            if label in labels:
+                by_first_letter.setdefault(word[0], []).append((word, label))
+                for k in range(1, len(word)):
+                    prefixes.update((word[:k], word[:k].replace(" ", "_")))
+        keywords = _Keywords(
+            {first: tuple(words) for first, words in by_first_letter.items()}, frozenset(prefixes)
+        )
+        _KEYWORDS_BY_LABELS[labels] = keywords
+    return keywords
+
+
+_KEYWORDS_BY_LABELS: dict[frozenset[_Label], _Keywords] = {}
+_LONGEST_KEYWORD = max(len(word) for word, _ in _KEYWORDS)
+
+# What a line must start with to be anything but plain text: a blank, bold "**", a JSON "{" or
+# "```", or a character whose lower case is a keyword's first letter.
+_HEAD_MARKS = frozenset(_BLANKS + "*{`")
+_FIRST_LETTERS = frozenset(word[0] for word, _ in _KEYWORDS)
+
+# A complete label, ``[**] word [digits] [**] :``, in one match against the lower-cased head.
+# Blanks, digits, "*", "_" and colons have no case, and str.lower() maps no character to one of
+# them (letters lower-case to letters), so it only touches the keyword's letters, exactly as
+# the character-by-character ``_scan_label`` does. Whatever this
+# does not match (a head that ends early, a label not wanted here, "**" that never opened)
+# takes the long way, which decides everything.
+_BLANK_CLASS = "[" + _BLANKS + "]"
+_LABEL_LINE = re.compile(
+    f"{_BLANK_CLASS}*(\\*\\*{_BLANK_CLASS}*)?("
+    + "|".join(re.escape(word).replace(r"\ ", "[ _]") for word, _ in _KEYWORDS)
+    + f"){_BLANK_CLASS}*[0-9]{{0,{_MAX_STEP_DIGITS}}}{_BLANK_CLASS}*"
+    + f"(\\*\\*{_BLANK_CLASS}*)?[{_COLONS}]"
+)
+_KEYWORD_LABELS = {word.replace(" ", "_"): label for word, label in _KEYWORDS} | dict(_KEYWORDS)
+
+
 def _scan_head(head: str, *, labels: frozenset[_Label], json_ok: bool, final: bool) -> _HeadScan:
     """Classify a line start. Prefix-stable: a decided answer never changes with more text."""
+    if not head or (head[0] in _BLANKS and not head.strip(_BLANKS)):
+        return _undecided(final) if labels else _TEXT  # nothing but indentation yet
+    first = head[0]
+    if first not in _HEAD_MARKS and first.lower() not in _FIRST_LETTERS:
+        return _TEXT  # most lines of prose
+    n = len(head)
+    folded = head.lower()
+    exact = len(folded) == n  # else some character lower-cased to several: positions shift
+    keywords = _keywords(labels)
+    if exact:
+        if folded in keywords.proper_prefixes:
+            return _undecided(final)  # "Act": a keyword, cut short
+        # The common case: the whole label is already in the head.
+        match = _LABEL_LINE.match(folded)
+        if match is not None:
+            label = _KEYWORD_LABELS[match.group(2)]
+            bold = match.group(1) is not None
+            closed = match.group(3) is not None
+            if label in labels and (bold or not closed):
+                return _label_value(head, match.end(), label, bold=bold, closed=closed, final=final)
     i = _skip_blanks(head, 0)
-    rest = head[i:]
     if json_ok:
-        if rest.startswith(("{", "```")):
+        if head.startswith(("{", "```"), i):
             return _JSON
-        if rest and "```".startswith(rest):
+        if i < n and "```".startswith(head[i:]):
             return _undecided(final)
     if not labels:
         return _TEXT
-    bold = rest.startswith("**")
+    bold = head.startswith("**", i)
     if bold:
         i = _skip_blanks(head, i + 2)
-    elif rest == "*":
+    elif i == n - 1 and head[i] == "*":
         return _undecided(final)
-    if i == len(head):
+    if i == n:
         return _undecided(final)
+    # Only the keywords sharing the line's first letter can match.
+    candidates = keywords.by_first_letter.get(head[i].lower())
+    if candidates is None:
+        return _TEXT
+    # The possible keyword, lower-cased once; "_" stands for the space in "action_input" (and
+    # elsewhere mismatches a letter, as it always did).
+    window = folded[i : i + _LONGEST_KEYWORD].replace("_", " ")
     waiting = False
-    for word, label in _KEYWORDS:
-        if label not in labels:
-            continue
-        scan = _scan_label(head, i, word, label, bold=bold, final=final)
+    for word, label in candidates:
+        if exact:
+            prefix = window[: len(word)]
+            if not word.startswith(prefix):
+                continue
+            if len(prefix) < len(word):
+                waiting = waiting or not final  # the head ends inside the keyword
+                continue
+            scan = _scan_label_tail(head, i + len(word), label, bold=bold, final=final)
+        else:
+            scan = _scan_label(head, i, word, label, bold=bold, final=final)
         if scan.kind == "label":
             return scan
         waiting = waiting or scan.kind == "more"
@@ -202,6 +291,12 @@ def _scan_label(
         if char != expected and not (expected == " " and char == "_"):
             return _TEXT
         i += 1
+    return _scan_label_tail(head, i, label, bold=bold, final=final)
+
+
+def _scan_label_tail(head: str, i: int, label: _Label, *, bold: bool, final: bool) -> _HeadScan:
+    """After a label's keyword: ``[digits] [**] :`` (and a closing ``**`` after the colon)."""
+    n = len(head)
     i = _skip_blanks(head, i)
     digits_start = i
     while i < n and "0" <= head[i] <= "9" and i - digits_start < _MAX_STEP_DIGITS:
@@ -211,21 +306,34 @@ def _scan_label(
     if bold and head.startswith("**", i):
         closed = True
         i = _skip_blanks(head, i + 2)
-    elif bold and head[i:] == "*":
+    elif bold and i == n - 1 and head[i] == "*":
         return _undecided(final)
     if i == n:
         return _undecided(final)
     if head[i] not in _COLONS:
         return _TEXT
-    i += 1
+    return _label_value(head, i + 1, label, bold=bold, closed=closed, final=final)
+
+
+def _label_value(
+    head: str, i: int, label: _Label, *, bold: bool, closed: bool, final: bool
+) -> _HeadScan:
+    """A label whose colon ends at ``i``: where does its value start?"""
     if bold and not closed:
         # "**Thought:** x": the closing ** belongs to the label, not to the value.
+        n = len(head)
         after = _skip_blanks(head, i)
         if head.startswith("**", after):
-            return _HeadScan("label", label, after + 2)
-        if not final and head[after:] in ("", "*"):
+            return _label_scan(label, after + 2)
+        if not final and (after == n or (after == n - 1 and head[after] == "*")):
             return _MORE
-    return _HeadScan("label", label, i)
+    return _label_scan(label, i)
+
+
+@functools.cache
+def _label_scan(label: _Label, end: int) -> _HeadScan:
+    """Label results are shared: there are only so many labels and head positions."""
+    return _HeadScan("label", label, end)
 
 
 # --- values: names, Action Input text and JSON tool calls ---------------------------------------
@@ -385,6 +493,11 @@ class StreamParser:
             raise RuntimeError("StreamParser.feed() called after close()")
         if not self._saw_text and chunk.strip():
             self._saw_text = True
+        if not self._in_head and "\n" not in chunk:
+            # Fast path: the middle of a line is the current field's text, as it comes.
+            if self._state is not _State.DONE:
+                self._text(chunk)
+            return self._take_events()
         pos = 0
         while pos < len(chunk) and self._state is not _State.DONE:
             pos = self._feed_head(chunk, pos) if self._in_head else self._feed_body(chunk, pos)

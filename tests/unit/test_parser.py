@@ -321,3 +321,87 @@ def test_random_label_soup_does_not_depend_on_chunking() -> None:
         pieces = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)]
         assert stream(pieces) == whole, text
         assert stream(text) == whole, text
+
+
+# Line starts the head scanner must classify exactly: case and "_" folding, characters whose
+# lower case is longer than one character, indentation, digits, bold and near-miss labels.
+HEAD_CASES = [
+    Case(
+        "uppercase-action-input-underscore",
+        "THOUGHT: t\nACTION_INPUT: x",
+        "an Action Input came before any Action",
+    ),
+    Case(
+        "action-input-underscore",
+        "Thought: t\nAction: search\nAction_Input: q",
+        step("t", ("search", "q")),
+    ),
+    Case(
+        "multi-char-lowercase-in-label-line",
+        "Thought: İstanbul\nAction: search[İzmir]",
+        step("İstanbul", ("search", "İzmir")),
+    ),
+    Case(
+        "multi-char-lowercase-before-keyword",
+        "Thought: t\nİAction: search[x]",
+        "no Action or Answer found after the Thought",
+    ),
+    Case(
+        "multi-char-lowercase-before-colon",
+        "Thought: t\nAction İ: search[x]",
+        "no Action or Answer found after the Thought",
+    ),
+    Case(
+        "kelvin-sign-is-text",
+        "Thought: t\n\u212aey: v\nAction: search[x]",
+        step("t\n\u212aey: v", ("search", "x")),
+    ),
+    Case(
+        "indented-numbered-bold-full-width",
+        "\u3000\tThought 12: t\n   **Action 3** ： search[x]",
+        step("t", ("search", "x")),
+    ),
+    Case(
+        "blank-line-and-cut-keyword-are-text",
+        "Thought: t\n    \n  Actio\nAction: search[x]",
+        step("t\n    \n  Actio", ("search", "x")),
+    ),
+    Case(
+        "too-many-step-digits",
+        "Thought: t\nAction 12345: search[x]",
+        "no Action or Answer found after the Thought",
+    ),
+    Case(
+        "bold-label-colon-inside", "Thought: t\n**Action:** search[x]", step("t", ("search", "x"))
+    ),
+    Case(
+        "closing-bold-without-opening",
+        "Thought: t\nAction**: search[x]",
+        "no Action or Answer found after the Thought",
+    ),
+    Case(
+        "plural-action-is-text",
+        "Thought: t\nActions: search[x]\nAction: lookup[y]",
+        step("t\nActions: search[x]", ("lookup", "y")),
+    ),
+]
+
+
+@pytest.mark.parametrize("case", HEAD_CASES, ids=[c.id for c in HEAD_CASES])
+def test_line_heads_whole_split_and_char_by_char(case: Case) -> None:
+    assert parse_outcome(case.text) == case.expected
+    for cut in range(len(case.text) + 1):
+        assert_consistent(stream([case.text[:cut], case.text[cut:]]), case.expected)
+    assert_consistent(stream(case.text), case.expected)
+
+
+def test_mid_line_chunks_are_emitted_as_they_come() -> None:
+    parser = StreamParser()
+    assert parser.feed("Thought:") == []
+    assert parser.feed("  I need") == [ThoughtText("I need")]
+    assert parser.feed(" more") == [ThoughtText(" more")]
+    assert parser.feed("") == []
+    assert parser.feed(".\nAnswer: 4") == [ThoughtText("."), AnswerText("4")]
+    assert parser.feed("2") == [AnswerText("2")]
+    assert parser.close() == []
+    assert parser.result() == step("I need more.", answer="42")
