@@ -1,0 +1,32 @@
+"""The README's example tool works as written (a README that lies is a bug)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from core.agent import Agent
+from core.events import Finished, ObservationReady
+from core.scripted import ScriptedModel
+from core.tools import ToolRegistry
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+async def test_the_readme_example_tool_runs_in_the_loop() -> None:
+    section = README.read_text().split("## Add a tool", 1)[1]
+    snippet = re.search(r"```python\n(.*?)```", section, re.DOTALL)
+    assert snippet is not None
+    registry = ToolRegistry()
+    exec(snippet.group(1), {"registry": registry})  # our own documentation, not model output
+    model = ScriptedModel(
+        ["Thought: count\nAction: word_count[one two three]", "Thought: ok\nAction: finish[3]"]
+    )
+    events = [e async for e in Agent(model, registry).run("How many words?")]
+    observation = next(e for e in events if isinstance(e, ObservationReady))
+    assert observation.text == "3 words"
+    assert (
+        "word_count: Counts words. Example: word_count[a b c]"
+        in model.calls[0].messages[0]["content"]
+    )
+    assert isinstance(events[-1], Finished)
