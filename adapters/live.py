@@ -120,6 +120,8 @@ class RunView:
     tokens: int = 0
     format_retries: int = 0
     notices: list[str] = field(default_factory=list)
+    memory_unavailable: bool = False
+    """The run answered without the conversation's history (the store was down)."""
     reason: str = ""
     stopped_by: str | None = None
     final: FinalEvent | None = None
@@ -176,7 +178,9 @@ class RunView:
             case Notice(kind=kind, text=text):
                 self.notices.append(text)
                 self.status_text = text
-                if kind == "waiting":
+                if kind == "memory":
+                    self.memory_unavailable = True
+                elif kind == "waiting":
                     self.phase = "waiting"
                 elif kind == "retrying":
                     self.phase = "retrying"

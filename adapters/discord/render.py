@@ -260,10 +260,8 @@ def render_live(view: RunView, now: float, limit: int = CONTENT_LIMIT) -> str:
     head = [status_line(view, now)]
     if view.status_text and view.phase not in ("waiting", "retrying"):
         head.append("-# " + one_line(sanitize(view.status_text), 200))
-    for notice in view.notices:
-        if notice.startswith("memory"):
-            head.append("-# ⚠️ " + one_line(sanitize(notice), 200))
-            break
+    if view.memory_unavailable:
+        head.append("-# ⚠️ memory unavailable: answering without this conversation's history")
     done = [s for s in view.steps if s.done]
     current = view.current if view.current is not None and not view.current.done else None
     budget = limit - sum(len(h) + 1 for h in head)
@@ -284,6 +282,8 @@ def footer(trace: Trace | None, view: RunView, mark: str, *, thread: bool) -> st
     tokens = trace.total_tokens if trace is not None else view.tokens
     if tokens:
         parts.append(_plural(tokens, "token"))
+    if view.memory_unavailable:
+        parts.append("⚠️ memory unavailable")
     if thread and trace is not None:
         parts.append("trace in thread ↓")
     return "-# " + " · ".join(parts)

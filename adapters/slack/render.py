@@ -392,6 +392,8 @@ def _totals_line(view: RunView, clock: Callable[[], float]) -> str:
     ]
     if view.tokens:
         parts.append(f"{view.tokens:,} tokens")
+    if view.memory_unavailable:
+        parts.append(":warning: memory unavailable")
     if trace is not None:
         parts.append("trace in thread ↓")
     return " · ".join(parts)

@@ -273,3 +273,13 @@ def test_answering_shows_the_answer_growing() -> None:
     text = render_live(view, now=101)
     assert "✍️ Writing the answer" in text
     assert "**Answer** It is 3▍" in text
+
+
+def test_memory_unavailable_is_said_live_and_in_the_final_footer() -> None:
+    notice = Notice("memory", "memory unavailable: answering without the conversation's history")
+    live = render_live(view_with(*started(), notice), now=101.0)
+    assert "⚠️ memory unavailable" in live
+    trace = finished_trace()
+    view = view_with(*started(), notice, Finished(trace, "395", "answered"))
+    footer_line = DiscordRenderer().final(view).content.splitlines()[-1]
+    assert "⚠️ memory unavailable" in footer_line

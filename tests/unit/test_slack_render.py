@@ -24,6 +24,7 @@ from core.events import (
     Cancelled,
     Failed,
     Finished,
+    Notice,
     ObservationReady,
     RunStarted,
     StepStarted,
@@ -254,3 +255,12 @@ def _trace(question: str, *, answer: str = "4", sources: list[str] | None = None
     ]
     trace.answer, trace.status = answer, "answered"
     return trace
+
+
+def test_memory_unavailable_is_said_in_the_final_totals() -> None:
+    trace = _trace("q", answer="391")
+    notice = Notice("memory", "memory unavailable: answering without the conversation's history")
+    message = SlackRenderer(run_id="r", clock=CLOCK).final(
+        view_with(*started(), notice, Finished(trace, "391", "answered"))
+    )
+    assert ":warning: memory unavailable" in all_text(message)
