@@ -149,9 +149,10 @@ class RunView:
             case RunStarted(question=question, model=model, max_steps=max_steps):
                 self.question, self.model, self.max_steps = question, model, max_steps
                 self.phase = "thinking"
-            case StepStarted(step=n, final=final):
-                self.steps.append(StepView(n, final=final))
+            case StepStarted(step=n):
+                self.steps.append(StepView(n, final=event.final))
                 self.phase, self.status_text = "thinking", ""
+                self.answer = ""  # a new call writes its own answer (e.g. the answer model)
             case ThoughtDelta(text=text):
                 self._step().thought += text
             case ReasoningDelta(text=text):

@@ -38,6 +38,7 @@ if TYPE_CHECKING:  # the search and redis modules load only when configured
 log = logging.getLogger(__name__)
 
 KNOWLEDGE_DIR = Path(__file__).parent / "knowledge"
+STALL_MARGIN = 15.0
 
 
 @dataclass
@@ -72,7 +73,9 @@ class App:
             compactor=_build_compactor(config, model, closers),
             settings=AgentSettings(
                 max_steps=config.agent.max_steps,
-                model_timeout=config.model.request_timeout,
+                # A backstop behind the SDK's own read timeout (which it retries): connect
+                # time plus a margin, so the client's retry always gets its chance first.
+                model_timeout=config.model.request_timeout + STALL_MARGIN,
                 tool_timeout=config.agent.tool_timeout,
                 deadline=config.agent.deadline,
                 format_retries=config.agent.format_retries,

@@ -35,6 +35,7 @@ from core.events import (
     ObservationReady,
     ReasoningDelta,
     RunStarted,
+    StepKind,
     StepStarted,
     ThoughtDelta,
     UsageCounted,
@@ -147,11 +148,13 @@ class Run:
         self._cancel_requested = False
         self._final: FinalEvent | None = None
         self._task = asyncio.get_running_loop().create_task(self._main())
+        self._task.add_done_callback(self._ensure_final)
 
     # ---- public -------------------------------------------------------------------------
     def cancel(self, by: str | None = None) -> None:
-        """Stop the run; the first call wins (a second press must not cut the final save)."""
-        if not self._task.done() and not self._cancel_requested:
+        """Stop the run. The first call wins, and once the outcome is decided (the final
+        event exists) a late Stop changes nothing."""
+        if not self._task.done() and not self._cancel_requested and self._final is None:
             self._cancel_requested = True
             self._stopped_by = by
             self._task.cancel()
@@ -167,14 +170,15 @@ class Run:
                 return
 
     async def wait(self) -> FinalEvent:
-        await asyncio.shield(self._task)
+        """The final event, once the run's task is over (it never raises the run's errors)."""
+        await asyncio.wait({self._task})
         assert self._final is not None
         return self._final
 
     async def aclose(self) -> None:
+        """Cancel and wait; a cancellation of the caller is not swallowed here."""
         self.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._task
+        await asyncio.wait({self._task})
 
     @property
     def done(self) -> bool:
@@ -186,14 +190,36 @@ class Run:
         self._arrived.set()
 
     async def _end(self, event: FinalEvent) -> None:
-        self.trace.ended_at = self.agent._clock()
+        """Publish the outcome first (the user should not wait for storage), then store it."""
+        self._publish(event)
         if self.agent.traces is not None:
             try:
                 await self.agent.traces.save(self.trace)
             except StoreUnavailable:
                 log.warning("trace %s not stored: trace store unavailable", self.trace.id)
+            except Exception:
+                log.exception("trace %s not stored", self.trace.id)
+
+    def _publish(self, event: FinalEvent) -> None:
+        self.trace.ended_at = self.agent._clock()
         self._final = event
         self._emit(event)
+
+    def _ensure_final(self, task: asyncio.Task[None]) -> None:
+        """Safety net: whatever ended the task (a cancel before it started, a bug in a store),
+        the consumer still gets exactly one final event."""
+        if self._final is not None:
+            return
+        trace = self.trace
+        self._close_open_step("cancelled" if task.cancelled() else "internal error")
+        if task.cancelled():
+            trace.status, trace.stopped_by = "cancelled", self._stopped_by
+            self._publish(Cancelled(trace, self._stopped_by))
+            return
+        log.error("run %s ended without an outcome", trace.id, exc_info=task.exception())
+        trace.status = "failed"
+        trace.reason = "Something went wrong inside reactbot (logged)."
+        self._publish(Failed(trace, trace.reason, "internal"))
 
     async def _main(self) -> None:
         trace = self.trace
@@ -256,7 +282,7 @@ class Run:
     async def _loop(self) -> Finished:
         state = _State(await self._initial_messages())
         for n in range(1, self.settings.max_steps + 1):
-            reply = await self._step(n, state, final=False)
+            reply = await self._step(n, state)
             if reply.step is None:
                 return await self._finish(reply.text, "unformatted", state)
             if reply.step.answer is not None:
@@ -269,7 +295,7 @@ class Run:
 
     async def _best_effort(self, state: _State) -> Finished:
         state.messages.append(prompt.best_answer_message(self.settings.max_steps))
-        reply = await self._step(self.settings.max_steps + 1, state, final=True)
+        reply = await self._step(self.settings.max_steps + 1, state, kind="best_effort")
         if reply.step is not None and reply.step.answer is not None:
             return await self._finish(reply.step.answer, "best_effort", state)
         text = reply.text if reply.step is None else (reply.step.thought or reply.text)
@@ -281,19 +307,19 @@ class Run:
         assert model is not None
         self.trace.models.append(model.name)
         state.messages.append(prompt.final_answer_message(draft))
-        reply = await self._step(n, state, final=True, model=model)
+        reply = await self._step(n, state, kind="answer", model=model)
         if reply.step is not None and reply.step.answer:
             return await self._finish(reply.step.answer, "answered", state)
         return await self._finish(draft, "answered", state)  # the draft is still an answer
 
     async def _step(
-        self, n: int, state: _State, *, final: bool, model: ChatModel | None = None
+        self, n: int, state: _State, *, kind: StepKind = "step", model: ChatModel | None = None
     ) -> _Reply:
         """One model turn, re-asked up to ``format_retries`` times when the format is wrong."""
         model = model or self.agent.model
-        self._emit(StepStarted(n, self.settings.max_steps, final))
+        self._emit(StepStarted(n, self.settings.max_steps, kind))
         for attempt in range(self.settings.format_retries + 1):
-            step = self._open_step(n, "final" if final else "step", model)
+            step = self._open_step(n, "step" if kind == "step" else "final", model)
             reply = await self._call_model(n, step, state.messages, model)
             step.ended_at = self.agent._clock()
             state.messages.append({"role": "assistant", "content": reply.text})
@@ -322,15 +348,15 @@ class Run:
         try:
             with watchdog:
                 async for chunk in stream:
-                    watchdog.kick()
+                    watchdog.kick(grace=chunk.pause)
                     self._absorb(n, step, chunk)
                     if chunk.text:
                         self._emit_parsed(n, parser.feed(cutter.feed(chunk.text)))
                         if cutter.stopped:
                             break
-        except TimeoutError as exc:
+        except TimeoutError as exc:  # the run's deadline arrives here as CancelledError
             if not watchdog.fired:
-                raise  # the run's deadline, handled above us
+                raise ModelTimeout("The model call timed out (provider timeout).") from exc
             raise ModelTimeout(
                 f"The model sent nothing for {self.settings.model_timeout:g} s (provider timeout)."
             ) from exc
@@ -547,8 +573,9 @@ class _StallWatchdog:
         self._handle = self._loop.call_at(self._last + self.seconds, self._check)
         return self
 
-    def kick(self) -> None:
-        self._last = self._loop.time()
+    def kick(self, *, grace: float = 0.0) -> None:
+        """A chunk arrived; ``grace`` extends the next deadline (an announced back-off)."""
+        self._last = self._loop.time() + grace
 
     def _check(self) -> None:
         due = self._last + self.seconds

@@ -21,12 +21,21 @@ class RunStarted:
     max_steps: int
 
 
+StepKind = Literal["step", "best_effort", "answer"]
+
+
 @dataclass(frozen=True, slots=True)
 class StepStarted:
     step: int
     max_steps: int
-    final: bool = False
-    """True for the last call that asks for the best answer once steps ran out."""
+    kind: StepKind = "step"
+    """``best_effort``: steps ran out, the model is asked for its best answer;
+    ``answer``: the answer model writes the final answer from the steps."""
+
+    @property
+    def final(self) -> bool:
+        """This call writes the final answer; it does not count against ``max_steps``."""
+        return self.kind != "step"
 
 
 @dataclass(frozen=True, slots=True)

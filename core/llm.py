@@ -47,7 +47,8 @@ class ModelChunk:
 
     ``reasoning`` is text from models that return ``reasoning_content`` separately.
     ``notice`` tells the user what the transport is doing (e.g. retrying after a 429);
-    it is never part of the model's reply.
+    it is never part of the model's reply. ``pause`` is how long the transport is about to
+    wait on purpose (a retry back-off), so a stall detector does not count it as silence.
     """
 
     text: str = ""
@@ -55,6 +56,7 @@ class ModelChunk:
     tool_calls: tuple[ToolCallDelta, ...] = ()
     usage: Usage | None = None
     notice: str | None = None
+    pause: float = 0.0
 
 
 ToolSpec = dict[str, Any]

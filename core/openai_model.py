@@ -127,7 +127,7 @@ class OpenAIChatModel:
                 notice += f"(attempt {attempt + 1}/{attempts})"
             # Outside the except block: yielding there would keep the exception context alive
             # across the consumer's code and the sleep.
-            yield ModelChunk(notice=notice)
+            yield ModelChunk(notice=notice, pause=delay)
             await asyncio.sleep(delay)
 
     # -- one request -----------------------------------------------------------------------

@@ -66,7 +66,9 @@ class TerminalRenderer:
         match event:
             case RunStarted(max_steps=max_steps):
                 self._max_steps = max_steps
-            case StepStarted(final=True):
+            case StepStarted(kind="answer"):
+                self._line("(the answer model writes the final answer)", "meta")
+            case StepStarted(kind="best_effort"):
                 self._line(
                     "(steps ran out: asking for the best answer from what was found)", "meta"
                 )

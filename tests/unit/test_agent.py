@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import AsyncIterator, Sequence
 
 import pytest
 
@@ -24,7 +25,7 @@ from core.events import (
     ThoughtDelta,
 )
 from core.history import InMemoryHistoryStore, Message
-from core.llm import Usage
+from core.llm import ModelChunk, Usage
 from core.parser import Action
 from core.scripted import ScriptedModel, Turn
 from core.stores import InMemoryLocks, InMemoryTraceStore
@@ -439,3 +440,81 @@ async def test_approval_hook_can_edit_or_deny_an_action() -> None:
     observations = [e.text for e in events if isinstance(e, ObservationReady)]
     assert seen == ["1/0", "17*23+4"]
     assert observations == ["The user denied this action.", "4"]
+
+
+async def test_cancel_before_the_task_starts_still_ends_with_cancelled() -> None:
+    model = ScriptedModel([])
+    run = Agent(model, registry()).start("q")
+    run.cancel(by="shutdown")  # before the run's task had a chance to start
+    async with asyncio.timeout(5):  # without the safety net this would wait forever
+        events = [e async for e in run.events()]
+    assert len(events) == 1 and isinstance(events[0], Cancelled) and events[0].by == "shutdown"
+    assert await run.wait() is events[0]
+
+
+class SlowTraceStore(InMemoryTraceStore):
+    async def save(self, trace: Trace) -> None:
+        await asyncio.sleep(0.2)
+        await super().save(trace)
+
+
+async def test_stop_pressed_while_the_answer_is_being_stored_changes_nothing() -> None:
+    traces = SlowTraceStore()
+    model = ScriptedModel(["Thought: ok\nAction: finish[done]"])
+    run = Agent(model, registry(), traces=traces).start("q", conversation="c")
+    events = []
+    async for event in run.events():
+        events.append(event)
+    run.cancel(by="late")  # the answer is out; its trace is still being saved
+    done = await run.wait()
+    assert isinstance(done, Finished) and events[-1] is done
+    assert await traces.get(done.trace.id) is not None
+
+
+async def test_a_broken_trace_store_cannot_swallow_the_final_event() -> None:
+    class Broken(InMemoryTraceStore):
+        async def save(self, trace: Trace) -> None:
+            raise RuntimeError("bug in a store")
+
+    model = ScriptedModel(["Thought: ok\nAction: finish[done]"])
+    async with asyncio.timeout(5):
+        events = await collect(Agent(model, registry(), traces=Broken()), "q", conversation="c")
+    assert isinstance(events[-1], Finished)
+
+
+async def test_aclose_does_not_swallow_the_callers_cancellation() -> None:
+    model = ScriptedModel([Turn("Thought: hanging", stall_after=1)])
+    run = Agent(model, registry()).start("q")
+
+    async def closer() -> None:
+        await run.aclose()
+
+    task = asyncio.create_task(closer())
+    await asyncio.sleep(0)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert isinstance(await run.wait(), Cancelled)
+
+
+async def test_an_announced_retry_pause_is_not_a_stall() -> None:
+    class PausingModel(ScriptedModel):
+        async def _play(self, turn: Turn, stop: Sequence[str]) -> AsyncIterator[ModelChunk]:
+            yield ModelChunk(notice="rate-limited; retrying in 0.3 s", pause=0.3)
+            await asyncio.sleep(0.3)
+            async for chunk in super()._play(turn, stop):
+                yield chunk
+
+    model = PausingModel(["Thought: ok\nAction: finish[fine]"])
+    settings = AgentSettings(model_timeout=0.15)
+    events = await collect(Agent(model, registry(), settings=settings), "q")
+    assert any(isinstance(e, Notice) and e.kind == "retrying" for e in events)
+    assert isinstance(events[-1], Finished)
+
+
+async def test_answer_model_step_is_marked_as_such_and_not_as_steps_running_out() -> None:
+    steps = ScriptedModel(["Thought: ok\nAction: finish[4]"])
+    large = ScriptedModel(["Thought: polish\nAction: finish[Four.]"])
+    events = await collect(Agent(steps, registry(), answer_model=large), "q")
+    kinds = [e.kind for e in events if isinstance(e, StepStarted)]
+    assert kinds == ["step", "answer"]
