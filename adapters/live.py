@@ -316,6 +316,10 @@ class Renderer(Protocol[P]):
 
     def trace_posts(self, trace: Trace) -> list[P]: ...
 
+    def plain(self, text: str) -> P:
+        """A bare message holding ``text``: the fallback when rendering itself fails."""
+        ...
+
 
 @dataclass(slots=True)
 class LiveStats:
@@ -324,6 +328,17 @@ class LiveStats:
     first_text_at: float | None = None
     first_visible_at: float | None = None
     edit_times: list[float] = field(default_factory=list)
+
+
+def fallback_text(view: RunView) -> str:
+    """The final state in plain words, for when the platform renderer fails."""
+    if view.phase in ("answered", "best_effort", "unformatted") and view.answer:
+        text = view.answer
+    elif view.phase == "cancelled":
+        text = "⏹️ Stopped."
+    else:
+        text = f"❌ {view.reason or 'The run failed.'}"
+    return f"{text}\n\n(reactbot could not format this message; the trace is in the thread)"
 
 
 _QUIET = RunStarted | StepStarted | UsageCounted
@@ -369,8 +384,12 @@ class LiveMessage(Generic[P]):
                     break
         finally:
             flusher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
+            try:
                 await flusher
+            except asyncio.CancelledError:
+                pass
+            except Exception:  # live updates died; the final state below must still be sent
+                log.exception("live updates failed")
         if not self.view.is_final:  # the event stream ended early: never leave "thinking"
             self.view.phase, self.view.reason = "failed", "The run ended without a result."
         await self._edit_final()
@@ -389,8 +408,13 @@ class LiveMessage(Generic[P]):
                 async with asyncio.timeout(self.tick):
                     await self._dirty.wait()
             self._dirty.clear()
+            try:
+                payload = self.renderer.live(self.view)
+            except Exception:  # skip this update; the final message has its own fallback
+                log.exception("rendering the live message failed")
+                continue
             async with self.pacer.slot(self.surface.channel_key):
-                await self._try_edit(self.renderer.live(self.view))
+                await self._try_edit(payload)
 
     async def _try_edit(self, payload: P) -> bool:
         if payload == self._last_payload:
@@ -419,7 +443,11 @@ class LiveMessage(Generic[P]):
         return True
 
     async def _edit_final(self) -> None:
-        payload = self.renderer.final(self.view)
+        try:
+            payload = self.renderer.final(self.view)
+        except Exception:
+            log.exception("rendering the final message failed")
+            payload = self.renderer.plain(fallback_text(self.view))
         for _ in range(self.FINAL_ATTEMPTS):  # failures postpone the channel's next slot
             async with self.pacer.slot(self.surface.channel_key):
                 if await self._try_edit(payload):

@@ -459,6 +459,12 @@ class DiscordRenderer:
     def trace_posts(self, trace: Trace) -> list[DiscordPayload]:
         return trace_posts(trace, answer_overflow(trace))
 
+    def plain(self, text: str) -> DiscordPayload:
+        text = sanitize(text)
+        if len(text) > CONTENT_LIMIT:
+            text = text[: CONTENT_LIMIT - 1] + "…"
+        return DiscordPayload(text, stop_button="remove")
+
 
 def placeholder(question: str) -> DiscordPayload:
     del question  # the placeholder does not restate it: the user's message is right above

@@ -209,6 +209,10 @@ class SlackRenderer:
     def trace_posts(self, trace: Trace) -> list[SlackMessage]:
         return trace_posts(trace)
 
+    def plain(self, text: str) -> SlackMessage:
+        body = clip(escape(text), SECTION_LIMIT)
+        return SlackMessage(text=clip(body, 300), blocks=(section(body),))
+
     # ---- parts ----------------------------------------------------------------------------
     def _button(self) -> Block | None:
         return stop_button(self.run_id) if self.run_id else None

@@ -48,6 +48,9 @@ class TextRenderer:
     def trace_posts(self, trace: Trace) -> list[str]:
         return [f"step {s.index}" for s in trace.steps]
 
+    def plain(self, text: str) -> str:
+        return text
+
 
 @dataclass
 class FakeSurface:
@@ -155,3 +158,23 @@ async def test_shared_budget_spaces_edits_across_channels_and_honours_a_block() 
     before = time.monotonic()
     await edit("other-channel")  # a workspace-wide 429 holds every channel
     assert time.monotonic() - before >= 0.2 - 0.02
+
+
+class BrokenRenderer(TextRenderer):
+    def live(self, view: RunView) -> str:
+        raise ValueError("renderer bug")
+
+    def final(self, view: RunView) -> str:
+        raise ValueError("renderer bug")
+
+    def plain(self, text: str) -> str:
+        return "PLAIN " + text
+
+
+async def test_a_renderer_bug_still_ends_the_message_in_a_final_state() -> None:
+    surface = FakeSurface()
+    live = LiveMessage(surface, BrokenRenderer(), EditPacer(0.01))
+    await live.follow(run_events("Thought: t\nAction: finish[4]"))
+    assert len(surface.edits) == 1
+    assert surface.edits[0][1].startswith("PLAIN 4\n\n(reactbot could not format this message")
+    assert surface.posted == ["step 1"]
