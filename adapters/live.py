@@ -408,12 +408,13 @@ class LiveMessage(Generic[P]):
                 async with asyncio.timeout(self.tick):
                     await self._dirty.wait()
             self._dirty.clear()
-            try:
-                payload = self.renderer.live(self.view)
-            except Exception:  # skip this update; the final message has its own fallback
-                log.exception("rendering the live message failed")
-                continue
             async with self.pacer.slot(self.surface.channel_key):
+                # Rendered once the slot is ours, so the edit carries the latest state.
+                try:
+                    payload = self.renderer.live(self.view)
+                except Exception:  # skip this update; the final message has its own fallback
+                    log.exception("rendering the live message failed")
+                    continue
                 await self._try_edit(payload)
 
     async def _try_edit(self, payload: P) -> bool:

@@ -165,6 +165,9 @@ async def make(fake: FakeSlack) -> AsyncIterator[Callable[..., Any]]:
             port=0,
             api_base_url=fake.base_url,
             update_interval=INTERVAL,
+            # These tests look at per-channel pacing; the workspace budget has its own tests
+            # (tests/unit/test_live.py) and would only slow them down here.
+            workspace_updates_per_minute=0,
             admin_users=frozenset({"UADMIN"}),
             cooldown_seconds=0.0,
             shutdown_grace=3.0,

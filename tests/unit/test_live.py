@@ -17,7 +17,7 @@ from adapters.live import (
     TokenBucket,
 )
 from core.agent import Agent
-from core.events import Event
+from core.events import Event, Finished, RunStarted, StepStarted, ThoughtDelta
 from core.scripted import ScriptedModel, Turn
 from core.tools import FunctionTool, ToolRegistry
 from core.trace import Trace
@@ -178,3 +178,23 @@ async def test_a_renderer_bug_still_ends_the_message_in_a_final_state() -> None:
     assert len(surface.edits) == 1
     assert surface.edits[0][1].startswith("PLAIN 4\n\n(reactbot could not format this message")
     assert surface.posted == ["step 1"]
+
+
+async def test_a_paced_edit_carries_the_state_at_send_time_not_at_wake_time() -> None:
+    async def events() -> AsyncIterator[Event]:
+        yield RunStarted("r", "q", "m", 8)
+        yield StepStarted(1, 8)
+        yield ThoughtDelta(1, "x")
+        for _ in range(8):
+            await asyncio.sleep(0.05)
+            yield ThoughtDelta(1, "y")
+        async for event in run_events("Thought: t\nAction: finish[4]"):
+            if isinstance(event, Finished):
+                yield event
+
+    surface = FakeSurface()
+    await LiveMessage(surface, TextRenderer(), EditPacer(0.25)).follow(events())
+    live_edits = [payload for _, payload in surface.edits if not payload.startswith("FINAL")]
+    assert live_edits[0].endswith("|x|")
+    # the second edit waited ~0.25 s for its slot; it must show what arrived meanwhile
+    assert live_edits[1].count("y") >= 3
