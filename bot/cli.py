@@ -11,7 +11,8 @@ import contextlib
 import os
 import signal
 import sys
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+import threading
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO
 
@@ -118,8 +119,9 @@ async def _answer(app: App, question: str, conversation: str, console: Console) 
 
 
 @contextlib.contextmanager
-def _cancel_on_interrupt(run: Run):  # type: ignore[no-untyped-def]
+def _cancel_on_interrupt(run: Run) -> Iterator[None]:
     loop = asyncio.get_running_loop()
+    previous = signal.getsignal(signal.SIGINT)
     try:
         loop.add_signal_handler(signal.SIGINT, run.cancel, "you (Ctrl-C)")
         installed = True
@@ -130,6 +132,9 @@ def _cancel_on_interrupt(run: Run):  # type: ignore[no-untyped-def]
     finally:
         if installed:
             loop.remove_signal_handler(signal.SIGINT)
+            # remove_signal_handler installs Python's default handler; put back asyncio.run's,
+            # which turns the next Ctrl-C at the prompt into a clean exit.
+            signal.signal(signal.SIGINT, previous)
 
 
 _NO_REDIS_HINT = (
@@ -166,18 +171,29 @@ def _line_reader(stdin: IO[str]) -> Callable[[], Awaitable[str | None]]:
         with contextlib.suppress(ImportError):
             import readline  # noqa: F401  (importing it enables line editing for input())
 
-        async def prompt() -> str | None:
-            try:
-                return await asyncio.to_thread(input, "› ")
-            except EOFError:
-                return None
+        return lambda: _read_in_daemon(lambda: input("› "))
+    return lambda: _read_in_daemon(lambda: stdin.readline() or None)  # "" is end of input
 
-        return prompt
 
-    async def plain() -> str | None:
-        return await asyncio.to_thread(stdin.readline) or None
+async def _read_in_daemon(read: Callable[[], str | None]) -> str | None:
+    """One blocking read in a daemon thread: unlike ``asyncio.to_thread``, a thread stuck in
+    ``input()`` cannot hold up the exit after Ctrl-C. ``None`` means end of input."""
+    loop = asyncio.get_running_loop()
+    line: asyncio.Future[str | None] = loop.create_future()
 
-    return plain
+    def deliver(value: str | None) -> None:
+        if not line.done():
+            line.set_result(value)
+
+    def work() -> None:
+        try:
+            value = read()
+        except (EOFError, OSError, ValueError):
+            value = None
+        loop.call_soon_threadsafe(deliver, value)
+
+    threading.Thread(target=work, name="reactbot-stdin", daemon=True).start()
+    return await line
 
 
 async def _chat_command(
