@@ -45,3 +45,7 @@ def setup_logging(config: Config, *, verbose: bool = False, quiet: bool = False)
     root.setLevel(level)
     for noisy in ("httpx", "httpcore", "openai", "discord.gateway", "discord.http"):
         logging.getLogger(noisy).setLevel(max(level, logging.WARNING))
+    # The bot never joins voice channels; discord.py warns at every start that voice is off.
+    logging.getLogger("discord.client").addFilter(
+        lambda record: "voice will NOT be supported" not in record.getMessage()
+    )

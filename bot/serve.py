@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
+import signal
+from collections.abc import Callable, Iterator
 
 from rich.console import Console
 
 from bot.app import App
 from bot.config import Config
+from bot.logs import RedactSecrets
+
+log = logging.getLogger(__name__)
 
 HOW_TO_ENABLE = """\
 No platform is configured, so there is nothing to serve.
@@ -30,15 +37,64 @@ async def serve(config: Config, *, platform: str | None, console: Console) -> in
         return 2
     chosen = [name for name, on in wanted.items() if on and platform in (None, name)]
     app = App.create(config)
+    redact = RedactSecrets(config.secrets.values()).redact
     try:
         for note in app.notes:
             console.print(f"note: {note}", style="dim", markup=False)
-        async with asyncio.TaskGroup() as group:
-            for name in chosen:
-                group.create_task(_RUNNERS[name](app), name=f"serve-{name}")
+        with _cancel_on_sigterm() as terminated:
+            try:
+                async with asyncio.TaskGroup() as group:
+                    runs = [group.create_task(_run(name, app, console, redact)) for name in chosen]
+            except asyncio.CancelledError:
+                if not terminated.is_set():
+                    raise
+                console.print("Stopped (SIGTERM).", markup=False)
+                return 0
     finally:
         await app.aclose()
-    return 0
+    return 0 if all(run.result() for run in runs) else 1
+
+
+async def _run(name: str, app: App, console: Console, redact: Callable[[str], str]) -> bool:
+    """One platform; its failure (a bad token, no network) is reported in one line and does
+    not take the other platform down."""
+    try:
+        await _RUNNERS[name](app)
+    except Exception as exc:
+        log.debug("%s stopped", name, exc_info=True)
+        console.print(f"{name}: stopped: {redact(_describe(exc))}", style="red", markup=False)
+        return False
+    return True
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+@contextlib.contextmanager
+def _cancel_on_sigterm() -> Iterator[asyncio.Event]:
+    """SIGTERM (``docker stop``) cancels the serve task, so every platform shuts down
+    gracefully: running answers end as stopped, connections close."""
+    terminated = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+
+    def on_sigterm() -> None:
+        terminated.set()
+        if task is not None:
+            task.cancel()
+
+    try:
+        loop.add_signal_handler(signal.SIGTERM, on_sigterm)
+        installed = True
+    except (NotImplementedError, RuntimeError, ValueError):
+        installed = False
+    try:
+        yield terminated
+    finally:
+        if installed:
+            loop.remove_signal_handler(signal.SIGTERM)
 
 
 async def _serve_discord(app: App) -> None:

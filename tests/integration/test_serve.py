@@ -1,0 +1,73 @@
+"""``reactbot serve`` as a whole: SIGTERM shuts down gracefully, a platform that cannot start
+is reported in one line and the exit code says so."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import os
+import signal
+import socket
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+from bot.cli import run_cli
+from tests.fakes.slack_server import FakeSlack
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def wait_for_http(url: str) -> None:
+    async with aiohttp.ClientSession() as session:
+        for _ in range(250):
+            try:
+                async with session.get(url) as response:
+                    if response.status == 200:
+                        return
+            except aiohttp.ClientConnectionError:
+                pass
+            await asyncio.sleep(0.02)
+    pytest.fail(f"{url} did not come up")
+
+
+async def test_sigterm_stops_serving_gracefully(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    port = free_port()
+    async with FakeSlack() as fake:
+        config = tmp_path / "c.yaml"
+        config.write_text(
+            f"slack:\n  mode: http\n  port: {port}\n  api_base_url: {fake.base_url.rstrip('/')}\n"
+        )
+        env = {"SLACK_BOT_TOKEN": "xoxb-test", "SLACK_SIGNING_SECRET": "s3cret-signing"}
+        serving = asyncio.create_task(run_cli(["--config", str(config), "serve"], env=env))
+        await wait_for_http(f"http://127.0.0.1:{port}/healthz")
+        os.kill(os.getpid(), signal.SIGTERM)  # what `docker stop` sends
+        async with asyncio.timeout(15):
+            code = await serving
+    assert code == 0
+    assert "Stopped (SIGTERM)." in capsys.readouterr().err
+
+
+async def test_a_platform_that_cannot_start_is_reported_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    dead = f"http://127.0.0.1:{free_port()}/api/v10"  # nothing listens there
+    config = tmp_path / "c.yaml"
+    config.write_text(f"discord:\n  api_base_url: {dead}\n")
+    token = "discord-token-never-printed"
+    out = io.StringIO()
+    async with asyncio.timeout(30):
+        code = await run_cli(
+            ["--config", str(config), "serve"], env={"DISCORD_TOKEN": token}, stdout=out
+        )
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "discord: stopped: " in err and "Traceback" not in err
+    assert token not in err + out.getvalue()
