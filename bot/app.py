@@ -51,6 +51,8 @@ class App:
     traces: TraceStore
     locks: ConversationLocks
     claims: EventClaims
+    health: StoreHealth | None = None
+    """Whether the shared store (Redis) answered lately; None without one."""
     notes: list[str] = field(default_factory=list)
     """Things to tell the operator once at start (search disabled, demo model, ...)."""
     _closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
@@ -70,7 +72,7 @@ class App:
             locks=stores.locks,
             memory_health=stores.health,
             answer_model=_build_answer_model(config, closers),
-            compactor=_build_compactor(config, model, closers),
+            compactor=_build_compactor(config, model),
             settings=AgentSettings(
                 max_steps=config.agent.max_steps,
                 # A backstop behind the SDK's own read timeout (which it retries): connect
@@ -92,6 +94,7 @@ class App:
             stores.traces,
             stores.locks,
             stores.claims,
+            stores.health,
             notes,
             closers,
         )
@@ -117,7 +120,8 @@ def _build_model(
             "real one."
         )
         return DemoModel(delay=demo_delay)
-    return _openai_model(config, config.model.name, closers)
+    # The steps run on the small model when one is configured.
+    return _openai_model(config, config.model.step_model or config.model.name, closers)
 
 
 def _openai_model(
@@ -141,21 +145,19 @@ def _openai_model(
 def _build_answer_model(
     config: Config, closers: list[Callable[[], Awaitable[None]]]
 ) -> ChatModel | None:
-    name = config.model.answer_model
-    if not config.model_configured or not name:
+    """``answer_model``, else ``name`` when the steps run on a separate ``step_model``."""
+    settings = config.model
+    name = settings.answer_model or (settings.name if settings.step_model else None)
+    if not config.model_configured or not name or name == settings.step_model:
         return None
     return _openai_model(config, name, closers)
 
 
-def _build_compactor(
-    config: Config, model: ChatModel, closers: list[Callable[[], Awaitable[None]]]
-) -> HistoryCompactor | None:
-    """Summaries of old turns are written by the small model when one is configured."""
+def _build_compactor(config: Config, steps_model: ChatModel) -> HistoryCompactor | None:
+    """Summaries of old turns are written by the steps' (small) model."""
     if not config.model_configured:
         return None  # the demo model cannot summarise; history is bounded by turns anyway
-    step_model = config.model.step_model
-    writer = _openai_model(config, step_model, closers) if step_model else model
-    return HistoryCompactor(writer, budget_tokens=config.agent.history_token_budget)
+    return HistoryCompactor(steps_model, budget_tokens=config.agent.history_token_budget)
 
 
 def _build_tools(
@@ -222,11 +224,12 @@ class _Stores:
 
 def _build_stores(config: Config, closers: list[Callable[[], Awaitable[None]]]) -> _Stores:
     redis = config.redis
+    lease = config.agent.deadline + 60  # a lock must outlive the longest run it guards
     if redis.url is None:
         return _Stores(
             InMemoryHistoryStore(max_turns=redis.history_turns),
             InMemoryTraceStore(),
-            InMemoryLocks(),
+            InMemoryLocks(lease_seconds=lease),
             InMemoryEventClaims(),
         )
     from core.redis_store import connect
@@ -239,14 +242,18 @@ def _build_stores(config: Config, closers: list[Callable[[], Awaitable[None]]]) 
         history_ttl=int(redis.history_ttl_days * 86400),
         store_steps=redis.store_steps,
         trace_ttl=int(redis.trace_ttl_days * 86400),
-        lock_lease=config.agent.deadline + 60,  # a lease must outlive the longest run
+        lock_lease=lease,
     )
     closers.append(stores.aclose)
     # While Redis is away the bot answers without memory (and says so), keeps traces and
     # claims in this process, and skips Redis for a few seconds so a hung server costs one
     # timeout, not one per call.
     wrapped = ResilientStores.wrap(
-        history=stores.history, traces=stores.traces, locks=stores.locks, claims=stores.claims
+        history=stores.history,
+        traces=stores.traces,
+        locks=stores.locks,
+        claims=stores.claims,
+        lock_lease=lease,
     )
     return _Stores(
         wrapped.history,

@@ -205,7 +205,12 @@ async def _chat_command(
             return True
         case "/reset":
             await app.history.clear(conversation)
-            console.print("History cleared for this conversation.", style="dim")
+            if app.health is not None and app.health.degraded:
+                console.print(
+                    "Memory is unavailable right now: nothing was cleared.", style="yellow"
+                )
+            else:
+                console.print("History cleared for this conversation.", style="dim")
         case "/history":
             messages = await app.history.load(conversation)
             if not messages:

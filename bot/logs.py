@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
+from urllib.parse import unquote, urlsplit
 
 from bot.config import Config
 
@@ -33,13 +34,24 @@ class RedactSecrets(logging.Filter):
         return True
 
 
+def secret_values(config: Config) -> list[str]:
+    """The env secrets, plus passwords written into endpoint URLs (``redis://:pw@host``)."""
+    values = config.secrets.values()
+    for url in (config.redis.url, config.model.base_url):
+        password = urlsplit(url).password if url else None
+        if password:
+            values.append(unquote(password))
+            values.append(password)
+    return values
+
+
 def setup_logging(config: Config, *, verbose: bool = False, quiet: bool = False) -> None:
     """``quiet`` (terminal commands) logs warnings only, unless ``verbose``."""
     configured: int = logging.getLevelNamesMapping()[config.log_level]
     level = logging.INFO if verbose else (logging.WARNING if quiet else configured)
     handler = logging.StreamHandler()
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    handler.addFilter(RedactSecrets(config.secrets.values()))
+    handler.addFilter(RedactSecrets(secret_values(config)))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)

@@ -12,7 +12,7 @@ from rich.console import Console
 
 from bot.app import App
 from bot.config import Config
-from bot.logs import RedactSecrets
+from bot.logs import RedactSecrets, secret_values
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +37,7 @@ async def serve(config: Config, *, platform: str | None, console: Console) -> in
         return 2
     chosen = [name for name, on in wanted.items() if on and platform in (None, name)]
     app = App.create(config)
-    redact = RedactSecrets(config.secrets.values()).redact
+    redact = RedactSecrets(secret_values(config)).redact
     try:
         for note in app.notes:
             console.print(f"note: {note}", style="dim", markup=False)

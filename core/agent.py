@@ -65,6 +65,8 @@ class AgentSettings:
     observation_limit: int = 2000
     store_steps: bool = False
     """Also store a compact form of the steps with each answer in the history."""
+    approval_timeout: float = 300.0
+    """Seconds a human approver may take before the action counts as denied."""
 
 
 class MemoryHealth(Protocol):
@@ -397,11 +399,9 @@ class Run:
         step = self.trace.steps[-1]
         self._decide(n, step, action)
         if self.agent.approve is not None:
-            approved = await self.agent.approve(action)
+            approved, refusal = await self._ask_approval(action)
             if approved is None:
-                self._record_observation(
-                    n, step, action, "The user denied this action.", True, (), 0.0, state
-                )
+                self._record_observation(n, step, action, refusal, True, (), 0.0, state)
                 return
             if approved != action:  # edited by the approver: show and record the new one
                 action = approved
@@ -416,6 +416,16 @@ class Run:
         state.last_action = (action.name, action.input)
         seconds = self.agent._clock() - started
         self._record_observation(n, step, action, text, error, sources, seconds, state)
+
+    async def _ask_approval(self, action: Action) -> tuple[Action | None, str]:
+        assert self.agent.approve is not None
+        limit = self.settings.approval_timeout
+        try:
+            async with asyncio.timeout(limit):
+                approved = await self.agent.approve(action)
+        except TimeoutError:
+            return None, f"No approval within {limit:g} s, so the action was not run."
+        return approved, "The user denied this action."
 
     def _decide(self, n: int, step: TraceStep, action: Action) -> None:
         step.action, step.action_input = action.name, action.input

@@ -25,6 +25,7 @@ from typing import TypeVar
 from core.errors import StoreUnavailable
 from core.history import HistoryStore, Message
 from core.stores import (
+    DEFAULT_LOCK_LEASE,
     Clock,
     ConversationLocks,
     EventClaims,
@@ -271,12 +272,16 @@ class ResilientStores:
         claims: EventClaims,
         retry_after: float = DEFAULT_RETRY_AFTER,
         on_unavailable: OnUnavailable | None = None,
+        lock_lease: float = DEFAULT_LOCK_LEASE,
     ) -> ResilientStores:
+        """``lock_lease`` bounds the in-process locks too; it must outlive the longest run."""
         health = StoreHealth(retry_after=retry_after, on_unavailable=on_unavailable)
         return cls(
             history=ResilientHistory(history, health=health),
             traces=ResilientTraceStore(traces, health=health),
-            locks=ResilientLocks(locks, health=health),
+            locks=ResilientLocks(
+                locks, health=health, local=InMemoryLocks(lease_seconds=lock_lease)
+            ),
             claims=ResilientEventClaims(inner=claims, health=health),
             health=health,
         )

@@ -59,3 +59,16 @@ async def test_redis_down_answers_without_memory_and_says_so(tmp_path: Path) -> 
     assert code == 0
     assert "memory unavailable" in out
     assert "Answer: 2+2 = 4" in out
+
+
+async def test_reset_with_redis_down_says_nothing_was_cleared(tmp_path: Path) -> None:
+    config = write_config(tmp_path, "reactbot-test-down:")
+    out = io.StringIO()
+    code = await run_cli(
+        ["--config", config, "chat"],
+        env={"REDIS_URL": "redis://127.0.0.1:1/0"},
+        stdin=io.StringIO("/reset\n"),
+        stdout=out,
+    )
+    assert code == 0
+    assert "Memory is unavailable right now: nothing was cleared." in out.getvalue()

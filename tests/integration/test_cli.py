@@ -167,3 +167,19 @@ def test_import_core_loads_no_platform_redis_or_terminal_module() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == ""
+
+
+async def test_step_model_runs_the_steps_and_the_main_model_answers(tmp_path: Path) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text("model:\n  step_model: small-model\n")
+    async with FakeOpenAI(model="large-model") as fake:
+        fake.reply("Thought: easy\nAction: finish[draft]").reply(
+            "Thought: polish\nAction: finish[The final answer.]"
+        )
+        env = {**env_for(fake), "REACTBOT_MODEL": "large-model"}
+        out = io.StringIO()
+        code = await run_cli(["--config", str(config), "ask", "q"], env=env, stdout=out)
+        fake.assert_complete()
+    assert code == 0, out.getvalue()
+    assert [r["model"] for r in fake.requests] == ["small-model", "large-model"]
+    assert "The final answer." in out.getvalue()

@@ -518,3 +518,16 @@ async def test_answer_model_step_is_marked_as_such_and_not_as_steps_running_out(
     events = await collect(Agent(steps, registry(), answer_model=large), "q")
     kinds = [e.kind for e in events if isinstance(e, StepStarted)]
     assert kinds == ["step", "answer"]
+
+
+async def test_an_approver_that_never_answers_counts_as_denied() -> None:
+    async def never(action: Action) -> Action | None:
+        await asyncio.Event().wait()
+        return action
+
+    model = ScriptedModel(["Thought: a\nAction: calculate[2+2]", "Thought: ok\nAction: finish[?]"])
+    settings = AgentSettings(approval_timeout=0.1)
+    events = await collect(Agent(model, registry(), approve=never, settings=settings), "q")
+    observation = next(e for e in events if isinstance(e, ObservationReady))
+    assert observation.text == "No approval within 0.1 s, so the action was not run."
+    assert isinstance(events[-1], Finished)

@@ -74,3 +74,11 @@ def test_log_filter_redacts_secrets_in_messages_and_tracebacks() -> None:
         logger.removeHandler(handler)
     assert secret not in stream.getvalue()
     assert stream.getvalue().count("***") == 2
+
+
+def test_passwords_inside_endpoint_urls_count_as_secrets() -> None:
+    from bot.config import load_config
+    from bot.logs import secret_values
+
+    config = load_config(None, {"REDIS_URL": "redis://:hunter2-pass@redis:6379/0"})
+    assert "hunter2-pass" in secret_values(config)
