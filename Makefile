@@ -21,6 +21,9 @@ $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 run: $(VENV)/.installed
 	$(BIN)/reactbot $(ARGS)
 
+# The coverage gate is on core, the part every surface relies on.
+PYTEST_ARGS ?= --cov=core --cov-report=term:skip-covered --cov-fail-under=90
+
 ## test: the whole suite, with a Redis that answers (started if needed)
 test: $(VENV)/.installed-dev
 	PYTHON=$(BIN)/python scripts/with-redis $(BIN)/python -m pytest $(PYTEST_ARGS)
