@@ -20,13 +20,13 @@ import statistics
 import sys
 import time
 import warnings
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from bench.models import StepScriptModel
 from core.agent import Agent
-from core.history import InMemoryHistoryStore, Message
-from core.llm import ModelChunk, ToolSpec, Usage
+from core.history import InMemoryHistoryStore
 from core.stores import InMemoryEventClaims, InMemoryLocks, InMemoryTraceStore
 from core.tools import FunctionTool, ToolRegistry
 
@@ -55,41 +55,6 @@ class Figures:
     first_edit_p99: float
 
 
-class StepModel:
-    """Stateless and deterministic under any interleaving of concurrent runs: a tool step when
-    the last message is the question, the answer once an observation came back."""
-
-    def __init__(self, *, chunks: int, delay: float) -> None:
-        self.chunks = chunks
-        self.delay = delay
-
-    @property
-    def name(self) -> str:
-        return "bench-step-model"
-
-    def stream(
-        self,
-        messages: Sequence[Message],
-        *,
-        stop: Sequence[str],
-        tools: Sequence[ToolSpec] | None = None,
-    ) -> AsyncIterator[ModelChunk]:
-        answered = "Observation" in messages[-1]["content"] or len(messages) > 3
-        text = (
-            "Thought: I have the number now, so I can answer.\nAction: finish[The answer is 42.]"
-            if answered
-            else "Thought: This needs arithmetic; the calculator is exact.\nAction: calculate[6*7]"
-        )
-        return self._play(text)
-
-    async def _play(self, text: str) -> AsyncIterator[ModelChunk]:
-        size = max(1, -(-len(text) // self.chunks))
-        for start in range(0, len(text), size):
-            await asyncio.sleep(self.delay)
-            yield ModelChunk(text=text[start : start + size])
-        yield ModelChunk(usage=Usage(400, 30))
-
-
 def percentile(values: Sequence[float], q: float) -> float:
     if not values:
         return float("nan")
@@ -114,7 +79,7 @@ def build_agent(options: Options) -> tuple[Agent, InMemoryHistoryStore, InMemory
     tools = ToolRegistry()
     tools.add(FunctionTool("calculate", calculate, description="math", example="calculate[1+1]"))
     history, traces = InMemoryHistoryStore(), InMemoryTraceStore()
-    model = StepModel(chunks=options.chunks, delay=options.chunk_delay)
+    model = StepScriptModel(steps=1, chunks=options.chunks, delay=options.chunk_delay)
     agent = Agent(model, tools, history=history, traces=traces, locks=InMemoryLocks())
     return agent, history, traces
 

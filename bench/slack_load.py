@@ -21,8 +21,7 @@ import statistics
 import time
 import urllib.parse
 from collections import Counter, defaultdict
-from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 
 import aiohttp
 from slack_sdk.signature import SignatureVerifier
@@ -31,48 +30,15 @@ from adapters.slack.bot import SlackBot
 from adapters.slack.render import STOP_ACTION_ID
 from adapters.slack.server import HttpServer
 from adapters.slack.settings import SlackSettings
+from bench.models import StepScriptModel
 from core.agent import Agent, AgentSettings
-from core.history import InMemoryHistoryStore, Message
-from core.llm import ModelChunk, ToolSpec, Usage
+from core.history import InMemoryHistoryStore
+from core.llm import Usage
 from core.stores import InMemoryEventClaims, InMemoryLocks, InMemoryTraceStore
 from core.tools import FunctionTool, ToolRegistry
 from tests.fakes.slack_server import TEAM_ID, FakeSlack
 
 SECRET = "bench-signing-secret"
-
-
-@dataclass(frozen=True, slots=True)
-class StepScriptModel:
-    """Scripted by step rather than by call order, so concurrent runs cannot take each
-    other's turns: ``steps`` tool calls, then the answer, each streamed in small chunks."""
-
-    steps: int
-    chunk: int = 6
-    delay: float = 0.02
-
-    @property
-    def name(self) -> str:
-        return "bench-scripted"
-
-    def stream(
-        self,
-        messages: Sequence[Message],
-        *,
-        stop: Sequence[str],
-        tools: Sequence[ToolSpec] | None = None,
-    ) -> AsyncIterator[ModelChunk]:
-        done = sum(1 for m in messages if m["role"] == "assistant")
-        if done < self.steps:
-            text = f"Thought: step {done + 1}, I should look something up first.\nAction: lookup[item {done}]"
-        else:
-            text = "Thought: I have what I need.\nAction: finish[The answer, from the benchmark.]"
-        return self._play(text)
-
-    async def _play(self, text: str) -> AsyncIterator[ModelChunk]:
-        for start in range(0, len(text), self.chunk):
-            await asyncio.sleep(self.delay)
-            yield ModelChunk(text=text[start : start + self.chunk])
-        yield ModelChunk(usage=Usage(100, 20))
 
 
 async def lookup(arg: str) -> str:
@@ -146,7 +112,9 @@ async def run(
         tools = ToolRegistry()
         tools.add(FunctionTool("lookup", lookup, description="looks up", example="lookup[x]"))
         agent = Agent(
-            StepScriptModel(steps),
+            StepScriptModel(
+                steps=steps, chunks=12, action="lookup[item {n}]", usage=Usage(100, 20)
+            ),
             tools,
             history=InMemoryHistoryStore(),
             traces=InMemoryTraceStore(),

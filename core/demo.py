@@ -10,13 +10,12 @@ network. It is not a language model and says so in its first thought:
 
 from __future__ import annotations
 
-import asyncio
 import re
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 
 from core.history import Message
-from core.llm import ModelChunk, ToolSpec
+from core.llm import ModelChunk, ToolSpec, stream_text
 
 _MATH = re.compile(
     r"(?:\d[\d_]*(?:\.\d+)?(?:e[-+]?\d+)?|\b(?:sqrt|sin|cos|tan|asin|acos|atan|log10|log2|log|exp"
@@ -60,13 +59,7 @@ class DemoModel:
         stop: Sequence[str],
         tools: Sequence[ToolSpec] | None = None,
     ) -> AsyncIterator[ModelChunk]:
-        return self._play(reply_for(_read(messages)))
-
-    async def _play(self, text: str) -> AsyncIterator[ModelChunk]:
-        for start in range(0, len(text), self.chunk_size):
-            if self.delay:
-                await asyncio.sleep(self.delay)
-            yield ModelChunk(text=text[start : start + self.chunk_size])
+        return stream_text(reply_for(_read(messages)), size=self.chunk_size, delay=self.delay)
 
 
 def _read(messages: Sequence[Message]) -> _Turn:

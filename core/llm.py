@@ -6,6 +6,7 @@ Implementations: ``core.openai_model.OpenAIChatModel`` (any OpenAI-compatible en
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -57,6 +58,20 @@ class ModelChunk:
     usage: Usage | None = None
     notice: str | None = None
     pause: float = 0.0
+
+
+async def stream_text(
+    text: str, *, size: int, delay: float = 0.0, usage: Usage | None = None
+) -> AsyncIterator[ModelChunk]:
+    """``text`` as a stream of ``size``-character chunks, ``delay`` seconds apart, then
+    ``usage``: how the offline demo and the benchmark models speak."""
+    size = max(1, size)
+    for start in range(0, len(text), size):
+        if delay:
+            await asyncio.sleep(delay)
+        yield ModelChunk(text=text[start : start + size])
+    if usage is not None:
+        yield ModelChunk(usage=usage)
 
 
 ToolSpec = dict[str, Any]
