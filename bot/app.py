@@ -20,10 +20,14 @@ from core.llm import ChatModel
 from core.memory import HistoryCompactor
 from core.stores import (
     ConversationLocks,
+    Cooldowns,
     EventClaims,
+    InMemoryCooldowns,
     InMemoryEventClaims,
     InMemoryLocks,
+    InMemoryStopRequests,
     InMemoryTraceStore,
+    StopRequests,
     TraceStore,
 )
 from core.tools import ToolRegistry
@@ -51,6 +55,9 @@ class App:
     traces: TraceStore
     locks: ConversationLocks
     claims: EventClaims
+    cooldowns: Cooldowns
+    stops: StopRequests
+    """Stop clicks received by one process reach the process running the run."""
     health: StoreHealth | None = None
     """Whether the shared store (Redis) answered lately; None without one."""
     notes: list[str] = field(default_factory=list)
@@ -94,6 +101,8 @@ class App:
             stores.traces,
             stores.locks,
             stores.claims,
+            stores.cooldowns,
+            stores.stops,
             stores.health,
             notes,
             closers,
@@ -218,6 +227,8 @@ class _Stores:
     traces: TraceStore
     locks: ConversationLocks
     claims: EventClaims
+    cooldowns: Cooldowns
+    stops: StopRequests
     health: StoreHealth | None = None
     redis_client: Redis | None = None
 
@@ -231,6 +242,8 @@ def _build_stores(config: Config, closers: list[Callable[[], Awaitable[None]]]) 
             InMemoryTraceStore(),
             InMemoryLocks(lease_seconds=lease),
             InMemoryEventClaims(),
+            InMemoryCooldowns(),
+            InMemoryStopRequests(),
         )
     from core.redis_store import connect
     from core.resilient import ResilientStores
@@ -253,6 +266,8 @@ def _build_stores(config: Config, closers: list[Callable[[], Awaitable[None]]]) 
         traces=stores.traces,
         locks=stores.locks,
         claims=stores.claims,
+        cooldowns=stores.cooldowns,
+        stops=stores.stops,
         lock_lease=lease,
     )
     return _Stores(
@@ -260,6 +275,8 @@ def _build_stores(config: Config, closers: list[Callable[[], Awaitable[None]]]) 
         wrapped.traces,
         wrapped.locks,
         wrapped.claims,
+        wrapped.cooldowns,
+        wrapped.stops,
         wrapped.health,
         stores.client,
     )

@@ -1,4 +1,4 @@
-"""Redis implementations of the history, trace, lock and claim stores.
+"""Redis implementations of the history, trace, lock, claim, cooldown and stop stores.
 
 Imported only when Redis is configured, so ``import core`` never loads redis. Every redis
 error leaves this module as ``core.errors.StoreUnavailable`` (``raise ... from exc``), with a
@@ -11,6 +11,11 @@ Keys, all under a configurable prefix (default ``reactbot:``)::
     {prefix}traces:{conversation}    ZSET trace_id -> started_at, trimmed, TTL 30 days
     {prefix}lock:{conversation}      STRING token, SET NX PX lease
     {prefix}event:{event_id}         STRING, SET NX EX claim TTL
+    {prefix}cooldown:{key}           STRING, SET NX PX window
+    {prefix}stop                     pub/sub channel: JSON {"run": run_id, "by": who}
+
+Stop requests are pub/sub, so one published while a subscriber is disconnected is lost
+for it: the person presses Stop again (the button stays until the run ends).
 """
 
 from __future__ import annotations
@@ -18,10 +23,12 @@ from __future__ import annotations
 import asyncio
 import builtins
 import json
+import logging
+import math
 import secrets
 import time
 from collections.abc import AsyncIterator, Iterator, Sequence
-from contextlib import AbstractContextManager, asynccontextmanager, contextmanager
+from contextlib import AbstractContextManager, asynccontextmanager, contextmanager, suppress
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -37,6 +44,8 @@ from core.stores import (
     DEFAULT_LOCK_LEASE,
     DEFAULT_TRACE_TTL,
     OnWait,
+    StopHandler,
+    deliver,
     notify_wait,
 )
 from core.trace import Trace
@@ -46,6 +55,13 @@ DEFAULT_MAX_TURNS = 10
 DEFAULT_HISTORY_TTL = 7 * 24 * 3600
 DEFAULT_TIMEOUT = 0.5
 MAX_TRACES_PER_CONVERSATION = 200
+
+STOP_POLL = 1.0
+"""Seconds a stop listener waits for a message before checking in again (not a latency:
+a message wakes it at once)."""
+RECONNECT_MIN, RECONNECT_MAX = 0.1, 2.0
+
+log = logging.getLogger(__name__)
 
 _MESSAGE_KEYS = ("role", "content")
 _ROLES = frozenset({"system", "user", "assistant"})
@@ -57,6 +73,21 @@ if redis.call('get', KEYS[1]) == ARGV[1] then
     return redis.call('del', KEYS[1])
 end
 return 0
+"""
+
+
+# One round trip: start the window, or say how much of it is left. A key without a TTL
+# (never written by us) would block the user forever, so it is given one.
+_COOLDOWN_LUA = """
+if redis.call('set', KEYS[1], '1', 'NX', 'PX', ARGV[1]) then
+    return 0
+end
+local left = redis.call('pttl', KEYS[1])
+if left < 0 then
+    redis.call('set', KEYS[1], '1', 'PX', ARGV[1])
+    return 0
+end
+return left
 """
 
 
@@ -315,6 +346,112 @@ class RedisEventClaims(_RedisBase):
             )
 
 
+# ---- cooldowns ----------------------------------------------------------------------------
+
+
+class RedisCooldowns(_RedisBase):
+    """One window per key across all processes: ``SET NX PX``, and ``PTTL`` when refused,
+    in one script (one round trip)."""
+
+    def __init__(self, client: aioredis.Redis, *, prefix: str = DEFAULT_PREFIX) -> None:
+        super().__init__(client, prefix=prefix)
+        self._script = client.register_script(_COOLDOWN_LUA)
+
+    async def hit(self, key: str, seconds: float) -> float:
+        if seconds <= 0:
+            return 0.0
+        window_ms = max(1, math.ceil(seconds * 1000))
+        with self._unavailable("check the cooldown"):
+            left = await self._script(keys=[self._key("cooldown", key)], args=[window_ms])
+        return int(left) / 1000
+
+
+# ---- stop requests ------------------------------------------------------------------------
+
+
+class RedisStopRequests(_RedisBase):
+    """``PUBLISH`` on ``{prefix}stop``; each subscription is one listener task on its own
+    pub/sub connection, which reconnects (with backoff) when Redis goes away and comes back.
+    """
+
+    def __init__(
+        self,
+        client: aioredis.Redis,
+        *,
+        prefix: str = DEFAULT_PREFIX,
+        ready_timeout: float = 2 * DEFAULT_TIMEOUT,
+    ) -> None:
+        super().__init__(client, prefix=prefix)
+        self.channel = f"{prefix}stop"
+        self._ready_timeout = ready_timeout
+
+    async def request(self, run_id: str, *, by: str) -> None:
+        data = json.dumps({"run": run_id, "by": by}, ensure_ascii=False)
+        with self._unavailable("publish the stop request"):
+            await self._client.publish(self.channel, data)
+
+    @asynccontextmanager
+    async def subscribe(self, handler: StopHandler) -> AsyncIterator[None]:
+        subscribed = asyncio.Event()
+        task = asyncio.create_task(
+            self._listen(handler, subscribed), name=f"stop listener {self.channel}"
+        )
+        try:
+            # Waits (briefly) for the subscription so requests right after start are heard;
+            # a Redis that is down does not hold start-up: the task keeps trying.
+            with suppress(TimeoutError):
+                async with asyncio.timeout(self._ready_timeout):
+                    await subscribed.wait()
+            yield
+        finally:
+            task.cancel()
+            await asyncio.wait({task})
+
+    async def _listen(self, handler: StopHandler, subscribed: asyncio.Event) -> None:
+        delay = RECONNECT_MIN
+        failing = False
+        while True:
+            pubsub = self._client.pubsub(ignore_subscribe_messages=True)
+            try:
+                await pubsub.subscribe(self.channel)
+                subscribed.set()
+                if failing:
+                    log.info("stop requests: listening on Redis again")
+                failing, delay = False, RECONNECT_MIN
+                while True:
+                    message = await pubsub.get_message(
+                        ignore_subscribe_messages=True, timeout=STOP_POLL
+                    )
+                    if message is not None:
+                        _deliver_message(handler, message.get("data"))
+            except (RedisError, OSError) as exc:
+                if not failing:
+                    log.warning(
+                        "stop requests: Redis at %s unreachable (%s); retrying",
+                        _describe(self._client),
+                        type(exc).__name__,
+                    )
+                failing = True
+            finally:
+                with suppress(RedisError, OSError):
+                    await pubsub.aclose()  # type: ignore[no-untyped-call]
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, RECONNECT_MAX)
+
+
+def _deliver_message(handler: StopHandler, data: object) -> None:
+    """Hand a well-formed request to ``handler``; anything else on the channel is ignored."""
+    try:
+        decoded = json.loads(data) if isinstance(data, str | bytes) else None
+    except ValueError:
+        return
+    if not isinstance(decoded, dict):
+        return
+    run_id, by = decoded.get("run"), decoded.get("by")
+    if isinstance(run_id, str) and isinstance(by, str):
+        deliver(handler, run_id, by)
+
+
 # ---- wiring -------------------------------------------------------------------------------
 
 
@@ -325,6 +462,8 @@ class RedisStores:
     traces: RedisTraceStore
     locks: RedisLocks
     claims: RedisEventClaims
+    cooldowns: RedisCooldowns
+    stops: RedisStopRequests
 
     async def ping(self) -> None:
         """Raise ``StoreUnavailable`` unless the server answers (for a startup check)."""
@@ -363,7 +502,7 @@ def connect(
     claim_ttl: int = DEFAULT_CLAIM_TTL,
     timeout: float = DEFAULT_TIMEOUT,
 ) -> RedisStores:
-    """Build the four stores on one client. No I/O: the client connects on first use,
+    """Build the stores on one client. No I/O: the client connects on first use,
     so a Redis that is down at start-up does not stop the bot (see ``core.resilient``)."""
     client = create_client(url, timeout=timeout)
     return RedisStores(
@@ -378,4 +517,6 @@ def connect(
         traces=RedisTraceStore(client, prefix=prefix, ttl_seconds=trace_ttl),
         locks=RedisLocks(client, prefix=prefix, lease_seconds=lock_lease),
         claims=RedisEventClaims(client, prefix=prefix, ttl_seconds=claim_ttl),
+        cooldowns=RedisCooldowns(client, prefix=prefix),
+        stops=RedisStopRequests(client, prefix=prefix),
     )

@@ -1,8 +1,9 @@
 """Keep answering when the shared store is gone: wrappers that degrade instead of failing.
 
 When the wrapped store raises ``StoreUnavailable`` the run goes on without memory: history
-loads as empty and writes are dropped, traces and event claims fall back to this process,
-and conversation locks are always taken in-process too, so one process stays serialised.
+loads as empty and writes are dropped, traces, event claims and cooldowns fall back to this
+process, conversation locks are always taken in-process too, so one process stays
+serialised, and stop requests always reach this process's own runs.
 
 After a failure the real store is left alone for ``retry_after`` seconds (default 5), so a
 hung server costs one timeout per turn rather than one per call; the first call after that
@@ -28,12 +29,17 @@ from core.stores import (
     DEFAULT_LOCK_LEASE,
     Clock,
     ConversationLocks,
+    Cooldowns,
     EventClaims,
+    InMemoryCooldowns,
     InMemoryEventClaims,
     InMemoryLocks,
+    InMemoryStopRequests,
     InMemoryTraceStore,
     OnWait,
     ReplaceableHistory,
+    StopHandler,
+    StopRequests,
     TraceStore,
     notify_wait,
 )
@@ -252,14 +258,74 @@ class ResilientEventClaims:
             return True  # claimed locally above: the best this process can do
 
 
+class ResilientCooldowns:
+    """Windows in the shared store, or in this process while it is down.
+
+    Windows Redis grants are also started locally, so a user who just asked is still
+    spaced out by this process when Redis dies mid-window.
+    """
+
+    def __init__(
+        self,
+        inner: Cooldowns,
+        *,
+        health: StoreHealth | None = None,
+        local: InMemoryCooldowns | None = None,
+    ) -> None:
+        self.inner = inner
+        self.health = health or StoreHealth()
+        self.local = local or InMemoryCooldowns()
+
+    async def hit(self, key: str, seconds: float) -> float:
+        try:
+            left = await self.health.call(None, lambda: self.inner.hit(key, seconds))
+        except StoreUnavailable:
+            return self.local.hit_now(key, seconds)
+        if left == 0.0:
+            self.local.hit_now(key, seconds)
+        return left
+
+
+class ResilientStopRequests:
+    """Published through the shared store; while it is down, delivered in this process only.
+
+    Subscribers listen both locally and on the shared store; a request published while the
+    store answers comes back through the store alone, so each is heard once.
+    """
+
+    def __init__(
+        self,
+        inner: StopRequests,
+        *,
+        health: StoreHealth | None = None,
+        local: InMemoryStopRequests | None = None,
+    ) -> None:
+        self.inner = inner
+        self.health = health or StoreHealth()
+        self.local = local or InMemoryStopRequests()
+
+    async def request(self, run_id: str, *, by: str) -> None:
+        try:
+            await self.health.call(None, lambda: self.inner.request(run_id, by=by))
+        except StoreUnavailable:
+            await self.local.request(run_id, by=by)
+
+    @asynccontextmanager
+    async def subscribe(self, handler: StopHandler) -> AsyncIterator[None]:
+        async with self.local.subscribe(handler), self.inner.subscribe(handler):
+            yield
+
+
 @dataclass(frozen=True, slots=True)
 class ResilientStores:
-    """The four stores wrapped to degrade, sharing one ``StoreHealth``."""
+    """The stores wrapped to degrade, sharing one ``StoreHealth``."""
 
     history: ResilientHistory
     traces: ResilientTraceStore
     locks: ResilientLocks
     claims: ResilientEventClaims
+    cooldowns: ResilientCooldowns
+    stops: ResilientStopRequests
     health: StoreHealth
 
     @classmethod
@@ -270,6 +336,8 @@ class ResilientStores:
         traces: TraceStore,
         locks: ConversationLocks,
         claims: EventClaims,
+        cooldowns: Cooldowns,
+        stops: StopRequests,
         retry_after: float = DEFAULT_RETRY_AFTER,
         on_unavailable: OnUnavailable | None = None,
         lock_lease: float = DEFAULT_LOCK_LEASE,
@@ -283,5 +351,7 @@ class ResilientStores:
                 locks, health=health, local=InMemoryLocks(lease_seconds=lock_lease)
             ),
             claims=ResilientEventClaims(inner=claims, health=health),
+            cooldowns=ResilientCooldowns(cooldowns, health=health),
+            stops=ResilientStopRequests(stops, health=health),
             health=health,
         )

@@ -1,4 +1,4 @@
-"""Stores beside the history: finished traces, per-conversation locks and event claims.
+"""Stores beside the history: traces, conversation locks, event claims, cooldowns, stops.
 
 Each is a small protocol with an in-process implementation here (the embedded default);
 ``core.redis_store`` implements the same protocols on Redis for many processes sharing one
@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import inspect
+import logging
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -24,6 +25,11 @@ OnWait = Callable[[], Awaitable[None] | None]
 """Called once when a run has to wait for the previous one in its conversation."""
 
 Clock = Callable[[], float]
+
+StopHandler = Callable[[str, str], None]
+"""Called with ``(run_id, by)`` for each stop request heard; must not block."""
+
+log = logging.getLogger(__name__)
 
 DEFAULT_TRACE_TTL = 30 * 24 * 3600
 DEFAULT_LOCK_LEASE = 180.0
@@ -53,6 +59,27 @@ class ConversationLocks(Protocol):
 class EventClaims(Protocol):
     async def claim(self, event_id: str) -> bool:
         """True for the first claim of ``event_id`` (within the claim TTL), False after."""
+        ...
+
+
+class Cooldowns(Protocol):
+    async def hit(self, key: str, seconds: float) -> float:
+        """0.0 when ``key`` is free, and a window of ``seconds`` starts; otherwise the
+        seconds left in the current window (which is not extended)."""
+        ...
+
+
+class StopRequests(Protocol):
+    """ "Stop run R", asked by any process, heard by the process that runs R.
+
+    Permission is checked where the click arrives; a request names who asked, and a
+    subscriber cancels the named run if it is one of its own (and ignores it otherwise).
+    """
+
+    async def request(self, run_id: str, *, by: str) -> None: ...
+
+    def subscribe(self, handler: StopHandler) -> AbstractAsyncContextManager[None]:
+        """Call ``handler`` for every request while the context is open."""
         ...
 
 
@@ -213,3 +240,64 @@ class InMemoryEventClaims:
             if expires_at > now:
                 break
             del self._claimed[first_id]
+
+
+# ---- cooldowns ----------------------------------------------------------------------------
+
+
+class InMemoryCooldowns:
+    """Windows in this process; expired keys are dropped when the map grows past ``max_keys``."""
+
+    def __init__(self, *, clock: Clock = time.monotonic, max_keys: int = 10_000) -> None:
+        self._clock = clock
+        self._max_keys = max_keys
+        self._until: dict[str, float] = {}
+
+    async def hit(self, key: str, seconds: float) -> float:
+        return self.hit_now(key, seconds)
+
+    def hit_now(self, key: str, seconds: float) -> float:
+        """Synchronous hit: no await between check and set, so concurrent tasks cannot race."""
+        now = self._clock()
+        left = self._until.get(key, now) - now
+        if left > 0:
+            return left
+        self._until.pop(key, None)
+        if seconds > 0:
+            self._until[key] = now + seconds
+            if len(self._until) > self._max_keys:
+                self._until = {k: t for k, t in self._until.items() if t > now}
+        return 0.0
+
+
+# ---- stop requests ------------------------------------------------------------------------
+
+
+class InMemoryStopRequests:
+    """Requests go straight to this process's subscribers (one process: nobody else to tell)."""
+
+    def __init__(self) -> None:
+        self._handlers: list[StopHandler] = []
+
+    async def request(self, run_id: str, *, by: str) -> None:
+        self.dispatch(run_id, by)
+
+    def dispatch(self, run_id: str, by: str) -> None:
+        for handler in list(self._handlers):
+            deliver(handler, run_id, by)
+
+    @asynccontextmanager
+    async def subscribe(self, handler: StopHandler) -> AsyncIterator[None]:
+        self._handlers.append(handler)
+        try:
+            yield
+        finally:
+            self._handlers.remove(handler)
+
+
+def deliver(handler: StopHandler, run_id: str, by: str) -> None:
+    """Call one subscriber; its bug is logged, so the others (and the listener) go on."""
+    try:
+        handler(run_id, by)
+    except Exception:
+        log.exception("a stop request handler failed for run %s", run_id)

@@ -39,6 +39,8 @@ def wrap(stores: RedisStores, *, retry_after: float) -> ResilientStores:
         traces=stores.traces,
         locks=stores.locks,
         claims=stores.claims,
+        cooldowns=stores.cooldowns,
+        stops=stores.stops,
         retry_after=retry_after,
     )
 

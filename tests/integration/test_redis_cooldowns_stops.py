@@ -1,0 +1,144 @@
+"""Cooldowns and stop requests shared through the real Redis by several "processes" (each
+its own client), and a stop listener that outlives a Redis restart."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable
+
+import pytest
+
+from core.redis_store import RedisStores, connect
+from tests.integration.conftest import RedisServer, RoundTrips
+
+
+@pytest.fixture
+async def other(redis_url: str, redis_prefix: str) -> AsyncIterator[RedisStores]:
+    """A second process: its own client on the same server and prefix."""
+    opened = connect(redis_url, prefix=redis_prefix)
+    yield opened
+    await opened.aclose()
+
+
+async def eventually(predicate: Callable[[], bool], *, within: float) -> float:
+    started = time.monotonic()
+    async with asyncio.timeout(within):
+        while not predicate():  # noqa: ASYNC110 - polls what a listener task appends
+            await asyncio.sleep(0.005)
+    return time.monotonic() - started
+
+
+# ---- cooldowns ----------------------------------------------------------------------------
+
+
+async def test_two_processes_share_one_window(stores: RedisStores, other: RedisStores) -> None:
+    assert await stores.cooldowns.hit("slack:U1", 30.0) == 0.0
+    left = await other.cooldowns.hit("slack:U1", 30.0)
+    assert 29.0 < left <= 30.0, "the second process sees the first one's window"
+    assert await other.cooldowns.hit("slack:U2", 30.0) == 0.0, "windows are per key"
+    key = f"{stores.stops.channel[: -len('stop')]}cooldown:slack:U1"
+    ttl_ms = await stores.client.pttl(key)
+    assert 29_000 < ttl_ms <= 30_000, "a refusal does not restart the window"
+
+
+async def test_the_window_ends_and_a_new_one_starts(
+    stores: RedisStores, other: RedisStores
+) -> None:
+    assert await stores.cooldowns.hit("k", 0.2) == 0.0
+    assert 0 < await other.cooldowns.hit("k", 0.2) <= 0.2
+    await asyncio.sleep(0.25)
+    assert await other.cooldowns.hit("k", 0.2) == 0.0
+    assert await stores.cooldowns.hit("k", 0.2) > 0
+
+
+async def test_a_hit_is_one_round_trip(stores: RedisStores, round_trips: RoundTrips) -> None:
+    await stores.cooldowns.hit("warm", 5.0)  # loads the script once
+    round_trips.reset()
+    assert await stores.cooldowns.hit("a", 5.0) == 0.0
+    assert round_trips.count == 1
+    round_trips.reset()
+    assert await stores.cooldowns.hit("a", 5.0) > 0
+    assert round_trips.count == 1
+
+
+async def test_zero_seconds_asks_nothing(stores: RedisStores, round_trips: RoundTrips) -> None:
+    round_trips.reset()
+    assert await stores.cooldowns.hit("a", 0) == 0.0
+    assert round_trips.count == 0
+
+
+# ---- stop requests ------------------------------------------------------------------------
+
+
+async def test_a_request_from_one_process_reaches_another_within_half_a_second(
+    stores: RedisStores, other: RedisStores
+) -> None:
+    heard: list[tuple[str, str]] = []
+    async with other.stops.subscribe(lambda run, by: heard.append((run, by))):
+        started = time.monotonic()
+        await stores.stops.request("run42", by="U1ADA")
+        await eventually(lambda: bool(heard), within=2.0)
+        latency = time.monotonic() - started
+    assert heard == [("run42", "U1ADA")]
+    assert latency < 0.5, latency
+
+
+async def test_a_subscriber_survives_idle_time_and_junk_on_the_channel(
+    stores: RedisStores, other: RedisStores
+) -> None:
+    heard: list[tuple[str, str]] = []
+    async with other.stops.subscribe(lambda run, by: heard.append((run, by))):
+        await asyncio.sleep(1.3)  # longer than the poll and the client's socket timeout
+        await stores.client.publish(stores.stops.channel, "not json")
+        await stores.client.publish(stores.stops.channel, '{"run": 1}')
+        await stores.stops.request("run1", by="ada")
+        await eventually(lambda: bool(heard), within=2.0)
+    assert heard == [("run1", "ada")]
+
+
+async def test_leaving_the_subscription_ends_the_listener(
+    stores: RedisStores, other: RedisStores
+) -> None:
+    heard: list[str] = []
+    before = asyncio.all_tasks()
+    async with other.stops.subscribe(lambda run, by: heard.append(run)):
+        listeners = asyncio.all_tasks() - before
+        assert len(listeners) == 1
+    assert all(task.done() for task in listeners)
+    await stores.stops.request("late", by="ada")
+    await asyncio.sleep(0.1)
+    assert heard == []
+
+
+async def test_the_listener_reconnects_after_a_redis_restart(redis_server: RedisServer) -> None:
+    listening, asking = (
+        connect(redis_server.url, prefix="p:"),
+        connect(redis_server.url, prefix="p:"),
+    )
+    heard: list[str] = []
+    try:
+        async with listening.stops.subscribe(lambda run, by: heard.append(run)):
+            redis_server.kill()
+            await asyncio.sleep(0.5)
+            redis_server.start()
+            # Pub/sub keeps nothing for a disconnected subscriber: ask until it is back.
+            async with asyncio.timeout(8):
+                while not heard:
+                    await asyncio.sleep(0.1)
+                    await asking.stops.request("after-restart", by="ada")
+        assert set(heard) == {"after-restart"}
+    finally:
+        await listening.aclose()
+        await asking.aclose()
+
+
+async def test_subscribing_while_redis_is_down_does_not_block_start() -> None:
+    down = connect("redis://127.0.0.1:1/0", prefix="x:")
+    try:
+        started = time.monotonic()
+        async with down.stops.subscribe(lambda run, by: None):
+            pass
+        assert time.monotonic() - started < 1.5
+    finally:
+        await down.aclose()
