@@ -35,5 +35,11 @@ def slack_settings(config: Config) -> SlackSettings:
 
 async def serve_slack(app: App) -> None:
     """Runs until cancelled; on cancel, in-flight answers end in a final state first."""
-    bot = SlackBot(app.agent, claims=app.claims, settings=slack_settings(app.config))
+    bot = SlackBot(
+        app.agent,
+        claims=app.claims,
+        cooldowns=app.cooldowns,
+        stops=app.stops,
+        settings=slack_settings(app.config),
+    )
     await run(bot)

@@ -5,6 +5,11 @@ the event once (``EventClaims``; Slack retries with ``X-Slack-Retry-Num`` are dr
 checks access and the per-user cooldown, then a task posts the placeholder, starts the run
 and lets ``adapters.live.LiveMessage`` drive the message to its final state and the trace.
 
+A Stop press may reach any replica (behind a load balancer, or whichever Socket Mode
+connection Slack picks): the replica that receives it checks who pressed, cancels the run if
+it is its own, and otherwise publishes a ``StopRequests`` request that the replica running it
+hears (``start`` subscribes). Cooldowns are kept in the shared ``Cooldowns`` store likewise.
+
 ``aclose`` stops the runs still going (their messages end in a visible "stopped" state) and
 awaits every task, so a shutdown never leaves a message saying "thinking" forever.
 """
@@ -14,9 +19,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections import deque
-from collections.abc import Callable, Coroutine
+from collections.abc import Coroutine
+from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,11 +35,23 @@ from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from adapters.live import EditPacer, LiveMessage, LiveStats, RunView, TokenBucket
 from adapters.slack.payloads import Question, from_command, from_event
-from adapters.slack.render import SHUTDOWN, STOP_ACTION_ID, SlackRenderer, mention
+from adapters.slack.render import (
+    SHUTDOWN,
+    STOP_ACTION_ID,
+    SlackRenderer,
+    mention,
+    parse_stop_value,
+)
 from adapters.slack.settings import SlackSettings
 from adapters.slack.surface import NotInChannel, SlackSurface, make_client, post_root
 from core.agent import Agent, Run
-from core.stores import EventClaims
+from core.stores import (
+    Cooldowns,
+    EventClaims,
+    InMemoryCooldowns,
+    InMemoryStopRequests,
+    StopRequests,
+)
 
 log = logging.getLogger(__name__)
 
@@ -71,12 +88,15 @@ class SlackBot:
         *,
         claims: EventClaims,
         settings: SlackSettings,
+        cooldowns: Cooldowns | None = None,
+        stops: StopRequests | None = None,
         client: AsyncWebClient | None = None,
-        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.agent = agent
         self.claims = claims
         self.settings = settings
+        self.cooldowns = cooldowns or InMemoryCooldowns()
+        self.stops = stops or InMemoryStopRequests()
         self._session: aiohttp.ClientSession | None = None
         if client is None:  # ours to close in aclose; must be built inside the running loop
             self._session = aiohttp.ClientSession()
@@ -91,12 +111,18 @@ class SlackBot:
         )
         self.stats: deque[LiveStats] = deque(maxlen=10_000)
         """LiveMessage counters of finished runs (for benchmarks and diagnostics)."""
-        self._clock = clock
         self._tasks: set[asyncio.Task[None]] = set()
         self._active: dict[str, _Active] = {}
-        self._last_asked: dict[str, float] = {}
+        self._listening = AsyncExitStack()
+        self._started = False
         self._closing = False
         self._register()
+
+    async def start(self) -> None:
+        """Hear stop requests from other replicas; call once before serving."""
+        if not self._started:
+            self._started = True
+            await self._listening.enter_async_context(self.stops.subscribe(self._stop_requested))
 
     # ---- listeners ------------------------------------------------------------------------
     def _register(self) -> None:
@@ -123,7 +149,7 @@ class SlackBot:
         if not await self.claims.claim(question.claim_key):
             await ack()  # a duplicate delivery: the first one is being answered
             return
-        refusal = self._refusal(question)
+        refusal = await self._refusal(question)
         if refusal is not None:
             await ack(text=refusal, response_type="ephemeral")
             return
@@ -144,7 +170,7 @@ class SlackBot:
         if not await self.claims.claim(question.claim_key):
             log.info("dropping a repeat delivery of %s", question.claim_key)
             return
-        refusal = self._refusal(question)
+        refusal = await self._refusal(question)
         if refusal is not None:
             await self._tell(question, refusal)
             return
@@ -152,18 +178,28 @@ class SlackBot:
 
     async def _on_stop(self, body: dict[str, Any], action: dict[str, Any]) -> None:
         user = str(body.get("user", {}).get("id", ""))
-        active = self._active.get(str(action.get("value", "")))
-        if active is None:
-            return  # the run already ended; its message says so
-        if user != active.asker and user not in self.settings.admin_users:
-            await self._ephemeral(
-                active.channel, user, f"Only {mention(active.asker)} or an admin can stop this run."
-            )
+        run_id, asker = parse_stop_value(str(action.get("value", "")))
+        active = self._active.get(run_id)
+        if active is not None:
+            asker = active.asker
+        if user != asker and user not in self.settings.admin_users:
+            channel = active.channel if active else str(body.get("channel", {}).get("id", ""))
+            who = mention(asker) if asker else "the person who asked"
+            await self._ephemeral(channel, user, f"Only {who} or an admin can stop this run.")
             return
-        active.run.cancel(by=user)
+        if active is not None:
+            active.run.cancel(by=user)
+        else:  # another replica runs it (or it already ended, and nobody will act)
+            await self.stops.request(run_id, by=user)
+
+    def _stop_requested(self, run_id: str, by: str) -> None:
+        """A stop request from any replica, already permitted where the press arrived."""
+        active = self._active.get(run_id)
+        if active is not None:
+            active.run.cancel(by=by)
 
     # ---- policy ---------------------------------------------------------------------------
-    def _refusal(self, question: Question) -> str | None:
+    async def _refusal(self, question: Question) -> str | None:
         """Why this question is not answered, said kindly; ``None`` to answer it."""
         s = self.settings
         admin = question.user in s.admin_users
@@ -178,23 +214,18 @@ class SlackBot:
             return "Sorry, you are not on the list of people who can ask reactbot here."
         if len(self._active) >= s.max_concurrent_runs:
             return "I'm answering a lot of questions right now; please ask again in a minute."
-        return None if admin else self._cooldown(question.user)
+        return None if admin else await self._cooldown(question.user)
 
     def _channel_allowed(self, question: Question) -> bool:
         # DMs are not channels an admin lists; the user list still applies to them.
         allowed = self.settings.allowed_channels
         return not allowed or question.source == "dm" or question.channel in allowed
 
-    def _cooldown(self, user: str) -> str | None:
-        now = self._clock()
-        last = self._last_asked.get(user)
-        wait = self.settings.cooldown_seconds - (now - last) if last is not None else 0.0
+    async def _cooldown(self, user: str) -> str | None:
+        """Shared by every replica, so N replicas still allow one question per window."""
+        wait = await self.cooldowns.hit(f"slack:{user}", self.settings.cooldown_seconds)
         if wait > 0:
             return f"One question at a time: you can ask again in {max(1, round(wait))} s."
-        self._last_asked[user] = now
-        if len(self._last_asked) > 10_000:  # forget users whose cooldown is long over
-            cutoff = now - self.settings.cooldown_seconds
-            self._last_asked = {u: t for u, t in self._last_asked.items() if t > cutoff}
         return None
 
     # ---- answering ------------------------------------------------------------------------
@@ -291,5 +322,6 @@ class SlackBot:
             for task in pending:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+        await self._listening.aclose()
         if self._session is not None:
             await self._session.close()

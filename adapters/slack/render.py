@@ -144,14 +144,26 @@ def context(text: str) -> Block:
     return {"type": "context", "elements": [{"type": "mrkdwn", "text": clip(text, SECTION_LIMIT)}]}
 
 
-def stop_button(run_id: str) -> Block:
+def stop_button(run_id: str, asker: str) -> Block:
     return {
         "type": "button",
         "action_id": STOP_ACTION_ID,
         "text": {"type": "plain_text", "text": "Stop", "emoji": True},
         "style": "danger",
-        "value": run_id,
+        "value": stop_value(run_id, asker),
     }
+
+
+def stop_value(run_id: str, asker: str) -> str:
+    """The button carries the asker too: a replica that does not run this run (and so does
+    not know who asked) must still decide who may press it."""
+    return f"{run_id}:{asker}"
+
+
+def parse_stop_value(value: str) -> tuple[str, str | None]:
+    """``(run_id, asker)``; the asker is None for a value holding only the run id."""
+    run_id, _, asker = value.partition(":")
+    return run_id, asker or None
 
 
 # ---- the live message ---------------------------------------------------------------------
@@ -190,7 +202,7 @@ class SlackRenderer:
     def live(self, view: RunView) -> SlackMessage:
         if view.is_final:
             return self.final(view)
-        status = section(self._status_line(view), accessory=self._button())
+        status = section(self._status_line(view), accessory=self._button(view))
         head = [_question_block(view), status]
         tail = _current_step_blocks(view)
         blocks = [*head, *_fit_step_lines(view, head, tail, self._done_steps(view)), *tail]
@@ -214,8 +226,8 @@ class SlackRenderer:
         return SlackMessage(text=clip(body, 300), blocks=(section(body),))
 
     # ---- parts ----------------------------------------------------------------------------
-    def _button(self) -> Block | None:
-        return stop_button(self.run_id) if self.run_id else None
+    def _button(self, view: RunView) -> Block | None:
+        return stop_button(self.run_id, view.asker) if self.run_id else None
 
     def _status_line(self, view: RunView) -> str:
         parts = [f"{_PHASE_EMOJI[view.phase]} {_step_label(view)}", _status_words(view)]

@@ -77,12 +77,15 @@ async def run_http(bot: SlackBot) -> None:
     if not s.signing_secret:
         raise ValueError("HTTP mode needs the signing secret (SLACK_SIGNING_SECRET)")
     server = HttpServer(bot, host=s.host, port=s.port, path=s.path)
-    port = await server.start()
-    log.info("Slack HTTP mode: listening on %s:%d%s", s.host, port, s.path)
     try:
-        await asyncio.Event().wait()
+        await bot.start()
+        port = await server.start()
+        log.info("Slack HTTP mode: listening on %s:%d%s", s.host, port, s.path)
+        try:
+            await asyncio.Event().wait()
+        finally:
+            await server.stop()
     finally:
-        await server.stop()
         await bot.aclose()
 
 
@@ -94,6 +97,7 @@ async def run_socket(bot: SlackBot) -> None:
         raise ValueError("Socket Mode needs the app-level token (SLACK_APP_TOKEN)")
     handler = AsyncSocketModeHandler(bot.app, bot.settings.app_token)
     try:
+        await bot.start()
         await handler.connect_async()  # type: ignore[no-untyped-call]
         log.info("Slack Socket Mode: connected")
         await asyncio.Event().wait()

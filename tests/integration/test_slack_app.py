@@ -24,8 +24,15 @@ from core.agent import Agent, AgentSettings
 from core.errors import ModelError
 from core.history import InMemoryHistoryStore
 from core.llm import Usage
+from core.redis_store import RedisStores, connect
 from core.scripted import ScriptedModel, Turn
-from core.stores import InMemoryEventClaims, InMemoryLocks, InMemoryTraceStore
+from core.stores import (
+    Cooldowns,
+    InMemoryEventClaims,
+    InMemoryLocks,
+    InMemoryTraceStore,
+    StopRequests,
+)
 from core.tools import FunctionTool, ToolRegistry
 from tests.fakes.slack_server import BOT_USER_ID, TEAM_ID, FakeSlack, Message, message_text
 
@@ -143,7 +150,13 @@ async def make(fake: FakeSlack) -> AsyncIterator[Callable[..., Any]]:
     """``await make(turns, **settings)`` -> a served Harness; torn down after the test."""
     opened: list[tuple[HttpServer, SlackBot, aiohttp.ClientSession]] = []
 
-    async def build(turns: list[Turn | str], **overrides: Any) -> Harness:
+    async def build(
+        turns: list[Turn | str],
+        *,
+        cooldowns: Cooldowns | None = None,
+        stops: StopRequests | None = None,
+        **overrides: Any,
+    ) -> Harness:
         model = ScriptedModel(turns)
         tools = ToolRegistry()
         tools.add(
@@ -173,7 +186,14 @@ async def make(fake: FakeSlack) -> AsyncIterator[Callable[..., Any]]:
             shutdown_grace=3.0,
         )
         settings = replace(settings, **overrides)
-        bot = SlackBot(agent, claims=InMemoryEventClaims(), settings=settings)
+        bot = SlackBot(
+            agent,
+            claims=InMemoryEventClaims(),
+            settings=settings,
+            cooldowns=cooldowns,
+            stops=stops,
+        )
+        await bot.start()
         server = HttpServer(bot, host="127.0.0.1", port=0, path=settings.path)
         port = await server.start()
         session = aiohttp.ClientSession()
@@ -456,3 +476,57 @@ async def test_shutdown_stops_running_answers_visibly(make: Any) -> None:
     assert "restarting" in message_text(h.root())
     _, body, _ = await h.ask("after")
     assert "restarting" in json.loads(body)["text"]
+
+
+# ---- replicas sharing one Redis -------------------------------------------------------------
+
+
+@pytest.fixture
+async def two_processes(redis_url: str, redis_prefix: str) -> AsyncIterator[list[RedisStores]]:
+    """The stores of two replicas: each its own Redis client, one server and prefix."""
+    opened = [connect(redis_url, prefix=redis_prefix) for _ in range(2)]
+    yield opened
+    for stores in opened:
+        await stores.aclose()
+
+
+async def test_a_stop_pressed_on_another_replica_stops_the_run(
+    make: Any, two_processes: list[RedisStores]
+) -> None:
+    first, second = two_processes
+    runs: Harness = await make(
+        [Turn("Thought: thinking very hard about this", chunk_size=4, stall_after=3)],
+        stops=first.stops,
+    )
+    elsewhere: Harness = await make([], stops=second.stops)
+    await runs.ask("a hard one")
+    await eventually(lambda: any(STOP_ACTION_ID in json.dumps(m.blocks) for m in runs.fake.roots()))
+    button = next(
+        b["accessory"] for b in runs.root().blocks if b.get("accessory", {}).get("action_id")
+    )
+    status, _, _ = await elsewhere.press_stop(button["value"], user="U2BOB")
+    assert status == 200
+    await eventually(lambda: bool(runs.fake.calls("chat.postEphemeral")))
+    assert "Only <@U1ADA> or an admin" in runs.fake.calls("chat.postEphemeral")[0].args["text"]
+    assert runs.bot._active, "the replica that got the press refused a stranger"
+    pressed = time.monotonic()
+    await elsewhere.press_stop(button["value"], user=ASKER)
+    await eventually(lambda: not runs.bot._active, within=2.0)
+    assert time.monotonic() - pressed < 0.5
+    await runs.settled()
+    assert "Stopped by <@U1ADA> after step 1." in message_text(runs.root())
+    assert not elsewhere.bot._active and elsewhere.model.calls == []
+
+
+async def test_replicas_share_one_cooldown(make: Any, two_processes: list[RedisStores]) -> None:
+    first, second = two_processes
+    one: Harness = await make(tool_then_answer(), cooldowns=first.cooldowns, cooldown_seconds=30.0)
+    two: Harness = await make([], cooldowns=second.cooldowns, cooldown_seconds=30.0)
+    _, body, _ = await one.ask("first")
+    assert json.loads(body)["text"].startswith(":hourglass")
+    _, body, _ = await two.ask("second, on another replica")
+    assert "you can ask again in 30 s" in json.loads(body)["text"]
+    _, body, _ = await two.ask("an admin is not held back", user="UADMIN")
+    assert "ask again" not in json.loads(body)["text"]
+    await one.settled()
+    await two.settled()

@@ -15,6 +15,7 @@ from adapters.slack.render import (
     SlackRenderer,
     block_size,
     escape,
+    parse_stop_value,
     shorten,
     trace_posts,
 )
@@ -73,7 +74,9 @@ def test_live_message_restates_question_status_and_stop_button() -> None:
     assert "step 1/8" in status["text"]["text"] and "thinking" in status["text"]["text"]
     assert "4.2 s" in status["text"]["text"]
     assert status["accessory"]["action_id"] == STOP_ACTION_ID
-    assert status["accessory"]["value"] == "run123"
+    assert status["accessory"]["value"] == "run123:U1ADA"
+    assert parse_stop_value(status["accessory"]["value"]) == ("run123", "U1ADA")
+    assert parse_stop_value("run123") == ("run123", None)
     thought = message.blocks[2]
     assert (
         thought["type"] == "context"
