@@ -44,6 +44,8 @@ async def serve_discord(app: App) -> None:
         traces=app.traces,
         claims=app.claims,
         settings=discord_settings(app),
+        cooldowns=app.cooldowns,
+        stops=app.stops,
     )
     bot = create_bot(services)
     try:

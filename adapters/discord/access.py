@@ -1,4 +1,7 @@
-"""Who may ask where, and how often: pure decisions over ids, no discord.py objects.
+"""Who may ask where: pure decisions over ids, no discord.py objects.
+
+How often is ``core.stores.Cooldowns`` (shared by every shard when Redis is configured);
+``cooldown_message`` words its refusal.
 
 The cog turns a message or interaction into an ``Asker``; these functions decide. Empty
 allow-lists mean "everyone"; admins (``admin_users``, ``admin_roles`` or a guild
@@ -8,8 +11,6 @@ administrator) pass the user and role lists and may stop anyone's run.
 from __future__ import annotations
 
 import math
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from adapters.discord.settings import DiscordSettings
@@ -59,34 +60,6 @@ def _user_allowed(settings: DiscordSettings, asker: Asker) -> bool:
 
 def _not_allowed() -> str:
     return "Sorry, you're not on the list of people who can ask me questions here."
-
-
-class Cooldown:
-    """Per-user spacing between accepted questions, in this process.
-
-    A cooldown is a courtesy limit, not a guarantee: across shards a user could ask twice,
-    which costs one extra answer and nothing else, so it does not need Redis.
-    """
-
-    def __init__(self, seconds: float, *, clock: Callable[[], float] = time.monotonic) -> None:
-        self.seconds = seconds
-        self._clock = clock
-        self._next: dict[int, float] = {}
-
-    def wait_left(self, user_id: int) -> float:
-        """Seconds until ``user_id`` may ask again; 0 means now, and starts a new cooldown."""
-        now = self._clock()
-        self._forget_expired(now)
-        left = self._next.get(user_id, 0.0) - now
-        if left > 0:
-            return left
-        if self.seconds > 0:
-            self._next[user_id] = now + self.seconds
-        return 0.0
-
-    def _forget_expired(self, now: float) -> None:
-        if len(self._next) > 1000:  # keep the map small on busy servers
-            self._next = {k: v for k, v in self._next.items() if v > now}
 
 
 def cooldown_message(seconds_left: float) -> str:

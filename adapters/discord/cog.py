@@ -3,6 +3,11 @@
 Handlers only translate: a Discord event becomes (question, conversation, asker), the agent
 runs, and LiveMessage renders it into the placeholder. Each event id is claimed once through
 ``EventClaims``, so a gateway replay after a reconnect never answers twice.
+
+The Stop button's custom id names the run and the asker (a ``DynamicItem``), so whichever
+process receives the click can check who pressed it; if the run is not its own it asks
+through ``StopRequests``, and the process running it (subscribed in ``cog_load``) cancels
+it. Cooldowns live in the shared ``Cooldowns`` store, so shards do not multiply them.
 """
 
 from __future__ import annotations
@@ -12,21 +17,29 @@ import contextlib
 import logging
 import re
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import discord
 from discord import app_commands
 from discord.ext import commands
 
-from adapters.discord.access import Asker, Cooldown, cooldown_message, is_admin, refusal
+from adapters.discord.access import Asker, cooldown_message, is_admin, refusal
 from adapters.discord.render import DiscordPayload, DiscordRenderer, FileSpec, placeholder
 from adapters.discord.settings import DiscordSettings
 from adapters.discord.surface import NO_MENTIONS, DiscordSurface, RateLimitWatch, to_files
 from adapters.live import EditPacer, LiveMessage, RunView
 from core.agent import Agent, Run
 from core.history import HistoryStore
-from core.stores import EventClaims, TraceStore
+from core.stores import (
+    Cooldowns,
+    EventClaims,
+    InMemoryCooldowns,
+    InMemoryStopRequests,
+    StopRequests,
+    TraceStore,
+)
 from core.trace import summary_line
 
 log = logging.getLogger(__name__)
@@ -45,6 +58,9 @@ class Services:
     settings: DiscordSettings
     on_live: Callable[[Live], None] | None = None
     """Called with each new LiveMessage (benchmarks and tests read its stats)."""
+    cooldowns: Cooldowns = field(default_factory=InMemoryCooldowns)
+    stops: StopRequests = field(default_factory=InMemoryStopRequests)
+    """Shared with the other shards/processes when Redis is configured."""
 
 
 # ---- translating Discord objects ----------------------------------------------------------
@@ -99,27 +115,51 @@ def question_from(content: str, bot_id: int) -> str:
 # ---- the Stop button ----------------------------------------------------------------------
 
 
-class StopView(discord.ui.View):
-    """Stops the run; only the asker or an admin may press it, others are told so privately."""
+STOP_TEMPLATE = r"reactbot:stop:(?P<run>[0-9A-Za-z_-]+):(?P<asker>[0-9]+)"
 
-    def __init__(self, *, asker_id: int, may_stop: Callable[[discord.Interaction], bool]) -> None:
-        super().__init__(timeout=None)  # a run ends itself; the view is stopped then
-        self.asker_id = asker_id
-        self.may_stop = may_stop
-        self.run: Run | None = None
 
-    @discord.ui.button(label="Stop", style=discord.ButtonStyle.danger, emoji="⏹️")
-    async def stop_button(
-        self, interaction: discord.Interaction, button: discord.ui.Button[StopView]
-    ) -> None:
-        if interaction.user.id != self.asker_id and not self.may_stop(interaction):
-            await interaction.response.send_message(
-                "Only the person who asked (or an admin) can stop this run.", ephemeral=True
+class StopButton(
+    discord.ui.DynamicItem[discord.ui.Button[discord.ui.View]], template=STOP_TEMPLATE
+):
+    """Stops the run; only the asker or an admin may press it, others are told so privately.
+
+    Any process may receive the click (it is rebuilt from the custom id); the cog decides.
+    """
+
+    def __init__(self, run_id: str, asker_id: int) -> None:
+        super().__init__(
+            discord.ui.Button(
+                label="Stop",
+                style=discord.ButtonStyle.danger,
+                emoji="⏹️",
+                custom_id=f"reactbot:stop:{run_id}:{asker_id}",
             )
-            return
-        await interaction.response.defer()  # the live message shows the stop itself
-        if self.run is not None:
-            self.run.cancel(by=interaction.user.display_name)
+        )
+        self.run_id = run_id
+        self.asker_id = asker_id
+
+    @classmethod
+    async def from_custom_id(
+        cls,
+        interaction: discord.Interaction,
+        item: discord.ui.Item[Any],
+        match: re.Match[str],
+        /,
+    ) -> StopButton:
+        return cls(match["run"], int(match["asker"]))
+
+    async def callback(self, interaction: discord.Interaction) -> None:
+        client = interaction.client
+        bots = (commands.Bot, commands.AutoShardedBot)  # the latter is no subclass of Bot
+        cog = client.get_cog(AskCog.__cog_name__) if isinstance(client, bots) else None
+        if isinstance(cog, AskCog):
+            await cog.stop_pressed(interaction, self.run_id, self.asker_id)
+
+
+def stop_view(run: Run, asker: Asker) -> discord.ui.View:
+    view = discord.ui.View(timeout=None)  # a run ends itself; the view is stopped then
+    view.add_item(StopButton(run.trace.id, asker.user_id))
+    return view
 
 
 # ---- the cog ------------------------------------------------------------------------------
@@ -139,9 +179,20 @@ class AskCog(commands.Cog):
         self.watch = watch
         self.pacer = EditPacer(services.settings.edit_interval)
         self.renderer = DiscordRenderer()
-        self.cooldown = Cooldown(services.settings.cooldown_seconds)
         self._tasks: set[asyncio.Task[None]] = set()
-        self._runs: set[Run] = set()
+        self._runs: dict[str, Run] = {}
+        self._listening = AsyncExitStack()
+
+    async def cog_load(self) -> None:
+        # Registered for the whole bot: clicks on messages another process posted land here.
+        self.bot.add_dynamic_items(StopButton)
+        await self._listening.enter_async_context(
+            self.services.stops.subscribe(self._stop_requested)
+        )
+
+    async def cog_unload(self) -> None:
+        self.bot.remove_dynamic_items(StopButton)
+        await self._listening.aclose()
 
     # ---- mentions and DMs -----------------------------------------------------------------
     @commands.Cog.listener()
@@ -155,7 +206,9 @@ class AskCog(commands.Cog):
             return
         question = question_from(message.content, me.id)
         asker = asker_of(message.author, message.channel, message.channel.id)
-        problem = self._gate(asker) or (None if question else "Ask me something after the mention.")
+        problem = await self._gate(asker) or (
+            None if question else "Ask me something after the mention."
+        )
         if problem:
             await message.reply(problem, mention_author=False, allowed_mentions=NO_MENTIONS)
             return
@@ -163,7 +216,7 @@ class AskCog(commands.Cog):
 
     async def _answer_message(self, message: discord.Message, question: str, asker: Asker) -> None:
         run = self._start(question, message.channel, message.channel.id, message.author)
-        stop = self._stop_view(asker, run)
+        stop = stop_view(run, asker)
         try:
             first = placeholder(question)
             reply = await message.reply(
@@ -189,7 +242,7 @@ class AskCog(commands.Cog):
         self, interaction: discord.Interaction, question: str, asker: Asker
     ) -> None:
         run = self._start(question, interaction.channel, interaction.channel_id, interaction.user)
-        stop = self._stop_view(asker, run)
+        stop = stop_view(run, asker)
         try:
             first = placeholder(question)
             message = await interaction.edit_original_response(
@@ -238,16 +291,17 @@ class AskCog(commands.Cog):
         if not await self.services.claims.claim(f"discord:interaction:{interaction.id}"):
             return None
         asker = asker_of(interaction.user, interaction.channel, interaction.channel_id or 0)
-        problem = self._gate(asker, cooldown=cooldown)
+        problem = await self._gate(asker, cooldown=cooldown)
         if problem:
             await interaction.response.send_message(problem, ephemeral=True)
             return None
         return asker
 
-    def _gate(self, asker: Asker, *, cooldown: bool = True) -> str | None:
+    async def _gate(self, asker: Asker, *, cooldown: bool = True) -> str | None:
         problem = refusal(self.settings, asker)
         if problem is None and cooldown:
-            left = self.cooldown.wait_left(asker.user_id)
+            key = f"discord:{asker.user_id}"
+            left = await self.services.cooldowns.hit(key, self.settings.cooldown_seconds)
             problem = cooldown_message(left) if left > 0 else None
         return problem
 
@@ -270,19 +324,35 @@ class AskCog(commands.Cog):
             question, conversation=conversation, user=user.display_name
         )
 
-    def _stop_view(self, asker: Asker, run: Run) -> StopView:
-        def may_stop(interaction: discord.Interaction) -> bool:
-            channel_id = interaction.channel_id or 0
-            return is_admin(
-                self.settings, asker_of(interaction.user, interaction.channel, channel_id)
+    # ---- stopping ------------------------------------------------------------------------
+    async def stop_pressed(
+        self, interaction: discord.Interaction, run_id: str, asker_id: int
+    ) -> None:
+        """Checked here, where the click arrived; the run may belong to another process."""
+        if interaction.user.id != asker_id and not self._is_admin(interaction):
+            await interaction.response.send_message(
+                "Only the person who asked (or an admin) can stop this run.", ephemeral=True
             )
+            return
+        await interaction.response.defer()  # the live message shows the stop itself
+        by = interaction.user.display_name
+        run = self._runs.get(run_id)
+        if run is not None:
+            run.cancel(by=by)
+        else:
+            await self.services.stops.request(run_id, by=by)
 
-        view = StopView(asker_id=asker.user_id, may_stop=may_stop)
-        view.run = run
-        return view
+    def _stop_requested(self, run_id: str, by: str) -> None:
+        run = self._runs.get(run_id)
+        if run is not None:
+            run.cancel(by=by)
+
+    def _is_admin(self, interaction: discord.Interaction) -> bool:
+        channel_id = interaction.channel_id or 0
+        return is_admin(self.settings, asker_of(interaction.user, interaction.channel, channel_id))
 
     async def _follow(
-        self, run: Run, surface: DiscordSurface, stop: StopView, asker: Asker
+        self, run: Run, surface: DiscordSurface, stop: discord.ui.View, asker: Asker
     ) -> None:
         live: Live = LiveMessage(
             surface,
@@ -293,11 +363,11 @@ class AskCog(commands.Cog):
         )
         if self.services.on_live is not None:
             self.services.on_live(live)
-        self._runs.add(run)
+        self._runs[run.trace.id] = run
         try:
             await live.follow(run.events())
         finally:
-            self._runs.discard(run)
+            self._runs.pop(run.trace.id, None)
             stop.stop()
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
@@ -307,7 +377,7 @@ class AskCog(commands.Cog):
 
     async def shutdown(self, *, grace: float = 5.0) -> None:
         """Stop every run and let its message reach a final state before the session closes."""
-        for run in list(self._runs):
+        for run in list(self._runs.values()):
             run.cancel(by="a bot restart")
         if self._tasks:
             _, pending = await asyncio.wait(set(self._tasks), timeout=grace)
@@ -315,3 +385,4 @@ class AskCog(commands.Cog):
                 task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.gather(*pending, return_exceptions=True)
+        await self._listening.aclose()
