@@ -123,16 +123,10 @@ class Agent:
         trace = Trace(question=question, conversation=conversation, user=user)
         return Run(self, trace)
 
-    async def run(
-        self, question: str, *, conversation: str = "", user: str = ""
-    ) -> AsyncIterator[Event]:
-        """Convenience: start a run and yield its events; closing the iterator cancels it."""
-        handle = self.start(question, conversation=conversation, user=user)
-        try:
-            async for event in handle.events():
-                yield event
-        finally:
-            await handle.aclose()
+    def run(self, question: str, *, conversation: str = "", user: str = "") -> AsyncIterator[Event]:
+        """Convenience: start a run and iterate its events; closing the iterator early
+        cancels the run (see ``Run.events``)."""
+        return self.start(question, conversation=conversation, user=user).events()
 
 
 class Run:
@@ -162,25 +156,33 @@ class Run:
             self._task.cancel()
 
     async def events(self) -> AsyncIterator[Event]:
-        while True:
-            while not self._pending:
-                self._arrived.clear()
-                await self._arrived.wait()
-            event = self._pending.popleft()
-            yield event
-            if isinstance(event, Finished | Failed | Cancelled):
-                return
+        """The run's events up to and including the final one. A consumer that stops early
+        (breaks, is cancelled, closes the iterator) stops the run: nobody is listening."""
+        try:
+            while True:
+                while not self._pending:
+                    self._arrived.clear()
+                    await self._arrived.wait()
+                event = self._pending.popleft()
+                yield event
+                if isinstance(event, Finished | Failed | Cancelled):
+                    return
+        finally:
+            if self._final is None or not self._task.done():
+                await self.aclose()
 
     async def wait(self) -> FinalEvent:
         """The final event, once the run's task is over (it never raises the run's errors)."""
-        await asyncio.wait({self._task})
+        if not self._task.done():  # asyncio.wait costs a loop turn even on a done task
+            await asyncio.wait({self._task})
         assert self._final is not None
         return self._final
 
     async def aclose(self) -> None:
         """Cancel and wait; a cancellation of the caller is not swallowed here."""
         self.cancel()
-        await asyncio.wait({self._task})
+        if not self._task.done():
+            await asyncio.wait({self._task})
 
     @property
     def done(self) -> bool:
@@ -351,9 +353,12 @@ class Run:
             with watchdog:
                 async for chunk in stream:
                     watchdog.kick(grace=chunk.pause)
-                    self._absorb(n, step, chunk)
+                    if chunk.notice or chunk.reasoning or chunk.usage is not None:
+                        self._absorb(n, step, chunk)
                     if chunk.text:
-                        self._emit_parsed(n, parser.feed(cutter.feed(chunk.text)))
+                        parsed = parser.feed(cutter.feed(chunk.text))
+                        if parsed:
+                            self._emit_parsed(n, parsed)
                         if cutter.stopped:
                             break
         except TimeoutError as exc:  # the run's deadline arrives here as CancelledError
