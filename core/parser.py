@@ -230,15 +230,20 @@ def _scan_head(head: str, *, labels: frozenset[_Label], json_ok: bool, final: bo
     keywords = _keywords(labels)
     if exact:
         if folded in keywords.proper_prefixes:
-            return _undecided(final)  # "Act": a keyword, cut short
+            return _TEXT if final else _MORE  # "Act": a keyword, cut short
         # The common case: the whole label is already in the head.
         match = _LABEL_LINE.match(folded)
         if match is not None:
-            label = _KEYWORD_LABELS[match.group(2)]
-            bold = match.group(1) is not None
-            closed = match.group(3) is not None
-            if label in labels and (bold or not closed):
-                return _label_value(head, match.end(), label, bold=bold, closed=closed, final=final)
+            opening, word, closing = match.group(1, 2, 3)
+            label = _KEYWORD_LABELS[word]
+            if label in labels:
+                if opening is None:
+                    if closing is None:  # plain "Action:", the commonest label of all
+                        return _label_scan(label, match.end())
+                else:
+                    return _label_value(
+                        head, match.end(), label, bold=True, closed=closing is not None, final=final
+                    )
     i = _skip_blanks(head, 0)
     if json_ok:
         if head.startswith(("{", "```"), i):
@@ -495,7 +500,13 @@ class StreamParser:
             self._saw_text = True
         if not self._in_head and "\n" not in chunk:
             # Fast path: the middle of a line is the current field's text, as it comes.
-            if self._state is not _State.DONE:
+            state = self._state
+            if state is _State.THOUGHT and self._thought and chunk and not self._value_start:
+                # The commonest chunk of all: more of a thought that has begun. Events are
+                # only ever pending inside feed() and close(), so this chunk's is the only one.
+                self._thought.append(chunk)
+                return [ThoughtText(chunk)]
+            if state is not _State.DONE:
                 self._text(chunk)
             return self._take_events()
         pos = 0
@@ -529,8 +540,19 @@ class StreamParser:
         room = _MAX_HEAD - len(self._head)
         newline = chunk.find("\n", pos, pos + room)
         end = newline if newline != -1 else min(len(chunk), pos + room)
-        self._head += chunk[pos:end]
-        scan = self._scan_current_head(final=newline != -1)
+        head = self._head = self._head + chunk[pos:end]
+        # _head_rules, inline: this runs for every chunk that meets a line start.
+        state = self._state
+        if state is _State.BRACKET:
+            labels, json_ok = _LABELS_IN_BRACKET, False
+        elif state is _State.ANSWER:
+            labels, json_ok = _LABELS_IN_ANSWER, False
+        else:
+            labels = _ALL_LABELS
+            json_ok = state is _State.THOUGHT or (
+                state is _State.ACTION_NAME and not self._name_has_text
+            )
+        scan = _scan_head(head, labels=labels, json_ok=json_ok, final=newline != -1)
         if scan.kind == "more":
             if len(self._head) < _MAX_HEAD:
                 return end
@@ -571,7 +593,8 @@ class StreamParser:
             self._saw_label = True
             self._value_start = True
             self._label(scan.label)
-            self._text(head[scan.end :])
+            if scan.end < len(head):  # _text("") would do nothing
+                self._text(head[scan.end :])
             return
         if self._newline_pending:
             self._newline_pending = False
@@ -672,7 +695,8 @@ class StreamParser:
 
     def _label_in_thought(self, label: _Label) -> None:
         if label is _Label.THOUGHT:
-            self._emit_thought("\n")  # a second Thought label separates paragraphs
+            if self._thought:  # (a first one has nothing to separate: _emit_thought would drop it)
+                self._emit_thought("\n")  # a second Thought label separates paragraphs
         elif label is _Label.ACTION:
             self._start_action()
         elif label is _Label.ANSWER:
@@ -717,6 +741,10 @@ class StreamParser:
     # name[input]
 
     def _bracket_text(self, text: str) -> None:
+        if "]" not in text:  # the bracket cannot close in this text
+            self._depth += text.count("[")
+            self._bracket_content(text)
+            return
         for match in _BRACKETS.finditer(text):
             self._depth += 1 if match.group() == "[" else -1
             if self._depth == 0:
