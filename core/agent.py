@@ -129,6 +129,10 @@ class Agent:
         return self.start(question, conversation=conversation, user=user).events()
 
 
+_FINAL_EVENTS = (Finished, Failed, Cancelled)
+"""As a tuple: ``isinstance`` with ``A | B | C`` builds the union anew for every event."""
+
+
 class Run:
     """One question being answered. Owns its task; safe to cancel from any coroutine."""
 
@@ -165,7 +169,7 @@ class Run:
                     await self._arrived.wait()
                 event = self._pending.popleft()
                 yield event
-                if isinstance(event, Finished | Failed | Cancelled):
+                if isinstance(event, _FINAL_EVENTS):
                     return
         finally:
             if self._final is None or not self._task.done():
@@ -349,14 +353,16 @@ class Run:
         cutter = _StopCutter(prompt.STOP)
         stream = model.stream(messages, stop=prompt.STOP)
         watchdog = _StallWatchdog(self.settings.model_timeout)
+        # Bound once: the loop body runs for every chunk of every reply.
+        kick, cut, parse = watchdog.kick, cutter.feed, parser.feed
         try:
             with watchdog:
                 async for chunk in stream:
-                    watchdog.kick(grace=chunk.pause)
+                    kick(grace=chunk.pause)
                     if chunk.notice or chunk.reasoning or chunk.usage is not None:
                         self._absorb(n, step, chunk)
                     if chunk.text:
-                        parsed = parser.feed(cutter.feed(chunk.text))
+                        parsed = parse(cut(chunk.text))
                         if parsed:
                             self._emit_parsed(n, parsed)
                         if cutter.stopped:
@@ -391,14 +397,16 @@ class Run:
             self._emit(UsageCounted(n, usage))
 
     def _emit_parsed(self, n: int, events: list[ThoughtText | AnswerText | ActionFound]) -> None:
+        # _emit, inline: all of the batch is queued, then the consumer is woken once.
+        pending = self._pending
         for event in events:
-            match event:
-                case ThoughtText(text=text):
-                    self._emit(ThoughtDelta(n, text))
-                case AnswerText(text=text):
-                    self._emit(AnswerDelta(n, text))
-                case ActionFound():
-                    pass  # announced once the whole reply is in and the action is final
+            if isinstance(event, ThoughtText):
+                pending.append(ThoughtDelta(n, event.text))
+            elif isinstance(event, AnswerText):
+                pending.append(AnswerDelta(n, event.text))
+            # ActionFound: announced once the whole reply is in and the action is final.
+        if pending:
+            self._arrived.set()
 
     async def _act(self, n: int, action: Action, state: _State) -> None:
         step = self.trace.steps[-1]
@@ -575,6 +583,7 @@ class _StallWatchdog:
         self.seconds = seconds
         self.fired = False
         self._loop = asyncio.get_running_loop()
+        self._time = self._loop.time
         self._last = 0.0
         self._handle: asyncio.TimerHandle | None = None
         self._task: asyncio.Task[object] | None = None
@@ -590,7 +599,7 @@ class _StallWatchdog:
 
     def kick(self, *, grace: float = 0.0) -> None:
         """A chunk arrived; ``grace`` extends the next deadline (an announced back-off)."""
-        self._last = self._loop.time() + grace
+        self._last = self._time() + grace
 
     def _check(self) -> None:
         due = self._last + self.seconds
@@ -627,25 +636,36 @@ class _StopCutter:
         self._parts: list[str] = []
         self._seen = 0
         self._recent = ""
+        """The last ``_tail`` characters seen, less any start that holds no ``_lead`` (no marker
+        can begin there): empty most of the time, which lets most chunks skip the search."""
         self._cut_at: int | None = None
-
-    @property
-    def stopped(self) -> bool:
-        return self._cut_at is not None
+        self.stopped = False
+        """A marker was found (a plain attribute: it is read after every chunk)."""
 
     def feed(self, chunk: str) -> str:
         """Returns the text to pass on; a marker straddling chunks is found too."""
+        lead = self._lead
+        if lead and not self._recent and lead not in chunk:
+            # No marker can start in this chunk nor in the tail before it.
+            self._parts.append(chunk)
+            self._seen += len(chunk)
+            return chunk
         window = self._recent + chunk
         cut = -1
-        if not self._lead or self._lead in window:
+        if not lead or lead in window:
             cut = min((i for m in self.markers if (i := window.find(m)) != -1), default=-1)
         start = self._seen - len(self._recent)
         self._parts.append(chunk)
         self._seen += len(chunk)
-        self._recent = window[-self._tail :] if self._tail else ""
+        recent = window[-self._tail :] if self._tail else ""
+        if lead:
+            at = recent.find(lead)
+            recent = recent[at:] if at > 0 else recent if at == 0 else ""
+        self._recent = recent
         if cut == -1:
             return chunk
         self._cut_at = start + cut
+        self.stopped = True
         return chunk[: max(0, cut - (len(window) - len(chunk)))]
 
     @property

@@ -258,6 +258,35 @@ def test_stop_cutter_finds_markers_straddling_chunks(size: int) -> None:
     assert passed.startswith(cutter.text) and "Observation:" not in passed
 
 
+@pytest.mark.parametrize(
+    ("markers", "text"),
+    [
+        (["\nObservation:"], "a\nObs\n\nObservatio\nObservation: x\nObservation: y"),
+        (["\nObservation:", "\nObs"], "no\nOb\nObservation: x"),
+        (["\nObservation:", "STOP"], "a\nObservatio STO\nSTOP \nObservation:"),
+        (["\nObservation:"], "no marker\nat all\n"),
+    ],
+)
+def test_stop_cutter_cuts_where_the_whole_text_would_for_every_split(
+    markers: list[str], text: str
+) -> None:
+    found = [at for m in markers if (at := text.find(m)) != -1]
+    expected = text[: min(found)] if found else text
+    for a in range(len(text) + 1):
+        for b in range(a, len(text) + 1):
+            cutter = _StopCutter(markers)
+            passed = ""
+            for piece in (text[:a], text[a:b], text[b:]):
+                passed += cutter.feed(piece)
+                if cutter.stopped:
+                    break
+            assert cutter.text == expected, (a, b)
+            # Text already passed on stays passed: at most the start of the marker follows.
+            assert passed.startswith(expected) and text.startswith(passed), (a, b)
+            assert not any(m in passed for m in markers), (a, b)
+            assert cutter.stopped == bool(found), (a, b)
+
+
 async def test_cancel_ends_with_cancelled_event_and_partial_trace() -> None:
     model = ScriptedModel(
         ["Thought: a\nAction: calculate[2+2]", Turn("Thought: hanging", stall_after=1)]
