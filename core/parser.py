@@ -335,6 +335,13 @@ def _label_value(
     return _label_scan(label, i)
 
 
+# _scan_head is pure and replies repeat their line starts ("Thought:", "Action: search[", the
+# same token splits from the same model), so its answers are kept: a look-up costs a fraction of
+# a scan. Bounded (heads are at most _MAX_HEAD characters); emptied when full.
+_HEAD_SCANS: dict[tuple[str, frozenset[_Label], bool, bool], _HeadScan] = {}
+_HEAD_SCANS_KEPT = 1024
+
+
 @functools.cache
 def _label_scan(label: _Label, end: int) -> _HeadScan:
     """Label results are shared: there are only so many labels and head positions."""
@@ -552,7 +559,14 @@ class StreamParser:
             json_ok = state is _State.THOUGHT or (
                 state is _State.ACTION_NAME and not self._name_has_text
             )
-        scan = _scan_head(head, labels=labels, json_ok=json_ok, final=newline != -1)
+        final = newline != -1
+        key = (head, labels, json_ok, final)
+        scan = _HEAD_SCANS.get(key)
+        if scan is None:
+            scan = _scan_head(head, labels=labels, json_ok=json_ok, final=final)
+            if len(_HEAD_SCANS) >= _HEAD_SCANS_KEPT:
+                _HEAD_SCANS.clear()
+            _HEAD_SCANS[key] = scan
         if scan.kind == "more":
             if len(self._head) < _MAX_HEAD:
                 return end
