@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections import deque
@@ -583,7 +584,10 @@ class _StallWatchdog:
         self.seconds = seconds
         self.fired = False
         self._loop = asyncio.get_running_loop()
-        self._time = self._loop.time
+        # kick() runs for every chunk: the default loop's time() is time.monotonic(), so call
+        # that directly rather than through one more Python frame.
+        default_clock = type(self._loop).time is asyncio.BaseEventLoop.time
+        self._time: Callable[[], float] = time.monotonic if default_clock else self._loop.time
         self._last = 0.0
         self._handle: asyncio.TimerHandle | None = None
         self._task: asyncio.Task[object] | None = None
@@ -621,6 +625,15 @@ class _StallWatchdog:
                 raise TimeoutError from exc
 
 
+@functools.cache
+def _cut_plan(markers: tuple[str, ...]) -> tuple[int, str, str | None]:
+    """What _StopCutter derives from its markers, once per set of markers (one per model call)."""
+    firsts = {m[:1] for m in markers}
+    lead = firsts.pop() if len(firsts) == 1 else ""
+    only = markers[0] if len(markers) == 1 and markers[0] else None
+    return max(len(m) for m in markers) - 1, lead, only
+
+
 class _StopCutter:
     """Cuts the reply at the first stop marker, for providers that ignore ``stop``.
 
@@ -629,10 +642,9 @@ class _StopCutter:
 
     def __init__(self, markers: Sequence[str]) -> None:
         self.markers = markers
-        self._tail = max(len(m) for m in markers) - 1
-        firsts = {m[:1] for m in markers}
-        self._lead = firsts.pop() if len(firsts) == 1 else ""
-        """A character every marker starts with: chunks without it need no search."""
+        self._tail, self._lead, self._marker = _cut_plan(tuple(markers))
+        """The tail to keep; a character every marker starts with (chunks without it need no
+        search), else ""; the only marker when there is just one (a single find, no min())."""
         self._parts: list[str] = []
         self._seen = 0
         self._recent = ""
@@ -652,7 +664,10 @@ class _StopCutter:
             return chunk
         window = self._recent + chunk
         cut = -1
-        if not lead or lead in window:
+        if self._marker is not None:
+            if lead in window:
+                cut = window.find(self._marker)
+        elif not lead or lead in window:
             cut = min((i for m in self.markers if (i := window.find(m)) != -1), default=-1)
         start = self._seen - len(self._recent)
         self._parts.append(chunk)
