@@ -25,6 +25,7 @@ def slack_settings(config: Config) -> SlackSettings:
         port=slack.port,
         api_base_url=slack.api_base_url,
         update_interval=slack.update_interval,
+        per_thread=config.redis.per_thread,
         workspace_updates_per_minute=slack.workspace_updates_per_minute,
         allowed_channels=frozenset(slack.allowed_channels),
         allowed_users=frozenset(slack.allowed_users),

@@ -242,7 +242,9 @@ class SlackBot:
             await self._tell(question, INVITE)
             return
         run = self.agent.start(
-            question.text, conversation=question.conversation(root), user=question.user
+            question.text,
+            conversation=question.conversation(root, per_thread=self.settings.per_thread),
+            user=question.user,
         )
         if self._closing:  # shutdown began while the placeholder was being posted
             run.cancel(by=SHUTDOWN)

@@ -53,11 +53,12 @@ class Question:
     claim_key: str
     response_url: str | None = None
 
-    def conversation(self, root_ts: str | None = None) -> str:
+    def conversation(self, root_ts: str | None = None, *, per_thread: bool = True) -> str:
         """``slack:{team}:{channel}[:{thread}]``: a question in a thread continues that
-        thread; a new root message starts the thread its trace goes into."""
+        thread; a new root message starts the thread its trace goes into. With
+        ``per_thread`` off, the whole channel is one conversation."""
         thread = self.thread_ts or root_ts
-        if self.source == "dm" and self.thread_ts is None:
+        if not per_thread or (self.source == "dm" and self.thread_ts is None):
             thread = None  # a DM is one ongoing conversation unless the user threads it
         base = f"slack:{self.team}:{self.channel}"
         return f"{base}:{thread}" if thread else base

@@ -24,6 +24,8 @@ class SlackSettings:
     """Seconds between edits of messages in one channel."""
     workspace_updates_per_minute: float = 50.0
     """Budget for ``chat.update`` across the workspace (Slack's Tier 3); 0 means no limit."""
+    per_thread: bool = True
+    """Each answer's thread is its own conversation; off: one conversation per channel."""
     allowed_channels: frozenset[str] = frozenset()
     """Empty: every channel (and DM) the bot is in."""
     allowed_users: frozenset[str] = frozenset()

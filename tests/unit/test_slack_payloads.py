@@ -58,6 +58,7 @@ def test_mention_in_a_thread_continues_that_thread() -> None:
     q = from_event(event, event_id="Ev2", team="T1", bot_user_id=BOT)
     assert q is not None and q.thread_ts == "5.5"
     assert q.conversation(root_ts="8.8") == "slack:T1:C1:5.5"
+    assert q.conversation(root_ts="8.8", per_thread=False) == "slack:T1:C1"  # redis.per_thread
 
 
 def test_direct_message_is_one_conversation() -> None:
