@@ -18,7 +18,7 @@ import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from core import prompt
@@ -47,7 +47,7 @@ from core.memory import HistoryCompactor, answer_message
 from core.parser import Action, ActionFound, AnswerText, ParseError, Step, StreamParser, ThoughtText
 from core.stores import ConversationLocks, TraceStore
 from core.tools import ToolRegistry, ToolResult
-from core.trace import Trace, TraceStep
+from core.trace import Trace, TraceStep, source_domain
 
 log = logging.getLogger(__name__)
 
@@ -87,8 +87,6 @@ class _Reply:
 class _State:
     messages: list[Message]
     last_action: tuple[str, str] | None = None
-    memory_warned: bool = False
-    gathered: list[str] = field(default_factory=list)
 
 
 class Agent:
@@ -129,6 +127,8 @@ class Agent:
         cancels the run (see ``Run.events``)."""
         return self.start(question, conversation=conversation, user=user).events()
 
+
+INTERNAL_ERROR = "Something went wrong inside reactbot (logged)."
 
 _FINAL_EVENTS = (Finished, Failed, Cancelled)
 """As a tuple: ``isinstance`` with ``A | B | C`` builds the union anew for every event."""
@@ -219,16 +219,11 @@ class Run:
         the consumer still gets exactly one final event."""
         if self._final is not None:
             return
-        trace = self.trace
-        self._close_open_step("cancelled" if task.cancelled() else "internal error")
         if task.cancelled():
-            trace.status, trace.stopped_by = "cancelled", self._stopped_by
-            self._publish(Cancelled(trace, self._stopped_by))
+            self._publish(self._cancellation())
             return
-        log.error("run %s ended without an outcome", trace.id, exc_info=task.exception())
-        trace.status = "failed"
-        trace.reason = "Something went wrong inside reactbot (logged)."
-        self._publish(Failed(trace, trace.reason, "internal"))
+        log.error("run %s ended without an outcome", self.trace.id, exc_info=task.exception())
+        self._publish(self._failure(INTERNAL_ERROR, "internal"))
 
     async def _main(self) -> None:
         trace = self.trace
@@ -243,10 +238,7 @@ class Run:
                 async with asyncio.timeout(self.settings.deadline):
                     event: FinalEvent = await self._loop()
         except asyncio.CancelledError:
-            trace.status, trace.stopped_by = "cancelled", self._stopped_by
-            trace.reason = f"stopped by {self._stopped_by}" if self._stopped_by else "cancelled"
-            self._close_open_step("cancelled")
-            await self._end(Cancelled(trace, self._stopped_by))
+            await self._end(self._cancellation())
             return
         except TimeoutError:
             event = self._failure(
@@ -260,7 +252,7 @@ class Run:
             event = self._failure(str(exc), kind)
         except Exception:
             log.exception("run %s failed with an internal error", trace.id)
-            event = self._failure("Something went wrong inside reactbot (logged).", "internal")
+            event = self._failure(INTERNAL_ERROR, "internal")
         await self._end(event)
 
     def _turn(self) -> AbstractAsyncContextManager[None]:
@@ -273,6 +265,13 @@ class Run:
             self._emit(Notice("waiting", "waiting for the previous question to finish"))
 
         return locks.hold(conversation, on_wait=waiting)
+
+    def _cancellation(self) -> Cancelled:
+        trace, by = self.trace, self._stopped_by
+        trace.status, trace.stopped_by = "cancelled", by
+        trace.reason = f"stopped by {by}" if by else "cancelled"
+        self._close_open_step("cancelled")
+        return Cancelled(trace, by)
 
     def _failure(
         self, reason: str, kind: Literal["timeout", "model", "deadline", "internal"]
@@ -553,16 +552,11 @@ class Run:
 def cited_sources(answer: str, trace: Trace, *, limit: int = 3) -> list[str]:
     """The URLs the answer relied on: those it names (by URL or domain), else the top results."""
     sources = trace.sources
-    named = [url for url in sources if url in answer or _domain(url) in answer]
+    named = [url for url in sources if url in answer or source_domain(url) in answer]
     if named:
         return named[:limit]
     last_with_sources = next((s for s in reversed(trace.steps) if s.sources), None)
     return last_with_sources.sources[:limit] if last_with_sources else []
-
-
-def _domain(url: str) -> str:
-    host = url.split("://", 1)[-1].split("/", 1)[0]
-    return host.removeprefix("www.")
 
 
 async def _close_quietly(stream: AsyncIterator[ModelChunk]) -> None:

@@ -167,6 +167,11 @@ def render_step_markdown(step: TraceStep) -> list[str]:
     return out
 
 
+def source_domain(url: str) -> str:
+    """``https://www.fifa.com/final`` -> ``fifa.com``: how a source is named to people."""
+    return url.split("://", 1)[-1].split("/", 1)[0].removeprefix("www.")
+
+
 def summary_line(trace: Trace) -> str:
     parts = [
         f"{trace.step_count} step{'s' if trace.step_count != 1 else ''}",

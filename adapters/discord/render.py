@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from adapters.live import RunView, StepView
-from core.trace import Trace, TraceStep
+from core.trace import Trace, TraceStep, source_domain
 
 CONTENT_LIMIT = 2000
 EMBED_DESCRIPTION_LIMIT = 4096
@@ -295,8 +295,8 @@ def sources_line(urls: Sequence[str]) -> str:
 
 
 def _domain(url: str) -> str:
-    host = url.split("://", 1)[-1].split("/", 1)[0].removeprefix("www.")
-    return host.replace("]", "").replace("[", "") or url
+    """The source's name as link text: brackets would end the markdown link early."""
+    return source_domain(url).replace("]", "").replace("[", "") or url
 
 
 def final_body(view: RunView) -> tuple[str, str]:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from adapters.live import Phase, RunView, StepView
-from core.trace import Trace, TraceStep, summary_line
+from core.trace import Trace, TraceStep, source_domain, summary_line
 
 Block = dict[str, Any]
 
@@ -111,8 +111,7 @@ def mention(user: str | None) -> str:
 
 
 def link(url: str) -> str:
-    host = url.split("://", 1)[-1].split("/", 1)[0].removeprefix("www.")
-    return f"<{url}|{escape(host)}>" if _SAFE_URL.match(url) else escape(url)
+    return f"<{url}|{escape(source_domain(url))}>" if _SAFE_URL.match(url) else escape(url)
 
 
 def block_size(block: Block) -> int:
