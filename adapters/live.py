@@ -10,7 +10,8 @@ Three parts, each testable alone:
 - ``LiveMessage``: drives one placeholder message: applies events, edits the message with
   the latest rendering when the channel's slot comes (coalesced: latest state wins), and on
   the final event edits it to its final state (retrying through rate limits, never dropping
-  it) and posts the trace into a thread.
+  it; when the platform refuses the payload itself, a compact rendering and then plain text
+  go instead) and posts the trace into a thread.
 
 Platforms implement ``Surface`` (edit the message, post into its thread) and a ``Renderer``.
 """
@@ -21,7 +22,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, Literal, Protocol, TypeVar, assert_never
 
@@ -62,6 +63,9 @@ Phase = Literal[
     "failed",
     "cancelled",
 ]
+EditOutcome = Literal["sent", "retry", "rejected"]
+"""``retry``: try the same payload again later; ``rejected``: it will never be accepted."""
+
 FINAL_PHASES: frozenset[Phase] = frozenset(
     {"answered", "unformatted", "best_effort", "failed", "cancelled"}
 )
@@ -74,6 +78,12 @@ class EditDeferred(Exception):
     def __init__(self, retry_after: float, reason: str = "") -> None:
         super().__init__(reason or f"edit deferred for {retry_after:.2f} s")
         self.retry_after = retry_after
+
+
+class EditRejected(Exception):
+    """Raised by a Surface when the platform refused the payload itself (a 4xx other than
+    429: too long, invalid blocks, a field over its limit). Sending it again cannot help; a
+    smaller rendering may, so the final edit falls back to ``compact`` and then ``plain``."""
 
 
 class RateLimited(EditDeferred):
@@ -314,6 +324,10 @@ class Renderer(Protocol[P]):
 
     def final(self, view: RunView) -> P: ...
 
+    def compact(self, view: RunView) -> P:
+        """The final state in a smaller form: what is sent when ``final``'s is refused."""
+        ...
+
     def trace_posts(self, trace: Trace) -> list[P]: ...
 
     def plain(self, text: str) -> P:
@@ -325,6 +339,8 @@ class Renderer(Protocol[P]):
 class LiveStats:
     edits: int = 0
     rate_limited: int = 0
+    rejected: int = 0
+    """Edits the platform refused outright (too long, invalid blocks)."""
     first_text_at: float | None = None
     first_visible_at: float | None = None
     edit_times: list[float] = field(default_factory=list)
@@ -370,6 +386,7 @@ class LiveMessage(Generic[P]):
         self.stats = LiveStats()
         self._dirty = asyncio.Event()
         self._last_payload: P | None = None
+        self._last_rejected: P | None = None
 
     async def follow(self, events: AsyncIterator[Event]) -> RunView:
         """Consume the run's events until the final one; the message ends in a final state."""
@@ -417,43 +434,67 @@ class LiveMessage(Generic[P]):
                     continue
                 await self._try_edit(payload)
 
-    async def _try_edit(self, payload: P) -> bool:
+    async def _try_edit(self, payload: P) -> EditOutcome:
         if payload == self._last_payload:
-            return True
+            return "sent"
+        if payload == self._last_rejected:
+            return "rejected"
         channel = self.surface.channel_key
         try:
             await self.surface.edit(payload)
         except RateLimited as exc:
             self.stats.rate_limited += 1
             self.pacer.rate_limit_hit(channel, exc)
-            return False
+            return "retry"
         except EditDeferred as exc:
             log.warning("edit in %s deferred %.1f s: %s", channel, exc.retry_after, exc)
             self.pacer.postpone(channel, exc.retry_after)
-            return False
+            return "retry"
+        except EditRejected as exc:
+            log.warning("the platform refused an edit in %s: %s", channel, exc)
+            self._last_rejected = payload
+            self.stats.rejected += 1
+            return "rejected"
         except Exception:  # a live edit must never end the run's display; the next one may work
             log.exception("edit in %s failed", channel)
             self.pacer.postpone(channel, self.ERROR_BACKOFF)
-            return False
+            return "retry"
         self._last_payload = payload
         now = time.monotonic()
         self.stats.edits += 1
         self.stats.edit_times.append(now)
         if self.stats.first_visible_at is None and self.stats.first_text_at is not None:
             self.stats.first_visible_at = now
-        return True
+        return "sent"
 
     async def _edit_final(self) -> None:
-        try:
-            payload = self.renderer.final(self.view)
-        except Exception:
-            log.exception("rendering the final message failed")
-            payload = self.renderer.plain(fallback_text(self.view))
+        """The final state, and smaller forms of it when the platform refuses the larger one:
+        the message must never stay in its running state."""
+        for payload in self._final_payloads():
+            outcome = await self._send_final(payload)
+            if outcome == "sent":
+                return
+            if outcome == "retry":
+                log.error("gave up on the final edit after %d attempts", self.FINAL_ATTEMPTS)
+                return
+        log.error("the platform refused every form of the final message")
+
+    def _final_payloads(self) -> Iterator[P]:
+        for render in (self.renderer.final, self.renderer.compact):
+            try:
+                yield render(self.view)
+            except Exception:
+                log.exception("rendering the final message failed")
+        yield self.renderer.plain(fallback_text(self.view))
+
+    async def _send_final(self, payload: P) -> EditOutcome:
+        outcome: EditOutcome = "retry"
         for _ in range(self.FINAL_ATTEMPTS):  # failures postpone the channel's next slot
             async with self.pacer.slot(self.surface.channel_key):
-                if await self._try_edit(payload):
-                    return
-        log.error("gave up on the final edit after %d attempts", self.FINAL_ATTEMPTS)
+                outcome = await self._try_edit(payload)
+            if outcome != "retry":
+                break
+        return outcome
 
     async def _post_trace(self, trace: Trace) -> None:
         try:

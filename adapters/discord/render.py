@@ -22,6 +22,8 @@ from adapters.live import RunView, StepView
 from core.trace import Trace, TraceStep, source_domain
 
 CONTENT_LIMIT = 2000
+COMPACT_LIMIT = 1000
+"""The final message's size when Discord refused the full one."""
 EMBED_DESCRIPTION_LIMIT = 4096
 OBSERVATION_LINES = 3
 LINE_WIDTH = 160
@@ -323,13 +325,18 @@ def final_body(view: RunView) -> tuple[str, str]:
 
 
 def answer_parts(
-    view: RunView, *, trace: Trace | None = None, limit: int = CONTENT_LIMIT
+    view: RunView,
+    *,
+    trace: Trace | None = None,
+    limit: int = CONTENT_LIMIT,
+    sources: bool = True,
 ) -> tuple[str, list[str]]:
     """The final message (answer, sources, footer) and the answer's overflow for the thread."""
     body, mark = final_body(view)
     trace = trace or view.trace
-    sources = sources_line(trace.cited) if trace is not None and view.phase == "answered" else ""
-    tail_lines = [line for line in (sources, footer(trace, view, mark, thread=True)) if line]
+    cited = trace is not None and view.phase == "answered" and sources
+    line = sources_line(trace.cited) if cited and trace is not None else ""
+    tail_lines = [line for line in (line, footer(trace, view, mark, thread=True)) if line]
     room = limit - sum(len(line) + 1 for line in tail_lines) - 40
     parts = split_text(body, room)
     if len(parts) > 1:
@@ -455,6 +462,10 @@ class DiscordRenderer:
     def final(self, view: RunView) -> DiscordPayload:
         content, _ = answer_parts(view)
         return DiscordPayload(content, stop_button="remove", thread_name=thread_name(view.question))
+
+    def compact(self, view: RunView) -> DiscordPayload:
+        content, _ = answer_parts(view, limit=COMPACT_LIMIT, sources=False)
+        return DiscordPayload(content, stop_button="remove")
 
     def trace_posts(self, trace: Trace) -> list[DiscordPayload]:
         return trace_posts(trace, answer_overflow(trace))

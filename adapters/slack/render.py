@@ -217,6 +217,13 @@ class SlackRenderer:
         blocks = [*head, *lines, *body, *foot]
         return SlackMessage(_fallback(view, _final_words(view)), tuple(blocks))
 
+    def compact(self, view: RunView) -> SlackMessage:
+        """No step lines, no sources, the answer cut short (the thread has all of it)."""
+        body = _final_body(view)[:1]
+        body = [_shrink_block(b, 0.5) for b in body]
+        blocks = [_question_block(view), *body, context(_totals_line(view, self._clock))]
+        return SlackMessage(_fallback(view, _final_words(view)), tuple(blocks))
+
     def trace_posts(self, trace: Trace) -> list[SlackMessage]:
         return trace_posts(trace)
 

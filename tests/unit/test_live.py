@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from adapters.live import (
     EditDeferred,
     EditPacer,
+    EditRejected,
     LiveMessage,
     RateLimited,
     RunView,
@@ -44,6 +45,9 @@ class TextRenderer:
 
     def final(self, view: RunView) -> str:
         return f"FINAL {view.phase}: {view.answer or view.reason}"
+
+    def compact(self, view: RunView) -> str:
+        return f"COMPACT {view.phase}"
 
     def trace_posts(self, trace: Trace) -> list[str]:
         return [f"step {s.index}" for s in trace.steps]
@@ -167,6 +171,9 @@ class BrokenRenderer(TextRenderer):
     def final(self, view: RunView) -> str:
         raise ValueError("renderer bug")
 
+    def compact(self, view: RunView) -> str:
+        raise ValueError("renderer bug")
+
     def plain(self, text: str) -> str:
         return "PLAIN " + text
 
@@ -198,3 +205,39 @@ async def test_a_paced_edit_carries_the_state_at_send_time_not_at_wake_time() ->
     assert live_edits[0].endswith("|x|")
     # the second edit waited ~0.25 s for its slot; it must show what arrived meanwhile
     assert live_edits[1].count("y") >= 3
+
+
+async def test_a_refused_final_edit_falls_back_to_compact_then_plain() -> None:
+    surface = FakeSurface(failures=[EditRejected("400: content too long")])
+    live = LiveMessage(surface, TextRenderer(), EditPacer(0.01))
+    await live.follow(run_events("Thought: t\nAction: finish[4]"))
+    assert surface.edits[-1][1] == "COMPACT answered"
+    assert live.stats.rejected == 1
+
+    surface = FakeSurface(failures=[EditRejected("too long"), EditRejected("still too long")])
+    live = LiveMessage(surface, TextRenderer(), EditPacer(0.01))
+    await live.follow(run_events("Thought: t\nAction: finish[4]"))
+    assert surface.edits[-1][1].startswith("4\n\n(reactbot could not format this message")
+    assert live.stats.rejected == 2
+
+
+async def test_a_refused_live_payload_is_not_sent_again() -> None:
+    class Same(TextRenderer):
+        def live(self, view: RunView) -> str:
+            return "same"
+
+    sent: list[str] = []
+
+    @dataclass
+    class Refusing(FakeSurface):
+        async def edit(self, payload: str) -> None:
+            sent.append(payload)
+            if payload == "same":
+                raise EditRejected("invalid_blocks")
+            await super().edit(payload)
+
+    live = LiveMessage(Refusing(), Same(), EditPacer(0.01), tick=0.02)
+    slow = Turn("Thought: " + "word " * 20 + "\nAction: finish[4]", chunk_size=3, delay=0.01)
+    await live.follow(run_events(slow))
+    assert sent.count("same") == 1
+    assert sent[-1] == "FINAL answered: 4"
