@@ -552,11 +552,16 @@ class Run:
 def cited_sources(answer: str, trace: Trace, *, limit: int = 3) -> list[str]:
     """The URLs the answer relied on: those it names (by URL or domain), else the top results."""
     sources = trace.sources
-    named = [url for url in sources if url in answer or source_domain(url) in answer]
+    named = [url for url in sources if url in answer or _names_domain(answer, url)]
     if named:
         return named[:limit]
     last_with_sources = next((s for s in reversed(trace.steps) if s.sources), None)
     return last_with_sources.sources[:limit] if last_with_sources else []
+
+
+def _names_domain(answer: str, url: str) -> bool:
+    domain = source_domain(url)
+    return bool(domain) and domain in answer
 
 
 async def _close_quietly(stream: AsyncIterator[ModelChunk]) -> None:

@@ -6,15 +6,19 @@ Serialises to JSON (stored, exported, replayed) and renders to Markdown (threads
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from dataclasses import asdict, dataclass, field, fields
 from datetime import UTC, datetime
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 Status = Literal["running", "answered", "unformatted", "best_effort", "failed", "cancelled"]
 StepKind = Literal["step", "format_error", "final"]
 
 TRACE_VERSION = 1
+
+_HOST = re.compile(r"[a-z0-9_.:-]{1,253}")
 
 
 @dataclass(slots=True)
@@ -168,8 +172,23 @@ def render_step_markdown(step: TraceStep) -> list[str]:
 
 
 def source_domain(url: str) -> str:
-    """``https://www.fifa.com/final`` -> ``fifa.com``: how a source is named to people."""
-    return url.split("://", 1)[-1].split("/", 1)[0].removeprefix("www.")
+    """``https://www.fifa.com/final`` -> ``fifa.com``: how a source is named to people.
+
+    The host alone (no user info, port, path or query, so ``https://bank.com@evil.example``
+    is named ``evil.example``), lower case, an internationalised name in its ASCII form (a
+    look-alike cannot pass for another site); "" when the URL has no usable host.
+    """
+    try:
+        host = urlsplit(url.strip()).hostname or ""
+    except ValueError:  # e.g. an unbalanced [ in the host part
+        return ""
+    if not host.isascii():
+        try:
+            host = host.encode("idna").decode("ascii")
+        except UnicodeError:
+            return ""
+    host = host.removeprefix("www.")
+    return host if _HOST.fullmatch(host) else ""
 
 
 def summary_line(trace: Trace) -> str:

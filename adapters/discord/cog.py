@@ -26,7 +26,7 @@ from discord import app_commands
 from discord.ext import commands
 
 from adapters.discord.access import Asker, cooldown_message, is_admin, refusal
-from adapters.discord.render import DiscordPayload, DiscordRenderer, FileSpec, placeholder
+from adapters.discord.render import DiscordPayload, DiscordRenderer, FileSpec, fit, placeholder
 from adapters.discord.settings import DiscordSettings
 from adapters.discord.surface import NO_MENTIONS, DiscordSurface, RateLimitWatch, to_files
 from adapters.live import EditPacer, LiveMessage, RunView
@@ -278,7 +278,7 @@ class AskCog(commands.Cog):
         ]
         posts = self.renderer.trace_posts(trace)
         await interaction.followup.send(
-            content=f"{posts[0].content[:1500]}\n-# {summary_line(trace)}",
+            content=fit(f"{posts[0].content}\n-# {summary_line(trace)}", 1500),
             files=to_files(files),
             allowed_mentions=NO_MENTIONS,
         )

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
+from urllib.parse import quote
 
 from adapters.live import RunView, StepView
 from core.trace import Trace, TraceStep, source_domain
@@ -29,11 +30,17 @@ OBSERVATION_LINES = 3
 LINE_WIDTH = 160
 SUMMARY_WIDTH = 60
 THREAD_NAME_LIMIT = 100
+MAX_FILES = 10
+SOURCES_LIMIT = 600
+"""Characters of the final message's Sources line, whatever the URLs."""
+LINK_LIMIT = 400
+"""Longer URLs are named in the Sources line, not linked (the full URL is in the trace)."""
 FENCE = "```"
 CURSOR = "▍"
 
-_MENTION = re.compile(r"@(everyone|here|[!&]?[0-9]{15,20})")
-_FENCE_LINE = re.compile(r"^\s*(`{3,})(\S*)\s*$")
+_URL_UNSAFE = re.compile(r"[\s()<>\[\]\"'`\\|^{}\x00-\x1f\x7f]")
+"""Characters percent-encoded in a link target, so a URL cannot end its markdown early."""
+_MENTION = re.compile(r"@(everyone|here|[!&]?[0-9])")
 
 ButtonState = Literal["keep", "show", "remove"]
 
@@ -57,18 +64,24 @@ class DiscordPayload:
 
 # ---- text helpers -------------------------------------------------------------------------
 
+MIN_PART = 64
+"""``split_text`` never splits into parts smaller than this, whatever room a caller computed."""
+OPENER_LIMIT = 19
+"""A reopened code block's fence line: ``` and a short language name at most."""
+_LANGUAGE = re.compile(r"[A-Za-z0-9_+#.-]{1,16}")
+_MASKED_LINK = re.compile(r"\](\s*)\(")
+
 
 def sanitize(text: str) -> str:
-    """Break @everyone, @here and <@id>/<@&id> so they render as text, never as pings."""
-    return _MENTION.sub("@\u200b\\1", text)
+    """Text from a model, a tool or a user, made inert for Discord markdown: @everyone,
+    @here and <@id>/<@&id> cannot ping, and ``[text](url)`` cannot become a masked link
+    (a zero-width space between ``]`` and ``(``; the URL itself stays visible)."""
+    return _MASKED_LINK.sub("]\u200b\\1(", _MENTION.sub("@\u200b\\1", text))
 
 
 def inline_code(text: str, *, width: int = LINE_WIDTH) -> str:
     """One line in a code span that the text cannot close early."""
-    flat = " ".join(text.split())
-    if len(flat) > width:
-        flat = flat[: width - 1] + "…"
-    flat = flat.replace("`", "ˋ")  # a backtick would end the span; the look-alike cannot
+    flat = one_line(sanitize(text), width).replace("`", "ˋ")  # a backtick would end the span
     return f"`{flat}`" if flat else "` `"
 
 
@@ -79,6 +92,7 @@ def defuse_fences(text: str) -> str:
 
 def one_line(text: str, width: int) -> str:
     flat = " ".join(text.split())
+    width = max(1, width)
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
@@ -91,6 +105,17 @@ def balance_fences(text: str, *, cut_inside: bool = False) -> str:
     return text
 
 
+def fit(text: str, limit: int = CONTENT_LIMIT) -> str:
+    """At most ``limit`` characters with every code block closed: the last guard of every
+    payload, whatever the parts before it computed."""
+    if len(text) <= limit and text.count(FENCE) % 2 == 0:
+        return text
+    room = max(0, limit - len(FENCE) - 2)
+    if len(text) > room:
+        text = text[:room].rstrip("`") + "…"  # never end inside a fence marker
+    return balance_fences(text)
+
+
 def tail(text: str, budget: int) -> str:
     """The last ``budget`` characters (about), code blocks kept whole on both sides."""
     if len(text) <= budget:
@@ -99,54 +124,59 @@ def tail(text: str, budget: int) -> str:
     newline = text.find("\n", cut)
     if newline != -1 and newline - cut < 80:
         cut = newline + 1
+    while 0 < cut < len(text) and text[cut] == "`" and text[cut - 1] == "`":
+        cut += 1  # not inside a run of backticks: a fence split in two counts as neither
     inside = text[:cut].count(FENCE) % 2 == 1
     return balance_fences("…" + text[cut:], cut_inside=inside)
 
 
 def split_text(text: str, limit: int = CONTENT_LIMIT) -> list[str]:
-    """Split at line boundaries into parts of at most ``limit``; code blocks close and reopen."""
+    """Split into parts of at most ``limit`` (``MIN_PART`` at the least), at line boundaries
+    where it can; a code block open at a cut is closed there and reopened in the next part.
+
+    Every bound is derived from ``limit`` and clamped, so no room a caller computes can
+    make a line width reach zero (which once looped forever on a long URL).
+    """
+    limit = max(limit, MIN_PART)
+    closing = len(FENCE) + 1
+    width = limit - closing - OPENER_LIMIT - 9  # a reopened fence, the line, the closing
     parts: list[str] = []
     current: list[str] = []
     size = 0
-    open_fence: str | None = None  # the fence line (with language) of the block we are in
-    reserve = len(FENCE) + 1
+    opener: str | None = None  # the fence line to reopen the block we are in
 
     def flush() -> None:
         nonlocal current, size
-        body = "\n".join(current)
-        if open_fence is not None:
-            body += "\n" + FENCE
+        body = "\n".join(current) + ("\n" + FENCE if opener is not None else "")
         if body.strip():
             parts.append(body)
-        current = [open_fence] if open_fence is not None else []
-        size = len(open_fence) + 1 if open_fence is not None else 0
+        current = [opener] if opener is not None else []
+        size = len(opener) + 1 if opener is not None else 0
 
-    for line in _hard_wrap(text.split("\n"), limit - 2 * reserve - 20):
-        if size + len(line) + 1 > limit - reserve and current:
+    for line in _hard_wrap(text.split("\n"), width):
+        if current and size + len(line) + 1 > limit - closing:
             flush()
         current.append(line)
         size += len(line) + 1
-        match = _FENCE_LINE.match(line)
-        if match:
-            open_fence = None if open_fence is not None else line.strip()
+        if line.count(FENCE) % 2:
+            opener = None if opener is not None else _opener(line)
     if current:
-        open_fence_at_end = open_fence
-        open_fence = None
-        body = "\n".join(current)
-        if open_fence_at_end is not None:
-            body += "\n" + FENCE
-        if body.strip():
-            parts.append(body)
+        flush()
     return parts or [""]
 
 
+def _opener(line: str) -> str:
+    """The fence line that reopens the block ``line`` opened, keeping a short language."""
+    after = line[line.rfind(FENCE) + len(FENCE) :].strip()
+    language = after if _LANGUAGE.fullmatch(after) else ""
+    return FENCE + language
+
+
 def _hard_wrap(lines: Sequence[str], width: int) -> list[str]:
+    width = max(1, width)
     out: list[str] = []
     for line in lines:
-        while len(line) > width:
-            out.append(line[:width])
-            line = line[width:]
-        out.append(line)
+        out.extend(line[i : i + width] for i in range(0, max(1, len(line)), width))
     return out
 
 
@@ -199,7 +229,8 @@ def _status(view: RunView) -> tuple[str, str]:
             return "🔁", "Retrying after a rate limit"
         case "acting":
             name = (view.current.action if view.current else None) or "tool"
-            return _TOOL_STATUS.get(name.lower(), ("🛠️", f"Running {sanitize(name)}"))
+            running = ("🛠️", f"Running {inline_code(name, width=40)}")
+            return _TOOL_STATUS.get(name.lower(), running)
         case "answering":
             return "✍️", "Writing the answer"
         case _:
@@ -217,8 +248,8 @@ def step_summary(step: StepView | TraceStep) -> str:
     if observation is not None:
         first = next((ln for ln in observation.splitlines() if ln.strip()), "(empty)")
         mark = "⚠️ " if step.error else ""
-        result = one_line(first, SUMMARY_WIDTH).replace("`", "ˋ")
-        line += f" → {mark}{sanitize(result)}"
+        result = one_line(sanitize(first), SUMMARY_WIDTH).replace("`", "ˋ")
+        line += f" → {mark}{result}"
     return line
 
 
@@ -259,6 +290,7 @@ def collapse_steps(lines: list[str], budget: int) -> list[str]:
 
 
 def render_live(view: RunView, now: float, limit: int = CONTENT_LIMIT) -> str:
+    """The live message: status, finished steps as subtext lines, the current step."""
     head = [status_line(view, now)]
     if view.status_text and view.phase not in ("waiting", "retrying"):
         head.append("-# " + one_line(sanitize(view.status_text), 200))
@@ -270,8 +302,7 @@ def render_live(view: RunView, now: float, limit: int = CONTENT_LIMIT) -> str:
     block = current_step_block(view, current, budget * 2 // 3) if current else ""
     budget -= len(block) + 1
     lines = collapse_steps([step_summary(s) for s in done], budget)
-    text = "\n".join([*head, *lines, *([block] if block else [])])
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return fit("\n".join([*head, *lines, *([block] if block else [])]), limit)
 
 
 # ---- the final message --------------------------------------------------------------------
@@ -291,14 +322,35 @@ def footer(trace: Trace | None, view: RunView, mark: str, *, thread: bool) -> st
     return "-# " + " · ".join(parts)
 
 
-def sources_line(urls: Sequence[str]) -> str:
-    links = [f"[{_domain(u)}](<{u}>)" for u in urls if u.startswith(("http://", "https://"))]
-    return "Sources: " + ", ".join(links) if links else ""
+def sources_line(urls: Sequence[str], *, limit: int = SOURCES_LIMIT) -> str:
+    """``Sources: [fifa.com](<https://…>), …``, at most ``limit`` characters: each link is
+    named by its host; a URL too long to show is named, not linked, and what does not fit
+    is counted. Every URL stays whole in the trace and its ``.json``."""
+    web = [u for u in urls if u.startswith(("http://", "https://"))]
+    items: list[str] = []
+    used = len("Sources: ")
+    for n, url in enumerate(web):
+        item = _source_item(url)
+        if used + len(item) + 2 > limit - 30:  # room left for the "+N more" item
+            items.append(f"+{len(web) - n} more in the trace")
+            break
+        items.append(item)
+        used += len(item) + 2
+    return "Sources: " + ", ".join(items) if items else ""
 
 
-def _domain(url: str) -> str:
-    """The source's name as link text: brackets would end the markdown link early."""
-    return source_domain(url).replace("]", "").replace("[", "") or url
+def _source_item(url: str) -> str:
+    name = source_domain(url)
+    if not name:
+        return "a link without a readable host (in the trace)"
+    scheme, _, rest = url.partition("://")
+    host, slash, path = rest.partition("/")
+    target = f"{scheme}://{host}{slash}" + _URL_UNSAFE.sub(
+        lambda m: quote(m.group(), safe=""), path
+    )
+    if _URL_UNSAFE.search(host) or len(target) > LINK_LIMIT or len(name) > 60:
+        return f"{one_line(name, 60)} (link too long to show; it is in the trace)"
+    return f"[{name}](<{target}>)"
 
 
 def final_body(view: RunView) -> tuple[str, str]:
@@ -416,11 +468,11 @@ def totals_post(trace: Trace) -> DiscordPayload:
         f"-# {_tokens_text(trace)} · model: {', '.join(dict.fromkeys(trace.models))}",
     ]
     if trace.stopped_by:
-        lines.append(f"Stopped by {sanitize(trace.stopped_by)}")
+        lines.append(f"Stopped by {one_line(sanitize(trace.stopped_by), 100)}")
     if trace.reason and not trace.stopped_by:
         lines.append("Reason: " + one_line(sanitize(trace.reason), 400))
     if trace.sources:
-        lines.append("-# sources: " + ", ".join(f"<{u}>" for u in trace.sources[:10]))
+        lines.append("-# " + sources_line(trace.sources))
     data = trace.to_json(indent=2).encode()
     return DiscordPayload("\n".join(lines), (FileSpec(f"trace-{trace.id}.json", data),))
 
@@ -451,30 +503,34 @@ def trace_posts(trace: Trace, overflow: Sequence[str] = ()) -> list[DiscordPaylo
 
 
 class DiscordRenderer:
-    """``adapters.live.Renderer`` for Discord; ``clock`` is injectable for tests."""
+    """``adapters.live.Renderer`` for Discord; ``clock`` is injectable for tests.
+
+    Every payload leaves through ``fit``: whatever a part above computed, Discord gets at
+    most 2,000 characters with its code blocks closed.
+    """
 
     def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
 
     def live(self, view: RunView) -> DiscordPayload:
-        return DiscordPayload(render_live(view, self._clock()))
+        return DiscordPayload(fit(render_live(view, self._clock())))
 
     def final(self, view: RunView) -> DiscordPayload:
         content, _ = answer_parts(view)
-        return DiscordPayload(content, stop_button="remove", thread_name=thread_name(view.question))
+        return DiscordPayload(
+            fit(content), stop_button="remove", thread_name=thread_name(view.question)
+        )
 
     def compact(self, view: RunView) -> DiscordPayload:
         content, _ = answer_parts(view, limit=COMPACT_LIMIT, sources=False)
-        return DiscordPayload(content, stop_button="remove")
+        return DiscordPayload(fit(content, COMPACT_LIMIT), stop_button="remove")
 
     def trace_posts(self, trace: Trace) -> list[DiscordPayload]:
-        return trace_posts(trace, answer_overflow(trace))
+        posts = trace_posts(trace, answer_overflow(trace))
+        return [DiscordPayload(fit(p.content), p.files[:MAX_FILES]) for p in posts]
 
     def plain(self, text: str) -> DiscordPayload:
-        text = sanitize(text)
-        if len(text) > CONTENT_LIMIT:
-            text = text[: CONTENT_LIMIT - 1] + "…"
-        return DiscordPayload(text, stop_button="remove")
+        return DiscordPayload(fit(sanitize(text)), stop_button="remove")
 
 
 def placeholder(question: str) -> DiscordPayload:

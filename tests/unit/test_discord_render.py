@@ -76,7 +76,7 @@ def test_status_line_says_step_elapsed_and_what_happens() -> None:
 
 @pytest.mark.parametrize(
     ("tool", "label"),
-    [("search", "🔎 Searching"), ("calculate", "🧮 Calculating"), ("other", "Running other")],
+    [("search", "🔎 Searching"), ("calculate", "🧮 Calculating"), ("other", "Running `other`")],
 )
 def test_status_names_the_tool_being_run(tool: str, label: str) -> None:
     view = view_with(*started(), ThoughtDelta(1, "t"), ActionDecided(1, tool, "x"))
