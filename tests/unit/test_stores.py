@@ -14,12 +14,12 @@ from bot.trace_commands import export_trace, format_trace_list
 from core.errors import ModelUnavailable, StoreUnavailable
 from core.history import InMemoryHistoryStore, Message
 from core.memory import (
-    SUMMARY_PREFIX,
     HistoryCompactor,
     answer_message,
     estimate_tokens,
     history_tokens,
 )
+from core.prompt import summary_text
 from core.resilient import (
     ResilientEventClaims,
     ResilientHistory,
@@ -333,8 +333,9 @@ async def test_oldest_turns_become_a_stored_summary() -> None:
 
     fitted = await compactor.fit("c", await store.load("c"), store=store)
     model.assert_complete()
-    assert fitted[0]["role"] == "system"
-    assert fitted[0]["content"].startswith(SUMMARY_PREFIX + "The user asked q0")
+    assert fitted[0]["role"] == "user"  # data, never instructions: see test_prompt_injection
+    assert summary_text(fitted[0]) is not None
+    assert summary_text(fitted[0]).startswith("The user asked q0")  # type: ignore[union-attr]
     assert fitted[1:] == history[-len(fitted) + 1 :]
     assert fitted[1]["role"] == "user"
     assert history_tokens(fitted) <= 120
@@ -359,7 +360,7 @@ async def test_an_overlong_summary_is_cut_to_its_share_of_the_budget() -> None:
     history = [m for i in range(6) for m in turn(i, size=20)]
     fitted = await HistoryCompactor(model, budget_tokens=120).fit("c", history)
     assert history_tokens(fitted) <= 120
-    assert fitted[0]["content"].endswith("…")
+    assert summary_text(fitted[0]).endswith("…")  # type: ignore[union-attr]
 
 
 def test_answer_message_with_compact_steps() -> None:
