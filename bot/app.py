@@ -25,8 +25,10 @@ from core.stores import (
     InMemoryCooldowns,
     InMemoryEventClaims,
     InMemoryLocks,
+    InMemoryRunSlots,
     InMemoryStopRequests,
     InMemoryTraceStore,
+    RunSlots,
     StopRequests,
     TraceStore,
 )
@@ -58,6 +60,8 @@ class App:
     cooldowns: Cooldowns
     stops: StopRequests
     """Stop clicks received by one process reach the process running the run."""
+    slots: RunSlots
+    """Runs in flight per user (``agent.max_runs_per_user``), across processes."""
     health: StoreHealth | None = None
     """Whether the shared store (Redis) answered lately; None without one."""
     notes: list[str] = field(default_factory=list)
@@ -90,6 +94,7 @@ class App:
                 format_retries=config.agent.format_retries,
                 observation_limit=config.agent.observation_limit,
                 store_steps=config.redis.store_steps,
+                max_question_chars=config.agent.max_question_chars,
             ),
         )
         return cls(
@@ -103,6 +108,7 @@ class App:
             stores.claims,
             stores.cooldowns,
             stores.stops,
+            stores.slots,
             stores.health,
             notes,
             closers,
@@ -146,6 +152,7 @@ def _openai_model(
         request_timeout=config.model.request_timeout,
         max_retries=config.model.max_retries,
         temperature=config.model.temperature,
+        max_tokens=config.model.max_tokens,
     )
     closers.append(model.aclose)
     return model
@@ -229,6 +236,7 @@ class _Stores:
     claims: EventClaims
     cooldowns: Cooldowns
     stops: StopRequests
+    slots: RunSlots
     health: StoreHealth | None = None
     redis_client: Redis | None = None
 
@@ -244,6 +252,7 @@ def _build_stores(config: Config, closers: list[Callable[[], Awaitable[None]]]) 
             InMemoryEventClaims(),
             InMemoryCooldowns(),
             InMemoryStopRequests(),
+            InMemoryRunSlots(),
         )
     from core.redis_store import connect
     from core.resilient import ResilientStores
@@ -268,7 +277,9 @@ def _build_stores(config: Config, closers: list[Callable[[], Awaitable[None]]]) 
         claims=stores.claims,
         cooldowns=stores.cooldowns,
         stops=stores.stops,
+        slots=stores.slots,
         lock_lease=lease,
+        name=stores.address,
     )
     return _Stores(
         wrapped.history,
@@ -277,6 +288,7 @@ def _build_stores(config: Config, closers: list[Callable[[], Awaitable[None]]]) 
         wrapped.claims,
         wrapped.cooldowns,
         wrapped.stops,
+        wrapped.slots,
         wrapped.health,
         stores.client,
     )

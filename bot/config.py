@@ -129,6 +129,8 @@ class ModelConfig(_Section):
     temperature: float = Field(default=0.0, ge=0, le=2)
     answer_model: str | None = None
     step_model: str | None = None
+    max_tokens: int = Field(default=2048, ge=1, le=1_000_000)
+    """Per model call: a reply can never run away with the budget."""
 
     _http_url = field_validator("base_url")(_check_http_url)
     _not_blank = field_validator("answer_model", "step_model")(_check_not_blank)
@@ -141,6 +143,8 @@ class AgentConfig(_Section):
     format_retries: int = Field(default=2, ge=0, le=5)
     observation_limit: int = Field(default=2000, ge=100, le=1_000_000)
     history_token_budget: int = Field(default=3000, ge=100, le=10_000_000)
+    max_question_chars: int = Field(default=4000, ge=1, le=1_000_000)
+    max_runs_per_user: int = Field(default=2, ge=1, le=1000)
 
 
 class SearchConfig(_Section):

@@ -68,6 +68,8 @@ class AgentSettings:
     """Also store a compact form of the steps with each answer in the history."""
     approval_timeout: float = 300.0
     """Seconds a human approver may take before the action counts as denied."""
+    max_question_chars: int = 4000
+    """Longer questions are refused before any model call."""
 
 
 class MemoryHealth(Protocol):
@@ -118,9 +120,19 @@ class Agent:
         self.approve = approve
         self._clock = clock
 
+    def question_problem(self, question: str) -> str | None:
+        """Why ``question`` is refused before any model call, in one sentence; else None."""
+        limit = self.settings.max_question_chars
+        if len(question) > limit:
+            return f"The question is {len(question):,} characters long; the limit is {limit:,}."
+        return None
+
     def start(self, question: str, *, conversation: str = "", user: str = "") -> Run:
+        problem = self.question_problem(question)
+        if problem is not None:  # the trace keeps what is needed to see why, not megabytes
+            question = question[: self.settings.max_question_chars] + "…"
         trace = Trace(question=question, conversation=conversation, user=user)
-        return Run(self, trace)
+        return Run(self, trace, refusal=problem)
 
     def run(self, question: str, *, conversation: str = "", user: str = "") -> AsyncIterator[Event]:
         """Convenience: start a run and iterate its events; closing the iterator early
@@ -137,9 +149,11 @@ _FINAL_EVENTS = (Finished, Failed, Cancelled)
 class Run:
     """One question being answered. Owns its task; safe to cancel from any coroutine."""
 
-    def __init__(self, agent: Agent, trace: Trace) -> None:
+    def __init__(self, agent: Agent, trace: Trace, *, refusal: str | None = None) -> None:
         self.agent = agent
         self.trace = trace
+        self._refusal = refusal
+        """Why the question is refused before any model call (``Agent.question_problem``)."""
         self.settings = agent.settings
         # A deque and one wake-up event: cheaper per event than asyncio.Queue, and the run
         # has exactly one consumer.
@@ -232,6 +246,9 @@ class Run:
         self._emit(
             RunStarted(trace.id, trace.question, self.agent.model.name, self.settings.max_steps)
         )
+        if self._refusal is not None:
+            await self._end(self._failure(self._refusal, "input"))
+            return
         try:
             async with self._turn():
                 trace.started_at = self.agent._clock()  # waiting for the lock is not run time
@@ -274,7 +291,7 @@ class Run:
         return Cancelled(trace, by)
 
     def _failure(
-        self, reason: str, kind: Literal["timeout", "model", "deadline", "internal"]
+        self, reason: str, kind: Literal["timeout", "model", "deadline", "internal", "input"]
     ) -> Failed:
         self.trace.status, self.trace.reason = "failed", reason
         self._close_open_step(reason)

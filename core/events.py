@@ -112,7 +112,8 @@ class Failed:
     trace: Trace
     reason: str
     """One sentence for the user, no secrets."""
-    kind: Literal["timeout", "model", "deadline", "internal"]
+    kind: Literal["timeout", "model", "deadline", "internal", "input"]
+    """``input``: refused before any model call (a question over the length limit)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -74,6 +74,7 @@ class OpenAIChatModel:
         max_retries: int = 3,
         backoff: float = 1.0,
         temperature: float | None = 0.0,
+        max_tokens: int | None = None,
         extra_body: dict[str, Any] | None = None,
     ) -> None:
         if max_retries < 0:
@@ -85,9 +86,13 @@ class OpenAIChatModel:
         self._max_retries = max_retries
         self._backoff = backoff
         self._temperature = temperature
+        self._max_tokens = max_tokens
         self._extra_body = extra_body
         self._client: AsyncOpenAI | None = None
+        # What this endpoint accepts, learnt from its refusals (remembered per instance):
         self._send_stream_options = True
+        self._token_limit_name = "max_tokens"
+        """OpenAI's reasoning models refuse it and want ``max_completion_tokens``."""
 
     @property
     def name(self) -> str:
@@ -156,33 +161,40 @@ class OpenAIChatModel:
     async def _create(
         self, messages: Sequence[Message], stop: Sequence[str], tools: Sequence[ToolSpec] | None
     ) -> AsyncStream[ChatCompletionChunk]:
-        if self._send_stream_options:
+        while True:  # each refusal is adapted to once, so this ends
             try:
-                return await self._request(messages, stop, tools, stream_options=True)
+                return await self._request(messages, stop, tools)
             except (openai.BadRequestError, openai.UnprocessableEntityError) as exc:
-                if "stream_options" not in str(exc.body or exc.message).lower():
+                if not self._adapt_to(exc):
                     raise
-                # Remembered per instance: this endpoint will reject it every time.
-                self._send_stream_options = False
-        return await self._request(messages, stop, tools, stream_options=False)
+
+    def _adapt_to(self, exc: openai.APIStatusError) -> bool:
+        """Drop or rename a parameter the endpoint refused; True when worth asking again."""
+        text = str(exc.body or exc.message).lower()
+        if self._send_stream_options and "stream_options" in text:
+            self._send_stream_options = False
+            return True
+        if self._token_limit_name == "max_tokens" and "max_completion_tokens" in text:
+            self._token_limit_name = "max_completion_tokens"
+            return True
+        return False
 
     async def _request(
-        self,
-        messages: Sequence[Message],
-        stop: Sequence[str],
-        tools: Sequence[ToolSpec] | None,
-        *,
-        stream_options: bool,
+        self, messages: Sequence[Message], stop: Sequence[str], tools: Sequence[ToolSpec] | None
     ) -> AsyncStream[ChatCompletionChunk]:
+        limit = self._max_tokens if self._max_tokens is not None else omit
+        completion_limit = self._token_limit_name == "max_completion_tokens"
         return await self._get_client().chat.completions.create(
             model=self._model,
             # Message is a subset of the SDK's message union; TypedDicts do not widen by themselves.
             messages=cast(list[ChatCompletionMessageParam], list(messages)),
             stream=True,
             stop=list(stop) if stop else omit,
-            stream_options={"include_usage": True} if stream_options else omit,
+            stream_options={"include_usage": True} if self._send_stream_options else omit,
             temperature=self._temperature if self._temperature is not None else omit,
             tools=cast(list[ChatCompletionToolUnionParam], list(tools)) if tools else omit,
+            max_tokens=omit if completion_limit else limit,
+            max_completion_tokens=limit if completion_limit else omit,
             extra_body=self._extra_body,
         )
 

@@ -12,6 +12,7 @@ Keys, all under a configurable prefix (default ``reactbot:``)::
     {prefix}lock:{conversation}      STRING token, SET NX PX lease
     {prefix}event:{event_id}         STRING, SET NX EX claim TTL
     {prefix}cooldown:{key}           STRING, SET NX PX window
+    {prefix}runs:{key}               ZSET slot -> lease expiry (ms), one script per take
     {prefix}stop                     pub/sub channel: JSON {"run": run_id, "by": who}
 
 Stop requests are pub/sub, so one published while a subscriber is disconnected is lost
@@ -88,6 +89,22 @@ if left < 0 then
     return 0
 end
 return left
+"""
+
+
+# Drop expired slots, then reserve one if fewer than the limit are held: one script, so
+# concurrent takes from many processes cannot both see room for one. Redis's own clock.
+_TAKE_SLOT_LUA = """
+local now = redis.call('time')
+local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+redis.call('zremrangebyscore', KEYS[1], '-inf', now_ms)
+if not redis.call('zscore', KEYS[1], ARGV[1])
+        and redis.call('zcard', KEYS[1]) >= tonumber(ARGV[2]) then
+    return 0
+end
+redis.call('zadd', KEYS[1], now_ms + tonumber(ARGV[3]), ARGV[1])
+redis.call('pexpire', KEYS[1], tonumber(ARGV[3]))
+return 1
 """
 
 
@@ -366,6 +383,27 @@ class RedisCooldowns(_RedisBase):
         return int(left) / 1000
 
 
+# ---- run slots ----------------------------------------------------------------------------
+
+
+class RedisRunSlots(_RedisBase):
+    """``RunSlots`` shared by every process: a sorted set of slots scored by lease expiry."""
+
+    def __init__(self, client: aioredis.Redis, *, prefix: str = DEFAULT_PREFIX) -> None:
+        super().__init__(client, prefix=prefix)
+        self._script = client.register_script(_TAKE_SLOT_LUA)
+
+    async def take(self, key: str, slot: str, *, limit: int, lease: float) -> bool:
+        lease_ms = max(1, math.ceil(lease * 1000))
+        with self._unavailable("reserve a run slot"):
+            taken = await self._script(keys=[self._key("runs", key)], args=[slot, limit, lease_ms])
+        return bool(taken)
+
+    async def give_back(self, key: str, slot: str) -> None:
+        with self._unavailable("give back a run slot"):
+            await self._client.zrem(self._key("runs", key), slot)
+
+
 # ---- stop requests ------------------------------------------------------------------------
 
 
@@ -464,6 +502,12 @@ class RedisStores:
     claims: RedisEventClaims
     cooldowns: RedisCooldowns
     stops: RedisStopRequests
+    slots: RedisRunSlots
+
+    @property
+    def address(self) -> str:
+        """``Redis at host:port/db``, for logs; the URL's credentials are never part of it."""
+        return f"Redis at {_describe(self.client)}"
 
     async def ping(self) -> None:
         """Raise ``StoreUnavailable`` unless the server answers (for a startup check)."""
@@ -519,4 +563,5 @@ def connect(
         claims=RedisEventClaims(client, prefix=prefix, ttl_seconds=claim_ttl),
         cooldowns=RedisCooldowns(client, prefix=prefix),
         stops=RedisStopRequests(client, prefix=prefix),
+        slots=RedisRunSlots(client, prefix=prefix),
     )

@@ -11,12 +11,14 @@ tries it again, and a restarted server is used as soon as it answers (reconnecti
 redis client's job). ``retry_after=0`` retries on every call.
 
 ``StoreHealth`` records which conversations lost memory, so the agent can say
-"memory unavailable" once in that reply (``take_notice``).
+"memory unavailable" once in that reply (``take_notice``), and logs each outage once, with
+the server's address, when it begins and when the server answers again.
 """
 
 from __future__ import annotations
 
 import builtins
+import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager, suppress
@@ -34,10 +36,12 @@ from core.stores import (
     InMemoryCooldowns,
     InMemoryEventClaims,
     InMemoryLocks,
+    InMemoryRunSlots,
     InMemoryStopRequests,
     InMemoryTraceStore,
     OnWait,
     ReplaceableHistory,
+    RunSlots,
     StopHandler,
     StopRequests,
     TraceStore,
@@ -46,6 +50,8 @@ from core.stores import (
 from core.trace import Trace
 
 T = TypeVar("T")
+
+log = logging.getLogger(__name__)
 
 MEMORY_UNAVAILABLE = "memory unavailable"
 """The notice text for a reply that ran without the shared store."""
@@ -64,7 +70,10 @@ class StoreHealth:
         retry_after: float = DEFAULT_RETRY_AFTER,
         on_unavailable: OnUnavailable | None = None,
         clock: Clock = time.monotonic,
+        name: str = "the shared store",
     ) -> None:
+        self.name = name
+        """Says which server, for the log (``Redis at host:port/db``; never credentials)."""
         self._retry_after = retry_after
         self._on_unavailable = on_unavailable
         self._clock = clock
@@ -86,6 +95,8 @@ class StoreHealth:
         except StoreUnavailable as exc:
             self._failed(conversation, exc)
             raise
+        if self.degraded:
+            log.warning("%s answers again: memory and shared state are back", self.name)
         self.degraded = False
         return result
 
@@ -97,6 +108,13 @@ class StoreHealth:
         return False
 
     def _failed(self, conversation: str | None, exc: StoreUnavailable) -> None:
+        if not self.degraded:  # once per outage, not once per call
+            log.warning(
+                "%s is unavailable (%s): answering without memory, shared state kept in "
+                "this process until it is back",
+                self.name,
+                exc,
+            )
         self.degraded = True
         self.last_error = exc
         self._retry_at = self._clock() + self._retry_after
@@ -286,6 +304,41 @@ class ResilientCooldowns:
         return left
 
 
+class ResilientRunSlots:
+    """Slots in the shared store, or in this process while it is down.
+
+    A slot the shared store granted is held locally too, so when Redis dies mid-run this
+    process still counts it (and gives it back in both places).
+    """
+
+    def __init__(
+        self,
+        inner: RunSlots,
+        *,
+        health: StoreHealth | None = None,
+        local: InMemoryRunSlots | None = None,
+    ) -> None:
+        self.inner = inner
+        self.health = health or StoreHealth()
+        self.local = local or InMemoryRunSlots()
+
+    async def take(self, key: str, slot: str, *, limit: int, lease: float) -> bool:
+        try:
+            taken = await self.health.call(
+                None, lambda: self.inner.take(key, slot, limit=limit, lease=lease)
+            )
+        except StoreUnavailable:
+            return self.local.take_now(key, slot, limit=limit, lease=lease)
+        if taken:
+            self.local.hold_now(key, slot, lease=lease)
+        return taken
+
+    async def give_back(self, key: str, slot: str) -> None:
+        self.local.give_back_now(key, slot)
+        with suppress(StoreUnavailable):
+            await self.health.call(None, lambda: self.inner.give_back(key, slot))
+
+
 class ResilientStopRequests:
     """Published through the shared store; while it is down, delivered in this process only.
 
@@ -326,6 +379,7 @@ class ResilientStores:
     claims: ResilientEventClaims
     cooldowns: ResilientCooldowns
     stops: ResilientStopRequests
+    slots: ResilientRunSlots
     health: StoreHealth
 
     @classmethod
@@ -338,12 +392,14 @@ class ResilientStores:
         claims: EventClaims,
         cooldowns: Cooldowns,
         stops: StopRequests,
+        slots: RunSlots,
         retry_after: float = DEFAULT_RETRY_AFTER,
         on_unavailable: OnUnavailable | None = None,
         lock_lease: float = DEFAULT_LOCK_LEASE,
+        name: str = "the shared store",
     ) -> ResilientStores:
         """``lock_lease`` bounds the in-process locks too; it must outlive the longest run."""
-        health = StoreHealth(retry_after=retry_after, on_unavailable=on_unavailable)
+        health = StoreHealth(retry_after=retry_after, on_unavailable=on_unavailable, name=name)
         return cls(
             history=ResilientHistory(history, health=health),
             traces=ResilientTraceStore(traces, health=health),
@@ -353,5 +409,6 @@ class ResilientStores:
             claims=ResilientEventClaims(inner=claims, health=health),
             cooldowns=ResilientCooldowns(cooldowns, health=health),
             stops=ResilientStopRequests(stops, health=health),
+            slots=ResilientRunSlots(slots, health=health),
             health=health,
         )

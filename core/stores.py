@@ -1,4 +1,5 @@
-"""Stores beside the history: traces, conversation locks, event claims, cooldowns, stops.
+"""Stores beside the history: traces, conversation locks, event claims, cooldowns, stops
+and run slots (how many runs one user has in flight).
 
 Each is a small protocol with an in-process implementation here (the embedded default);
 ``core.redis_store`` implements the same protocols on Redis for many processes sharing one
@@ -81,6 +82,19 @@ class StopRequests(Protocol):
     def subscribe(self, handler: StopHandler) -> AbstractAsyncContextManager[None]:
         """Call ``handler`` for every request while the context is open."""
         ...
+
+
+class RunSlots(Protocol):
+    """At most ``limit`` runs in flight per key (a user), counted across every process.
+
+    ``take`` checks and reserves in one atomic step, so concurrent questions cannot all slip
+    past the check; a slot is given back when its run ends, or expires after ``lease``
+    seconds (a process that died mid-run must not block its users forever).
+    """
+
+    async def take(self, key: str, slot: str, *, limit: int, lease: float) -> bool: ...
+
+    async def give_back(self, key: str, slot: str) -> None: ...
 
 
 @runtime_checkable
@@ -268,6 +282,43 @@ class InMemoryCooldowns:
             if len(self._until) > self._max_keys:
                 self._until = {k: t for k, t in self._until.items() if t > now}
         return 0.0
+
+
+# ---- run slots ----------------------------------------------------------------------------
+
+
+class InMemoryRunSlots:
+    """Slots in this process; ``take_now`` has no await between check and reserve."""
+
+    def __init__(self, *, clock: Clock = time.monotonic) -> None:
+        self._clock = clock
+        self._held: dict[str, dict[str, float]] = {}
+
+    async def take(self, key: str, slot: str, *, limit: int, lease: float) -> bool:
+        return self.take_now(key, slot, limit=limit, lease=lease)
+
+    def take_now(self, key: str, slot: str, *, limit: int, lease: float) -> bool:
+        now = self._clock()
+        held = {s: until for s, until in self._held.get(key, {}).items() if until > now}
+        self._held[key] = held
+        if slot not in held and len(held) >= limit:
+            return False
+        held[slot] = now + lease
+        return True
+
+    def hold_now(self, key: str, slot: str, *, lease: float) -> None:
+        """Record a slot granted elsewhere (the shared store), without checking the limit."""
+        self._held.setdefault(key, {})[slot] = self._clock() + lease
+
+    async def give_back(self, key: str, slot: str) -> None:
+        self.give_back_now(key, slot)
+
+    def give_back_now(self, key: str, slot: str) -> None:
+        held = self._held.get(key)
+        if held is not None:
+            held.pop(slot, None)
+            if not held:
+                del self._held[key]
 
 
 # ---- stop requests ------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 DEFAULT_API_BASE_URL = "https://slack.com/api/"
@@ -10,10 +10,11 @@ DEFAULT_API_BASE_URL = "https://slack.com/api/"
 
 @dataclass(frozen=True, slots=True)
 class SlackSettings:
-    bot_token: str
-    signing_secret: str | None = None
+    bot_token: str = field(repr=False)
+    """Secrets are left out of ``repr``: settings objects end up in logs and tracebacks."""
+    signing_secret: str | None = field(default=None, repr=False)
     """Required in HTTP mode: every request's signature is checked with it."""
-    app_token: str | None = None
+    app_token: str | None = field(default=None, repr=False)
     """Required in Socket Mode (``xapp-…``)."""
     mode: Literal["socket", "http"] = "socket"
     host: str = "0.0.0.0"

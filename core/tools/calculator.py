@@ -586,6 +586,7 @@ class _Worker:
             str(cpu_limit_seconds),
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
+            env={},  # nothing inherited: the bot's tokens and keys never reach the evaluator
         )
         if process.stdin is None or process.stdout is None:  # pragma: no cover - PIPE was asked
             raise RuntimeError("the calculator worker has no pipes")

@@ -143,8 +143,11 @@ _DEFAULT_ERROR_TYPES = {
 class FakeOpenAI:
     """The scripted server. Use as ``async with FakeOpenAI() as fake`` (or ``start``/``close``)."""
 
-    def __init__(self, *, model: str = "fake-model") -> None:
+    def __init__(self, *, model: str = "fake-model", unsupported: Sequence[str] = ()) -> None:
         self.model = model
+        self.unsupported = frozenset(unsupported)
+        """Request parameters this model refuses with OpenAI's ``unsupported_parameter`` 400
+        (OpenAI's reasoning models refuse ``max_tokens``), before the script is consulted."""
         self.requests: list[JSON] = []
         """Every request body (parsed JSON), in arrival order, including failed ones."""
         self.request_headers: list[dict[str, str]] = []
@@ -298,6 +301,9 @@ class FakeOpenAI:
         body: JSON = await request.json()
         self.requests.append(body)
         self.request_headers.append(dict(request.headers))
+        refused = sorted(self.unsupported & body.keys())
+        if refused:
+            return _unsupported(refused[0])
         if not self._script:
             self._unexpected.append(body)
             return _error_response(
@@ -439,6 +445,22 @@ def _error_response(error: HTTPError) -> web.Response:
         "error": {"message": error.message, "type": error.type, "param": None, "code": error.code}
     }
     return web.json_response(payload, status=error.status, headers=dict(error.headers))
+
+
+def _unsupported(param: str) -> web.Response:
+    """OpenAI's answer to a parameter the model does not take (seen for ``max_tokens`` on the
+    o-series: it names the parameter to use instead)."""
+    instead = {"max_tokens": " Use 'max_completion_tokens' instead."}.get(param, "")
+    message = f"Unsupported parameter: '{param}' is not supported with this model.{instead}"
+    payload = {
+        "error": {
+            "message": message,
+            "type": "invalid_request_error",
+            "param": param,
+            "code": "unsupported_parameter",
+        }
+    }
+    return web.json_response(payload, status=400)
 
 
 def _split(text: str, chunks: Sequence[str] | int | None) -> tuple[str, ...]:

@@ -413,6 +413,30 @@ async def test_stream_options_rejected_falls_back_once_and_remembers(
     fake.assert_complete()
 
 
+async def test_max_tokens_is_sent_and_renamed_once_for_models_that_refuse_it(
+    make_model: MakeModel,
+) -> None:
+    async with FakeOpenAI(unsupported=("max_tokens",)) as reasoning:
+        reasoning.reply("first").reply("second")
+        model = make_model(base_url=reasoning.base_url, max_tokens=2048)
+        assert text_of(await collect(model)) == "first"
+        assert text_of(await collect(model)) == "second"
+        sent = reasoning.requests
+        assert sent[0]["max_tokens"] == 2048  # refused with 400 unsupported_parameter
+        assert "max_tokens" not in sent[1] and sent[1]["max_completion_tokens"] == 2048
+        assert "max_tokens" not in sent[2]  # remembered: no second refusal
+        reasoning.assert_complete()
+
+
+async def test_a_refused_max_tokens_without_a_hint_is_a_clear_error(
+    fake: FakeOpenAI, make_model: MakeModel
+) -> None:
+    fake.error(400, "max_tokens is too large: 999999. This model supports at most 4096.")
+    with pytest.raises(ModelBadRequest, match="at most 4096"):
+        await collect(make_model(max_tokens=999999))
+    assert len(fake.requests) == 1
+
+
 async def test_no_key_sends_a_placeholder_for_local_servers(
     fake: FakeOpenAI, make_model: MakeModel
 ) -> None:

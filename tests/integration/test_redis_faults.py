@@ -41,6 +41,7 @@ def wrap(stores: RedisStores, *, retry_after: float) -> ResilientStores:
         claims=stores.claims,
         cooldowns=stores.cooldowns,
         stops=stores.stops,
+        slots=stores.slots,
         retry_after=retry_after,
     )
 

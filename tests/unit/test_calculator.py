@@ -366,3 +366,20 @@ async def test_aclose_stops_the_worker() -> None:
     assert tool._worker is None
     assert not is_running(pid)
     await tool.aclose()  # idempotent
+
+
+def _environment(_: object) -> dict[str, str]:
+    import os
+
+    return dict(os.environ)
+
+
+async def test_the_worker_inherits_no_environment(
+    tool: CalculatorTool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-never-in-the-worker")
+    monkeypatch.setenv("DISCORD_TOKEN", "discord-token-never-in-the-worker")
+    environment = await tool._submit(_environment, None)
+    assert "OPENAI_API_KEY" not in environment and "DISCORD_TOKEN" not in environment
+    assert not any("never-in-the-worker" in value for value in environment.values())
+    assert await tool.run("2+2") == "4"  # and it still computes

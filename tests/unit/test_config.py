@@ -426,3 +426,23 @@ def test_sections_can_be_built_directly_and_are_validated() -> None:
     assert config.agent.max_steps == 2
     with pytest.raises(ValidationError):
         AgentConfig(max_steps=0)
+
+
+def test_no_settings_object_prints_a_secret() -> None:
+    from adapters.slack.settings import SlackSettings
+    from core.openai_model import OpenAIChatModel
+    from core.tools.search import SearchTool
+
+    secrets = ["xoxb-secret-bot", "signing-secret-value", "xapp-secret-app", "sk-secret-key"]
+    slack = SlackSettings(bot_token=secrets[0], signing_secret=secrets[1], app_token=secrets[2])
+    model = OpenAIChatModel(model="m", base_url=None, api_key=secrets[3])
+    search = SearchTool(api_key="tvly-secret-search")
+    config = load_config(
+        None,
+        {"OPENAI_API_KEY": secrets[3], "SLACK_BOT_TOKEN": secrets[0], "DISCORD_TOKEN": "d-secret"},
+    )
+    shown = " ".join(
+        [repr(slack), str(slack), repr(model), repr(search), repr(config), str(config)]
+    )
+    for secret in [*secrets, "tvly-secret-search", "d-secret"]:
+        assert secret not in shown

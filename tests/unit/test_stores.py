@@ -406,3 +406,17 @@ def test_export_by_extension(tmp_path: Path) -> None:
     assert as_md.read_text().startswith(f"# Trace {original.id}")
     with pytest.raises(ValueError, match=r"\.json or \.md"):
         export_trace(original, tmp_path / "t.txt")
+
+
+async def test_in_memory_history_forgets_the_least_recently_used_conversation() -> None:
+    store = InMemoryHistoryStore(max_turns=2, max_conversations=3)
+    for name in ("a", "b", "c"):
+        await store.append(name, {"role": "user", "content": name})
+    assert await store.load("a")  # "a" is now the most recently used
+    await store.append("d", {"role": "user", "content": "d"})
+    assert len(store) == 3
+    assert await store.load("b") == []  # the least recently used one went
+    assert [m["content"] for m in await store.load("a")] == ["a"]
+    for i in range(10_000):
+        await store.append(f"dm-{i}", {"role": "user", "content": "hi"})
+    assert len(store) == 3
