@@ -31,6 +31,9 @@ def discord_settings(app: App) -> DiscordSettings:
         allow_dms=discord.allow_dms,
         cooldown_seconds=discord.cooldown_seconds,
         per_thread=app.config.redis.per_thread,
+        max_runs_per_user=app.config.agent.max_runs_per_user,
+        # A slot outlives the longest run (the agent's deadline) by a margin.
+        run_lease=app.config.agent.deadline + 60,
     )
 
 
@@ -46,6 +49,7 @@ async def serve_discord(app: App) -> None:
         settings=discord_settings(app),
         cooldowns=app.cooldowns,
         stops=app.stops,
+        slots=app.slots,
     )
     bot = create_bot(services)
     try:

@@ -31,6 +31,8 @@ def slack_settings(config: Config) -> SlackSettings:
         allowed_users=frozenset(slack.allowed_users),
         admin_users=frozenset(slack.admin_users),
         cooldown_seconds=slack.cooldown_seconds,
+        max_runs_per_user=config.agent.max_runs_per_user,
+        run_lease=config.agent.deadline + 60,  # a slot outlives the longest run
     )
 
 
@@ -41,6 +43,7 @@ async def serve_slack(app: App) -> None:
         claims=app.claims,
         cooldowns=app.cooldowns,
         stops=app.stops,
+        slots=app.slots,
         settings=slack_settings(app.config),
     )
     await run(bot)

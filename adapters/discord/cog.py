@@ -16,16 +16,25 @@ import asyncio
 import contextlib
 import logging
 import re
-from collections.abc import Callable, Coroutine
+import time
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import AsyncExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import discord
 from discord import app_commands
 from discord.ext import commands
 
-from adapters.discord.access import Asker, cooldown_message, is_admin, refusal
+from adapters.discord.access import (
+    Asker,
+    Membership,
+    cooldown_message,
+    is_admin,
+    refusal,
+    restricted,
+)
 from adapters.discord.render import DiscordPayload, DiscordRenderer, FileSpec, fit, placeholder
 from adapters.discord.settings import DiscordSettings
 from adapters.discord.surface import NO_MENTIONS, DiscordSurface, RateLimitWatch, to_files
@@ -36,7 +45,9 @@ from core.stores import (
     Cooldowns,
     EventClaims,
     InMemoryCooldowns,
+    InMemoryRunSlots,
     InMemoryStopRequests,
+    RunSlots,
     StopRequests,
     TraceStore,
 )
@@ -61,6 +72,8 @@ class Services:
     cooldowns: Cooldowns = field(default_factory=InMemoryCooldowns)
     stops: StopRequests = field(default_factory=InMemoryStopRequests)
     """Shared with the other shards/processes when Redis is configured."""
+    slots: RunSlots = field(default_factory=InMemoryRunSlots)
+    """Runs in flight per user, shared likewise."""
 
 
 # ---- translating Discord objects ----------------------------------------------------------
@@ -73,8 +86,14 @@ if TYPE_CHECKING:  # discord.py defines these unions for type checkers only
 
 
 def conversation_id(channel: Channel, channel_id: int, *, per_thread: bool) -> str:
-    """``discord:{channel}``; a thread is its own conversation unless ``per_thread`` is off."""
-    if isinstance(channel, discord.Thread) and not per_thread and channel.parent_id:
+    """``discord:{channel}``; a thread is its own conversation unless ``per_thread`` is off.
+    A private thread is always its own: its history and traces never reach the channel."""
+    if (
+        isinstance(channel, discord.Thread)
+        and not per_thread
+        and channel.parent_id
+        and channel.type != discord.ChannelType.private_thread
+    ):
         return f"discord:{channel.parent_id}"
     return f"discord:{channel_id}"
 
@@ -110,6 +129,76 @@ def asker_of(user: discord.User | discord.Member, channel: Channel, channel_id: 
 def question_from(content: str, bot_id: int) -> str:
     """The message text without the bot's own mention(s)."""
     return re.sub(rf"<@!?{bot_id}>", " ", content).strip()
+
+
+def _user_key(asker: Asker) -> str:
+    return f"discord:{asker.user_id}"
+
+
+def busy_message(limit: int) -> str:
+    runs = "question" if limit == 1 else f"{limit} questions"
+    return f"⏳ You already have {runs} running; ask again when one has finished."
+
+
+class DmMemberships:
+    """Which of the bot's allowed guilds a user belongs to (with roles), for DMs to a bot
+    restricted to some guilds, channels or roles. The member cache first, else one REST
+    look-up per guild (``GET /guilds/{id}/members/{user}``; no privileged intent needed),
+    remembered for ``ttl`` seconds so a stranger's stream of DMs costs little."""
+
+    def __init__(
+        self,
+        bot: commands.Bot | commands.AutoShardedBot,
+        settings: DiscordSettings,
+        *,
+        ttl: float = 300.0,
+        max_users: int = 10_000,
+    ) -> None:
+        self._bot = bot
+        self._settings = settings
+        self._ttl = ttl
+        self._max_users = max_users
+        self._known: OrderedDict[int, tuple[float, tuple[Membership, ...]]] = OrderedDict()
+
+    async def of(self, user_id: int) -> tuple[Membership, ...]:
+        now = time.monotonic()
+        known = self._known.get(user_id)
+        if known is not None and known[0] > now:
+            return known[1]
+        found = tuple([m async for m in self._look_up(user_id)])
+        self._known[user_id] = (now + self._ttl, found)
+        self._known.move_to_end(user_id)
+        while len(self._known) > self._max_users:
+            self._known.popitem(last=False)
+        return found
+
+    async def _look_up(self, user_id: int) -> AsyncIterator[Membership]:
+        for guild in self._guilds():
+            member = guild.get_member(user_id)
+            if member is None:
+                try:
+                    member = await guild.fetch_member(user_id)
+                except discord.NotFound:
+                    continue
+                except discord.HTTPException as exc:
+                    log.warning("member look-up in guild %s failed: %s", guild.id, exc)
+                    continue
+            yield Membership(guild.id, frozenset(member._roles))
+
+    def _guilds(self) -> list[discord.Guild]:
+        """The allowed guilds; without a guild list, those holding an allowed channel or role."""
+        s = self._settings
+        wanted = set(s.allowed_guilds)
+        if not wanted:
+            for channel_id in s.allowed_channels:
+                channel = self._bot.get_channel(channel_id)
+                guild = getattr(channel, "guild", None)
+                if isinstance(guild, discord.Guild):
+                    wanted.add(guild.id)
+            for guild in self._bot.guilds:
+                if any(guild.get_role(role) is not None for role in s.allowed_roles):
+                    wanted.add(guild.id)
+        return [guild for guild in self._bot.guilds if guild.id in wanted]
 
 
 # ---- the Stop button ----------------------------------------------------------------------
@@ -182,6 +271,7 @@ class AskCog(commands.Cog):
         self._tasks: set[asyncio.Task[None]] = set()
         self._runs: dict[str, Run] = {}
         self._listening = AsyncExitStack()
+        self._memberships = DmMemberships(bot, services.settings)
 
     async def cog_load(self) -> None:
         # Registered for the whole bot: clicks on messages another process posted land here.
@@ -205,14 +295,13 @@ class AskCog(commands.Cog):
         if not await self.services.claims.claim(f"discord:message:{message.id}"):
             return
         question = question_from(message.content, me.id)
-        asker = asker_of(message.author, message.channel, message.channel.id)
-        problem = await self._gate(asker) or (
-            None if question else "Ask me something after the mention."
-        )
+        asker = await self._asker(message.author, message.channel, message.channel.id)
+        slot = f"message:{message.id}"
+        problem = await self._gate(asker, question=question, slot=slot)
         if problem:
             await message.reply(problem, mention_author=False, allowed_mentions=NO_MENTIONS)
             return
-        self._spawn(self._answer_message(message, question, asker))
+        self._spawn(self._holding(asker, slot, self._answer_message(message, question, asker)))
 
     async def _answer_message(self, message: discord.Message, question: str, asker: Asker) -> None:
         run = self._start(question, message.channel, message.channel.id, message.author)
@@ -232,11 +321,18 @@ class AskCog(commands.Cog):
     @app_commands.command(name="ask", description="Ask a question; watch the reasoning live.")
     @app_commands.describe(question="What do you want to know?")
     async def ask(self, interaction: discord.Interaction, question: str) -> None:
-        asker = await self._admit(interaction)
+        question = question.strip()
+        slot = f"interaction:{interaction.id}"
+        asker = await self._admit(interaction, question=question, slot=slot)
         if asker is None:
             return
-        await interaction.response.defer(thinking=True)  # the 3-second rule: acknowledge first
-        self._spawn(self._answer_interaction(interaction, question.strip(), asker))
+        try:
+            await interaction.response.defer(thinking=True)  # the 3-second rule: ack first
+        except BaseException:
+            await self._give_back(asker, slot)
+            raise
+        answer = self._answer_interaction(interaction, question, asker)
+        self._spawn(self._holding(asker, slot, answer))
 
     async def _answer_interaction(
         self, interaction: discord.Interaction, question: str, asker: Asker
@@ -285,25 +381,76 @@ class AskCog(commands.Cog):
 
     # ---- shared steps ---------------------------------------------------------------------
     async def _admit(
-        self, interaction: discord.Interaction, *, cooldown: bool = True
+        self,
+        interaction: discord.Interaction,
+        *,
+        cooldown: bool = True,
+        question: str | None = None,
+        slot: str | None = None,
     ) -> Asker | None:
         """Claim the interaction and check access; refusals are answered privately."""
         if not await self.services.claims.claim(f"discord:interaction:{interaction.id}"):
             return None
-        asker = asker_of(interaction.user, interaction.channel, interaction.channel_id or 0)
-        problem = await self._gate(asker, cooldown=cooldown)
+        channel_id = interaction.channel_id or 0
+        asker = await self._asker(interaction.user, interaction.channel, channel_id)
+        problem = await self._gate(asker, cooldown=cooldown, question=question, slot=slot)
         if problem:
             await interaction.response.send_message(problem, ephemeral=True)
             return None
         return asker
 
-    async def _gate(self, asker: Asker, *, cooldown: bool = True) -> str | None:
+    async def _gate(
+        self,
+        asker: Asker,
+        *,
+        cooldown: bool = True,
+        question: str | None = None,
+        slot: str | None = None,
+    ) -> str | None:
+        """Why this asker is refused, or None. Cheap checks first; with ``slot``, a run slot
+        is taken last (the caller gives it back when the run ends: ``_holding``)."""
         problem = refusal(self.settings, asker)
+        if problem is None and question is not None:
+            problem = self._question_problem(question)
         if problem is None and cooldown:
             key = f"discord:{asker.user_id}"
             left = await self.services.cooldowns.hit(key, self.settings.cooldown_seconds)
             problem = cooldown_message(left) if left > 0 else None
+        if problem is None and slot is not None:
+            limit = self.settings.max_runs_per_user
+            taken = await self.services.slots.take(
+                _user_key(asker), slot, limit=limit, lease=self.settings.run_lease
+            )
+            if not taken:
+                problem = busy_message(limit)
         return problem
+
+    def _question_problem(self, question: str) -> str | None:
+        if not question:
+            return "Ask me something after the mention."
+        problem = self.services.agent.question_problem(question)
+        return f"⚠️ {problem} Please shorten it and ask again." if problem else None
+
+    async def _holding(self, asker: Asker, slot: str, work: Coroutine[Any, Any, None]) -> None:
+        """Run ``work`` and give the run slot back however it ends."""
+        try:
+            await work
+        finally:
+            await self._give_back(asker, slot)
+
+    async def _give_back(self, asker: Asker, slot: str) -> None:
+        try:
+            await self.services.slots.give_back(_user_key(asker), slot)
+        except Exception:  # the lease frees it anyway
+            log.exception("could not give back run slot %s", slot)
+
+    async def _asker(
+        self, user: discord.User | discord.Member, channel: Channel, channel_id: int
+    ) -> Asker:
+        asker = asker_of(user, channel, channel_id)
+        if asker.guild_id is None and restricted(self.settings):
+            asker = replace(asker, memberships=await self._memberships.of(user.id))
+        return asker
 
     def _conversation_of(self, interaction: discord.Interaction) -> str:
         return conversation_id(

@@ -30,3 +30,7 @@ class DiscordSettings:
     """Re-render at least this often while a run works, so the elapsed seconds move."""
     guild_ready_timeout: float = 2.0
     """How long discord.py waits for more GUILD_CREATEs before it is ready."""
+    max_runs_per_user: int = 2
+    """Questions one user may have running at once (across shards, through ``RunSlots``)."""
+    run_lease: float = 240.0
+    """Seconds a run slot is held at most (a shard that died mid-run frees it then)."""

@@ -19,8 +19,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections import deque
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Iterable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from typing import Any
@@ -49,7 +50,9 @@ from core.stores import (
     Cooldowns,
     EventClaims,
     InMemoryCooldowns,
+    InMemoryRunSlots,
     InMemoryStopRequests,
+    RunSlots,
     StopRequests,
 )
 
@@ -62,6 +65,49 @@ INVITE = (
 )
 RESTARTING = "reactbot is restarting; ask again in a moment."
 USAGE = "Ask me something, for example: `/ask What is 17*23+4?`"
+
+
+def _user_key(question: Question) -> str:
+    return f"slack:{question.team}:{question.user}"
+
+
+class ChannelMembers:
+    """Who is in the allowed channels (``conversations.members``, every page), remembered for
+    ``ttl`` seconds: DMs to a bot restricted to some channels are answered for their members.
+
+    Needs the ``channels:read`` scope (``groups:read`` for private channels); without it the
+    look-up fails closed, and the log says which scope is missing.
+    """
+
+    def __init__(self, client: AsyncWebClient, *, ttl: float = 300.0) -> None:
+        self._client = client
+        self._ttl = ttl
+        self._known: dict[str, tuple[float, frozenset[str]]] = {}
+
+    async def in_any(self, user: str, channels: Iterable[str]) -> bool:
+        for channel in sorted(channels):
+            if user in await self._members(channel):
+                return True
+        return False
+
+    async def _members(self, channel: str) -> frozenset[str]:
+        now = time.monotonic()
+        known = self._known.get(channel)
+        if known is not None and known[0] > now:
+            return known[1]
+        members: set[str] = set()
+        try:
+            async for page in await self._client.conversations_members(channel=channel, limit=1000):
+                members.update(str(m) for m in page.get("members", ()))
+        except SlackApiError as exc:
+            error = exc.response.get("error") if exc.response is not None else ""
+            log.warning(
+                "cannot list the members of %s (%s): DMs are refused meanwhile", channel, error
+            )
+            return frozenset()
+        found = frozenset(members)
+        self._known[channel] = (now + self._ttl, found)
+        return found
 
 
 @dataclass(slots=True)
@@ -90,6 +136,7 @@ class SlackBot:
         settings: SlackSettings,
         cooldowns: Cooldowns | None = None,
         stops: StopRequests | None = None,
+        slots: RunSlots | None = None,
         client: AsyncWebClient | None = None,
     ) -> None:
         self.agent = agent
@@ -97,11 +144,13 @@ class SlackBot:
         self.settings = settings
         self.cooldowns = cooldowns or InMemoryCooldowns()
         self.stops = stops or InMemoryStopRequests()
+        self.slots = slots or InMemoryRunSlots()
         self._session: aiohttp.ClientSession | None = None
         if client is None:  # ours to close in aclose; must be built inside the running loop
             self._session = aiohttp.ClientSession()
             client = make_client(settings, session=self._session)
         self.client = client
+        self.members = ChannelMembers(client)
         self.pacer = EditPacer(settings.update_interval, shared=workspace_budget(settings))
         self.app = AsyncApp(
             name="reactbot",
@@ -113,6 +162,8 @@ class SlackBot:
         """LiveMessage counters of finished runs (for benchmarks and diagnostics)."""
         self._tasks: set[asyncio.Task[None]] = set()
         self._active: dict[str, _Active] = {}
+        self._admitted = 0
+        """Questions past the gate and not yet finished (the ``max_concurrent_runs`` count)."""
         self._listening = AsyncExitStack()
         self._started = False
         self._closing = False
@@ -149,12 +200,14 @@ class SlackBot:
         if not await self.claims.claim(question.claim_key):
             await ack()  # a duplicate delivery: the first one is being answered
             return
-        refusal = await self._refusal(question)
+        refusal = await self._admit(question)
         if refusal is not None:
             await ack(text=refusal, response_type="ephemeral")
             return
-        await ack(text=WORKING, response_type="ephemeral")
-        self._spawn(self._answer(question))
+        try:
+            await ack(text=WORKING, response_type="ephemeral")
+        finally:  # whatever happens to the ack, the admitted question is answered and let go
+            self._spawn(self._answer_admitted(question))
 
     async def _on_event(
         self, body: dict[str, Any], event: dict[str, Any], bot_user_id: str | None
@@ -170,11 +223,11 @@ class SlackBot:
         if not await self.claims.claim(question.claim_key):
             log.info("dropping a repeat delivery of %s", question.claim_key)
             return
-        refusal = await self._refusal(question)
+        refusal = await self._admit(question)
         if refusal is not None:
             await self._tell(question, refusal)
             return
-        await self._answer(question)
+        await self._answer_admitted(question)
 
     async def _on_stop(self, body: dict[str, Any], action: dict[str, Any]) -> None:
         user = str(body.get("user", {}).get("id", ""))
@@ -199,27 +252,44 @@ class SlackBot:
             active.run.cancel(by=by)
 
     # ---- policy ---------------------------------------------------------------------------
-    async def _refusal(self, question: Question) -> str | None:
-        """Why this question is not answered, said kindly; ``None`` to answer it."""
+    async def _admit(self, question: Question) -> str | None:
+        """Why this question is not answered, said kindly; ``None`` admits it, and then the
+        caller must answer it through ``_answer_admitted`` (which lets its slots go)."""
         s = self.settings
         admin = question.user in s.admin_users
         if self._closing:
             return RESTARTING
         if not question.text:
             return USAGE
-        if not admin and not self._channel_allowed(question):
-            where = ", ".join(f"<#{c}>" for c in sorted(s.allowed_channels))
-            return f"I only answer in {where} here."
+        problem = self.agent.question_problem(question.text)
+        if problem is not None:
+            return f":warning: {problem} Please shorten it and ask again."
+        if not admin:
+            place = await self._place_refusal(question)
+            if place is not None:
+                return place
         if s.allowed_users and question.user not in s.allowed_users and not admin:
             return "Sorry, you are not on the list of people who can ask reactbot here."
-        if len(self._active) >= s.max_concurrent_runs:
-            return "I'm answering a lot of questions right now; please ask again in a minute."
-        return None if admin else await self._cooldown(question.user)
+        if not admin:
+            wait = await self._cooldown(question.user)
+            if wait is not None:
+                return wait
+        return await self._take_slots(question)
 
-    def _channel_allowed(self, question: Question) -> bool:
-        # DMs are not channels an admin lists; the user list still applies to them.
+    async def _place_refusal(self, question: Question) -> str | None:
+        """Channels: only the allowed ones. DMs, when channels are restricted: only for the
+        allowed users or members of an allowed channel (a stranger costs no model call)."""
         allowed = self.settings.allowed_channels
-        return not allowed or question.source == "dm" or question.channel in allowed
+        if not allowed:
+            return None
+        where = ", ".join(f"<#{c}>" for c in sorted(allowed))
+        if not question.is_dm:
+            return None if question.channel in allowed else f"I only answer in {where} here."
+        if question.user in self.settings.allowed_users:
+            return None
+        if await self.members.in_any(question.user, allowed):
+            return None
+        return f"I answer direct messages only for members of {where}; ask me there."
 
     async def _cooldown(self, user: str) -> str | None:
         """Shared by every replica, so N replicas still allow one question per window."""
@@ -227,6 +297,39 @@ class SlackBot:
         if wait > 0:
             return f"One question at a time: you can ask again in {max(1, round(wait))} s."
         return None
+
+    async def _take_slots(self, question: Question) -> str | None:
+        """This replica's room (counted without an await between check and reserve, so a
+        burst cannot overshoot it), then the asker's own slot, shared by every replica."""
+        s = self.settings
+        if self._admitted >= s.max_concurrent_runs:
+            return "I'm answering a lot of questions right now; please ask again in a minute."
+        self._admitted += 1
+        try:
+            taken = await self.slots.take(
+                _user_key(question),
+                question.claim_key,
+                limit=s.max_runs_per_user,
+                lease=s.run_lease,
+            )
+        except BaseException:
+            self._admitted -= 1
+            raise
+        if not taken:
+            self._admitted -= 1
+            runs = "question" if s.max_runs_per_user == 1 else f"{s.max_runs_per_user} questions"
+            return f"You already have {runs} running; ask again when one has finished."
+        return None
+
+    async def _answer_admitted(self, question: Question) -> None:
+        try:
+            await self._answer(question)
+        finally:
+            self._admitted -= 1
+            try:
+                await self.slots.give_back(_user_key(question), question.claim_key)
+            except Exception:  # its lease frees it anyway
+                log.exception("could not give back the run slot of %s", question.claim_key)
 
     # ---- answering ------------------------------------------------------------------------
     async def _answer(self, question: Question) -> None:

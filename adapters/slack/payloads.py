@@ -53,6 +53,11 @@ class Question:
     claim_key: str
     response_url: str | None = None
 
+    @property
+    def is_dm(self) -> bool:
+        """A direct message, or ``/ask`` typed in one (DM channel ids start with ``D``)."""
+        return self.source == "dm" or self.channel.startswith("D")
+
     def conversation(self, root_ts: str | None = None, *, per_thread: bool = True) -> str:
         """``slack:{team}:{channel}[:{thread}]``: a question in a thread continues that
         thread; a new root message starts the thread its trace goes into. With

@@ -35,6 +35,11 @@ class SlackSettings:
     shutdown_grace: float = 10.0
     """Seconds to let stopped runs write their final state before shutdown cuts them off."""
     max_concurrent_runs: int = 500
+    """Questions this replica answers at once."""
+    max_runs_per_user: int = 2
+    """Questions one user may have running at once, across replicas (``RunSlots``)."""
+    run_lease: float = 240.0
+    """Seconds a run slot is held at most (a replica that died mid-run frees it then)."""
 
     @property
     def base_url(self) -> str:

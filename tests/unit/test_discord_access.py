@@ -48,3 +48,27 @@ def test_admins() -> None:
 
 def test_cooldown_message_rounds_up() -> None:
     assert cooldown_message(2.1) == "⏳ One moment: you can ask again in 3 s."
+
+
+def test_a_restricted_bot_answers_dms_only_for_listed_users_or_allowed_members() -> None:
+    from adapters.discord.access import Membership
+
+    dm = {"guild_id": None, "places": (555,)}
+    for settings in (
+        DiscordSettings(allowed_guilds=(GUILD,)),
+        DiscordSettings(allowed_channels=(CHANNEL,)),
+        DiscordSettings(allowed_roles=(7,)),
+    ):
+        stranger = refusal(settings, asker(**dm))
+        assert stranger is not None and "members of the servers I serve" in stranger
+    guilds = DiscordSettings(allowed_guilds=(GUILD,), allowed_users=(5,))
+    assert refusal(guilds, asker(user_id=5, **dm)) is None
+    member = Membership(GUILD, frozenset())
+    assert refusal(guilds, asker(memberships=(member,), **dm)) is None
+    elsewhere = Membership(99, frozenset({7}))
+    assert refusal(guilds, asker(memberships=(elsewhere,), **dm)) is not None
+    roles = DiscordSettings(allowed_guilds=(GUILD,), allowed_roles=(7,))
+    assert refusal(roles, asker(memberships=(member,), **dm)) is not None
+    with_role = Membership(GUILD, frozenset({7}))
+    assert refusal(roles, asker(memberships=(with_role,), **dm)) is None
+    assert refusal(DiscordSettings(), asker(**dm)) is None  # unrestricted: DMs are open

@@ -1,0 +1,62 @@
+"""Who gets a run on Slack, under load: the per-user limit and the replica's own limit hold
+for a burst (the check and the reservation have no await between them), and an overlong
+question is refused before any model call. The real bolt app over HTTP, the fake Slack."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from core.scripted import Turn
+from tests.integration.test_slack_app import (  # noqa: F401 - fixtures
+    Harness,
+    eventually,
+    fake,
+    make,
+)
+
+STALLING = Turn("Thought: thinking for a long while", chunk_size=4, stall_after=2)
+
+
+async def test_a_burst_from_one_user_gets_max_runs_per_user(make: Any) -> None:  # noqa: F811
+    h: Harness = await make([STALLING] * 3, max_runs_per_user=2)
+    answers = await asyncio.gather(*(h.ask(f"question {i}") for i in range(8)))
+    texts = [json.loads(body)["text"] for _, body, _ in answers]
+    assert sum("Working on it" in t for t in texts) == 2
+    busy = [t for t in texts if "Working on it" not in t]
+    assert len(busy) == 6
+    assert all("You already have 2 questions running" in t for t in busy)
+    await eventually(lambda: len(h.bot._active) == 2)
+    _, body, _ = await h.ask("another user", user="U2BOB")
+    assert "Working on it" in json.loads(body)["text"], "the limit is per user"
+    await eventually(lambda: len(h.bot._active) == 3)
+    for run_id in list(h.bot._active):
+        await h.press_stop(run_id, user="UADMIN")
+    await h.settled()
+    # the slots were given back: the same user may ask again
+    h.model.turns.append("Thought: ok\nAction: finish[ok]")
+    _, body, _ = await h.ask("after")
+    assert "Working on it" in json.loads(body)["text"]
+    await h.settled()
+
+
+async def test_the_replicas_own_limit_holds_for_a_burst(make: Any) -> None:  # noqa: F811
+    h: Harness = await make([STALLING] * 3, max_concurrent_runs=3)
+    answers = await asyncio.gather(*(h.ask("q", user=f"U{i:04d}") for i in range(10)))
+    texts = [json.loads(body)["text"] for _, body, _ in answers]
+    assert sum("Working on it" in t for t in texts) == 3
+    assert sum("answering a lot of questions" in t for t in texts) == 7
+    await eventually(lambda: len(h.bot._active) == 3)
+    await h.bot.aclose()
+
+
+async def test_an_overlong_question_is_refused_before_any_model_call(
+    make: Any,  # noqa: F811
+) -> None:
+    h: Harness = await make([])
+    _, body, _ = await h.ask("why " * 2_000)
+    text = json.loads(body)["text"]
+    assert "The question is 7,999 characters long; the limit is 4,000." in text
+    await asyncio.sleep(0.1)
+    assert h.model.calls == [] and not h.fake.roots()
