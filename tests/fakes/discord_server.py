@@ -33,9 +33,15 @@ What it refuses, the way Discord does (sources in ``tests/fakes/discord_limits.p
 - scripted refusals: ``refuse_next`` (any status and body, e.g. a 400 50035 for one final
   edit) and ``refuse_threads`` (403 50013 Missing Permissions).
 
-Gateway (``/gateway``, plain JSON text frames): HELLO, IDENTIFY -> READY with the guild
-unavailable, then GUILD_CREATE; heartbeats are acknowledged. ``dispatch`` injects any event
-(MESSAGE_CREATE, INTERACTION_CREATE) into every connected session.
+Gateway (``/gateway``, plain JSON text frames): HELLO; IDENTIFY -> READY with the guild
+unavailable, then GUILD_CREATE (a wrong token closes with 4004; IDENTIFYs closer than
+``identify_interval`` apart get INVALID_SESSION ``false``, as ``max_concurrency`` 1 would);
+heartbeats are acknowledged. Each session numbers its own dispatches and keeps them, so a
+RESUME on ``resume_gateway_url`` (``/resume-gateway``) replays what the client missed after its
+``seq`` and then sends RESUMED; an unknown or invalidated session gets INVALID_SESSION
+``false``. ``reconnect_request`` (op 7) and ``invalidate_session`` (op 9) are injected mid-run.
+Closing with 1000/1001 ends a session; any other close leaves it resumable
+(``events/gateway.mdx``). ``dispatch`` sends an event to every session.
 """
 
 from __future__ import annotations
@@ -152,6 +158,25 @@ class InteractionToken:
     original: int | None = None
 
 
+@dataclass
+class GatewaySession:
+    id: str
+    shard: list[int]
+    seq: int = 0
+    frames: list[tuple[int, str]] = field(default_factory=list)
+    ws: web.WebSocketResponse | None = None
+
+    def frame(self, event: str, data: Any) -> str:
+        self.seq += 1
+        text = json.dumps({"op": 0, "t": event, "s": self.seq, "d": data})
+        self.frames.append((self.seq, text))
+        return text
+
+    @property
+    def live(self) -> bool:
+        return self.ws is not None and not self.ws.closed
+
+
 class Refused(Exception):
     def __init__(self, refusal: Refusal) -> None:
         super().__init__(refusal.body.get("message", ""))
@@ -194,6 +219,8 @@ class FakeDiscord:
     5 s); None leaves the channel bucket unlimited (its headers still count)."""
     interaction_token_ttl: float = 15 * 60.0
     interaction_callback_window: float = 3.0
+    identify_interval: float = 5.0
+    """Least time between IDENTIFYs (``max_concurrency`` 1 per 5 s); 0 disables the check."""
     calls: list[Call] = field(default_factory=list)
     messages: dict[int, Json] = field(default_factory=dict)
     channels: dict[int, Json] = field(default_factory=dict)
@@ -205,19 +232,26 @@ class FakeDiscord:
     created: list[int] = field(default_factory=list)
     """Ids of the messages the bot created, in order."""
     identified: asyncio.Event = field(default_factory=asyncio.Event)
+    identifies: int = 0
+    resumes: list[tuple[str, int]] = field(default_factory=list)
+    """``(gateway path, seq)`` of each successful RESUME."""
+    sessions: dict[str, GatewaySession] = field(default_factory=dict)
+    """Sessions that may still receive or resume: live ones and dropped resumable ones."""
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(700000000000000001))
+    _session_ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+    _last_identify: float = -math.inf
     _windows: dict[tuple[str, str], Window] = field(default_factory=dict)
     _global_armed: float | None = None
     _global_until: float = -math.inf
     _interactions: dict[str, InteractionToken] = field(default_factory=dict)
     _sockets: list[web.WebSocketResponse] = field(default_factory=list)
-    _seq: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     _runner: web.AppRunner | None = None
 
     # ---- lifecycle --------------------------------------------------------------------------
     async def start(self) -> None:
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_get("/gateway", self._gateway)
+        app.router.add_get("/resume-gateway", self._gateway)
         app.router.add_route("*", API + "/{tail:.*}", self._rest)
         self._runner, self.port = await serve_locally(
             app, host=self.host, port=self.port, shutdown_timeout=60.0
@@ -237,6 +271,10 @@ class FakeDiscord:
     @property
     def gateway_url(self) -> str:
         return f"ws://{self.host}:{self.port}/gateway"
+
+    @property
+    def resume_gateway_url(self) -> str:
+        return f"ws://{self.host}:{self.port}/resume-gateway"
 
     def new_id(self) -> int:
         return next(self._ids)
@@ -357,10 +395,31 @@ class FakeDiscord:
         self.refuse_next("POST", "/threads", MISSING_PERMISSIONS, count=None)
 
     async def dispatch(self, event: str, data: Json) -> None:
-        if event == "INTERACTION_CREATE" and data.get("token") in self._interactions:
-            self._interactions[data["token"]].issued = time.monotonic()  # sent now
-        for ws in list(self._sockets):
-            await ws.send_str(json.dumps({"op": 0, "t": event, "s": next(self._seq), "d": data}))
+        """Send a dispatch to every session; one that is reconnecting gets it on RESUME."""
+        for session in list(self.sessions.values()):
+            await self._send_dispatch(session, event, data)
+
+    async def dispatch_to(self, index: int, event: str, data: Json) -> None:
+        """A dispatch for one session only (Discord routes each event to one shard), by the
+        order the sessions identified in."""
+        await self._send_dispatch(list(self.sessions.values())[index], event, data)
+
+    async def reconnect_request(self) -> None:
+        """Op 7 RECONNECT to every live session: the client should reconnect and RESUME."""
+        await self._send_op({"op": 7, "d": None})
+
+    async def invalidate_session(self, *, resumable: bool) -> None:
+        """Op 9 INVALID_SESSION to every live session; ``resumable`` False ends them, so the
+        client must IDENTIFY anew."""
+        live = [s for s in self.sessions.values() if s.live]
+        await self._send_op({"op": 9, "d": resumable})
+        if not resumable:
+            for session in live:
+                self.sessions.pop(session.id, None)
+
+    @property
+    def live_sessions(self) -> list[GatewaySession]:
+        return [s for s in self.sessions.values() if s.live]
 
     def remember_interaction(self, payload: Json) -> None:
         """Kept for older tests: interaction payloads register their token when built."""
@@ -507,39 +566,100 @@ class FakeDiscord:
         await ws.prepare(request)
         self._sockets.append(ws)
         await ws.send_str(json.dumps({"op": 10, "d": {"heartbeat_interval": 45000}}))
+        session: GatewaySession | None = None
         try:
             async for msg in ws:
                 if msg.type != WSMsgType.TEXT:
                     continue
-                await self._on_gateway_message(ws, json.loads(msg.data))
+                session = await self._on_gateway_message(ws, request.path, json.loads(msg.data))
+                if session is None and ws.closed:
+                    break
         finally:
             self._sockets.remove(ws)
+            self._drop_socket(ws)
         return ws
 
-    async def _on_gateway_message(self, ws: web.WebSocketResponse, msg: Json) -> None:
-        op = msg.get("op")
+    def _drop_socket(self, ws: web.WebSocketResponse) -> None:
+        for session in list(self.sessions.values()):
+            if session.ws is ws:
+                session.ws = None
+                if ws.close_code in (1000, 1001):  # a clean close ends the session
+                    self.sessions.pop(session.id, None)
+
+    async def _on_gateway_message(
+        self, ws: web.WebSocketResponse, path: str, msg: Json
+    ) -> GatewaySession | None:
+        op, data = msg.get("op"), msg.get("d") or {}
+        current = next((s for s in self.sessions.values() if s.ws is ws), None)
         if op == 1:
             await ws.send_str(json.dumps({"op": 11}))
+        elif op in (2, 6) and data.get("token") != self.token:
+            await ws.close(code=4004, message=b"Authentication failed.")
+            return None
         elif op == 2:
-            shard = msg["d"].get("shard", [0, 1])
-            ready = {
-                "v": 10,
-                "user": user(BOT_ID, "reactbot", bot=True),
-                "guilds": [{"id": str(GUILD_ID), "unavailable": True}],
-                "session_id": "fake-session",
-                "resume_gateway_url": self.gateway_url,
-                "shard": shard,
-                "application": {"id": str(APP_ID), "flags": 0},
-            }
-            await ws.send_str(json.dumps({"op": 0, "t": "READY", "s": next(self._seq), "d": ready}))
-            payload = {
-                "op": 0,
-                "t": "GUILD_CREATE",
-                "s": next(self._seq),
-                "d": self.guild_payload(),
-            }
-            await ws.send_str(json.dumps(payload))
-            self.identified.set()
+            return await self._identify(ws, data)
+        elif op == 6:
+            return await self._resume(ws, path, data)
+        return current
+
+    async def _identify(self, ws: web.WebSocketResponse, data: Json) -> GatewaySession | None:
+        now = time.monotonic()
+        if now - self._last_identify < self.identify_interval:
+            await ws.send_str(json.dumps({"op": 9, "d": False}))
+            return None
+        self._last_identify = now
+        session = GatewaySession(
+            f"fake-session-{next(self._session_ids)}", data.get("shard", [0, 1])
+        )
+        session.ws = ws
+        self.sessions[session.id] = session
+        ready = {
+            "v": 10,
+            "user": user(BOT_ID, "reactbot", bot=True),
+            "guilds": [{"id": str(GUILD_ID), "unavailable": True}],
+            "session_id": session.id,
+            "resume_gateway_url": self.resume_gateway_url,
+            "shard": session.shard,
+            "application": {"id": str(APP_ID), "flags": 0},
+        }
+        await ws.send_str(session.frame("READY", ready))
+        await ws.send_str(session.frame("GUILD_CREATE", self.guild_payload()))
+        self.identifies += 1
+        self.identified.set()
+        return session
+
+    async def _resume(
+        self, ws: web.WebSocketResponse, path: str, data: Json
+    ) -> GatewaySession | None:
+        session = self.sessions.get(str(data.get("session_id")))
+        if session is None:
+            await ws.send_str(json.dumps({"op": 9, "d": False}))
+            return None
+        seq = int(data.get("seq") or 0)
+        if seq > session.seq:
+            await ws.close(code=4007, message=b"Invalid seq.")
+            return None
+        session.ws = ws
+        for number, text in session.frames:  # what the client missed, in order
+            if number > seq:
+                await ws.send_str(text)
+        await ws.send_str(session.frame("RESUMED", {}))
+        self.resumes.append((path, seq))
+        return session
+
+    async def _send_dispatch(self, session: GatewaySession, event: str, data: Json) -> None:
+        if event == "INTERACTION_CREATE" and data.get("token") in self._interactions:
+            self._interactions[data["token"]].issued = time.monotonic()  # sent now
+        text = session.frame(event, data)
+        if session.ws is not None and not session.ws.closed:
+            with contextlib.suppress(ConnectionError):
+                await session.ws.send_str(text)
+
+    async def _send_op(self, payload: Json) -> None:
+        for session in self.live_sessions:
+            assert session.ws is not None
+            with contextlib.suppress(ConnectionError):
+                await session.ws.send_str(json.dumps(payload))
 
     # ---- REST -------------------------------------------------------------------------------
     async def _rest(self, request: web.Request) -> web.StreamResponse:

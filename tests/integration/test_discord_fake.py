@@ -1,6 +1,6 @@
 """The fake Discord refuses what Discord refuses, and discord.py reads its answers as it reads
 Discord's: these tests drive discord.py's own HTTP client (and its webhook adapter, which
-interactions use) over real HTTP against the fake."""
+interactions use) over real HTTP against the fake, and the gateway over a real websocket."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ with warnings.catch_warnings():  # discord.py imports the deprecated audioop mod
 import asyncio
 import contextlib
 import io
+import json
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -334,3 +335,91 @@ async def test_interaction_tokens_expire_and_the_first_answer_has_three_seconds(
             await asyncio.sleep(0.45)
             error = await refused(lambda: edit(payload, "too late"))
             assert (error.status, error.code, error.text) == (401, 50027, "Invalid Webhook Token")
+
+
+# ---- gateway ------------------------------------------------------------------------------
+
+
+class Gateway:
+    """A bare websocket client, to see exactly what the fake gateway sends."""
+
+    def __init__(self, ws: aiohttp.ClientWebSocketResponse) -> None:
+        self.ws = ws
+
+    async def send(self, op: int, d: Any) -> None:
+        await self.ws.send_str(json.dumps({"op": op, "d": d}))
+
+    async def receive(self) -> Json:
+        msg = await asyncio.wait_for(self.ws.receive(), 2.0)
+        if msg.type != aiohttp.WSMsgType.TEXT:
+            return {"closed": self.ws.close_code}
+        frame: Json = json.loads(msg.data)
+        return frame
+
+
+@contextlib.asynccontextmanager
+async def gateway(url: str) -> AsyncIterator[Gateway]:
+    async with aiohttp.ClientSession() as session, session.ws_connect(url) as ws:
+        client = Gateway(ws)
+        assert (await client.receive())["op"] == 10
+        yield client
+
+
+def identify(token: str = TOKEN) -> Json:
+    return {"token": token, "intents": 0, "properties": {}, "shard": [0, 1]}
+
+
+async def test_gateway_refuses_a_wrong_token_with_4004() -> None:
+    async with fake_discord() as fake, gateway(fake.gateway_url) as client:
+        await client.send(2, identify("wrong"))
+        assert await client.receive() == {"closed": 4004}
+
+
+async def test_resume_replays_what_the_session_missed_then_resumed() -> None:
+    async with fake_discord() as fake:
+        async with gateway(fake.gateway_url) as client:
+            await client.send(2, identify())
+            ready = await client.receive()
+            assert (ready["t"], ready["s"]) == ("READY", 1)
+            assert ready["d"]["resume_gateway_url"] == fake.resume_gateway_url
+            session_id = ready["d"]["session_id"]
+            assert (await client.receive())["t"] == "GUILD_CREATE"
+            await fake.reconnect_request()
+            assert await client.receive() == {"op": 7, "d": None}
+            await fake.dispatch("MESSAGE_CREATE", fake.message_create("missed one"))
+            await client.ws.close(code=4000)  # not 1000: the session stays resumable
+        await fake.dispatch("MESSAGE_CREATE", fake.message_create("missed two"))
+        async with gateway(fake.resume_gateway_url) as client:
+            await client.send(6, {"token": TOKEN, "session_id": session_id, "seq": 2})
+            replayed = [await client.receive() for _ in range(3)]
+        assert [(f["t"], f["s"]) for f in replayed] == [
+            ("MESSAGE_CREATE", 3),
+            ("MESSAGE_CREATE", 4),
+            ("RESUMED", 5),
+        ]
+        assert "missed one" in replayed[0]["d"]["content"]
+        assert fake.resumes == [("/resume-gateway", 2)]
+
+
+async def test_invalid_sessions_and_identify_spacing() -> None:
+    async with fake_discord(identify_interval=0.3) as fake:
+        async with gateway(fake.gateway_url) as client:
+            await client.send(2, identify())
+            session_id = (await client.receive())["d"]["session_id"]
+            await client.receive()
+            await fake.invalidate_session(resumable=False)
+            assert await client.receive() == {"op": 9, "d": False}
+        async with gateway(fake.resume_gateway_url) as client:
+            await client.send(6, {"token": TOKEN, "session_id": session_id, "seq": 2})
+            assert await client.receive() == {"op": 9, "d": False}  # the session is gone
+        async with gateway(fake.gateway_url) as client:
+            await client.send(2, identify())
+            assert await client.receive() == {"op": 9, "d": False}  # too soon after the last
+        await asyncio.sleep(0.3)
+        async with gateway(fake.gateway_url) as client:
+            await client.send(2, identify())
+            assert (await client.receive())["t"] == "READY"
+            await client.receive()
+            await fake.invalidate_session(resumable=True)
+            assert await client.receive() == {"op": 9, "d": True}
+            assert len(fake.sessions) == 1  # still resumable
