@@ -9,13 +9,25 @@ import warnings
 
 with warnings.catch_warnings():  # discord.py imports the deprecated audioop module
     warnings.simplefilter("ignore", DeprecationWarning)
-    import discord  # noqa: F401
+    import discord
 
 import asyncio
+import io
+from pathlib import Path
 
-from core.scripted import Turn
-from tests.fakes.discord_server import FakeDiscord
-from tests.integration.test_discord import Harness, content_of, running
+import pytest
+from discord.http import Route
+
+from adapters.discord.client import create_bot
+from adapters.discord.cog import Services
+from adapters.discord.settings import DiscordSettings
+from bot.cli import run_cli
+from core.agent import Agent
+from core.history import InMemoryHistoryStore
+from core.scripted import ScriptedModel, Turn
+from core.stores import InMemoryEventClaims, InMemoryLocks, InMemoryTraceStore
+from tests.fakes.discord_server import CHANNEL_ID, FakeDiscord
+from tests.integration.test_discord import Harness, content_of, running, tools
 
 SLOW_ANSWER = Turn(
     "Thought: " + "let me think this through " * 12 + "\nAction: finish[It is 395.]",
@@ -105,3 +117,75 @@ async def test_an_invalid_session_identifies_anew_and_the_run_ends_once() -> Non
         await asyncio.sleep(0.2)
         assert len(placeholders(h)) == 2
         h.model.assert_complete()
+
+
+# ---- REST refusals ------------------------------------------------------------------------
+
+
+async def test_a_wrong_token_fails_login_with_a_clear_error_and_nothing_else_is_tried() -> None:
+    fake = FakeDiscord()
+    await fake.start()
+    saved = Route.BASE
+    history, traces = InMemoryHistoryStore(), InMemoryTraceStore()
+    agent = Agent(ScriptedModel([]), tools(), history=history, traces=traces, locks=InMemoryLocks())
+    settings = DiscordSettings(api_base_url=fake.api_base_url, guild_ready_timeout=0.05)
+    bot = create_bot(Services(agent, history, traces, InMemoryEventClaims(), settings))
+    try:
+        with pytest.raises(discord.LoginFailure, match="Improper token has been passed"):
+            await bot.start("not-the-bot-token")
+    finally:
+        await bot.close()
+        await fake.stop()
+    assert [(c.method, c.path, c.status) for c in fake.calls] == [("GET", "/users/@me", 401)]
+    assert fake.identifies == 0
+    assert saved == Route.BASE  # the endpoints it replaced are restored
+
+
+async def test_serve_reports_a_wrong_token_in_one_line_without_the_token(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fake = FakeDiscord()
+    await fake.start()
+    try:
+        config = tmp_path / "c.yaml"
+        config.write_text(f"discord:\n  api_base_url: {fake.api_base_url}\n")
+        token = "wrong-discord-token-never-printed"
+        out = io.StringIO()
+        async with asyncio.timeout(30):
+            code = await run_cli(
+                ["--config", str(config), "serve"], env={"DISCORD_TOKEN": token}, stdout=out
+            )
+    finally:
+        await fake.stop()
+    err = capsys.readouterr().err
+    assert code == 1
+    lines = [line for line in err.splitlines() if "discord: stopped" in line]
+    assert lines == ["discord: stopped: LoginFailure: Improper token has been passed."]
+    assert token not in err + out.getvalue() and "Traceback" not in err
+
+
+async def test_a_global_429_mid_run_still_ends_in_the_final_state() -> None:
+    async with running([SLOW_ANSWER]) as h:
+        await h.mention("what is 17*23+4?")
+        await a_run_is_editing(h)
+        h.fake.rate_limit_global(0.6)
+        await h.finished()
+        limited = [c for c in h.fake.calls if c.status == 429]
+        assert h.fake.globally_limited >= 1 and limited
+        final = final_edits(h, "It is 395.")
+        assert len(final) == 1 and final[0].at - limited[0].at >= 0.6 - 0.05
+        assert h.bot.watch.hits >= 1
+        h.model.assert_complete()
+
+
+async def test_a_refused_thread_attaches_the_trace_to_a_reply() -> None:
+    async with running([QUICK_ANSWER]) as h:
+        h.fake.refuse_threads()
+        await h.mention("say hi to bob")
+        attached = await h.fake.wait_for_call(lambda c: "trace is attached" in content_of(c))
+        assert attached.status == 200
+        (reply_id,) = [m for m, data in h.fake.messages.items() if "Hello, bob." in data["content"]]
+        assert attached.path == f"/channels/{CHANNEL_ID}/messages"
+        assert attached.json["message_reference"]["message_id"] == reply_id
+        assert [name.rsplit(".", 1)[1] for name in attached.files] == ["md", "json"]
+        assert [c.status for c in h.fake.calls_to("POST", "/threads")] == [403]
