@@ -13,6 +13,7 @@ with warnings.catch_warnings():  # discord.py imports the deprecated audioop mod
 
 import asyncio
 import io
+import logging
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,7 @@ from core.agent import Agent
 from core.history import InMemoryHistoryStore
 from core.scripted import ScriptedModel, Turn
 from core.stores import InMemoryEventClaims, InMemoryLocks, InMemoryTraceStore
+from tests.fakes.discord_limits import invalid_form, max_length
 from tests.fakes.discord_server import CHANNEL_ID, FakeDiscord
 from tests.integration.test_discord import Harness, content_of, running, tools
 
@@ -178,6 +180,27 @@ async def test_a_global_429_mid_run_still_ends_in_the_final_state() -> None:
         h.model.assert_complete()
 
 
+async def test_a_run_outliving_its_interaction_token_goes_on_with_the_bot_token() -> None:
+    fake = FakeDiscord(interaction_token_ttl=0.5)
+    async with running([SLOW_ANSWER], fake=fake) as h:
+        payload = h.fake.interaction_create("ask", {"question": "what is 17*23+4?"})
+        await h.fake.dispatch("INTERACTION_CREATE", payload)
+        await h.finished()
+        webhook = h.fake.calls_to("PATCH", "/messages/@original")
+        assert [c.status for c in webhook if c.status != 200] == [401]  # switched once
+        original = h.fake._interactions[payload["token"]].original
+        by_bot = [c for c in h.edits(original) if c.path.startswith("/channels/")]
+        assert by_bot and by_bot[0].at > webhook[-1].at
+        assert content_of(by_bot[-1]).startswith("It is 395.\n-# ✅")
+        assert by_bot[-1].json["components"] == []
+        assert len(by_bot) >= 2  # live edits went on, not only the final one
+        (thread,) = h.fake.calls_to("POST", f"/messages/{original}/threads")
+        assert thread.status == 200
+        assert content_of(h.fake.calls_to("POST", f"/channels/{original}/messages")[-1]).startswith(
+            "**Totals**"
+        )
+
+
 async def test_a_refused_thread_attaches_the_trace_to_a_reply() -> None:
     async with running([QUICK_ANSWER]) as h:
         h.fake.refuse_threads()
@@ -189,3 +212,45 @@ async def test_a_refused_thread_attaches_the_trace_to_a_reply() -> None:
         assert attached.json["message_reference"]["message_id"] == reply_id
         assert [name.rsplit(".", 1)[1] for name in attached.files] == ["md", "json"]
         assert [c.status for c in h.fake.calls_to("POST", "/threads")] == [403]
+
+
+async def test_a_refused_final_edit_sends_the_compact_form() -> None:
+    answer = "\n".join(f"Line {i}: " + "words " * 12 for i in range(20))  # ~1.7k characters
+    turn = Turn(f"Thought: long.\nAction: finish[{answer}]", chunk_size=200)
+    async with running([turn]) as h:
+        refusal = invalid_form({"content": {"_errors": [max_length(2000)]}})
+        h.fake.refuse_next("PATCH", "/messages/", refusal, when=lambda b: "✅" in b["content"])
+        await h.mention("write a lot")
+        await h.finished()
+        finals = [c for c in h.fake.calls_to("PATCH", "/messages/") if "✅" in content_of(c)]
+        assert [c.status for c in finals] == [400, 200]
+        full, compact = (content_of(c) for c in finals)
+        assert len(full) > 1000 >= len(compact)
+        assert compact.startswith("Line 0:") and "goes on in the thread" in compact
+        assert finals[1].json["components"] == []
+
+
+async def test_one_refused_thread_post_leaves_a_note_and_the_rest_still_goes(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async with running([QUICK_ANSWER]) as h:
+        refusal = invalid_form({"content": {"_errors": [max_length(2000)]}})
+        h.fake.refuse_next(
+            "POST",
+            "/messages",
+            refusal,
+            when=lambda b: str(b.get("content")).startswith("**Step 1**"),
+        )
+        with caplog.at_level(logging.WARNING, logger="adapters.discord.surface"):
+            await h.mention("say hi to bob")
+            await h.finished()
+        (thread,) = h.fake.calls_to("POST", "/threads")
+        thread_id = thread.path.split("/")[4]  # a thread on a message has the message's id
+        posts = h.fake.calls_to("POST", f"/channels/{thread_id}/messages")
+        assert [(content_of(c)[:10], c.status) for c in posts] == [
+            ("**Question", 200),
+            ("**Step 1**", 400),
+            ("-# (Discor", 200),
+            ("**Totals**", 200),
+        ]
+        assert any("refused post 2 of 3" in r.getMessage() for r in caplog.records)
