@@ -180,6 +180,19 @@ async def test_a_global_429_mid_run_still_ends_in_the_final_state() -> None:
         h.model.assert_complete()
 
 
+async def test_the_channel_bucket_headers_keep_the_bot_under_the_limit_without_a_429() -> None:
+    # The placeholder and edits every 0.25 s make 4 writes in 0.6 s; the bucket allows 3. The
+    # headers tell discord.py when the bucket is empty, and it waits for the reset itself.
+    fake = FakeDiscord(channel_limit=(3, 0.6))
+    async with running([SLOW_ANSWER], fake=fake) as h:
+        await h.mention("what is 17*23+4?")
+        await h.finished()
+        assert h.fake.rate_limited == 0 and h.bot.watch.hits == 0
+        writes = [c for c in h.fake.calls if c.path.startswith(f"/channels/{CHANNEL_ID}/")]
+        assert len(writes) > 3 and all(c.status == 200 for c in writes)
+        assert len(final_edits(h, "It is 395.")) == 1
+
+
 async def test_a_run_outliving_its_interaction_token_goes_on_with_the_bot_token() -> None:
     fake = FakeDiscord(interaction_token_ttl=0.5)
     async with running([SLOW_ANSWER], fake=fake) as h:
