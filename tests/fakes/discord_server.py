@@ -421,6 +421,11 @@ class FakeDiscord:
     def live_sessions(self) -> list[GatewaySession]:
         return [s for s in self.sessions.values() if s.live]
 
+    def original_response(self, token: str) -> int | None:
+        """The id of an interaction's original response message, once its callback made it."""
+        record = self._interactions.get(token)
+        return record.original if record is not None else None
+
     def remember_interaction(self, payload: Json) -> None:
         """Kept for older tests: interaction payloads register their token when built."""
         self._interactions.setdefault(

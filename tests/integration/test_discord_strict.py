@@ -201,7 +201,7 @@ async def test_a_run_outliving_its_interaction_token_goes_on_with_the_bot_token(
         await h.finished()
         webhook = h.fake.calls_to("PATCH", "/messages/@original")
         assert [c.status for c in webhook if c.status != 200] == [401]  # switched once
-        original = h.fake._interactions[payload["token"]].original
+        original = h.fake.original_response(payload["token"])
         by_bot = [c for c in h.edits(original) if c.path.startswith("/channels/")]
         assert by_bot and by_bot[0].at > webhook[-1].at
         assert content_of(by_bot[-1]).startswith("It is 395.\n-# ✅")
