@@ -95,7 +95,7 @@ async def discord_section(options: Options) -> Figures:
         from adapters.discord.settings import DiscordSettings
     from tests.fakes.discord_server import CHANNEL_ID, FakeDiscord
 
-    fake = FakeDiscord(channel_limit=(5, 5.0))
+    fake = FakeDiscord(channel_limit=(5, 5.0), token="bench-token")
     channel_ids = [CHANNEL_ID + i for i in range(options.channels)]
     for channel_id in channel_ids:
         fake.add_channel(channel_id)

@@ -7,6 +7,18 @@ response through aiohttp tracing (``Client(http_trace=...)``) and postpones the 
 request was made for. The edit in flight is still delivered by discord.py's retry; the next
 one waits for the channel's postponed slot. Long waits surface as ``adapters.live.RateLimited``
 so LiveMessage postpones and coalesces instead of blocking.
+
+Other refusals, mapped at this boundary:
+
+- 400 (or 413) on an edit: Discord refused the payload itself (``Invalid Form Body`` 50035,
+  ``Cannot send an empty message`` 50006...). Sending it again cannot help, so the edit raises
+  ``adapters.live.EditRejected`` and LiveMessage sends a smaller form instead.
+- 401 50027 ``Invalid Webhook Token`` on an interaction's message: its token lives 15 minutes,
+  and a run may outlive it. The surface then edits the same message through the bot token's
+  channel route (``PATCH /channels/{channel}/messages/{message}``) from there on.
+- A refused thread (403 Missing Permissions, or a 400) gets the trace attached to a reply
+  instead; one refused post in the thread is logged and replaced by a short note, and the
+  other posts still go.
 """
 
 from __future__ import annotations
@@ -23,7 +35,7 @@ import aiohttp
 import discord
 
 from adapters.discord.render import DiscordPayload, FileSpec, thread_name
-from adapters.live import RateLimited
+from adapters.live import EditRejected, RateLimited
 from core.trace import Trace
 
 log = logging.getLogger(__name__)
@@ -83,6 +95,44 @@ def to_files(files: Sequence[FileSpec]) -> list[discord.File]:
     return [discord.File(io.BytesIO(f.data), filename=f.name) for f in files]
 
 
+PAYLOAD_REFUSED = frozenset({400, 413})
+"""Statuses with which Discord refuses a request's body (form errors, an empty message, a
+request entity too large): the same body will never be accepted."""
+REFUSED_POST_NOTE = "-# (Discord refused this part of the trace.)"
+
+
+def describe(exc: discord.HTTPException) -> str:
+    """Status, code and Discord's text in one line (no request content: that is the model's)."""
+    text = " ".join(exc.text.split())
+    return f"{exc.status} {exc.code}: {text[:300]}"
+
+
+def edit_failure(exc: discord.HTTPException) -> Exception:
+    """What LiveMessage should hear of a failed edit; ``exc`` itself when nothing fits."""
+    if exc.status == 429:  # a 429 discord.py would not retry (no Via header)
+        headers = exc.response.headers if exc.response is not None else None
+        return RateLimited(retry_after_of(headers))
+    if exc.status in PAYLOAD_REFUSED:
+        return EditRejected(describe(exc))
+    return exc
+
+
+def token_expired(exc: discord.HTTPException) -> bool:
+    """An interaction's webhook token is dead (15 minutes after the interaction)."""
+    return exc.status == 401 and exc.code == 50027
+
+
+def through_bot_token(message: discord.Message) -> discord.PartialMessage:
+    """The same message, edited through the channel route with the bot token."""
+    channel: Any = message.channel  # every channel an interaction or a mention happens in
+    partial: discord.PartialMessage = channel.get_partial_message(message.id)
+    return partial
+
+
+async def send_post(target: Sendable, content: str, files: Sequence[FileSpec]) -> None:
+    await target.send(content=content, files=to_files(files), allowed_mentions=NO_MENTIONS)
+
+
 class DiscordSurface:
     """``adapters.live.Surface`` over one placeholder: a channel message or an interaction's."""
 
@@ -93,9 +143,11 @@ class DiscordSurface:
         watch: RateLimitWatch,
         channel_key: str | None = None,
     ) -> None:
-        self.message = message
+        self.message: discord.PartialMessage = message  # a Message is a PartialMessage
         self._watch = watch
         self._channel_key = channel_key or str(message.channel.id)
+        self._on_bot_token = False
+        """Set once an interaction's token died and edits went through the channel route."""
 
     @property
     def channel_key(self) -> str:
@@ -107,24 +159,59 @@ class DiscordSurface:
             kwargs["view"] = None
         with self._watch.scope(self._channel_key):
             try:
-                await self.message.edit(**kwargs)
+                await self._edit(**kwargs)
             except discord.RateLimited as exc:
                 raise RateLimited(exc.retry_after) from exc
             except discord.HTTPException as exc:
-                if exc.status == 429:  # a 429 discord.py would not retry (no Via header)
-                    headers = exc.response.headers if exc.response is not None else None
-                    raise RateLimited(retry_after_of(headers)) from exc
+                failure = edit_failure(exc)
+                if failure is exc:
+                    raise
+                raise failure from exc
+
+    async def _edit(self, **kwargs: Any) -> None:
+        try:
+            await self.message.edit(**kwargs)
+        except discord.HTTPException as exc:
+            if not token_expired(exc) or self._on_bot_token:
                 raise
+            log.info(
+                "the interaction token of message %s expired; editing it with the bot token",
+                self.message.id,
+            )
+            self.message = through_bot_token(self.message)
+            self._on_bot_token = True
+            await self.message.edit(**kwargs)
 
     async def post_trace(self, trace: Trace, posts: Sequence[DiscordPayload]) -> None:
         target = await self._trace_target(thread_name(trace.question))
         if target is None:
             await self._attach_instead(trace)
             return
-        for post in posts:
-            await target.send(
-                content=post.content, files=to_files(post.files), allowed_mentions=NO_MENTIONS
-            )
+        for number, post in enumerate(posts, 1):
+            try:
+                await send_post(target, post.content, post.files)
+            except discord.HTTPException as exc:
+                if exc.status not in PAYLOAD_REFUSED:
+                    raise
+                log.warning(
+                    "Discord refused post %d of %d of the trace of run %s (%s); posting the rest",
+                    number,
+                    len(posts),
+                    trace.id,
+                    describe(exc),
+                )
+                await self._note_refused(target, post, trace)
+
+    async def _note_refused(self, target: Sendable, post: DiscordPayload, trace: Trace) -> None:
+        """A visible gap instead of a silent one; the post's files still go if they can."""
+        for files in (post.files, ()) if post.files else ((),):
+            try:
+                await send_post(target, REFUSED_POST_NOTE, files)
+                return
+            except discord.HTTPException as exc:
+                if exc.status not in PAYLOAD_REFUSED:
+                    raise
+                log.warning("Discord refused the note for run %s too (%s)", trace.id, describe(exc))
 
     async def _trace_target(self, name: str) -> Sendable | None:
         """The thread under the message; the thread or DM it is already in; None if refused."""
@@ -137,6 +224,11 @@ class DiscordSurface:
             )
         except discord.Forbidden:
             log.warning("no permission to open a thread in channel %s", channel.id)
+            return None
+        except discord.HTTPException as exc:
+            if exc.status not in PAYLOAD_REFUSED:
+                raise
+            log.warning("Discord refused a thread in channel %s (%s)", channel.id, describe(exc))
             return None
 
     async def _attach_instead(self, trace: Trace) -> None:

@@ -1,25 +1,57 @@
-"""A local fake of Discord: the REST routes the bot uses and a small JSON gateway.
+"""A local fake of Discord that refuses what Discord refuses: the REST routes the bot uses
+and a small JSON gateway, driven by the real discord.py client in tests.
 
 REST (under ``/api/v10``): ``GET /gateway/bot``, ``GET /users/@me``,
 ``GET /oauth2/applications/@me``, ``PUT /applications/{app}/commands``, channel messages
 (create, edit), threads on a message, interaction callbacks and the interaction webhook
-(original response, follow-ups). Every call is recorded with its time; ``rate_limit_next``
-makes the next matching calls answer 429 the way Discord does (JSON body with
-``retry_after``, ``X-RateLimit-*`` headers and a ``Via`` header, without which discord.py
-assumes a Cloudflare ban). JSON answers use exactly ``application/json``: discord.py decodes
-nothing else.
+(original response, follow-ups). Every call is recorded with its time and the status it got.
+JSON answers use exactly ``application/json``: discord.py decodes nothing else.
 
-Gateway (``/gateway``, plain JSON text frames): HELLO, IDENTIFY -> READY with the guild
-unavailable, then GUILD_CREATE; heartbeats are acknowledged. ``dispatch`` injects any event
-(MESSAGE_CREATE, INTERACTION_CREATE) into every connected session.
+What it refuses, the way Discord does (sources in ``tests/fakes/discord_limits.py`` and below):
+
+- a bot route without ``Authorization: Bot {token}``: 401 ``{"message": "401: Unauthorized",
+  "code": 0}`` (discord.py's login turns it into ``LoginFailure``);
+- message bodies over Discord's limits (content, embeds, components, files), empty messages and
+  thread names outside 1-100 characters: 400 with code 50035 and the nested ``errors`` tree,
+  or 50006 / 30015;
+- an interaction callback later than ``interaction_callback_window`` (3 s) after the
+  interaction was sent: 404 10062; a second callback: 400 40060; the interaction webhook once
+  ``interaction_token_ttl`` (15 min) has passed, or when the token was never acknowledged in
+  time: 401 ``{"message": "Invalid Webhook Token", "code": 50027}``
+  (``interactions/receiving-and-responding.mdx``; the body as quoted in
+  germanoeich/nirn-proxy#23);
+- rate limits (``topics/rate-limits.mdx``): every answer carries ``X-RateLimit-Limit``,
+  ``-Remaining``, ``-Reset``, ``-Reset-After`` and ``-Bucket`` for its bucket, so discord.py
+  waits pre-emptively as it does against Discord. Message writes in a channel (create, edit,
+  thread creation) share one bucket per channel, ``channel_limit`` requests per fixed window
+  (Discord's buckets reset at ``X-RateLimit-Reset``; they are not sliding windows); other
+  buckets are unlimited. A 429 has the JSON body with ``retry_after``, ``Retry-After`` (whole
+  seconds, rounded up as in the docs' examples), ``X-RateLimit-Scope`` and a ``Via`` header,
+  without which discord.py assumes a Cloudflare ban. ``rate_limit_global`` scripts the global
+  limit (``X-RateLimit-Global``, scope ``global``, no bucket headers); interaction endpoints
+  are not bound by it.
+- scripted refusals: ``refuse_next`` (any status and body, e.g. a 400 50035 for one final
+  edit) and ``refuse_threads`` (403 50013 Missing Permissions).
+
+Gateway (``/gateway``, plain JSON text frames): HELLO; IDENTIFY -> READY with the guild
+unavailable, then GUILD_CREATE (a wrong token closes with 4004; IDENTIFYs closer than
+``identify_interval`` apart get INVALID_SESSION ``false``, as ``max_concurrency`` 1 would);
+heartbeats are acknowledged. Each session numbers its own dispatches and keeps them, so a
+RESUME on ``resume_gateway_url`` (``/resume-gateway``) replays what the client missed after its
+``seq`` and then sends RESUMED; an unknown or invalidated session gets INVALID_SESSION
+``false``. ``reconnect_request`` (op 7) and ``invalidate_session`` (op 9) are injected mid-run.
+Closing with 1000/1001 ends a session; any other close leaves it resumable
+(``events/gateway.mdx``). ``dispatch`` sends an event to every session.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import itertools
 import json
+import math
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -27,6 +59,20 @@ from typing import Any
 
 from aiohttp import WSMsgType, web
 
+from tests.fakes.discord_limits import (
+    ALREADY_ACKNOWLEDGED,
+    INVALID_WEBHOOK_TOKEN,
+    MISSING_PERMISSIONS,
+    THREAD_EXISTS,
+    UNAUTHORIZED,
+    UNKNOWN_INTERACTION,
+    UNKNOWN_MESSAGE,
+    Refusal,
+    callback_refusal,
+    message_refusal,
+    refusal,
+    thread_refusal,
+)
 from tests.fakes.local_server import serve_locally
 
 API = "/api/v10"
@@ -38,6 +84,10 @@ CHANNEL_ID = 800000000000000003
 OTHER_CATEGORY_ID = 800000000000000004
 ROLE_ID = 800000000000000005
 EPOCH = "2024-01-01T00:00:00+00:00"
+TOKEN = "fake-token"
+UNLIMITED = (1_000_000, 1.0)
+"""The window of the buckets the fake does not limit: headers still say how much is left."""
+LOADING = 1 << 7  # message flag of a deferred interaction response ("is thinking...")
 
 Json = dict[str, Any]
 
@@ -58,6 +108,79 @@ class RateLimitRule:
     path_part: str
     count: int
     retry_after: float
+
+
+@dataclass
+class RefusalRule:
+    method: str
+    path_part: str
+    refusal: Refusal
+    count: int | None
+    """How many matching requests to refuse; None refuses every one."""
+    when: Callable[[Any], bool] | None = None
+    """Refuse only requests whose JSON body satisfies this."""
+
+    def matches(self, method: str, path: str, body: Any) -> bool:
+        if self.count == 0 or method != self.method or self.path_part not in path:
+            return False
+        return self.when is None or self.when(body)
+
+
+@dataclass
+class Window:
+    """A fixed rate-limit window: ``limit`` requests, then none until ``seconds`` after the
+    window's first request (how Discord's buckets reset)."""
+
+    limit: int
+    seconds: float
+    started: float = -math.inf
+    used: int = 0
+
+    def take(self, now: float) -> float | None:
+        """Count one request; None if allowed, else the seconds until the window resets."""
+        if now >= self.started + self.seconds:
+            self.started, self.used = now, 0
+        if self.used >= self.limit:
+            return self.reset_after(now)
+        self.used += 1
+        return None
+
+    def reset_after(self, now: float) -> float:
+        return max(0.0, self.started + self.seconds - now)
+
+
+@dataclass
+class InteractionToken:
+    channel_id: int
+    issued: float
+    """When Discord sent the interaction: the callback window and the token's life start here."""
+    acknowledged: bool = False
+    original: int | None = None
+
+
+@dataclass
+class GatewaySession:
+    id: str
+    shard: list[int]
+    seq: int = 0
+    frames: list[tuple[int, str]] = field(default_factory=list)
+    ws: web.WebSocketResponse | None = None
+
+    def frame(self, event: str, data: Any) -> str:
+        self.seq += 1
+        text = json.dumps({"op": 0, "t": event, "s": self.seq, "d": data})
+        self.frames.append((self.seq, text))
+        return text
+
+    @property
+    def live(self) -> bool:
+        return self.ws is not None and not self.ws.closed
+
+
+class Refused(Exception):
+    def __init__(self, refusal: Refusal) -> None:
+        super().__init__(refusal.body.get("message", ""))
+        self.refusal = refusal
 
 
 def user(user_id: int, name: str, *, bot: bool = False) -> Json:
@@ -89,28 +212,46 @@ class FakeDiscord:
 
     host: str = "127.0.0.1"
     port: int = 0
+    token: str = TOKEN
+    """The only bot token the fake accepts (REST ``Authorization: Bot ...`` and IDENTIFY)."""
+    channel_limit: tuple[int, float] | None = None
+    """``(n, seconds)``: a channel's message writes allowed per window (Discord's is about 5 per
+    5 s); None leaves the channel bucket unlimited (its headers still count)."""
+    interaction_token_ttl: float = 15 * 60.0
+    interaction_callback_window: float = 3.0
+    identify_interval: float = 5.0
+    """Least time between IDENTIFYs (``max_concurrency`` 1 per 5 s); 0 disables the check."""
     calls: list[Call] = field(default_factory=list)
     messages: dict[int, Json] = field(default_factory=dict)
     channels: dict[int, Json] = field(default_factory=dict)
     rules: list[RateLimitRule] = field(default_factory=list)
+    refusals: list[RefusalRule] = field(default_factory=list)
     rate_limited: int = 0
-    channel_limit: tuple[int, float] | None = None
-    """``(n, seconds)``: answer 429 to a channel's n+1-th message write within ``seconds``
-    (Discord allows about 5 per 5 s per channel); None disables it."""
-    _writes: dict[str, list[float]] = field(default_factory=dict)
+    """429s answered, global ones included."""
+    globally_limited: int = 0
     created: list[int] = field(default_factory=list)
     """Ids of the messages the bot created, in order."""
     identified: asyncio.Event = field(default_factory=asyncio.Event)
+    identifies: int = 0
+    resumes: list[tuple[str, int]] = field(default_factory=list)
+    """``(gateway path, seq)`` of each successful RESUME."""
+    sessions: dict[str, GatewaySession] = field(default_factory=dict)
+    """Sessions that may still receive or resume: live ones and dropped resumable ones."""
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(700000000000000001))
+    _session_ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+    _last_identify: float = -math.inf
+    _windows: dict[tuple[str, str], Window] = field(default_factory=dict)
+    _global_armed: float | None = None
+    _global_until: float = -math.inf
+    _interactions: dict[str, InteractionToken] = field(default_factory=dict)
     _sockets: list[web.WebSocketResponse] = field(default_factory=list)
-    _seq: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     _runner: web.AppRunner | None = None
-    _on_call: list[Callable[[Call], None]] = field(default_factory=list)
 
     # ---- lifecycle --------------------------------------------------------------------------
     async def start(self) -> None:
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_get("/gateway", self._gateway)
+        app.router.add_get("/resume-gateway", self._gateway)
         app.router.add_route("*", API + "/{tail:.*}", self._rest)
         self._runner, self.port = await serve_locally(
             app, host=self.host, port=self.port, shutdown_timeout=60.0
@@ -130,6 +271,10 @@ class FakeDiscord:
     @property
     def gateway_url(self) -> str:
         return f"ws://{self.host}:{self.port}/gateway"
+
+    @property
+    def resume_gateway_url(self) -> str:
+        return f"ws://{self.host}:{self.port}/resume-gateway"
 
     def new_id(self) -> int:
         return next(self._ids)
@@ -228,9 +373,64 @@ class FakeDiscord:
     ) -> None:
         self.rules.append(RateLimitRule(method, path_part, count, retry_after))
 
+    def rate_limit_global(self, retry_after: float) -> None:
+        """The next request bound by the global limit starts ``retry_after`` seconds in which
+        every such request gets a global 429 (interaction endpoints are not bound by it)."""
+        self._global_armed = retry_after
+
+    def refuse_next(
+        self,
+        method: str,
+        path_part: str,
+        refusal: Refusal,
+        *,
+        count: int | None = 1,
+        when: Callable[[Any], bool] | None = None,
+    ) -> None:
+        """Answer the next ``count`` matching requests (all of them if None) with ``refusal``."""
+        self.refusals.append(RefusalRule(method, path_part, refusal, count, when))
+
+    def refuse_threads(self) -> None:
+        """The bot lacks Create Public Threads: every thread creation gets 403 50013."""
+        self.refuse_next("POST", "/threads", MISSING_PERMISSIONS, count=None)
+
     async def dispatch(self, event: str, data: Json) -> None:
-        for ws in list(self._sockets):
-            await ws.send_str(json.dumps({"op": 0, "t": event, "s": next(self._seq), "d": data}))
+        """Send a dispatch to every session; one that is reconnecting gets it on RESUME."""
+        for session in list(self.sessions.values()):
+            await self._send_dispatch(session, event, data)
+
+    async def dispatch_to(self, index: int, event: str, data: Json) -> None:
+        """A dispatch for one session only (Discord routes each event to one shard), by the
+        order the sessions identified in."""
+        await self._send_dispatch(list(self.sessions.values())[index], event, data)
+
+    async def reconnect_request(self) -> None:
+        """Op 7 RECONNECT to every live session: the client should reconnect and RESUME."""
+        await self._send_op({"op": 7, "d": None})
+
+    async def invalidate_session(self, *, resumable: bool) -> None:
+        """Op 9 INVALID_SESSION to every live session; ``resumable`` False ends them, so the
+        client must IDENTIFY anew."""
+        live = [s for s in self.sessions.values() if s.live]
+        await self._send_op({"op": 9, "d": resumable})
+        if not resumable:
+            for session in live:
+                self.sessions.pop(session.id, None)
+
+    @property
+    def live_sessions(self) -> list[GatewaySession]:
+        return [s for s in self.sessions.values() if s.live]
+
+    def original_response(self, token: str) -> int | None:
+        """The id of an interaction's original response message, once its callback made it."""
+        record = self._interactions.get(token)
+        return record.original if record is not None else None
+
+    def remember_interaction(self, payload: Json) -> None:
+        """Kept for older tests: interaction payloads register their token when built."""
+        self._interactions.setdefault(
+            payload["token"], InteractionToken(int(payload["channel_id"]), time.monotonic())
+        )
 
     def message_create(
         self,
@@ -325,6 +525,7 @@ class FakeDiscord:
     ) -> Json:
         iid = interaction_id or self.new_id()
         permissions = "8" if ROLE_ID in roles else "3072"
+        self._interactions[f"token-{iid}"] = InteractionToken(channel_id, time.monotonic())
         return {
             "id": str(iid),
             "application_id": str(APP_ID),
@@ -370,134 +571,250 @@ class FakeDiscord:
         await ws.prepare(request)
         self._sockets.append(ws)
         await ws.send_str(json.dumps({"op": 10, "d": {"heartbeat_interval": 45000}}))
+        session: GatewaySession | None = None
         try:
             async for msg in ws:
                 if msg.type != WSMsgType.TEXT:
                     continue
-                await self._on_gateway_message(ws, json.loads(msg.data))
+                session = await self._on_gateway_message(ws, request.path, json.loads(msg.data))
+                if session is None and ws.closed:
+                    break
         finally:
             self._sockets.remove(ws)
+            self._drop_socket(ws)
         return ws
 
-    async def _on_gateway_message(self, ws: web.WebSocketResponse, msg: Json) -> None:
-        op = msg.get("op")
+    def _drop_socket(self, ws: web.WebSocketResponse) -> None:
+        for session in list(self.sessions.values()):
+            if session.ws is ws:
+                session.ws = None
+                if ws.close_code in (1000, 1001):  # a clean close ends the session
+                    self.sessions.pop(session.id, None)
+
+    async def _on_gateway_message(
+        self, ws: web.WebSocketResponse, path: str, msg: Json
+    ) -> GatewaySession | None:
+        op, data = msg.get("op"), msg.get("d") or {}
+        current = next((s for s in self.sessions.values() if s.ws is ws), None)
         if op == 1:
             await ws.send_str(json.dumps({"op": 11}))
+        elif op in (2, 6) and data.get("token") != self.token:
+            await ws.close(code=4004, message=b"Authentication failed.")
+            return None
         elif op == 2:
-            shard = msg["d"].get("shard", [0, 1])
-            ready = {
-                "v": 10,
-                "user": user(BOT_ID, "reactbot", bot=True),
-                "guilds": [{"id": str(GUILD_ID), "unavailable": True}],
-                "session_id": "fake-session",
-                "resume_gateway_url": self.gateway_url,
-                "shard": shard,
-                "application": {"id": str(APP_ID), "flags": 0},
-            }
-            await ws.send_str(json.dumps({"op": 0, "t": "READY", "s": next(self._seq), "d": ready}))
-            payload = {
-                "op": 0,
-                "t": "GUILD_CREATE",
-                "s": next(self._seq),
-                "d": self.guild_payload(),
-            }
-            await ws.send_str(json.dumps(payload))
-            self.identified.set()
+            return await self._identify(ws, data)
+        elif op == 6:
+            return await self._resume(ws, path, data)
+        return current
+
+    async def _identify(self, ws: web.WebSocketResponse, data: Json) -> GatewaySession | None:
+        now = time.monotonic()
+        if now - self._last_identify < self.identify_interval:
+            await ws.send_str(json.dumps({"op": 9, "d": False}))
+            return None
+        self._last_identify = now
+        session = GatewaySession(
+            f"fake-session-{next(self._session_ids)}", data.get("shard", [0, 1])
+        )
+        session.ws = ws
+        self.sessions[session.id] = session
+        ready = {
+            "v": 10,
+            "user": user(BOT_ID, "reactbot", bot=True),
+            "guilds": [{"id": str(GUILD_ID), "unavailable": True}],
+            "session_id": session.id,
+            "resume_gateway_url": self.resume_gateway_url,
+            "shard": session.shard,
+            "application": {"id": str(APP_ID), "flags": 0},
+        }
+        await ws.send_str(session.frame("READY", ready))
+        await ws.send_str(session.frame("GUILD_CREATE", self.guild_payload()))
+        self.identifies += 1
+        self.identified.set()
+        return session
+
+    async def _resume(
+        self, ws: web.WebSocketResponse, path: str, data: Json
+    ) -> GatewaySession | None:
+        session = self.sessions.get(str(data.get("session_id")))
+        if session is None:
+            await ws.send_str(json.dumps({"op": 9, "d": False}))
+            return None
+        seq = int(data.get("seq") or 0)
+        if seq > session.seq:
+            await ws.close(code=4007, message=b"Invalid seq.")
+            return None
+        session.ws = ws
+        for number, text in session.frames:  # what the client missed, in order
+            if number > seq:
+                await ws.send_str(text)
+        await ws.send_str(session.frame("RESUMED", {}))
+        self.resumes.append((path, seq))
+        return session
+
+    async def _send_dispatch(self, session: GatewaySession, event: str, data: Json) -> None:
+        if event == "INTERACTION_CREATE" and data.get("token") in self._interactions:
+            self._interactions[data["token"]].issued = time.monotonic()  # sent now
+        text = session.frame(event, data)
+        if session.ws is not None and not session.ws.closed:
+            with contextlib.suppress(ConnectionError):
+                await session.ws.send_str(text)
+
+    async def _send_op(self, payload: Json) -> None:
+        for session in self.live_sessions:
+            assert session.ws is not None
+            with contextlib.suppress(ConnectionError):
+                await session.ws.send_str(json.dumps(payload))
 
     # ---- REST -------------------------------------------------------------------------------
     async def _rest(self, request: web.Request) -> web.StreamResponse:
         path = "/" + request.match_info["tail"]
         body, files = await _read_body(request)
-        limited = self._limited(request.method, path)
-        status = 429 if limited is not None else 200
-        self.calls.append(Call(time.monotonic(), request.method, path, body, files, status))
-        if limited is not None:
-            return _too_many(limited)
-        try:
-            return self._route(request.method, path, body, files)
-        except KeyError as exc:
-            return _json({"message": f"Unknown route or object {exc}", "code": 10003}, status=404)
+        now = time.monotonic()
+        response = self._answer(request, path, body, files, now)
+        self.calls.append(Call(now, request.method, path, body, files, response.status))
+        return response
 
-    def _limited(self, method: str, path: str) -> float | None:
-        over = self._over_channel_limit(method, path)
-        if over is not None:
+    def _answer(
+        self, request: web.Request, path: str, body: Any, files: tuple[str, ...], now: float
+    ) -> web.Response:
+        method, parts = request.method, path.strip("/").split("/")
+        bot_route = parts[0] not in ("webhooks", "interactions")
+        if bot_route and request.headers.get("Authorization") != f"Bot {self.token}":
+            return _refused(UNAUTHORIZED)
+        if bot_route and (wait := self._global_wait(now)) is not None:
             self.rate_limited += 1
-            return over
+            self.globally_limited += 1
+            return _too_many_globally(wait)
+        limited, headers = self._bucket(method, path, parts, now)
+        if limited is not None:
+            return limited
+        try:
+            self._refuse_if_scripted(method, path, body)
+            self._check_interaction_token(parts, now)
+            data = self._route(method, parts, body, files)
+        except Refused as exc:
+            return _refused(exc.refusal, headers)
+        return _json(data, headers=headers)
+
+    def _global_wait(self, now: float) -> float | None:
+        if self._global_armed is not None:
+            self._global_until, self._global_armed = now + self._global_armed, None
+        return self._global_until - now if now < self._global_until else None
+
+    def _bucket(
+        self, method: str, path: str, parts: list[str], now: float
+    ) -> tuple[web.Response | None, dict[str, str]]:
+        """Count the request in its bucket: a 429 when over, else the headers to answer with."""
+        name, major = bucket_of(method, parts)
+        window = self._window(name, major)
         for rule in self.rules:
             if rule.count > 0 and rule.method == method and rule.path_part in path:
                 rule.count -= 1
                 self.rate_limited += 1
-                return rule.retry_after
-        return None
+                headers = _bucket_headers(
+                    name, window, now, remaining=0, reset_after=rule.retry_after
+                )
+                return _too_many(rule.retry_after, headers), {}
+        wait = window.take(now)
+        if wait is not None:
+            self.rate_limited += 1
+            headers = _bucket_headers(name, window, now, remaining=0, reset_after=wait)
+            return _too_many(wait, headers), {}
+        return None, _bucket_headers(name, window, now)
 
-    def _over_channel_limit(self, method: str, path: str) -> float | None:
-        parts = path.strip("/").split("/")
-        if self.channel_limit is None or method not in ("POST", "PATCH") or parts[0] != "channels":
-            return None
-        count, seconds = self.channel_limit
-        now = time.monotonic()
-        recent = [t for t in self._writes.get(parts[1], []) if now - t < seconds]
-        if len(recent) >= count:
-            self._writes[parts[1]] = recent
-            return seconds - (now - recent[0])
-        self._writes[parts[1]] = [*recent, now]
-        return None
+    def _window(self, name: str, major: str) -> Window:
+        key = (name, major)
+        if key not in self._windows:
+            limit = self.channel_limit if name == CHANNEL_WRITES else None
+            self._windows[key] = Window(*(limit or UNLIMITED))
+        return self._windows[key]
 
-    def _route(self, method: str, path: str, body: Any, files: tuple[str, ...]) -> web.Response:
-        parts = path.strip("/").split("/")
+    def _refuse_if_scripted(self, method: str, path: str, body: Any) -> None:
+        for rule in self.refusals:
+            if rule.matches(method, path, body):
+                if rule.count is not None:
+                    rule.count -= 1
+                raise Refused(rule.refusal)
+
+    def _check_interaction_token(self, parts: list[str], now: float) -> None:
+        match parts:
+            case ["interactions", _, token, "callback"]:
+                record = self._interactions.get(token)
+                if record is None or now - record.issued > self.interaction_callback_window:
+                    raise Refused(UNKNOWN_INTERACTION)
+                if record.acknowledged:
+                    raise Refused(ALREADY_ACKNOWLEDGED)
+            case ["webhooks", _, token, *_]:
+                record = self._interactions.get(token)
+                age = now - record.issued if record is not None else math.inf
+                in_time = record is not None and (
+                    record.acknowledged or age <= self.interaction_callback_window
+                )
+                if age >= self.interaction_token_ttl or not in_time:
+                    raise Refused(INVALID_WEBHOOK_TOKEN)
+
+    def _route(self, method: str, parts: list[str], body: Any, files: tuple[str, ...]) -> Any:
         match (method, parts):
             case ("GET", ["gateway", "bot"]):
-                return _json(
-                    {
-                        "url": self.gateway_url,
-                        "shards": 1,
-                        "session_start_limit": {
-                            "total": 1000,
-                            "remaining": 1000,
-                            "reset_after": 0,
-                            "max_concurrency": 1,
-                        },
-                    }
-                )
+                return {
+                    "url": self.gateway_url,
+                    "shards": 1,
+                    "session_start_limit": {
+                        "total": 1000,
+                        "remaining": 1000,
+                        "reset_after": 0,
+                        "max_concurrency": 1,
+                    },
+                }
             case ("GET", ["users", "@me"]):
-                return _json(user(BOT_ID, "reactbot", bot=True))
+                return user(BOT_ID, "reactbot", bot=True)
             case ("GET", ["oauth2", "applications", "@me"]):
-                return _json(_application())
+                return _application()
             case ("PUT", ["applications", _, "commands"]):
-                return _json(
-                    [
-                        {
-                            **c,
-                            "id": str(self.new_id()),
-                            "application_id": str(APP_ID),
-                            "version": "1",
-                            "default_member_permissions": None,
-                            "type": c.get("type", 1),
-                        }
-                        for c in body
-                    ]
-                )
+                return [
+                    {
+                        **c,
+                        "id": str(self.new_id()),
+                        "application_id": str(APP_ID),
+                        "version": "1",
+                        "default_member_permissions": None,
+                        "type": c.get("type", 1),
+                    }
+                    for c in body
+                ]
             case ("POST", ["channels", cid, "messages"]):
-                return _json(self._new_message(int(cid), body, files))
-            case ("PATCH", ["channels", cid, "messages", mid]):
-                return _json(self._edit_message(int(mid), body, files))
+                _check(message_refusal(body, len(files)))
+                return self._new_message(int(cid), body, files)
+            case ("PATCH", ["channels", _, "messages", mid]):
+                return self._edit_message(self._message_id(mid), body, files)
             case ("POST", ["channels", cid, "messages", mid, "threads"]):
-                return _json(self._new_thread(int(cid), int(mid), body))
-            case ("POST", ["interactions", iid, _, "callback"]):
-                return _json({"interaction": {"id": iid, "type": 2}})
+                _check(thread_refusal(body))
+                return self._new_thread(int(cid), self._message_id(mid), body)
+            case ("POST", ["interactions", iid, token, "callback"]):
+                _check(callback_refusal(body, len(files)))
+                return self._callback(iid, token, body, files)
             case ("POST", ["webhooks", _, token]):
-                return _json(self._new_message(self._token_channel(token), body, files))
+                _check(message_refusal(body, len(files)))
+                return self._new_message(self._interactions[token].channel_id, body, files)
             case ("GET", ["webhooks", _, token, "messages", "@original"]):
-                return _json(self.messages[self._original(token)])
+                return self.messages[self._original(token)]
             case ("PATCH", ["webhooks", _, token, "messages", "@original"]):
-                return _json(self._edit_original(token, body, files))
+                return self._edit_message(self._original(token), body, files)
             case ("PATCH", ["webhooks", _, _, "messages", mid]):
-                return _json(self._edit_message(int(mid), body, files))
-        return _json({"message": "404: Not Found", "code": 0}, status=404)
+                return self._edit_message(self._message_id(mid), body, files)
+        raise Refused(refusal(404, 0, "404: Not Found"))
 
-    def _new_message(self, channel_id: int, body: Json, files: tuple[str, ...]) -> Json:
+    def _message_id(self, mid: str) -> int:
+        if not mid.isdigit() or int(mid) not in self.messages:
+            raise Refused(UNKNOWN_MESSAGE)
+        return int(mid)
+
+    def _new_message(
+        self, channel_id: int, body: Json, files: tuple[str, ...], *, flags: int = 0
+    ) -> Json:
         mid = self.new_id()
-        data = _message(mid, channel_id, body, files)
+        data = _message(mid, channel_id, body, files, flags=flags)
         if channel_id in self.channels and self.channels[channel_id]["type"] != 11:
             data["guild_id"] = str(GUILD_ID)
         self.messages[mid] = data
@@ -506,17 +823,21 @@ class FakeDiscord:
 
     def _edit_message(self, message_id: int, body: Json, files: tuple[str, ...]) -> Json:
         data = self.messages[message_id]
+        _check(message_refusal(body, len(files), existing=data))
         for key in ("content", "components", "embeds"):
             if key in body:
                 data[key] = body[key]
         if files:
             data["attachments"] = [_attachment(n) for n in files]
+        data["flags"] = int(data.get("flags") or 0) & ~LOADING
         data["edited_timestamp"] = EPOCH
         return data
 
     def _new_thread(self, channel_id: int, message_id: int, body: Json) -> Json:
+        if message_id in self.channels:  # Discord gives a thread on a message the message's id
+            raise Refused(THREAD_EXISTS)
         thread = {
-            "id": str(message_id),  # Discord gives a thread on a message the message's id
+            "id": str(message_id),
             "type": 11,
             "guild_id": str(GUILD_ID),
             "parent_id": str(channel_id),
@@ -535,24 +856,49 @@ class FakeDiscord:
         self.channels[message_id] = thread
         return thread
 
-    # interaction tokens are "token-{interaction id}"; the original response lives per token
-    _originals: dict[str, int] = field(default_factory=dict)
-    _token_channels: dict[str, int] = field(default_factory=dict)
-
-    def remember_interaction(self, payload: Json) -> None:
-        self._token_channels[payload["token"]] = int(payload["channel_id"])
-
-    def _token_channel(self, token: str) -> int:
-        return self._token_channels.get(token, CHANNEL_ID)
+    def _callback(self, iid: str, token: str, body: Json, files: tuple[str, ...]) -> Json:
+        """The initial response: a message (4), "thinking..." (5), or nothing visible yet."""
+        record = self._interactions[token]
+        record.acknowledged = True
+        kind = body.get("type")
+        if kind == 4:
+            data = body.get("data") or {}
+            flags = int(data.get("flags") or 0)
+            record.original = int(
+                self._new_message(record.channel_id, data, files, flags=flags)["id"]
+            )
+        elif kind == 5:
+            made = self._new_message(record.channel_id, {"content": ""}, (), flags=LOADING)
+            record.original = int(made["id"])
+        return {"interaction": {"id": iid, "type": 2}}
 
     def _original(self, token: str) -> int:
-        if token not in self._originals:
-            created = self._new_message(self._token_channel(token), {"content": ""}, ())
-            self._originals[token] = int(created["id"])
-        return self._originals[token]
+        original = self._interactions[token].original
+        if original is None:  # no initial response yet: nothing to edit
+            raise Refused(UNKNOWN_MESSAGE)
+        return original
 
-    def _edit_original(self, token: str, body: Json, files: tuple[str, ...]) -> Json:
-        return self._edit_message(self._original(token), body, files)
+
+CHANNEL_WRITES = "channel message writes"
+
+
+def bucket_of(method: str, parts: list[str]) -> tuple[str, str]:
+    """A request's rate-limit bucket and top-level resource (Discord's major parameter)."""
+    match parts:
+        case ["channels", channel, *_] if method in ("POST", "PATCH"):
+            return CHANNEL_WRITES, channel
+        case ["channels", channel, *_]:
+            return f"{method} channels", channel
+        case ["webhooks", webhook, token, *_]:
+            return f"{method} webhooks", f"{webhook}/{token}"
+        case ["interactions", interaction, token, *_]:
+            return "interaction callback", f"{interaction}/{token}"
+    return f"{method} /{'/'.join(parts)}", ""
+
+
+def _check(found: Refusal | None) -> None:
+    if found is not None:
+        raise Refused(found)
 
 
 # ---- helpers ------------------------------------------------------------------------------
@@ -565,17 +911,57 @@ def _json(data: Any, *, status: int = 200, headers: dict[str, str] | None = None
     return web.Response(body=json.dumps(data).encode(), status=status, headers=all_headers)
 
 
-def _too_many(retry_after: float) -> web.Response:
+def _refused(found: Refusal, headers: dict[str, str] | None = None) -> web.Response:
+    return _json(found.body, status=found.status, headers=headers)
+
+
+def _bucket_headers(
+    name: str,
+    window: Window,
+    now: float,
+    *,
+    remaining: int | None = None,
+    reset_after: float | None = None,
+) -> dict[str, str]:
+    left = window.limit - window.used if remaining is None else remaining
+    after = window.reset_after(now) if reset_after is None else reset_after
+    return {
+        "X-RateLimit-Limit": str(window.limit),
+        "X-RateLimit-Remaining": str(left),
+        "X-RateLimit-Reset": f"{time.time() + after:.3f}",
+        "X-RateLimit-Reset-After": f"{after:.3f}",
+        # a bucket's hash does not include the top-level resource
+        "X-RateLimit-Bucket": hashlib.sha1(name.encode()).hexdigest()[:16],
+    }
+
+
+def _too_many(retry_after: float, headers: dict[str, str]) -> web.Response:
     headers = {
-        "Retry-After": f"{retry_after:.3f}",
-        "X-RateLimit-Limit": "5",
-        "X-RateLimit-Remaining": "0",
-        "X-RateLimit-Reset-After": f"{retry_after:.3f}",
-        "X-RateLimit-Bucket": "fake-bucket",
+        **headers,
+        "Retry-After": str(math.ceil(retry_after)),
         "X-RateLimit-Scope": "user",
         "Via": "1.1 google",  # without it discord.py treats a 429 as a Cloudflare ban
     }
-    body = {"message": "You are being rate limited.", "retry_after": retry_after, "global": False}
+    body = {
+        "message": "You are being rate limited.",
+        "retry_after": round(retry_after, 3),
+        "global": False,
+    }
+    return _json(body, status=429, headers=headers)
+
+
+def _too_many_globally(retry_after: float) -> web.Response:
+    headers = {
+        "Retry-After": str(math.ceil(retry_after)),
+        "X-RateLimit-Global": "true",
+        "X-RateLimit-Scope": "global",
+        "Via": "1.1 google",
+    }
+    body = {
+        "message": "You are being rate limited.",
+        "retry_after": round(retry_after, 3),
+        "global": True,
+    }
     return _json(body, status=429, headers=headers)
 
 
@@ -615,7 +1001,9 @@ def _attachment(name: str) -> Json:
     }
 
 
-def _message(mid: int, channel_id: int, body: Json, files: tuple[str, ...]) -> Json:
+def _message(
+    mid: int, channel_id: int, body: Json, files: tuple[str, ...], *, flags: int = 0
+) -> Json:
     return {
         "id": str(mid),
         "channel_id": str(channel_id),
@@ -632,7 +1020,7 @@ def _message(mid: int, channel_id: int, body: Json, files: tuple[str, ...]) -> J
         "components": body.get("components") or [],
         "pinned": False,
         "type": 19 if body.get("message_reference") else 0,
-        "flags": 0,
+        "flags": flags,
         **({"message_reference": ref} if (ref := body.get("message_reference")) else {}),
     }
 

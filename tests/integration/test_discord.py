@@ -93,8 +93,11 @@ def tools() -> ToolRegistry:
 
 
 @contextlib.asynccontextmanager
-async def running(turns: list[Turn | str], **settings: object) -> AsyncIterator[Harness]:
-    fake = FakeDiscord()
+async def running(
+    turns: list[Turn | str], *, fake: FakeDiscord | None = None, **settings: object
+) -> AsyncIterator[Harness]:
+    """The bot against ``fake`` (a default FakeDiscord unless given, not yet started)."""
+    fake = fake or FakeDiscord()
     fake.add_channel(CHANNEL_ID)
     await fake.start()
     model = ScriptedModel(list(turns))

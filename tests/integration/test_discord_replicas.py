@@ -11,7 +11,6 @@ with warnings.catch_warnings():  # discord.py imports the deprecated audioop mod
 
 import asyncio
 import contextlib
-import json
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -44,15 +43,16 @@ class Replicas:
 
     async def send(self, to: int, event: str, data: dict[str, object]) -> None:
         """A gateway event for one process only (Discord routes each to one shard)."""
-        frame = {"op": 0, "t": event, "s": next(self.fake._seq), "d": data}
-        await self.fake._sockets[to].send_str(json.dumps(frame))
+        await self.fake.dispatch_to(to, event, data)
 
 
 @contextlib.asynccontextmanager
 async def replicas(
     redis_url: str, redis_prefix: str, scripts: list[list[Turn | str]], **settings: object
 ) -> AsyncIterator[Replicas]:
-    fake = FakeDiscord()
+    # Both processes identify at once; Discord's max_concurrency would space them 5 s apart,
+    # which is not what these tests are about.
+    fake = FakeDiscord(identify_interval=0.0)
     fake.add_channel(CHANNEL_ID)
     await fake.start()
     opened = [connect(redis_url, prefix=redis_prefix) for _ in scripts]
@@ -82,7 +82,7 @@ async def replicas(
             tasks.append(asyncio.create_task(bot.start("fake-token")))
             processes.append(Process(bot, model, traces))
             async with asyncio.timeout(10):
-                while not (bot.is_ready() and len(fake._sockets) == index + 1):  # noqa: ASYNC110
+                while not (bot.is_ready() and len(fake.live_sessions) == index + 1):  # noqa: ASYNC110
                     await asyncio.sleep(0.01)
         yield Replicas(fake, processes)
     finally:
