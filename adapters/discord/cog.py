@@ -37,7 +37,13 @@ from adapters.discord.access import (
 )
 from adapters.discord.render import DiscordPayload, DiscordRenderer, FileSpec, fit, placeholder
 from adapters.discord.settings import DiscordSettings
-from adapters.discord.surface import NO_MENTIONS, DiscordSurface, RateLimitWatch, to_files
+from adapters.discord.surface import (
+    NO_MENTIONS,
+    DiscordSurface,
+    RateLimitWatch,
+    suppress_embeds,
+    to_files,
+)
 from adapters.live import EditPacer, LiveMessage, RunView
 from core.agent import Agent, Run
 from core.history import HistoryStore
@@ -309,7 +315,11 @@ class AskCog(commands.Cog):
         try:
             first = placeholder(question)
             reply = await message.reply(
-                first.content, view=stop, mention_author=False, allowed_mentions=NO_MENTIONS
+                first.content,
+                view=stop,
+                mention_author=False,
+                allowed_mentions=NO_MENTIONS,
+                suppress_embeds=True,  # URLs from tools are shown, never previewed
             )
         except discord.HTTPException:
             log.exception("could not post the placeholder in channel %s", message.channel.id)
@@ -344,6 +354,7 @@ class AskCog(commands.Cog):
             message = await interaction.edit_original_response(
                 content=first.content, view=stop, allowed_mentions=NO_MENTIONS
             )
+            await suppress_embeds(message)
         except discord.HTTPException:
             log.exception("could not post the placeholder for interaction %s", interaction.id)
             await run.aclose()
@@ -377,6 +388,7 @@ class AskCog(commands.Cog):
             content=fit(f"{posts[0].content}\n-# {summary_line(trace)}", 1500),
             files=to_files(files),
             allowed_mentions=NO_MENTIONS,
+            suppress_embeds=True,
         )
 
     # ---- shared steps ---------------------------------------------------------------------

@@ -122,7 +122,7 @@ def token_expired(exc: discord.HTTPException) -> bool:
     return exc.status == 401 and exc.code == 50027
 
 
-def through_bot_token(message: discord.Message) -> discord.PartialMessage:
+def through_bot_token(message: discord.PartialMessage) -> discord.PartialMessage:
     """The same message, edited through the channel route with the bot token."""
     channel: Any = message.channel  # every channel an interaction or a mention happens in
     partial: discord.PartialMessage = channel.get_partial_message(message.id)
@@ -130,7 +130,24 @@ def through_bot_token(message: discord.Message) -> discord.PartialMessage:
 
 
 async def send_post(target: Sendable, content: str, files: Sequence[FileSpec]) -> None:
-    await target.send(content=content, files=to_files(files), allowed_mentions=NO_MENTIONS)
+    await target.send(
+        content=content,
+        files=to_files(files),
+        allowed_mentions=NO_MENTIONS,
+        suppress_embeds=True,  # URLs from tools are shown, never previewed
+    )
+
+
+async def suppress_embeds(message: discord.Message) -> None:
+    """Set SUPPRESS_EMBEDS on a message created without it (an interaction's response, whose
+    webhook routes discord.py gives no flags): one bot-token edit of the flags alone. The
+    flag then holds through every later edit of the content."""
+    if message.flags.suppress_embeds:
+        return
+    try:
+        await discord.Message.edit(message, suppress=True)  # the channel route, not the webhook's
+    except discord.HTTPException as exc:  # e.g. a user-installed app outside its guilds
+        log.warning("could not suppress embeds on message %s: %s", message.id, describe(exc))
 
 
 class DiscordSurface:
@@ -241,4 +258,5 @@ class DiscordSurface:
             files=to_files(files),
             reference=self.message.to_reference(fail_if_not_exists=False),
             allowed_mentions=NO_MENTIONS,
+            suppress_embeds=True,
         )

@@ -88,6 +88,11 @@ TOKEN = "fake-token"
 UNLIMITED = (1_000_000, 1.0)
 """The window of the buckets the fake does not limit: headers still say how much is left."""
 LOADING = 1 << 7  # message flag of a deferred interaction response ("is thinking...")
+SUPPRESS_EMBEDS = 1 << 2
+EDITABLE_FLAGS = SUPPRESS_EMBEDS
+"""The flags a message's author may set or clear after creation (resources/message.mdx,
+Edit Message: "only SUPPRESS_EMBEDS can currently be set/unset"; IS_COMPONENTS_V2 is not
+modelled here)."""
 
 Json = dict[str, Any]
 
@@ -785,7 +790,8 @@ class FakeDiscord:
                 ]
             case ("POST", ["channels", cid, "messages"]):
                 _check(message_refusal(body, len(files)))
-                return self._new_message(int(cid), body, files)
+                flags = int(body.get("flags") or 0) & EDITABLE_FLAGS
+                return self._new_message(int(cid), body, files, flags=flags)
             case ("PATCH", ["channels", _, "messages", mid]):
                 return self._edit_message(self._message_id(mid), body, files)
             case ("POST", ["channels", cid, "messages", mid, "threads"]):
@@ -829,7 +835,10 @@ class FakeDiscord:
                 data[key] = body[key]
         if files:
             data["attachments"] = [_attachment(n) for n in files]
-        data["flags"] = int(data.get("flags") or 0) & ~LOADING
+        flags = int(data.get("flags") or 0) & ~LOADING
+        if "flags" in body:  # omitted, the flags stay as they are
+            flags = (flags & ~EDITABLE_FLAGS) | (int(body["flags"] or 0) & EDITABLE_FLAGS)
+        data["flags"] = flags
         data["edited_timestamp"] = EPOCH
         return data
 

@@ -202,7 +202,11 @@ async def test_a_run_outliving_its_interaction_token_goes_on_with_the_bot_token(
         webhook = h.fake.calls_to("PATCH", "/messages/@original")
         assert [c.status for c in webhook if c.status != 200] == [401]  # switched once
         original = h.fake.original_response(payload["token"])
-        by_bot = [c for c in h.edits(original) if c.path.startswith("/channels/")]
+        channel_route = [c for c in h.edits(original) if c.path.startswith("/channels/")]
+        # the first one only sets SUPPRESS_EMBEDS (the webhook route cannot); content follows
+        assert channel_route[0].json == {"tts": False, "flags": 4}
+        assert h.fake.messages[original]["flags"] & 4
+        by_bot = [c for c in channel_route if "content" in c.json]
         assert by_bot and by_bot[0].at > webhook[-1].at
         assert content_of(by_bot[-1]).startswith("It is 395.\n-# ✅")
         assert by_bot[-1].json["components"] == []
