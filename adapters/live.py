@@ -328,7 +328,10 @@ class Renderer(Protocol[P]):
         """The final state in a smaller form: what is sent when ``final``'s is refused."""
         ...
 
-    def trace_posts(self, trace: Trace) -> list[P]: ...
+    def trace_posts(self, trace: Trace, *, whole_answer: bool = False) -> list[P]:
+        """The thread; ``whole_answer``: the message could show only a compact or plain form,
+        so the thread starts with the entire answer (else with what did not fit)."""
+        ...
 
     def plain(self, text: str) -> P:
         """A bare message holding ``text``: the fallback when rendering itself fails."""
@@ -387,6 +390,8 @@ class LiveMessage(Generic[P]):
         self._dirty = asyncio.Event()
         self._last_payload: P | None = None
         self._last_rejected: P | None = None
+        self._shown_whole = True
+        """The final edit that went out was ``final`` itself, not a smaller fallback."""
 
     async def follow(self, events: AsyncIterator[Event]) -> RunView:
         """Consume the run's events until the final one; the message ends in a final state."""
@@ -470,8 +475,9 @@ class LiveMessage(Generic[P]):
     async def _edit_final(self) -> None:
         """The final state, and smaller forms of it when the platform refuses the larger one:
         the message must never stay in its running state."""
-        for payload in self._final_payloads():
+        for whole, payload in self._final_payloads():
             outcome = await self._send_final(payload)
+            self._shown_whole = whole
             if outcome == "sent":
                 return
             if outcome == "retry":
@@ -479,13 +485,14 @@ class LiveMessage(Generic[P]):
                 return
         log.error("the platform refused every form of the final message")
 
-    def _final_payloads(self) -> Iterator[P]:
-        for render in (self.renderer.final, self.renderer.compact):
+    def _final_payloads(self) -> Iterator[tuple[bool, P]]:
+        """``(is the full final rendering, payload)``, largest first."""
+        for whole, render in ((True, self.renderer.final), (False, self.renderer.compact)):
             try:
-                yield render(self.view)
+                yield whole, render(self.view)
             except Exception:
                 log.exception("rendering the final message failed")
-        yield self.renderer.plain(fallback_text(self.view))
+        yield False, self.renderer.plain(fallback_text(self.view))
 
     async def _send_final(self, payload: P) -> EditOutcome:
         outcome: EditOutcome = "retry"
@@ -498,6 +505,7 @@ class LiveMessage(Generic[P]):
 
     async def _post_trace(self, trace: Trace) -> None:
         try:
-            await self.surface.post_trace(trace, self.renderer.trace_posts(trace))
+            posts = self.renderer.trace_posts(trace, whole_answer=not self._shown_whole)
+            await self.surface.post_trace(trace, posts)
         except Exception:  # the answer is already visible; a missing thread is logged
             log.exception("could not post the trace of run %s", trace.id)

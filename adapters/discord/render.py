@@ -409,6 +409,13 @@ def answer_overflow(trace: Trace) -> list[str]:
     return answer_parts(view, trace=trace)[1]
 
 
+def whole_answer_parts(trace: Trace) -> list[str]:
+    """The entire answer for the thread, when the message showed only a compact form."""
+    if not trace.answer:
+        return []
+    return split_text("**Answer** (in full)\n" + sanitize(trace.answer.strip()))
+
+
 def thread_name(question: str) -> str:
     name = "Trace: " + one_line(question, THREAD_NAME_LIMIT) if question.strip() else "Trace"
     return name[: THREAD_NAME_LIMIT - 1] + "…" if len(name) > THREAD_NAME_LIMIT else name
@@ -525,8 +532,9 @@ class DiscordRenderer:
         content, _ = answer_parts(view, limit=COMPACT_LIMIT, sources=False)
         return DiscordPayload(fit(content, COMPACT_LIMIT), stop_button="remove")
 
-    def trace_posts(self, trace: Trace) -> list[DiscordPayload]:
-        posts = trace_posts(trace, answer_overflow(trace))
+    def trace_posts(self, trace: Trace, *, whole_answer: bool = False) -> list[DiscordPayload]:
+        overflow = whole_answer_parts(trace) if whole_answer else answer_overflow(trace)
+        posts = trace_posts(trace, overflow)
         return [DiscordPayload(fit(p.content), p.files[:MAX_FILES]) for p in posts]
 
     def plain(self, text: str) -> DiscordPayload:

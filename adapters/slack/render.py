@@ -224,8 +224,8 @@ class SlackRenderer:
         blocks = [_question_block(view), *body, context(_totals_line(view, self._clock))]
         return SlackMessage(_fallback(view, _final_words(view)), tuple(blocks))
 
-    def trace_posts(self, trace: Trace) -> list[SlackMessage]:
-        return trace_posts(trace)
+    def trace_posts(self, trace: Trace, *, whole_answer: bool = False) -> list[SlackMessage]:
+        return trace_posts(trace, whole_answer=whole_answer)
 
     def plain(self, text: str) -> SlackMessage:
         body = clip(escape(text), SECTION_LIMIT)
@@ -427,7 +427,7 @@ CODE_CHUNK = SECTION_LIMIT - 20
 """Room for a code block's text once its fences are added."""
 
 
-def trace_posts(trace: Trace) -> list[SlackMessage]:
+def trace_posts(trace: Trace, *, whole_answer: bool = False) -> list[SlackMessage]:
     """The thread under the answer: question, full answer when the root had to cut it,
     one post per step (split when long), the totals."""
     posts = [
@@ -436,7 +436,7 @@ def trace_posts(trace: Trace) -> list[SlackMessage]:
             f"Question: {trace.question}",
         )[0]
     ]
-    if trace.answer and answer_is_cut(trace.answer):
+    if trace.answer and (whole_answer or answer_is_cut(trace.answer)):
         blocks = [
             section(f"*Answer* ({_part(i, n)}):\n{chunk}")
             for i, n, chunk in _chunks(escape(trace.answer.strip()), SECTION_LIMIT - 40)

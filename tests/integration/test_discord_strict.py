@@ -245,6 +245,10 @@ async def test_a_refused_final_edit_sends_the_compact_form() -> None:
         assert len(full) > 1000 >= len(compact)
         assert compact.startswith("Line 0:") and "goes on in the thread" in compact
         assert finals[1].json["components"] == []
+        # nothing of the answer is lost: the thread starts with all of it
+        thread = [content_of(c) for c in h.fake.calls if c.path.endswith("/messages")]
+        whole = next(i for i, text in enumerate(thread) if text.startswith("**Answer** (in full)"))
+        assert "".join(thread[whole : whole + 2]).count("words") == answer.count("words")
 
 
 async def test_one_refused_thread_post_leaves_a_note_and_the_rest_still_goes(

@@ -49,8 +49,9 @@ class TextRenderer:
     def compact(self, view: RunView) -> str:
         return f"COMPACT {view.phase}"
 
-    def trace_posts(self, trace: Trace) -> list[str]:
-        return [f"step {s.index}" for s in trace.steps]
+    def trace_posts(self, trace: Trace, *, whole_answer: bool = False) -> list[str]:
+        head = [f"whole answer: {trace.answer}"] if whole_answer else []
+        return head + [f"step {s.index}" for s in trace.steps]
 
     def plain(self, text: str) -> str:
         return text
@@ -184,7 +185,7 @@ async def test_a_renderer_bug_still_ends_the_message_in_a_final_state() -> None:
     await live.follow(run_events("Thought: t\nAction: finish[4]"))
     assert len(surface.edits) == 1
     assert surface.edits[0][1].startswith("PLAIN 4\n\n(reactbot could not format this message")
-    assert surface.posted == ["step 1"]
+    assert surface.posted == ["whole answer: 4", "step 1"]
 
 
 async def test_a_paced_edit_carries_the_state_at_send_time_not_at_wake_time() -> None:
@@ -213,6 +214,7 @@ async def test_a_refused_final_edit_falls_back_to_compact_then_plain() -> None:
     await live.follow(run_events("Thought: t\nAction: finish[4]"))
     assert surface.edits[-1][1] == "COMPACT answered"
     assert live.stats.rejected == 1
+    assert surface.posted == ["whole answer: 4", "step 1"]  # nothing of the answer is lost
 
     surface = FakeSurface(failures=[EditRejected("too long"), EditRejected("still too long")])
     live = LiveMessage(surface, TextRenderer(), EditPacer(0.01))
