@@ -142,7 +142,7 @@ def _user_key(asker: Asker) -> str:
 
 
 def busy_message(limit: int) -> str:
-    runs = "question" if limit == 1 else f"{limit} questions"
+    runs = "a question" if limit == 1 else f"{limit} questions"
     return f"⏳ You already have {runs} running; ask again when one has finished."
 
 

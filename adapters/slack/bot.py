@@ -317,7 +317,7 @@ class SlackBot:
             raise
         if not taken:
             self._admitted -= 1
-            runs = "question" if s.max_runs_per_user == 1 else f"{s.max_runs_per_user} questions"
+            runs = "a question" if s.max_runs_per_user == 1 else f"{s.max_runs_per_user} questions"
             return f"You already have {runs} running; ask again when one has finished."
         return None
 

@@ -84,6 +84,8 @@ CHANNEL_ID = 800000000000000003
 OTHER_CATEGORY_ID = 800000000000000004
 ROLE_ID = 800000000000000005
 EPOCH = "2024-01-01T00:00:00+00:00"
+DM_CHANNEL_BASE = 600000000000000000
+"""A user's DM channel with the bot is this plus the user's id."""
 TOKEN = "fake-token"
 UNLIMITED = (1_000_000, 1.0)
 """The window of the buckets the fake does not limit: headers still say how much is left."""
@@ -228,6 +230,8 @@ class FakeDiscord:
     """Least time between IDENTIFYs (``max_concurrency`` 1 per 5 s); 0 disables the check."""
     calls: list[Call] = field(default_factory=list)
     messages: dict[int, Json] = field(default_factory=dict)
+    members: dict[int, Json] = field(default_factory=dict)
+    """Guild members found by ``GET /guilds/{guild}/members/{user}`` (``add_member``)."""
     channels: dict[int, Json] = field(default_factory=dict)
     rules: list[RateLimitRule] = field(default_factory=list)
     refusals: list[RefusalRule] = field(default_factory=list)
@@ -304,6 +308,36 @@ class FakeDiscord:
         self.channels[channel_id] = data
         return data
 
+    def add_thread(
+        self, thread_id: int, *, parent: int = CHANNEL_ID, private: bool = False
+    ) -> Json:
+        """A thread in ``parent`` (type 12 when private), known to the guild at GUILD_CREATE."""
+        data: Json = {
+            "id": str(thread_id),
+            "type": 12 if private else 11,
+            "guild_id": str(GUILD_ID),
+            "parent_id": str(parent),
+            "name": f"thread-{thread_id}",
+            "owner_id": "1001",
+            "message_count": 0,
+            "member_count": 1,
+            "rate_limit_per_user": 0,
+            "thread_metadata": {
+                "archived": False,
+                "auto_archive_duration": 1440,
+                "archive_timestamp": EPOCH,
+                "locked": False,
+                **({"invitable": False} if private else {}),
+            },
+        }
+        self.channels[thread_id] = data
+        return data
+
+    def add_member(self, user_id: int, name: str, *, roles: tuple[int, ...] = ()) -> None:
+        """A guild member the bot's cache does not hold (no members intent): found only by
+        ``GET /guilds/{guild}/members/{user}``, as a DM's author must be looked up."""
+        self.members[user_id] = member(user_id, name, roles=roles)
+
     def guild_payload(self) -> Json:
         categories: list[Json] = [
             {
@@ -356,7 +390,7 @@ class FakeDiscord:
             "stickers": [],
             "features": [],
             "channels": categories + texts,
-            "threads": [],
+            "threads": [c for c in self.channels.values() if c["type"] in (11, 12)],
             "members": [member(BOT_ID, "reactbot", bot=True)],
             "voice_states": [],
             "presences": [],
@@ -448,10 +482,15 @@ class FakeDiscord:
         bot: bool = False,
         mention_bot: bool = True,
         message_id: int | None = None,
+        dm: bool = False,
     ) -> Json:
-        """A MESSAGE_CREATE payload in the fake guild (``<@bot>`` prepended when mentioning)."""
+        """A MESSAGE_CREATE payload in the fake guild (``<@bot>`` prepended when mentioning);
+        ``dm``: a direct message instead (no guild, no member, the DM channel's id)."""
         mid = message_id or self.new_id()
         text = f"<@{BOT_ID}> {content}" if mention_bot else content
+        if dm:
+            self.messages[mid] = self._dm_message(mid, author_id, name, text)
+            return self.messages[mid]
         data: Json = {
             "id": str(mid),
             "channel_id": str(channel_id),
@@ -475,6 +514,25 @@ class FakeDiscord:
         }
         self.messages[mid] = data
         return data
+
+    def _dm_message(self, mid: int, author_id: int, name: str, text: str) -> Json:
+        return {
+            "id": str(mid),
+            "channel_id": str(DM_CHANNEL_BASE + author_id),
+            "author": user(author_id, name),
+            "content": text,
+            "timestamp": EPOCH,
+            "edited_timestamp": None,
+            "tts": False,
+            "mention_everyone": False,
+            "mentions": [],
+            "mention_roles": [],
+            "attachments": [],
+            "embeds": [],
+            "pinned": False,
+            "type": 0,
+            "flags": 0,
+        }
 
     def interaction_create(
         self,
@@ -774,6 +832,10 @@ class FakeDiscord:
                 }
             case ("GET", ["users", "@me"]):
                 return user(BOT_ID, "reactbot", bot=True)
+            case ("GET", ["guilds", gid, "members", uid]):
+                if gid != str(GUILD_ID) or not uid.isdigit() or int(uid) not in self.members:
+                    raise Refused(refusal(404, 10007, "Unknown Member"))
+                return self.members[int(uid)]
             case ("GET", ["oauth2", "applications", "@me"]):
                 return _application()
             case ("PUT", ["applications", _, "commands"]):
