@@ -186,6 +186,11 @@ class DiscordSurface:
                 raise failure from exc
 
     async def _edit(self, **kwargs: Any) -> None:
+        if type(self.message) is discord.Message:
+            # discord.py's Message.edit sends the flags with suppress_embeds=False unless told
+            # otherwise, which would make every tool URL unfurl again after the first edit.
+            # (An interaction's message and a PartialMessage send no flags: theirs hold.)
+            kwargs["suppress"] = True
         try:
             await self.message.edit(**kwargs)
         except discord.HTTPException as exc:
