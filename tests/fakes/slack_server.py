@@ -29,9 +29,10 @@ It refuses what Slack refuses, the way Slack refuses it (HTTP 200, ``{"ok": fals
 
 Scripting:
 
-- ``fail(method, error, status=200, retry_after=None, times=1)``: the next ``times`` calls of
-  ``method`` answer ``{"ok": false, "error": error}`` (``ratelimited`` with 429 and a
-  ``Retry-After`` header, ``msg_blocks_too_long``, ``not_in_channel``...).
+- ``fail(method, error, status=200, retry_after=None, times=1, when=None)``: the next
+  ``times`` calls of ``method`` (only those whose arguments ``when(args)`` accepts, when given)
+  answer ``{"ok": false, "error": error}`` (``ratelimited`` with 429 and a ``Retry-After``
+  header, ``msg_blocks_too_long``, ``not_in_channel``...).
 - ``not_joined``: channels where posting answers ``not_in_channel``.
 - ``limit(method, per_second)``: per channel, more than that many calls in any one-second
   window answer 429 (Slack's own behaviour, so a benchmark can count violations).
@@ -43,7 +44,7 @@ import itertools
 import json
 import time
 from collections import defaultdict, deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Self
@@ -132,6 +133,7 @@ class _Failure:
     status: int
     retry_after: int | None
     errors: tuple[str, ...] = ()
+    when: Callable[[JSON], bool] | None = None
 
 
 @dataclass(slots=True)
@@ -198,9 +200,10 @@ class FakeSlack:
         status: int = 200,
         retry_after: int | None = None,
         times: int = 1,
+        when: Callable[[JSON], bool] | None = None,
     ) -> Self:
         for _ in range(times):
-            self._failures[method].append(_Failure(error, status, retry_after))
+            self._failures[method].append(_Failure(error, status, retry_after, when=when))
         return self
 
     def limit(self, method: str, per_second: int) -> Self:
@@ -258,8 +261,9 @@ class FakeSlack:
         return None
 
     def _scripted_failure(self, method: str, channel: str, args: JSON) -> _Failure | None:
-        if self._failures[method]:
-            return self._failures[method].popleft()
+        queued = self._failures[method]
+        if queued and (queued[0].when is None or queued[0].when(args)):
+            return queued.popleft()
         if method in self._limits and channel and not self._within_limit(method, channel):
             return _Failure("ratelimited", 429, 1)
         if method == "chat.postMessage" and channel in self.not_joined:
