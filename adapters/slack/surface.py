@@ -173,20 +173,37 @@ def is_rate_limited(exc: SlackApiError) -> bool:
 async def post_root(
     client: AsyncWebClient, *, channel: str, thread_ts: str | None, message: SlackMessage
 ) -> str:
-    """Posts the placeholder; returns its ``ts``."""
+    """Posts the placeholder; returns its ``ts``. Blocks Slack refuses are replaced by the
+    notification text alone: without a placeholder the asker would see nothing at all."""
     try:
-        response = await client.chat_postMessage(
-            channel=channel,
-            thread_ts=thread_ts,
-            unfurl_links=False,
-            unfurl_media=False,
-            **message.kwargs(),
-        )
+        return await _post_message(client, channel, thread_ts, message.kwargs())
     except SlackApiError as exc:
-        if api_error(exc) in _NOT_JOINED:
-            raise NotInChannel(f"cannot post in {channel}: {api_error(exc)}") from exc
-        raise
+        error = api_error(exc)
+        if error in _NOT_JOINED:
+            raise NotInChannel(f"cannot post in {channel}: {error}") from exc
+        if not _payload_refused(exc):
+            raise
+        log.error("the placeholder in %s was refused (%s); posting its text alone", channel, error)
+    return await _post_message(
+        client, channel, thread_ts, {"text": fit(message.text, PLAIN_TEXT_LIMIT)}
+    )
+
+
+async def _post_message(
+    client: AsyncWebClient, channel: str, thread_ts: str | None, content: dict[str, Any]
+) -> str:
+    response = await client.chat_postMessage(
+        channel=channel, thread_ts=thread_ts, unfurl_links=False, unfurl_media=False, **content
+    )
     return str(response["ts"])
+
+
+def _payload_refused(exc: SlackApiError) -> bool:
+    """Slack refused what was sent, not who sent it or where (a smaller payload may pass)."""
+    error = api_error(exc)
+    status = getattr(exc.response, "status_code", 200)
+    transient = error in _TRANSIENT or status >= 500 or is_rate_limited(exc)
+    return not transient and error not in _GONE and error not in _AUTH
 
 
 class SlackSurface:
@@ -297,13 +314,7 @@ class SlackSurface:
         return True
 
     async def _post(self, content: dict[str, Any]) -> None:
-        await self.client.chat_postMessage(
-            channel=self.channel,
-            thread_ts=self.thread_ts,
-            unfurl_links=False,
-            unfurl_media=False,
-            **content,
-        )
+        await _post_message(self.client, self.channel, self.thread_ts, content)
 
     async def _upload_json(self, trace: Trace) -> None:
         """The trace as a .json file in the thread, for anyone who wants to replay it."""

@@ -14,7 +14,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.live import EditDeferred, EditRejected, RateLimited
 from adapters.slack.render import SlackMessage, context, section
-from adapters.slack.surface import SlackSurface
+from adapters.slack.surface import NotInChannel, SlackSurface, post_root
 from core.trace import Trace
 from tests.fakes.slack_server import TOKEN, FakeSlack, message_text
 
@@ -180,3 +180,17 @@ async def test_an_upload_url_that_refuses_is_said_in_the_thread_too(
     await surface.post_trace(Trace(question="q"), [])
     assert "could not be attached" in message_text(fake.replies(CHANNEL, surface.ts)[-1])
     assert fake.uploads == {}
+
+
+# ---- the placeholder ------------------------------------------------------------------------
+
+
+async def test_a_refused_placeholder_is_posted_as_its_text_alone(
+    client: AsyncWebClient, fake: FakeSlack
+) -> None:
+    ts = await post_root(client, channel=CHANNEL, thread_ts=None, message=message(blocks=51))
+    assert [c.error for c in fake.calls("chat.postMessage")] == ["invalid_blocks", None]
+    assert fake.messages[ts].text == "hello" and fake.messages[ts].blocks == []
+    fake.not_joined.add("CNOT")
+    with pytest.raises(NotInChannel):
+        await post_root(client, channel="CNOT", thread_ts=None, message=message())
