@@ -1,7 +1,7 @@
 """Block Kit rendering of a run: pure functions of ``RunView`` and ``Trace``, no I/O.
 
 Every payload must be one Slack accepts, whatever the model, a tool or a web page wrote.
-Slack's limits (tests/fakes/slack_server.py cites each): 50 blocks, 1..3000 characters per
+Slack's limits (the fake Slack in tests/fakes/slack_server.py cites a source for each): 50 blocks, 1..3000 characters per
 section or context text, about 12,000 characters of block text in all (``msg_blocks_too_long``)
 and 4,000 of notification ``text`` (``msg_too_long``). This module keeps well inside them: a
 message carries at most ``MESSAGE_BUDGET`` characters of block text; a live message that
@@ -14,9 +14,10 @@ Text from outside is data. It is mrkdwn-escaped (``&``, ``<``, ``>``), so it can
 payload are the mentions this module writes for the asker and whoever pressed Stop, and
 source links labelled with their URL's host. Code fences in model text are broken (a
 zero-width space between backticks) except in answers, where code blocks are kept and an
-open one is closed wherever the text is cut. Text is cut only between whole characters of
-the escaped form, never inside ``&amp;`` or a ``<…>`` link. Every width and room computed
-here is clamped to at least ``MIN_ROOM``, so no loop can stall on a zero-sized piece.
+open one is closed wherever the text is cut. Outside text is cut before it is escaped, by
+the length it will have once escaped, so no cut falls inside ``&amp;``; rendered text is cut
+only outside entities and ``<…>`` links. Every width and room computed here is clamped to at
+least ``MIN_ROOM``, so no loop can stall on a zero-sized piece.
 """
 
 from __future__ import annotations
@@ -69,8 +70,6 @@ _USER_ID = re.compile(r"^[UW][A-Z0-9]{2,}$")
 _SAFE_URL = re.compile(r"^https?://[^\s<>|]+$")
 _HOST = re.compile(r"^[A-Za-z0-9.-]+(:[0-9]{1,5})?$")
 _ADJACENT_TICK = re.compile(r"`(?=`)")
-_ENTITY_COST = {"&": 5, "<": 4, ">": 4}
-"""Characters each takes once escaped (``&amp;``, ``&lt;``, ``&gt;``)."""
 FENCE = "```"
 _CLOSE = "\n```"
 
