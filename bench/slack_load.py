@@ -39,6 +39,8 @@ from core.tools import FunctionTool, ToolRegistry
 from tests.fakes.slack_server import TEAM_ID, FakeSlack
 
 SECRET = "bench-signing-secret"
+TOKEN = "xoxb-bench"
+"""The bot token the fake Slack accepts (it refuses any other with invalid_auth)."""
 
 
 async def lookup(arg: str) -> str:
@@ -107,7 +109,7 @@ async def run(
     warm: bool,
     workspace_per_minute: float,
 ) -> None:
-    async with FakeSlack() as fake:
+    async with FakeSlack(token=TOKEN) as fake:
         fake.limit("chat.update", max(1, int(1 / interval)))
         tools = ToolRegistry()
         tools.add(FunctionTool("lookup", lookup, description="looks up", example="lookup[x]"))
@@ -122,7 +124,7 @@ async def run(
             settings=AgentSettings(deadline=600.0),
         )
         settings = SlackSettings(
-            bot_token="xoxb-bench",
+            bot_token=TOKEN,
             signing_secret=SECRET,
             mode="http",
             host="127.0.0.1",
@@ -179,7 +181,7 @@ def report(
         for s in bot.stats
         if s.first_visible_at is not None and s.first_text_at is not None
     ]
-    answered = sum(1 for m in fake.roots() if "The answer, from the benchmark." in str(m.blocks))
+    answered = sum(1 for m in fake.roots() if "The answer is 42." in str(m.blocks))
     print(
         f"conversations: {conversations} over {channels} channels, update interval {interval:g} s"
     )
@@ -195,6 +197,8 @@ def report(
     print(
         f"429s from the fake: {fake.rate_limited} (must be 0); pacer postponements: {bot.pacer.rate_limited}"
     )
+    refused = Counter(c.error for c in fake.records if c.error and c.status != 429)
+    print(f"calls the fake refused (must be none): {dict(refused) or 0}")
     print(
         f"first model text -> first visible update: p50 {percentile(delays, 0.5):.2f} s, "
         f"p99 {percentile(delays, 0.99):.2f} s (n={len(delays)})"

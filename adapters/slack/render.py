@@ -1,20 +1,31 @@
 """Block Kit rendering of a run: pure functions of ``RunView`` and ``Trace``, no I/O.
 
-Slack limits that shape everything here: 3000 characters per section text, 50 blocks per
-message, and about 4000 characters in practice before ``msg_too_long``. A live message that
-outgrows them keeps the latest steps and collapses the earlier ones into one line; an answer
-too long for the root message goes on in the thread.
+Every payload must be one Slack accepts, whatever the model, a tool or a web page wrote.
+Slack's limits (the fake Slack in tests/fakes/slack_server.py cites a source for each): 50 blocks, 1..3000 characters per
+section or context text, about 12,000 characters of block text in all (``msg_blocks_too_long``)
+and 4,000 of notification ``text`` (``msg_too_long``). This module keeps well inside them: a
+message carries at most ``MESSAGE_BUDGET`` characters of block text; a live message that
+outgrows it keeps the latest steps and collapses the earlier ones into one line; an answer
+too long for the root message goes on in the thread; a trace field too long for a readable
+thread is cut, with a pointer to the stored trace.
 
-All model and tool text is mrkdwn-escaped (``&``, ``<``, ``>``) so it can never produce
-``<!channel>``, ``<!here>`` or ``<@U…>`` pings; only mentions this module writes itself
-(the asker, the person who pressed Stop) are real ones.
+Text from outside is data. It is mrkdwn-escaped (``&``, ``<``, ``>``), so it cannot form
+``<!channel>``, ``<@U…>``, ``<#C…>`` or a masked ``<url|label>`` link: the only ``<…>`` in a
+payload are the mentions this module writes for the asker and whoever pressed Stop, and
+source links labelled with their URL's host. Code fences in model text are broken (a
+zero-width space between backticks) except in answers, where code blocks are kept and an
+open one is closed wherever the text is cut. Outside text is cut before it is escaped, by
+the length it will have once escaped, so no cut falls inside ``&amp;``; rendered text is cut
+only outside entities and ``<…>`` links. Every width and room computed here is clamped to at
+least ``MIN_ROOM``, so no loop can stall on a zero-sized piece.
 """
 
 from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Iterable, Sequence
+import urllib.parse
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,19 +40,38 @@ SHUTDOWN = "reactbot:shutdown"
 
 SECTION_LIMIT = 3000
 MAX_BLOCKS = 50
-MESSAGE_BUDGET = 3800
-"""Characters of block text per message; Slack's practical ceiling is about 4000."""
+MESSAGE_BUDGET = 4000
+"""Characters of block text per message: readable, and a third of Slack's ~12,000-character
+ceiling, whose per-block overhead is undocumented."""
 FALLBACK_LIMIT = 300
+MIN_ROOM = 80
 QUESTION_LIMIT = 600
+COMPACT_QUESTION = 200
+STATUS_LIMIT = 200
+NAME_LIMIT = 40
 THOUGHT_LIMIT = 1200
 ACTION_LIMIT = 300
 STEP_LINE_LIMIT = 160
 FOLD_LINES = 3
 FOLD_CHARS = 400
+ANSWER_LIMIT = 2000
+"""The answer's room in the root message (live and final); a longer one goes on in the thread."""
+REASON_LIMIT = 600
+SOURCES_ROOM = 600
+LINK_URL_LIMIT = 500
+"""Longer source URLs are named by their host without a link: a link costs its whole URL."""
+CHUNK = SECTION_LIMIT - 100
+"""Room for one piece of a long text in the thread, beside its label and fences."""
+ANSWER_PARTS = 30
+"""The thread carries answers up to ~85,000 characters; longer ones are cut."""
 CURSOR = "▍"
 
 _USER_ID = re.compile(r"^[UW][A-Z0-9]{2,}$")
 _SAFE_URL = re.compile(r"^https?://[^\s<>|]+$")
+_HOST = re.compile(r"^[A-Za-z0-9.-]+(:[0-9]{1,5})?$")
+_ADJACENT_TICK = re.compile(r"`(?=`)")
+FENCE = "```"
+_CLOSE = "\n```"
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +89,7 @@ class SlackMessage:
         return sum(block_size(b) for b in self.blocks)
 
 
-# ---- text helpers -------------------------------------------------------------------------
+# ---- outside text into mrkdwn -------------------------------------------------------------
 
 
 def escape(text: str) -> str:
@@ -67,51 +97,160 @@ def escape(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def clip(text: str, limit: int, *, marker: str = "…") -> str:
-    """At most ``limit`` characters, cut at the end."""
-    if len(text) <= limit:
-        return text
-    return text[: max(0, limit - len(marker))].rstrip() + marker
+def _defuse(text: str) -> str:
+    """No two backticks side by side, so no code fence (Slack has no escape for one)."""
+    return _ADJACENT_TICK.sub("`\u200b", text)
 
 
-def clip_head(text: str, limit: int) -> str:
-    """At most ``limit`` characters, keeping the end (the text that just arrived)."""
-    if len(text) <= limit:
-        return text
-    return "…" + text[len(text) - limit + 1 :].lstrip()
+def _render(text: str, *, fences: bool) -> str:
+    return escape(text) if fences else _defuse(escape(text))
+
+
+def _rendered_len(text: str, *, fences: bool) -> int:
+    """``len(_render(text, fences=fences))``, without building it."""
+    size = len(text) + 4 * text.count("&") + 3 * (text.count("<") + text.count(">"))
+    return size if fences else size + len(_ADJACENT_TICK.findall(text))
+
+
+def _end_within(text: str, start: int, room: int, *, fences: bool) -> int:
+    """The largest ``end`` such that ``text[start:end]`` rendered takes at most ``room``
+    characters (at least one character, so callers always move on)."""
+    low, high = start, min(len(text), start + max(room, 0))  # a character renders to >= 1
+    while low < high:  # binary search: the rendered length grows with the end
+        mid = (low + high + 1) // 2
+        if _rendered_len(text[start:mid], fences=fences) <= room:
+            low = mid
+        else:
+            high = mid - 1
+    return max(low, min(start + 1, len(text)))
+
+
+def _start_within(text: str, room: int) -> int:
+    """The smallest ``start`` such that ``text[start:]`` rendered (fences broken) takes at
+    most ``room`` characters."""
+    low, high = max(0, len(text) - max(room, 0)), len(text)
+    while low < high:
+        mid = (low + high) // 2
+        if _rendered_len(text[mid:], fences=False) <= room:
+            high = mid
+        else:
+            low = mid + 1
+    return low
+
+
+def prose(text: str, limit: int) -> str:
+    """Outside text for a mrkdwn field: escaped, fences broken, at most ``limit`` characters
+    (cut at the end with "…")."""
+    limit = max(limit, MIN_ROOM)
+    end = _end_within(text, 0, limit - 1, fences=False)
+    if end >= len(text):
+        return _render(text, fences=False)
+    return _render(text[:end], fences=False).rstrip() + "…"
+
+
+def prose_tail(text: str, limit: int) -> str:
+    """Like ``prose`` but keeps the end: the text that just arrived."""
+    limit = max(limit, MIN_ROOM)
+    start = _start_within(text, limit - 1)
+    if start == 0:
+        return _render(text, fences=False)
+    return "…" + _render(text[start:], fences=False).lstrip()
+
+
+def answer_text(text: str, limit: int) -> str:
+    """An answer for a mrkdwn field: escaped, code blocks kept (and closed if the cut falls
+    inside one), at most ``limit`` characters."""
+    end = _answer_end(text, limit)
+    rendered = escape(text) if end >= len(text) else escape(text[:end]).rstrip() + "…"
+    return _close_fence(rendered)
+
+
+def _answer_end(text: str, limit: int) -> int:
+    """How much of ``text`` ``answer_text`` shows (room kept for "…" and a closing fence)."""
+    return _end_within(text, 0, max(limit, MIN_ROOM) - 1 - len(_CLOSE), fences=True)
+
+
+def _close_fence(mrkdwn: str) -> str:
+    return mrkdwn + _CLOSE if mrkdwn.count(FENCE) % 2 else mrkdwn
+
+
+def fit(mrkdwn: str, limit: int) -> str:
+    """Rendered mrkdwn in at most ``limit`` characters, cut where nothing breaks (not inside
+    an entity, a ``<…>`` link or mention, or a run of backticks) and with an open code block
+    closed. The last line of defence: rendering normally leaves nothing for it to cut."""
+    limit = max(limit, MIN_ROOM)
+    if len(mrkdwn) <= limit and mrkdwn.count(FENCE) % 2 == 0:
+        return mrkdwn
+    if len(mrkdwn) + len(_CLOSE) <= limit:
+        return _close_fence(mrkdwn)
+    cut = _safe_cut(mrkdwn, limit - 1 - len(_CLOSE))
+    return _close_fence(mrkdwn[:cut].rstrip() + "…")
+
+
+def _safe_cut(text: str, at: int) -> int:
+    at = max(0, min(at, len(text)))
+    amp = text.rfind("&", max(0, at - 4), at)
+    if amp >= 0 and ";" not in text[amp:at]:
+        at = amp
+    opened = text.rfind("<", 0, at)
+    if opened > text.rfind(">", 0, at):
+        at = opened
+    while 0 < at < len(text) and text[at - 1] == "`" and text[at] == "`":
+        at -= 1
+    return at
 
 
 def fold(text: str, *, lines: int = FOLD_LINES, limit: int = FOLD_CHARS) -> str:
-    """The first few lines of an observation and how much was left out."""
-    kept = "\n".join(text.strip().splitlines()[:lines])
-    kept = clip(kept, limit)
-    hidden = len(text.strip()) - len(kept)
-    return kept + (f"\n(+{hidden:,} chars)" if hidden > 0 else "")
+    """The first few lines of an observation and how much was left out, rendered."""
+    body = text.strip()
+    kept = "\n".join(body[: limit * 2].splitlines()[:lines])
+    shown = min(len(kept), _end_within(kept, 0, max(limit, MIN_ROOM) - 1, fences=False))
+    hidden = len(body) - shown
+    return prose(kept, limit) + (f"\n(+{hidden:,} chars)" if hidden > 0 else "")
 
 
-def quote(text: str) -> str:
-    return "\n".join(f"&gt; {line}" for line in text.splitlines() or [""])
+def quote(mrkdwn: str) -> str:
+    return "\n".join(f"&gt; {line}" for line in mrkdwn.splitlines() or [""])
 
 
-def inline_code(text: str) -> str:
-    # A backtick inside would end the code span; Slack has no escape for it.
-    return "`" + (text.replace("`", "'") or " ") + "`"
+def code_span(text: str, limit: int) -> str:
+    # A backtick inside would end the span, a newline would break it; Slack escapes neither.
+    flat = text.replace("`", "'").replace("\n", " ")
+    return "`" + (prose(flat, limit) if flat.strip() else " ") + "`"
 
 
-def code_block(text: str) -> str:
-    # Slack cannot escape ``` inside a code block; a zero-width space breaks the fence.
-    return "```\n" + text.replace("```", "`\u200b``") + "\n```"
+def code_block(mrkdwn: str) -> str:
+    """``mrkdwn`` (already rendered, fences broken) inside a code block."""
+    return f"{FENCE}\n{mrkdwn}\n{FENCE}"
 
 
 def mention(user: str | None) -> str:
     """A real mention for a Slack user id we put there ourselves; anything else is escaped."""
     if not user:
         return "someone"
-    return f"<@{user}>" if _USER_ID.match(user) else escape(user)
+    return f"<@{user}>" if _USER_ID.match(user) else prose(user, NAME_LIMIT)
 
 
 def link(url: str) -> str:
-    return f"<{url}|{escape(source_domain(url))}>" if _SAFE_URL.match(url) else escape(url)
+    """A source: ``<url|host>`` for a plain http(s) URL, else its host (or the text) escaped."""
+    if len(url) <= LINK_URL_LIMIT and _SAFE_URL.match(url):
+        netloc = urllib.parse.urlsplit(url).netloc
+        if "@" not in netloc and _HOST.match(netloc):
+            return f"<{escape(url)}|{escape(source_domain(url))}>"
+    return prose(source_domain(url) or url or "?", NAME_LIMIT)
+
+
+def links(urls: Sequence[str], room: int) -> str:
+    """As many whole source links as fit in ``room`` characters, in order."""
+    room = max(room, MIN_ROOM)
+    kept: list[str] = []
+    used = 0
+    for url in urls:
+        item = link(url)
+        if used + len(item) + 2 <= room:
+            kept.append(item)
+            used += len(item) + 2
+    return ", ".join(kept)
 
 
 def block_size(block: Block) -> int:
@@ -132,7 +271,7 @@ def block_size(block: Block) -> int:
 def section(text: str, *, accessory: Block | None = None) -> Block:
     block: Block = {
         "type": "section",
-        "text": {"type": "mrkdwn", "text": clip(text, SECTION_LIMIT)},
+        "text": {"type": "mrkdwn", "text": fit(text, SECTION_LIMIT) if text.strip() else "…"},
     }
     if accessory is not None:
         block["accessory"] = accessory
@@ -140,7 +279,8 @@ def section(text: str, *, accessory: Block | None = None) -> Block:
 
 
 def context(text: str) -> Block:
-    return {"type": "context", "elements": [{"type": "mrkdwn", "text": clip(text, SECTION_LIMIT)}]}
+    body = fit(text, SECTION_LIMIT) if text.strip() else "…"
+    return {"type": "context", "elements": [{"type": "mrkdwn", "text": body}]}
 
 
 def stop_button(run_id: str, asker: str) -> Block:
@@ -155,8 +295,10 @@ def stop_button(run_id: str, asker: str) -> Block:
 
 def stop_value(run_id: str, asker: str) -> str:
     """The button carries the asker too: a replica that does not run this run (and so does
-    not know who asked) must still decide who may press it."""
-    return f"{run_id}:{asker}"
+    not know who asked) must still decide who may press it. Slack takes 2000 characters;
+    an asker that long is no Slack user id, and the run's own replica knows who asked."""
+    value = f"{run_id}:{asker}"
+    return value if len(value) <= 2000 else run_id
 
 
 def parse_stop_value(value: str) -> tuple[str, str | None]:
@@ -203,13 +345,16 @@ class SlackRenderer:
             return self.final(view)
         status = section(self._status_line(view), accessory=self._button(view))
         head = [_question_block(view), status]
-        tail = _current_step_blocks(view)
+        tail = _current_step_blocks(view, _room(head, reserve=2 * MIN_ROOM))
         blocks = [*head, *_fit_step_lines(view, head, tail, self._done_steps(view)), *tail]
         return SlackMessage(_fallback(view, _status_words(view)), tuple(blocks))
 
     def final(self, view: RunView) -> SlackMessage:
         head = [_question_block(view)]
         body = _final_body(view)
+        sources = links(_sources(view), SOURCES_ROOM) if view.phase == "answered" else ""
+        if sources:
+            body.append(context(f"Sources: {sources}"))
         foot = [context(_totals_line(view, self._clock))]
         lines: list[Block] = []
         if view.phase in ("failed", "cancelled"):  # no answer: show how far it got
@@ -218,18 +363,23 @@ class SlackRenderer:
         return SlackMessage(_fallback(view, _final_words(view)), tuple(blocks))
 
     def compact(self, view: RunView) -> SlackMessage:
-        """No step lines, no sources, the answer cut short (the thread has all of it)."""
-        body = _final_body(view)[:1]
-        body = [_shrink_block(b, 0.5) for b in body]
-        blocks = [_question_block(view), *body, context(_totals_line(view, self._clock))]
+        """The final state at its smallest: the question, the answer cut short (the thread
+        has all of it) and the totals; no step lines, no sources, no Stop button."""
+        blocks = [
+            _question_block(view, limit=COMPACT_QUESTION),
+            *_final_body(view, reason_limit=REASON_LIMIT // 2),
+            context(_totals_line(view, self._clock)),
+        ]
         return SlackMessage(_fallback(view, _final_words(view)), tuple(blocks))
 
     def trace_posts(self, trace: Trace, *, whole_answer: bool = False) -> list[SlackMessage]:
         return trace_posts(trace, whole_answer=whole_answer)
 
     def plain(self, text: str) -> SlackMessage:
-        body = clip(escape(text), SECTION_LIMIT)
-        return SlackMessage(text=clip(body, 300), blocks=(section(body),))
+        body = answer_text(text.strip(), SECTION_LIMIT - 100) if text.strip() else "(no text)"
+        return SlackMessage(
+            text=prose(text.strip() or "(no text)", FALLBACK_LIMIT), blocks=(section(body),)
+        )
 
     # ---- parts ----------------------------------------------------------------------------
     def _button(self, view: RunView) -> Block | None:
@@ -246,6 +396,11 @@ class SlackRenderer:
         return [s for s in view.steps[:-1] if s.done]
 
 
+def _room(blocks: Sequence[Block], *, budget: int = MESSAGE_BUDGET, reserve: int = 0) -> int:
+    """What is left of ``budget`` beside ``blocks`` (and ``reserve``), never below MIN_ROOM."""
+    return max(MIN_ROOM, budget - reserve - sum(block_size(b) for b in blocks))
+
+
 def _step_label(view: RunView) -> str:
     current = view.current
     if current is None:
@@ -256,109 +411,134 @@ def _step_label(view: RunView) -> str:
 
 
 def _status_words(view: RunView) -> str:
-    if view.phase in ("waiting", "retrying") or view.status_text:
-        return escape(view.status_text) or "waiting"
+    status = view.status_text.strip()
+    if status:
+        return prose(status, STATUS_LIMIT)
+    if view.phase in ("waiting", "retrying"):
+        return "waiting"
     if view.phase == "acting" and view.current is not None and view.current.action:
         name = view.current.action.lower()
-        return _TOOL_VERBS.get(name, f"running {escape(clip(name, 40))}")
+        return _TOOL_VERBS.get(name, f"running {prose(name, NAME_LIMIT)}")
     return {"starting": "starting", "answering": "writing the answer"}.get(view.phase, "thinking")
 
 
-def _question_block(view: RunView) -> Block:
-    question = escape(clip(view.question.strip(), QUESTION_LIMIT)) or "(no question)"
+def _question_block(view: RunView, *, limit: int = QUESTION_LIMIT) -> Block:
+    question = prose(view.question.strip(), limit) if view.question.strip() else "(no question)"
     return section(f"*{mention(view.asker)} asked:* {question}")
 
 
-def _current_step_blocks(view: RunView) -> list[Block]:
+def _current_step_blocks(view: RunView, room: int) -> list[Block]:
+    """The newest step in full, within ``room``. The answer gets room first, then the
+    action, the observation and the thought; a part that does not fit is left out."""
     step = view.current
-    blocks: list[Block] = []
+    makers: dict[str, tuple[int, Callable[[int], Block]]] = {}
+    if view.answer.strip():
+        makers["answer"] = (ANSWER_LIMIT, lambda n: _live_answer(view.answer.strip(), n))
     if step is not None:
-        streaming = view.phase == "thinking" and not step.action
-        if step.reasoning and not step.thought:
-            blocks.append(
-                context(f"_Reasoning:_ {escape(clip_head(step.reasoning, THOUGHT_LIMIT))}")
-            )
-        if step.thought:
-            thought = escape(clip_head(step.thought.strip(), THOUGHT_LIMIT))
-            blocks.append(context(f"*Thought:* {thought}{CURSOR if streaming else ''}"))
         if step.action:
-            call = f"{step.action}[{step.action_input or ''}]"
-            blocks.append(section(f"*Action:* {inline_code(escape(clip(call, ACTION_LIMIT)))}"))
+            makers["action"] = (ACTION_LIMIT, lambda n: _live_action(step, n))
         if step.observation is not None:
-            label = "*Observation (error):*" if step.error else "*Observation:*"
-            blocks.append(section(f"{label}\n{quote(escape(fold(step.observation)))}"))
-    if view.answer:
-        answer = escape(clip(view.answer.strip(), 2000))
-        blocks.append(section(f"*Answer:* {answer}{CURSOR}"))
-    return blocks
+            makers["observation"] = (FOLD_CHARS + 100, lambda n: _live_observation(step, n))
+        if step.thought.strip() or step.reasoning.strip():
+            streaming = view.phase == "thinking" and not step.action
+            makers["thought"] = (THOUGHT_LIMIT, lambda n: _live_thought(step, n, streaming))
+    chosen: dict[str, Block] = {}
+    for name in ("answer", "action", "observation", "thought"):
+        if name not in makers or room < MIN_ROOM:
+            continue
+        cap, make = makers[name]
+        block = make(min(cap, room))
+        if block_size(block) <= room:
+            chosen[name] = block
+            room -= block_size(block)
+    return [
+        chosen[name] for name in ("thought", "action", "observation", "answer") if name in chosen
+    ]
+
+
+def _live_answer(answer: str, room: int) -> Block:
+    return section(f"*Answer:* {answer_text(answer, room - 12)}{CURSOR}")
+
+
+def _live_action(step: StepView, room: int) -> Block:
+    call = f"{step.action}[{step.action_input or ''}]"
+    return section(f"*Action:* {code_span(call, room - 12)}")
+
+
+def _live_observation(step: StepView, room: int) -> Block:
+    label = "*Observation (error):*" if step.error else "*Observation:*"
+    return section(f"{label}\n{quote(fold(step.observation or '', limit=room - 100))}")
+
+
+def _live_thought(step: StepView, room: int, streaming: bool) -> Block:
+    if step.thought.strip():
+        cursor = CURSOR if streaming else ""
+        return context(f"*Thought:* {prose_tail(step.thought.strip(), room - 14)}{cursor}")
+    return context(f"_Reasoning:_ {prose_tail(step.reasoning.strip(), room - 14)}")
 
 
 def step_line(step: StepView) -> str:
     """One grey line per finished step: ``1 · search `Tokyo population` → 3 results``."""
-    call = f"*{escape(clip(step.action or '?', 40))}* {inline_code(escape(clip(step.action_input or '', 60)))}"
-    first = (step.observation or "").strip().splitlines()
-    result = escape(clip(first[0], 70)) if first else "(empty)"
+    call = f"*{prose(step.action or '?', NAME_LIMIT)}* {code_span(step.action_input or '', 60)}"
+    first = next(iter((step.observation or "")[:2000].strip().splitlines()), "")
+    result = prose(first, 70) if first.strip() else "(empty)"
     arrow = "→ :warning:" if step.error else "→"
-    return clip(f"{step.index} · {call} {arrow} {result}", STEP_LINE_LIMIT)
+    return fit(f"{step.index} · {call} {arrow} {result}", STEP_LINE_LIMIT)
 
 
 def _fit_step_lines(
     view: RunView, head: Sequence[Block], tail: Sequence[Block], done: Sequence[StepView]
 ) -> list[Block]:
     """The newest finished-step lines that fit beside ``head`` and ``tail``; older ones
-    collapse into a single "N earlier steps" line."""
-    room = MESSAGE_BUDGET - sum(block_size(b) for b in (*head, *tail))
+    collapse into a single "N earlier steps" line (its room is kept aside)."""
+    collapse_room = MIN_ROOM
+    room = MESSAGE_BUDGET - collapse_room - sum(block_size(b) for b in (*head, *tail))
     slots = MAX_BLOCKS - len(head) - len(tail) - 1  # one block kept for the collapse line
+    acted = [s for s in done if s.action]
     kept: list[Block] = []
-    for step in reversed([s for s in done if s.action]):
+    for step in reversed(acted):
         block = context(step_line(step))
-        if len(kept) >= slots or block_size(block) > room - 80:
+        if len(kept) >= slots or block_size(block) > room:
             break
         kept.insert(0, block)
         room -= block_size(block)
-    hidden = len([s for s in done if s.action]) - len(kept)
-    if hidden > 0:
+    hidden = len(acted) - len(kept)
+    if hidden > 0 and slots >= 0:
         word = "step" if hidden == 1 else "steps"
         kept.insert(0, context(f"… {hidden} earlier {word} (the full trace goes in the thread)"))
     return kept
 
 
 def _fallback(view: RunView, words: str) -> str:
-    """The notification text; ``words`` is already mrkdwn-safe."""
-    question = clip(view.question.strip(), 120)
-    return clip(escape(f"{question} — ") + words, FALLBACK_LIMIT)
+    """The notification text; ``words`` is already rendered."""
+    question = prose(view.question.strip(), 120) if view.question.strip() else "(no question)"
+    return fit(f"{question} — {words}", FALLBACK_LIMIT)
 
 
 # ---- the final message --------------------------------------------------------------------
 
 
-def answer_room(view: RunView) -> int:
-    """How much of the answer fits in the root message; the rest goes on in the thread."""
-    question = block_size(_question_block(view))
-    return min(SECTION_LIMIT - 200, MESSAGE_BUDGET - question - 600)
-
-
-def answer_is_cut(answer: str, view: RunView | None = None) -> bool:
-    room = answer_room(view) if view is not None else SECTION_LIMIT - 200
-    return len(escape(answer.strip())) > room
+def answer_is_cut(answer: str) -> bool:
+    """The root message could not show all of ``answer``: the thread carries it whole."""
+    text = answer.strip()
+    return _answer_end(text, ANSWER_LIMIT) < len(text)
 
 
 def _answer_blocks(view: RunView, lead: str) -> list[Block]:
-    text = escape(view.answer.strip()) or "_(empty answer)_"
-    room = answer_room(view)
-    if len(text) > room:
-        text = clip(text, room - 40) + "\n_(continued in the thread ↓)_"
+    answer = view.answer.strip()
+    if not answer:
+        return [section(f"{lead}_(empty answer)_")]
+    note = "\n_(continued in the thread ↓)_"
+    text = answer_text(answer, ANSWER_LIMIT)
+    if answer_is_cut(answer):
+        text += note
     return [section(f"{lead}{text}")]
 
 
-def _final_body(view: RunView) -> list[Block]:
+def _final_body(view: RunView, *, reason_limit: int = REASON_LIMIT) -> list[Block]:
     match view.phase:
         case "answered":
-            blocks = _answer_blocks(view, "")
-            sources = _sources(view)
-            if sources:
-                blocks.append(context("Sources: " + ", ".join(link(u) for u in sources)))
-            return blocks
+            return _answer_blocks(view, "")
         case "best_effort":
             steps = view.max_steps or len(view.steps)
             lead = (
@@ -372,7 +552,11 @@ def _final_body(view: RunView) -> list[Block]:
             )
             return _answer_blocks(view, lead)
         case "failed":
-            reason = escape(clip(view.reason or "The run failed.", 600))
+            reason = (
+                prose(view.reason.strip(), reason_limit)
+                if view.reason.strip()
+                else "The run failed."
+            )
             return [section(f":x: {reason} Nothing was lost; ask again.")]
         case "cancelled":
             return [section(f":black_square_for_stop: {_stopped_words(view)}")]
@@ -391,17 +575,17 @@ def _stopped_words(view: RunView) -> str:
 
 def _final_words(view: RunView) -> str:
     if view.phase == "failed":
-        return escape(clip(view.reason, 200))
+        return prose(view.reason.strip(), 200) if view.reason.strip() else "failed"
     if view.phase == "cancelled":
         return "stopped"
-    return escape(clip(view.answer.strip(), 200)) or view.phase
+    return prose(view.answer.strip(), 200) if view.answer.strip() else view.phase
 
 
 def _sources(view: RunView) -> list[str]:
     trace = view.trace
     if trace is None:
         return []
-    return list(trace.cited or trace.sources[:3])
+    return list((trace.cited or trace.sources)[:3])
 
 
 def _totals_line(view: RunView, clock: Callable[[], float]) -> str:
@@ -423,56 +607,60 @@ def _totals_line(view: RunView, clock: Callable[[], float]) -> str:
 
 # ---- the trace thread ---------------------------------------------------------------------
 
-CODE_CHUNK = SECTION_LIMIT - 20
-"""Room for a code block's text once its fences are added."""
+THOUGHT_PARTS = 2
+REASONING_PARTS = 2
+INPUT_PARTS = 1
+OBSERVATION_PARTS = 2
+RAW_PARTS = 1
+"""Sections a long trace field may take in the thread; the rest is in the stored trace (and
+the JSON file attached to the thread). Fifty steps of 100 KB each stay a thread people read."""
 
 
 def trace_posts(trace: Trace, *, whole_answer: bool = False) -> list[SlackMessage]:
-    """The thread under the answer: question, full answer when the root had to cut it,
-    one post per step (split when long), the totals."""
-    posts = [
-        _pack(
-            [section(f"*Question* (asked by {mention(trace.user)}):\n{escape(trace.question)}")],
-            f"Question: {trace.question}",
-        )[0]
-    ]
+    """The thread under the answer: question, the full answer when the root had to cut it
+    (or, ``whole_answer``, showed only a compact or plain form), one post per step (split
+    when long), the totals."""
+    asked = f"*Question* (asked by {mention(trace.user)})"
+    question = trace.question.strip() or "(no question)"
+    posts = _pack(
+        _sections(asked, question, trace.id, parts=2, sep=":\n"), f"Question: {trace.question}"
+    )
     if trace.answer and (whole_answer or answer_is_cut(trace.answer)):
-        blocks = [
-            section(f"*Answer* ({_part(i, n)}):\n{chunk}")
-            for i, n, chunk in _chunks(escape(trace.answer.strip()), SECTION_LIMIT - 40)
-        ]
+        answer = trace.answer.strip()
+        blocks = _sections("*Answer*", answer, trace.id, parts=ANSWER_PARTS, sep=":\n", fences=True)
         posts += _pack(blocks, "Answer (continued)")
     for step in trace.steps:
-        posts += _pack(step_blocks(step), f"Step {step.index}")
+        posts += _pack(step_blocks(step, trace.id), f"Step {step.index}")
     posts += _pack(_totals_blocks(trace), summary_line(trace))
     return posts
 
 
-def step_blocks(step: TraceStep) -> list[Block]:
+def step_blocks(step: TraceStep, trace_id: str = "") -> list[Block]:
     blocks = [context(_step_header(step))]
-    if step.reasoning:
-        blocks += _code_sections("*Reasoning:*", step.reasoning)
-    if step.thought:
-        blocks += [
-            section(f"*Thought:* {chunk}")
-            for _, _, chunk in _chunks(escape(step.thought.strip()), SECTION_LIMIT - 20)
-        ]
+    if step.reasoning.strip():
+        blocks += _sections(
+            "*Reasoning:*", step.reasoning, trace_id, parts=REASONING_PARTS, code=True
+        )
+    if step.thought.strip():
+        blocks += _sections("*Thought:*", step.thought.strip(), trace_id, parts=THOUGHT_PARTS)
     if step.action:
-        blocks.append(section(f"*Action:* *{escape(clip(step.action, 80))}*"))
-        blocks += _code_sections("*Input:*", step.action_input or "")
+        blocks.append(section(f"*Action:* *{prose(step.action, 80)}*"))
+        blocks += _sections(
+            "*Input:*", step.action_input or "", trace_id, parts=INPUT_PARTS, code=True
+        )
     if step.observation is not None:
         label = (
             "*Observation (error):*"
             if step.error and step.error == step.observation
             else "*Observation:*"
         )
-        blocks += _code_sections(label, step.observation)
+        blocks += _sections(label, step.observation, trace_id, parts=OBSERVATION_PARTS, code=True)
     if step.error and step.error != step.observation:
-        blocks.append(section(f":warning: *Error:* {escape(clip(step.error, 2000))}"))
+        blocks.append(section(f":warning: *Error:* {prose(step.error, 2000)}"))
     if step.kind == "format_error" and step.raw:
-        blocks += _code_sections("*Raw reply:*", step.raw)
+        blocks += _sections("*Raw reply:*", step.raw, trace_id, parts=RAW_PARTS, code=True)
     if step.sources:
-        blocks.append(context("Sources: " + ", ".join(link(u) for u in step.sources[:10])))
+        blocks.append(context("Sources: " + links(step.sources[:10], 2000)))
     return blocks
 
 
@@ -485,45 +673,83 @@ def _step_header(step: TraceStep) -> str:
     meta = [head, f"{step.seconds:.2f} s"]
     if step.tokens is not None:
         meta.append(f"{step.tokens:,} tokens")
-    if step.model:
-        meta.append(escape(step.model))
+    if step.model.strip():
+        meta.append(prose(step.model, 80))
     return " · ".join(meta)
 
 
 def _totals_blocks(trace: Trace) -> list[Block]:
-    lines = [f"*Totals* ({escape(trace.status)}): {escape(summary_line(trace))}"]
-    if trace.reason:
-        lines.append(f"Reason: {escape(clip(trace.reason, 500))}")
+    lines = [f"*Totals* ({prose(trace.status, NAME_LIMIT)}): {prose(summary_line(trace), 600)}"]
+    if trace.reason and trace.reason.strip():
+        lines.append(f"Reason: {prose(trace.reason, 500)}")
     if trace.stopped_by and trace.stopped_by != SHUTDOWN:
         lines.append(f"Stopped by {mention(trace.stopped_by)}")
     if trace.sources:
-        lines.append("Sources: " + ", ".join(link(u) for u in trace.sources[:10]))
-    lines.append(f"Trace id `{escape(trace.id)}`")
+        lines.append("Sources: " + links(trace.sources[:10], 1500))
+    lines.append(f"Trace id `{prose(trace.id, NAME_LIMIT)}`")
     return [context("\n".join(lines))]
 
 
-def _code_sections(label: str, text: str) -> list[Block]:
-    chunks = list(_chunks(escape(text), CODE_CHUNK - len(label) - 20))
-    if len(chunks) == 1:
-        return [section(f"{label}\n{code_block(chunks[0][2])}")]
-    return [section(f"{label} ({_part(i, n)})\n{code_block(c)}") for i, n, c in chunks]
+def _sections(
+    label: str,
+    text: str,
+    trace_id: str,
+    *,
+    parts: int,
+    code: bool = False,
+    fences: bool = False,
+    sep: str = " ",
+) -> list[Block]:
+    """``text`` in at most ``parts`` labelled sections (code blocks when ``code``); what does
+    not fit is counted and pointed to in the stored trace."""
+    pieces, hidden = _chunks(text, CHUNK - len(label), parts=parts, fences=fences)
+    blocks: list[Block] = []
+    for i, piece in enumerate(pieces, 1):
+        body = code_block(_render(piece, fences=False)) if code else _chunk_text(piece, fences)
+        part = f" (part {i}/{len(pieces)})" if len(pieces) > 1 else ""
+        blocks.append(section(f"{label}{part}{chr(10) if code else sep}{body}"))
+    if hidden:
+        where = f" (`reactbot trace show {prose(trace_id, NAME_LIMIT)}`)" if trace_id else ""
+        blocks.append(context(f"… {hidden:,} more characters are in the stored trace{where}."))
+    return blocks
 
 
-def _chunks(text: str, size: int) -> Iterable[tuple[int, int, str]]:
-    """``(part, parts, text)`` pieces of at most ``size``, cut at a newline when one is near."""
+def _chunk_text(piece: str, fences: bool) -> str:
+    return _close_fence(_render(piece, fences=True)) if fences else _render(piece, fences=False)
+
+
+def _chunks(text: str, size: int, *, parts: int, fences: bool) -> tuple[list[str], int]:
+    """Up to ``parts`` pieces of ``text`` that each render within ``size`` characters, cut at
+    a newline or a space when one is near; and how many characters were left over."""
+    size = max(size, MIN_ROOM) - (2 * len(_CLOSE) if fences else 0)  # a fence closed and reopened
     pieces: list[str] = []
-    rest = text
-    while len(rest) > size:
-        cut = rest.rfind("\n", size // 2, size)
-        cut = cut if cut > 0 else size
-        pieces.append(rest[:cut])
-        rest = rest[cut:].lstrip("\n")
-    pieces.append(rest)
-    return [(i + 1, len(pieces), p) for i, p in enumerate(pieces)]
+    start, n = 0, len(text)
+    while start < n and len(pieces) < max(parts, 1):
+        end = _end_within(text, start, size, fences=fences)
+        if end < n:  # a newline near the end, else a space, else anywhere (one long word)
+            half = start + (end - start) // 2
+            newline = text.rfind("\n", half, end)
+            space = text.rfind(" ", half, end)
+            end = newline if newline > start else space + 1 if space > start else end
+        pieces.append(text[start:end])
+        start = end
+        while start < n and text[start] == "\n":
+            start += 1
+    if fences:
+        pieces = _reopen_fences(pieces)
+    return pieces or [""], n - start
 
 
-def _part(i: int, n: int) -> str:
-    return f"part {i}/{n}" if n > 1 else "full"
+def _reopen_fences(pieces: list[str]) -> list[str]:
+    """A code block cut between two pieces is closed at the end of one and reopened at the
+    start of the next."""
+    out: list[str] = []
+    inside = False
+    for piece in pieces:
+        text = f"{FENCE}\n{piece}" if inside else piece
+        inside = text.count(FENCE) % 2 == 1
+        out.append(text)
+    return out
 
 
 def _pack(blocks: Sequence[Block], fallback: str) -> list[SlackMessage]:
@@ -537,21 +763,22 @@ def _pack(blocks: Sequence[Block], fallback: str) -> list[SlackMessage]:
             used = 0
         posts[-1].append(block)
         used += size
-    text = escape(clip(fallback, FALLBACK_LIMIT))
-    return [SlackMessage(text, tuple(p)) for p in posts]
+    text = prose(fallback.strip() or "…", FALLBACK_LIMIT)
+    return [SlackMessage(text, tuple(p)) for p in posts if p]
 
 
 # ---- shrinking after msg_too_long ---------------------------------------------------------
 
 
 def shorten(message: SlackMessage, *, factor: float = 0.5) -> SlackMessage:
-    """A smaller version of ``message`` for a retry after ``msg_too_long``: every text cut
-    to ``factor`` of its length and grey step lines dropped except the newest two."""
+    """A smaller version of ``message`` for a retry after a refusal: every text cut to
+    ``factor`` of its length and grey step lines dropped except the newest three."""
     blocks = list(message.blocks)
     contexts = [i for i, b in enumerate(blocks) if b.get("type") == "context"]
     drop = set(contexts[:-3]) if len(contexts) > 3 else set()
     kept = [_shrink_block(b, factor) for i, b in enumerate(blocks) if i not in drop]
-    return SlackMessage(clip(message.text, max(40, int(len(message.text) * factor))), tuple(kept))
+    text = fit(message.text, max(40, int(len(message.text) * factor)))
+    return SlackMessage(text, tuple(kept))
 
 
 def _shrink_block(block: Block, factor: float) -> Block:
@@ -568,10 +795,4 @@ def _shrink_block(block: Block, factor: float) -> Block:
 
 
 def _cut_mrkdwn(text: str, factor: float) -> str:
-    limit = max(80, int(len(text) * factor))
-    if len(text) <= limit:
-        return text
-    cut = clip(text, limit)
-    # An escaped entity cut in half (``&am…``) would show as garbage; drop the stub.
-    cut = re.sub(r"&[a-z]{0,3}…$", "…", cut)
-    return cut + ("\n```" if cut.count("```") % 2 else "")
+    return fit(text, max(MIN_ROOM, int(len(text) * factor)))

@@ -1,6 +1,6 @@
 """A local fake of the Slack Web API for tests and benchmarks: real HTTP, no network.
 
-Point ``AsyncWebClient(base_url=fake.base_url)`` (``slack.api_base_url``) at it::
+Point ``AsyncWebClient(token=..., base_url=fake.base_url)`` (``slack.api_base_url``) at it::
 
     async with FakeSlack() as fake:
         fake.fail("chat.update", "ratelimited", status=429, retry_after=1)
@@ -11,18 +11,31 @@ Point ``AsyncWebClient(base_url=fake.base_url)`` (``slack.api_base_url``) at it:
 Implemented: ``auth.test``, ``chat.postMessage``, ``chat.update``, ``chat.postEphemeral``,
 ``conversations.info``, the ``files_upload_v2`` trio (``files.getUploadURLExternal``, the
 upload URL, ``files.completeUploadExternal``), and ``response_url`` endpoints
-(``fake.response_url(name)``). Every call is recorded with its arrival time.
+(``fake.response_url(name)``). Every call is recorded with its arrival time, and a refused
+one with the error and the ``errors`` detail Slack would have sent.
+
+It refuses what Slack refuses, the way Slack refuses it (HTTP 200, ``{"ok": false, "error":
+..., "errors": [...], "response_metadata": {"messages": ["[ERROR] ..."]}}``); see
+``validate_message`` for the message limits and where each was confirmed. Beyond those:
+
+- every Web API method needs the bot token, sent the way slack_sdk sends it (``Authorization:
+  Bearer <token>``) or as the ``token`` argument Slack also accepts: none answers
+  ``not_authed``, any other ``invalid_auth`` (``FakeSlack(token=...)``; "xoxb-test" by default,
+  the token the tests configure). The upload URL and response URLs need none (Slack signs them).
+- ``files.getUploadURLExternal`` needs ``filename`` and a positive ``length`` (else
+  ``missing_argument``); the upload URL answers non-200 unless exactly ``length`` bytes
+  arrive ("a non-200 response indicates a failure"); ``files.completeUploadExternal``
+  answers ``file_not_found`` for a file whose upload never arrived whole.
 
 Scripting:
 
-- ``fail(method, error, status=200, retry_after=None, times=1)``: the next ``times`` calls of
-  ``method`` answer ``{"ok": false, "error": error}`` (``ratelimited`` with 429 and a
-  ``Retry-After`` header, ``msg_too_long``, ``not_in_channel``...).
+- ``fail(method, error, status=200, retry_after=None, times=1, when=None)``: the next
+  ``times`` calls of ``method`` (only those whose arguments ``when(args)`` accepts, when given)
+  answer ``{"ok": false, "error": error}`` (``ratelimited`` with 429 and a ``Retry-After``
+  header, ``msg_blocks_too_long``, ``not_in_channel``...).
 - ``not_joined``: channels where posting answers ``not_in_channel``.
 - ``limit(method, per_second)``: per channel, more than that many calls in any one-second
   window answer 429 (Slack's own behaviour, so a benchmark can count violations).
-- ``max_text``: ``chat.update``/``chat.postMessage`` bodies whose block text is longer
-  answer ``msg_too_long``.
 """
 
 from __future__ import annotations
@@ -31,6 +44,7 @@ import itertools
 import json
 import time
 from collections import defaultdict, deque
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Self
@@ -41,6 +55,57 @@ from tests.fakes.local_server import serve_locally
 
 JSON = dict[str, Any]
 
+BOT_USER_ID = "UBOTREACT"
+BOT_ID = "BREACT"
+TEAM_ID = "T0TEAM"
+TOKEN = "xoxb-test"
+
+# ---- Slack's message limits ----------------------------------------------------------------
+#
+# Each from Slack's own documentation or slack_sdk's source (slackapi/python-slack-sdk,
+# slack_sdk/models/blocks/*.py, which encodes the same numbers as JsonValidators):
+MAX_BLOCKS = 50
+"""Blocks per message: https://api.slack.com/reference/block-kit/blocks ("up to 50 blocks in
+each message"); refused with "no more than 50 items allowed [json-pointer:/blocks]"."""
+SECTION_TEXT = 3000
+"""Section text 1..3000 characters, ``fields`` at most 10 items of at most 2000 each:
+https://docs.slack.dev/reference/block-kit/blocks/section-block (SectionBlock in slack_sdk)."""
+SECTION_FIELDS = 10
+SECTION_FIELD_TEXT = 2000
+TEXT_OBJECT = 3000
+"""Any text object: https://docs.slack.dev/reference/block-kit/composition-objects/text-object"""
+HEADER_TEXT = 150
+"""Header text, plain_text only: https://docs.slack.dev/reference/block-kit/blocks/header-block"""
+CONTEXT_ELEMENTS = 10
+"""ContextBlock.elements_max_length in slack_sdk (docs: "Maximum number of items is 10")."""
+ACTIONS_ELEMENTS = 25
+"""https://api.slack.com/reference/block-kit/blocks#actions ("a maximum of 25 elements")."""
+BUTTON_TEXT = 75
+BUTTON_VALUE = 2000
+BUTTON_URL = 3000
+"""ButtonElement in slack_sdk (text_max_length, value_max_length, url_max_length)."""
+ID_LENGTH = 255
+"""``action_id`` and ``block_id``: BlockElement.action_id_max_length, Block.block_id_max_length."""
+MARKDOWN_BLOCK_TEXT = 12_000
+"""https://docs.slack.dev/reference/block-kit/blocks/markdown-block"""
+BLOCKS_TEXT = 12_000
+"""``msg_blocks_too_long``: the cumulative limit is undocumented. A Slack engineer gave it as
+"12,000 text characters with a buffer for block containers"
+(https://github.com/slackapi/bolt-js/issues/2509, quoted in
+https://github.com/slackapi/bolt-js/issues/2867, which also saw 11,341 characters in 45 blocks
+refused). The fake refuses more than 12,000 characters of block text; the container buffer
+is unknown, so a renderer should stay well below it (ours keeps ~4,000)."""
+TEXT_LIMIT = 4_000
+"""Top-level ``text``: chat.update documents ``msg_too_long`` as "The `text` field cannot
+exceed 4,000 characters" (https://docs.slack.dev/reference/methods/chat.update, errors). The
+2018 changelog promised truncation at 40,000 instead
+(https://api.slack.com/changelog/2018-04-truncating-really-long-messages), but slack_sdk's
+maintainer says that is old and a ~4K text can now be refused with ``msg_too_long``
+(https://github.com/seratch/ChatGPT-in-Slack/issues/102). The fake takes the strict reading
+for all three chat methods."""
+
+_MESSAGE_METHODS = frozenset({"chat.postMessage", "chat.update", "chat.postEphemeral"})
+
 
 @dataclass(frozen=True, slots=True)
 class Call:
@@ -49,6 +114,7 @@ class Call:
     at: float
     status: int
     error: str | None
+    errors: tuple[str, ...] = ()
 
 
 @dataclass(slots=True)
@@ -66,24 +132,30 @@ class _Failure:
     error: str
     status: int
     retry_after: int | None
+    errors: tuple[str, ...] = ()
+    when: Callable[[JSON], bool] | None = None
 
 
-BOT_USER_ID = "UBOTREACT"
-BOT_ID = "BREACT"
-TEAM_ID = "T0TEAM"
+@dataclass(slots=True)
+class _Upload:
+    filename: str
+    length: int
+    data: bytes | None = None
 
 
 class FakeSlack:
-    def __init__(self, *, host: str = "127.0.0.1") -> None:
+    def __init__(self, *, host: str = "127.0.0.1", token: str = TOKEN) -> None:
         self.host = host
+        self.token = token
         self.port = 0
         self.records: list[Call] = []
         self.messages: dict[str, Message] = {}
         self.responses: list[tuple[str, JSON]] = []
         self.uploads: dict[str, bytes] = {}
+        """Files whose upload arrived whole, by file id."""
         self.not_joined: set[str] = set()
-        self.max_text: int | None = None
         self.rate_limited = 0
+        self._pending: dict[str, _Upload] = {}
         self._failures: defaultdict[str, deque[_Failure]] = defaultdict(deque)
         self._limits: dict[str, int] = {}
         self._windows: defaultdict[tuple[str, str], deque[float]] = defaultdict(deque)
@@ -128,9 +200,10 @@ class FakeSlack:
         status: int = 200,
         retry_after: int | None = None,
         times: int = 1,
+        when: Callable[[JSON], bool] | None = None,
     ) -> Self:
         for _ in range(times):
-            self._failures[method].append(_Failure(error, status, retry_after))
+            self._failures[method].append(_Failure(error, status, retry_after, when=when))
         return self
 
     def limit(self, method: str, per_second: int) -> Self:
@@ -163,29 +236,38 @@ class FakeSlack:
         method = request.match_info["method"]
         args = await _read_args(request)
         channel = str(args.get("channel") or args.get("channel_id") or "")
-        failure = self._scripted_failure(method, channel, args)
+        failure = self._auth_failure(request, args) or self._scripted_failure(method, channel, args)
         if failure is not None:
             return await self._answer(method, args, failure)
         handler = getattr(self, "_m_" + method.replace(".", "_"), None)
         if handler is None:
             return await self._answer(method, args, _Failure("unknown_method", 404, None))
+        if method in _MESSAGE_METHODS and (refusal := validate_message(args)) is not None:
+            error, errors = refusal
+            return await self._answer(method, args, _Failure(error, 200, None, tuple(errors)))
         result: JSON = handler(args)
         if not result.get("ok", False):
             return await self._answer(method, args, _Failure(str(result["error"]), 200, None))
         await self._record(Call(method, args, time.monotonic(), 200, None))
         return web.json_response(result)
 
+    def _auth_failure(self, request: web.Request, args: JSON) -> _Failure | None:
+        header = request.headers.get("Authorization", "")
+        token = header[len("Bearer ") :] if header.startswith("Bearer ") else args.get("token")
+        if not token:
+            return _Failure("not_authed", 200, None)
+        if token != self.token:
+            return _Failure("invalid_auth", 200, None)
+        return None
+
     def _scripted_failure(self, method: str, channel: str, args: JSON) -> _Failure | None:
-        if self._failures[method]:
-            return self._failures[method].popleft()
+        queued = self._failures[method]
+        if queued and (queued[0].when is None or queued[0].when(args)):
+            return queued.popleft()
         if method in self._limits and channel and not self._within_limit(method, channel):
             return _Failure("ratelimited", 429, 1)
         if method == "chat.postMessage" and channel in self.not_joined:
             return _Failure("not_in_channel", 200, None)
-        if method in ("chat.update", "chat.postMessage") and self.max_text is not None:
-            size = sum(_block_text(b) for b in _blocks(args))
-            if size > self.max_text:
-                return _Failure("msg_too_long", 200, None)
         return None
 
     def _within_limit(self, method: str, channel: str) -> bool:
@@ -201,22 +283,40 @@ class FakeSlack:
     async def _answer(self, method: str, args: JSON, failure: _Failure) -> web.Response:
         if failure.status == 429:
             self.rate_limited += 1
-        await self._record(Call(method, args, time.monotonic(), failure.status, failure.error))
+        await self._record(
+            Call(method, args, time.monotonic(), failure.status, failure.error, failure.errors)
+        )
         headers = (
             {"Retry-After": str(failure.retry_after)} if failure.retry_after is not None else {}
         )
-        body = {"ok": False, "error": failure.error}
+        body: JSON = {"ok": False, "error": failure.error}
+        if failure.errors:
+            body["errors"] = list(failure.errors)
+            body["response_metadata"] = {"messages": [f"[ERROR] {e}" for e in failure.errors]}
         return web.json_response(body, status=failure.status, headers=headers)
 
     async def _record(self, call: Call) -> None:
         self.records.append(call)
 
     async def _upload(self, request: web.Request) -> web.Response:
-        self.uploads[request.match_info["file_id"]] = await request.read()
+        file_id = request.match_info["file_id"]
+        data = await request.read()
+        pending = self._pending.get(file_id)
+        if pending is None:
+            status, reply = 404, "file not found"
+        elif len(data) != pending.length:
+            status, reply = 400, f"expected {pending.length} bytes, got {len(data)}"
+        else:
+            pending.data = data
+            self.uploads[file_id] = data
+            status, reply = 200, f"OK - {len(data)}"
+        error = None if status == 200 else reply
         await self._record(
-            Call("upload", {"file_id": request.match_info["file_id"]}, time.monotonic(), 200, None)
+            Call(
+                "upload", {"file_id": file_id, "bytes": len(data)}, time.monotonic(), status, error
+            )
         )
-        return web.Response(text=f"OK - {len(self.uploads[request.match_info['file_id']])}")
+        return web.Response(status=status, text=reply)
 
     async def _response(self, request: web.Request) -> web.Response:
         body = await request.json()
@@ -256,7 +356,9 @@ class FakeSlack:
         message = self.messages.get(str(args.get("ts")))
         if message is None or message.channel != args.get("channel"):
             return {"ok": False, "error": "message_not_found"}
-        message.text, message.blocks = str(args.get("text", "")), _blocks(args)
+        message.text = str(args.get("text", ""))
+        if "blocks" in args:  # absent: Slack keeps the message's blocks
+            message.blocks = _blocks(args)
         message.versions.append((time.monotonic(), message.text, message.blocks))
         return {"ok": True, "channel": message.channel, "ts": message.ts, "text": message.text}
 
@@ -268,12 +370,35 @@ class FakeSlack:
         return {"ok": True, "channel": {"id": channel, "is_member": channel not in self.not_joined}}
 
     def _m_files_getUploadURLExternal(self, args: JSON) -> JSON:
+        # https://docs.slack.dev/reference/methods/files.getUploadURLExternal: `length` and
+        # `filename` are required; missing_argument "typically only occurs when the length
+        # provided is 0".
+        try:
+            length = int(args.get("length") or 0)
+        except (TypeError, ValueError):
+            length = 0
+        filename = str(args.get("filename") or "")
+        if length <= 0 or not filename:
+            return {"ok": False, "error": "missing_argument"}
         file_id = f"F{next(self._ts):08d}"
+        self._pending[file_id] = _Upload(filename, length)
         return {"ok": True, "upload_url": f"{self.url}/upload/{file_id}", "file_id": file_id}
 
     def _m_files_completeUploadExternal(self, args: JSON) -> JSON:
+        # file_not_found: "Could not find the file from the upload ticket."
         files = args.get("files")
-        parsed = json.loads(files) if isinstance(files, str) else files or []
+        try:
+            parsed = json.loads(files) if isinstance(files, str) else files
+        except ValueError:
+            return {"ok": False, "error": "invalid_arguments"}
+        if not isinstance(parsed, list) or not parsed:
+            return {"ok": False, "error": "invalid_arguments"}
+        for item in parsed:
+            pending = self._pending.get(str(item.get("id", "")) if isinstance(item, dict) else "")
+            if pending is None or pending.data is None:
+                return {"ok": False, "error": "file_not_found"}
+        for item in parsed:
+            self._pending.pop(item["id"])
         return {"ok": True, "files": [{"id": f["id"], "title": f.get("title", "")} for f in parsed]}
 
 
@@ -292,13 +417,6 @@ def _blocks(args: JSON) -> list[JSON]:
     return list(parsed)
 
 
-def _block_text(block: JSON) -> int:
-    size = len(block.get("text", {}).get("text", "")) if isinstance(block.get("text"), dict) else 0
-    return size + sum(
-        len(e.get("text", "")) for e in block.get("elements", ()) if isinstance(e, dict)
-    )
-
-
 def message_text(message: Message) -> str:
     """Everything visible in a message, joined (for assertions)."""
     parts = [message.text]
@@ -309,3 +427,240 @@ def message_text(message: Message) -> str:
             e["text"] for e in block.get("elements", ()) if isinstance(e, dict) and "text" in e
         ]
     return "\n".join(parts)
+
+
+# ---- validation -----------------------------------------------------------------------------
+
+
+def validate_message(args: JSON) -> tuple[str, list[str]] | None:
+    """Why Slack would refuse these ``chat.postMessage``/``chat.update``/``chat.postEphemeral``
+    arguments: ``(error, errors)``, ``errors`` being the ``"... [json-pointer:/blocks/..]"``
+    lines Slack sends with ``invalid_blocks``; ``None`` when Slack would take them.
+
+    The wording of the lines is Slack's, as seen in its answers: "must be less than 3001
+    characters", "must be more than 0 characters", "no more than 50 items allowed", "failed to
+    match all allowed schemas", "invalid additional property: emoji", "must provide an
+    object", "missing required field: text", "must be a valid enum value", "`action_id` ...
+    already exists". Characters are counted as code points.
+    """
+    blocks: list[Any] | None = None
+    raw = args.get("blocks")
+    if raw is not None:
+        try:
+            parsed = json.loads(raw) if isinstance(raw, str) else raw
+        except ValueError:
+            return "invalid_blocks_format", []
+        if not isinstance(parsed, list):
+            return "invalid_blocks_format", []
+        blocks = parsed
+        errors = block_errors(blocks)
+        if errors:
+            return "invalid_blocks", errors
+        if blocks_text_length(blocks) > BLOCKS_TEXT:
+            return "msg_blocks_too_long", []
+    text = args.get("text")
+    if text is not None and not isinstance(text, str):
+        return "invalid_arguments", ["must be a string [json-pointer:/text]"]
+    if text and len(text) > TEXT_LIMIT:
+        return "msg_too_long", []
+    if not text and not blocks:
+        return "no_text", []
+    return None
+
+
+def blocks_text_length(blocks: Sequence[Any]) -> int:
+    """Characters of every ``text`` string anywhere in the blocks (what msg_blocks_too_long
+    counts, as far as anyone outside Slack can tell)."""
+    return sum(len(s) for s in _texts(blocks))
+
+
+def _texts(node: Any) -> Iterator[str]:
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "text" and isinstance(value, str):
+                yield value
+            else:
+                yield from _texts(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from _texts(item)
+
+
+def block_errors(blocks: Sequence[Any]) -> list[str]:
+    checker = _Checker()
+    if len(blocks) > MAX_BLOCKS:
+        checker.fail(f"no more than {MAX_BLOCKS} items allowed", "/blocks")
+    for i, block in enumerate(blocks):
+        checker.block(block, f"/blocks/{i}")
+    return checker.errors
+
+
+_BLOCK_KEYS: dict[str, frozenset[str]] = {
+    "section": frozenset({"type", "block_id", "text", "fields", "accessory", "expand"}),
+    "context": frozenset({"type", "block_id", "elements"}),
+    "actions": frozenset({"type", "block_id", "elements"}),
+    "header": frozenset({"type", "block_id", "text"}),
+    "divider": frozenset({"type", "block_id"}),
+    "markdown": frozenset({"type", "block_id", "text"}),
+}
+_BUTTON_KEYS = frozenset(
+    {"type", "text", "action_id", "url", "value", "style", "confirm", "accessibility_label"}
+)
+_IMAGE_KEYS = frozenset({"type", "image_url", "alt_text", "slack_file"})
+
+
+class _Checker:
+    def __init__(self) -> None:
+        self.errors: list[str] = []
+        self._action_ids: set[str] = set()
+
+    def fail(self, message: str, at: str) -> None:
+        self.errors.append(f"{message} [json-pointer:{at}]")
+
+    # ---- blocks ---------------------------------------------------------------------------
+    def block(self, block: Any, at: str) -> None:
+        if not isinstance(block, dict):
+            self.fail("must provide an object", at)
+            return
+        kind = block.get("type")
+        allowed = _BLOCK_KEYS.get(kind) if isinstance(kind, str) else None
+        if allowed is None:
+            self.fail("failed to match all allowed schemas", at)
+            return
+        self._extra(block, allowed, at)
+        self._length(block, "block_id", ID_LENGTH, at)
+        getattr(self, f"_{kind}")(block, at)
+
+    def _section(self, block: JSON, at: str) -> None:
+        if "text" not in block and "fields" not in block:
+            self.fail("missing required field: text", at)
+        if "text" in block:
+            self.text(block["text"], f"{at}/text", limit=SECTION_TEXT)
+        if "fields" in block:
+            fields = block["fields"]
+            if not isinstance(fields, list):
+                self.fail("must be an array", f"{at}/fields")
+                return
+            if len(fields) > SECTION_FIELDS:
+                self.fail(f"no more than {SECTION_FIELDS} items allowed", f"{at}/fields")
+            for i, item in enumerate(fields):
+                self.text(item, f"{at}/fields/{i}", limit=SECTION_FIELD_TEXT)
+        if "accessory" in block:
+            self.element(block["accessory"], f"{at}/accessory")
+
+    def _context(self, block: JSON, at: str) -> None:
+        elements = self._elements(block, at, CONTEXT_ELEMENTS)
+        for i, element in enumerate(elements):
+            where = f"{at}/elements/{i}"
+            if isinstance(element, dict) and element.get("type") == "image":
+                self.element(element, where)
+            else:
+                self.text(element, where, limit=TEXT_OBJECT)
+
+    def _actions(self, block: JSON, at: str) -> None:
+        for i, element in enumerate(self._elements(block, at, ACTIONS_ELEMENTS)):
+            self.element(element, f"{at}/elements/{i}")
+
+    def _header(self, block: JSON, at: str) -> None:
+        if "text" not in block:
+            self.fail("missing required field: text", at)
+            return
+        self.text(block["text"], f"{at}/text", limit=HEADER_TEXT, plain_only=True)
+
+    def _divider(self, block: JSON, at: str) -> None:
+        pass
+
+    def _markdown(self, block: JSON, at: str) -> None:
+        text = block.get("text")
+        if not isinstance(text, str):
+            self.fail("missing required field: text", at)
+        else:
+            self._string_length(text, MARKDOWN_BLOCK_TEXT, f"{at}/text")
+
+    def _elements(self, block: JSON, at: str, limit: int) -> list[Any]:
+        elements = block.get("elements")
+        if elements is None:
+            self.fail("missing required field: elements", at)
+            return []
+        if not isinstance(elements, list):
+            self.fail("must be an array", f"{at}/elements")
+            return []
+        if not elements:
+            self.fail("must contain at least 1 items", f"{at}/elements")
+        if len(elements) > limit:
+            self.fail(f"no more than {limit} items allowed", f"{at}/elements")
+        return elements
+
+    # ---- elements and text objects --------------------------------------------------------
+    def element(self, element: Any, at: str) -> None:
+        if not isinstance(element, dict):
+            self.fail("must provide an object", at)
+            return
+        kind = element.get("type")
+        if kind == "button":
+            self._extra(element, _BUTTON_KEYS, at)
+            if "text" not in element:
+                self.fail("missing required field: text", at)
+            else:
+                self.text(element["text"], f"{at}/text", limit=BUTTON_TEXT, plain_only=True)
+            self._length(element, "action_id", ID_LENGTH, at)
+            self._length(element, "value", BUTTON_VALUE, at)
+            self._length(element, "url", BUTTON_URL, at)
+            style = element.get("style")
+            if style is not None and style not in ("primary", "danger"):
+                self.fail("must be a valid enum value", f"{at}/style")
+            action_id = element.get("action_id")
+            if isinstance(action_id, str):
+                if action_id in self._action_ids:
+                    self.fail(f'`action_id` "{action_id}" already exists', f"{at}/action_id")
+                self._action_ids.add(action_id)
+        elif kind == "image":
+            self._extra(element, _IMAGE_KEYS, at)
+            if "alt_text" not in element:
+                self.fail("missing required field: alt_text", at)
+            self._length(element, "alt_text", 2000, at)
+            self._length(element, "image_url", 3000, at)
+        else:
+            self.fail("failed to match all allowed schemas", at)
+
+    def text(self, obj: Any, at: str, *, limit: int, plain_only: bool = False) -> None:
+        if not isinstance(obj, dict):
+            self.fail("must provide an object", at)
+            return
+        before = len(self.errors)
+        kind = obj.get("type")
+        if kind is None:
+            self.fail("missing required field: type", at)
+        elif kind not in (("plain_text",) if plain_only else ("plain_text", "mrkdwn")):
+            self.fail("must be a valid enum value", f"{at}/type")
+        allowed = {"type", "text", "emoji" if kind == "plain_text" else "verbatim"}
+        self._extra(obj, frozenset(allowed), at)
+        text = obj.get("text")
+        if text is None:
+            self.fail("missing required field: text", at)
+        elif not isinstance(text, str):
+            self.fail("must be a string", f"{at}/text")
+        else:
+            self._string_length(text, limit, f"{at}/text")
+        if len(self.errors) > before and not plain_only:  # either schema could have matched
+            self.errors.insert(before, f"failed to match all allowed schemas [json-pointer:{at}]")
+
+    def _length(self, obj: JSON, key: str, limit: int, at: str) -> None:
+        if key not in obj:
+            return
+        value = obj[key]
+        if not isinstance(value, str):
+            self.fail("must be a string", f"{at}/{key}")
+        else:
+            self._string_length(value, limit, f"{at}/{key}")
+
+    def _string_length(self, value: str, limit: int, at: str) -> None:
+        if not value:
+            self.fail("must be more than 0 characters", at)
+        elif len(value) > limit:
+            self.fail(f"must be less than {limit + 1} characters", at)
+
+    def _extra(self, obj: JSON, allowed: frozenset[str], at: str) -> None:
+        for key in obj:
+            if key not in allowed:
+                self.fail(f"invalid additional property: {key}", at)

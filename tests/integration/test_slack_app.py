@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import logging
+import re
 import time
 import urllib.parse
 from collections.abc import AsyncIterator, Callable
@@ -17,7 +19,7 @@ import pytest
 from slack_sdk.signature import SignatureVerifier
 
 from adapters.slack.bot import INVITE, SlackBot
-from adapters.slack.render import STOP_ACTION_ID
+from adapters.slack.render import STOP_ACTION_ID, escape
 from adapters.slack.server import HttpServer
 from adapters.slack.settings import SlackSettings
 from core.agent import Agent, AgentSettings
@@ -33,7 +35,7 @@ from core.stores import (
     InMemoryTraceStore,
     StopRequests,
 )
-from core.tools import FunctionTool, ToolRegistry
+from core.tools import FunctionTool, ToolRegistry, ToolResult
 from tests.fakes.slack_server import BOT_USER_ID, TEAM_ID, FakeSlack, Message, message_text
 
 SECRET = "test-signing-secret-0123456789"
@@ -45,6 +47,21 @@ CHANNEL = "C1GENERAL"
 async def calculate(arg: str) -> str:
     await asyncio.sleep(0.3)  # long enough for the live message to show the Action
     return {"17*23": "391"}.get(arg.replace(" ", ""), "42")
+
+
+LONG_URLS = tuple(f"https://evil.example/{n}/" + "p" * 1990 for n in range(3))
+"""Sources of about 2,000 characters each, as a web page can have."""
+SHORT_URL = "https://docs.example.org/page?a=1&b=2"
+HOSTILE = (
+    "<!channel> <!here> <!everyone> <@U999> <#C123ABC> <!subteam^S1|@team> "
+    "[Verify your account](https://evil.example) <https://evil.example|Verify> &lt;!here&gt; "
+)
+
+
+async def search(arg: str) -> ToolResult:
+    """A web page that tries everything: pings, masked links, fences, 20 KB of text."""
+    page = (HOSTILE + "```\n" + "lorem ipsum " * 50 + "\n") * 25
+    return ToolResult(page, sources=(*LONG_URLS, SHORT_URL))
 
 
 @dataclass
@@ -162,6 +179,7 @@ async def make(fake: FakeSlack) -> AsyncIterator[Callable[..., Any]]:
         tools.add(
             FunctionTool("calculate", calculate, description="arithmetic", example="calculate[1+1]")
         )
+        tools.add(FunctionTool("search", search, description="the web", example="search[x]"))
         agent = Agent(
             model,
             tools,
@@ -530,3 +548,143 @@ async def test_replicas_share_one_cooldown(make: Any, two_processes: list[RedisS
     assert "ask again" not in json.loads(body)["text"]
     await one.settled()
     await two.settled()
+
+
+# ---- what Slack refuses ---------------------------------------------------------------------
+
+
+def is_final_edit(args: dict[str, Any]) -> bool:
+    """A final-state edit: every live rendering of a run carries the Stop button."""
+    return STOP_ACTION_ID not in json.dumps(args.get("blocks", []))
+
+
+LONG_QUESTION = "Please explain, step by step and with care, " + "why the sky is blue " * 12
+
+
+async def test_a_refused_final_edit_falls_back_to_the_compact_rendering(make: Any) -> None:
+    h: Harness = await make(tool_then_answer("The sky scatters blue light."))
+    h.fake.fail("chat.update", "msg_blocks_too_long", when=is_final_edit)
+    await h.ask(LONG_QUESTION)
+    await h.settled()
+    finals = [c for c in h.fake.calls("chat.update") if is_final_edit(c.args)]
+    assert [c.error for c in finals] == ["msg_blocks_too_long", None]
+    refused, compact = (c.args["blocks"] for c in finals)
+    assert "…" in compact[0]["text"]["text"] and "…" not in refused[0]["text"]["text"]
+    root = h.root()
+    assert root.blocks == compact
+    assert "The sky scatters blue light." in message_text(root) and "2 steps" in message_text(root)
+    assert "*Totals*" in message_text(h.fake.replies(CHANNEL, root.ts)[-1])
+
+
+async def test_when_compact_is_refused_too_plain_text_arrives_and_the_run_never_looks_alive(
+    make: Any,
+) -> None:
+    h: Harness = await make(tool_then_answer("The sky scatters blue light."))
+    h.fake.fail("chat.update", "msg_blocks_too_long", when=is_final_edit)
+    h.fake.fail("chat.update", "invalid_blocks", when=is_final_edit)
+    await h.ask(LONG_QUESTION)
+    await h.settled()
+    updates = h.fake.calls("chat.update")
+    first_final = next(i for i, c in enumerate(updates) if is_final_edit(c.args))
+    assert [c.error for c in updates[first_final:]] == [
+        "msg_blocks_too_long",
+        "invalid_blocks",
+        None,
+    ]
+    final, compact, plain = (c.args for c in updates[first_final:])
+    assert "…" in compact["blocks"][0]["text"]["text"]
+    assert "…" not in final["blocks"][0]["text"]["text"]
+    assert len(plain["blocks"]) == 1 and "could not format this message" in plain["text"] + str(
+        plain["blocks"]
+    )
+    root = h.root()
+    assert "The sky scatters blue light." in message_text(root)
+    refused_at = updates[first_final].at
+    for at, text, blocks in root.versions:
+        if at >= refused_at:  # nothing after the final state began looks like a running run
+            assert STOP_ACTION_ID not in json.dumps(blocks)
+            assert ":thinking_face:" not in text + json.dumps(blocks)
+    assert STOP_ACTION_ID not in json.dumps(root.blocks)
+    assert "*Totals*" in message_text(h.fake.replies(CHANNEL, root.ts)[-1])
+
+
+def hostile_answer() -> str:
+    parts = []
+    while sum(map(len, parts)) < 50_000:
+        n = len(parts)
+        parts.append(f"Point {n}: {HOSTILE}see {LONG_URLS[n % 3]}?page={n} and <@U{n:06d}>.\n")
+    return "".join(parts)
+
+
+_ANGLED = re.compile(r"<([^<>]*)>")
+
+
+async def test_a_huge_hostile_answer_is_accepted_pings_nobody_and_the_thread_is_complete(
+    make: Any,
+) -> None:
+    answer = hostile_answer()
+    assert len(answer) > 50_000
+    h: Harness = await make(
+        [
+            Turn(f"Thought: {HOSTILE}\nAction: search[{HOSTILE}]", chunk_size=200),
+            Turn(f"Thought: {HOSTILE}I have it.\nFinal Answer: {answer}", chunk_size=2000),
+        ]
+    )
+    await h.ask(f"{HOSTILE} what is up?")
+    await h.settled()
+
+    assert [(c.method, c.error) for c in h.fake.records if c.error] == [], "all accepted"
+    seen = set()
+    for call in h.fake.records:
+        for text in strings(call.args):
+            for token in _ANGLED.findall(text):
+                seen.add(token)
+    # Only what the renderer writes itself: the asker's mention and our source link, labelled
+    # with its host (the 2,000-character sources are named by their host, unlinked).
+    assert seen == {f"@{ASKER}", f"{escape(SHORT_URL)}|docs.example.org"}
+    root = h.root()
+    assert "continued in the thread" in message_text(root)
+    replies = h.fake.replies(CHANNEL, root.ts)
+    texts = [message_text(m) for m in replies]
+    assert "*Question*" in texts[0] and "*Totals*" in texts[-1]
+    assert any("*Step 1*" in t and "*Observation:*" in t for t in texts)
+    parts = [
+        b["text"]["text"].split("\n", 1)[1]
+        for m in replies
+        for b in m.blocks
+        if b.get("text", {}).get("text", "").startswith("*Answer* (part ")
+    ]
+    squeeze = lambda text: re.sub(r"[\s`]", "", text)  # noqa: E731 - cuts add only these
+    assert squeeze("".join(parts)) == squeeze(escape(answer.strip())), "the whole answer"
+    uploaded = json.loads(next(iter(h.fake.uploads.values())))
+    assert uploaded["answer"] == answer.strip() and uploaded["steps"][0]["sources"]
+    h.model.assert_complete()
+
+
+def strings(node: Any) -> list[str]:
+    if isinstance(node, str):
+        return [node]
+    if isinstance(node, dict):
+        return [s for value in node.values() for s in strings(value)]
+    if isinstance(node, list):
+        return [s for item in node for s in strings(item)]
+    return []
+
+
+async def test_a_wrong_bot_token_is_refused_logged_and_survived(
+    make: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    h: Harness = await make(["Thought: ok.\nAction: finish[Never sent.]"], bot_token="xoxb-wrong")
+    with caplog.at_level(logging.ERROR):
+        status, body, _ = await h.ask("hello?")
+        again, _, _ = await h.ask("still there?")
+    await h.settled()
+    assert (status, again) == (200, 200), "the bot answers Slack, it does not crash"
+    assert "reinstall" in body  # bolt's word to the user
+    assert [c.error for c in h.fake.calls("auth.test")] == ["invalid_auth", "invalid_auth"]
+    assert any(
+        "invalid_auth" in r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR
+    )
+    assert h.fake.calls("chat.postMessage") == [] and h.model.calls == []
+    async with h.session.get(h.url.replace("/slack/events", "/healthz")) as response:
+        assert response.status == 200

@@ -8,6 +8,7 @@ from adapters.live import RunView
 from adapters.slack.render import (
     MAX_BLOCKS,
     MESSAGE_BUDGET,
+    OBSERVATION_PARTS,
     SECTION_LIMIT,
     SHUTDOWN,
     STOP_ACTION_ID,
@@ -206,12 +207,17 @@ def test_trace_posts_question_steps_totals() -> None:
     assert "*Totals*" in all_text(posts[-1])
 
 
-def test_long_observation_is_split_into_code_blocks_and_posts() -> None:
+def test_long_observation_is_split_into_code_blocks_and_the_rest_pointed_to() -> None:
     trace = _trace("q")
     trace.steps[0].observation = "\n".join("o" * 99 for _ in range(200))  # ~20k chars
     posts = trace_posts(trace)
-    step_posts = [p for p in posts if "Observation" in all_text(p)]
-    assert len(step_posts) >= 5
+    parts = [t for p in posts for t in texts(p) if t.startswith("*Observation:* (part ")]
+    assert len(parts) == OBSERVATION_PARTS >= 2
+    shown = sum(t.count("o" * 99) for t in parts)
+    rest = f"{20_000 - 1 - shown * 100:,} more characters are in the stored trace"
+    assert any(
+        rest in t and f"reactbot trace show {trace.id}" in t for p in posts for t in texts(p)
+    )
     for post in posts:
         within_limits(post)
         for text in texts(post):
@@ -267,3 +273,19 @@ def test_memory_unavailable_is_said_in_the_final_totals() -> None:
         view_with(*started(), notice, Finished(trace, "391", "answered"))
     )
     assert ":warning: memory unavailable" in all_text(message)
+
+
+def test_an_answer_cut_inside_a_code_block_closes_it_before_the_note() -> None:
+    answer = "Here is the code:\n```python\n" + "print('hi')\n" * 400 + "```"
+    trace = _trace("q", answer=answer)
+    message = SlackRenderer(clock=CLOCK).final(
+        view_with(*started(), Finished(trace, answer, "answered"))
+    )
+    text = message.blocks[1]["text"]["text"]
+    code, closing, after = text.rpartition("```")
+    assert code.count("```") == 1 and closing
+    assert "continued in the thread" in after, "the note is not swallowed by the code block"
+    posts = trace_posts(trace)
+    parts = [t for p in posts for t in texts(p) if t.startswith("*Answer* (part ")]
+    assert len(parts) >= 2
+    assert all(t.count("```") == 2 for t in parts), "each part opens and closes its code block"

@@ -1,0 +1,495 @@
+"""Property tests: whatever a model, a tool or a web page writes, every Slack payload the
+renderer makes is one Slack accepts (the fake's own validator), pings nobody, links only to
+our sources under their host's name, keeps code fences closed and never cuts an escaped
+entity in half; and rendering stays fast and small for huge inputs."""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+import tracemalloc
+import urllib.parse
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from adapters.live import RunView
+from adapters.slack.render import (
+    ANSWER_PARTS,
+    MAX_BLOCKS,
+    MESSAGE_BUDGET,
+    SHUTDOWN,
+    SlackMessage,
+    SlackRenderer,
+    escape,
+    shorten,
+)
+from core.events import (
+    ActionDecided,
+    AnswerDelta,
+    Cancelled,
+    Event,
+    Failed,
+    Finished,
+    FormatRetry,
+    Notice,
+    ObservationReady,
+    ReasoningDelta,
+    RunStarted,
+    StepStarted,
+    ThoughtDelta,
+)
+from core.trace import Trace, TraceStep, source_domain
+from tests.fakes.slack_server import TEXT_LIMIT, validate_message
+
+CLOCK = lambda: 1000.0  # noqa: E731 - a fixed clock keeps elapsed seconds stable
+PROPERTY = settings(
+    max_examples=500,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+
+# ---- strategies -----------------------------------------------------------------------------
+
+HOSTILE = [
+    "<!channel>",
+    "<!here>",
+    "<!everyone>",
+    "<@U123ABC>",
+    "<#C123ABC>",
+    "<!subteam^S123|@team>",
+    "[Verify your account](https://evil.example)",
+    "<https://evil.example|Verify>",
+    "&lt;!here&gt;",
+    "&amp;",
+    "&",
+    "<",
+    ">",
+    "|",
+    "```",
+    "````",
+    "`",
+    "```python\nprint(1)",
+    "~~~",
+    "*bold* _it_ ~s~",
+    "\u202e",  # right-to-left override
+    "\u200b",
+    "\n",
+    "\t",
+    " ",
+]
+SCRIPTS = [
+    "שלום עולם",  # Hebrew
+    "مرحبا بالعالم",  # Arabic
+    "e\u0301\u0301\u0301",  # combining accents
+    "Z\u0336a\u0336l\u0336g\u0336o\u0336",
+    "👩‍👩‍👧‍👦🏳️‍🌈👍🏽",
+    "東京都の人口は約1400万人です。",
+    "한국어 텍스트",
+    "\U0001f600" * 3,
+]
+URL_CHARS = "abcdefghijklmnopqrstuvwxyz0123456789-._~:/?#[]@!$&'()*+,;=%"
+
+short = st.text(max_size=40)
+pieces = st.one_of(short, st.sampled_from(HOSTILE), st.sampled_from(SCRIPTS))
+hosts = st.sampled_from(["evil.example", "www.example.org", "a.b.c.test", "xn--bcher-kva.example"])
+urls = st.builds(
+    lambda scheme, host, path, n: f"{scheme}://{host}/{path * n}",
+    st.sampled_from(["https", "http"]),
+    hosts,
+    st.text(alphabet=URL_CHARS, min_size=1, max_size=20),
+    st.integers(1, 100),  # up to ~2,000 characters
+)
+odd_urls = st.one_of(
+    urls,
+    st.sampled_from(
+        [
+            "https://evil.example|Verify",
+            "https://evil.example/<!channel>",
+            "javascript:alert(1)",
+            "https://paypal.com@evil.example/login",
+            "https://evil.example/a>b",
+            "",
+            "not a url",
+        ]
+    ),
+)
+long_word = st.builds(
+    lambda c, n: c * n, st.sampled_from(["a", "&", "<", "`", "東", "👍"]), st.integers(1, 3000)
+)
+fences = st.builds(
+    lambda parts: "".join(parts),
+    st.lists(st.sampled_from(["```", "`", "``", "\n", "code", "````", "~~~"]), max_size=20),
+)
+
+
+def texts(max_pieces: int = 12) -> st.SearchStrategy[str]:
+    """Mixed text: ordinary, hostile, other scripts, URLs, long unbroken words, fences."""
+    piece = st.one_of(pieces, urls, long_word, fences)
+    return st.lists(piece, max_size=max_pieces).map("".join)
+
+
+users = st.sampled_from(["U1ADA", "W2BOB", "U999", "<!channel>", "", "UABC|x", "u1ada", "@here"])
+
+
+@dataclass
+class StepSpec:
+    thought: str
+    reasoning: str
+    action: str | None
+    action_input: str
+    observation: str | None
+    error: bool
+    sources: tuple[str, ...]
+
+
+def steps(max_steps: int, text: st.SearchStrategy[str]) -> st.SearchStrategy[list[StepSpec]]:
+    step = st.builds(
+        StepSpec,
+        thought=text,
+        reasoning=st.one_of(st.just(""), text),
+        action=st.one_of(st.none(), st.sampled_from(["search", "calculate", "lookup"]), short),
+        action_input=text,
+        observation=st.one_of(st.none(), text),
+        error=st.booleans(),
+        sources=st.lists(odd_urls, max_size=4).map(tuple),
+    )
+    return st.lists(step, max_size=max_steps)
+
+
+@dataclass
+class Run:
+    question: str
+    asker: str
+    specs: list[StepSpec]
+    answer: str
+    ending: str
+    reason: str
+    stopper: str | None
+    status_text: str
+    cited: list[str] = field(default_factory=list)
+
+    def events(self) -> list[Event]:
+        out: list[Event] = [RunStarted("run1", self.question, "model-x", max(1, len(self.specs)))]
+        for n, spec in enumerate(self.specs, 1):
+            out.append(StepStarted(n, len(self.specs)))
+            if spec.reasoning:
+                out.append(ReasoningDelta(n, spec.reasoning))
+            out.append(ThoughtDelta(n, spec.thought))
+            if spec.error and spec.action is None:  # the reply did not follow the format
+                out.append(FormatRetry(n, 1, spec.action_input))
+            if spec.action is not None:
+                out.append(ActionDecided(n, spec.action, spec.action_input))
+            if spec.observation is not None:
+                out.append(
+                    ObservationReady(
+                        n, spec.action or "?", spec.observation, spec.error, 0.1, spec.sources
+                    )
+                )
+        if self.status_text:
+            out.append(Notice("info", self.status_text))
+        if self.answer:
+            out.append(AnswerDelta(len(self.specs) or 1, self.answer))
+        return out
+
+    def trace(self) -> Trace:
+        trace = Trace(
+            question=self.question,
+            user=self.asker,
+            models=["model-x", self.status_text[:50]],
+            started_at=10.0,
+            ended_at=12.5,
+        )
+        for n, spec in enumerate(self.specs, 1):
+            trace.steps.append(
+                TraceStep(
+                    n,
+                    kind="format_error" if spec.error and spec.action is None else "step",
+                    thought=spec.thought,
+                    reasoning=spec.reasoning,
+                    action=spec.action,
+                    action_input=spec.action_input,
+                    observation=spec.observation,
+                    error=spec.observation if spec.error else None,
+                    raw=spec.thought + spec.action_input,
+                    sources=list(spec.sources),
+                    model=self.status_text[:80],
+                    prompt_tokens=10,
+                    completion_tokens=n,
+                )
+            )
+        trace.answer = self.answer or None
+        trace.status = self.ending if self.ending in _STATUSES else "answered"  # type: ignore[assignment]
+        trace.reason = self.reason or None
+        trace.stopped_by = self.stopper
+        trace.cited = self.cited
+        return trace
+
+    def final_event(self) -> Event:
+        trace = self.trace()
+        if self.ending == "failed":
+            return Failed(trace, self.reason, "model")
+        if self.ending == "cancelled":
+            return Cancelled(trace, by=self.stopper)
+        return Finished(trace, self.answer, self.ending)  # type: ignore[arg-type]
+
+    def view(self, *, final: bool) -> RunView:
+        view = RunView(question=self.question, asker=self.asker, started_at=990.0)
+        for event in self.events():
+            view.apply(event)
+        if final:
+            view.apply(self.final_event())
+        return view
+
+    @property
+    def mentions(self) -> set[str]:
+        return {u for u in (self.asker, self.stopper) if u and re.fullmatch(r"[UW][A-Z0-9]{2,}", u)}
+
+    @property
+    def sources(self) -> set[str]:
+        return {u for s in self.specs for u in s.sources} | set(self.cited)
+
+
+_STATUSES = ("answered", "unformatted", "best_effort", "failed", "cancelled")
+
+
+def runs(max_steps: int = 6, text: st.SearchStrategy[str] | None = None) -> st.SearchStrategy[Run]:
+    text = text if text is not None else texts()
+    return st.builds(
+        Run,
+        question=text,
+        asker=users,
+        specs=steps(max_steps, text),
+        answer=text,
+        ending=st.sampled_from(_STATUSES),
+        reason=text,
+        stopper=st.one_of(st.none(), users, st.just(SHUTDOWN)),
+        status_text=st.one_of(st.just(""), text),
+        cited=st.lists(odd_urls, max_size=12),
+    )
+
+
+# ---- what every payload must satisfy --------------------------------------------------------
+
+_ENTITY = re.compile(r"&(?!amp;|lt;|gt;)")
+_ANGLED = re.compile(r"<([^<>]*)>")
+
+
+def mrkdwn_texts(message: SlackMessage) -> Iterable[str]:
+    def walk(node: Any) -> Iterable[str]:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key == "text" and isinstance(value, str):
+                    yield value
+                else:
+                    yield from walk(value)
+        elif isinstance(node, list):
+            for item in node:
+                yield from walk(item)
+
+    yield message.text
+    yield from walk(list(message.blocks))
+
+
+def check(message: SlackMessage, run: Run) -> None:
+    refusal = validate_message(message.kwargs())
+    assert refusal is None, refusal
+    assert message.text.strip(), "the notification text is never blank"
+    assert len(message.text) <= TEXT_LIMIT
+    assert len(message.blocks) <= MAX_BLOCKS
+    for text in mrkdwn_texts(message):
+        assert text.strip(), "no blank text in a block"
+        assert text.count("```") % 2 == 0, f"unclosed code block: {text[-200:]!r}"
+        assert _ENTITY.search(text) is None, f"a bare or cut entity: {text!r}"
+        inside = 0
+        for match in _ANGLED.finditer(text):
+            inside += 1
+            token = match.group(1)
+            if token.startswith("@"):
+                assert token[1:] in run.mentions, f"a mention nobody asked for: {token!r}"
+                continue
+            url, bar, label = token.partition("|")
+            url = url.replace("&amp;", "&")  # Slack wants & escaped inside links too
+            assert bar and url in run.sources, f"a link we did not make: {token!r}"
+            netloc = urllib.parse.urlsplit(url).netloc
+            assert "@" not in netloc, f"a link whose host is not what it seems: {url!r}"
+            assert label == escape(source_domain(url)), f"a link labelled {label!r} for {url!r}"
+        assert text.count("<") == text.count(">") == inside, f"a stray angle bracket: {text!r}"
+
+
+def check_all(messages: Iterable[SlackMessage], run: Run) -> int:
+    count = 0
+    for message in messages:
+        check(message, run)
+        check(shorten(message), run)
+        count += 1
+    return count
+
+
+# ---- the properties -------------------------------------------------------------------------
+
+
+@PROPERTY
+@given(runs())
+def test_live_messages_are_always_accepted(run: Run) -> None:
+    view = run.view(final=False)
+    message = SlackRenderer(run_id="run1", clock=CLOCK).live(view)
+    check_all([message], run)
+    assert message.size <= MESSAGE_BUDGET
+
+
+@PROPERTY
+@given(runs())
+def test_final_compact_and_plain_are_always_accepted(run: Run) -> None:
+    view = run.view(final=True)
+    renderer = SlackRenderer(run_id="run1", clock=CLOCK)
+    final, compact = renderer.final(view), renderer.compact(view)
+    check_all([final, compact, renderer.plain(run.answer), renderer.plain(run.reason)], run)
+    assert final.size <= MESSAGE_BUDGET
+    assert compact.size <= final.size or compact.size <= MESSAGE_BUDGET // 2
+    buttons = [b for b in (*final.blocks, *compact.blocks) if "accessory" in b]
+    assert not buttons and not any(b["type"] == "actions" for b in compact.blocks)
+
+
+@PROPERTY
+@given(runs())
+def test_trace_posts_are_always_accepted(run: Run) -> None:
+    posts = SlackRenderer(clock=CLOCK).trace_posts(run.trace())
+    assert check_all(posts, run) >= 2  # at least the question and the totals
+
+
+@PROPERTY
+@given(runs(max_steps=50, text=texts(max_pieces=3)))
+def test_fifty_step_runs_stay_within_limits(run: Run) -> None:
+    renderer = SlackRenderer(run_id="run1", clock=CLOCK)
+    check_all([renderer.live(run.view(final=False))], run)
+    view = run.view(final=True)
+    check_all([renderer.final(view), renderer.compact(view)], run)
+    check_all(renderer.trace_posts(run.trace()), run)
+
+
+@PROPERTY
+@given(run=runs(max_steps=2), answer=texts(max_pieces=40), size=st.integers(0, 40_000))
+def test_long_answers_are_cut_in_the_root_and_complete_in_the_thread(
+    run: Run, answer: str, size: int
+) -> None:
+    run.answer = (answer or "x") * max(1, size // max(1, len(answer)))
+    run.ending = "answered"
+    renderer = SlackRenderer(clock=CLOCK)
+    view = run.view(final=True)
+    final = renderer.final(view)
+    check_all([final, renderer.compact(view)], run)
+    posts = renderer.trace_posts(run.trace())
+    check_all(posts, run)
+    if "continued in the thread" in str(final.blocks):
+        whole, (given, sections) = squeeze(escape(run.answer.strip())), thread_answer(posts)
+        answer_posts = [p for p in posts if p.text == "Answer (continued)"]
+        if any("more characters are in the stored trace" in str(p.blocks) for p in answer_posts):
+            assert sections == ANSWER_PARTS and whole.startswith(given)
+        else:
+            assert given == whole
+
+
+_ANSWER_LABEL = re.compile(r"^\*Answer\*(?: \(part \d+/\d+\))?:\n")
+
+
+def squeeze(text: str) -> str:
+    """``text`` without whitespace or backticks (which cuts may add: closing fences)."""
+    return re.sub(r"[\s`]", "", text)
+
+
+def thread_answer(posts: list[SlackMessage]) -> tuple[str, int]:
+    """The answer as the thread's "*Answer*" sections give it, squeezed; and how many."""
+    bodies = []
+    for post in posts:
+        for block in post.blocks:
+            text = block.get("text", {}).get("text", "")
+            label = _ANSWER_LABEL.match(text)
+            if label:
+                bodies.append(text[label.end() :])
+    assert bodies, "a cut answer goes on in the thread"
+    return squeeze("".join(bodies)), len(bodies)
+
+
+# ---- bounded time and memory ----------------------------------------------------------------
+
+
+def within(seconds: float, work: Callable[[], object]) -> object:
+    """Runs ``work`` in a thread and fails if it has not returned after ``seconds``."""
+    result: list[object] = []
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            result.append(work())
+        except BaseException as exc:  # re-raised in the test's thread
+            errors.append(exc)
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    worker.join(seconds)
+    assert not worker.is_alive(), f"rendering took longer than {seconds} s"
+    if errors:
+        raise errors[0]
+    return result[0]
+
+
+def huge_run() -> Run:
+    url = "https://evil.example/" + "a/" * 2_500  # 5,000 characters
+    step = StepSpec(
+        thought="<!channel> " * 10_000,  # 110 KB
+        reasoning="`" * 100_000,
+        action="search",
+        action_input="&" * 100_000,
+        observation="x" * 100_000,
+        error=False,
+        sources=(url,) * 4,
+    )
+    big = StepSpec("t", "", "fetch", "q", "y" * 1_000_000, False, (url,))  # a 1 MB page
+    return Run(
+        question="q" * 100_000,
+        asker="U1ADA",
+        specs=[big, *[step] * 49],
+        answer="<@U999> " * 20_000,
+        ending="answered",
+        reason="",
+        stopper=None,
+        status_text="",
+        cited=[url] * 50,
+    )
+
+
+def test_huge_inputs_render_fast_and_small() -> None:
+    run = huge_run()
+    live_view, final_view, trace = run.view(final=False), run.view(final=True), run.trace()
+    renderer = SlackRenderer(run_id="run1", clock=CLOCK)
+
+    def render_all() -> list[SlackMessage]:
+        return [
+            renderer.live(live_view),
+            renderer.final(final_view),
+            renderer.compact(final_view),
+            renderer.plain(run.answer),
+            *renderer.trace_posts(trace),
+        ]
+
+    tracemalloc.start()
+    started = time.perf_counter()
+    try:
+        messages = within(10.0, render_all)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    seconds = time.perf_counter() - started
+    assert isinstance(messages, list)
+    assert seconds < 5.0, seconds
+    # The inputs hold ~17 MB (50 steps of ~330 KB, a 1 MB page); rendering them takes ~2 MB
+    # (an input is cut before it is escaped, never copied per output piece).
+    assert peak < 16 * 1024 * 1024, f"peak {peak / 1e6:.1f} MB"
+    for message in messages:
+        check(message, run)
+    assert len(messages) < 400, "the thread stays readable: long texts are cut, not posted whole"
