@@ -154,6 +154,8 @@ class FakeSlack:
         self.uploads: dict[str, bytes] = {}
         """Files whose upload arrived whole, by file id."""
         self.not_joined: set[str] = set()
+        self.channel_members: dict[str, list[str]] = {}
+        """Who is in which channel, for ``conversations.members`` (paged by ``limit``)."""
         self.rate_limited = 0
         self._pending: dict[str, _Upload] = {}
         self._failures: defaultdict[str, deque[_Failure]] = defaultdict(deque)
@@ -166,6 +168,7 @@ class FakeSlack:
     async def __aenter__(self) -> Self:
         app = web.Application(client_max_size=20 * 1024 * 1024)
         app.router.add_post("/api/{method}", self._api)
+        app.router.add_get("/api/{method}", self._api)  # slack_sdk reads some methods with GET
         app.router.add_post("/upload/{file_id}", self._upload)
         app.router.add_post("/response/{name}", self._response)
         self._runner, self.port = await serve_locally(app, host=self.host, shutdown_timeout=60.0)
@@ -368,6 +371,21 @@ class FakeSlack:
     def _m_conversations_info(self, args: JSON) -> JSON:
         channel = str(args.get("channel", ""))
         return {"ok": True, "channel": {"id": channel, "is_member": channel not in self.not_joined}}
+
+    def _m_conversations_members(self, args: JSON) -> JSON:
+        """Paged like Slack: ``limit`` (default 100, at most 1000) members per page and an
+        opaque ``next_cursor`` ("" on the last page); an unknown channel is not found."""
+        channel = str(args.get("channel", ""))
+        if channel not in self.channel_members:
+            return {"ok": False, "error": "channel_not_found"}
+        members = self.channel_members[channel]
+        limit = min(max(int(args.get("limit") or 100), 1), 1000)
+        cursor = str(args.get("cursor") or "")
+        start = int(cursor.removeprefix("page-")) if cursor.startswith("page-") else 0
+        page = members[start : start + limit]
+        after = start + limit
+        next_cursor = f"page-{after}" if after < len(members) else ""
+        return {"ok": True, "members": page, "response_metadata": {"next_cursor": next_cursor}}
 
     def _m_files_getUploadURLExternal(self, args: JSON) -> JSON:
         # https://docs.slack.dev/reference/methods/files.getUploadURLExternal: `length` and

@@ -14,13 +14,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import re
 import signal
 import sys
+import time
+import urllib.parse
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import IO
+
+import aiohttp
+from slack_sdk.signature import SignatureVerifier
 
 from tests.fakes.discord_server import (
     CHANNEL_ID,
@@ -31,7 +37,10 @@ from tests.fakes.discord_server import (
     FakeDiscord,
 )
 from tests.fakes.openai_server import FakeOpenAI
+from tests.fakes.slack_server import BOT_USER_ID, TEAM_ID, FakeSlack, message_text
 from tests.fakes.tavily_server import FakeTavily, Reply
+from tests.integration.test_serve import free_port, wait_for_http
+from tests.integration.test_slack_app import eventually
 
 LONG_URL = "https://example.com/" + "a" * 1900
 MID_URLS = [f"https://example.org/{'b' * 600}?{i}" for i in range(2)]
@@ -202,3 +211,127 @@ async def test_discord_serve_reports_a_wrong_token_in_one_line(tmp_path: Path) -
     assert "discord: stopped: LoginFailure: Improper token has been passed." in text
     assert "a-wrong-token-never-printed" not in text
     assert "Traceback" not in text
+
+
+# ---- Slack ----------------------------------------------------------------------------------
+
+SIGNING_SECRET = "serve-signing-secret"
+SLACK_PINGS = ("<!channel>", "<!here>", "<!everyone>", "<@U0123ABCD>", "<https://evil")
+
+
+async def slack_post(
+    url: str, fields: dict[str, str] | None = None, event: dict[str, object] | None = None
+) -> dict[str, object]:
+    """A request signed as Slack signs it: a slash command (form fields) or an event (JSON)."""
+    if event is not None:
+        body = json.dumps(
+            {
+                "type": "event_callback",
+                "team_id": TEAM_ID,
+                "event_id": f"Ev{time.time_ns()}",
+                "event": {"team": TEAM_ID, **event},
+                "api_app_id": "A1",
+                "authorizations": [{"team_id": TEAM_ID, "user_id": BOT_USER_ID, "is_bot": True}],
+            }
+        )
+        kind = "application/json"
+    else:
+        body, kind = urllib.parse.urlencode(fields or {}), "application/x-www-form-urlencoded"
+    stamp = str(int(time.time()))
+    signature = SignatureVerifier(SIGNING_SECRET).generate_signature(timestamp=stamp, body=body)
+    headers = {
+        "Content-Type": kind,
+        "X-Slack-Request-Timestamp": stamp,
+        "X-Slack-Signature": signature or "",
+    }
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(url, data=body.encode(), headers=headers) as response,
+    ):
+        text = await response.text()
+        assert response.status == 200, text
+    return json.loads(text) if text.startswith("{") else {}
+
+
+def ask_form(fake: FakeSlack, text: str, n: int) -> dict[str, str]:
+    return {
+        "command": "/ask",
+        "text": text,
+        "user_id": "U1ADA",
+        "user_name": "ada",
+        "channel_id": "C1GENERAL",
+        "team_id": TEAM_ID,
+        "trigger_id": f"trigger-{n}",
+        "response_url": fake.response_url(f"cmd{n}"),
+    }
+
+
+async def test_slack_serves_a_hostile_page_and_answer_within_every_limit(tmp_path: Path) -> None:
+    port = free_port()
+    async with (
+        FakeOpenAI() as model,
+        FakeTavily(api_key="tvly-test") as tavily,
+        FakeSlack(token="xoxb-serve") as fake,
+    ):
+        model.reply(STEPS[0]).reply(STEPS[1])
+        tavily.enqueue(search_results())
+        fake.channel_members["C1GENERAL"] = ["U1ADA"]
+        # Slack refuses the full final message once: the compact form must follow.
+        fake.fail(
+            "chat.update",
+            "msg_blocks_too_long",
+            when=lambda args: "trace in thread" in json.dumps(args.get("blocks", "")),
+        )
+        config = (
+            f"slack:\n  mode: http\n  port: {port}\n  api_base_url: {fake.base_url}\n"
+            "  update_interval: 0.25\n  cooldown_seconds: 0\n  allowed_channels: [C1GENERAL]\n"
+            f"tools:\n  search:\n    api_base_url: {tavily.base_url}\n"
+            "model:\n  max_retries: 0\n"
+        )
+        env = {
+            "SLACK_BOT_TOKEN": "xoxb-serve",
+            "SLACK_SIGNING_SECRET": SIGNING_SECRET,
+            "OPENAI_API_KEY": "sk-test",
+            "OPENAI_BASE_URL": model.base_url,
+            "REACTBOT_MODEL": "fake-model",
+            "TAVILY_API_KEY": "tvly-test",
+        }
+        url = f"http://127.0.0.1:{port}/slack/events"
+        async with serving(tmp_path, config, env, "slack"):
+            await wait_for_http(f"http://127.0.0.1:{port}/healthz")
+            acked = await slack_post(url, ask_form(fake, "what does the page say?", 1))
+            assert "Working on it" in str(acked.get("text"))
+            await eventually(lambda: bool(fake.uploads), within=60)
+            refused = await slack_post(url, ask_form(fake, "why " * 1500, 2))
+            assert "characters long; the limit is 4,000" in str(refused.get("text"))
+            dm = {
+                "type": "message",
+                "channel_type": "im",
+                "channel": "D0X",
+                "ts": "1.1",
+                "user": "U9STRANGER",
+                "text": "hi",
+            }
+            await slack_post(url, event=dm)
+            await eventually(lambda: bool(fake.calls("chat.postEphemeral")), within=20)
+        model.assert_complete()
+
+    failed = [(c.method, c.error) for c in fake.records if c.error is not None]
+    assert failed == [("chat.update", "msg_blocks_too_long")], failed
+    for call in fake.records:
+        dumped = json.dumps(call.args)
+        for ping in SLACK_PINGS:
+            assert ping not in dumped, (call.method, ping)
+    (root,) = fake.roots("C1GENERAL")
+    shown = message_text(root)
+    assert shown.count("```") % 2 == 0
+    assert "reactbot_stop" not in json.dumps(root.blocks), "never left looking alive"
+    assert "See https://example.com/" in shown and "trace in thread" in shown
+    thread = [message_text(m) for m in fake.replies("C1GENERAL", root.ts)]
+    assert any(t.startswith("Answer") or "*Answer*" in t for t in thread)
+    assert any("*Totals*" in t for t in thread)
+    assert (
+        "I answer direct messages only for members of <#C1GENERAL>"
+        in (fake.calls("chat.postEphemeral")[0].args["text"])
+    )
+    assert all(r["max_tokens"] == 2048 for r in model.requests)

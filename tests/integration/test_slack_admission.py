@@ -9,6 +9,7 @@ import json
 from typing import Any
 
 from core.scripted import Turn
+from tests.fakes.slack_server import message_text
 from tests.integration.test_slack_app import (  # noqa: F401 - fixtures
     Harness,
     eventually,
@@ -60,3 +61,25 @@ async def test_an_overlong_question_is_refused_before_any_model_call(
     assert "The question is 7,999 characters long; the limit is 4,000." in text
     await asyncio.sleep(0.1)
     assert h.model.calls == [] and not h.fake.roots()
+
+
+async def test_a_restricted_bot_answers_dms_only_for_members_of_its_channels(
+    make: Any,  # noqa: F811
+) -> None:
+    h: Harness = await make(
+        ["Thought: ok\nAction: finish[Hello.]"], allowed_channels=frozenset({"C1GENERAL"})
+    )
+    h.fake.channel_members["C1GENERAL"] = [f"U{i:05d}" for i in range(2500)] + ["U1ADA"]
+    dm = {"type": "message", "channel_type": "im", "channel": "D0STRANGER", "ts": "1.1"}
+    await h.event({**dm, "user": "U9STRANGER", "text": "hi"}, event_id="Ev1")
+    await eventually(lambda: bool(h.fake.calls("chat.postEphemeral")))
+    refusal = h.fake.calls("chat.postEphemeral")[0].args["text"]
+    assert refusal == "I answer direct messages only for members of <#C1GENERAL>; ask me there."
+    assert h.model.calls == [] and not h.fake.roots()
+    pages = h.fake.calls("conversations.members")
+    assert len(pages) == 3  # 2,501 members, 1,000 a page: every page was read
+    await h.event({**dm, "channel": "D0ADA", "user": "U1ADA", "text": "hi"}, event_id="Ev2")
+    await h.settled()
+    assert "Hello." in message_text(h.root("D0ADA"))
+    assert len(h.fake.calls("conversations.members")) == 3, "members are remembered a while"
+    h.model.assert_complete()
