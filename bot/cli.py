@@ -18,7 +18,7 @@ from typing import IO
 
 from rich.console import Console
 
-from adapters.terminal.render import TerminalRenderer
+from adapters.terminal.render import TerminalRenderer, printable
 from bot.app import App
 from bot.config import ConfigError, load_config
 from bot.logs import setup_logging
@@ -216,12 +216,12 @@ async def _chat_command(
             if not messages:
                 console.print("(no history)", style="dim")
             for message in messages:
-                console.print(f"{message['role']}: {message['content']}", markup=False)
+                console.print(printable(f"{message['role']}: {message['content']}"), markup=False)
         case "/trace":
             if last is None:
                 console.print("No trace yet: ask something first.", style="dim")
             else:
-                console.print(last.to_markdown(), markup=False)
+                console.print(printable(last.to_markdown()), markup=False)
         case "/export":
             if last is None or not rest.strip():
                 console.print("Usage: /export FILE.json|FILE.md (after a question)", style="dim")
@@ -239,7 +239,7 @@ async def _chat_command(
 async def trace_command(app: App, args: argparse.Namespace, console: Console) -> int:
     if args.trace_command == "list":
         traces = await app.traces.list(args.conversation, limit=args.limit)
-        console.print(format_trace_list(traces), markup=False)
+        console.print(printable(format_trace_list(traces)), markup=False)
         if not traces and app.config.redis.url is None:
             console.print(_NO_REDIS_HINT, style="dim", markup=False)
         return 0
@@ -250,7 +250,7 @@ async def trace_command(app: App, args: argparse.Namespace, console: Console) ->
             console.print(_NO_REDIS_HINT, style="dim", markup=False)
         return 1
     if args.trace_command == "show":
-        console.print(trace.to_markdown(), markup=False)
+        console.print(printable(trace.to_markdown()), markup=False)
         return 0
     try:
         path = export_trace(trace, Path(args.file))

@@ -84,6 +84,10 @@ PIECES = [
     "日本語のテキスト",
     "한국어",
     "\u200b",
+    "\x1b]8;;https://evil.example\x1b\\Verify your account\x1b]8;;\x1b\\",  # OSC 8 link
+    "\x1b[2J\x1b[H",  # clear the screen
+    "\x1b]0;window title\x07",
+    "\x9b31m",  # a C1 control sequence introducer
     "\x00",
     "\ufffd",
 ]

@@ -1,11 +1,15 @@
 """Renders core events to a terminal: styled on a TTY, plain text when piped.
 
 Thought dim italic, Action bold blue, Observation green (folded), Answer bold and highlighted.
-Model text is printed as ``rich.text.Text``, never as markup, so it cannot inject styles.
+Model text is printed as ``rich.text.Text``, never as markup, so it cannot inject styles, and
+its control characters are shown as symbols (``␛``), never sent: rich passes ESC through, so a
+web page could otherwise clear the screen, retitle the window or plant a clickable OSC 8
+link whose text hides where it goes.
 """
 
 from __future__ import annotations
 
+import re
 from typing import assert_never
 
 from rich.console import Console
@@ -40,6 +44,21 @@ STYLES = {
     "ok": "bold green",
     "meta": "dim",
 }
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """Control characters (ESC included) as visible symbols; newlines and tabs stay."""
+    return _CONTROL.sub(_picture, text)
+
+
+def _picture(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    if code < 0x20:
+        return chr(0x2400 + code)  # the Unicode "control pictures": ␛ for ESC
+    return "␡" if code == 0x7F else "\ufffd"
 
 
 def fold(text: str, *, lines: int = 3, width: int = 300) -> str:
@@ -136,7 +155,7 @@ class TerminalRenderer:
             self.console.print(Text(f"{label}: ", style=STYLES[style]), end="")
             text = text.lstrip()
             self._open = label
-        self.console.print(Text(text, style=STYLES[style]), end="")
+        self.console.print(Text(printable(text), style=STYLES[style]), end="")
 
     def _close(self) -> None:
         if self._open is not None:
@@ -145,4 +164,4 @@ class TerminalRenderer:
 
     def _line(self, text: str, style: str) -> None:
         self._close()
-        self.console.print(Text(text, style=STYLES[style]))
+        self.console.print(Text(printable(text), style=STYLES[style]))
