@@ -23,7 +23,6 @@ import time
 import urllib.parse
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import IO
 
 import aiohttp
 from slack_sdk.signature import SignatureVerifier
@@ -71,30 +70,37 @@ def search_results() -> Reply:
     )
 
 
+async def launch(
+    tmp_path: Path, config: str, env: dict[str, str], *args: str
+) -> asyncio.subprocess.Process:
+    """``python -m bot --config FILE serve ARGS`` with only ``env``'s secrets; its output goes
+    to ``serve.log`` beside the config."""
+    path = tmp_path / "config.yaml"
+    path.write_text(config)
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "REACTBOT_"))}
+    for name in ("DISCORD_TOKEN", "SLACK_BOT_TOKEN", "SLACK_APP_TOKEN", "TAVILY_API_KEY"):
+        clean.pop(name, None)
+    with (tmp_path / "serve.log").open("wb") as log:
+        return await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "bot",
+            "--config",
+            str(path),
+            "serve",
+            *args,
+            env={**clean, **env},
+            stdout=log,
+            stderr=log,
+        )
+
+
 @contextlib.asynccontextmanager
 async def serving(
     tmp_path: Path, config: str, env: dict[str, str], platform: str
 ) -> AsyncIterator[asyncio.subprocess.Process]:
-    """``python -m bot serve --platform X`` with ``config``; SIGTERM at the end (exit 0)."""
-    path = tmp_path / "config.yaml"
-    path.write_text(config)
-    log: IO[bytes] = (tmp_path / "serve.log").open("wb")
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "REACTBOT_"))}
-    for name in ("DISCORD_TOKEN", "SLACK_BOT_TOKEN", "SLACK_APP_TOKEN", "TAVILY_API_KEY"):
-        clean.pop(name, None)
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "bot",
-        "--config",
-        str(path),
-        "serve",
-        "--platform",
-        platform,
-        env={**clean, **env},
-        stdout=log,
-        stderr=log,
-    )
+    """``reactbot serve --platform X`` running; SIGTERM at the end, which must exit 0."""
+    process = await launch(tmp_path, config, env, "--platform", platform)
     try:
         yield process
         assert process.returncode is None, "reactbot serve died:\n" + _tail(tmp_path)
@@ -105,7 +111,6 @@ async def serving(
         if process.returncode is None:
             process.kill()
             await process.wait()
-        log.close()
 
 
 def _tail(tmp_path: Path) -> str:
@@ -189,24 +194,13 @@ async def test_discord_serve_reports_a_wrong_token_in_one_line(tmp_path: Path) -
     await fake.start()
     try:
         config = f"discord:\n  api_base_url: {fake.api_base_url}\n"
-        path = tmp_path / "c.yaml"
-        path.write_text(config)
-        process = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "bot",
-            "--config",
-            str(path),
-            "serve",
-            env={**os.environ, "DISCORD_TOKEN": "a-wrong-token-never-printed"},
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-        )
+        env = {"DISCORD_TOKEN": "a-wrong-token-never-printed"}
+        process = await launch(tmp_path, config, env)
         async with asyncio.timeout(30):
-            out, err = await process.communicate()
+            await process.wait()
     finally:
         await fake.stop()
-    text = (out + err).decode()
+    text = _tail(tmp_path)
     assert process.returncode == 1
     assert "discord: stopped: LoginFailure: Improper token has been passed." in text
     assert "a-wrong-token-never-printed" not in text
