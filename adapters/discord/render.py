@@ -31,6 +31,12 @@ LINE_WIDTH = 160
 SUMMARY_WIDTH = 60
 THREAD_NAME_LIMIT = 100
 MAX_FILES = 10
+ANSWER_POSTS = 30
+"""Thread posts an answer's overflow may take; the rest is attached (about 58,000 characters
+shown; a model bounded by ``model.max_tokens`` writes far less)."""
+THOUGHT_POST_LIMIT = 3500
+THOUGHT_SHOWN = 1500
+"""A longer thought shows its start in the thread and is attached whole."""
 SOURCES_LIMIT = 600
 """Characters of the final message's Sources line, whatever the URLs."""
 LINK_LIMIT = 400
@@ -437,13 +443,20 @@ def step_posts(step: TraceStep, limit: int = CONTENT_LIMIT) -> list[DiscordPaylo
     lines = [f"{head} · " + " · ".join(meta)]
     if step.reasoning.strip():
         lines.append("-# reasoning: " + one_line(sanitize(step.reasoning), 300))
-    if step.thought.strip():
-        lines.append("**Thought** " + sanitize(step.thought.strip()))
+    files: list[FileSpec] = []
+    thought = step.thought.strip()
+    if len(thought) > THOUGHT_POST_LIMIT:  # a thread people read, not tens of posts per step
+        files.append(FileSpec(f"step-{step.index}-thought.md", thought.encode()))
+        shown = tail(sanitize(thought[:THOUGHT_SHOWN]), THOUGHT_SHOWN)
+        lines.append(
+            f"**Thought** {shown}\n-# … the whole thought is attached ({len(thought):,} characters)"
+        )
+    elif thought:
+        lines.append("**Thought** " + sanitize(thought))
     if step.action:
         lines.append(
             f"**Action** {inline_code(step.action)} {inline_code(step.action_input or '')}"
         )
-    files: list[FileSpec] = []
     long_texts = [("observation", step.observation), ("raw reply", _raw_if_bad(step))]
     for label, text in long_texts:
         if text is None:
@@ -495,11 +508,22 @@ def _tokens_text(trace: Trace) -> str:
 
 def trace_posts(trace: Trace, overflow: Sequence[str] = ()) -> list[DiscordPayload]:
     """The thread: the rest of a long answer, the question, one post per step, the totals."""
-    posts = [DiscordPayload(part) for part in overflow]
-    question = "**Question** " + sanitize(trace.question)
+    posts = [DiscordPayload(part) for part in overflow[: ANSWER_POSTS - 1]]
+    if len(overflow) >= ANSWER_POSTS:  # the rest as a file: a thread is read, not scrolled
+        rest = "\n".join(overflow[ANSWER_POSTS - 1 :])
+        note = f"-# … the answer goes on in the attached file ({len(rest):,} more characters)"
+        posts.append(DiscordPayload(note, (FileSpec("answer-continued.md", rest.encode()),)))
+    files: tuple[FileSpec, ...] = ()
+    asked = trace.question
+    if len(asked) > THOUGHT_POST_LIMIT:
+        files = (FileSpec("question.md", asked.encode()),)
+        asked = asked[:THOUGHT_SHOWN] + f"… (attached whole: {len(asked):,} characters)"
+    question = "**Question** " + sanitize(asked)
     if trace.user:
-        question += f"\n-# asked by {sanitize(trace.user)}"
-    posts += [DiscordPayload(p) for p in split_text(question)]
+        question += f"\n-# asked by {one_line(sanitize(trace.user), 100)}"
+    asked_posts = [DiscordPayload(p) for p in split_text(question)]
+    asked_posts[-1] = DiscordPayload(asked_posts[-1].content, files)
+    posts += asked_posts
     for step in trace.steps:
         posts += step_posts(step)
     posts.append(totals_post(trace))

@@ -183,6 +183,10 @@ def test_huge_inputs_render_in_bounded_time_and_memory() -> None:
     check(bounded(lambda: renderer.final(view), seconds=10, megabytes=200))
     posts = bounded(lambda: renderer.trace_posts(trace), seconds=20, megabytes=400)
     assert len(answer_overflow(trace)) >= 400
+    # a thread people read: 30 answer posts at most, one post per step, the rest attached
+    assert len(posts) <= 30 + 1 + 50 + 1, len(posts)
+    attached = {f.name for p in posts for f in p.files}
+    assert {"answer-continued.md", "question.md", "step-1-thought.md"} <= attached
     for post in posts:
         check(post)
 
