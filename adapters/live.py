@@ -109,6 +109,9 @@ class StepView:
     error: bool = False
     sources: tuple[str, ...] = ()
     final: bool = False
+    call: int = 0
+    """0 for the step's (first) action; 1, 2, ... for the further native tool calls of the
+    same reply, each a StepView of its own with the same ``index``."""
 
     @property
     def done(self) -> bool:
@@ -123,6 +126,7 @@ class RunView:
     asker: str = ""
     max_steps: int = 0
     model: str = ""
+    mode: str = "text"
     phase: Phase = "starting"
     status_text: str = ""
     steps: list[StepView] = field(default_factory=list)
@@ -156,8 +160,9 @@ class RunView:
 
     def apply(self, event: Event) -> None:
         match event:
-            case RunStarted(question=question, model=model, max_steps=max_steps):
+            case RunStarted(question=question, model=model, max_steps=max_steps, mode=mode):
                 self.question, self.model, self.max_steps = question, model, max_steps
+                self.mode = mode
                 self.phase = "thinking"
             case StepStarted(step=n):
                 self.steps.append(StepView(n, final=event.final))
@@ -170,14 +175,15 @@ class RunView:
             case AnswerDelta(text=text):
                 self.answer += text
                 self.phase = "answering"
-            case ActionDecided(name=name, input=arg):
-                step = self._step()
+            case ActionDecided(name=name, input=arg, call=call):
+                step = self._call_step(event.step, call)
                 step.action, step.action_input = name, arg
                 self.phase = "acting"
-            case ObservationReady(text=text, error=error, sources=sources):
-                step = self._step()
+            case ObservationReady(text=text, error=error, sources=sources, call=call):
+                step = self._call_step(event.step, call)
                 step.observation, step.error, step.sources = text, error, sources
-                self.phase = "thinking"
+                if all(s.done for s in self.steps if s.index == step.index and s.action):
+                    self.phase = "thinking"
             case FormatRetry(reason=reason):
                 self.format_retries += 1
                 self.answer = ""
@@ -211,6 +217,18 @@ class RunView:
         if not self.steps:  # events always start a step first; be lenient anyway
             self.steps.append(StepView(1))
         return self.steps[-1]
+
+    def _call_step(self, index: int, call: int) -> StepView:
+        """The view of one action of step ``index``: the step itself for its first action,
+        a view of its own (same index, no thought) for each further parallel call."""
+        if call == 0:
+            return self._step()
+        for step in reversed(self.steps):
+            if step.index == index and step.call == call:
+                return step
+        step = StepView(index, call=call, final=self._step().final)
+        self.steps.append(step)
+        return step
 
     def _end(self, event: FinalEvent) -> None:
         self.final = event

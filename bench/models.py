@@ -6,8 +6,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 
-from core.history import Message
-from core.llm import ModelChunk, ToolSpec, Usage, stream_text
+from core.llm import Message, ModelChunk, ResponseFormat, ToolSpec, Usage, stream_text
 
 TYPICAL_USAGE = Usage(400, 30)
 
@@ -33,6 +32,7 @@ class StepScriptModel:
         *,
         stop: Sequence[str],
         tools: Sequence[ToolSpec] | None = None,
+        response_format: ResponseFormat | None = None,
     ) -> AsyncIterator[ModelChunk]:
         done = sum(1 for m in messages if m["role"] == "assistant")
         if done < self.steps:

@@ -6,6 +6,11 @@ run ends with exactly one of Finished, Failed or Cancelled, carrying the (partia
 
 Model faults (bad format, unknown tools, tool errors, repeated actions) go back to the model
 as Observations and the loop goes on; transport faults end the run with a Failed event.
+
+Three modes ask the model for its steps in three ways and yield the same events and Trace:
+``text`` (ReAct text, ``core.parser``), ``tools`` (native tool calls, several per reply run
+concurrently, each with its own Observation) and ``json`` (one JSON object per reply, its
+thought streamed live; a provider that refuses JSON schemas gets ``json_object``, then text).
 """
 
 from __future__ import annotations
@@ -18,11 +23,17 @@ import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-from core import prompt
-from core.errors import ModelError, ModelTimeout, StoreUnavailable, ToolError
+from core import modes, prompt
+from core.errors import (
+    ModelError,
+    ModelTimeout,
+    ResponseFormatRefused,
+    StoreUnavailable,
+    ToolError,
+)
 from core.events import (
     ActionDecided,
     AnswerDelta,
@@ -32,6 +43,7 @@ from core.events import (
     FinalEvent,
     Finished,
     FormatRetry,
+    Mode,
     Notice,
     ObservationReady,
     ReasoningDelta,
@@ -41,12 +53,14 @@ from core.events import (
     ThoughtDelta,
     UsageCounted,
 )
-from core.history import HistoryStore, Message
-from core.llm import ChatModel, ModelChunk
+from core.history import HistoryStore
+from core.llm import ChatModel, Message, ModelChunk
 from core.memory import HistoryCompactor, answer_message
+from core.modes import JsonFieldStreamer, JsonFormat, ToolCall, ToolCallAssembler
 from core.parser import Action, ActionFound, AnswerText, ParseError, Step, StreamParser, ThoughtText
 from core.stores import ConversationLocks, TraceStore
 from core.tools import ToolRegistry, ToolResult
+from core.tools.schema import tool_input, tool_specs
 from core.trace import Trace, TraceStep, source_domain
 
 log = logging.getLogger(__name__)
@@ -70,6 +84,10 @@ class AgentSettings:
     """Seconds a human approver may take before the action counts as denied."""
     max_question_chars: int = 4000
     """Longer questions are refused before any model call."""
+    mode: Mode = "text"
+    """``text``, ``tools`` or ``json``: how the model is asked for its steps."""
+    parallel_tools: int = 4
+    """Native tool calls of one reply that run at the same time."""
 
 
 class MemoryHealth(Protocol):
@@ -83,12 +101,24 @@ class _Reply:
     text: str
     step: Step | None
     error: str | None
+    calls: list[ToolCall] = field(default_factory=list)
+    """Native tool calls (``tools`` mode): the step's actions, in index order."""
 
 
 @dataclass(slots=True)
 class _State:
     messages: list[Message]
-    last_action: tuple[str, str] | None = None
+    last_actions: frozenset[tuple[str, str]] = frozenset()
+
+
+@dataclass(slots=True)
+class _Outcome:
+    """What running one action gave: the Observation and how long it took."""
+
+    text: str
+    error: bool
+    sources: tuple[str, ...] = ()
+    seconds: float = 0.0
 
 
 class Agent:
@@ -119,6 +149,8 @@ class Agent:
         self.settings = settings or AgentSettings()
         self.approve = approve
         self._clock = clock
+        self.json_format: JsonFormat | None = "json_schema"
+        """The strictest ``response_format`` the endpoint took; None: it took none (text)."""
 
     def question_problem(self, question: str) -> str | None:
         """Why ``question`` is refused before any model call, in one sentence; else None."""
@@ -127,17 +159,25 @@ class Agent:
             return f"The question is {len(question):,} characters long; the limit is {limit:,}."
         return None
 
-    def start(self, question: str, *, conversation: str = "", user: str = "") -> Run:
+    def start(
+        self, question: str, *, conversation: str = "", user: str = "", mode: Mode | None = None
+    ) -> Run:
+        """A running answer to ``question``; ``mode`` overrides the settings' for this run."""
         problem = self.question_problem(question)
         if problem is not None:  # the trace keeps what is needed to see why, not megabytes
             question = question[: self.settings.max_question_chars] + "…"
-        trace = Trace(question=question, conversation=conversation, user=user)
+        chosen = mode or self.settings.mode
+        if chosen == "json" and self.json_format is None:
+            chosen = "text"  # the endpoint refused every JSON format before
+        trace = Trace(question=question, conversation=conversation, user=user, mode=chosen)
         return Run(self, trace, refusal=problem)
 
-    def run(self, question: str, *, conversation: str = "", user: str = "") -> AsyncIterator[Event]:
+    def run(
+        self, question: str, *, conversation: str = "", user: str = "", mode: Mode | None = None
+    ) -> AsyncIterator[Event]:
         """Convenience: start a run and iterate its events; closing the iterator early
         cancels the run (see ``Run.events``)."""
-        return self.start(question, conversation=conversation, user=user).events()
+        return self.start(question, conversation=conversation, user=user, mode=mode).events()
 
 
 INTERNAL_ERROR = "Something went wrong inside reactbot (logged)."
@@ -164,6 +204,11 @@ class Run:
         self._final: FinalEvent | None = None
         self._task = asyncio.get_running_loop().create_task(self._main())
         self._task.add_done_callback(self._ensure_final)
+
+    @property
+    def mode(self) -> Mode:
+        mode = self.trace.mode
+        return mode if mode in ("tools", "json") else "text"  # type: ignore[return-value]
 
     # ---- public -------------------------------------------------------------------------
     def cancel(self, by: str | None = None) -> None:
@@ -244,7 +289,13 @@ class Run:
         trace.started_at = self.agent._clock()
         trace.models.append(self.agent.model.name)
         self._emit(
-            RunStarted(trace.id, trace.question, self.agent.model.name, self.settings.max_steps)
+            RunStarted(
+                trace.id,
+                trace.question,
+                self.agent.model.name,
+                self.settings.max_steps,
+                self.mode,
+            )
         )
         if self._refusal is not None:
             await self._end(self._failure(self._refusal, "input"))
@@ -310,6 +361,9 @@ class Run:
             reply = await self._step(n, state)
             if reply.step is None:
                 return await self._finish(reply.text, "unformatted", state)
+            if reply.calls:
+                await self._act_calls(n, reply.calls, state)
+                continue
             if reply.step.answer is not None:
                 if self.agent.answer_model is not None:
                     return await self._rewrite_answer(n + 1, reply.step.answer, state)
@@ -319,7 +373,7 @@ class Run:
         return await self._best_effort(state)
 
     async def _best_effort(self, state: _State) -> Finished:
-        state.messages.append(prompt.best_answer_message(self.settings.max_steps))
+        state.messages.append(prompt.best_answer_message(self.settings.max_steps, self.mode))
         reply = await self._step(self.settings.max_steps + 1, state, kind="best_effort")
         if reply.step is not None and reply.step.answer is not None:
             return await self._finish(reply.step.answer, "best_effort", state)
@@ -331,7 +385,7 @@ class Run:
         model = self.agent.answer_model
         assert model is not None
         self.trace.models.append(model.name)
-        state.messages.append(prompt.final_answer_message(draft))
+        state.messages.append(prompt.final_answer_message(draft, self.mode))
         reply = await self._step(n, state, kind="answer", model=model)
         if reply.step is not None and reply.step.answer:
             return await self._finish(reply.step.answer, "answered", state)
@@ -345,17 +399,18 @@ class Run:
         self._emit(StepStarted(n, self.settings.max_steps, kind))
         for attempt in range(self.settings.format_retries + 1):
             step = self._open_step(n, "step" if kind == "step" else "final", model)
-            reply = await self._call_model(n, step, state.messages, model)
+            reply = await self._call_model(n, step, state, model, final=kind != "step")
             step.ended_at = self.agent._clock()
-            state.messages.append({"role": "assistant", "content": reply.text})
+            state.messages.append(_assistant_message(reply))
             if reply.step is not None:
                 step.thought = reply.step.thought or ""
                 return reply
             step.kind, step.error = "format_error", reply.error
             if attempt == self.settings.format_retries:
                 break
-            self._emit(FormatRetry(n, attempt + 1, reply.error or "unreadable reply"))
-            state.messages.append(prompt.correction_message(reply.error or "unreadable reply"))
+            reason = reply.error or "unreadable reply"
+            self._emit(FormatRetry(n, attempt + 1, reason))
+            state.messages.append(prompt.correction_message(reason, self.mode))
         return _Reply(reply.text, None, reply.error)
 
     def _open_step(self, n: int, kind: Literal["step", "final"], model: ChatModel) -> TraceStep:
@@ -364,26 +419,145 @@ class Run:
         return step
 
     async def _call_model(
+        self, n: int, step: TraceStep, state: _State, model: ChatModel, *, final: bool
+    ) -> _Reply:
+        """One request in the run's mode; ``final``: the answer is due, offer no tools."""
+        if self.mode == "tools":
+            return await self._call_tools(n, step, state.messages, model, offer_tools=not final)
+        if self.mode == "json":
+            return await self._call_json(n, step, state, model)
+        return await self._call_text(n, step, state.messages, model)
+
+    async def _call_text(
         self, n: int, step: TraceStep, messages: Sequence[Message], model: ChatModel
     ) -> _Reply:
         parser = StreamParser()
         cutter = _StopCutter(prompt.STOP)
-        stream = model.stream(messages, stop=prompt.STOP)
+        cut, parse = cutter.feed, parser.feed  # bound once: they run for every chunk
+
+        def on_chunk(chunk: ModelChunk) -> bool:
+            if chunk.text:
+                parsed = parse(cut(chunk.text))
+                if parsed:
+                    self._emit_parsed(n, parsed)
+            return cutter.stopped
+
+        await self._consume(n, step, model.stream(messages, stop=prompt.STOP), on_chunk)
+        self._emit_parsed(n, parser.close())
+        step.raw = cutter.text
+        try:
+            return _Reply(cutter.text, parser.result(), None)
+        except ParseError as exc:
+            return _Reply(cutter.text, None, str(exc))
+
+    async def _call_tools(
+        self,
+        n: int,
+        step: TraceStep,
+        messages: Sequence[Message],
+        model: ChatModel,
+        *,
+        offer_tools: bool,
+    ) -> _Reply:
+        assembler = ToolCallAssembler()
+        parts: list[str] = []
+        finish: list[str] = []
+        delta = ThoughtDelta if offer_tools else AnswerDelta  # without tools, text answers
+
+        def on_chunk(chunk: ModelChunk) -> bool:
+            if chunk.text:
+                parts.append(chunk.text)
+                self._emit(delta(n, chunk.text))
+            if chunk.tool_calls:
+                assembler.feed(chunk.tool_calls)
+            if chunk.finish:
+                finish.append(chunk.finish)
+            return False
+
+        specs = tool_specs(self.agent.tools) if offer_tools and len(self.agent.tools) else None
+        await self._consume(n, step, model.stream(messages, stop=(), tools=specs), on_chunk)
+        content = "".join(parts).strip()
+        step.raw = content
+        calls = assembler.calls()
+        if calls:
+            return _Reply(content, Step(content or None, None, None), None, calls)
+        if content:
+            return _Reply(content, Step(None, None, content), None)
+        cut_off = finish and finish[-1] == "length"
+        return _Reply("", None, "the reply was cut off" if cut_off else "the reply is empty")
+
+    async def _call_json(self, n: int, step: TraceStep, state: _State, model: ChatModel) -> _Reply:
+        while (json_format := self.agent.json_format) is not None:
+            try:
+                return await self._json_attempt(n, step, state.messages, model, json_format)
+            except ResponseFormatRefused:
+                self._json_refused(json_format, state)
+        return await self._call_text(n, step, state.messages, model)
+
+    async def _json_attempt(
+        self,
+        n: int,
+        step: TraceStep,
+        messages: Sequence[Message],
+        model: ChatModel,
+        json_format: JsonFormat,
+    ) -> _Reply:
+        streamer = JsonFieldStreamer()
+        parts: list[str] = []
+
+        def on_chunk(chunk: ModelChunk) -> bool:
+            if chunk.text:
+                parts.append(chunk.text)
+                for name, text in streamer.feed(chunk.text):
+                    self._emit((ThoughtDelta if name == "thought" else AnswerDelta)(n, text))
+            return False
+
+        format_ = modes.response_format(json_format)
+        await self._consume(
+            n, step, model.stream(messages, stop=(), response_format=format_), on_chunk
+        )
+        text = "".join(parts)
+        step.raw = text
+        try:
+            return _Reply(text, modes.json_step(text), None)
+        except ParseError as exc:
+            return _Reply(text, None, str(exc))
+
+    def _json_refused(self, refused: JsonFormat, state: _State) -> None:
+        """Fall back one format, said once; past ``json_object``, the run goes on as text."""
+        if refused == "json_schema":
+            self.agent.json_format = "json_object"
+            text = "the model endpoint does not take JSON schemas; asking for a JSON object"
+        else:
+            self.agent.json_format = None
+            self.trace.mode = "text"
+            state.messages[0] = {
+                "role": "system",
+                "content": prompt.system_prompt(self.agent.tools, "text"),
+            }
+            text = "the model endpoint does not take JSON output; answering in text mode"
+        self.trace.notices.append(text)
+        self._emit(Notice("info", text))
+
+    async def _consume(
+        self,
+        n: int,
+        step: TraceStep,
+        stream: AsyncIterator[ModelChunk],
+        on_chunk: Callable[[ModelChunk], bool],
+    ) -> None:
+        """Read one reply's stream to its end (or until ``on_chunk`` says stop), under the
+        stall watchdog; the stream is closed however this ends."""
         watchdog = _StallWatchdog(self.settings.model_timeout)
-        # Bound once: the loop body runs for every chunk of every reply.
-        kick, cut, parse = watchdog.kick, cutter.feed, parser.feed
+        kick = watchdog.kick
         try:
             with watchdog:
                 async for chunk in stream:
                     kick(grace=chunk.pause)
                     if chunk.notice or chunk.reasoning or chunk.usage is not None:
                         self._absorb(n, step, chunk)
-                    if chunk.text:
-                        parsed = parse(cut(chunk.text))
-                        if parsed:
-                            self._emit_parsed(n, parsed)
-                        if cutter.stopped:
-                            break
+                    if on_chunk(chunk):
+                        break
         except TimeoutError as exc:  # the run's deadline arrives here as CancelledError
             if not watchdog.fired:
                 raise ModelTimeout("The model call timed out (provider timeout).") from exc
@@ -392,12 +566,6 @@ class Run:
             ) from exc
         finally:
             await _close_quietly(stream)
-        self._emit_parsed(n, parser.close())
-        step.raw = cutter.text
-        try:
-            return _Reply(cutter.text, parser.result(), None)
-        except ParseError as exc:
-            return _Reply(cutter.text, None, str(exc))
 
     def _absorb(self, n: int, step: TraceStep, chunk: ModelChunk) -> None:
         """Everything in a chunk besides the reply text: notices, reasoning, usage."""
@@ -428,24 +596,78 @@ class Run:
     async def _act(self, n: int, action: Action, state: _State) -> None:
         step = self.trace.steps[-1]
         self._decide(n, step, action)
-        if self.agent.approve is not None:
-            approved, refusal = await self._ask_approval(action)
-            if approved is None:
-                self._record_observation(n, step, action, refusal, True, (), 0.0, state)
-                return
-            if approved != action:  # edited by the approver: show and record the new one
-                action = approved
-                self._decide(n, step, action)
-        started = self.agent._clock()
-        text, error, sources = await self._run_tool(action)
-        if state.last_action == (action.name, action.input):
-            text = (
-                "Note: this is the same action with the same input as your previous step, so it "
-                "gives no new information. Use a different input, another tool, or finish.\n" + text
-            )
-        state.last_action = (action.name, action.input)
-        seconds = self.agent._clock() - started
-        self._record_observation(n, step, action, text, error, sources, seconds, state)
+        approved, outcome = await self._approved(n, step, action)
+        if outcome is None:
+            outcome = await self._run_tool(approved, state)
+        state.last_actions = frozenset({(approved.name, approved.input)})
+        self._record_observation(n, step, approved, outcome, state)
+
+    async def _act_calls(self, n: int, calls: list[ToolCall], state: _State) -> None:
+        """A reply's native tool calls: each an action of step ``n``, run concurrently (at
+        most ``parallel_tools`` at once), answered in order by a ``tool`` message each."""
+        first = self.trace.steps[-1]
+        planned: list[tuple[TraceStep, Action, _Outcome | None]] = []
+        for k, call in enumerate(calls):
+            step = first if k == 0 else self._call_step(first, k)
+            step.call_id = call.id
+            action, problem = self._native_action(call)
+            self._decide(n, step, action, call=k)
+            planned.append((step, action, problem))
+        approved: list[tuple[TraceStep, Action, _Outcome | None]] = []
+        for step, action, problem in planned:  # a person decides one action at a time
+            if problem is None:
+                action, problem = await self._approved(n, step, action)
+            approved.append((step, action, problem))
+        limit = asyncio.Semaphore(max(1, self.settings.parallel_tools))
+
+        async def run(action: Action, ready: _Outcome | None) -> _Outcome:
+            if ready is not None:
+                return ready
+            async with limit:
+                return await self._run_tool(action, state)
+
+        outcomes = await asyncio.gather(*(run(a, ready) for _, a, ready in approved))
+        state.last_actions = frozenset((a.name, a.input) for _, a, _ in approved)
+        for (step, action, _), outcome in zip(approved, outcomes, strict=True):
+            self._record_observation(n, step, action, outcome, state, call=step.call)
+
+    def _call_step(self, first: TraceStep, call: int) -> TraceStep:
+        """The trace record of a further native call in the same reply (not a model step)."""
+        step = TraceStep(
+            index=first.index,
+            kind=first.kind,
+            started_at=self.agent._clock(),
+            model=first.model,
+            call=call,
+        )
+        self.trace.steps.append(step)
+        return step
+
+    def _native_action(self, call: ToolCall) -> tuple[Action, _Outcome | None]:
+        """The Action a native call stands for, its input as ``Tool.run`` takes it (the
+        string itself for a one-string tool, so the trace reads as in text mode); with an
+        Observation already decided when the call cannot run as written."""
+        name = call.name.strip()
+        tool = self.agent.tools.get(name)
+        if tool is None:
+            return Action(name, call.arguments), None  # _run_tool names the real tools
+        try:
+            return Action(tool.name, tool_input(tool, call.arguments, native=True)), None
+        except ToolError as exc:
+            return Action(tool.name, call.arguments), _Outcome(f"Error: {exc}", True)
+
+    async def _approved(
+        self, n: int, step: TraceStep, action: Action
+    ) -> tuple[Action, _Outcome | None]:
+        """The action as a human approved (or edited) it; with an Observation when denied."""
+        if self.agent.approve is None:
+            return action, None
+        approved, refusal = await self._ask_approval(action)
+        if approved is None:
+            return action, _Outcome(refusal, True)
+        if approved != action:  # edited by the approver: show and record the new one
+            self._decide(n, step, approved, call=step.call)
+        return approved, None
 
     async def _ask_approval(self, action: Action) -> tuple[Action | None, str]:
         assert self.agent.approve is not None
@@ -457,61 +679,76 @@ class Run:
             return None, f"No approval within {limit:g} s, so the action was not run."
         return approved, "The user denied this action."
 
-    def _decide(self, n: int, step: TraceStep, action: Action) -> None:
+    def _decide(self, n: int, step: TraceStep, action: Action, *, call: int = 0) -> None:
         step.action, step.action_input = action.name, action.input
-        self._emit(ActionDecided(n, action.name, action.input))
+        self._emit(ActionDecided(n, action.name, action.input, call))
 
     def _record_observation(
         self,
         n: int,
         step: TraceStep,
         action: Action,
-        text: str,
-        error: bool,
-        sources: tuple[str, ...],
-        seconds: float,
+        outcome: _Outcome,
         state: _State,
+        *,
+        call: int = 0,
     ) -> None:
-        step.observation = text
-        step.sources = list(sources)
-        if error:
-            step.error = text
+        step.observation = outcome.text
+        step.sources = list(outcome.sources)
+        if outcome.error:
+            step.error = outcome.text
         step.ended_at = self.agent._clock()
-        self._emit(ObservationReady(n, action.name, text, error, seconds, sources))
-        state.messages.append(prompt.observation_message(self._for_model(text)))
+        self._emit(
+            ObservationReady(
+                n, action.name, outcome.text, outcome.error, outcome.seconds, outcome.sources, call
+            )
+        )
+        for_model = self._for_model(outcome.text)
+        if step.call_id is not None:
+            state.messages.append(prompt.tool_message(step.call_id, for_model))
+        else:
+            state.messages.append(prompt.observation_message(for_model))
 
-    async def _run_tool(self, action: Action) -> tuple[str, bool, tuple[str, ...]]:
+    async def _run_tool(self, action: Action, state: _State) -> _Outcome:
         """Runs one tool; whatever goes wrong becomes text the model can act on."""
+        started = self.agent._clock()
+        outcome = await self._tool_outcome(action)
+        if (action.name, action.input) in state.last_actions:
+            outcome.text = (
+                "Note: this is the same action with the same input as your previous step, so it "
+                "gives no new information. Use a different input, another tool, or finish.\n"
+                + outcome.text
+            )
+        outcome.seconds = self.agent._clock() - started
+        return outcome
+
+    async def _tool_outcome(self, action: Action) -> _Outcome:
         tool = self.agent.tools.get(action.name)
         if tool is None:
             names = ", ".join([*self.agent.tools.names, "finish"])
-            return (
+            return _Outcome(
                 f"Unknown action '{action.name}'. Available actions: {names}. "
                 "Write one of them as Action: name[input].",
                 True,
-                (),
             )
         try:
+            argument = tool_input(tool, action.input)
             async with asyncio.timeout(self.settings.tool_timeout):
-                result = await tool.run(action.input)
+                result = await tool.run(argument)
         except TimeoutError:
-            return (
-                f"Error: {tool.name} did not finish within {self.settings.tool_timeout:g} s.",
-                True,
-                (),
+            return _Outcome(
+                f"Error: {tool.name} did not finish within {self.settings.tool_timeout:g} s.", True
             )
         except ToolError as exc:
-            return f"Error: {exc}", True, ()
+            return _Outcome(f"Error: {exc}", True)
         except Exception as exc:
             log.exception("tool %s raised", tool.name)
-            return (
-                f"Error: the {tool.name} tool failed unexpectedly ({type(exc).__name__}).",
-                True,
-                (),
+            return _Outcome(
+                f"Error: the {tool.name} tool failed unexpectedly ({type(exc).__name__}).", True
             )
         if isinstance(result, ToolResult):
-            return result.text, False, result.sources
-        return result, False, ()
+            return _Outcome(result.text, False, result.sources)
+        return _Outcome(result, False)
 
     def _for_model(self, text: str) -> str:
         limit = self.settings.observation_limit
@@ -534,7 +771,7 @@ class Run:
             except StoreUnavailable:
                 self._memory_unavailable()
             self._check_memory_health()
-        return prompt.build_messages(self.agent.tools, history, self.trace.question)
+        return prompt.build_messages(self.agent.tools, history, self.trace.question, mode=self.mode)
 
     def _check_memory_health(self) -> None:
         health = self.agent.memory_health
@@ -579,6 +816,17 @@ def cited_sources(answer: str, trace: Trace, *, limit: int = 3) -> list[str]:
 def _names_domain(answer: str, url: str) -> bool:
     domain = source_domain(url)
     return bool(domain) and domain in answer
+
+
+def _assistant_message(reply: _Reply) -> Message:
+    """The model's reply as it goes back into the conversation (with its native calls)."""
+    message: Message = {"role": "assistant", "content": reply.text}
+    if reply.calls:
+        message["tool_calls"] = [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+            for c in reply.calls
+        ]
+    return message
 
 
 async def _close_quietly(stream: AsyncIterator[ModelChunk]) -> None:

@@ -14,8 +14,7 @@ import re
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 
-from core.history import Message
-from core.llm import ModelChunk, ToolSpec, stream_text
+from core.llm import Message, ModelChunk, ResponseFormat, ToolSpec, stream_text
 
 _MATH = re.compile(
     r"(?:\d[\d_]*(?:\.\d+)?(?:e[-+]?\d+)?|\b(?:sqrt|sin|cos|tan|asin|acos|atan|log10|log2|log|exp"
@@ -58,6 +57,7 @@ class DemoModel:
         *,
         stop: Sequence[str],
         tools: Sequence[ToolSpec] | None = None,
+        response_format: ResponseFormat | None = None,
     ) -> AsyncIterator[ModelChunk]:
         return stream_text(reply_for(_read(messages)), size=self.chunk_size, delay=self.delay)
 

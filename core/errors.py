@@ -6,6 +6,7 @@
     │   ├── ModelRateLimited       HTTP 429 that outlasted the retries
     │   ├── ModelAuthError         401/403: key missing or wrong
     │   ├── ModelBadRequest        400/404/422: model name, context length, parameters
+    │   │   └── ResponseFormatRefused  the endpoint does not take this ``response_format``
     │   └── ModelUnavailable       5xx or connection errors that outlasted the retries
     ├── ToolError                  a tool could not do what was asked (becomes an Observation)
     │   └── ToolTimeout
@@ -40,6 +41,11 @@ class ModelAuthError(ModelError):
 
 class ModelBadRequest(ModelError):
     pass
+
+
+class ResponseFormatRefused(ModelBadRequest):
+    """The endpoint refused the requested ``response_format`` (``json_schema`` or
+    ``json_object``); the agent falls back to a plainer one."""
 
 
 class ModelUnavailable(ModelError):

@@ -12,6 +12,9 @@ from typing import Literal
 from core.llm import Usage
 from core.trace import Trace
 
+Mode = Literal["text", "tools", "json"]
+"""How the model is asked for its steps: ReAct text, native tool calls, or a JSON object."""
+
 
 @dataclass(frozen=True, slots=True)
 class RunStarted:
@@ -19,6 +22,7 @@ class RunStarted:
     question: str
     model: str
     max_steps: int
+    mode: Mode = "text"
 
 
 StepKind = Literal["step", "best_effort", "answer"]
@@ -57,6 +61,9 @@ class ActionDecided:
     step: int
     name: str
     input: str
+    call: int = 0
+    """Which of the step's actions: native tool calls in one reply are several (0, 1, ...),
+    run concurrently, each answered by the ``ObservationReady`` of the same ``call``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +75,7 @@ class ObservationReady:
     error: bool = False
     seconds: float = 0.0
     sources: tuple[str, ...] = ()
+    call: int = 0
 
 
 @dataclass(frozen=True, slots=True)

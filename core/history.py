@@ -7,12 +7,11 @@ loads redis.
 from __future__ import annotations
 
 from collections import OrderedDict, deque
-from typing import Literal, Protocol, TypedDict
+from typing import Protocol
 
+from core.llm import Message
 
-class Message(TypedDict):
-    role: Literal["system", "user", "assistant"]
-    content: str
+__all__ = ["HistoryStore", "InMemoryHistoryStore", "Message"]
 
 
 class HistoryStore(Protocol):

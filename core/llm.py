@@ -1,4 +1,4 @@
-"""The ChatModel seam: one streaming method, and the chunk type it yields.
+"""The ChatModel seam: one streaming method, the messages it reads and the chunks it yields.
 
 Implementations: ``core.openai_model.OpenAIChatModel`` (any OpenAI-compatible endpoint),
 ``core.scripted.ScriptedModel`` (strict, for tests) and ``core.demo.DemoModel`` (offline demo).
@@ -9,9 +9,31 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Literal, NotRequired, Protocol, TypedDict
 
-from core.history import Message
+
+class ToolCallFunction(TypedDict):
+    name: str
+    arguments: str
+    """JSON text, as the model wrote it."""
+
+
+class ToolCallMessage(TypedDict):
+    """One native tool call inside an assistant message (OpenAI's shape)."""
+
+    id: str
+    type: Literal["function"]
+    function: ToolCallFunction
+
+
+class Message(TypedDict):
+    """One chat message. ``tool_calls`` only on an assistant message in ``tools`` mode, and
+    ``tool_call_id`` only on the ``tool`` message that answers one of them."""
+
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str
+    tool_calls: NotRequired[list[ToolCallMessage]]
+    tool_call_id: NotRequired[str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,7 +56,8 @@ class Usage:
 
 @dataclass(frozen=True, slots=True)
 class ToolCallDelta:
-    """A piece of a native tool call (function calling); reserved for the native mode."""
+    """A piece of a native tool call: id and name usually come first, arguments in pieces;
+    several calls in one reply are told apart by ``index``."""
 
     index: int
     id: str | None = None
@@ -58,6 +81,8 @@ class ModelChunk:
     usage: Usage | None = None
     notice: str | None = None
     pause: float = 0.0
+    finish: str | None = None
+    """Why the reply ended, when the provider says (``stop``, ``tool_calls``, ``length``)."""
 
 
 async def stream_text(
@@ -77,6 +102,9 @@ async def stream_text(
 ToolSpec = dict[str, Any]
 """A JSON-schema function description, for the native tool-calling mode."""
 
+ResponseFormat = dict[str, Any]
+"""OpenAI's ``response_format`` (``json_schema`` or ``json_object``), for the ``json`` mode."""
+
 
 class ChatModel(Protocol):
     """Streams one reply. Raises ``core.errors.ModelError`` subclasses, nothing else."""
@@ -90,4 +118,5 @@ class ChatModel(Protocol):
         *,
         stop: Sequence[str],
         tools: Sequence[ToolSpec] | None = None,
+        response_format: ResponseFormat | None = None,
     ) -> AsyncIterator[ModelChunk]: ...

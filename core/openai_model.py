@@ -20,6 +20,7 @@ import random
 import re
 from collections.abc import AsyncGenerator, Sequence
 from contextlib import aclosing
+from dataclasses import dataclass
 from typing import Any, cast
 
 import openai
@@ -39,9 +40,9 @@ from core.errors import (
     ModelRateLimited,
     ModelTimeout,
     ModelUnavailable,
+    ResponseFormatRefused,
 )
-from core.history import Message
-from core.llm import ModelChunk, ToolCallDelta, ToolSpec, Usage
+from core.llm import Message, ModelChunk, ResponseFormat, ToolCallDelta, ToolSpec, Usage
 
 __all__ = ["OpenAIChatModel", "ThinkSplitter"]
 
@@ -112,6 +113,7 @@ class OpenAIChatModel:
         *,
         stop: Sequence[str],
         tools: Sequence[ToolSpec] | None = None,
+        response_format: ResponseFormat | None = None,
     ) -> AsyncGenerator[ModelChunk, None]:
         # An AsyncGenerator (still an AsyncIterator for the protocol), so callers can aclose()
         # it to release the connection when they stop early.
@@ -119,7 +121,8 @@ class OpenAIChatModel:
         for attempt in range(1, attempts + 1):
             started = False
             try:
-                async with aclosing(self._attempt(messages, stop, tools)) as chunks:
+                request = _Request(messages, stop, tools, response_format)
+                async with aclosing(self._attempt(request)) as chunks:
                     async for chunk in chunks:
                         started = True
                         yield chunk
@@ -137,11 +140,9 @@ class OpenAIChatModel:
 
     # -- one request -----------------------------------------------------------------------
 
-    async def _attempt(
-        self, messages: Sequence[Message], stop: Sequence[str], tools: Sequence[ToolSpec] | None
-    ) -> AsyncGenerator[ModelChunk, None]:
+    async def _attempt(self, request: _Request) -> AsyncGenerator[ModelChunk, None]:
         """One request, start to end; yields only chunks that carry something."""
-        response = await self._create(messages, stop, tools)
+        response = await self._create(request)
         splitter = ThinkSplitter()
         usage: Usage | None = None
         async with response:
@@ -158,14 +159,17 @@ class OpenAIChatModel:
         if usage is not None:
             yield ModelChunk(usage=usage)
 
-    async def _create(
-        self, messages: Sequence[Message], stop: Sequence[str], tools: Sequence[ToolSpec] | None
-    ) -> AsyncStream[ChatCompletionChunk]:
+    async def _create(self, request: _Request) -> AsyncStream[ChatCompletionChunk]:
         while True:  # each refusal is adapted to once, so this ends
             try:
-                return await self._request(messages, stop, tools)
+                return await self._request(request)
             except (openai.BadRequestError, openai.UnprocessableEntityError) as exc:
                 if not self._adapt_to(exc):
+                    if request.response_format is not None and _names_response_format(exc):
+                        raise ResponseFormatRefused(
+                            "The model provider does not take this response_format"
+                            f"{self._provider_message(exc)}"
+                        ) from exc
                     raise
 
     def _adapt_to(self, exc: openai.APIStatusError) -> bool:
@@ -179,20 +183,21 @@ class OpenAIChatModel:
             return True
         return False
 
-    async def _request(
-        self, messages: Sequence[Message], stop: Sequence[str], tools: Sequence[ToolSpec] | None
-    ) -> AsyncStream[ChatCompletionChunk]:
+    async def _request(self, request: _Request) -> AsyncStream[ChatCompletionChunk]:
         limit = self._max_tokens if self._max_tokens is not None else omit
         completion_limit = self._token_limit_name == "max_completion_tokens"
+        tools, response_format = request.tools, request.response_format
         return await self._get_client().chat.completions.create(
             model=self._model,
             # Message is a subset of the SDK's message union; TypedDicts do not widen by themselves.
-            messages=cast(list[ChatCompletionMessageParam], list(messages)),
+            messages=cast(list[ChatCompletionMessageParam], list(request.messages)),
             stream=True,
-            stop=list(stop) if stop else omit,
+            stop=list(request.stop) if request.stop else omit,
             stream_options={"include_usage": True} if self._send_stream_options else omit,
             temperature=self._temperature if self._temperature is not None else omit,
             tools=cast(list[ChatCompletionToolUnionParam], list(tools)) if tools else omit,
+            tool_choice="auto" if tools else omit,
+            response_format=cast(Any, response_format) if response_format else omit,
             max_tokens=omit if completion_limit else limit,
             max_completion_tokens=limit if completion_limit else omit,
             extra_body=self._extra_body,
@@ -314,7 +319,22 @@ def _translate(chunk: ChatCompletionChunk, splitter: ThinkSplitter) -> list[Mode
             pieces.append(
                 ModelChunk(tool_calls=tuple(_tool_call(call) for call in delta.tool_calls))
             )
+        if choice.finish_reason:
+            pieces.append(ModelChunk(finish=choice.finish_reason))
     return pieces
+
+
+@dataclass(frozen=True, slots=True)
+class _Request:
+    messages: Sequence[Message]
+    stop: Sequence[str]
+    tools: Sequence[ToolSpec] | None
+    response_format: ResponseFormat | None
+
+
+def _names_response_format(exc: openai.APIStatusError) -> bool:
+    text = str(exc.body or exc.message).lower()
+    return any(word in text for word in ("response_format", "json_schema", "json_object"))
 
 
 def _reasoning(delta: ChoiceDelta) -> str:

@@ -9,8 +9,11 @@ Real models drift from that, so these shapes are accepted too: numbered labels
 (``Action 2:``), ``Action: x`` + ``Action Input: y``, ``Final Answer:`` / ``Answer:``,
 ``Action: finish`` + ``Answer:``, markdown-bold labels, full-width colons, a JSON tool call
 (``{"action": ..., "action_input": ...}`` or ``{"name": ..., "arguments": ...}``, fenced or
-not), text after the closing bracket, and a hallucinated ``Observation:`` (it and everything
-after it are dropped).
+not, ``arguments`` itself JSON text or an object), text after the closing bracket, an Action
+Input over several lines (a fenced code block) up to the next label, a reply that is only
+``name[input]`` with no label at all, JSON-escaped text whose line breaks arrived as literal
+``\n`` (read as line breaks up to the first real one), and a hallucinated ``Observation:``
+(it and everything after it are dropped).
 
 How the text is read:
 
@@ -370,6 +373,19 @@ def _looks_like_tool_name(name: str) -> bool:
     return bool(_BARE_NAME.fullmatch(name)) and len(name.split()) <= _MAX_BARE_NAME_WORDS
 
 
+def _whole_call(text: str) -> bool:
+    """``name[...]`` and nothing else: the first bracket closes at the very end."""
+    name = _CALL_NAME.match(text)
+    if name is None or not text.startswith("[", name.end()):
+        return False
+    depth = 0
+    for match in _BRACKETS.finditer(text, name.end()):
+        depth += 1 if match.group() == "[" else -1
+        if depth == 0:
+            return match.end() == len(text)
+    return False
+
+
 def _strip_fence(text: str) -> str:
     if not text.startswith("```"):
         return text
@@ -399,12 +415,9 @@ def _argument_text(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def _decode_action_input(raw: str, *, multiline: bool) -> str:
-    """The text after ``Action Input:``: JSON when it looks like JSON, else plain text.
-
-    A tool input is one line unless it is JSON (trailing chatter is common); an answer keeps
-    all its lines.
-    """
+def _decode_action_input(raw: str) -> str:
+    """The text after ``Action Input:`` up to the next label: JSON when it looks like JSON,
+    the body of a fenced code block, else the plain text, all its lines kept."""
     text = _strip_fence(raw.strip())
     if text[:1] in ("{", '"', "["):
         try:
@@ -416,7 +429,7 @@ def _decode_action_input(raw: str, *, multiline: bool) -> str:
         if isinstance(value, dict) and len(value) == 1:
             return _argument_text(value)
         return text[:end]
-    return text if multiline else text.split("\n", 1)[0].strip()
+    return text
 
 
 def _json_tool_call(raw: str) -> Action | str | None:
@@ -451,6 +464,7 @@ class _State(enum.Enum):
     BRACKET = enum.auto()  # inside name[...]
     INPUT = enum.auto()  # after "Action Input:"
     ANSWER = enum.auto()  # after "Answer:" / "Final Answer:"
+    CALL = enum.auto()  # a reply that opened with "name[" and no label: maybe only that call
     DONE = enum.auto()  # decided (or hit Observation): the rest is ignored
 
 
@@ -459,6 +473,8 @@ class _State(enum.Enum):
 _LABELS_IN_BRACKET = frozenset({_Label.OBSERVATION})
 _LABELS_IN_ANSWER = frozenset({_Label.OBSERVATION, _Label.THOUGHT, _Label.ACTION})
 _BRACKETS = re.compile(r"[\[\]]")
+_CALL_NAME = re.compile(r"[A-Za-z_][\w.\-]*")
+_MAX_CALL_NAME = 64
 
 
 class StreamParser:
@@ -497,12 +513,19 @@ class StreamParser:
         self._input_parts: list[str] = []
         self._json_parts: list[str] = []
         self._json_from_thought = False
+        # The reply's first words, held while they may be a bare "name[input]" call.
+        self._call_parts: list[str] | None = []
+        # Literal "\n" reads as a line break until the first real one (JSON-escaped text).
+        self._unescaping = True
+        self._held_backslash = False
 
     # public API
 
     def feed(self, chunk: str) -> list[ParseEvent]:
         if self._closed:
             raise RuntimeError("StreamParser.feed() called after close()")
+        if self._unescaping:
+            chunk = self._unescape(chunk)
         if not self._saw_text and chunk.strip():
             self._saw_text = True
         if not self._in_head and "\n" not in chunk:
@@ -524,6 +547,9 @@ class StreamParser:
     def close(self) -> list[ParseEvent]:
         if self._closed:
             return []
+        if self._held_backslash:  # a lone backslash at the very end is just that
+            self._held_backslash = self._unescaping = False
+            self.feed("\\")
         if self._in_head and self._head and self._state is not _State.DONE:
             self._resolve_head(self._scan_current_head(final=True))
         self._finalize()
@@ -540,6 +566,23 @@ class StreamParser:
             raise ParseError(self._missing_message())
         answer = "".join(self._answer).strip() if self._answer_done else None
         return Step(thought=thought, action=self._action, answer=answer)
+
+    # JSON-escaped text
+
+    def _unescape(self, chunk: str) -> str:
+        """Literal ``\\n`` as a line break, up to the first real one (then never again): a
+        decision that depends on the text before it only, so any chunking reads alike."""
+        if self._held_backslash:
+            chunk = "\\" + chunk
+            self._held_backslash = False
+        newline = chunk.find("\n")
+        if newline != -1:
+            self._unescaping = False
+            return chunk[:newline].replace("\\n", "\n") + chunk[newline:]
+        if chunk.endswith("\\"):  # maybe the first half of "\\n"
+            self._held_backslash = True
+            chunk = chunk[:-1]
+        return chunk.replace("\\n", "\n")
 
     # reading lines
 
@@ -639,6 +682,8 @@ class StreamParser:
             self._input_parts.append(text)
         elif state is _State.ANSWER:
             self._emit_answer(text)
+        elif state is _State.CALL:
+            self._call_text(text)
         # BARE_ACTION: chatter between "Action: x" and "Action Input:" is dropped; DONE: ignored.
 
     def _newline(self) -> None:
@@ -657,6 +702,8 @@ class StreamParser:
             self._input_parts.append("\n")
         elif state is _State.ANSWER:
             self._emit_answer("\n")
+        elif state is _State.CALL:
+            self._call_text("\n")
 
     def _label(self, label: _Label) -> None:
         if label is _Label.OBSERVATION:
@@ -664,6 +711,9 @@ class StreamParser:
             self._finalize()
             return
         state = self._state
+        if state is _State.CALL:
+            self._give_up_call()
+            state = self._state
         if state is _State.THOUGHT:
             self._label_in_thought(label)
         elif state is _State.JSON:
@@ -704,6 +754,8 @@ class StreamParser:
             self._finish_input()
         elif state is _State.ANSWER:
             self._finish_answer()
+        elif state is _State.CALL:
+            self._finish_call()
 
     # thought
 
@@ -719,12 +771,63 @@ class StreamParser:
             self._fail(INPUT_WITHOUT_ACTION)
 
     def _emit_thought(self, text: str) -> None:
+        if self._call_parts is not None and not self._saw_label:
+            text = self._maybe_call(text)
+            if not text:
+                return
         if not self._thought:
             text = text.lstrip()  # the display should not start with the label's spacing
             if not text:
                 return
         self._thought.append(text)
         self._events.append(ThoughtText(text))
+
+    # a bare "name[input]" reply
+
+    def _maybe_call(self, text: str) -> str:
+        """Hold the reply's first words while they may open a bare call; the text to show
+        as thought once they cannot (all of it at once), else ""."""
+        assert self._call_parts is not None
+        self._call_parts.append(text)
+        held = "".join(self._call_parts).lstrip()
+        name = _CALL_NAME.match(held)
+        if not held or (name and name.end() == len(held) and len(held) <= _MAX_CALL_NAME):
+            return ""  # nothing yet, or a name still growing
+        if name and held[name.end()] == "[":
+            self._state = _State.CALL
+            return ""
+        self._call_parts = None
+        return held
+
+    def _call_text(self, text: str) -> None:
+        assert self._call_parts is not None
+        self._call_parts.append(text)
+
+    def _give_up_call(self) -> None:
+        """Not a bare call after all: what was held is the thought."""
+        held = "".join(self._call_parts or ())
+        self._call_parts = None
+        self._state = _State.THOUGHT
+        self._emit_thought(held)
+
+    def _finish_call(self) -> None:
+        held = "".join(self._call_parts or ()).strip()
+        if not _whole_call(held):
+            self._give_up_call()
+            return
+        self._call_parts = None
+        call = StreamParser()  # the same text, labelled as the Action it is
+        call._unescaping = False  # already read
+        events = call.feed("Action: " + held) + call.close()
+        self._events += events
+        self._saw_label = True
+        self._action, self._answer, self._answer_done = (
+            call._action,
+            call._answer,
+            call._answer_done,
+        )
+        self._error = call._error
+        self._state = _State.DONE
 
     # action name
 
@@ -824,10 +927,10 @@ class StreamParser:
     def _finish_input(self) -> None:
         raw = "".join(self._input_parts)
         if _is_finish(self._name):
-            self._emit_answer(_decode_action_input(raw, multiline=True))
+            self._emit_answer(_decode_action_input(raw))
             self._finish_answer()
         else:
-            self._found(Action(self._name, _decode_action_input(raw, multiline=False)))
+            self._found(Action(self._name, _decode_action_input(raw)))
 
     # JSON tool calls
 

@@ -11,8 +11,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 
 from core.errors import ModelError
-from core.history import Message
-from core.llm import ModelChunk, ToolSpec, Usage
+from core.llm import Message, ModelChunk, ResponseFormat, ToolCallDelta, ToolSpec, Usage
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,6 +21,8 @@ class Turn:
     ``stall_after`` (chunks) makes the stream hang forever after that many chunks;
     ``error`` is raised before anything is yielded (or after ``stall_after`` chunks).
     ``ignore_stop`` streams the text past a stop sequence, like providers that ignore ``stop``.
+    ``tool_calls`` are native calls ``(name, arguments JSON)``, streamed after the text the way
+    providers do: id and name first, the arguments in ``chunk_size`` pieces.
     """
 
     text: str = ""
@@ -32,12 +33,16 @@ class Turn:
     stall_after: int | None = None
     error: ModelError | None = None
     ignore_stop: bool = False
+    tool_calls: tuple[tuple[str, str], ...] = ()
+    finish: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Call:
     messages: list[Message]
     stop: list[str]
+    tools: list[ToolSpec] | None = None
+    response_format: ResponseFormat | None = None
 
 
 @dataclass
@@ -56,10 +61,10 @@ class ScriptedModel:
         *,
         stop: Sequence[str],
         tools: Sequence[ToolSpec] | None = None,
+        response_format: ResponseFormat | None = None,
     ) -> AsyncIterator[ModelChunk]:
-        self.calls.append(
-            Call([Message(role=m["role"], content=m["content"]) for m in messages], list(stop))
-        )
+        copied = [Message(**m) for m in messages]
+        self.calls.append(Call(copied, list(stop), list(tools) if tools else None, response_format))
         index = len(self.calls) - 1
         if index >= len(self.turns):
             raise AssertionError(
@@ -84,6 +89,13 @@ class ScriptedModel:
             if turn.delay:
                 await asyncio.sleep(turn.delay)
             yield ModelChunk(text=text[start : start + size])
+        for index, (name, arguments) in enumerate(turn.tool_calls):
+            yield ModelChunk(tool_calls=(ToolCallDelta(index, f"call_{index}", name),))
+            for start in range(0, len(arguments), size):
+                piece = arguments[start : start + size]
+                yield ModelChunk(tool_calls=(ToolCallDelta(index, arguments=piece),))
+        if turn.finish is not None:
+            yield ModelChunk(finish=turn.finish)
         if turn.usage is not None:
             yield ModelChunk(usage=turn.usage)
 

@@ -38,6 +38,11 @@ class TraceStep:
     model: str = ""
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    call: int = 0
+    """0 for a model step's (first) action; 1, 2, ... for the further native tool calls made
+    in the same reply, recorded as steps of the same ``index`` (they are not model calls)."""
+    call_id: str | None = None
+    """The provider's id of a native tool call (``tools`` mode)."""
 
     @property
     def seconds(self) -> float:
@@ -67,6 +72,8 @@ class Trace:
     notices: list[str] = field(default_factory=list)
     cited: list[str] = field(default_factory=list)
     """The sources the answer relied on (the "Sources:" line); ``sources`` keeps them all."""
+    mode: str = "text"
+    """``text``, ``tools`` or ``json``: how the model was asked for its steps."""
     version: int = TRACE_VERSION
 
     # ---- totals -------------------------------------------------------------------------
@@ -100,8 +107,9 @@ class Trace:
 
     @property
     def step_count(self) -> int:
-        """Model calls that count against ``max_steps`` (format retries excluded)."""
-        return sum(1 for s in self.steps if s.kind != "format_error")
+        """Model calls that count against ``max_steps`` (format retries and the further
+        parallel calls of one reply excluded)."""
+        return sum(1 for s in self.steps if s.kind != "format_error" and not s.call)
 
     # ---- JSON ---------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -143,7 +151,7 @@ class Trace:
 
 
 def render_step_markdown(step: TraceStep) -> list[str]:
-    head = f"## Step {step.index}"
+    head = f"## Step {step.index}" + (f", call {step.call + 1}" if step.call else "")
     if step.kind == "format_error":
         head += " (format error, re-asked)"
     elif step.kind == "final":
@@ -200,6 +208,7 @@ def summary_line(trace: Trace) -> str:
         parts.append(f"{trace.total_tokens:,} tokens")
     if trace.models:
         parts.append(", ".join(dict.fromkeys(trace.models)))
+    parts.append(f"{trace.mode} mode")
     return " · ".join(parts)
 
 

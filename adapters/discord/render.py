@@ -323,6 +323,7 @@ def footer(trace: Trace | None, view: RunView, mark: str, *, thread: bool) -> st
         parts.append(_plural(tokens, "token"))
     if view.memory_unavailable:
         parts.append("⚠️ memory unavailable")
+    parts.append(f"{trace.mode if trace is not None else view.mode} mode")
     if thread and trace is not None:
         parts.append("trace in thread ↓")
     return "-# " + " · ".join(parts)

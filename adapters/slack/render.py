@@ -600,6 +600,7 @@ def _totals_line(view: RunView, clock: Callable[[], float]) -> str:
         parts.append(f"{view.tokens:,} tokens")
     if view.memory_unavailable:
         parts.append(":warning: memory unavailable")
+    parts.append(f"{escape(trace.mode if trace is not None else view.mode)} mode")
     if trace is not None:
         parts.append("trace in thread ↓")
     return " · ".join(parts)

@@ -8,13 +8,25 @@ Adding a tool is one function plus one registry line::
     registry.add(FunctionTool("word_count", word_count,
                               description="Counts the words in a text.",
                               example="word_count[the quick brown fox]"))
+
+A tool with several arguments declares their JSON schema, and its function takes them by
+name (checked against the schema before it runs; see ``core.tools.schema``)::
+
+    async def convert(amount: float, unit: str) -> str: ...
+
+    registry.add(FunctionTool("convert", convert, "Converts units.",
+                              'convert[{"amount": 3, "unit": "km"}]',
+                              parameters={"type": "object", "properties": {
+                                  "amount": {"type": "number"}, "unit": {"type": "string"}},
+                                  "required": ["amount", "unit"]}))
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from core.errors import ToolError, ToolTimeout
 
@@ -31,6 +43,10 @@ class ToolResult:
 
 @runtime_checkable
 class Tool(Protocol):
+    """``run`` receives one string: the input itself, or, for a tool that declares a
+    ``parameters`` schema (an optional attribute), its checked arguments as JSON text.
+    An optional ``input_name`` names a one-string tool's input in the native modes."""
+
     name: str
     description: str
     example: str
@@ -40,15 +56,21 @@ class Tool(Protocol):
 
 @dataclass(slots=True)
 class FunctionTool:
-    """Wraps an ``async def f(arg) -> str | ToolResult`` as a Tool."""
+    """Wraps ``async def f(arg) -> str | ToolResult`` as a Tool; with ``parameters`` (a JSON
+    schema of an object), ``f(**arguments)`` instead."""
 
     name: str
-    func: Callable[[str], Awaitable[str | ToolResult]]
+    func: Callable[..., Awaitable[str | ToolResult]]
     description: str
     example: str
+    parameters: dict[str, Any] | None = None
+    input_name: str = "input"
 
     async def run(self, arg: str) -> str | ToolResult:
-        return await self.func(arg)
+        if self.parameters is None:
+            return await self.func(arg)
+        arguments = json.loads(arg) if arg.strip() else {}
+        return await self.func(**arguments)
 
 
 @dataclass(slots=True)
@@ -58,9 +80,12 @@ class ToolRegistry:
     _tools: dict[str, Tool] = field(default_factory=dict)
 
     def add(self, tool: Tool) -> None:
+        from core.tools.schema import check_schema  # the schema module imports this one
+
         key = tool.name.lower()
         if key in self._tools or key == "finish":
             raise ValueError(f"a tool named {tool.name!r} is already registered")
+        check_schema(tool)
         self._tools[key] = tool
 
     def get(self, name: str) -> Tool | None:

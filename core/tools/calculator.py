@@ -482,6 +482,7 @@ class CalculatorTool:
         "Angles are in radians. No variables, units or thousands separators."
     )
     example = "calculate[17*23+4]"
+    input_name = "expression"
 
     def __init__(
         self,

@@ -313,6 +313,7 @@ class LookupTool:
 
     name = "lookup"
     example = "lookup[connect to Slack]"
+    input_name = "query"
 
     def __init__(
         self,

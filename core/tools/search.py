@@ -134,6 +134,7 @@ class SearchTool:
         "Use it for current events and facts you are not sure of."
     )
     example = "search[2022 World Cup final score]"
+    input_name = "query"
 
     def __init__(
         self,

@@ -160,7 +160,7 @@ async def test_mention_gets_placeholder_paced_edits_answer_and_trace_thread() ->
         assert "Thinking · step 1/8" in edits[0].json["content"]
         final = edits[-1].json
         assert final["content"].startswith("17*23+4 = 395\n-# ✅ 2 steps")
-        assert "540 tokens · trace in thread ↓" in final["content"]
+        assert "540 tokens · text mode · trace in thread ↓" in final["content"]
         assert final["components"] == []  # the Stop button is gone
         (thread,) = h.fake.calls_to("POST", f"/messages/{reply_id}/threads")
         assert thread.json["name"] == "Trace: what is 17*23+4?"

@@ -166,6 +166,68 @@ CASES = [
         "Action: search\nAction Input: x\nObservation: y",
         step(action=("search", "x")),
     ),
+    # Shapes real models write (issue 10): multi-line Action Input, a bare call, JSON
+    # arguments holding an object, JSON-escaped line breaks.
+    Case(
+        "action-input-fenced-code",
+        "Thought: run it\nAction: python\nAction Input: ```python\nx = 1\nprint(x)\n```",
+        step("run it", ("python", "x = 1\nprint(x)")),
+    ),
+    Case(
+        "action-input-several-lines",
+        "Action: write_note\nAction Input: first line\nsecond line\n  third\nThought: done",
+        step(action=("write_note", "first line\nsecond line\n  third")),
+    ),
+    Case(
+        "action-input-code-then-observation",
+        "Action: sql\nAction Input:\n```sql\nSELECT 1\nFROM t\n```\nObservation: made up",
+        step(action=("sql", "SELECT 1\nFROM t")),
+    ),
+    Case("bare-call", "search[weather in Paris]", step(action=("search", "weather in Paris"))),
+    Case("bare-call-padded", "  calculate[17*23+4]\n\n", step(action=("calculate", "17*23+4"))),
+    Case("bare-call-nested", "Search[C++ [lang] news]", step(action=("search", "C++ [lang] news"))),
+    Case("bare-finish", "finish[It is 42.]", step(answer="It is 42.")),
+    Case(
+        "bare-call-then-prose-is-thought",
+        "search[x] looks right",
+        "no Thought, Action or Answer label found in the reply",
+    ),
+    Case(
+        "bare-call-then-label",
+        "search[x] first\nAction: lookup[y]",
+        step("search[x] first", ("lookup", "y")),
+    ),
+    Case(
+        "json-arguments-string-object",
+        '{"name": "add", "arguments": "{\\"a\\": 1, \\"b\\": 2}"}',
+        step(action=("add", '{"a": 1, "b": 2}')),
+    ),
+    Case(
+        "json-function-arguments-string",
+        '```json\n{"function": {"name": "convert", "arguments": "{\\"amount\\": 3, '
+        '\\"unit\\": \\"km\\"}"}}\n```',
+        step(action=("convert", '{"amount": 3, "unit": "km"}')),
+    ),
+    Case(
+        "action-input-json-string-object",
+        'Action: add\nAction Input: "{\\"a\\": 1, \\"b\\": 2}"',
+        step(action=("add", '{"a": 1, "b": 2}')),
+    ),
+    Case(
+        "escaped-newlines",
+        "Thought: I need the figure.\\nAction: search[Tokyo population]",
+        step("I need the figure.", ("search", "Tokyo population")),
+    ),
+    Case(
+        "escaped-newlines-answer",
+        "Thought: known.\\nAction: finish[Line one.\\nLine two.]",
+        step("known.", answer="Line one.\nLine two."),
+    ),
+    Case(
+        "escaped-newline-after-a-real-one-stays",
+        "Thought: print it\nAction: python[print('a\\nb')]",
+        step("print it", ("python", "print('a\\nb')")),
+    ),
     # ParseError cases.
     Case("empty", "  \n ", "the reply is empty"),
     Case("thought-only", "Thought: hmm", "no Action or Answer found after the Thought"),
