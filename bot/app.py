@@ -95,6 +95,8 @@ class App:
                 observation_limit=config.agent.observation_limit,
                 store_steps=config.redis.store_steps,
                 max_question_chars=config.agent.max_question_chars,
+                mode=config.agent.mode,
+                parallel_tools=config.agent.parallel_tools,
             ),
         )
         return cls(

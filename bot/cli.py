@@ -24,10 +24,15 @@ from bot.config import ConfigError, load_config
 from bot.logs import setup_logging
 from bot.trace_commands import export_trace, format_trace_list
 from core.agent import Run
-from core.events import FinalEvent, Finished
+from core.events import FinalEvent, Finished, Mode
 from core.trace import Trace
 
 DEFAULT_CONVERSATION = "terminal"
+MODES = ("text", "tools", "json")
+MODE_HELP = (
+    "how the model is asked for its steps: ReAct text, native tool calls or a JSON object "
+    "(default: agent.mode, text)"
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -43,9 +48,11 @@ def build_parser() -> argparse.ArgumentParser:
     ask = sub.add_parser("ask", help="answer one question, streaming the reasoning")
     ask.add_argument("question", nargs="+")
     ask.add_argument("--conversation", default=DEFAULT_CONVERSATION)
+    ask.add_argument("--mode", choices=MODES, help=MODE_HELP)
 
     chat = sub.add_parser("chat", help="interactive terminal chat")
     chat.add_argument("--conversation", default=DEFAULT_CONVERSATION)
+    chat.add_argument("--mode", choices=MODES, help=MODE_HELP)
 
     serve = sub.add_parser("serve", help="run the configured Discord and/or Slack bots")
     serve.add_argument("--platform", choices=["discord", "slack"])
@@ -94,24 +101,29 @@ async def run_cli(
         for note in app.notes:
             errors.print(f"note: {note}", style="dim", markup=False)
         conversation = getattr(args, "conversation", DEFAULT_CONVERSATION)
+        mode: Mode | None = getattr(args, "mode", None)
         if command == "ask":
-            return await ask(app, " ".join(args.question), conversation, console)
+            return await ask(app, " ".join(args.question), conversation, console, mode=mode)
         if command == "chat":
-            return await chat(app, conversation, console, stdin or sys.stdin)
+            return await chat(app, conversation, console, stdin or sys.stdin, mode=mode)
         return await trace_command(app, args, console)
     finally:
         await app.aclose()
 
 
-async def ask(app: App, question: str, conversation: str, console: Console) -> int:
-    final = await _answer(app, question, conversation, console)
+async def ask(
+    app: App, question: str, conversation: str, console: Console, *, mode: Mode | None = None
+) -> int:
+    final = await _answer(app, question, conversation, console, mode=mode)
     return 0 if isinstance(final, Finished) else 1
 
 
-async def _answer(app: App, question: str, conversation: str, console: Console) -> FinalEvent:
+async def _answer(
+    app: App, question: str, conversation: str, console: Console, *, mode: Mode | None = None
+) -> FinalEvent:
     """Streams one run to the console; Ctrl-C stops the run, not the program."""
     renderer = TerminalRenderer(console)
-    run = app.agent.start(question, conversation=conversation, user=_user())
+    run = app.agent.start(question, conversation=conversation, user=_user(), mode=mode)
     with _cancel_on_interrupt(run):
         async for event in run.events():
             renderer.handle(event)
@@ -145,8 +157,18 @@ _NO_REDIS_HINT = (
 CHAT_HELP = "commands: /reset  /history  /trace  /export FILE  /quit"
 
 
-async def chat(app: App, conversation: str, console: Console, stdin: IO[str]) -> int:
-    console.print(f"reactbot chat · {app.model.name} · {CHAT_HELP}", style="dim", markup=False)
+async def chat(
+    app: App,
+    conversation: str,
+    console: Console,
+    stdin: IO[str],
+    *,
+    mode: Mode | None = None,
+) -> int:
+    shown = mode or app.agent.settings.mode
+    console.print(
+        f"reactbot chat · {app.model.name} · {shown} mode · {CHAT_HELP}", style="dim", markup=False
+    )
     last: Trace | None = None
     read = _line_reader(stdin)
     while True:
@@ -161,7 +183,7 @@ async def chat(app: App, conversation: str, console: Console, stdin: IO[str]) ->
             if done:
                 return 0
             continue
-        final = await _answer(app, text, conversation, console)
+        final = await _answer(app, text, conversation, console, mode=mode)
         last = final.trace
 
 

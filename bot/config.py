@@ -145,6 +145,8 @@ class AgentConfig(_Section):
     history_token_budget: int = Field(default=3000, ge=100, le=10_000_000)
     max_question_chars: int = Field(default=4000, ge=1, le=1_000_000)
     max_runs_per_user: int = Field(default=2, ge=1, le=1000)
+    mode: Literal["text", "tools", "json"] = "text"
+    parallel_tools: int = Field(default=4, ge=1, le=32)
 
 
 class SearchConfig(_Section):

@@ -462,13 +462,14 @@ class Run:
         assembler = ToolCallAssembler()
         parts: list[str] = []
         finish: list[str] = []
-        delta = ThoughtDelta if offer_tools else AnswerDelta  # without tools, text answers
+        label = _ContentLabel(n, self._emit, answer_only=not offer_tools)
 
         def on_chunk(chunk: ModelChunk) -> bool:
             if chunk.text:
                 parts.append(chunk.text)
-                self._emit(delta(n, chunk.text))
+                label.text(chunk.text)
             if chunk.tool_calls:
+                label.call()
                 assembler.feed(chunk.tool_calls)
             if chunk.finish:
                 finish.append(chunk.finish)
@@ -476,6 +477,7 @@ class Run:
 
         specs = tool_specs(self.agent.tools) if offer_tools and len(self.agent.tools) else None
         await self._consume(n, step, model.stream(messages, stop=(), tools=specs), on_chunk)
+        label.end()
         content = "".join(parts).strip()
         step.raw = content
         calls = assembler.calls()
@@ -816,6 +818,48 @@ def cited_sources(answer: str, trace: Trace, *, limit: int = 3) -> list[str]:
 def _names_domain(answer: str, url: str) -> bool:
     domain = source_domain(url)
     return bool(domain) and domain in answer
+
+
+class _ContentLabel:
+    """Is a ``tools``-mode reply's text its Thought (a tool call follows) or its Answer (none
+    does)? Only the end of the reply tells, so the text is held until a call starts (then it
+    was the thought), or until it outgrows one short sentence (the prompt asks for one
+    before a call; longer is the answer streaming), or until the reply ends (the answer)."""
+
+    LONGEST_THOUGHT = 240
+
+    def __init__(self, n: int, emit: Callable[[Event], None], *, answer_only: bool) -> None:
+        self._n = n
+        self._emit = emit
+        self._held: list[str] = []
+        self._size = 0
+        self._kind: type[ThoughtDelta] | type[AnswerDelta] | None = (
+            AnswerDelta if answer_only else None
+        )
+
+    def text(self, text: str) -> None:
+        if self._kind is not None:
+            self._emit(self._kind(self._n, text))
+            return
+        self._held.append(text)
+        self._size += len(text)
+        if self._size > self.LONGEST_THOUGHT:
+            self._release(AnswerDelta)
+
+    def call(self) -> None:
+        if self._kind is None:
+            self._release(ThoughtDelta)
+
+    def end(self) -> None:
+        if self._kind is None:
+            self._release(AnswerDelta)
+
+    def _release(self, kind: type[ThoughtDelta] | type[AnswerDelta]) -> None:
+        self._kind = kind
+        held = "".join(self._held)
+        self._held.clear()
+        if held.strip():
+            self._emit(kind(self._n, held))
 
 
 def _assistant_message(reply: _Reply) -> Message:

@@ -6,15 +6,26 @@ network. It is not a language model and says so in its first thought:
 - arithmetic in the question -> ``calculate`` -> answer with the result;
 - a question about the bot itself -> ``lookup`` in the bundled knowledge base -> quote it;
 - anything else -> an answer that explains how to configure a real model.
+
+It speaks all three modes: ReAct text, native tool calls (when it is given ``tools``) and a
+JSON object (when it is given a ``response_format``), deciding the same way in each.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 
-from core.llm import Message, ModelChunk, ResponseFormat, ToolSpec, stream_text
+from core.llm import (
+    Message,
+    ModelChunk,
+    ResponseFormat,
+    ToolCallDelta,
+    ToolSpec,
+    stream_text,
+)
 
 _MATH = re.compile(
     r"(?:\d[\d_]*(?:\.\d+)?(?:e[-+]?\d+)?|\b(?:sqrt|sin|cos|tan|asin|acos|atan|log10|log2|log|exp"
@@ -29,6 +40,25 @@ _ABOUT_BOT = re.compile(
 )
 _CJK = re.compile(r"[\u3400-\u9fff]")
 _OBSERVATION = re.compile(r"<observation>\n?(.*?)\n?</observation>", re.DOTALL)
+_REACT_ACTION = re.compile(r"Action: (\w+)\[(.*)\]\s*$", re.DOTALL)
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """One step of the policy, before it is written in a mode's format."""
+
+    thought: str
+    action: tuple[str, str] | None = None
+    answer: str | None = None
+
+    def as_text(self) -> str:
+        name, argument = self.action or ("finish", self.answer or "")
+        return f"Thought: {self.thought}\nAction: {name}[{argument}]"
+
+    def as_json(self) -> str:
+        action = {"name": self.action[0], "input": self.action[1]} if self.action else None
+        step = {"thought": self.thought, "action": action, "answer": self.answer}
+        return json.dumps(step, ensure_ascii=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,7 +66,7 @@ class _Turn:
     question: str
     tools: frozenset[str]
     observations: list[str]
-    last_action: str | None
+    last_action: tuple[str, str] | None
     must_finish: bool
 
 
@@ -59,12 +89,44 @@ class DemoModel:
         tools: Sequence[ToolSpec] | None = None,
         response_format: ResponseFormat | None = None,
     ) -> AsyncIterator[ModelChunk]:
-        return stream_text(reply_for(_read(messages)), size=self.chunk_size, delay=self.delay)
+        decision = decide(_read(messages, tools))
+        if response_format is not None:
+            return stream_text(decision.as_json(), size=self.chunk_size, delay=self.delay)
+        if tools is not None or _native(messages):
+            return self._native(decision, tools or ())
+        return stream_text(decision.as_text(), size=self.chunk_size, delay=self.delay)
+
+    async def _native(
+        self, decision: Decision, tools: Sequence[ToolSpec]
+    ) -> AsyncIterator[ModelChunk]:
+        """The thought (or the answer) as content, then the call, as providers stream them."""
+        text = decision.thought if decision.action else (decision.answer or "")
+        async for chunk in stream_text(text, size=self.chunk_size, delay=self.delay):
+            yield chunk
+        if decision.action is not None:
+            name, argument = decision.action
+            arguments = json.dumps({_input_name(tools, name): argument}, ensure_ascii=False)
+            yield ModelChunk(tool_calls=(ToolCallDelta(0, "call_demo", name, arguments),))
+            yield ModelChunk(finish="tool_calls")
 
 
-def _read(messages: Sequence[Message]) -> _Turn:
+def _native(messages: Sequence[Message]) -> bool:
+    return any(m["role"] == "tool" for m in messages)
+
+
+def _input_name(tools: Sequence[ToolSpec], name: str) -> str:
+    for spec in tools:
+        function = spec.get("function", {})
+        if function.get("name") == name:
+            required = function.get("parameters", {}).get("required") or ["input"]
+            return str(required[0])
+    return "input"
+
+
+def _read(messages: Sequence[Message], specs: Sequence[ToolSpec] | None = None) -> _Turn:
     system = messages[0]["content"] if messages and messages[0]["role"] == "system" else ""
     tools = frozenset(re.findall(r"^- (\w+):", system, re.MULTILINE))
+    tools |= {str(s.get("function", {}).get("name")) for s in specs or ()}
     start = max(
         (i for i, m in enumerate(messages) if m["content"].startswith("Question: ")), default=0
     )
@@ -73,9 +135,9 @@ def _read(messages: Sequence[Message]) -> _Turn:
     observations = [
         found.group(1)
         for m in after
-        if m["role"] == "user" and (found := _OBSERVATION.search(m["content"]))
+        if m["role"] in ("user", "tool") and (found := _OBSERVATION.search(m["content"]))
     ]
-    actions = [m["content"] for m in after if m["role"] == "assistant"]
+    actions = [_action_in(m) for m in after if m["role"] == "assistant"]
     must_finish = (
         bool(after)
         and after[-1]["role"] == "user"
@@ -85,7 +147,28 @@ def _read(messages: Sequence[Message]) -> _Turn:
     return _Turn(question, tools, observations, last_action, must_finish)
 
 
+def _action_in(message: Message) -> tuple[str, str] | None:
+    """The action an earlier reply took, whatever the mode it was written in."""
+    for call in message.get("tool_calls", ()):
+        arguments = json.loads(call["function"]["arguments"] or "{}")
+        return call["function"]["name"], str(next(iter(arguments.values()), ""))
+    content = message["content"]
+    if content.lstrip().startswith("{"):
+        try:
+            action = json.loads(content).get("action")
+        except (ValueError, AttributeError):
+            return None
+        return (str(action["name"]), str(action["input"])) if isinstance(action, dict) else None
+    found = _REACT_ACTION.search(content)
+    return (found.group(1), found.group(2)) if found else None
+
+
 def reply_for(turn: _Turn) -> str:
+    """The policy's reply in the ReAct text format."""
+    return decide(turn).as_text()
+
+
+def decide(turn: _Turn) -> Decision:
     chinese = bool(_CJK.search(turn.question))
     if turn.observations:
         return _answer_from(turn, turn.observations[-1], chinese)
@@ -101,7 +184,7 @@ def reply_for(turn: _Turn) -> str:
             if chinese
             else "This is arithmetic, so I will use the calculator."
         )
-        return f"Thought: {intro} {plan}\nAction: calculate[{expression}]"
+        return Decision(f"{intro} {plan}", ("calculate", expression))
     if _ABOUT_BOT.search(turn.question) and "lookup" in turn.tools and not turn.must_finish:
         plan = (
             "这是关于 reactbot 的问题，我查一下知识库。"
@@ -109,35 +192,31 @@ def reply_for(turn: _Turn) -> str:
             else "This is a question about reactbot, so I will look it up in the knowledge base."
         )
         keywords = turn.question.strip().rstrip("?？")
-        return f"Thought: {intro} {plan}\nAction: lookup[{keywords}]"
-    return f"Thought: {intro} {_no_model_thought(chinese)}\nAction: finish[{_no_model_answer(chinese)}]"
+        return Decision(f"{intro} {plan}", ("lookup", keywords))
+    return Decision(f"{intro} {_no_model_thought(chinese)}", answer=_no_model_answer(chinese))
 
 
-def _answer_from(turn: _Turn, observation: str, chinese: bool) -> str:
-    last = turn.last_action or ""
-    if "calculate[" in last:
-        expression = last.split("calculate[", 1)[1].rsplit("]", 1)[0]
+def _answer_from(turn: _Turn, observation: str, chinese: bool) -> Decision:
+    name, expression = turn.last_action or ("", "")
+    if name == "calculate":
         if observation.startswith("Error"):
             answer = (
                 f"计算器无法计算 {expression}：{observation}"
                 if chinese
                 else f"The calculator could not evaluate {expression}: {observation}"
             )
-            return f"Thought: The calculator refused the expression.\nAction: finish[{answer}]"
+            return Decision("The calculator refused the expression.", answer=answer)
         answer = f"{expression} = {observation}"
         thought = "计算器给出了结果。" if chinese else "The calculator returned the result."
-        return f"Thought: {thought}\nAction: finish[{answer}]"
+        return Decision(thought, answer=answer)
     passage = re.split(r"\n\s*\n2\. ", observation.strip(), maxsplit=1)[0]  # the best passage
     if len(passage) > 900:
         passage = passage[:900].rsplit(" ", 1)[0] + " …"
     if passage.startswith("no passage") or passage.startswith("Error"):
-        return (
-            "Thought: The knowledge base has nothing on this.\n"
-            f"Action: finish[{_no_model_answer(chinese)}]"
-        )
+        return Decision("The knowledge base has nothing on this.", answer=_no_model_answer(chinese))
     lead = "知识库中的相关内容：" if chinese else "Here is what the reactbot knowledge base says:"
     thought = "知识库里有答案。" if chinese else "The knowledge base has a matching passage."
-    return f"Thought: {thought}\nAction: finish[{lead}\n{passage}]"
+    return Decision(thought, answer=f"{lead}\n{passage}")
 
 
 def _find_expression(question: str) -> str | None:

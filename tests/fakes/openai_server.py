@@ -143,8 +143,16 @@ _DEFAULT_ERROR_TYPES = {
 class FakeOpenAI:
     """The scripted server. Use as ``async with FakeOpenAI() as fake`` (or ``start``/``close``)."""
 
-    def __init__(self, *, model: str = "fake-model", unsupported: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        *,
+        model: str = "fake-model",
+        unsupported: Sequence[str] = (),
+        response_formats: Sequence[str] = ("text", "json_object", "json_schema"),
+    ) -> None:
         self.model = model
+        self.response_formats = frozenset(response_formats)
+        """The ``response_format`` types this model takes; others get OpenAI's 400."""
         self.unsupported = frozenset(unsupported)
         """Request parameters this model refuses with OpenAI's ``unsupported_parameter`` 400
         (OpenAI's reasoning models refuse ``max_tokens``), before the script is consulted."""
@@ -173,7 +181,7 @@ class FakeOpenAI:
         stall_after: int | None = None,
         stall_for: float = 3600.0,
         ignore_stop: bool = False,
-        finish_reason: str = "stop",
+        finish_reason: str | None = None,
     ) -> Self:
         """Queue a streamed reply.
 
@@ -194,7 +202,7 @@ class FakeOpenAI:
                 stall_after=stall_after,
                 stall_for=stall_for,
                 ignore_stop=ignore_stop,
-                finish_reason=finish_reason,
+                finish_reason=finish_reason or ("tool_calls" if tool_calls else "stop"),
             )
         )
         return self
@@ -304,6 +312,9 @@ class FakeOpenAI:
         refused = sorted(self.unsupported & body.keys())
         if refused:
             return _unsupported(refused[0])
+        kind = (body.get("response_format") or {}).get("type")
+        if kind is not None and kind not in self.response_formats:
+            return _unsupported_format(kind)
         if not self._script:
             self._unexpected.append(body)
             return _error_response(
@@ -463,6 +474,22 @@ def _unsupported(param: str) -> web.Response:
     return web.json_response(payload, status=400)
 
 
+def _unsupported_format(kind: str) -> web.Response:
+    """OpenAI's 400 for a ``response_format`` the model cannot produce."""
+    message = (
+        f"Invalid parameter: 'response_format' of type '{kind}' is not supported with this model."
+    )
+    payload = {
+        "error": {
+            "message": message,
+            "type": "invalid_request_error",
+            "param": "response_format",
+            "code": None,
+        }
+    }
+    return web.json_response(payload, status=400)
+
+
 def _split(text: str, chunks: Sequence[str] | int | None) -> tuple[str, ...]:
     if chunks is None:
         return tuple(re.findall(r"\S+\s*|\s+", text))
@@ -491,20 +518,29 @@ def _honour_stop(reply: Reply, body: JSON) -> tuple[str, ...]:
 
 
 def _tool_call_deltas(calls: Sequence[FakeToolCall]) -> list[JSON]:
-    deltas: list[JSON] = []
-    for index, call in enumerate(calls):
-        deltas.append(
-            {
-                "index": index,
-                "id": call.id,
-                "type": "function",
-                "function": {"name": call.name, "arguments": ""},
-            }
-        )
-        size = call.argument_chunk_size
-        for start in range(0, len(call.arguments), size):
-            piece = call.arguments[start : start + size]
-            deltas.append({"index": index, "function": {"arguments": piece}})
+    """As OpenAI streams them: a first delta per call with its id, type and name (and empty
+    arguments), then the arguments in pieces cut anywhere (mid-token, mid-escape), the
+    calls' pieces interleaved round-robin by index the way parallel calls arrive."""
+    heads = [
+        {
+            "index": index,
+            "id": call.id if call.id != "call_0" or index == 0 else f"call_{index}",
+            "type": "function",
+            "function": {"name": call.name, "arguments": ""},
+        }
+        for index, call in enumerate(calls)
+    ]
+    pieces = [
+        [
+            {"index": index, "function": {"arguments": call.arguments[start : start + size]}}
+            for start in range(0, len(call.arguments), size)
+        ]
+        for index, call in enumerate(calls)
+        for size in [max(1, call.argument_chunk_size)]
+    ]
+    deltas: list[JSON] = list(heads)
+    for row in range(max((len(p) for p in pieces), default=0)):
+        deltas += [p[row] for p in pieces if row < len(p)]
     return deltas
 
 

@@ -368,3 +368,19 @@ def test_json_step_reads_answers_actions_and_refuses_the_rest() -> None:
     ]:
         with pytest.raises(ParseError, match=reason):
             json_step(bad)
+
+
+async def test_in_tools_mode_a_long_answer_streams_live_and_a_thought_waits_for_its_call() -> None:
+    answer = "The answer, at some length. " * 20  # well past one short sentence
+    model = ScriptedModel(
+        [
+            Turn("Compute it.", tool_calls=(("calculate", '{"expression": "6*7"}'),), chunk_size=2),
+            Turn(answer, chunk_size=10),
+        ]
+    )
+    events = await run(Agent(model, registry(), settings=AgentSettings(mode="tools")))
+    thoughts = [e.text for e in events if isinstance(e, ThoughtDelta)]
+    assert thoughts == ["Compute it."]  # held until the call began, then shown whole
+    answers = [e.text for e in events if isinstance(e, AnswerDelta)]
+    assert len(answers) > 5 and "".join(answers) == answer  # streamed as it came
+    assert final(events).answer == answer.strip()
