@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import time
 from collections import deque
@@ -182,6 +181,27 @@ class Agent:
 
 INTERNAL_ERROR = "Something went wrong inside reactbot (logged)."
 
+TextDelta = ThoughtDelta | AnswerDelta | ReasoningDelta
+
+_DELTAS: dict[type, type[ThoughtDelta] | type[AnswerDelta]] = {
+    ThoughtText: ThoughtDelta,
+    AnswerText: AnswerDelta,
+}
+"""The parser's text events as the run's events (a look-up: it runs for every chunk)."""
+
+
+@dataclass(slots=True)
+class _TextRun:
+    """Text of one kind and step waiting for the consumer, in pieces: ``Run._emit_text``."""
+
+    kind: type[TextDelta]
+    step: int
+    parts: list[str]
+
+    def event(self) -> TextDelta:
+        return self.kind(self.step, "".join(self.parts))
+
+
 _FINAL_EVENTS = (Finished, Failed, Cancelled)
 """As a tuple: ``isinstance`` with ``A | B | C`` builds the union anew for every event."""
 
@@ -197,7 +217,7 @@ class Run:
         self.settings = agent.settings
         # A deque and one wake-up event: cheaper per event than asyncio.Queue, and the run
         # has exactly one consumer.
-        self._pending: deque[Event] = deque()
+        self._pending: deque[Event | _TextRun] = deque()
         self._arrived = asyncio.Event()
         self._stopped_by: str | None = None
         self._cancel_requested = False
@@ -228,7 +248,9 @@ class Run:
                     self._arrived.clear()
                     await self._arrived.wait()
                 event = self._pending.popleft()
-                yield event
+                if type(event) is _TextRun:
+                    event = event.event()
+                yield event  # type: ignore[misc]
                 if isinstance(event, _FINAL_EVENTS):
                     return
         finally:
@@ -255,6 +277,19 @@ class Run:
     # ---- plumbing -----------------------------------------------------------------------
     def _emit(self, event: Event) -> None:
         self._pending.append(event)
+        self._arrived.set()
+
+    def _emit_text(self, kind: type[TextDelta], n: int, text: str) -> None:
+        """Text for the consumer; merged into the text of the same kind and step that it
+        has not taken yet, so a consumer that falls behind the model takes what piled up
+        as one event instead of one per chunk."""
+        pending = self._pending
+        if pending:
+            last = pending[-1]
+            if type(last) is _TextRun and last.kind is kind and last.step == n:
+                last.parts.append(text)
+                return
+        pending.append(_TextRun(kind, n, [text]))
         self._arrived.set()
 
     async def _end(self, event: FinalEvent) -> None:
@@ -432,23 +467,29 @@ class Run:
         self, n: int, step: TraceStep, messages: Sequence[Message], model: ChatModel
     ) -> _Reply:
         parser = StreamParser()
-        cutter = _StopCutter(prompt.STOP)
-        cut, parse = cutter.feed, parser.feed  # bound once: they run for every chunk
-
-        def on_chunk(chunk: ModelChunk) -> bool:
-            if chunk.text:
-                parsed = parse(cut(chunk.text))
-                if parsed:
-                    self._emit_parsed(n, parsed)
-            return cutter.stopped
-
-        await self._consume(n, step, model.stream(messages, stop=prompt.STOP), on_chunk)
+        parse = parser.feed  # bound once: it runs for every chunk
+        parts: list[str] = []
+        keep = parts.append
+        stream = model.stream(messages, stop=prompt.STOP)
+        # The commonest loop of all, written out rather than through _consume's callback.
+        async with self._reading(stream) as kick:
+            async for chunk in stream:
+                kick(chunk.pause)
+                if chunk.notice or chunk.reasoning or chunk.usage is not None:
+                    self._absorb(n, step, chunk)
+                if chunk.text:
+                    keep(chunk.text)
+                    parsed = parse(chunk.text)
+                    if parsed:
+                        self._emit_parsed(n, parsed)
+                    if parser.observed:  # a provider that ignores stop: the rest is invented
+                        break
         self._emit_parsed(n, parser.close())
-        step.raw = cutter.text
+        raw = step.raw = _cut_at_stop("".join(parts))
         try:
-            return _Reply(cutter.text, parser.result(), None)
+            return _Reply(raw, parser.result(), None)
         except ParseError as exc:
-            return _Reply(cutter.text, None, str(exc))
+            return _Reply(raw, None, str(exc))
 
     async def _call_tools(
         self,
@@ -462,7 +503,7 @@ class Run:
         assembler = ToolCallAssembler()
         parts: list[str] = []
         finish: list[str] = []
-        label = _ContentLabel(n, self._emit, answer_only=not offer_tools)
+        label = _ContentLabel(n, self._emit_text, answer_only=not offer_tools)
 
         def on_chunk(chunk: ModelChunk) -> bool:
             if chunk.text:
@@ -511,7 +552,7 @@ class Run:
             if chunk.text:
                 parts.append(chunk.text)
                 for name, text in streamer.feed(chunk.text):
-                    self._emit((ThoughtDelta if name == "thought" else AnswerDelta)(n, text))
+                    self._emit_text(ThoughtDelta if name == "thought" else AnswerDelta, n, text)
             return False
 
         format_ = modes.response_format(json_format)
@@ -548,18 +589,25 @@ class Run:
         stream: AsyncIterator[ModelChunk],
         on_chunk: Callable[[ModelChunk], bool],
     ) -> None:
-        """Read one reply's stream to its end (or until ``on_chunk`` says stop), under the
-        stall watchdog; the stream is closed however this ends."""
+        """Read one reply's stream to its end (or until ``on_chunk`` says stop)."""
+        async with self._reading(stream) as kick:
+            async for chunk in stream:
+                kick(chunk.pause)
+                if chunk.notice or chunk.reasoning or chunk.usage is not None:
+                    self._absorb(n, step, chunk)
+                if on_chunk(chunk):
+                    break
+
+    @contextlib.asynccontextmanager
+    async def _reading(
+        self, stream: AsyncIterator[ModelChunk]
+    ) -> AsyncIterator[Callable[[float], None]]:
+        """Around the reading of one reply: the stall watchdog (its ``kick`` is handed out:
+        call it for every chunk) and the stream closed however the reading ends."""
         watchdog = _StallWatchdog(self.settings.model_timeout)
-        kick = watchdog.kick
         try:
             with watchdog:
-                async for chunk in stream:
-                    kick(grace=chunk.pause)
-                    if chunk.notice or chunk.reasoning or chunk.usage is not None:
-                        self._absorb(n, step, chunk)
-                    if on_chunk(chunk):
-                        break
+                yield watchdog.kick
         except TimeoutError as exc:  # the run's deadline arrives here as CancelledError
             if not watchdog.fired:
                 raise ModelTimeout("The model call timed out (provider timeout).") from exc
@@ -576,7 +624,7 @@ class Run:
             self._emit(Notice("retrying", chunk.notice))
         if chunk.reasoning:
             step.reasoning += chunk.reasoning
-            self._emit(ReasoningDelta(n, chunk.reasoning))
+            self._emit_text(ReasoningDelta, n, chunk.reasoning)
         if chunk.usage is not None:
             usage = chunk.usage
             step.prompt_tokens = (step.prompt_tokens or 0) + usage.prompt_tokens
@@ -585,15 +633,17 @@ class Run:
 
     def _emit_parsed(self, n: int, events: list[ThoughtText | AnswerText | ActionFound]) -> None:
         # _emit, inline: all of the batch is queued, then the consumer is woken once.
-        pending = self._pending
         for event in events:
-            if isinstance(event, ThoughtText):
-                pending.append(ThoughtDelta(n, event.text))
-            elif isinstance(event, AnswerText):
-                pending.append(AnswerDelta(n, event.text))
-            # ActionFound: announced once the whole reply is in and the action is final.
-        if pending:
-            self._arrived.set()
+            delta = _DELTAS.get(type(event))
+            if delta is None:  # ActionFound: announced once the whole reply is in
+                continue
+            pending = self._pending  # _emit_text, inline: this runs for nearly every chunk
+            last = pending[-1] if pending else None
+            if type(last) is _TextRun and last.kind is delta and last.step == n:
+                last.parts.append(event.text)  # type: ignore[union-attr]
+            else:
+                pending.append(_TextRun(delta, n, [event.text]))  # type: ignore[union-attr]
+                self._arrived.set()
 
     async def _act(self, n: int, action: Action, state: _State) -> None:
         step = self.trace.steps[-1]
@@ -828,7 +878,9 @@ class _ContentLabel:
 
     LONGEST_THOUGHT = 240
 
-    def __init__(self, n: int, emit: Callable[[Event], None], *, answer_only: bool) -> None:
+    def __init__(
+        self, n: int, emit: Callable[[type[TextDelta], int, str], None], *, answer_only: bool
+    ) -> None:
         self._n = n
         self._emit = emit
         self._held: list[str] = []
@@ -839,7 +891,7 @@ class _ContentLabel:
 
     def text(self, text: str) -> None:
         if self._kind is not None:
-            self._emit(self._kind(self._n, text))
+            self._emit(self._kind, self._n, text)
             return
         self._held.append(text)
         self._size += len(text)
@@ -859,7 +911,7 @@ class _ContentLabel:
         held = "".join(self._held)
         self._held.clear()
         if held.strip():
-            self._emit(kind(self._n, held))
+            self._emit(kind, self._n, held)
 
 
 def _assistant_message(reply: _Reply) -> Message:
@@ -909,7 +961,7 @@ class _StallWatchdog:
         self._handle = self._loop.call_at(self._last + self.seconds, self._check)
         return self
 
-    def kick(self, *, grace: float = 0.0) -> None:
+    def kick(self, grace: float = 0.0) -> None:
         """A chunk arrived; ``grace`` extends the next deadline (an announced back-off)."""
         self._last = self._time() + grace
 
@@ -933,65 +985,7 @@ class _StallWatchdog:
                 raise TimeoutError from exc
 
 
-@functools.cache
-def _cut_plan(markers: tuple[str, ...]) -> tuple[int, str, str | None]:
-    """What _StopCutter derives from its markers, once per set of markers (one per model call)."""
-    firsts = {m[:1] for m in markers}
-    lead = firsts.pop() if len(firsts) == 1 else ""
-    only = markers[0] if len(markers) == 1 and markers[0] else None
-    return max(len(m) for m in markers) - 1, lead, only
-
-
-class _StopCutter:
-    """Cuts the reply at the first stop marker, for providers that ignore ``stop``.
-
-    Only the new text plus a marker-sized tail is searched, so the cost stays linear.
-    """
-
-    def __init__(self, markers: Sequence[str]) -> None:
-        self.markers = markers
-        self._tail, self._lead, self._marker = _cut_plan(tuple(markers))
-        """The tail to keep; a character every marker starts with (chunks without it need no
-        search), else ""; the only marker when there is just one (a single find, no min())."""
-        self._parts: list[str] = []
-        self._seen = 0
-        self._recent = ""
-        """The last ``_tail`` characters seen, less any start that holds no ``_lead`` (no marker
-        can begin there): empty most of the time, which lets most chunks skip the search."""
-        self._cut_at: int | None = None
-        self.stopped = False
-        """A marker was found (a plain attribute: it is read after every chunk)."""
-
-    def feed(self, chunk: str) -> str:
-        """Returns the text to pass on; a marker straddling chunks is found too."""
-        lead = self._lead
-        if lead and not self._recent and lead not in chunk:
-            # No marker can start in this chunk nor in the tail before it.
-            self._parts.append(chunk)
-            self._seen += len(chunk)
-            return chunk
-        window = self._recent + chunk
-        cut = -1
-        if self._marker is not None:
-            if lead in window:
-                cut = window.find(self._marker)
-        elif not lead or lead in window:
-            cut = min((i for m in self.markers if (i := window.find(m)) != -1), default=-1)
-        start = self._seen - len(self._recent)
-        self._parts.append(chunk)
-        self._seen += len(chunk)
-        recent = window[-self._tail :] if self._tail else ""
-        if lead:
-            at = recent.find(lead)
-            recent = recent[at:] if at > 0 else recent if at == 0 else ""
-        self._recent = recent
-        if cut == -1:
-            return chunk
-        self._cut_at = start + cut
-        self.stopped = True
-        return chunk[: max(0, cut - (len(window) - len(chunk)))]
-
-    @property
-    def text(self) -> str:
-        joined = "".join(self._parts)
-        return joined if self._cut_at is None else joined[: self._cut_at]
+def _cut_at_stop(text: str) -> str:
+    """The reply up to the first stop marker (what a provider honouring ``stop`` sends)."""
+    found = [at for marker in prompt.STOP if (at := text.find(marker)) != -1]
+    return text[: min(found)] if found else text

@@ -65,9 +65,13 @@ class ToolCallDelta:
     arguments: str = ""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ModelChunk:
     """One piece of a streamed reply. Every field is optional; most chunks carry only text.
+
+    Not frozen, though nothing changes one after it is made: a model yields one per streamed
+    piece, and a frozen dataclass of seven fields costs four times as much to build
+    (1.2 µs against 0.3), a third of the loop's whole per-chunk budget.
 
     ``reasoning`` is text from models that return ``reasoning_content`` separately.
     ``notice`` tells the user what the transport is doing (e.g. retrying after a 429);

@@ -70,12 +70,14 @@ class Step:
     answer: str | None
 
 
-@dataclass(frozen=True, slots=True)
+# The two text events are made for nearly every chunk a model streams, and a frozen
+# dataclass costs twice as much to build; nothing changes one once it is returned.
+@dataclass(slots=True)
 class ThoughtText:
     text: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class AnswerText:
     text: str
 
@@ -485,6 +487,9 @@ class StreamParser:
     """
 
     def __init__(self) -> None:
+        self.observed = False
+        """The reply went on to write an ``Observation:`` itself (a provider that ignores
+        ``stop``): the step is decided, and the rest of the reply is not worth reading."""
         self._state = _State.THOUGHT
         self._events: list[ParseEvent] = []
         self._closed = False
@@ -524,7 +529,7 @@ class StreamParser:
     def feed(self, chunk: str) -> list[ParseEvent]:
         if self._closed:
             raise RuntimeError("StreamParser.feed() called after close()")
-        if self._unescaping:
+        if self._unescaping and ("\\" in chunk or "\n" in chunk or self._held_backslash):
             chunk = self._unescape(chunk)
         if not self._saw_text and chunk.strip():
             self._saw_text = True
@@ -536,11 +541,23 @@ class StreamParser:
                 # only ever pending inside feed() and close(), so this chunk's is the only one.
                 self._thought.append(chunk)
                 return [ThoughtText(chunk)]
+            if (
+                state is _State.BRACKET
+                and self._answer
+                and not self._bracket_held
+                and "]" not in chunk
+                and "[" not in chunk
+                and not chunk.isspace()
+            ):
+                # The next commonest: more of a finish[...] answer that has begun.
+                self._answer.append(chunk)
+                return [AnswerText(chunk)]
             if state is not _State.DONE:
                 self._text(chunk)
             return self._take_events()
         pos = 0
-        while pos < len(chunk) and self._state is not _State.DONE:
+        # Once decided, only an invented "Observation:" is still looked for (line heads).
+        while pos < len(chunk) and not self.observed:
             pos = self._feed_head(chunk, pos) if self._in_head else self._feed_body(chunk, pos)
         return self._take_events()
 
@@ -572,6 +589,9 @@ class StreamParser:
     def _unescape(self, chunk: str) -> str:
         """Literal ``\\n`` as a line break, up to the first real one (then never again): a
         decision that depends on the text before it only, so any chunking reads alike."""
+        if not self._held_backslash and "\\" not in chunk:  # a line break, no backslash
+            self._unescaping = False
+            return chunk
         if self._held_backslash:
             chunk = "\\" + chunk
             self._held_backslash = False
@@ -593,8 +613,8 @@ class StreamParser:
         head = self._head = self._head + chunk[pos:end]
         # _head_rules, inline: this runs for every chunk that meets a line start.
         state = self._state
-        if state is _State.BRACKET:
-            labels, json_ok = _LABELS_IN_BRACKET, False
+        if state is _State.BRACKET or state is _State.DONE:
+            labels, json_ok = _LABELS_IN_BRACKET, False  # only Observation
         elif state is _State.ANSWER:
             labels, json_ok = _LABELS_IN_ANSWER, False
         else:
@@ -633,7 +653,7 @@ class StreamParser:
 
     def _head_rules(self) -> tuple[frozenset[_Label], bool]:
         """Which labels end the current field, and whether a JSON tool call may start here."""
-        if self._state is _State.BRACKET:
+        if self._state is _State.BRACKET or self._state is _State.DONE:
             return _LABELS_IN_BRACKET, False
         if self._state is _State.ANSWER:
             return _LABELS_IN_ANSWER, False
@@ -708,6 +728,7 @@ class StreamParser:
     def _label(self, label: _Label) -> None:
         if label is _Label.OBSERVATION:
             # The model invented the tool's result: nothing from here on is real.
+            self.observed = True
             self._finalize()
             return
         state = self._state

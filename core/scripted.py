@@ -81,14 +81,19 @@ class ScriptedModel:
         if turn.reasoning:
             yield ModelChunk(reasoning=turn.reasoning)
         size = max(1, turn.chunk_size)
-        for n, start in enumerate(range(0, len(text), size)):
-            if turn.stall_after is not None and n >= turn.stall_after:
-                if turn.error is not None:
-                    raise turn.error
-                await asyncio.Event().wait()  # hang like a stalled socket
-            if turn.delay:
-                await asyncio.sleep(turn.delay)
-            yield ModelChunk(text=text[start : start + size])
+        pieces = [text[start : start + size] for start in range(0, len(text), size)]
+        if turn.stall_after is None and not turn.delay:  # the common case, kept lean
+            for piece in pieces:
+                yield ModelChunk(piece)
+        else:
+            for n, piece in enumerate(pieces):
+                if turn.stall_after is not None and n >= turn.stall_after:
+                    if turn.error is not None:
+                        raise turn.error
+                    await asyncio.Event().wait()  # hang like a stalled socket
+                if turn.delay:
+                    await asyncio.sleep(turn.delay)
+                yield ModelChunk(piece)
         for index, (name, arguments) in enumerate(turn.tool_calls):
             yield ModelChunk(tool_calls=(ToolCallDelta(index, f"call_{index}", name),))
             for start in range(0, len(arguments), size):

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator, Sequence
 
 import pytest
 
-from core.agent import Agent, AgentSettings, _StopCutter
+from core.agent import Agent, AgentSettings
 from core.errors import ModelUnavailable, StoreUnavailable, ToolError
 from core.events import (
     ActionDecided,
@@ -247,44 +247,6 @@ async def test_provider_ignoring_stop_is_cut_and_invented_steps_dropped() -> Non
     assert isinstance(done, Finished) and done.answer == "4"
     assert "Observation" not in done.trace.steps[0].raw
     assert done.trace.steps[0].observation == "4"
-
-
-@pytest.mark.parametrize("size", [1, 2, 3, 5, 13, 14, 15])
-def test_stop_cutter_finds_markers_straddling_chunks(size: int) -> None:
-    text = "Thought: t\nAction: x[1]\nObservation: invented"
-    cutter = _StopCutter(["\nObservation:"])
-    passed = "".join(cutter.feed(text[i : i + size]) for i in range(0, len(text), size))
-    assert cutter.text == "Thought: t\nAction: x[1]"
-    assert passed.startswith(cutter.text) and "Observation:" not in passed
-
-
-@pytest.mark.parametrize(
-    ("markers", "text"),
-    [
-        (["\nObservation:"], "a\nObs\n\nObservatio\nObservation: x\nObservation: y"),
-        (["\nObservation:", "\nObs"], "no\nOb\nObservation: x"),
-        (["\nObservation:", "STOP"], "a\nObservatio STO\nSTOP \nObservation:"),
-        (["\nObservation:"], "no marker\nat all\n"),
-    ],
-)
-def test_stop_cutter_cuts_where_the_whole_text_would_for_every_split(
-    markers: list[str], text: str
-) -> None:
-    found = [at for m in markers if (at := text.find(m)) != -1]
-    expected = text[: min(found)] if found else text
-    for a in range(len(text) + 1):
-        for b in range(a, len(text) + 1):
-            cutter = _StopCutter(markers)
-            passed = ""
-            for piece in (text[:a], text[a:b], text[b:]):
-                passed += cutter.feed(piece)
-                if cutter.stopped:
-                    break
-            assert cutter.text == expected, (a, b)
-            # Text already passed on stays passed: at most the start of the marker follows.
-            assert passed.startswith(expected) and text.startswith(passed), (a, b)
-            assert not any(m in passed for m in markers), (a, b)
-            assert cutter.stopped == bool(found), (a, b)
 
 
 async def test_cancel_ends_with_cancelled_event_and_partial_trace() -> None:
@@ -560,3 +522,16 @@ async def test_an_approver_that_never_answers_counts_as_denied() -> None:
     observation = next(e for e in events if isinstance(e, ObservationReady))
     assert observation.text == "No approval within 0.1 s, so the action was not run."
     assert isinstance(events[-1], Finished)
+
+
+async def test_a_reply_that_invents_its_observation_is_not_read_further() -> None:
+    """The parser sees the invented "Observation:" and the loop stops reading: the rest of
+    such a stream (here, one that would hang) costs nothing."""
+    text = "Thought: t\nAction: calculate[2+2]\nObservation: 5\nThought: and on and on"
+    at = text.index("Observation:") + len("Observation:")
+    hanging = Turn(text, ignore_stop=True, chunk_size=5, stall_after=at // 5 + 1)
+    model = ScriptedModel([hanging, "Thought: ok\nAction: finish[4]"])
+    async with asyncio.timeout(5):
+        done = final(await collect(Agent(model, registry()), "q"))
+    assert isinstance(done, Finished) and done.answer == "4"
+    assert done.trace.steps[0].raw == "Thought: t\nAction: calculate[2+2]"

@@ -206,7 +206,10 @@ async def test_json_mode_streams_the_thought_live_and_answers() -> None:
         }
     )
     step_two = json.dumps({"thought": "Done.", "action": None, "answer": "6*7 = 42."})
-    model = ScriptedModel([Turn(step_one, chunk_size=3), Turn(step_two, chunk_size=2)])
+    # a small delay between chunks: the consumer takes each piece as it comes (see below)
+    model = ScriptedModel(
+        [Turn(step_one, chunk_size=3, delay=0.001), Turn(step_two, chunk_size=2, delay=0.001)]
+    )
     events = await run(Agent(model, registry(), settings=AgentSettings(mode="json")))
     thoughts = [e.text for e in events if isinstance(e, ThoughtDelta) and e.step == 1]
     assert len(thoughts) > 3 and "".join(thoughts) == 'Arithmetic: "6*7".'
@@ -375,7 +378,7 @@ async def test_in_tools_mode_a_long_answer_streams_live_and_a_thought_waits_for_
     model = ScriptedModel(
         [
             Turn("Compute it.", tool_calls=(("calculate", '{"expression": "6*7"}'),), chunk_size=2),
-            Turn(answer, chunk_size=10),
+            Turn(answer, chunk_size=10, delay=0.001),
         ]
     )
     events = await run(Agent(model, registry(), settings=AgentSettings(mode="tools")))
@@ -384,3 +387,18 @@ async def test_in_tools_mode_a_long_answer_streams_live_and_a_thought_waits_for_
     answers = [e.text for e in events if isinstance(e, AnswerDelta)]
     assert len(answers) > 5 and "".join(answers) == answer  # streamed as it came
     assert final(events).answer == answer.strip()
+
+
+async def test_text_a_consumer_has_not_taken_yet_is_merged_never_lost() -> None:
+    """A model faster than its consumer: the text waiting in the queue is one event per kind
+    and step, not one per chunk; order and content are kept."""
+    reply = "Thought: " + "word " * 200 + "\nAction: finish[" + "answer " * 100 + "]"
+    run = Agent(ScriptedModel([Turn(reply, chunk_size=4)]), registry()).start("q")
+    await run.wait()  # the consumer falls behind by the whole run
+    events = [event async for event in run.events()]
+    texts = [
+        (type(e).__name__, e.text) for e in events if isinstance(e, (ThoughtDelta, AnswerDelta))
+    ]
+    assert [kind for kind, _ in texts] == ["ThoughtDelta", "AnswerDelta"]
+    assert texts[0][1].strip() == ("word " * 200).strip()
+    assert texts[1][1].strip() == ("answer " * 100).strip()
