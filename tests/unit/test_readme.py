@@ -30,3 +30,24 @@ async def test_the_readme_example_tool_runs_in_the_loop() -> None:
         in model.calls[0].messages[0]["content"]
     )
     assert isinstance(events[-1], Finished)
+
+
+async def test_the_readme_multi_argument_tool_runs_and_is_checked() -> None:
+    section = README.read_text().split("## Add a tool", 1)[1]
+    snippets = re.findall(r"```python\n(.*?)```", section, re.DOTALL)
+    assert len(snippets) == 2
+    registry = ToolRegistry()
+    namespace = {"registry": registry}
+    exec("from core.tools import FunctionTool\n" + snippets[1], namespace)  # our own docs
+    model = ScriptedModel(
+        [
+            'Thought: convert\nAction: convert[{"amount": 3, "unit": "yards"}]',
+            'Thought: again\nAction: convert[{"amount": 3, "unit": "km"}]',
+            "Thought: ok\nAction: finish[1.86 mi]",
+        ]
+    )
+    events = [e async for e in Agent(model, registry).run("3 km in miles?")]
+    observations = [e.text for e in events if isinstance(e, ObservationReady)]
+    assert observations[0].startswith("Error: convert: field 'unit': 'yards' is not one of")
+    assert observations[1] == "1.86 mi"
+    assert isinstance(events[-1], Finished)
