@@ -185,3 +185,44 @@ async def test_a_model_without_json_schema_gets_json_object_then_text(
             "json_object",
             None,
         ]
+
+
+async def test_a_multi_argument_tool_is_called_natively_and_checked(fake: FakeOpenAI) -> None:
+    from core.agent import Agent, AgentSettings
+    from core.openai_model import OpenAIChatModel
+    from core.tools import FunctionTool, ToolRegistry
+
+    async def add(a: int, b: int) -> str:
+        return str(a + b)
+
+    schema = {
+        "type": "object",
+        "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+        "required": ["a", "b"],
+    }
+    tools = ToolRegistry()
+    tools.add(FunctionTool("add", add, "Adds two integers.", 'add[{"a": 1, "b": 2}]', schema))
+    fake.reply(
+        "Adding.",
+        reasoning=["The user wants ", "a sum."],
+        tool_calls=[FakeToolCall("add", '{"a": 40, "b": "two"}', argument_chunk_size=3)],
+    )
+    fake.reply("", tool_calls=[FakeToolCall("add", '{"a": 40, "b": 2}', argument_chunk_size=3)])
+    answer = "40 + 2 = 42. " + "The sum is checked by the tool, not from memory. " * 6
+    fake.reply(answer, chunks=40, delay=0.005)
+    model = OpenAIChatModel(model="fake-model", base_url=fake.base_url, api_key="sk-test")
+    try:
+        agent = Agent(model, tools, settings=AgentSettings(mode="tools"))
+        events = [e async for e in agent.run("40+2?")]
+    finally:
+        await model.aclose()
+    final = events[-1]
+    assert isinstance(final, Finished) and final.answer == answer.strip()
+    first, second = final.trace.tool_steps
+    assert first.error == "Error: add: field 'b': 'two' is not of type 'integer'"
+    assert first.reasoning == "The user wants a sum." and first.thought == "Adding."
+    assert (second.action_input, second.observation) == ('{"a": 40, "b": 2}', "42")
+    assert fake.requests[0]["tools"][0]["function"]["parameters"] == schema
+    answers = [e for e in events if type(e).__name__ == "AnswerDelta"]
+    assert len(answers) > 1  # a long answer streams as it comes, over real HTTP
+    fake.assert_complete()
