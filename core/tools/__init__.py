@@ -30,7 +30,17 @@ from typing import Any, Protocol, runtime_checkable
 
 from core.errors import ToolError, ToolTimeout
 
-__all__ = ["FunctionTool", "Tool", "ToolError", "ToolRegistry", "ToolResult", "ToolTimeout"]
+__all__ = [
+    "FunctionTool",
+    "Tool",
+    "ToolError",
+    "ToolHints",
+    "ToolRegistry",
+    "ToolResult",
+    "ToolTimeout",
+    "needs_approval",
+    "source_of",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,11 +51,27 @@ class ToolResult:
     sources: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True, slots=True)
+class ToolHints:
+    """What a tool says about itself (MCP's tool annotations, with MCP's defaults: a tool
+    that says nothing may change things and reach the outside world). A tool that is not
+    read-only needs a person's approval by default; see ``needs_approval``."""
+
+    read_only: bool = False
+    destructive: bool = True
+    open_world: bool = True
+    title: str | None = None
+
+
 @runtime_checkable
 class Tool(Protocol):
     """``run`` receives one string: the input itself, or, for a tool that declares a
     ``parameters`` schema (an optional attribute), its checked arguments as JSON text.
-    An optional ``input_name`` names a one-string tool's input in the native modes."""
+
+    Optional attributes: ``input_name`` (a one-string tool's input in the native modes),
+    ``hints`` (``ToolHints``), ``approval`` (True/False: an operator's explicit word on
+    whether it needs approval, over the hints) and ``source`` ("built-in", "mcp:github", ...).
+    """
 
     name: str
     description: str
@@ -65,12 +91,33 @@ class FunctionTool:
     example: str
     parameters: dict[str, Any] | None = None
     input_name: str = "input"
+    hints: ToolHints | None = None
+    approval: bool | None = None
+    source: str = "built-in"
 
     async def run(self, arg: str) -> str | ToolResult:
         if self.parameters is None:
             return await self.func(arg)
         arguments = json.loads(arg) if arg.strip() else {}
         return await self.func(**arguments)
+
+
+def source_of(tool: Tool) -> str:
+    source = getattr(tool, "source", None)
+    return source if isinstance(source, str) and source else "built-in"
+
+
+def needs_approval(tool: Tool, listed: frozenset[str] = frozenset()) -> bool:
+    """Whether a person must approve each run of ``tool``: it is ``listed`` (the operator's
+    ``agent.approval.tools``), or its own ``approval`` says so, or, saying nothing, its
+    hints do not call it read-only. A tool with neither (the built-ins) runs freely."""
+    if tool.name.lower() in listed:
+        return True
+    explicit = getattr(tool, "approval", None)
+    if isinstance(explicit, bool):
+        return explicit
+    hints = getattr(tool, "hints", None)
+    return isinstance(hints, ToolHints) and not hints.read_only
 
 
 @dataclass(slots=True)

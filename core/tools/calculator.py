@@ -31,6 +31,7 @@ from decimal import ROUND_HALF_UP, Decimal, localcontext
 from typing import IO, Any, Final, TypeVar
 
 from core.errors import ToolError, ToolTimeout
+from core.tools import ToolHints
 
 __all__ = [
     "MAX_DEPTH",
@@ -483,6 +484,7 @@ class CalculatorTool:
     )
     example = "calculate[17*23+4]"
     input_name = "expression"
+    hints = ToolHints(read_only=True, destructive=False, open_world=False)
 
     def __init__(
         self,

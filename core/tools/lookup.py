@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from core.errors import ToolError
-from core.tools import ToolResult
+from core.tools import ToolHints, ToolResult
 
 __all__ = ["BM25Index", "Hit", "LookupTool", "Passage", "build_index", "split_passages", "tokenize"]
 
@@ -314,6 +314,7 @@ class LookupTool:
     name = "lookup"
     example = "lookup[connect to Slack]"
     input_name = "query"
+    hints = ToolHints(read_only=True, destructive=False, open_world=False)
 
     def __init__(
         self,

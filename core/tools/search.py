@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import httpx
 
 from core.errors import ToolError, ToolTimeout
-from core.tools import ToolResult
+from core.tools import ToolHints, ToolResult
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
@@ -135,6 +135,7 @@ class SearchTool:
     )
     example = "search[2022 World Cup final score]"
     input_name = "query"
+    hints = ToolHints(read_only=True, destructive=False, open_world=True)
 
     def __init__(
         self,

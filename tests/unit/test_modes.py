@@ -402,3 +402,17 @@ async def test_text_a_consumer_has_not_taken_yet_is_merged_never_lost() -> None:
     assert [kind for kind, _ in texts] == ["ThoughtDelta", "AnswerDelta"]
     assert texts[0][1].strip() == ("word " * 200).strip()
     assert texts[1][1].strip() == ("answer " * 100).strip()
+
+
+def test_which_tools_need_a_persons_approval() -> None:
+    from core.tools import ToolHints, needs_approval
+
+    calculator = CalculatorTool()
+    assert not needs_approval(calculator)  # read-only by its own hints
+    assert needs_approval(calculator, frozenset({"calculate"}))  # the operator lists it
+    plain = FunctionTool("plain", add, "No hints.", "plain[x]")
+    assert not needs_approval(plain)  # says nothing, as the built-ins always did
+    writer = FunctionTool("writer", add, "Writes.", "writer[x]", hints=ToolHints())
+    assert needs_approval(writer)  # MCP's defaults: a tool that says nothing may change things
+    writer.approval = False  # an operator's override
+    assert not needs_approval(writer)
