@@ -42,6 +42,7 @@ from core.errors import ReactbotError
 
 __all__ = [
     "AgentConfig",
+    "ApprovalConfig",
     "CalculateConfig",
     "Config",
     "ConfigError",
@@ -136,6 +137,14 @@ class ModelConfig(_Section):
     _not_blank = field_validator("answer_model", "step_model")(_check_not_blank)
 
 
+class ApprovalConfig(_Section):
+    tools: tuple[str, ...] = ()
+    """Tool names whose every run a person approves (besides tools whose hints ask for it)."""
+    approvers: Literal["asker", "admins", "anyone"] = "asker"
+    timeout: float = Field(default=300.0, gt=0, le=86400)
+    remember: bool = True
+
+
 class AgentConfig(_Section):
     max_steps: int = Field(default=8, ge=1, le=50)
     tool_timeout: float = Field(default=20.0, gt=0, le=3600)
@@ -147,6 +156,7 @@ class AgentConfig(_Section):
     max_runs_per_user: int = Field(default=2, ge=1, le=1000)
     mode: Literal["text", "tools", "json"] = "text"
     parallel_tools: int = Field(default=4, ge=1, le=32)
+    approval: ApprovalConfig = ApprovalConfig()
 
 
 class SearchConfig(_Section):
