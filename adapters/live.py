@@ -29,6 +29,8 @@ from typing import Generic, Literal, Protocol, TypeVar, assert_never
 from core.events import (
     ActionDecided,
     AnswerDelta,
+    ApprovalDecided,
+    ApprovalRequested,
     Cancelled,
     Event,
     Failed,
@@ -55,6 +57,7 @@ Phase = Literal[
     "waiting",
     "thinking",
     "acting",
+    "approval",
     "retrying",
     "answering",
     "answered",
@@ -112,6 +115,8 @@ class StepView:
     call: int = 0
     """0 for the step's (first) action; 1, 2, ... for the further native tool calls of the
     same reply, each a StepView of its own with the same ``index``."""
+    approval: ApprovalDecided | None = None
+    """How a person decided on this action, when its tool needed approval."""
 
     @property
     def done(self) -> bool:
@@ -136,6 +141,9 @@ class RunView:
     notices: list[str] = field(default_factory=list)
     memory_unavailable: bool = False
     """The run answered without the conversation's history (the store was down)."""
+    pending: ApprovalRequested | None = None
+    """The action waiting for a person's decision; renderers show its buttons."""
+    pending_since: float = 0.0
     reason: str = ""
     stopped_by: str | None = None
     final: FinalEvent | None = None
@@ -179,6 +187,14 @@ class RunView:
                 step = self._call_step(event.step, call)
                 step.action, step.action_input = name, arg
                 self.phase = "acting"
+            case ApprovalRequested():
+                self.pending, self.pending_since = event, time.monotonic()
+                self.phase = "approval"
+            case ApprovalDecided(step=n, call=call):
+                self._call_step(n, call).approval = event
+                if self.pending is not None and (self.pending.step, self.pending.call) == (n, call):
+                    self.pending = None
+                self.phase = "acting"
             case ObservationReady(text=text, error=error, sources=sources, call=call):
                 step = self._call_step(event.step, call)
                 step.observation, step.error, step.sources = text, error, sources
@@ -202,6 +218,7 @@ class RunView:
                 elif kind == "retrying":
                     self.phase = "retrying"
             case Finished(answer=answer, status=status):
+                self.pending = None
                 self._end(event)
                 self.answer, self.phase = answer, status
             case Failed(reason=reason):
@@ -231,6 +248,7 @@ class RunView:
         return step
 
     def _end(self, event: FinalEvent) -> None:
+        self.pending = None
         self.final = event
         self.ended_at = time.monotonic()
         self.tokens = event.trace.total_tokens or self.tokens

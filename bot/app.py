@@ -14,6 +14,13 @@ from typing import TYPE_CHECKING
 
 from bot.config import Config
 from core.agent import Agent, AgentSettings
+from core.approval import (
+    Allowances,
+    ApprovalBroker,
+    DecisionChannel,
+    InMemoryAllowances,
+    InMemoryDecisions,
+)
 from core.demo import DemoModel
 from core.history import HistoryStore, InMemoryHistoryStore
 from core.llm import ChatModel
@@ -62,6 +69,8 @@ class App:
     """Stop clicks received by one process reach the process running the run."""
     slots: RunSlots
     """Runs in flight per user (``agent.max_runs_per_user``), across processes."""
+    broker: ApprovalBroker
+    """Carries a person's decision on an action to the run waiting for it, from any process."""
     health: StoreHealth | None = None
     """Whether the shared store (Redis) answered lately; None without one."""
     notes: list[str] = field(default_factory=list)
@@ -75,6 +84,9 @@ class App:
         model = _build_model(config, notes, closers, demo_delay)
         stores = _build_stores(config, closers)
         tools = _build_tools(config, notes, closers, redis_client=stores.redis_client)
+        broker = ApprovalBroker(stores.decisions)
+        closers.append(broker.aclose)
+        approval = config.agent.approval
         agent = Agent(
             model,
             tools,
@@ -82,6 +94,8 @@ class App:
             traces=stores.traces,
             locks=stores.locks,
             memory_health=stores.health,
+            approve=broker,
+            allowances=stores.allowances,
             answer_model=_build_answer_model(config, closers),
             compactor=_build_compactor(config, model),
             settings=AgentSettings(
@@ -97,6 +111,9 @@ class App:
                 max_question_chars=config.agent.max_question_chars,
                 mode=config.agent.mode,
                 parallel_tools=config.agent.parallel_tools,
+                approval_timeout=approval.timeout,
+                approval_tools=frozenset(name.lower() for name in approval.tools),
+                approval_remember=approval.remember,
             ),
         )
         return cls(
@@ -111,6 +128,7 @@ class App:
             stores.cooldowns,
             stores.stops,
             stores.slots,
+            broker,
             stores.health,
             notes,
             closers,
@@ -239,6 +257,8 @@ class _Stores:
     cooldowns: Cooldowns
     stops: StopRequests
     slots: RunSlots
+    decisions: DecisionChannel
+    allowances: Allowances
     health: StoreHealth | None = None
     redis_client: Redis | None = None
 
@@ -255,6 +275,8 @@ def _build_stores(config: Config, closers: list[Callable[[], Awaitable[None]]]) 
             InMemoryCooldowns(),
             InMemoryStopRequests(),
             InMemoryRunSlots(),
+            InMemoryDecisions(),
+            InMemoryAllowances(),
         )
     from core.redis_store import connect
     from core.resilient import ResilientStores
@@ -280,6 +302,8 @@ def _build_stores(config: Config, closers: list[Callable[[], Awaitable[None]]]) 
         cooldowns=stores.cooldowns,
         stops=stores.stops,
         slots=stores.slots,
+        decisions=stores.decisions,
+        allowances=stores.allowances,
         lock_lease=lease,
         name=stores.address,
     )
@@ -291,6 +315,8 @@ def _build_stores(config: Config, closers: list[Callable[[], Awaitable[None]]]) 
         wrapped.cooldowns,
         wrapped.stops,
         wrapped.slots,
+        wrapped.decisions,
+        wrapped.allowances,
         wrapped.health,
         stores.client,
     )

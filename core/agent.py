@@ -20,12 +20,13 @@ import contextlib
 import logging
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from core import modes, prompt
+from core.approval import Allowances, ApprovalRequest, Approver, Decision
 from core.errors import (
     ModelError,
     ModelTimeout,
@@ -36,6 +37,9 @@ from core.errors import (
 from core.events import (
     ActionDecided,
     AnswerDelta,
+    ApprovalDecided,
+    ApprovalOutcome,
+    ApprovalRequested,
     Cancelled,
     Event,
     Failed,
@@ -58,14 +62,11 @@ from core.memory import HistoryCompactor, answer_message
 from core.modes import JsonFieldStreamer, JsonFormat, ToolCall, ToolCallAssembler
 from core.parser import Action, ActionFound, AnswerText, ParseError, Step, StreamParser, ThoughtText
 from core.stores import ConversationLocks, TraceStore
-from core.tools import ToolRegistry, ToolResult
-from core.tools.schema import tool_input, tool_specs
-from core.trace import Trace, TraceStep, source_domain
+from core.tools import Tool, ToolRegistry, ToolResult, needs_approval
+from core.tools.schema import parameters_of, tool_input, tool_specs
+from core.trace import ApprovalRecord, Trace, TraceStep, source_domain
 
 log = logging.getLogger(__name__)
-
-Approver = Callable[[Action], Awaitable[Action | None]]
-"""Seam for a human approval step: return the (possibly edited) action, or None to deny."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +81,12 @@ class AgentSettings:
     store_steps: bool = False
     """Also store a compact form of the steps with each answer in the history."""
     approval_timeout: float = 300.0
-    """Seconds a human approver may take before the action counts as denied."""
+    """Seconds a person may take to decide before the action counts as denied."""
+    approval_tools: frozenset[str] = frozenset()
+    """Lower-cased names of tools whose every run needs approval (``agent.approval.tools``);
+    tools whose hints are not read-only need it anyway (``core.tools.needs_approval``)."""
+    approval_remember: bool = True
+    """Offer "Allow for this conversation"."""
     max_question_chars: int = 4000
     """Longer questions are refused before any model call."""
     mode: Mode = "text"
@@ -134,6 +140,7 @@ class Agent:
         memory_health: MemoryHealth | None = None,
         settings: AgentSettings | None = None,
         approve: Approver | None = None,
+        allowances: Allowances | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.model = model
@@ -147,6 +154,9 @@ class Agent:
         self.memory_health = memory_health
         self.settings = settings or AgentSettings()
         self.approve = approve
+        """Asked when a tool needs a person's approval (``core.approval``); without one,
+        such tools are denied with a note saying so."""
+        self.allowances = allowances
         self._clock = clock
         self.json_format: JsonFormat | None = "json_schema"
         """The strictest ``response_format`` the endpoint took; None: it took none (text)."""
@@ -222,6 +232,7 @@ class Run:
         self._stopped_by: str | None = None
         self._cancel_requested = False
         self._final: FinalEvent | None = None
+        self._deadline: asyncio.Timeout | None = None
         self._task = asyncio.get_running_loop().create_task(self._main())
         self._task.add_done_callback(self._ensure_final)
 
@@ -338,7 +349,7 @@ class Run:
         try:
             async with self._turn():
                 trace.started_at = self.agent._clock()  # waiting for the lock is not run time
-                async with asyncio.timeout(self.settings.deadline):
+                async with asyncio.timeout(self.settings.deadline) as self._deadline:
                     event: FinalEvent = await self._loop()
         except asyncio.CancelledError:
             await self._end(self._cancellation())
@@ -648,7 +659,7 @@ class Run:
     async def _act(self, n: int, action: Action, state: _State) -> None:
         step = self.trace.steps[-1]
         self._decide(n, step, action)
-        approved, outcome = await self._approved(n, step, action)
+        approved, outcome = await self._approved(n, step, action, step.thought)
         if outcome is None:
             outcome = await self._run_tool(approved, state)
         state.last_actions = frozenset({(approved.name, approved.input)})
@@ -668,7 +679,7 @@ class Run:
         approved: list[tuple[TraceStep, Action, _Outcome | None]] = []
         for step, action, problem in planned:  # a person decides one action at a time
             if problem is None:
-                action, problem = await self._approved(n, step, action)
+                action, problem = await self._approved(n, step, action, first.thought)
             approved.append((step, action, problem))
         limit = asyncio.Semaphore(max(1, self.settings.parallel_tools))
 
@@ -709,27 +720,124 @@ class Run:
             return Action(tool.name, call.arguments), _Outcome(f"Error: {exc}", True)
 
     async def _approved(
-        self, n: int, step: TraceStep, action: Action
+        self, n: int, step: TraceStep, action: Action, thought: str = ""
     ) -> tuple[Action, _Outcome | None]:
-        """The action as a human approved (or edited) it; with an Observation when denied."""
-        if self.agent.approve is None:
+        """The action as a person decided on it, when its tool needs approval: approved
+        (perhaps edited), or denied with the Observation the model will read."""
+        tool = self.agent.tools.get(action.name)
+        if tool is None or not needs_approval(tool, self.settings.approval_tools):
             return action, None
-        approved, refusal = await self._ask_approval(action)
-        if approved is None:
-            return action, _Outcome(refusal, True)
-        if approved != action:  # edited by the approver: show and record the new one
-            self._decide(n, step, approved, call=step.call)
-        return approved, None
+        conversation = self.trace.conversation
+        allowances = self.agent.allowances
+        if allowances is not None and conversation:
+            by = await self._allowed_by(allowances, conversation, tool.name)
+            if by is not None:
+                self._record_decision(n, step, "allowed", by, action.input)
+                return action, None
+        if self.agent.approve is None:
+            note = "This tool needs a person's approval, and nobody here can give it."
+            self._record_decision(n, step, "denied", None, action.input, note)
+            return action, _Outcome(note, True)
+        decision = await self._ask(n, step, tool, action, thought)
+        if decision is None:
+            limit = self.settings.approval_timeout
+            self._record_decision(n, step, "timeout", None, action.input)
+            return action, _Outcome(
+                f"No decision within {limit:g} s, so the action was not run.", True
+            )
+        if decision.verdict == "deny":
+            self._record_decision(n, step, "denied", decision.by, action.input, decision.reason)
+            reason = f" Their reason: {decision.reason}" if decision.reason else ""
+            return action, _Outcome("The user denied this action." + reason, True)
+        if decision.verdict == "always" and allowances is not None and conversation:
+            with contextlib.suppress(StoreUnavailable):
+                await allowances.allow(conversation, tool.name, by=decision.by)
+        if decision.verdict == "edit" and decision.input is not None:
+            edited = Action(action.name, decision.input)
+            self._record_decision(n, step, "edited", decision.by, edited.input, decision.reason)
+            assert step.approval is not None
+            step.approval.input = action.input
+            self._decide(n, step, edited, call=step.call)
+            return edited, None
+        remembered = decision.verdict == "always"
+        self._record_decision(n, step, "approved", decision.by, action.input, remembered=remembered)
+        return action, None
 
-    async def _ask_approval(self, action: Action) -> tuple[Action | None, str]:
+    async def _ask(
+        self, n: int, step: TraceStep, tool: Tool, action: Action, thought: str
+    ) -> Decision | None:
+        """Ask the approver; None when nobody decided in time. The run's deadline stands
+        still while a person is deciding."""
         assert self.agent.approve is not None
         limit = self.settings.approval_timeout
+        request = ApprovalRequest(
+            run_id=self.trace.id,
+            conversation=self.trace.conversation,
+            asker=self.trace.user,
+            step=n,
+            call=step.call,
+            thought=thought or step.thought,
+            name=tool.name,
+            input=action.input,
+            json_input=parameters_of(tool) is not None,
+            timeout=limit,
+            remember=self.settings.approval_remember and bool(self.trace.conversation),
+        )
+        self._emit(
+            ApprovalRequested(
+                n,
+                step.call,
+                tool.name,
+                action.input,
+                request.thought,
+                limit,
+                request.json_input,
+                request.remember,
+            )
+        )
+        with self._deadline_paused():
+            try:
+                async with asyncio.timeout(limit):
+                    return await self.agent.approve(request)
+            except TimeoutError:
+                return None
+
+    @contextlib.contextmanager
+    def _deadline_paused(self) -> Iterator[None]:
+        """The run's deadline stands still while a person decides: it is lifted, then set
+        again as far ahead as the wait took."""
+        deadline = self._deadline
+        when = deadline.when() if deadline is not None else None
+        if deadline is None or when is None:
+            yield
+            return
+        loop = asyncio.get_running_loop()
+        paused = loop.time()
+        deadline.reschedule(None)
         try:
-            async with asyncio.timeout(limit):
-                approved = await self.agent.approve(action)
-        except TimeoutError:
-            return None, f"No approval within {limit:g} s, so the action was not run."
-        return approved, "The user denied this action."
+            yield
+        finally:
+            deadline.reschedule(when + (loop.time() - paused))
+
+    async def _allowed_by(self, allowances: Allowances, conversation: str, tool: str) -> str | None:
+        try:
+            return await allowances.allowed(conversation, tool)
+        except StoreUnavailable:
+            return None
+
+    def _record_decision(
+        self,
+        n: int,
+        step: TraceStep,
+        outcome: ApprovalOutcome,
+        by: str | None,
+        runs: str,
+        reason: str = "",
+        *,
+        remembered: bool = False,
+    ) -> None:
+        step.approval = ApprovalRecord(outcome, by, self.agent._clock(), None, reason, remembered)
+        self._emit(ApprovalDecided(n, step.call, outcome, by, runs, reason, remembered))
 
     def _decide(self, n: int, step: TraceStep, action: Action, *, call: int = 0) -> None:
         step.action, step.action_input = action.name, action.input
@@ -745,6 +853,11 @@ class Run:
         *,
         call: int = 0,
     ) -> None:
+        if step.approval is not None and step.approval.outcome == "edited" and not outcome.error:
+            outcome.text = (
+                f"Note: a person edited the input before it ran; it ran as {action.name}"
+                f"[{action.input}].\n" + outcome.text
+            )
         step.observation = outcome.text
         step.sources = list(outcome.sources)
         if outcome.error:

@@ -67,6 +67,39 @@ class ActionDecided:
 
 
 @dataclass(frozen=True, slots=True)
+class ApprovalRequested:
+    """The action waits for a person's decision (the tool needs approval)."""
+
+    step: int
+    call: int
+    name: str
+    input: str
+    thought: str
+    timeout: float
+    """Seconds until no decision counts as a denial."""
+    json_input: bool = False
+    remember: bool = False
+    """"Allow for this conversation" may be offered."""
+
+
+ApprovalOutcome = Literal["approved", "edited", "denied", "timeout", "allowed"]
+"""``allowed``: approved without asking, the conversation allowed the tool earlier."""
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalDecided:
+    step: int
+    call: int
+    outcome: ApprovalOutcome
+    by: str | None
+    input: str
+    """What runs (the edited input after an edit)."""
+    reason: str = ""
+    remembered: bool = False
+    """The person also allowed the tool for the rest of the conversation."""
+
+
+@dataclass(frozen=True, slots=True)
 class ObservationReady:
     step: int
     name: str
@@ -136,6 +169,8 @@ Event = (
     | ThoughtDelta
     | ReasoningDelta
     | ActionDecided
+    | ApprovalRequested
+    | ApprovalDecided
     | ObservationReady
     | AnswerDelta
     | FormatRetry

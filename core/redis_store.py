@@ -13,7 +13,9 @@ Keys, all under a configurable prefix (default ``reactbot:``)::
     {prefix}event:{event_id}         STRING, SET NX EX claim TTL
     {prefix}cooldown:{key}           STRING, SET NX PX window
     {prefix}runs:{key}               ZSET slot -> lease expiry (ms), one script per take
+    {prefix}allow:{conversation}     HASH tool -> who allowed it for the conversation, TTL 7 days
     {prefix}stop                     pub/sub channel: JSON {"run": run_id, "by": who}
+    {prefix}approval                 pub/sub channel: JSON {"run", "step", "call", decision}
 
 Stop requests are pub/sub, so one published while a subscriber is disconnected is lost
 for it: the person presses Stop again (the button stays until the run ends).
@@ -28,8 +30,14 @@ import logging
 import math
 import secrets
 import time
-from collections.abc import AsyncIterator, Iterator, Sequence
-from contextlib import AbstractContextManager, asynccontextmanager, contextmanager, suppress
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from contextlib import (
+    AbstractAsyncContextManager,
+    AbstractContextManager,
+    asynccontextmanager,
+    contextmanager,
+    suppress,
+)
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -38,6 +46,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import RedisError
 
+from core.approval import Decision, DecisionHandler, RequestKey
 from core.errors import StoreUnavailable
 from core.history import Message
 from core.stores import (
@@ -407,35 +416,37 @@ class RedisRunSlots(_RedisBase):
 # ---- stop requests ------------------------------------------------------------------------
 
 
-class RedisStopRequests(_RedisBase):
-    """``PUBLISH`` on ``{prefix}stop``; each subscription is one listener task on its own
-    pub/sub connection, which reconnects (with backoff) when Redis goes away and comes back.
-    """
+class _RedisChannel(_RedisBase):
+    """``PUBLISH`` of JSON objects on one channel; each subscription is one listener task
+    on its own pub/sub connection, which reconnects (with backoff) when Redis goes away and
+    comes back. Subclasses say what a message holds (``_deliver``)."""
+
+    kind = "messages"
 
     def __init__(
         self,
         client: aioredis.Redis,
         *,
         prefix: str = DEFAULT_PREFIX,
+        name: str,
         ready_timeout: float = 2 * DEFAULT_TIMEOUT,
     ) -> None:
         super().__init__(client, prefix=prefix)
-        self.channel = f"{prefix}stop"
+        self.channel = f"{prefix}{name}"
         self._ready_timeout = ready_timeout
 
-    async def request(self, run_id: str, *, by: str) -> None:
-        data = json.dumps({"run": run_id, "by": by}, ensure_ascii=False)
-        with self._unavailable("publish the stop request"):
-            await self._client.publish(self.channel, data)
+    async def _publish(self, data: dict[str, Any]) -> None:
+        with self._unavailable(f"publish the {self.kind}"):
+            await self._client.publish(self.channel, json.dumps(data, ensure_ascii=False))
 
     @asynccontextmanager
-    async def subscribe(self, handler: StopHandler) -> AsyncIterator[None]:
+    async def _subscription(self, deliver: Callable[[dict[str, Any]], None]) -> AsyncIterator[None]:
         subscribed = asyncio.Event()
         task = asyncio.create_task(
-            self._listen(handler, subscribed), name=f"stop listener {self.channel}"
+            self._listen(deliver, subscribed), name=f"{self.kind} listener {self.channel}"
         )
         try:
-            # Waits (briefly) for the subscription so requests right after start are heard;
+            # Waits (briefly) for the subscription so messages right after start are heard;
             # a Redis that is down does not hold start-up: the task keeps trying.
             with suppress(TimeoutError):
                 async with asyncio.timeout(self._ready_timeout):
@@ -445,7 +456,9 @@ class RedisStopRequests(_RedisBase):
             task.cancel()
             await asyncio.wait({task})
 
-    async def _listen(self, handler: StopHandler, subscribed: asyncio.Event) -> None:
+    async def _listen(
+        self, deliver: Callable[[dict[str, Any]], None], subscribed: asyncio.Event
+    ) -> None:
         delay = RECONNECT_MIN
         failing = False
         while True:
@@ -454,18 +467,21 @@ class RedisStopRequests(_RedisBase):
                 await pubsub.subscribe(self.channel)
                 subscribed.set()
                 if failing:
-                    log.info("stop requests: listening on Redis again")
+                    log.info("%s: listening on Redis again", self.kind)
                 failing, delay = False, RECONNECT_MIN
                 while True:
                     message = await pubsub.get_message(
                         ignore_subscribe_messages=True, timeout=STOP_POLL
                     )
                     if message is not None:
-                        _deliver_message(handler, message.get("data"))
+                        decoded = _json_object(message.get("data"))
+                        if decoded is not None:
+                            deliver(decoded)
             except (RedisError, OSError) as exc:
                 if not failing:
                     log.warning(
-                        "stop requests: Redis at %s unreachable (%s); retrying",
+                        "%s: Redis at %s unreachable (%s); retrying",
+                        self.kind,
                         _describe(self._client),
                         type(exc).__name__,
                     )
@@ -477,17 +493,103 @@ class RedisStopRequests(_RedisBase):
             delay = min(delay * 2, RECONNECT_MAX)
 
 
-def _deliver_message(handler: StopHandler, data: object) -> None:
-    """Hand a well-formed request to ``handler``; anything else on the channel is ignored."""
+def _json_object(data: object) -> dict[str, Any] | None:
+    """A message's JSON object; anything else on the channel is ignored."""
     try:
         decoded = json.loads(data) if isinstance(data, str | bytes) else None
     except ValueError:
-        return
-    if not isinstance(decoded, dict):
-        return
-    run_id, by = decoded.get("run"), decoded.get("by")
-    if isinstance(run_id, str) and isinstance(by, str):
-        deliver(handler, run_id, by)
+        return None
+    return decoded if isinstance(decoded, dict) else None
+
+
+class RedisStopRequests(_RedisChannel):
+    """Stop requests on ``{prefix}stop``: ``{"run": run_id, "by": who}``."""
+
+    kind = "stop requests"
+
+    def __init__(
+        self,
+        client: aioredis.Redis,
+        *,
+        prefix: str = DEFAULT_PREFIX,
+        ready_timeout: float = 2 * DEFAULT_TIMEOUT,
+    ) -> None:
+        super().__init__(client, prefix=prefix, name="stop", ready_timeout=ready_timeout)
+
+    async def request(self, run_id: str, *, by: str) -> None:
+        await self._publish({"run": run_id, "by": by})
+
+    def subscribe(self, handler: StopHandler) -> AbstractAsyncContextManager[None]:
+        def delivered(data: dict[str, Any]) -> None:
+            run_id, by = data.get("run"), data.get("by")
+            if isinstance(run_id, str) and isinstance(by, str):
+                deliver(handler, run_id, by)
+
+        return self._subscription(delivered)
+
+
+class RedisDecisions(_RedisChannel):
+    """Approval decisions on ``{prefix}approval``: the request's key and the decision."""
+
+    kind = "approval decisions"
+
+    def __init__(
+        self,
+        client: aioredis.Redis,
+        *,
+        prefix: str = DEFAULT_PREFIX,
+        ready_timeout: float = 2 * DEFAULT_TIMEOUT,
+    ) -> None:
+        super().__init__(client, prefix=prefix, name="approval", ready_timeout=ready_timeout)
+
+    async def publish(self, key: RequestKey, decision: Decision) -> None:
+        run_id, step, call = key
+        await self._publish({"run": run_id, "step": step, "call": call, **decision.to_dict()})
+
+    def subscribe(self, handler: DecisionHandler) -> AbstractAsyncContextManager[None]:
+        def delivered(data: dict[str, Any]) -> None:
+            run_id, step, call = data.get("run"), data.get("step"), data.get("call")
+            decision = Decision.from_dict(data)
+            if (
+                isinstance(run_id, str)
+                and isinstance(step, int)
+                and isinstance(call, int)
+                and decision is not None
+            ):
+                try:
+                    handler((run_id, step, call), decision)
+                except Exception:
+                    log.exception("a decision handler failed for run %s", run_id)
+
+        return self._subscription(delivered)
+
+
+class RedisAllowances(_RedisBase):
+    """``{prefix}allow:{conversation}``, a HASH tool -> who allowed it, with the history's TTL
+    (an allowance lasts as long as the conversation it belongs to)."""
+
+    def __init__(
+        self,
+        client: aioredis.Redis,
+        *,
+        prefix: str = DEFAULT_PREFIX,
+        ttl_seconds: int = DEFAULT_HISTORY_TTL,
+    ) -> None:
+        super().__init__(client, prefix=prefix)
+        self._ttl = ttl_seconds
+
+    async def allowed(self, conversation: str, tool: str) -> str | None:
+        with self._unavailable("read the allowances"):
+            by = await self._client.hget(self._key("allow", conversation), tool.lower())
+        return str(by) if by is not None else None
+
+    async def allow(self, conversation: str, tool: str, *, by: str) -> None:
+        key = self._key("allow", conversation)
+        with self._unavailable("store the allowance"):
+            async with self._client.pipeline(transaction=True) as pipe:
+                pipe.hset(key, tool.lower(), by)
+                pipe.expire(key, self._ttl)
+                await pipe.execute()
 
 
 # ---- wiring -------------------------------------------------------------------------------
@@ -503,6 +605,8 @@ class RedisStores:
     cooldowns: RedisCooldowns
     stops: RedisStopRequests
     slots: RedisRunSlots
+    decisions: RedisDecisions
+    allowances: RedisAllowances
 
     @property
     def address(self) -> str:
@@ -564,4 +668,6 @@ def connect(
         cooldowns=RedisCooldowns(client, prefix=prefix),
         stops=RedisStopRequests(client, prefix=prefix),
         slots=RedisRunSlots(client, prefix=prefix),
+        decisions=RedisDecisions(client, prefix=prefix),
+        allowances=RedisAllowances(client, prefix=prefix, ttl_seconds=history_ttl),
     )

@@ -25,6 +25,15 @@ from contextlib import AsyncExitStack, asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from core.approval import (
+    Allowances,
+    Decision,
+    DecisionChannel,
+    DecisionHandler,
+    InMemoryAllowances,
+    InMemoryDecisions,
+    RequestKey,
+)
 from core.errors import StoreUnavailable
 from core.history import HistoryStore, Message
 from core.stores import (
@@ -369,6 +378,63 @@ class ResilientStopRequests:
             yield
 
 
+class ResilientDecisions:
+    """Approval decisions through the shared store; while it is down, to this process only."""
+
+    def __init__(
+        self,
+        inner: DecisionChannel,
+        *,
+        health: StoreHealth | None = None,
+        local: InMemoryDecisions | None = None,
+    ) -> None:
+        self.inner = inner
+        self.health = health or StoreHealth()
+        self.local = local or InMemoryDecisions()
+
+    async def publish(self, key: RequestKey, decision: Decision) -> None:
+        try:
+            await self.health.call(None, lambda: self.inner.publish(key, decision))
+        except StoreUnavailable:
+            await self.local.publish(key, decision)
+
+    @asynccontextmanager
+    async def subscribe(self, handler: DecisionHandler) -> AsyncIterator[None]:
+        async with self.local.subscribe(handler), self.inner.subscribe(handler):
+            yield
+
+
+class ResilientAllowances:
+    """Allowances in the shared store, kept in this process too for when it is down."""
+
+    def __init__(
+        self,
+        inner: Allowances,
+        *,
+        health: StoreHealth | None = None,
+        local: InMemoryAllowances | None = None,
+    ) -> None:
+        self.inner = inner
+        self.health = health or StoreHealth()
+        self.local = local or InMemoryAllowances()
+
+    async def allowed(self, conversation: str, tool: str) -> str | None:
+        try:
+            by = await self.health.call(
+                conversation, lambda: self.inner.allowed(conversation, tool)
+            )
+        except StoreUnavailable:
+            return self.local.allowed_now(conversation, tool)
+        return by
+
+    async def allow(self, conversation: str, tool: str, *, by: str) -> None:
+        self.local.allow_now(conversation, tool, by=by)
+        with suppress(StoreUnavailable):
+            await self.health.call(
+                conversation, lambda: self.inner.allow(conversation, tool, by=by)
+            )
+
+
 @dataclass(frozen=True, slots=True)
 class ResilientStores:
     """The stores wrapped to degrade, sharing one ``StoreHealth``."""
@@ -380,6 +446,8 @@ class ResilientStores:
     cooldowns: ResilientCooldowns
     stops: ResilientStopRequests
     slots: ResilientRunSlots
+    decisions: ResilientDecisions
+    allowances: ResilientAllowances
     health: StoreHealth
 
     @classmethod
@@ -393,6 +461,8 @@ class ResilientStores:
         cooldowns: Cooldowns,
         stops: StopRequests,
         slots: RunSlots,
+        decisions: DecisionChannel,
+        allowances: Allowances,
         retry_after: float = DEFAULT_RETRY_AFTER,
         on_unavailable: OnUnavailable | None = None,
         lock_lease: float = DEFAULT_LOCK_LEASE,
@@ -410,5 +480,7 @@ class ResilientStores:
             cooldowns=ResilientCooldowns(cooldowns, health=health),
             stops=ResilientStopRequests(stops, health=health),
             slots=ResilientRunSlots(slots, health=health),
+            decisions=ResilientDecisions(decisions, health=health),
+            allowances=ResilientAllowances(allowances, health=health),
             health=health,
         )

@@ -22,6 +22,38 @@ _HOST = re.compile(r"[a-z0-9_.:-]{1,253}")
 
 
 @dataclass(slots=True)
+class ApprovalRecord:
+    """How a person decided on a step's action: who, when, and what they changed."""
+
+    outcome: str
+    """``approved``, ``edited``, ``denied``, ``timeout`` or ``allowed`` (earlier, for the
+    whole conversation)."""
+    by: str | None = None
+    at: float = 0.0
+    input: str | None = None
+    """The input as the model wrote it, when the person edited it (the step's
+    ``action_input`` is what ran)."""
+    reason: str = ""
+    remembered: bool = False
+
+    def describe(self) -> str:
+        """``✅ approved by ada`` and the like, for threads, pages and ``trace show``."""
+        who = f" by {self.by}" if self.by else ""
+        line = {
+            "approved": f"✅ approved{who}",
+            "edited": f"✏️ edited{who}",
+            "denied": f"🚫 denied{who}",
+            "timeout": "⌛ no decision in time: denied",
+            "allowed": f"✅ allowed for this conversation{who}",
+        }.get(self.outcome, self.outcome)
+        if self.outcome == "edited" and self.input is not None:
+            line += f" (the model wrote: {self.input})"
+        if self.remembered:
+            line += ", and allowed for the rest of the conversation"
+        return line + (f': "{self.reason}"' if self.reason else "")
+
+
+@dataclass(slots=True)
 class TraceStep:
     index: int
     kind: StepKind = "step"
@@ -43,6 +75,7 @@ class TraceStep:
     in the same reply, recorded as steps of the same ``index`` (they are not model calls)."""
     call_id: str | None = None
     """The provider's id of a native tool call (``tools`` mode)."""
+    approval: ApprovalRecord | None = None
 
     @property
     def seconds(self) -> float:
@@ -122,9 +155,12 @@ class Trace:
     def from_dict(cls, data: dict[str, Any]) -> Trace:
         step_names = {f.name for f in fields(TraceStep)}
         trace_names = {f.name for f in fields(cls)}
-        steps = [
-            TraceStep(**{k: v for k, v in s.items() if k in step_names}) for s in data["steps"]
-        ]
+        steps = []
+        for raw in data["steps"]:
+            fields_ = {k: v for k, v in raw.items() if k in step_names}
+            if isinstance(fields_.get("approval"), dict):
+                fields_["approval"] = ApprovalRecord(**fields_["approval"])
+            steps.append(TraceStep(**fields_))
         rest = {k: v for k, v in data.items() if k in trace_names and k != "steps"}
         return cls(steps=steps, **rest)
 
@@ -168,6 +204,8 @@ def render_step_markdown(step: TraceStep) -> list[str]:
         out.append(f"**Thought:** {step.thought}")
     if step.action:
         out.append(f"**Action:** `{step.action}[{step.action_input or ''}]`")
+    if step.approval is not None:
+        out.append(f"**Approval:** {step.approval.describe()}")
     if step.observation is not None:
         out += ["**Observation:**", _fence(step.observation)]
     if step.error:

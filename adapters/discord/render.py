@@ -239,6 +239,8 @@ def _status(view: RunView) -> tuple[str, str]:
             return _TOOL_STATUS.get(name.lower(), running)
         case "answering":
             return "✍️", "Writing the answer"
+        case "approval":
+            return "✋", "Waiting for approval"
         case _:
             return "🤔", "Thinking"
 

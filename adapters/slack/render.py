@@ -314,6 +314,7 @@ _PHASE_EMOJI: dict[Phase, str] = {
     "waiting": ":hourglass_flowing_sand:",
     "thinking": ":thinking_face:",
     "acting": ":hammer_and_wrench:",
+    "approval": ":raised_hand:",
     "retrying": ":arrows_counterclockwise:",
     "answering": ":writing_hand:",
     "answered": ":white_check_mark:",

@@ -18,6 +18,8 @@ from rich.text import Text
 from core.events import (
     ActionDecided,
     AnswerDelta,
+    ApprovalDecided,
+    ApprovalRequested,
     Cancelled,
     Event,
     Failed,
@@ -31,7 +33,7 @@ from core.events import (
     ThoughtDelta,
     UsageCounted,
 )
-from core.trace import summary_line
+from core.trace import ApprovalRecord, summary_line
 
 STYLES = {
     "thought": "dim italic",
@@ -59,6 +61,13 @@ def _picture(match: re.Match[str]) -> str:
     if code < 0x20:
         return chr(0x2400 + code)  # the Unicode "control pictures": ␛ for ESC
     return "␡" if code == 0x7F else "\ufffd"
+
+
+def approval_words(event: ApprovalDecided) -> str:
+    """``✅ approved by ada``: the decision in the words every surface uses."""
+    return ApprovalRecord(
+        event.outcome, event.by, reason=event.reason, remembered=event.remembered
+    ).describe()
 
 
 def fold(text: str, *, lines: int = 3, width: int = 300) -> str:
@@ -101,6 +110,10 @@ class TerminalRenderer:
                 self._stream("Answer", text, "answer")
             case ActionDecided(name=name, input=arg):
                 self._line(f"Action: {name}[{arg}]", "action")
+            case ApprovalRequested(name=name, input=arg):
+                self._line(f"✋ {name}[{arg}] needs a person's approval", "warning")
+            case ApprovalDecided():
+                self._line(f"  {approval_words(event)}", "meta")
             case ObservationReady(text=text, error=error):
                 style = "warning" if error else "observation"
                 self._line(f"Observation: {fold(text, lines=self.fold_lines)}", style)

@@ -142,3 +142,38 @@ async def test_subscribing_while_redis_is_down_does_not_block_start() -> None:
         assert time.monotonic() - started < 1.5
     finally:
         await down.aclose()
+
+
+# ---- approval decisions and allowances -----------------------------------------------------
+
+
+async def test_a_decision_published_by_one_process_reaches_the_other(
+    stores: RedisStores, other: RedisStores
+) -> None:
+    from core.approval import ApprovalBroker, Decision
+
+    heard: list[tuple[tuple[str, int, int], Decision]] = []
+    async with stores.decisions.subscribe(lambda key, d: heard.append((key, d))):
+        await other.decisions.publish(
+            ("run1", 2, 0), Decision("edit", "bob", input="x", reason="r")
+        )
+        await stores.client.publish(stores.decisions.channel, "not json")  # ignored
+        await eventually(lambda: bool(heard), within=2.0)
+    assert heard == [(("run1", 2, 0), Decision("edit", "bob", input="x", reason="r"))]
+    broker = ApprovalBroker(stores.decisions)
+    await broker.start()
+    try:
+        assert broker.pending(("run1", 2, 0)) is None
+    finally:
+        await broker.aclose()
+
+
+async def test_an_allowance_is_shared_and_expires_with_the_conversation(
+    stores: RedisStores, other: RedisStores
+) -> None:
+    assert await stores.allowances.allowed("c1", "save_note") is None
+    await stores.allowances.allow("c1", "Save_Note", by="ada")
+    assert await other.allowances.allowed("c1", "save_note") == "ada"
+    assert await other.allowances.allowed("c2", "save_note") is None
+    key = f"{stores.stops.channel[: -len('stop')]}allow:c1"
+    assert 0 < await stores.client.ttl(key) <= 7 * 24 * 3600

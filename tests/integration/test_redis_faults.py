@@ -42,6 +42,8 @@ def wrap(stores: RedisStores, *, retry_after: float) -> ResilientStores:
         cooldowns=stores.cooldowns,
         stops=stores.stops,
         slots=stores.slots,
+        decisions=stores.decisions,
+        allowances=stores.allowances,
         retry_after=retry_after,
     )
 

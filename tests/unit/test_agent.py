@@ -26,7 +26,6 @@ from core.events import (
 )
 from core.history import InMemoryHistoryStore, Message
 from core.llm import ModelChunk, Usage
-from core.parser import Action
 from core.scripted import ScriptedModel, Turn
 from core.stores import InMemoryLocks, InMemoryTraceStore
 from core.tools import FunctionTool, ToolRegistry, ToolResult
@@ -413,26 +412,6 @@ async def test_answer_model_writes_the_final_answer_from_the_steps() -> None:
     assert [s.model for s in done.trace.steps] == ["small", "small", "large"]
 
 
-async def test_approval_hook_can_edit_or_deny_an_action() -> None:
-    seen: list[str] = []
-
-    async def approve(action: Action) -> Action | None:
-        seen.append(action.input)
-        return None if action.input == "1/0" else Action(action.name, "2+2")
-
-    model = ScriptedModel(
-        [
-            "Thought: a\nAction: calculate[1/0]",
-            "Thought: b\nAction: calculate[17*23+4]",
-            "Thought: ok\nAction: finish[4]",
-        ]
-    )
-    events = await collect(Agent(model, registry(), approve=approve), "q")
-    observations = [e.text for e in events if isinstance(e, ObservationReady)]
-    assert seen == ["1/0", "17*23+4"]
-    assert observations == ["The user denied this action.", "4"]
-
-
 async def test_cancel_before_the_task_starts_still_ends_with_cancelled() -> None:
     model = ScriptedModel([])
     run = Agent(model, registry()).start("q")
@@ -509,19 +488,6 @@ async def test_answer_model_step_is_marked_as_such_and_not_as_steps_running_out(
     events = await collect(Agent(steps, registry(), answer_model=large), "q")
     kinds = [e.kind for e in events if isinstance(e, StepStarted)]
     assert kinds == ["step", "answer"]
-
-
-async def test_an_approver_that_never_answers_counts_as_denied() -> None:
-    async def never(action: Action) -> Action | None:
-        await asyncio.Event().wait()
-        return action
-
-    model = ScriptedModel(["Thought: a\nAction: calculate[2+2]", "Thought: ok\nAction: finish[?]"])
-    settings = AgentSettings(approval_timeout=0.1)
-    events = await collect(Agent(model, registry(), approve=never, settings=settings), "q")
-    observation = next(e for e in events if isinstance(e, ObservationReady))
-    assert observation.text == "No approval within 0.1 s, so the action was not run."
-    assert isinstance(events[-1], Finished)
 
 
 async def test_a_reply_that_invents_its_observation_is_not_read_further() -> None:
