@@ -20,6 +20,8 @@ from core.approval import (
     DecisionChannel,
     InMemoryAllowances,
     InMemoryDecisions,
+    InMemoryPending,
+    PendingRequests,
 )
 from core.demo import DemoModel
 from core.history import HistoryStore, InMemoryHistoryStore
@@ -84,7 +86,7 @@ class App:
         model = _build_model(config, notes, closers, demo_delay)
         stores = _build_stores(config, closers)
         tools = _build_tools(config, notes, closers, redis_client=stores.redis_client)
-        broker = ApprovalBroker(stores.decisions)
+        broker = ApprovalBroker(stores.decisions, stores.pending)
         closers.append(broker.aclose)
         approval = config.agent.approval
         agent = Agent(
@@ -258,6 +260,7 @@ class _Stores:
     stops: StopRequests
     slots: RunSlots
     decisions: DecisionChannel
+    pending: PendingRequests
     allowances: Allowances
     health: StoreHealth | None = None
     redis_client: Redis | None = None
@@ -276,6 +279,7 @@ def _build_stores(config: Config, closers: list[Callable[[], Awaitable[None]]]) 
             InMemoryStopRequests(),
             InMemoryRunSlots(),
             InMemoryDecisions(),
+            InMemoryPending(),
             InMemoryAllowances(),
         )
     from core.redis_store import connect
@@ -303,6 +307,7 @@ def _build_stores(config: Config, closers: list[Callable[[], Awaitable[None]]]) 
         stops=stores.stops,
         slots=stores.slots,
         decisions=stores.decisions,
+        pending=stores.pending,
         allowances=stores.allowances,
         lock_lease=lease,
         name=stores.address,
@@ -316,6 +321,7 @@ def _build_stores(config: Config, closers: list[Callable[[], Awaitable[None]]]) 
         wrapped.stops,
         wrapped.slots,
         wrapped.decisions,
+        wrapped.pending,
         wrapped.allowances,
         wrapped.health,
         stores.client,

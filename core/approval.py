@@ -91,6 +91,17 @@ class DecisionChannel(Protocol):
     def subscribe(self, handler: DecisionHandler) -> AbstractAsyncContextManager[None]: ...
 
 
+class PendingRequests(Protocol):
+    """The requests waiting for a decision, readable by every process: a click on another
+    process needs the request (an Edit modal shows its input)."""
+
+    async def put(self, request: ApprovalRequest) -> None: ...
+
+    async def get(self, key: RequestKey) -> ApprovalRequest | None: ...
+
+    async def drop(self, key: RequestKey) -> None: ...
+
+
 class Allowances(Protocol):
     """Tools a conversation allowed once for all ("Allow for this conversation")."""
 
@@ -153,6 +164,24 @@ class InMemoryAllowances:
             self._allowed.popitem(last=False)
 
 
+class InMemoryPending:
+    def __init__(self) -> None:
+        self._requests: dict[RequestKey, ApprovalRequest] = {}
+
+    async def put(self, request: ApprovalRequest) -> None:
+        self._requests[key_of(request)] = request
+
+    async def get(self, key: RequestKey) -> ApprovalRequest | None:
+        return self._requests.get(key)
+
+    async def drop(self, key: RequestKey) -> None:
+        self._requests.pop(key, None)
+
+
+def key_of(request: ApprovalRequest) -> RequestKey:
+    return (request.run_id, request.step, request.call)
+
+
 # ---- the broker -------------------------------------------------------------------------------
 
 
@@ -160,26 +189,36 @@ class ApprovalBroker:
     """The application's ``Approver``: parks each request until a decision for it arrives
     on the channel (from this process or another). ``start`` subscribes; call it once."""
 
-    def __init__(self, channel: DecisionChannel) -> None:
+    def __init__(self, channel: DecisionChannel, pending: PendingRequests | None = None) -> None:
         self.channel = channel
+        self.shared = pending or InMemoryPending()
         self._waiting: dict[RequestKey, asyncio.Future[Decision]] = {}
         self._requests: dict[RequestKey, ApprovalRequest] = {}
         self._listening: AbstractAsyncContextManager[None] | None = None
 
     async def __call__(self, request: ApprovalRequest) -> Decision:
-        key = (request.run_id, request.step, request.call)
+        key = key_of(request)
         waiting: asyncio.Future[Decision] = asyncio.get_running_loop().create_future()
         self._waiting[key] = waiting
         self._requests[key] = request
         try:
+            await self.shared.put(request)
             return await waiting
         finally:
             self._waiting.pop(key, None)
             self._requests.pop(key, None)
+            try:
+                await asyncio.shield(self.shared.drop(key))
+            except Exception:  # its TTL removes it anyway
+                log.warning("could not drop the pending request %s", key)
 
     def pending(self, key: RequestKey) -> ApprovalRequest | None:
         """The request this process is waiting on for ``key`` (None: not here, or decided)."""
         return self._requests.get(key)
+
+    async def request(self, key: RequestKey) -> ApprovalRequest | None:
+        """The request waiting for ``key`` on any process (None: decided or unknown)."""
+        return self._requests.get(key) or await self.shared.get(key)
 
     async def decide(self, key: RequestKey, decision: Decision) -> None:
         """A person decided (on this process): resolve it here, or send it to the process

@@ -16,6 +16,7 @@ Keys, all under a configurable prefix (default ``reactbot:``)::
     {prefix}allow:{conversation}     HASH tool -> who allowed it for the conversation, TTL 7 days
     {prefix}stop                     pub/sub channel: JSON {"run": run_id, "by": who}
     {prefix}approval                 pub/sub channel: JSON {"run", "step", "call", decision}
+    {prefix}pending:{run}:{step}:{c} STRING, the request waiting for a decision, PX timeout+60s
 
 Stop requests are pub/sub, so one published while a subscriber is disconnected is lost
 for it: the person presses Stop again (the button stays until the run ends).
@@ -38,7 +39,7 @@ from contextlib import (
     contextmanager,
     suppress,
 )
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any, cast
 
 import redis.asyncio as aioredis
@@ -46,7 +47,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import RedisError
 
-from core.approval import Decision, DecisionHandler, RequestKey
+from core.approval import ApprovalRequest, Decision, DecisionHandler, RequestKey, key_of
 from core.errors import StoreUnavailable
 from core.history import Message
 from core.stores import (
@@ -564,6 +565,35 @@ class RedisDecisions(_RedisChannel):
         return self._subscription(delivered)
 
 
+class RedisPending(_RedisBase):
+    """``{prefix}pending:{run}:{step}:{call}``: a request waiting for a decision, as JSON,
+    expiring a minute after its own timeout."""
+
+    async def put(self, request: ApprovalRequest) -> None:
+        data = json.dumps(asdict(request), ensure_ascii=False)
+        ms = max(1, math.ceil((request.timeout + 60) * 1000))
+        with self._unavailable("store the pending request"):
+            await self._client.set(self._pending_key(key_of(request)), data, px=ms)
+
+    async def get(self, key: RequestKey) -> ApprovalRequest | None:
+        with self._unavailable("read the pending request"):
+            raw = await self._client.get(self._pending_key(key))
+        if raw is None:
+            return None
+        try:
+            return ApprovalRequest(**json.loads(raw))
+        except (ValueError, TypeError):
+            return None
+
+    async def drop(self, key: RequestKey) -> None:
+        with self._unavailable("drop the pending request"):
+            await self._client.delete(self._pending_key(key))
+
+    def _pending_key(self, key: RequestKey) -> str:
+        run_id, step, call = key
+        return self._key("pending", f"{run_id}:{step}:{call}")
+
+
 class RedisAllowances(_RedisBase):
     """``{prefix}allow:{conversation}``, a HASH tool -> who allowed it, with the history's TTL
     (an allowance lasts as long as the conversation it belongs to)."""
@@ -606,6 +636,7 @@ class RedisStores:
     stops: RedisStopRequests
     slots: RedisRunSlots
     decisions: RedisDecisions
+    pending: RedisPending
     allowances: RedisAllowances
 
     @property
@@ -669,5 +700,6 @@ def connect(
         stops=RedisStopRequests(client, prefix=prefix),
         slots=RedisRunSlots(client, prefix=prefix),
         decisions=RedisDecisions(client, prefix=prefix),
+        pending=RedisPending(client, prefix=prefix),
         allowances=RedisAllowances(client, prefix=prefix, ttl_seconds=history_ttl),
     )

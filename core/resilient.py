@@ -27,11 +27,14 @@ from typing import TypeVar
 
 from core.approval import (
     Allowances,
+    ApprovalRequest,
     Decision,
     DecisionChannel,
     DecisionHandler,
     InMemoryAllowances,
     InMemoryDecisions,
+    InMemoryPending,
+    PendingRequests,
     RequestKey,
 )
 from core.errors import StoreUnavailable
@@ -404,6 +407,34 @@ class ResilientDecisions:
             yield
 
 
+class ResilientPending:
+    """Pending requests in the shared store, and always in this process too."""
+
+    def __init__(self, inner: PendingRequests, *, health: StoreHealth | None = None) -> None:
+        self.inner = inner
+        self.health = health or StoreHealth()
+        self.local = InMemoryPending()
+
+    async def put(self, request: ApprovalRequest) -> None:
+        await self.local.put(request)
+        with suppress(StoreUnavailable):
+            await self.health.call(None, lambda: self.inner.put(request))
+
+    async def get(self, key: RequestKey) -> ApprovalRequest | None:
+        found = await self.local.get(key)
+        if found is not None:
+            return found
+        try:
+            return await self.health.call(None, lambda: self.inner.get(key))
+        except StoreUnavailable:
+            return None
+
+    async def drop(self, key: RequestKey) -> None:
+        await self.local.drop(key)
+        with suppress(StoreUnavailable):
+            await self.health.call(None, lambda: self.inner.drop(key))
+
+
 class ResilientAllowances:
     """Allowances in the shared store, kept in this process too for when it is down."""
 
@@ -447,6 +478,7 @@ class ResilientStores:
     stops: ResilientStopRequests
     slots: ResilientRunSlots
     decisions: ResilientDecisions
+    pending: ResilientPending
     allowances: ResilientAllowances
     health: StoreHealth
 
@@ -462,6 +494,7 @@ class ResilientStores:
         stops: StopRequests,
         slots: RunSlots,
         decisions: DecisionChannel,
+        pending: PendingRequests,
         allowances: Allowances,
         retry_after: float = DEFAULT_RETRY_AFTER,
         on_unavailable: OnUnavailable | None = None,
@@ -481,6 +514,7 @@ class ResilientStores:
             stops=ResilientStopRequests(stops, health=health),
             slots=ResilientRunSlots(slots, health=health),
             decisions=ResilientDecisions(decisions, health=health),
+            pending=ResilientPending(pending, health=health),
             allowances=ResilientAllowances(allowances, health=health),
             health=health,
         )

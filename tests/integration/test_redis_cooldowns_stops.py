@@ -177,3 +177,28 @@ async def test_an_allowance_is_shared_and_expires_with_the_conversation(
     assert await other.allowances.allowed("c2", "save_note") is None
     key = f"{stores.stops.channel[: -len('stop')]}allow:c1"
     assert 0 < await stores.client.ttl(key) <= 7 * 24 * 3600
+
+
+async def test_a_pending_request_is_readable_from_another_process(
+    stores: RedisStores, other: RedisStores
+) -> None:
+    from core.approval import ApprovalBroker, ApprovalRequest, Decision
+
+    request = ApprovalRequest(
+        "run9", "c", "ada", 2, 0, "t", "save_note", "x" * 3000, False, 5.0, True
+    )
+    here = ApprovalBroker(stores.decisions, stores.pending)
+    there = ApprovalBroker(other.decisions, other.pending)
+    await here.start()
+    await there.start()
+    try:
+        waiting = asyncio.create_task(here(request))
+        await eventually(lambda: here.pending(("run9", 2, 0)) is not None, within=2.0)
+        await asyncio.sleep(0.05)
+        assert await there.request(("run9", 2, 0)) == request  # e.g. to prefill an Edit modal
+        await there.decide(("run9", 2, 0), Decision("deny", "bob"))
+        assert (await waiting).by == "bob"
+        assert await there.request(("run9", 2, 0)) is None  # dropped once decided
+    finally:
+        await here.aclose()
+        await there.aclose()

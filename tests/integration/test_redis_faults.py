@@ -43,6 +43,7 @@ def wrap(stores: RedisStores, *, retry_after: float) -> ResilientStores:
         stops=stores.stops,
         slots=stores.slots,
         decisions=stores.decisions,
+        pending=stores.pending,
         allowances=stores.allowances,
         retry_after=retry_after,
     )
