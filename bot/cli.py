@@ -24,7 +24,8 @@ from bot.config import ConfigError, load_config
 from bot.logs import setup_logging
 from bot.trace_commands import export_trace, format_trace_list
 from core.agent import Run
-from core.events import FinalEvent, Finished, Mode
+from core.approval import Decision
+from core.events import ApprovalRequested, FinalEvent, Finished, Mode
 from core.trace import Trace
 
 DEFAULT_CONVERSATION = "terminal"
@@ -49,6 +50,12 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("question", nargs="+")
     ask.add_argument("--conversation", default=DEFAULT_CONVERSATION)
     ask.add_argument("--mode", choices=MODES, help=MODE_HELP)
+    ask.add_argument(
+        "--approve",
+        choices=("yes", "no"),
+        help="decide every action that needs approval without asking (for scripts); "
+        "without it, a terminal asks, and piped input denies with a note",
+    )
 
     chat = sub.add_parser("chat", help="interactive terminal chat")
     chat.add_argument("--conversation", default=DEFAULT_CONVERSATION)
@@ -102,24 +109,40 @@ async def run_cli(
             errors.print(f"note: {note}", style="dim", markup=False)
         conversation = getattr(args, "conversation", DEFAULT_CONVERSATION)
         mode: Mode | None = getattr(args, "mode", None)
+        people = Approvals(app, console, stdin or sys.stdin, flag=getattr(args, "approve", None))
         if command == "ask":
-            return await ask(app, " ".join(args.question), conversation, console, mode=mode)
+            question = " ".join(args.question)
+            return await ask(app, question, conversation, console, mode=mode, people=people)
         if command == "chat":
-            return await chat(app, conversation, console, stdin or sys.stdin, mode=mode)
+            return await chat(
+                app, conversation, console, stdin or sys.stdin, mode=mode, people=people
+            )
         return await trace_command(app, args, console)
     finally:
         await app.aclose()
 
 
 async def ask(
-    app: App, question: str, conversation: str, console: Console, *, mode: Mode | None = None
+    app: App,
+    question: str,
+    conversation: str,
+    console: Console,
+    *,
+    mode: Mode | None = None,
+    people: Approvals | None = None,
 ) -> int:
-    final = await _answer(app, question, conversation, console, mode=mode)
+    final = await _answer(app, question, conversation, console, mode=mode, people=people)
     return 0 if isinstance(final, Finished) else 1
 
 
 async def _answer(
-    app: App, question: str, conversation: str, console: Console, *, mode: Mode | None = None
+    app: App,
+    question: str,
+    conversation: str,
+    console: Console,
+    *,
+    mode: Mode | None = None,
+    people: Approvals | None = None,
 ) -> FinalEvent:
     """Streams one run to the console; Ctrl-C stops the run, not the program."""
     renderer = TerminalRenderer(console)
@@ -127,7 +150,86 @@ async def _answer(
     with _cancel_on_interrupt(run):
         async for event in run.events():
             renderer.handle(event)
+            if isinstance(event, ApprovalRequested) and people is not None:
+                await people.decide(run, event)
     return await run.wait()
+
+
+class Approvals:
+    """Who decides, in a terminal, on an action that needs approval: ``--approve yes|no``
+    for scripts; else the person at the terminal, asked ``[y]es / [e]dit / [n]o / [a]lways``;
+    with no terminal to ask on, nobody: denied, with a note saying how to allow it."""
+
+    NO_TERMINAL = "nobody to ask: input is not a terminal; run with --approve yes to allow"
+
+    def __init__(self, app: App, console: Console, stdin: IO[str], *, flag: str | None) -> None:
+        self.app = app
+        self.console = console
+        self.stdin = stdin
+        self.flag = flag
+
+    async def decide(self, run: Run, event: ApprovalRequested) -> None:
+        key = (run.trace.id, event.step, event.call)
+        decision = await self._decision(run, event)
+        if decision is not None:  # None: the run ended (Ctrl-C) while the person thought
+            await self.app.broker.decide(key, decision)
+
+    async def _decision(self, run: Run, event: ApprovalRequested) -> Decision | None:
+        if self.flag is not None:
+            return Decision("approve" if self.flag == "yes" else "deny", "--approve " + self.flag)
+        if not (self.stdin.isatty() and self.console.is_terminal):
+            self.console.print(f"  {self.NO_TERMINAL}", style="yellow", markup=False)
+            return Decision("deny", "reactbot", reason=self.NO_TERMINAL)
+        who = _user() or "you"
+        choices = "[y]es / [e]dit / [n]o / [a]lways" if event.remember else "[y]es / [e]dit / [n]o"
+        while True:
+            answer = await self._ask(
+                run, f"Run {event.name}[{printable(event.input)}]? {choices} › "
+            )
+            if answer is None:
+                return None
+            match answer.strip().lower()[:1]:
+                case "y":
+                    return Decision("approve", who)
+                case "a" if event.remember:
+                    return Decision("always", who)
+                case "e":
+                    edited = await self._ask(run, "input › ", prefill=event.input)
+                    return None if edited is None else Decision("edit", who, input=edited.strip())
+                case "n":
+                    reason = await self._ask(run, "reason (optional) › ")
+                    return None if reason is None else Decision("deny", who, reason=reason.strip())
+
+    async def _ask(self, run: Run, prompt: str, *, prefill: str = "") -> str | None:
+        """One line from the terminal, or None when the run ended first (Stop, Ctrl-C)."""
+
+        def read() -> str | None:
+            with _prefilled(prefill):
+                return input(prompt)
+
+        line = asyncio.ensure_future(_read_in_daemon(read))
+        ended = asyncio.ensure_future(run.wait())
+        done, _ = await asyncio.wait({line, ended}, return_when=asyncio.FIRST_COMPLETED)
+        if line in done:
+            ended.cancel()
+            return line.result()
+        line.cancel()
+        return None
+
+
+@contextlib.contextmanager
+def _prefilled(text: str) -> Iterator[None]:
+    """The next ``input()`` starts with ``text`` already typed (readline), to edit in place."""
+    try:
+        import readline
+    except ImportError:
+        yield
+        return
+    readline.set_startup_hook(lambda: readline.insert_text(text))
+    try:
+        yield
+    finally:
+        readline.set_startup_hook(None)
 
 
 @contextlib.contextmanager
@@ -164,6 +266,7 @@ async def chat(
     stdin: IO[str],
     *,
     mode: Mode | None = None,
+    people: Approvals | None = None,
 ) -> int:
     shown = mode or app.agent.settings.mode
     console.print(
@@ -183,7 +286,7 @@ async def chat(
             if done:
                 return 0
             continue
-        final = await _answer(app, text, conversation, console, mode=mode)
+        final = await _answer(app, text, conversation, console, mode=mode, people=people)
         last = final.trace
 
 
