@@ -45,7 +45,7 @@ from core.events import (
     ThoughtDelta,
     UsageCounted,
 )
-from core.trace import Trace
+from core.trace import ApprovalRecord, Trace
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +98,13 @@ class RateLimited(EditDeferred):
         self.shared = shared
 
 
+def approval_words(event: ApprovalDecided) -> str:
+    """``✅ approved by ada``: a decision in the words every surface and the trace use."""
+    return ApprovalRecord(
+        event.outcome, event.by, reason=event.reason, remembered=event.remembered
+    ).describe()
+
+
 # ---- state ------------------------------------------------------------------------------
 
 
@@ -144,6 +151,8 @@ class RunView:
     pending: ApprovalRequested | None = None
     """The action waiting for a person's decision; renderers show its buttons."""
     pending_since: float = 0.0
+    approvers: str = "asker"
+    """Who may decide (``agent.approval.approvers``), for the line that says so."""
     reason: str = ""
     stopped_by: str | None = None
     final: FinalEvent | None = None

@@ -32,6 +32,7 @@ def discord_settings(app: App) -> DiscordSettings:
         cooldown_seconds=discord.cooldown_seconds,
         per_thread=app.config.redis.per_thread,
         max_runs_per_user=app.config.agent.max_runs_per_user,
+        approvers=app.config.agent.approval.approvers,
         # A slot outlives the longest run (the agent's deadline) by a margin.
         run_lease=app.config.agent.deadline + 60,
     )
@@ -50,6 +51,7 @@ async def serve_discord(app: App) -> None:
         cooldowns=app.cooldowns,
         stops=app.stops,
         slots=app.slots,
+        broker=app.broker,
     )
     bot = create_bot(services)
     try:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import re
 import time
@@ -35,7 +36,14 @@ from adapters.discord.access import (
     refusal,
     restricted,
 )
-from adapters.discord.render import DiscordPayload, DiscordRenderer, FileSpec, fit, placeholder
+from adapters.discord.render import (
+    DiscordPayload,
+    DiscordRenderer,
+    FileSpec,
+    PendingButtons,
+    fit,
+    placeholder,
+)
 from adapters.discord.settings import DiscordSettings
 from adapters.discord.surface import (
     NO_MENTIONS,
@@ -46,6 +54,7 @@ from adapters.discord.surface import (
 )
 from adapters.live import EditPacer, LiveMessage, RunView
 from core.agent import Agent, Run
+from core.approval import ApprovalBroker, ApprovalRequest, Decision, Verdict
 from core.history import HistoryStore
 from core.stores import (
     Cooldowns,
@@ -80,6 +89,8 @@ class Services:
     """Shared with the other shards/processes when Redis is configured."""
     slots: RunSlots = field(default_factory=InMemoryRunSlots)
     """Runs in flight per user, shared likewise."""
+    broker: ApprovalBroker | None = None
+    """Carries a decision on a pending action to its run (the agent's approver)."""
 
 
 # ---- translating Discord objects ----------------------------------------------------------
@@ -135,6 +146,15 @@ def asker_of(user: discord.User | discord.Member, channel: Channel, channel_id: 
 def question_from(content: str, bot_id: int) -> str:
     """The message text without the bot's own mention(s)."""
     return re.sub(rf"<@!?{bot_id}>", " ", content).strip()
+
+
+def _json_problem(text: str) -> str | None:
+    """Why ``text`` is not a JSON object, or None."""
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        return str(exc)
+    return None if isinstance(value, dict) else "it is not an object"
 
 
 def _user_key(asker: Asker) -> str:
@@ -251,10 +271,123 @@ class StopButton(
             await cog.stop_pressed(interaction, self.run_id, self.asker_id)
 
 
-def stop_view(run: Run, asker: Asker) -> discord.ui.View:
-    view = discord.ui.View(timeout=None)  # a run ends itself; the view is stopped then
-    view.add_item(StopButton(run.trace.id, asker.user_id))
+# ---- approvals ------------------------------------------------------------------------------
+
+DECIDE_TEMPLATE = (
+    r"reactbot:decide:(?P<run>[0-9A-Za-z_-]+):(?P<step>[0-9]{1,4}):(?P<call>[0-9]{1,3})"
+    r":(?P<verdict>approve|edit|deny|always):(?P<asker>[0-9]+)"
+)
+_VERDICT_BUTTONS: tuple[tuple[str, str, discord.ButtonStyle], ...] = (
+    ("approve", "Approve", discord.ButtonStyle.success),
+    ("edit", "Edit…", discord.ButtonStyle.primary),
+    ("deny", "Deny", discord.ButtonStyle.secondary),
+    ("always", "Allow in this conversation", discord.ButtonStyle.secondary),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Pressed:
+    """A decision button, read back from its custom id (on whichever process got it)."""
+
+    run_id: str
+    step: int
+    call: int
+    verdict: str
+    asker_id: int
+
+    @property
+    def key(self) -> tuple[str, int, int]:
+        return (self.run_id, self.step, self.call)
+
+
+class DecisionButton(
+    discord.ui.DynamicItem[discord.ui.Button[discord.ui.View]], template=DECIDE_TEMPLATE
+):
+    """Approve, Edit…, Deny or Allow in this conversation, for one pending action."""
+
+    def __init__(
+        self, pressed: Pressed, label: str = "", style: discord.ButtonStyle | None = None
+    ) -> None:
+        custom_id = (
+            f"reactbot:decide:{pressed.run_id}:{pressed.step}:{pressed.call}:"
+            f"{pressed.verdict}:{pressed.asker_id}"
+        )
+        button: discord.ui.Button[discord.ui.View] = discord.ui.Button(
+            label=label or pressed.verdict,
+            style=style or discord.ButtonStyle.secondary,
+            custom_id=custom_id,
+        )
+        super().__init__(button)
+        self.pressed = pressed
+
+    @classmethod
+    async def from_custom_id(
+        cls,
+        interaction: discord.Interaction,
+        item: discord.ui.Item[Any],
+        match: re.Match[str],
+        /,
+    ) -> DecisionButton:
+        step, call, asker = int(match["step"]), int(match["call"]), int(match["asker"])
+        return cls(Pressed(match["run"], step, call, match["verdict"], asker))
+
+    async def callback(self, interaction: discord.Interaction) -> None:
+        cog = _cog_of(interaction)
+        if cog is not None:
+            await cog.decision_pressed(interaction, self.pressed)
+
+
+def _cog_of(interaction: discord.Interaction) -> AskCog | None:
+    client = interaction.client
+    bots = (commands.Bot, commands.AutoShardedBot)  # the latter is no subclass of Bot
+    cog = client.get_cog(AskCog.__cog_name__) if isinstance(client, bots) else None
+    return cog if isinstance(cog, AskCog) else None
+
+
+def controls(run_id: str, asker_id: int, pending: PendingButtons | None) -> discord.ui.View:
+    """The message's buttons: Stop, and the decision buttons while an action is pending."""
+    view = discord.ui.View(timeout=None)
+    if pending is not None:
+        for verdict, label, style in _VERDICT_BUTTONS:
+            if verdict == "always" and not pending.remember:
+                continue
+            pressed = Pressed(run_id, pending.step, pending.call, verdict, asker_id)
+            view.add_item(DecisionButton(pressed, label, style))
+    view.add_item(StopButton(run_id, asker_id))
     return view
+
+
+class DecisionModal(discord.ui.Modal):
+    """Edit the input (prefilled; JSON for a tool with several arguments), or say why not."""
+
+    def __init__(self, cog: AskCog, pressed: Pressed, request: ApprovalRequest | None) -> None:
+        editing = pressed.verdict == "edit" and request is not None
+        title = f"Edit the input to {request.name}" if editing and request else "Deny this action"
+        super().__init__(
+            title=title[:45],
+            custom_id=f"reactbot:modal:{pressed.run_id}:{pressed.step}:{pressed.call}"[:100],
+            timeout=None,
+        )
+        self.cog = cog
+        self.pressed = pressed
+        self.request = request
+        self.edited: discord.ui.TextInput[DecisionModal] | None = None
+        if editing and request is not None:
+            self.edited = discord.ui.TextInput(
+                style=discord.TextStyle.paragraph,
+                custom_id="input",
+                default=request.input[:4000],
+                max_length=4000,
+            )
+            hint = "A JSON object." if request.json_input else None
+            self.add_item(discord.ui.Label(text="Input", description=hint, component=self.edited))
+        self.reason: discord.ui.TextInput[DecisionModal] = discord.ui.TextInput(
+            style=discord.TextStyle.paragraph, custom_id="reason", required=False, max_length=500
+        )
+        self.add_item(discord.ui.Label(text="Reason (optional)", component=self.reason))
+
+    async def on_submit(self, interaction: discord.Interaction) -> None:
+        await self.cog.modal_submitted(interaction, self)
 
 
 # ---- the cog ------------------------------------------------------------------------------
@@ -281,13 +414,15 @@ class AskCog(commands.Cog):
 
     async def cog_load(self) -> None:
         # Registered for the whole bot: clicks on messages another process posted land here.
-        self.bot.add_dynamic_items(StopButton)
+        self.bot.add_dynamic_items(StopButton, DecisionButton)
         await self._listening.enter_async_context(
             self.services.stops.subscribe(self._stop_requested)
         )
+        if self.services.broker is not None:
+            await self.services.broker.start()  # decisions made on other processes reach us
 
     async def cog_unload(self) -> None:
-        self.bot.remove_dynamic_items(StopButton)
+        self.bot.remove_dynamic_items(StopButton, DecisionButton)
         await self._listening.aclose()
 
     # ---- mentions and DMs -----------------------------------------------------------------
@@ -311,7 +446,7 @@ class AskCog(commands.Cog):
 
     async def _answer_message(self, message: discord.Message, question: str, asker: Asker) -> None:
         run = self._start(question, message.channel, message.channel.id, message.author)
-        stop = stop_view(run, asker)
+        stop = controls(run.trace.id, asker.user_id, None)
         try:
             first = placeholder(question)
             reply = await message.reply(
@@ -325,7 +460,8 @@ class AskCog(commands.Cog):
             log.exception("could not post the placeholder in channel %s", message.channel.id)
             await run.aclose()
             return
-        await self._follow(run, DiscordSurface(reply, watch=self.watch), stop, asker)
+        surface = DiscordSurface(reply, watch=self.watch, controls=self._controls(run, asker))
+        await self._follow(run, surface, stop, asker)
 
     # ---- app commands ---------------------------------------------------------------------
     @app_commands.command(name="ask", description="Ask a question; watch the reasoning live.")
@@ -348,7 +484,7 @@ class AskCog(commands.Cog):
         self, interaction: discord.Interaction, question: str, asker: Asker
     ) -> None:
         run = self._start(question, interaction.channel, interaction.channel_id, interaction.user)
-        stop = stop_view(run, asker)
+        stop = controls(run.trace.id, asker.user_id, None)
         try:
             first = placeholder(question)
             message = await interaction.edit_original_response(
@@ -359,7 +495,12 @@ class AskCog(commands.Cog):
             log.exception("could not post the placeholder for interaction %s", interaction.id)
             await run.aclose()
             return
-        surface = DiscordSurface(message, watch=self.watch, channel_key=str(interaction.channel_id))
+        surface = DiscordSurface(
+            message,
+            watch=self.watch,
+            channel_key=str(interaction.channel_id),
+            controls=self._controls(run, asker),
+        )
         await self._follow(run, surface, stop, asker)
 
     @app_commands.command(name="reset", description="Forget this channel's conversation history.")
@@ -501,6 +642,76 @@ class AskCog(commands.Cog):
         else:
             await self.services.stops.request(run_id, by=by)
 
+    # ---- approvals -----------------------------------------------------------------------
+    @staticmethod
+    def _controls(run: Run, asker: Asker) -> Callable[[PendingButtons | None], discord.ui.View]:
+        def build(pending: PendingButtons | None) -> discord.ui.View:
+            return controls(run.trace.id, asker.user_id, pending)
+
+        return build
+
+    async def decision_pressed(self, interaction: discord.Interaction, pressed: Pressed) -> None:
+        """Checked here, where the click arrived; the run may belong to another process."""
+        broker = self.services.broker
+        if broker is None:
+            await interaction.response.send_message(
+                "Approvals are not set up on this bot.", ephemeral=True
+            )
+            return
+        if not self._may_decide(interaction, pressed.asker_id):
+            await interaction.response.send_message(
+                f"Only {self._deciders(pressed.asker_id)} can decide this.",
+                ephemeral=True,
+                allowed_mentions=NO_MENTIONS,
+            )
+            return
+        if pressed.verdict in ("approve", "always"):
+            await interaction.response.defer()  # the live message shows the decision
+            verdict: Verdict = "always" if pressed.verdict == "always" else "approve"
+            await broker.decide(pressed.key, Decision(verdict, interaction.user.display_name))
+            return
+        request = await broker.request(pressed.key)
+        if request is None:
+            await interaction.response.send_message(
+                "This action was already decided, or its time ran out.", ephemeral=True
+            )
+            return
+        await interaction.response.send_modal(DecisionModal(self, pressed, request))
+
+    async def modal_submitted(self, interaction: discord.Interaction, modal: DecisionModal) -> None:
+        broker = self.services.broker
+        if broker is None or not self._may_decide(interaction, modal.pressed.asker_id):
+            await interaction.response.send_message("You cannot decide this.", ephemeral=True)
+            return
+        by = interaction.user.display_name
+        reason = (modal.reason.value or "").strip()
+        decision = Decision("deny", by, reason=reason)
+        if modal.edited is not None:
+            edited = modal.edited.value
+            problem = _json_problem(edited) if modal.request and modal.request.json_input else None
+            if problem is not None:
+                await interaction.response.send_message(
+                    f"That is not a JSON object ({problem}); nothing was decided. "
+                    "Press Edit… again.",
+                    ephemeral=True,
+                )
+                return
+            decision = Decision("edit", by, input=edited, reason=reason)
+        await interaction.response.defer()
+        await broker.decide(modal.pressed.key, decision)
+
+    def _may_decide(self, interaction: discord.Interaction, asker_id: int) -> bool:
+        policy = self.settings.approvers
+        if policy == "anyone":
+            return True
+        admin = self._is_admin(interaction)
+        return admin if policy == "admins" else admin or interaction.user.id == asker_id
+
+    def _deciders(self, asker_id: int) -> str:
+        if self.settings.approvers == "admins":
+            return "an admin"
+        return f"<@{asker_id}> (who asked) or an admin"
+
     def _stop_requested(self, run_id: str, by: str) -> None:
         run = self._runs.get(run_id)
         if run is not None:
@@ -517,7 +728,11 @@ class AskCog(commands.Cog):
             surface,
             self.renderer,
             self.pacer,
-            view=RunView(question=run.trace.question, asker=str(asker.user_id)),
+            view=RunView(
+                question=run.trace.question,
+                asker=str(asker.user_id),
+                approvers=self.settings.approvers,
+            ),
             tick=self.settings.tick,
         )
         if self.services.on_live is not None:

@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 from urllib.parse import quote
 
-from adapters.live import RunView, StepView
+from adapters.live import RunView, StepView, approval_words
+from core.events import ApprovalRequested
 from core.trace import Trace, TraceStep, source_domain
 
 CONTENT_LIMIT = 2000
@@ -58,6 +59,17 @@ class FileSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class PendingButtons:
+    """The decision buttons for one action waiting for approval."""
+
+    step: int
+    call: int
+    remember: bool
+    """Offer "Allow in this conversation"."""
+    json_input: bool
+
+
+@dataclass(frozen=True, slots=True)
 class DiscordPayload:
     """What one message should hold. Compared by value: equal payloads are not re-sent."""
 
@@ -66,6 +78,8 @@ class DiscordPayload:
     stop_button: ButtonState = "keep"
     """``show`` attaches the Stop button, ``remove`` drops it, ``keep`` leaves it as it is."""
     thread_name: str = field(default="", compare=False)
+    approval: PendingButtons | None = None
+    """Show Approve / Edit / Deny (/ Allow in this conversation) beside Stop."""
 
 
 # ---- text helpers -------------------------------------------------------------------------
@@ -258,7 +272,43 @@ def step_summary(step: StepView | TraceStep) -> str:
         mark = "⚠️ " if step.error else ""
         result = one_line(sanitize(first), SUMMARY_WIDTH).replace("`", "ˋ")
         line += f" → {mark}{result}"
+    decided = step.approval if isinstance(step, StepView) else None
+    if decided is not None:
+        line += " · " + one_line(sanitize(approval_words(decided)), 120)
     return line
+
+
+def approval_block(view: RunView, pending: ApprovalRequested, now: float, budget: int) -> str:
+    """The action waiting for a person: the thought, the tool, its input in a code block,
+    who may decide and when no decision becomes a denial."""
+    language = "json" if pending.json_input else ""
+    shown = pending.input if len(pending.input) <= 1200 else pending.input[:1199] + "…"
+    pieces = [
+        f"**Action** {inline_code(pending.name)}",
+        f"{FENCE}{language}\n{defuse_fences(sanitize(shown))}\n{FENCE}",
+        f"-# {who_decides(view)} can decide · denied automatically in "
+        + countdown(pending.timeout - max(0.0, now - view.pending_since)),
+    ]
+    thought = pending.thought.strip()
+    if thought:
+        room = max(80, budget - sum(len(p) + 1 for p in pieces) - 20)
+        pieces.insert(0, "**Thought** " + tail(sanitize(thought), room))
+    return "\n".join(pieces)
+
+
+def who_decides(view: RunView) -> str:
+    policy = view.approvers
+    if policy == "anyone":
+        return "anyone here"
+    if policy == "admins":
+        return "only an admin"
+    asker = f"<@{view.asker}>" if view.asker.isdigit() else "the person who asked"
+    return f"only {asker} or an admin"
+
+
+def countdown(seconds: float) -> str:
+    seconds = max(0, int(seconds))
+    return f"{seconds // 60}:{seconds % 60:02d}"
 
 
 def current_step_block(view: RunView, step: StepView, budget: int) -> str:
@@ -307,7 +357,10 @@ def render_live(view: RunView, now: float, limit: int = CONTENT_LIMIT) -> str:
     done = [s for s in view.steps if s.done]
     current = view.current if view.current is not None and not view.current.done else None
     budget = limit - sum(len(h) + 1 for h in head)
-    block = current_step_block(view, current, budget * 2 // 3) if current else ""
+    if view.pending is not None:
+        block = approval_block(view, view.pending, now, budget * 2 // 3)
+    else:
+        block = current_step_block(view, current, budget * 2 // 3) if current else ""
     budget -= len(block) + 1
     lines = collapse_steps([step_summary(s) for s in done], budget)
     return fit("\n".join([*head, *lines, *([block] if block else [])]), limit)
@@ -471,6 +524,8 @@ def step_posts(step: TraceStep, limit: int = CONTENT_LIMIT) -> list[DiscordPaylo
             slug = label.replace(" ", "-")
             files.append(FileSpec(f"step-{step.index}-{slug}.md", text.encode()))
             lines.append(f"**{label.capitalize()}** attached ({len(text):,} characters)")
+    if step.approval is not None:
+        lines.append("-# " + one_line(sanitize(step.approval.describe()), 400))
     if step.error and step.error != step.observation:
         lines.append("⚠️ " + one_line(sanitize(step.error), 400))
     parts = split_text("\n".join(lines), limit)
@@ -547,7 +602,13 @@ class DiscordRenderer:
         self._clock = clock
 
     def live(self, view: RunView) -> DiscordPayload:
-        return DiscordPayload(fit(render_live(view, self._clock())))
+        pending = view.pending
+        buttons = (
+            PendingButtons(pending.step, pending.call, pending.remember, pending.json_input)
+            if pending is not None
+            else None
+        )
+        return DiscordPayload(fit(render_live(view, self._clock())), approval=buttons)
 
     def final(self, view: RunView) -> DiscordPayload:
         content, _ = answer_parts(view)

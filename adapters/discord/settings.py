@@ -30,6 +30,8 @@ class DiscordSettings:
     """Re-render at least this often while a run works, so the elapsed seconds move."""
     guild_ready_timeout: float = 2.0
     """How long discord.py waits for more GUILD_CREATEs before it is ready."""
+    approvers: str = "asker"
+    """Who may decide on an action that needs approval: asker (or an admin), admins, anyone."""
     max_runs_per_user: int = 2
     """Questions one user may have running at once (across shards, through ``RunSlots``)."""
     run_lease: float = 240.0

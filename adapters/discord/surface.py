@@ -34,7 +34,7 @@ from typing import Any, Literal
 import aiohttp
 import discord
 
-from adapters.discord.render import DiscordPayload, FileSpec, thread_name
+from adapters.discord.render import DiscordPayload, FileSpec, PendingButtons, thread_name
 from adapters.live import EditRejected, RateLimited
 from core.trace import Trace
 
@@ -159,9 +159,13 @@ class DiscordSurface:
         *,
         watch: RateLimitWatch,
         channel_key: str | None = None,
+        controls: Callable[[PendingButtons | None], discord.ui.View] | None = None,
     ) -> None:
         self.message: discord.PartialMessage = message  # a Message is a PartialMessage
         self._watch = watch
+        self._controls = controls
+        """Builds the message's buttons: Stop, and the decision buttons while one is due."""
+        self._shown: PendingButtons | None = None
         self._channel_key = channel_key or str(message.channel.id)
         self._on_bot_token = False
         """Set once an interaction's token died and edits went through the channel route."""
@@ -174,6 +178,9 @@ class DiscordSurface:
         kwargs: dict[str, Any] = {"content": payload.content, "allowed_mentions": NO_MENTIONS}
         if payload.stop_button == "remove":
             kwargs["view"] = None
+        elif self._controls is not None and payload.approval != self._shown:
+            kwargs["view"] = self._controls(payload.approval)
+            self._shown = payload.approval
         with self._watch.scope(self._channel_key):
             try:
                 await self._edit(**kwargs)

@@ -15,6 +15,7 @@ from typing import assert_never
 from rich.console import Console
 from rich.text import Text
 
+from adapters.live import approval_words
 from core.events import (
     ActionDecided,
     AnswerDelta,
@@ -33,7 +34,7 @@ from core.events import (
     ThoughtDelta,
     UsageCounted,
 )
-from core.trace import ApprovalRecord, summary_line
+from core.trace import summary_line
 
 STYLES = {
     "thought": "dim italic",
@@ -61,13 +62,6 @@ def _picture(match: re.Match[str]) -> str:
     if code < 0x20:
         return chr(0x2400 + code)  # the Unicode "control pictures": ␛ for ESC
     return "␡" if code == 0x7F else "\ufffd"
-
-
-def approval_words(event: ApprovalDecided) -> str:
-    """``✅ approved by ada``: the decision in the words every surface uses."""
-    return ApprovalRecord(
-        event.outcome, event.by, reason=event.reason, remembered=event.remembered
-    ).describe()
 
 
 def fold(text: str, *, lines: int = 3, width: int = 300) -> str:

@@ -12,6 +12,10 @@ Sources (discord/discord-api-docs, ``developers/``):
 - ``components/reference.mdx``: legacy messages take up to 5 action rows of up to 5 buttons;
   a button label is at most 80 characters, a custom_id 1 to 100.
 - ``resources/channel.mdx`` (Start Thread from Message): name is 1-100 characters.
+- ``interactions/receiving-and-responding.mdx`` (Modal): custom_id 1-100 characters, title at
+  most 45, 1 to 5 components; ``components/reference.mdx``: a Label's text at most 45 and its
+  description 100; a Text Input's custom_id 1-100, style 1 or 2, min_length 0-4000,
+  max_length 1-4000, value at most 4000, placeholder at most 100.
 - ``topics/opcodes-and-status-codes.mdx``: 30015 (more than 10 attachments), 50006 (empty
   message), 50035 (invalid form body), 160004 (a thread already exists for the message).
 - ``reference.mdx`` (Error Messages): the nested ``errors`` tree with ``_errors`` lists.
@@ -53,6 +57,13 @@ CUSTOM_ID_LIMIT = 100
 THREAD_NAME_LIMIT = 100
 IS_COMPONENTS_V2 = 1 << 15
 MESSAGE_CALLBACKS = (4, 7)  # CHANNEL_MESSAGE_WITH_SOURCE, UPDATE_MESSAGE: they carry a message
+MODAL_CALLBACK = 9
+MODAL_TITLE_LIMIT = 45
+MODAL_COMPONENTS = (1, 5)
+LABEL_TEXT_LIMIT = 45
+LABEL_DESCRIPTION_LIMIT = 100
+TEXT_INPUT_LIMIT = 4000
+PLACEHOLDER_LIMIT = 100
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,10 +158,68 @@ def message_refusal(
 
 
 def callback_refusal(body: Json, files: int = 0) -> Refusal | None:
-    """An interaction callback: the message it carries, if any, is checked like a message."""
+    """An interaction callback: the message it carries, if any, is checked like a message,
+    and a modal like a modal."""
     if body.get("type") in MESSAGE_CALLBACKS:
         return message_refusal(body.get("data") or {}, files, at=("data",))
+    if body.get("type") == MODAL_CALLBACK:
+        return modal_refusal(body.get("data") or {})
     return None
+
+
+def modal_refusal(modal: Json) -> Refusal | None:
+    errors = FormErrors()
+    at: Path = ("data",)
+    custom_id, title = modal.get("custom_id"), modal.get("title")
+    if not isinstance(custom_id, str) or not 1 <= len(custom_id) <= CUSTOM_ID_LIMIT:
+        errors.add((*at, "custom_id"), bad_length(1, CUSTOM_ID_LIMIT))
+    if not isinstance(title, str) or not 1 <= len(title) <= MODAL_TITLE_LIMIT:
+        errors.add((*at, "title"), bad_length(1, MODAL_TITLE_LIMIT))
+    components = modal.get("components") or []
+    low, high = MODAL_COMPONENTS
+    if not low <= len(components) <= high:
+        errors.add((*at, "components"), bad_length(low, high))
+    for i, component in enumerate(components):
+        where = (*at, "components", str(i))
+        if component.get("type") == 18:  # a Label around its input
+            text, description = component.get("label"), component.get("description")
+            if not isinstance(text, str) or not 1 <= len(text) <= LABEL_TEXT_LIMIT:
+                errors.add((*where, "label"), bad_length(1, LABEL_TEXT_LIMIT))
+            if isinstance(description, str) and len(description) > LABEL_DESCRIPTION_LIMIT:
+                errors.add((*where, "description"), max_length(LABEL_DESCRIPTION_LIMIT))
+            _check_text_input(component.get("component") or {}, errors, (*where, "component"))
+        elif component.get("type") == 1:  # the older ActionRow around one input
+            for j, item in enumerate(component.get("components") or []):
+                _check_text_input(item, errors, (*where, "components", str(j)))
+    return errors.refusal()
+
+
+def _check_text_input(item: Json, errors: FormErrors, at: Path) -> None:
+    if item.get("type") != 4:
+        return
+    custom_id = item.get("custom_id")
+    if not isinstance(custom_id, str) or not 1 <= len(custom_id) <= CUSTOM_ID_LIMIT:
+        errors.add((*at, "custom_id"), bad_length(1, CUSTOM_ID_LIMIT))
+    if item.get("style") not in (1, 2):
+        errors.add(
+            (*at, "style"), {"code": "BASE_TYPE_CHOICES", "message": "Value must be one of {1, 2}."}
+        )
+    for key, low in (("min_length", 0), ("max_length", 1)):
+        value = item.get(key)
+        if value is not None and not (isinstance(value, int) and low <= value <= TEXT_INPUT_LIMIT):
+            errors.add(
+                (*at, key),
+                {
+                    "code": "NUMBER_TYPE_MAX",
+                    "message": f"int value should be between {low} and {TEXT_INPUT_LIMIT}.",
+                },
+            )
+    value = item.get("value")
+    if isinstance(value, str) and len(value) > TEXT_INPUT_LIMIT:
+        errors.add((*at, "value"), max_length(TEXT_INPUT_LIMIT))
+    placeholder = item.get("placeholder")
+    if isinstance(placeholder, str) and len(placeholder) > PLACEHOLDER_LIMIT:
+        errors.add((*at, "placeholder"), max_length(PLACEHOLDER_LIMIT))
 
 
 def thread_refusal(body: Json) -> Refusal | None:

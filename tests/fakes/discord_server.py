@@ -163,6 +163,8 @@ class InteractionToken:
     """When Discord sent the interaction: the callback window and the token's life start here."""
     acknowledged: bool = False
     original: int | None = None
+    kind: int = 2
+    """The interaction's type: 2 a command, 3 a component, 5 a modal submit."""
 
 
 @dataclass
@@ -231,6 +233,8 @@ class FakeDiscord:
     calls: list[Call] = field(default_factory=list)
     messages: dict[int, Json] = field(default_factory=dict)
     members: dict[int, Json] = field(default_factory=dict)
+    modals: list[Json] = field(default_factory=list)
+    """Every modal the bot opened (interaction callback type 9), in order."""
     """Guild members found by ``GET /guilds/{guild}/members/{user}`` (``add_member``)."""
     channels: dict[int, Json] = field(default_factory=dict)
     rules: list[RateLimitRule] = field(default_factory=list)
@@ -576,6 +580,40 @@ class FakeDiscord:
         payload["message"] = self.messages[message_id]
         return payload
 
+    def modal_submit(
+        self,
+        custom_id: str,
+        values: dict[str, str],
+        *,
+        message_id: int | None = None,
+        channel_id: int = CHANNEL_ID,
+        author_id: int = 1001,
+        user_name: str = "ada",
+        roles: tuple[int, ...] = (),
+    ) -> Json:
+        """A MODAL_SUBMIT interaction (type 5) for the modal ``custom_id``: each value inside
+        the Label it was asked in (``component`` of a type-18 component), as Discord sends."""
+        components = [
+            {
+                "type": 18,
+                "id": n,
+                "component": {"type": 4, "id": n + 100, "custom_id": key, "value": value},
+            }
+            for n, (key, value) in enumerate(values.items(), 1)
+        ]
+        payload = self._interaction(
+            5,
+            {"custom_id": custom_id, "components": components},
+            channel_id,
+            author_id,
+            user_name,
+            roles,
+            None,
+        )
+        if message_id is not None:
+            payload["message"] = self.messages[message_id]
+        return payload
+
     def _interaction(
         self,
         kind: int,
@@ -588,7 +626,9 @@ class FakeDiscord:
     ) -> Json:
         iid = interaction_id or self.new_id()
         permissions = "8" if ROLE_ID in roles else "3072"
-        self._interactions[f"token-{iid}"] = InteractionToken(channel_id, time.monotonic())
+        self._interactions[f"token-{iid}"] = InteractionToken(
+            channel_id, time.monotonic(), kind=kind
+        )
         return {
             "id": str(iid),
             "application_id": str(APP_ID),
@@ -941,6 +981,10 @@ class FakeDiscord:
         elif kind == 5:
             made = self._new_message(record.channel_id, {"content": ""}, (), flags=LOADING)
             record.original = int(made["id"])
+        elif kind == 9:
+            if record.kind == 5:  # a modal cannot answer a modal
+                raise Refused(refusal(400, 50035, "Invalid Form Body"))
+            self.modals.append(body.get("data") or {})
         return {"interaction": {"id": iid, "type": 2}}
 
     def _original(self, token: str) -> int:
