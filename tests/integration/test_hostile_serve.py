@@ -21,10 +21,12 @@ import signal
 import sys
 import time
 import urllib.parse
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import aiohttp
+import redis.asyncio
 from slack_sdk.signature import SignatureVerifier
 
 from tests.fakes.discord_server import (
@@ -76,7 +78,9 @@ async def launch(
     """``python -m bot --config FILE serve ARGS`` with only ``env``'s secrets; its output goes
     to ``serve.log`` beside the config."""
     path = tmp_path / "config.yaml"
-    path.write_text(config)
+    # Its own keys on the shared Redis: the fakes' ids repeat from run to run, and a claim an
+    # earlier run left would make this process skip the event as handled elsewhere.
+    path.write_text(config + f"redis:\n  prefix: '{redis_prefix(tmp_path)}'\n")
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "REACTBOT_"))}
     for name in ("DISCORD_TOKEN", "SLACK_BOT_TOKEN", "SLACK_APP_TOKEN", "TAVILY_API_KEY"):
         clean.pop(name, None)
@@ -95,6 +99,24 @@ async def launch(
         )
 
 
+def redis_prefix(tmp_path: Path) -> str:
+    return f"reactbot-test-{uuid.uuid5(uuid.NAMESPACE_URL, str(tmp_path)).hex[:12]}:"
+
+
+async def forget_keys(tmp_path: Path) -> None:
+    """Delete the keys the process wrote (only those: the server is shared)."""
+    url = os.environ.get("REDIS_URL")
+    if not url:
+        return
+    client = redis.asyncio.Redis.from_url(url)
+    try:
+        keys = [key async for key in client.scan_iter(match=redis_prefix(tmp_path) + "*")]
+        if keys:
+            await client.delete(*keys)
+    finally:
+        await client.aclose()
+
+
 @contextlib.asynccontextmanager
 async def serving(
     tmp_path: Path, config: str, env: dict[str, str], platform: str
@@ -111,6 +133,7 @@ async def serving(
         if process.returncode is None:
             process.kill()
             await process.wait()
+        await forget_keys(tmp_path)
 
 
 def _tail(tmp_path: Path) -> str:
