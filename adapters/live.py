@@ -4,12 +4,13 @@ Three parts, each testable alone:
 
 - ``RunView``: the state of one run, built by applying core events (pure, no I/O). Platform
   renderers are pure functions of it.
-- ``EditPacer``: per-channel pacing shared by all runs of one bot process. Each channel gets at
-  most one edit per ``interval``; a 429 pushes that channel's next slot back by retry-after.
-  One busy channel never slows another.
+- ``EditPacer`` (``adapters.pacing``): each channel's real allowance, shared by all runs of
+  one bot process and spent by priority: a final state goes the moment the platform allows,
+  a run's first update right after, live updates keep an edit in reserve for them. One busy
+  channel never slows another.
 - ``LiveMessage``: drives one placeholder message: applies events, edits the message with
-  the latest rendering when the channel's slot comes (coalesced: latest state wins), and on
-  the final event edits it to its final state (retrying through rate limits, never dropping
+  the latest rendering when the channel allows (coalesced: latest state wins), and on
+  the final event edits it to its final state at once (retrying through rate limits, never dropping
   it; when the platform refuses the payload itself, a compact rendering and then plain text
   go instead) and posts the trace into a thread.
 
@@ -22,10 +23,11 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, Literal, Protocol, TypeVar, assert_never
 
+from adapters.pacing import EditPacer, Priority
 from core.events import (
     ActionDecided,
     AnswerDelta,
@@ -263,87 +265,6 @@ class RunView:
         self.tokens = event.trace.total_tokens or self.tokens
 
 
-# ---- pacing -----------------------------------------------------------------------------
-
-
-class TokenBucket:
-    """``rate`` edits per second with bursts up to ``burst``, shared by every channel (a
-    platform's per-workspace method limit). Waiters are served in arrival order."""
-
-    def __init__(
-        self, rate: float, *, burst: int = 1, clock: Callable[[], float] = time.monotonic
-    ) -> None:
-        self.rate = rate
-        self.burst = burst
-        self._clock = clock
-        self._tokens = float(burst)
-        self._stamp = clock()
-        self._blocked_until = 0.0
-        self._lock = asyncio.Lock()
-
-    async def take(self) -> None:
-        async with self._lock:
-            while True:
-                now = self._clock()
-                self._tokens = min(self.burst, self._tokens + (now - self._stamp) * self.rate)
-                self._stamp = now
-                wait = max(self._blocked_until - now, (1 - self._tokens) / self.rate)
-                if wait <= 0:
-                    self._tokens -= 1
-                    return
-                await asyncio.sleep(wait)
-
-    def block(self, seconds: float) -> None:
-        self._blocked_until = max(self._blocked_until, self._clock() + seconds)
-
-
-class EditPacer:
-    """At most one edit per ``interval`` per channel, across every run in this process, and,
-    when ``shared`` is given, within that platform-wide budget too."""
-
-    def __init__(
-        self,
-        interval: float,
-        *,
-        shared: TokenBucket | None = None,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.interval = interval
-        self.shared = shared
-        self._clock = clock
-        self._next: dict[str, float] = {}
-        self._locks: dict[str, asyncio.Lock] = {}
-        self.rate_limited = 0
-
-    @contextlib.asynccontextmanager
-    async def slot(self, channel: str) -> AsyncIterator[None]:
-        """Wait for the channel's next slot, hold it while editing, then book the next one."""
-        lock = self._locks.setdefault(channel, asyncio.Lock())
-        async with lock:
-            delay = self._next.get(channel, 0.0) - self._clock()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            if self.shared is not None:
-                await self.shared.take()
-            try:
-                yield
-            finally:
-                self._next[channel] = max(
-                    self._next.get(channel, 0.0), self._clock() + self.interval
-                )
-            if not lock._waiters:  # drop idle channels
-                self._locks.pop(channel, None)
-
-    def postpone(self, channel: str, seconds: float, *, shared: bool = False) -> None:
-        self._next[channel] = max(self._next.get(channel, 0.0), self._clock() + seconds)
-        if shared and self.shared is not None:
-            self.shared.block(seconds)
-
-    def rate_limit_hit(self, channel: str, error: RateLimited) -> None:
-        self.rate_limited += 1
-        self.postpone(channel, error.retry_after, shared=error.shared)
-
-
 # ---- the driver -------------------------------------------------------------------------
 
 
@@ -391,6 +312,10 @@ class LiveStats:
     """Edits the platform refused outright (too long, invalid blocks)."""
     first_text_at: float | None = None
     first_visible_at: float | None = None
+    final_at: float | None = None
+    """When the run's final event arrived (the model's last token, or the error)."""
+    final_visible_at: float | None = None
+    """When the platform confirmed the final edit."""
     edit_times: list[float] = field(default_factory=list)
 
 
@@ -435,11 +360,16 @@ class LiveMessage(Generic[P]):
         self._dirty = asyncio.Event()
         self._last_payload: P | None = None
         self._last_rejected: P | None = None
+        self._shown_pending: ApprovalRequested | None = None
         self._shown_whole = True
         """The final edit that went out was ``final`` itself, not a smaller fallback."""
 
     async def follow(self, events: AsyncIterator[Event]) -> RunView:
         """Consume the run's events until the final one; the message ends in a final state."""
+        with self.pacer.following():
+            return await self._follow(events)
+
+    async def _follow(self, events: AsyncIterator[Event]) -> RunView:
         flusher = asyncio.get_running_loop().create_task(self._flush_loop())
         try:
             async for event in events:
@@ -448,6 +378,7 @@ class LiveMessage(Generic[P]):
                 if not isinstance(event, _QUIET):
                     self._dirty.set()
                 if self.view.is_final:
+                    self.stats.final_at = time.monotonic()
                     break
         finally:
             flusher.cancel()
@@ -459,6 +390,7 @@ class LiveMessage(Generic[P]):
                 log.exception("live updates failed")
         if not self.view.is_final:  # the event stream ended early: never leave "thinking"
             self.view.phase, self.view.reason = "failed", "The run ended without a result."
+            self.stats.final_at = time.monotonic()
         await self._edit_final()
         trace = self.view.trace
         if trace is not None:
@@ -475,7 +407,7 @@ class LiveMessage(Generic[P]):
                 async with asyncio.timeout(self.tick):
                     await self._dirty.wait()
             self._dirty.clear()
-            async with self.pacer.slot(self.surface.channel_key):
+            async with self.pacer.slot(self.surface.channel_key, priority=self._priority()):
                 # Rendered once the slot is ours, so the edit carries the latest state.
                 try:
                     payload = self.renderer.live(self.view)
@@ -483,6 +415,16 @@ class LiveMessage(Generic[P]):
                     log.exception("rendering the live message failed")
                     continue
                 await self._try_edit(payload)
+
+    def _priority(self) -> Priority:
+        """A run's first words, and a request for a person's decision, go ahead of routine
+        updates: they skip the channel's live spacing (still leaving the final's edit)."""
+        stats = self.stats
+        if stats.edits == 0 or (stats.first_text_at is not None and stats.first_visible_at is None):
+            return "first"
+        if self.view.pending is not None and self.view.pending is not self._shown_pending:
+            return "first"
+        return "live"
 
     async def _try_edit(self, payload: P) -> EditOutcome:
         if payload == self._last_payload:
@@ -494,7 +436,7 @@ class LiveMessage(Generic[P]):
             await self.surface.edit(payload)
         except RateLimited as exc:
             self.stats.rate_limited += 1
-            self.pacer.rate_limit_hit(channel, exc)
+            self.pacer.rate_limit_hit(channel, exc.retry_after, shared=exc.shared)
             return "retry"
         except EditDeferred as exc:
             log.warning("edit in %s deferred %.1f s: %s", channel, exc.retry_after, exc)
@@ -510,6 +452,7 @@ class LiveMessage(Generic[P]):
             self.pacer.postpone(channel, self.ERROR_BACKOFF)
             return "retry"
         self._last_payload = payload
+        self._shown_pending = self.view.pending
         now = time.monotonic()
         self.stats.edits += 1
         self.stats.edit_times.append(now)
@@ -524,6 +467,7 @@ class LiveMessage(Generic[P]):
             outcome = await self._send_final(payload)
             self._shown_whole = whole
             if outcome == "sent":
+                self.stats.final_visible_at = time.monotonic()
                 return
             if outcome == "retry":
                 log.error("gave up on the final edit after %d attempts", self.FINAL_ATTEMPTS)
@@ -542,7 +486,7 @@ class LiveMessage(Generic[P]):
     async def _send_final(self, payload: P) -> EditOutcome:
         outcome: EditOutcome = "retry"
         for _ in range(self.FINAL_ATTEMPTS):  # failures postpone the channel's next slot
-            async with self.pacer.slot(self.surface.channel_key):
+            async with self.pacer.slot(self.surface.channel_key, priority="final"):
                 outcome = await self._try_edit(payload)
             if outcome != "retry":
                 break

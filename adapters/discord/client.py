@@ -19,7 +19,6 @@ from discord.http import Route
 
 from adapters.discord.cog import AskCog, Services
 from adapters.discord.surface import NO_MENTIONS, RateLimitWatch
-from adapters.live import RateLimited
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +35,7 @@ def intents() -> discord.Intents:
 class ReactBot(commands.AutoShardedBot):
     def __init__(self, services: Services, **options: Any) -> None:
         self.services = services
-        self.watch = RateLimitWatch(self._postpone)
+        self.watch = RateLimitWatch(lambda: None if self.cog is None else self.cog.pacer)
         super().__init__(
             command_prefix=commands.when_mentioned,
             help_command=None,
@@ -49,10 +48,6 @@ class ReactBot(commands.AutoShardedBot):
         )
         self.cog: AskCog | None = None
         self._saved_endpoints: tuple[str, yarl.URL] | None = None
-
-    def _postpone(self, channel_key: str, seconds: float) -> None:
-        if self.cog is not None:
-            self.cog.pacer.rate_limit_hit(channel_key, RateLimited(seconds))
 
     async def login(self, token: str) -> None:
         base = self.services.settings.api_base_url

@@ -52,7 +52,8 @@ from adapters.discord.surface import (
     suppress_embeds,
     to_files,
 )
-from adapters.live import EditPacer, LiveMessage, RunView
+from adapters.live import LiveMessage, RunView
+from adapters.pacing import DISCORD_CHANNEL_WRITES, EditPacer
 from core.agent import Agent, Run
 from core.approval import ApprovalBroker, ApprovalRequest, Decision, Verdict
 from core.history import HistoryStore
@@ -405,7 +406,9 @@ class AskCog(commands.Cog):
         self.services = services
         self.settings = services.settings
         self.watch = watch
-        self.pacer = EditPacer(services.settings.edit_interval)
+        self.pacer = EditPacer(
+            services.settings.edit_interval, channel_window=DISCORD_CHANNEL_WRITES
+        )
         self.renderer = DiscordRenderer()
         self._tasks: set[asyncio.Task[None]] = set()
         self._runs: dict[str, Run] = {}
@@ -449,18 +452,22 @@ class AskCog(commands.Cog):
         stop = controls(run.trace.id, asker.user_id, None)
         try:
             first = placeholder(question)
-            reply = await message.reply(
-                first.content,
-                view=stop,
-                mention_author=False,
-                allowed_mentions=NO_MENTIONS,
-                suppress_embeds=True,  # URLs from tools are shown, never previewed
-            )
+            # a write in the channel's bucket like the edits: it leaves the finals their write
+            async with self.pacer.slot(str(message.channel.id), priority="first"):
+                reply = await message.reply(
+                    first.content,
+                    view=stop,
+                    mention_author=False,
+                    allowed_mentions=NO_MENTIONS,
+                    suppress_embeds=True,  # URLs from tools are shown, never previewed
+                )
         except discord.HTTPException:
             log.exception("could not post the placeholder in channel %s", message.channel.id)
             await run.aclose()
             return
-        surface = DiscordSurface(reply, watch=self.watch, controls=self._controls(run, asker))
+        surface = DiscordSurface(
+            reply, watch=self.watch, pacer=self.pacer, controls=self._controls(run, asker)
+        )
         await self._follow(run, surface, stop, asker)
 
     # ---- app commands ---------------------------------------------------------------------
@@ -498,6 +505,7 @@ class AskCog(commands.Cog):
         surface = DiscordSurface(
             message,
             watch=self.watch,
+            pacer=self.pacer,
             channel_key=str(interaction.channel_id),
             controls=self._controls(run, asker),
         )

@@ -13,6 +13,7 @@ class DiscordSettings:
     api_base_url: str | None = None
     """REST base (``.../api/v10``) for proxies and tests; the gateway address is asked from it."""
     edit_interval: float = 1.2
+    """Least seconds between live updates in one channel (a final state never waits for it)."""
     allowed_guilds: tuple[int, ...] = ()
     allowed_channels: tuple[int, ...] = ()
     """Channel, thread-parent or category ids; empty allows every channel."""

@@ -2,10 +2,11 @@
 
 discord.py retries a 429 itself: it sleeps ``retry_after`` and sends the same request again,
 raising ``discord.RateLimited`` only when the wait exceeds ``max_ratelimit_timeout`` (30 s at
-the least). Our pacer would never hear of the short ones, so ``RateLimitWatch`` observes every
-response through aiohttp tracing (``Client(http_trace=...)``) and postpones the channel the
-request was made for. The edit in flight is still delivered by discord.py's retry; the next
-one waits for the channel's postponed slot. Long waits surface as ``adapters.live.RateLimited``
+the least), and waits by itself whenever a bucket's headers say it is spent. Our pacer must
+know what discord.py knows, so ``RateLimitWatch`` observes every response through aiohttp
+tracing (``Client(http_trace=...)``): each bucket's headers correct the pacer's count for the
+channel, and a 429 empties the channel for its ``retry_after``. The edit in flight is still
+delivered by discord.py's retry; the next one waits for the channel's allowance. Long waits surface as ``adapters.live.RateLimited``
 so LiveMessage postpones and coalesces instead of blocking.
 
 Other refusals, mapped at this boundary:
@@ -36,6 +37,7 @@ import discord
 
 from adapters.discord.render import DiscordPayload, FileSpec, PendingButtons, thread_name
 from adapters.live import EditRejected, RateLimited
+from adapters.pacing import EditPacer
 from core.trace import Trace
 
 log = logging.getLogger(__name__)
@@ -47,10 +49,15 @@ Sendable = discord.abc.Messageable
 
 
 class RateLimitWatch:
-    """Counts every 429 the bot's HTTP session receives and reports it for the current scope."""
+    """Hears every response the bot's HTTP session gets and tells the pacer about its channel's
+    bucket: a 429's wait, or the ``X-RateLimit-*`` figures of any other answer.
 
-    def __init__(self, on_hit: Callable[[str, float], None]) -> None:
-        self._on_hit = on_hit
+    A response is about a channel when it answers one of our edits there (the scope set around
+    each edit) or a message write on a ``/channels/{id}/`` route; the pacer believes the latter
+    only for the bucket the edits use (``X-RateLimit-Bucket``)."""
+
+    def __init__(self, pacer: Callable[[], EditPacer | None]) -> None:
+        self._pacer = pacer
         # Set around each edit: aiohttp runs trace hooks in the requesting task's context.
         self._scope: ContextVar[str | None] = ContextVar(
             f"ratelimit-scope-{id(self)}", default=None
@@ -73,12 +80,55 @@ class RateLimitWatch:
         context: SimpleNamespace,
         params: aiohttp.TraceRequestEndParams,
     ) -> None:
-        if params.response.status != 429:
-            return
-        self.hits += 1
+        response = params.response
+        if response.status == 429:
+            self.hits += 1
         key = self._scope.get()
-        if key is not None:
-            self._on_hit(key, retry_after_of(params.response.headers))
+        scoped = key is not None
+        if key is None:
+            key = written_channel(params.method, params.url.path)
+        pacer = self._pacer()
+        if key is None or pacer is None:
+            return
+        headers = response.headers
+        if response.status == 429:
+            shared = headers.get("X-RateLimit-Global", "").lower() == "true"
+            pacer.rate_limit_hit(key, retry_after_of(headers), shared=shared)
+            return
+        figures = bucket_figures(headers)
+        if figures is not None:
+            limit, remaining, reset_after = figures
+            pacer.observe(
+                key,
+                limit=limit,
+                remaining=remaining,
+                reset_after=reset_after,
+                bucket=headers.get("X-RateLimit-Bucket"),
+                scoped=scoped,
+            )
+
+
+def written_channel(method: str, path: str) -> str | None:
+    """The channel a message write (``POST``/``PATCH``/``DELETE /channels/{id}/...``) is in."""
+    if method not in ("POST", "PATCH", "DELETE"):
+        return None
+    parts = path.split("/")
+    with contextlib.suppress(ValueError, IndexError):
+        channel = parts[parts.index("channels") + 1]
+        return channel if channel.isdigit() else None
+    return None
+
+
+def bucket_figures(headers: Any) -> tuple[int, int, float] | None:
+    """``(limit, remaining, reset_after)`` from a response's rate-limit headers, if it has them."""
+    try:
+        return (
+            int(headers["X-RateLimit-Limit"]),
+            int(headers["X-RateLimit-Remaining"]),
+            float(headers["X-RateLimit-Reset-After"]),
+        )
+    except (KeyError, ValueError):
+        return None
 
 
 def retry_after_of(headers: Any) -> float:
@@ -158,20 +208,28 @@ class DiscordSurface:
         message: discord.Message,
         *,
         watch: RateLimitWatch,
+        pacer: EditPacer | None = None,
         channel_key: str | None = None,
         controls: Callable[[PendingButtons | None], discord.ui.View] | None = None,
     ) -> None:
         self.message: discord.PartialMessage = message  # a Message is a PartialMessage
         self._watch = watch
+        self._pacer = pacer
+        """Paces the surface's other writes in the channel (the thread, its posts there)."""
         self._controls = controls
         """Builds the message's buttons: Stop, and the decision buttons while one is due."""
         self._shown: PendingButtons | None = None
         self._channel_key = channel_key or str(message.channel.id)
         self._on_bot_token = False
         """Set once an interaction's token died and edits went through the channel route."""
+        self._webhook = isinstance(message, discord.InteractionMessage)
 
     @property
     def channel_key(self) -> str:
+        """The bucket the edits count against: the channel's message writes, or, while an
+        interaction's token edits its message, that token's own webhook bucket."""
+        if self._webhook and not self._on_bot_token:
+            return f"{self._channel_key}:interaction:{self.message.id}"
         return self._channel_key
 
     async def edit(self, payload: DiscordPayload) -> None:
@@ -181,16 +239,15 @@ class DiscordSurface:
         elif self._controls is not None and payload.approval != self._shown:
             kwargs["view"] = self._controls(payload.approval)
             self._shown = payload.approval
-        with self._watch.scope(self._channel_key):
-            try:
-                await self._edit(**kwargs)
-            except discord.RateLimited as exc:
-                raise RateLimited(exc.retry_after) from exc
-            except discord.HTTPException as exc:
-                failure = edit_failure(exc)
-                if failure is exc:
-                    raise
-                raise failure from exc
+        try:
+            await self._edit(**kwargs)
+        except discord.RateLimited as exc:
+            raise RateLimited(exc.retry_after) from exc
+        except discord.HTTPException as exc:
+            failure = edit_failure(exc)
+            if failure is exc:
+                raise
+            raise failure from exc
 
     async def _edit(self, **kwargs: Any) -> None:
         if type(self.message) is discord.Message:
@@ -199,7 +256,8 @@ class DiscordSurface:
             # (An interaction's message and a PartialMessage send no flags: theirs hold.)
             kwargs["suppress"] = True
         try:
-            await self.message.edit(**kwargs)
+            with self._watch.scope(self.channel_key):
+                await self.message.edit(**kwargs)
         except discord.HTTPException as exc:
             if not token_expired(exc) or self._on_bot_token:
                 raise
@@ -209,16 +267,28 @@ class DiscordSurface:
             )
             self.message = through_bot_token(self.message)
             self._on_bot_token = True
-            await self.message.edit(**kwargs)
+            with self._watch.scope(self.channel_key):
+                await self.message.edit(**kwargs)
+
+    def _in_channel(self, target: object = None) -> contextlib.AbstractAsyncContextManager[None]:
+        """A write counted in the live message's channel bucket (``target`` None: the channel
+        itself) waits for the pacer like an edit that leaves the finals their write; writes
+        elsewhere (a new thread) have their own bucket."""
+        channel_id = getattr(target, "id", None) if target is not None else self.message.channel.id
+        if self._pacer is None or channel_id != self.message.channel.id:
+            return contextlib.nullcontext()
+        return self._pacer.slot(str(channel_id), priority="first")
 
     async def post_trace(self, trace: Trace, posts: Sequence[DiscordPayload]) -> None:
         target = await self._trace_target(thread_name(trace.question))
         if target is None:
-            await self._attach_instead(trace)
+            async with self._in_channel():
+                await self._attach_instead(trace)
             return
         for number, post in enumerate(posts, 1):
             try:
-                await send_post(target, post.content, post.files)
+                async with self._in_channel(target):
+                    await send_post(target, post.content, post.files)
             except discord.HTTPException as exc:
                 if exc.status not in PAYLOAD_REFUSED:
                     raise
@@ -248,9 +318,10 @@ class DiscordSurface:
         if isinstance(channel, discord.Thread) or self.message.guild is None:
             return channel
         try:
-            return await self.message.create_thread(
-                name=name, auto_archive_duration=THREAD_ARCHIVE_MINUTES
-            )
+            async with self._in_channel():
+                return await self.message.create_thread(
+                    name=name, auto_archive_duration=THREAD_ARCHIVE_MINUTES
+                )
         except discord.Forbidden:
             log.warning("no permission to open a thread in channel %s", channel.id)
             return None

@@ -34,7 +34,8 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
-from adapters.live import EditPacer, LiveMessage, LiveStats, RunView, TokenBucket
+from adapters.live import LiveMessage, LiveStats, RunView
+from adapters.pacing import EditPacer, SlidingWindow
 from adapters.slack.payloads import Question, from_command, from_event
 from adapters.slack.render import (
     SHUTDOWN,
@@ -117,12 +118,13 @@ class _Active:
     channel: str
 
 
-def workspace_budget(settings: SlackSettings) -> TokenBucket | None:
-    """Slack limits ``chat.update`` per workspace, so every channel draws on one budget."""
+def workspace_budget(settings: SlackSettings) -> SlidingWindow | None:
+    """Slack limits ``chat.update`` per workspace (Tier 3, "50+ per minute"), so every channel
+    draws on one budget: at most that many in any minute."""
     per_minute = settings.workspace_updates_per_minute
     if per_minute <= 0:
         return None
-    return TokenBucket(per_minute / 60, burst=max(1, int(per_minute // 5)))
+    return SlidingWindow(max(1, int(per_minute)), 60.0)
 
 
 class SlackBot:

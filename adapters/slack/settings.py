@@ -22,7 +22,7 @@ class SlackSettings:
     path: str = "/slack/events"
     api_base_url: str | None = None
     update_interval: float = 1.0
-    """Seconds between edits of messages in one channel."""
+    """Least seconds between live updates in one channel (a final state never waits for it)."""
     workspace_updates_per_minute: float = 50.0
     """Budget for ``chat.update`` across the workspace (Slack's Tier 3); 0 means no limit."""
     per_thread: bool = True

@@ -35,13 +35,18 @@ Scripting:
   header, ``msg_blocks_too_long``, ``not_in_channel``...).
 - ``not_joined``: channels where posting answers ``not_in_channel``.
 - ``limit(method, per_second)``: per channel, more than that many calls in any one-second
-  window answer 429 (Slack's own behaviour, so a benchmark can count violations).
+  window answer 429 (``chat.postMessage``'s "1 per second per channel", so a benchmark can
+  count violations).
+- ``workspace_limit(method, per_minute)``: across the workspace, more than that many calls in
+  any 60 seconds answer 429 with the seconds until one expires (the Web API tiers, "per
+  method per app per workspace", read strictly: ``chat.update`` is Tier 3, 50+ per minute).
 """
 
 from __future__ import annotations
 
 import itertools
 import json
+import math
 import time
 from collections import defaultdict, deque
 from collections.abc import Callable, Iterator, Sequence
@@ -161,6 +166,8 @@ class FakeSlack:
         self._failures: defaultdict[str, deque[_Failure]] = defaultdict(deque)
         self._limits: dict[str, int] = {}
         self._windows: defaultdict[tuple[str, str], deque[float]] = defaultdict(deque)
+        self._workspace_limits: dict[str, int] = {}
+        self._workspace_windows: defaultdict[str, deque[float]] = defaultdict(deque)
         self._ts = itertools.count(1)
         self._runner: web.AppRunner | None = None
 
@@ -211,6 +218,10 @@ class FakeSlack:
 
     def limit(self, method: str, per_second: int) -> Self:
         self._limits[method] = per_second
+        return self
+
+    def workspace_limit(self, method: str, per_minute: int) -> Self:
+        self._workspace_limits[method] = per_minute
         return self
 
     # ---- inspection -----------------------------------------------------------------------
@@ -267,6 +278,10 @@ class FakeSlack:
         queued = self._failures[method]
         if queued and (queued[0].when is None or queued[0].when(args)):
             return queued.popleft()
+        if method in self._workspace_limits:
+            wait = self._workspace_wait(method)
+            if wait is not None:
+                return _Failure("ratelimited", 429, wait)
         if method in self._limits and channel and not self._within_limit(method, channel):
             return _Failure("ratelimited", 429, 1)
         if method == "chat.postMessage" and channel in self.not_joined:
@@ -282,6 +297,17 @@ class FakeSlack:
             return False
         window.append(now)
         return True
+
+    def _workspace_wait(self, method: str) -> int | None:
+        """None when the call fits the workspace's minute, else Retry-After (whole seconds)."""
+        now = time.monotonic()
+        window = self._workspace_windows[method]
+        while window and window[0] <= now - 60.0:
+            window.popleft()
+        if len(window) >= self._workspace_limits[method]:
+            return max(1, math.ceil(window[0] + 60.0 - now))
+        window.append(now)
+        return None
 
     async def _answer(self, method: str, args: JSON, failure: _Failure) -> web.Response:
         if failure.status == 429:

@@ -156,7 +156,8 @@ async def test_mention_gets_placeholder_paced_edits_answer_and_trace_thread() ->
         )
         edits = h.edits(reply_id)
         assert len(edits) >= 3
-        assert min(gaps(edits)) >= INTERVAL - TOLERANCE
+        # live updates keep the channel's spacing; the final state does not wait for it
+        assert min(gaps(edits[:-1])) >= INTERVAL - TOLERANCE
         assert "Thinking · step 1/8" in edits[0].json["content"]
         final = edits[-1].json
         assert final["content"].startswith("17*23+4 = 395\n-# ✅ 2 steps")
@@ -322,7 +323,8 @@ async def test_slash_ask_defers_then_edits_the_original_response() -> None:
         originals = h.fake.calls_to("PATCH", "/messages/@original")
         assert originals[0].json["content"] == "⏳ Starting…"
         assert originals[-1].json["content"].startswith("17*23+4 = 395")
-        assert min(gaps([c for c in originals if c.status == 200][1:])) >= INTERVAL - TOLERANCE
+        live = [c for c in originals if c.status == 200][1:-1]  # the final does not wait
+        assert min(gaps(live)) >= INTERVAL - TOLERANCE
         assert h.fake.calls_to("POST", "/threads")
 
 

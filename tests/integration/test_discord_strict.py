@@ -275,3 +275,108 @@ async def test_one_refused_thread_post_leaves_a_note_and_the_rest_still_goes(
             ("**Totals**", 200),
         ]
         assert any("refused post 2 of 3" in r.getMessage() for r in caplog.records)
+
+
+# ---- pacing against Discord's buckets (5 message writes per 5 s per channel) ----------------
+
+DISCORD_BUCKET = (5, 5.0)
+
+
+def final_delays(h: Harness) -> list[float]:
+    """Per run, from its final event to Discord receiving the final edit (when people see
+    it; discord.py may return later, holding the request that spent a bucket until it resets)."""
+    delays = []
+    for live in h.lives:
+        message_id = live.surface.message.id  # type: ignore[attr-defined]
+        edits = [c for c in h.fake.calls_to("PATCH", f"/messages/{message_id}") if c.status == 200]
+        assert live.stats.final_at is not None and edits
+        delays.append(edits[-1].at - live.stats.final_at)
+    return sorted(delays)
+
+
+async def test_a_final_right_after_live_updates_goes_at_once_from_the_kept_edit() -> None:
+    # The placeholder, the first update and two live ones spend four of the channel's five
+    # writes in the first second; live updates then stop, and the final takes the fifth.
+    fake = FakeDiscord(channel_limit=DISCORD_BUCKET)
+    async with running([SLOW_ANSWER], fake=fake) as h:
+        await h.mention("what is 17*23+4?")
+        await h.finished()
+        assert h.fake.rate_limited == 0 and h.bot.watch.hits == 0
+        assert len(final_edits(h, "It is 395.")) == 1
+        (delay,) = final_delays(h)
+        assert delay < 1.0  # the bucket resets 5 s after the placeholder: the final did not wait
+        assert h.bot.cog is not None
+        assert h.bot.cog.pacer.stats.waits["final"] == 0  # the bucket held an edit for it
+        assert h.bot.cog.pacer.stats.waits["live"] >= 1  # live updates gave way
+
+
+async def test_many_channels_at_once_each_final_goes_without_waiting_and_without_a_429() -> None:
+    fake = FakeDiscord(channel_limit=DISCORD_BUCKET)
+    channels = [CHANNEL_ID + 1 + i for i in range(20)]
+    for channel in channels:
+        fake.add_channel(channel)
+    async with running([QUICK_ANSWER] * len(channels), fake=fake) as h:
+        for n, channel in enumerate(channels):
+            await h.mention("hi", channel_id=channel, author_id=2000 + n)
+        await h.finished(len(channels))
+        assert h.fake.rate_limited == 0 and h.bot.watch.hits == 0
+        assert len(final_edits(h, "Hello, bob.")) == len(channels)
+        assert h.bot.cog is not None and h.bot.cog.pacer.stats.waits["final"] == 0
+
+
+async def test_a_burst_of_finals_in_one_channel_stays_inside_the_bucket() -> None:
+    # Four quick runs in one channel: four placeholders and four first updates and four finals
+    # are twelve writes for a bucket of five: finals go while it has an edit, then wait for
+    # the reset that the headers announce, and Discord never answers 429.
+    fake = FakeDiscord(channel_limit=(5, 1.0))
+    async with running([QUICK_ANSWER] * 4, fake=fake) as h:
+        for n in range(4):
+            await h.mention("hi", author_id=3000 + n)
+        await h.finished(4)
+        assert h.fake.rate_limited == 0 and h.bot.watch.hits == 0
+        assert len(final_edits(h, "Hello, bob.")) == 4
+
+
+async def test_a_429_in_the_middle_of_a_burst_holds_that_channel_only() -> None:
+    fake = FakeDiscord(channel_limit=DISCORD_BUCKET)
+    other = CHANNEL_ID + 100
+    fake.add_channel(other)
+    async with running([SLOW_ANSWER, SLOW_ANSWER], fake=fake) as h:
+        await h.mention("what is 17*23+4?")
+        await h.mention("and again?", channel_id=other, author_id=4000)
+        await a_run_is_editing(h)
+        h.fake.rate_limit_next("PATCH", f"/channels/{CHANNEL_ID}/messages/", retry_after=0.6)
+        await h.finished(2)
+        assert len(final_edits(h, "It is 395.")) == 2
+        limited = [c for c in h.fake.calls if c.status == 429]
+        assert len(limited) == 1 and h.bot.watch.hits == 1
+        later = [
+            c
+            for c in h.fake.calls_to("PATCH", f"/channels/{CHANNEL_ID}/messages/")
+            if c.at > limited[0].at and c.status == 200
+        ]
+        assert later and later[0].at - limited[0].at >= 0.6 - 0.05  # its channel waited
+        elsewhere = [
+            c
+            for c in h.fake.calls_to("PATCH", f"/channels/{other}/messages/")
+            if limited[0].at < c.at < limited[0].at + 0.5
+        ]
+        assert elsewhere  # the other channel went on editing meanwhile
+
+
+async def test_writes_the_bot_did_not_pace_count_too_so_live_updates_leave_the_final_its_edit() -> (
+    None
+):
+    # Two runs in one channel: two placeholders and two first updates leave one write of five.
+    # The pacer hears of the placeholders from the bucket's headers, so no live update takes
+    # that write (discord.py would then hold the finals behind it until the bucket resets).
+    fake = FakeDiscord(channel_limit=DISCORD_BUCKET)
+    async with running([SLOW_ANSWER, SLOW_ANSWER], fake=fake) as h:
+        await h.mention("what is 17*23+4?")
+        await h.mention("and again?", author_id=5000)
+        await h.finished(2, within=20)
+        assert h.fake.rate_limited == 0
+        delays = final_delays(h)
+        assert len(delays) == 2
+        assert delays[0] < 1.0, delays  # the first final took the kept write (the bucket: 5 s)
+        assert delays[1] > 1.0, delays  # the second waited for the bucket (no 429: it knew)

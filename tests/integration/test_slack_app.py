@@ -288,17 +288,58 @@ async def test_slash_command_acks_at_once_and_the_message_goes_live_to_the_answe
     h.model.assert_complete()
 
 
-async def test_updates_in_one_channel_keep_the_interval(make: Any) -> None:
+async def test_live_updates_in_one_channel_keep_the_interval(make: Any) -> None:
     h: Harness = await make(
         tool_then_answer(delay=0.02) + tool_then_answer(delay=0.02), cooldown_seconds=0
     )
     await h.ask("one")
     await h.ask("two", user="U2BOB")
     await h.settled()
-    times = [c.at for c in h.fake.calls("chat.update") if c.args["channel"] == CHANNEL]
-    assert len(times) >= 4
-    gaps = [b - a for a, b in itertools.pairwise(times)]
+    updates = [c for c in h.fake.calls("chat.update") if c.args["channel"] == CHANNEL]
+    by_message: dict[str, list[float]] = {}
+    for call in updates:
+        by_message.setdefault(str(call.args["ts"]), []).append(call.at)
+    # a run's first update and its final state go at once; every other update keeps the
+    # channel's interval after whatever update came before it, of either run
+    urgent = {times[0] for times in by_message.values()} | {t[-1] for t in by_message.values()}
+    gaps = [b.at - a.at for a, b in itertools.pairwise(updates) if b.at not in urgent]
+    assert len(gaps) >= 2
     assert min(gaps) >= INTERVAL - 0.05, gaps
+
+
+async def test_finals_across_channels_go_at_once_within_the_workspace_budget(
+    make: Any, fake: FakeSlack
+) -> None:
+    # Slack counts chat.update per workspace. Four runs in four channels with a budget of
+    # eight a minute: live updates leave four for the finals of the runs still going, so
+    # every final finds an update left and none waits, and Slack never answers 429.
+    # (Were live updates to spend it, a final would wait for the minute to pass.)
+    fake.workspace_limit("chat.update", 8)
+    tool, finish = tool_then_answer(delay=0.02)
+    h: Harness = await make([tool] * 4 + [finish] * 4, workspace_updates_per_minute=8)
+    for n in range(4):
+        await h.ask(f"question {n}", user=f"U{n}ASKER", channel=f"C{n}CHAN")
+    await h.settled()
+    assert fake.rate_limited == 0 and h.bot.pacer.rate_limited == 0
+    finals = [m for m in fake.roots() if "17*23 = 391." in message_text(m)]
+    assert len(finals) == 4
+    assert h.bot.pacer.stats.waits["final"] == 0
+    assert len(fake.calls("chat.update", ok=True)) <= 8
+
+
+async def test_a_workspace_wide_429_holds_every_channel_and_every_final_still_arrives(
+    make: Any, fake: FakeSlack
+) -> None:
+    h: Harness = await make(tool_then_answer(delay=0.02) * 2)
+    fake.fail("chat.update", "ratelimited", status=429, retry_after=1)
+    await h.ask("one", channel="C1ONE")
+    await h.ask("two", user="U2BOB", channel="C2TWO")
+    await h.settled()
+    assert fake.rate_limited == 1 and h.bot.pacer.rate_limited == 1
+    (limited,) = [c for c in fake.records if c.status == 429]
+    after = [c for c in fake.calls("chat.update", ok=True) if c.at > limited.at]
+    assert after and min(c.at for c in after) - limited.at >= 1.0 - 0.05  # both channels held
+    assert sum("17*23 = 391." in message_text(m) for m in fake.roots()) == 2
 
 
 async def test_thread_mention_continues_the_conversation_in_the_thread(make: Any) -> None:

@@ -8,15 +8,8 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 
-from adapters.live import (
-    EditDeferred,
-    EditPacer,
-    EditRejected,
-    LiveMessage,
-    RateLimited,
-    RunView,
-    TokenBucket,
-)
+from adapters.live import EditDeferred, EditRejected, LiveMessage, RateLimited, RunView
+from adapters.pacing import EditPacer
 from core.agent import Agent
 from core.events import Event, Finished, RunStarted, StepStarted, ThoughtDelta
 from core.scripted import ScriptedModel, Turn
@@ -92,9 +85,10 @@ async def test_edits_are_coalesced_and_paced_and_the_final_state_arrives() -> No
     live = LiveMessage(surface, TextRenderer(), EditPacer(0.1))
     slow = Turn("Thought: " + "word " * 40 + "\nAction: finish[4]", chunk_size=3, delay=0.005)
     view = await live.follow(run_events(slow))
-    times = [t for t, _ in surface.edits]
+    live_times = [t for t, _ in surface.edits[:-1]]
     assert surface.edits[-1][1] == "FINAL answered: 4"
-    assert all(b - a >= 0.1 - 0.01 for a, b in itertools.pairwise(times))
+    # live updates keep the channel's spacing; the final state does not wait for it
+    assert all(b - a >= 0.1 - 0.01 for a, b in itertools.pairwise(live_times))
     assert 2 <= len(surface.edits) < 15  # ~70 chunks, coalesced into a handful of edits
     assert surface.posted == ["step 1"]
     assert view.phase == "answered"
@@ -131,38 +125,6 @@ async def test_an_event_stream_that_ends_early_still_ends_in_a_final_state() -> 
     view = await LiveMessage(surface, TextRenderer(), EditPacer(0.01)).follow(cut_short())
     assert view.phase == "failed"
     assert surface.edits[-1][1] == "FINAL failed: The run ended without a result."
-
-
-async def test_one_busy_channel_does_not_slow_another() -> None:
-    pacer = EditPacer(0.3)
-    stamps: dict[str, list[float]] = {"a": [], "b": []}
-
-    async def edit(channel: str) -> None:
-        async with pacer.slot(channel):
-            stamps[channel].append(time.monotonic())
-
-    started = time.monotonic()
-    await asyncio.gather(edit("a"), edit("a"), edit("b"))
-    assert stamps["a"][1] - stamps["a"][0] >= 0.3 - 0.02
-    assert stamps["b"][0] - started < 0.1
-
-
-async def test_shared_budget_spaces_edits_across_channels_and_honours_a_block() -> None:
-    bucket = TokenBucket(20, burst=1)  # one edit per 50 ms across all channels
-    pacer = EditPacer(0.0, shared=bucket)
-    stamps: list[float] = []
-
-    async def edit(channel: str) -> None:
-        async with pacer.slot(channel):
-            stamps.append(time.monotonic())
-
-    await asyncio.gather(*(edit(f"c{i}") for i in range(5)))
-    gaps = [b - a for a, b in itertools.pairwise(stamps)]
-    assert all(gap >= 0.05 - 0.01 for gap in gaps)
-    pacer.rate_limit_hit("c0", RateLimited(0.2, shared=True))
-    before = time.monotonic()
-    await edit("other-channel")  # a workspace-wide 429 holds every channel
-    assert time.monotonic() - before >= 0.2 - 0.02
 
 
 class BrokenRenderer(TextRenderer):

@@ -1,0 +1,316 @@
+"""When a live message may be edited: each platform's real allowance, spent by priority.
+
+A final state is what a person waits for, so it goes out the moment the platform allows it; a
+live update is a courtesy and must never make the final one wait. Three priorities:
+
+- ``final``: the answer, an error, "stopped". No spacing; it may spend the last edit left.
+- ``first``: a run's first visible update. No spacing, but it leaves one edit in reserve.
+- ``live``: every other update. At most one per ``live_interval`` in a channel, and it
+  leaves one edit in the channel's allowance, and one in a shared budget for each run still
+  going (its final). Live updates coalesce in ``LiveMessage``: the latest state wins.
+
+The allowances, as the platforms count them:
+
+- ``Window``: Discord's per-route bucket (``topics/rate-limits.mdx``): ``limit`` requests,
+  then none until the bucket resets. Before the first response it assumes 5 per 5 s (a
+  channel's message writes); each response's ``X-RateLimit-Limit``, ``-Remaining`` and
+  ``-Reset-After`` then correct it (``observe``), with the requests still in flight counted
+  as spent.
+- ``SlidingWindow``: Slack's per-workspace method tiers ("50+ per minute") read strictly: at
+  most ``limit`` in any ``per`` seconds, however the platform's own window is aligned.
+
+A 429 still empties the channel (or, for a workspace-wide limit, every channel) for
+``retry_after``. Waiters sleep until the earliest moment their priority could go and check
+again, so an idle channel costs nothing and a busy one does not spin.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Literal
+
+Priority = Literal["final", "first", "live"]
+
+DISCORD_CHANNEL_WRITES = (5, 5.0)
+"""A Discord channel's message writes before its bucket's headers say otherwise."""
+CHANNEL_RESERVE = 1
+"""Edits a channel's live updates leave for a final state."""
+RESERVE_RECHECK = 1.0
+"""Seconds before a live update that the reserve alone holds back asks again (runs end)."""
+IN_FLIGHT_RECHECK = 0.05
+"""Seconds before an edit held back by requests still in flight asks again."""
+MAX_IDLE_CHANNELS = 1024
+"""Channel states kept after they went idle (their learned limits); older idle ones go."""
+
+
+class Window:
+    """A fixed-window bucket, corrected by the platform's rate-limit headers."""
+
+    def __init__(self, limit: int, per: float) -> None:
+        self.limit = limit
+        self.per = per
+        self.remaining = limit
+        self.reset_at = -math.inf
+        self.bucket: str | None = None
+        """The platform's bucket id, once a response named it."""
+        self.in_flight = 0
+
+    def _refill(self, now: float) -> None:
+        if now >= self.reset_at:
+            self.remaining = self.limit
+            self.reset_at = math.inf  # the window starts with its first request
+
+    def wait(self, now: float, reserve: int) -> float:
+        self._refill(now)  # a fresh window holds ``limit``, so this waits only in a spent one
+        if self.remaining > min(reserve, self.limit - 1):
+            return 0.0
+        return max(0.0, self.reset_at - now)
+
+    def spend(self, now: float) -> None:
+        self._refill(now)
+        if self.reset_at == math.inf:
+            self.reset_at = now + self.per
+        self.remaining -= 1
+
+    def observe(
+        self, now: float, *, limit: int, remaining: int, reset_after: float, bucket: str | None
+    ) -> None:
+        """What a response's headers say. The request that answered is no longer in flight;
+        the others may not have been counted yet, so they are taken off what is left."""
+        self.limit = max(1, limit)
+        self.per = max(self.per, reset_after)
+        others = max(0, self.in_flight - 1)
+        self.remaining = max(0, min(self.limit, remaining - others))
+        self.reset_at = now + reset_after
+        self.bucket = bucket or self.bucket
+
+    def idle(self, now: float) -> bool:
+        return self.in_flight == 0 and now >= self.reset_at
+
+
+class SlidingWindow:
+    """At most ``limit`` requests in any ``per`` seconds, as the platform sees them.
+
+    A request counts from when it is sent until ``per`` seconds after its answer came back:
+    the platform received it somewhere in between, and a network (or event-loop) delay must
+    not let the next one in before the platform's own window let the old one go."""
+
+    def __init__(self, limit: int, per: float = 60.0) -> None:
+        self.limit = max(1, limit)
+        self.per = per
+        self.sent: deque[float] = deque()
+        """When each answered request's answer came back, oldest first."""
+        self.in_flight = 0
+
+    def _expire(self, now: float) -> None:
+        while self.sent and self.sent[0] <= now - self.per:
+            self.sent.popleft()
+
+    def wait(self, now: float, reserve: int) -> float:
+        self._expire(now)
+        over = len(self.sent) + self.in_flight + reserve + 1 - self.limit
+        if over <= 0:
+            return 0.0
+        if over > len(self.sent):  # requests in flight or the reserve fill it: ask again soon
+            return min(self.per, IN_FLIGHT_RECHECK if self.in_flight else RESERVE_RECHECK)
+        return max(0.0, self.sent[over - 1] + self.per - now)
+
+    def spend(self, now: float) -> None:
+        self.in_flight += 1
+
+    def done(self, now: float) -> None:
+        """The request's answer came back (or it failed): it expires ``per`` from now."""
+        self.in_flight -= 1
+        self.sent.append(now)
+
+    def idle(self, now: float) -> bool:
+        self._expire(now)
+        return not self.sent and not self.in_flight
+
+    def used(self, now: float) -> int:
+        self._expire(now)
+        return len(self.sent) + self.in_flight
+
+
+@dataclass(slots=True)
+class ChannelState:
+    window: Window | None
+    last_edit: float = -math.inf
+    blocked_until: float = -math.inf
+    waiting: int = 0
+    in_flight: int = 0
+    live_turn: asyncio.Lock = field(default_factory=asyncio.Lock)
+    """Live updates of different runs in the channel take turns (first come, first served)."""
+
+    def idle(self, now: float, interval: float) -> bool:
+        return (
+            self.waiting == 0
+            and self.in_flight == 0
+            and now >= max(self.blocked_until, self.last_edit + interval)
+            and (self.window is None or self.window.idle(now))
+        )
+
+
+@dataclass(slots=True)
+class PacerStats:
+    rate_limited: int = 0
+    """429s heard of, from any channel."""
+    waits: dict[str, int] = field(default_factory=lambda: {"final": 0, "first": 0, "live": 0})
+    """Edits that could not go at once, by priority."""
+
+
+class EditPacer:
+    """Every channel's allowance in this process, and a budget they share (``shared``).
+
+    ``channel_window``: ``(limit, per)`` of each channel's own bucket (Discord's), or None
+    where a platform counts no per-channel bucket for edits (Slack's ``chat.update``)."""
+
+    def __init__(
+        self,
+        live_interval: float,
+        *,
+        channel_window: tuple[int, float] | None = None,
+        shared: SlidingWindow | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.live_interval = live_interval
+        self.channel_window = channel_window
+        self.shared = shared
+        self._clock = clock
+        self._channels: dict[str, ChannelState] = {}
+        self._shared_blocked_until = -math.inf
+        self.running = 0
+        """Runs whose live message is following them (their finals are still to come)."""
+        self.stats = PacerStats()
+
+    @property
+    def rate_limited(self) -> int:
+        return self.stats.rate_limited
+
+    def _state(self, channel: str) -> ChannelState:
+        state = self._channels.get(channel)
+        if state is None:
+            window = Window(*self.channel_window) if self.channel_window else None
+            state = self._channels[channel] = ChannelState(window)
+        return state
+
+    @contextlib.contextmanager
+    def following(self) -> Iterator[None]:
+        """A run is live: its final edit will come, so live updates keep budget for it."""
+        self.running += 1
+        try:
+            yield
+        finally:
+            self.running -= 1
+
+    def _shared_reserve(self, priority: Priority) -> int:
+        if priority == "final" or self.shared is None:
+            return 0
+        return min(self.running, self.shared.limit)  # one final per run still going
+
+    def _wait(self, state: ChannelState, priority: Priority, now: float) -> float:
+        wait = max(state.blocked_until, self._shared_blocked_until) - now
+        if priority == "live":
+            wait = max(wait, state.last_edit + self.live_interval - now)
+        if wait > 0:
+            return wait
+        reserve = 0 if priority == "final" else CHANNEL_RESERVE
+        if state.window is not None:
+            wait = state.window.wait(now, reserve)
+            if wait > 0:
+                return wait
+        if self.shared is not None:
+            return self.shared.wait(now, self._shared_reserve(priority))
+        return 0.0
+
+    @contextlib.asynccontextmanager
+    async def slot(self, channel: str, *, priority: Priority = "live") -> AsyncIterator[None]:
+        """Wait until an edit of ``priority`` may go in ``channel``, spend it, and hold it while
+        the edit is in flight."""
+        state = self._state(channel)
+        state.waiting += 1
+        try:
+            if priority == "live":
+                async with state.live_turn:
+                    await self._until_allowed(state, priority)
+            else:
+                await self._until_allowed(state, priority)
+        finally:
+            state.waiting -= 1
+        state.in_flight += 1
+        try:
+            yield
+        finally:
+            state.in_flight -= 1
+            if state.window is not None:
+                state.window.in_flight -= 1
+            if self.shared is not None:
+                self.shared.done(self._clock())
+            self._forget_idle()
+
+    async def _until_allowed(self, state: ChannelState, priority: Priority) -> None:
+        waited = False
+        while (wait := self._wait(state, priority, self._clock())) > 0:
+            waited = True
+            await asyncio.sleep(wait)
+        if waited:
+            self.stats.waits[priority] += 1
+        now = self._clock()  # no await from the check to here: nobody else spends meanwhile
+        if state.window is not None:
+            state.window.spend(now)
+            state.window.in_flight += 1
+        if self.shared is not None:
+            self.shared.spend(now)
+        state.last_edit = now
+
+    def _forget_idle(self) -> None:
+        if len(self._channels) <= MAX_IDLE_CHANNELS:
+            return
+        now = self._clock()
+        for key in [k for k, s in self._channels.items() if s.idle(now, self.live_interval)]:
+            del self._channels[key]
+
+    def observe(
+        self,
+        channel: str,
+        *,
+        limit: int,
+        remaining: int,
+        reset_after: float,
+        bucket: str | None = None,
+        scoped: bool = True,
+    ) -> None:
+        """A response's rate-limit headers for ``channel``'s bucket. ``scoped``: the request
+        was one of our edits there; else (another write in the channel, such as a new message)
+        it is believed unless the edits are known to count against a different bucket."""
+        window = self._state(channel).window
+        if window is None:
+            return
+        if not scoped and window.bucket is not None and bucket != window.bucket:
+            return
+        window.observe(
+            self._clock(), limit=limit, remaining=remaining, reset_after=reset_after, bucket=bucket
+        )
+
+    def postpone(self, channel: str, seconds: float, *, shared: bool = False) -> None:
+        until = self._clock() + seconds
+        state = self._state(channel)
+        state.blocked_until = max(state.blocked_until, until)
+        if shared:
+            self._shared_blocked_until = max(self._shared_blocked_until, until)
+
+    def rate_limit_hit(self, channel: str, retry_after: float, *, shared: bool = False) -> None:
+        """A 429: nothing more goes to ``channel`` (every channel, if ``shared``) for
+        ``retry_after``; the channel's bucket is spent until then."""
+        self.stats.rate_limited += 1
+        self.postpone(channel, retry_after, shared=shared)
+        window = self._state(channel).window
+        if window is not None:
+            window.remaining = 0
+            window.reset_at = max(window.reset_at, self._clock() + retry_after)

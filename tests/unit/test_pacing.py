@@ -1,0 +1,242 @@
+"""The edit pacer: each platform's allowance, spent by priority (finals first, live last)."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from adapters.pacing import EditPacer, Priority, SlidingWindow, Window
+
+SOON = 0.05
+"""A slot that goes 'at once' is granted within this (a loaded machine's scheduling)."""
+
+
+# ---- the allowances alone (explicit times, no sleeping) ------------------------------------
+
+
+def test_a_window_spends_its_limit_then_waits_for_its_reset() -> None:
+    window = Window(5, 5.0)
+    for _ in range(5):
+        assert window.wait(10.0, reserve=0) == 0
+        window.spend(10.0)
+    assert window.wait(11.0, reserve=0) == 4.0  # the window began with its first request
+    assert window.wait(15.0, reserve=0) == 0  # reset: the whole limit again
+
+
+def test_live_updates_leave_the_last_edit_of_a_window_to_a_final() -> None:
+    window = Window(5, 5.0)
+    for _ in range(4):
+        window.spend(0.0)
+    assert window.wait(1.0, reserve=1) == 4.0  # a live update would take the last one
+    assert window.wait(1.0, reserve=0) == 0  # a final may
+
+
+def test_a_window_believes_the_headers_and_counts_its_own_requests_in_flight() -> None:
+    window = Window(5, 5.0)
+    window.spend(0.0)
+    window.spend(0.0)
+    window.in_flight = 2
+    # the first answer: 4 left as Discord counted, but the second request may not be counted yet
+    window.observe(0.1, limit=5, remaining=4, reset_after=4.9, bucket="abc")
+    assert (window.remaining, window.bucket) == (3, "abc")
+    assert window.reset_at == 0.1 + 4.9
+    window.observe(0.2, limit=2, remaining=0, reset_after=1.0, bucket=None)  # a smaller bucket
+    assert window.limit == 2 and window.wait(0.3, reserve=0) == pytest.approx(0.9)
+    assert window.bucket == "abc"
+
+
+def test_a_sliding_window_never_holds_more_than_its_limit_in_any_period() -> None:
+    window = SlidingWindow(3, per=60.0)
+    for at in (0.0, 10.0, 20.0):
+        assert window.wait(at, reserve=0) == 0
+        window.spend(at)
+        window.done(at)
+    assert window.wait(30.0, reserve=0) == 30.0  # until the first one is a minute old
+    assert window.wait(60.0, reserve=0) == 0
+    assert window.wait(60.0, reserve=1) == 10.0  # keeping one back: the second must expire too
+    assert window.used(100.0) == 0 and window.idle(100.0)
+
+
+def test_a_request_counts_from_its_sending_until_a_period_after_its_answer() -> None:
+    """The platform received it somewhere in between: a slow answer must not let the next
+    request in before the platform's window let this one go."""
+    window = SlidingWindow(1, per=60.0)
+    window.spend(0.0)
+    assert window.wait(5.0, reserve=0) == 0.05  # in flight: ask again shortly
+    window.done(2.0)  # answered two seconds later
+    assert window.wait(60.0, reserve=0) == 2.0
+    assert window.wait(62.0, reserve=0) == 0
+
+
+def test_a_reserve_as_large_as_the_budget_holds_live_updates_until_runs_end() -> None:
+    window = SlidingWindow(2, per=60.0)
+    assert window.wait(0.0, reserve=2) == 1.0  # nothing to expire: ask again in a second
+    assert window.wait(0.0, reserve=1) == 0
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    limit=st.integers(1, 8),
+    per=st.floats(0.5, 10.0),
+    gaps=st.lists(st.floats(0.0, 3.0), min_size=1, max_size=60),
+    reserves=st.lists(st.integers(0, 3), min_size=1, max_size=60),
+)
+def test_a_sliding_window_granted_at_its_own_times_never_exceeds_its_limit(
+    limit: int, per: float, gaps: list[float], reserves: list[int]
+) -> None:
+    """Asking at arbitrary times and waiting exactly as long as it says: every period of
+    ``per`` seconds holds at most ``limit`` grants."""
+    window = SlidingWindow(limit, per=per)
+    now, granted = 0.0, []
+    for gap, wanted in zip(gaps, itertools.cycle(reserves), strict=False):
+        now += gap
+        reserve = min(wanted, limit - 1)  # (a reserve of the whole budget waits for runs to end)
+        while (wait := window.wait(now, reserve)) > 0:  # as the pacer does
+            now += wait
+        window.spend(now)
+        window.done(now)
+        granted.append(now)
+    for i, start in enumerate(granted):
+        inside = [t for t in granted[i:] if t < start + per - 1e-9]
+        assert len(inside) <= limit
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    limit=st.integers(1, 8),
+    gaps=st.lists(st.floats(0.0, 3.0), min_size=1, max_size=60),
+    finals=st.lists(st.booleans(), min_size=1, max_size=60),
+)
+def test_a_window_granted_at_its_own_times_never_exceeds_discords_fixed_windows(
+    limit: int, gaps: list[float], finals: list[bool]
+) -> None:
+    """Discord's bucket: a window opens with its first request and admits ``limit`` until it
+    resets. Requests the Window grants never go past what such a bucket admits."""
+    per = 5.0
+    window = Window(limit, per)
+    server_start, server_used = -float("inf"), 0
+    now = 0.0
+    for gap, final in zip(gaps, itertools.cycle(finals), strict=False):
+        now += gap
+        reserve = 0 if final else 1
+        while (wait := window.wait(now, reserve)) > 0:  # as the pacer does
+            now += wait
+        window.spend(now)
+        if now >= server_start + per:
+            server_start, server_used = now, 0
+        server_used += 1
+        assert server_used <= limit
+
+
+# ---- the pacer (real time, short figures) --------------------------------------------------
+
+
+async def stamp(pacer: EditPacer, channel: str, priority: Priority, out: list[float]) -> None:
+    async with pacer.slot(channel, priority=priority):
+        out.append(time.monotonic())
+
+
+async def test_a_burst_of_finals_in_one_channel_goes_at_once_up_to_the_bucket() -> None:
+    pacer = EditPacer(1.0, channel_window=(3, 0.4))
+    started, times = time.monotonic(), []
+    await asyncio.gather(*(stamp(pacer, "c", "final", times) for _ in range(4)))
+    first, last = sorted(times)[:3], sorted(times)[3]
+    assert all(t - started < SOON for t in first)
+    assert last - started >= 0.4 - 0.02  # the fourth waits for the bucket's reset
+
+
+async def test_a_final_right_after_a_live_update_does_not_wait_for_the_spacing() -> None:
+    pacer = EditPacer(0.5, channel_window=(5, 5.0))
+    times: list[float] = []
+    await stamp(pacer, "c", "live", times)
+    await stamp(pacer, "c", "final", times)
+    await stamp(pacer, "c", "live", times)
+    assert times[1] - times[0] < SOON
+    assert times[2] - times[1] >= 0.5 - 0.02  # live updates keep it, after any edit
+
+
+async def test_live_updates_never_spend_the_edit_a_final_needs() -> None:
+    pacer = EditPacer(0.0, channel_window=(3, 0.5))
+    started, times = time.monotonic(), []
+    await stamp(pacer, "c", "first", times)  # leaves one in reserve too
+    await stamp(pacer, "c", "live", times)
+    waiting = asyncio.ensure_future(stamp(pacer, "c", "live", times))
+    await asyncio.sleep(0.1)
+    assert len(times) == 2 and not waiting.done()  # one edit left: the final's
+    await stamp(pacer, "c", "final", times)
+    assert times[2] - started < 0.1 + SOON
+    await waiting
+    assert times[3] - started >= 0.5 - 0.02
+    assert pacer.stats.waits["live"] == 1 and pacer.stats.waits["final"] == 0
+
+
+async def test_a_429_in_the_middle_of_a_burst_holds_the_channel_for_its_retry_after() -> None:
+    pacer = EditPacer(1.0, channel_window=(5, 5.0))
+    times: list[float] = []
+    await stamp(pacer, "c", "final", times)
+    pacer.rate_limit_hit("c", 0.3)
+    hit = time.monotonic()
+    await asyncio.gather(stamp(pacer, "c", "final", times), stamp(pacer, "other", "final", times))
+    assert min(times[1:]) - hit < SOON  # another channel is not held
+    assert max(times[1:]) - hit >= 0.3 - 0.02
+    assert pacer.rate_limited == 1
+
+
+async def test_a_workspace_wide_429_holds_every_channel() -> None:
+    pacer = EditPacer(0.0, shared=SlidingWindow(100, 60.0))
+    pacer.rate_limit_hit("c", 0.2, shared=True)
+    hit, times = time.monotonic(), []
+    await stamp(pacer, "elsewhere", "final", times)
+    assert times[0] - hit >= 0.2 - 0.02
+
+
+async def test_many_channels_at_once_each_get_their_final_without_waiting() -> None:
+    pacer = EditPacer(1.0, channel_window=(5, 5.0))
+    started, times = time.monotonic(), []
+    await asyncio.gather(*(stamp(pacer, f"c{i}", "final", times) for i in range(300)))
+    assert max(times) - started < 0.2
+    assert pacer.stats.waits == {"final": 0, "first": 0, "live": 0}
+
+
+async def test_live_updates_leave_part_of_a_shared_budget_to_the_runs_still_going() -> None:
+    pacer = EditPacer(0.0, shared=SlidingWindow(4, per=0.6))
+    times: list[float] = []
+    with pacer.following(), pacer.following():  # two runs live: keep two for their finals
+        await asyncio.gather(*(stamp(pacer, f"c{i}", "first", times) for i in range(2)))
+        blocked = asyncio.ensure_future(stamp(pacer, "c9", "live", times))
+        await asyncio.sleep(0.1)
+        assert len(times) == 2 and not blocked.done()
+        await asyncio.gather(*(stamp(pacer, f"c{i}", "final", times) for i in range(2)))
+        assert len(times) == 4  # both finals went at once
+        await blocked
+
+
+async def test_live_updates_of_two_runs_in_one_channel_take_turns() -> None:
+    pacer = EditPacer(0.05)
+    order: list[str] = []
+
+    async def run(name: str) -> None:
+        for _ in range(4):
+            async with pacer.slot("c", priority="live"):
+                order.append(name)
+
+    await asyncio.gather(run("a"), run("b"))
+    # while both wait, they alternate: neither gets two turns while the other is waiting
+    assert order.count("a") == order.count("b") == 4
+    assert all(x != y for x, y in itertools.pairwise(order[1:-1]))
+
+
+async def test_idle_channels_are_forgotten_beyond_a_bound() -> None:
+    pacer = EditPacer(0.0, channel_window=(5, 0.01))
+    for i in range(1500):
+        async with pacer.slot(f"c{i}", priority="final"):
+            pass
+    await asyncio.sleep(0.02)
+    async with pacer.slot("last", priority="final"):
+        pass
+    assert len(pacer._channels) <= 1025
