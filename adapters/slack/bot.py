@@ -10,6 +10,13 @@ connection Slack picks): the replica that receives it checks who pressed, cancel
 it is its own, and otherwise publishes a ``StopRequests`` request that the replica running it
 hears (``start`` subscribes). Cooldowns are kept in the shared ``Cooldowns`` store likewise.
 
+An action waiting for approval is decided the same way: the replica that receives a click
+on Approve, Edit…, Deny or Allow in this conversation checks the ``approvers`` policy (a
+person who may not decide gets an ephemeral line saying who can), and hands the decision to
+the ``ApprovalBroker``, which resolves it here or publishes it for the replica that runs the
+run. Edit and Deny open a modal first (``views.open`` with the click's trigger); its
+submission decides, or answers field errors (input that is not JSON where JSON is needed).
+
 ``aclose`` stops the runs still going (their messages end in a visible "stopped" state) and
 awaits every task, so a shutdown never leaves a message saying "thinking" forever.
 """
@@ -30,22 +37,39 @@ import aiohttp
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_bolt.context.async_context import AsyncBoltContext
-from slack_sdk.errors import SlackApiError
+from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from adapters.live import EditPacer, LiveMessage, LiveStats, RunView, TokenBucket
+from adapters.slack.approval import (
+    APPROVAL_VIEW_ID,
+    VERDICT_OF_ACTION,
+    ApprovalRef,
+    may_decide,
+    parse_button_value,
+)
+from adapters.slack.modals import (
+    INPUT_BLOCK,
+    REASON_BLOCK,
+    FieldErrors,
+    deny_modal,
+    edit_modal,
+    read_submission,
+)
 from adapters.slack.payloads import Question, from_command, from_event
 from adapters.slack.render import (
     SHUTDOWN,
     STOP_ACTION_ID,
     SlackRenderer,
+    deciders,
     mention,
     parse_stop_value,
 )
 from adapters.slack.settings import SlackSettings
 from adapters.slack.surface import NotInChannel, SlackSurface, make_client, post_root
 from core.agent import Agent, Run
+from core.approval import ApprovalBroker, Decision
 from core.stores import (
     Cooldowns,
     EventClaims,
@@ -65,6 +89,8 @@ INVITE = (
 )
 RESTARTING = "reactbot is restarting; ask again in a moment."
 USAGE = "Ask me something, for example: `/ask What is 17*23+4?`"
+DECIDED = "This action was already decided."
+NO_APPROVALS = "Approvals are not set up on this bot, so nobody can decide here."
 
 
 def _user_key(question: Question) -> str:
@@ -137,6 +163,7 @@ class SlackBot:
         cooldowns: Cooldowns | None = None,
         stops: StopRequests | None = None,
         slots: RunSlots | None = None,
+        broker: ApprovalBroker | None = None,
         client: AsyncWebClient | None = None,
     ) -> None:
         self.agent = agent
@@ -145,6 +172,9 @@ class SlackBot:
         self.cooldowns = cooldowns or InMemoryCooldowns()
         self.stops = stops or InMemoryStopRequests()
         self.slots = slots or InMemoryRunSlots()
+        self.broker = broker
+        """The agent's approver: clicks on approval buttons are decided through it (None:
+        the buttons are not shown)."""
         self._session: aiohttp.ClientSession | None = None
         if client is None:  # ours to close in aclose; must be built inside the running loop
             self._session = aiohttp.ClientSession()
@@ -170,10 +200,13 @@ class SlackBot:
         self._register()
 
     async def start(self) -> None:
-        """Hear stop requests from other replicas; call once before serving."""
+        """Hear stop requests and decisions from other replicas; call once before serving."""
         if not self._started:
             self._started = True
             await self._listening.enter_async_context(self.stops.subscribe(self._stop_requested))
+            if self.broker is not None:
+                await self.broker.start()
+                self._listening.push_async_callback(self.broker.aclose)
 
     # ---- listeners ------------------------------------------------------------------------
     def _register(self) -> None:
@@ -190,10 +223,20 @@ class SlackBot:
             await ack()
             self._spawn(self._on_stop(body, action))
 
+        async def on_approval(ack: AsyncAck, body: dict[str, Any], action: dict[str, Any]) -> None:
+            await ack()
+            self._spawn(self._on_approval(body, action))
+
+        async def on_submission(ack: AsyncAck, body: dict[str, Any], view: dict[str, Any]) -> None:
+            await self._on_submission(ack, body, view)
+
         self.app.command("/ask")(on_command)
         self.app.event("app_mention")(on_event)
         self.app.event("message")(on_event)  # DMs; everything else is filtered out
         self.app.action(STOP_ACTION_ID)(on_stop)
+        for action_id in VERDICT_OF_ACTION:
+            self.app.action(action_id)(on_approval)
+        self.app.view_submission(APPROVAL_VIEW_ID)(on_submission)
 
     async def _on_command(self, ack: AsyncAck, command: dict[str, Any]) -> None:
         question = from_command(command)
@@ -244,6 +287,100 @@ class SlackBot:
             active.run.cancel(by=user)
         else:  # another replica runs it (or it already ended, and nobody will act)
             await self.stops.request(run_id, by=user)
+
+    async def _on_approval(self, body: dict[str, Any], action: dict[str, Any]) -> None:
+        """A click on an approval button: check who clicked, then decide at once (Approve,
+        Allow in this conversation) or open the Edit or Deny modal."""
+        user = str(body.get("user", {}).get("id", ""))
+        verdict = VERDICT_OF_ACTION.get(str(action.get("action_id", "")))
+        parsed = parse_button_value(str(action.get("value", "")))
+        if verdict is None or parsed is None:
+            log.warning("ignoring an approval click whose value is not ours")
+            return
+        ref, text = parsed
+        channel, thread_ts = self._where_clicked(body, ref)
+        refusal = self._decision_refusal(ref, user)
+        if refusal is not None:
+            await self._ephemeral(channel, user, refusal, thread_ts=thread_ts)
+            return
+        trigger = str(body.get("trigger_id", ""))
+        if verdict == "edit":
+            problem = await self._open_modal(trigger, edit_modal(ref, text or ""))
+            if problem is not None:
+                note = f"I could not open the editor ({problem}); click Edit… again."
+                await self._ephemeral(channel, user, note, thread_ts=thread_ts)
+        elif verdict == "deny":
+            if await self._open_modal(trigger, deny_modal(ref)) is not None:
+                await self._decide(ref, Decision("deny", user))  # no reason, but as asked
+        else:
+            await self._decide(ref, Decision(verdict, user))
+
+    async def _on_submission(
+        self, ack: AsyncAck, body: dict[str, Any], view: dict[str, Any]
+    ) -> None:
+        """An Edit or Deny modal submitted: decide, or keep it open with what is wrong."""
+        result = read_submission(view)
+        if result is None:
+            await ack()
+            return
+        if isinstance(result, FieldErrors):
+            await ack(response_action="errors", errors=result.errors)
+            return
+        user = str(body.get("user", {}).get("id", ""))
+        refusal = self._decision_refusal(result.ref, user)
+        if refusal is not None:
+            field = REASON_BLOCK if result.verdict == "deny" else INPUT_BLOCK
+            await ack(response_action="errors", errors={field: refusal})
+            return
+        await ack()
+        await self._decide(result.ref, Decision(result.verdict, user, result.input, result.reason))
+
+    def _decision_refusal(self, ref: ApprovalRef, user: str) -> str | None:
+        """Why ``user`` cannot decide on this action, in one line for them; None: they can.
+        The asker is this replica's own knowledge when it runs the run, else the button's."""
+        if self.broker is None:
+            return NO_APPROVALS
+        active = self._active.get(ref.run_id)
+        asker = active.asker if active is not None else ref.asker
+        approvers = self.settings.approvers
+        if not may_decide(approvers, user, asker, self.settings.admin_users):
+            return f"Only {deciders(approvers, asker)} can decide on this action."
+        if active is not None and self.broker.pending(ref.key) is None:
+            return DECIDED  # here, and no longer waiting (another click got there first)
+        return None
+
+    async def _decide(self, ref: ApprovalRef, decision: Decision) -> None:
+        assert self.broker is not None
+        try:
+            await self.broker.decide(ref.key, decision)
+        except Exception:  # the request times out as denied; the log says why
+            log.exception("could not deliver a decision on %s", ref.key)
+
+    async def _open_modal(self, trigger: str, view: dict[str, Any]) -> str | None:
+        """Open ``view`` for the person who clicked; what went wrong, or None."""
+        if not trigger:
+            return "the click carried no trigger"
+        try:
+            await self.client.views_open(trigger_id=trigger, view=view)
+        except SlackApiError as exc:
+            error = str(exc.response.get("error", "")) if exc.response is not None else ""
+            log.warning("views.open refused: %s", error)
+            return f"Slack said {error or 'no'}"
+        except (SlackClientError, aiohttp.ClientError, TimeoutError) as exc:
+            log.warning("views.open failed: %s", exc)
+            return "Slack could not be reached"
+        return None
+
+    def _where_clicked(self, body: dict[str, Any], ref: ApprovalRef) -> tuple[str, str | None]:
+        """The channel (and thread) of the message whose button was clicked."""
+        active = self._active.get(ref.run_id)
+        container = body.get("container") or {}
+        channel = active.channel if active is not None else ""
+        channel = channel or str(
+            (body.get("channel") or {}).get("id") or container.get("channel_id") or ""
+        )
+        thread_ts = container.get("thread_ts") or (body.get("message") or {}).get("thread_ts")
+        return channel, str(thread_ts) if thread_ts else None
 
     def _stop_requested(self, run_id: str, by: str) -> None:
         """A stop request from any replica, already permitted where the press arrived."""
@@ -358,9 +495,15 @@ class SlackBot:
         surface = SlackSurface(
             self.client, channel=question.channel, ts=root, thread_ts=question.thread_ts
         )
+        renderer = SlackRenderer(
+            run_id=run.trace.id,
+            approvers=self.settings.approvers,
+            approvals=self.broker is not None,
+            approval_timeout=self.agent.settings.approval_timeout,
+        )
         live = LiveMessage(
             surface,
-            SlackRenderer(run_id=run.trace.id),
+            renderer,
             self.pacer,
             view=RunView(question=question.text, asker=question.user),
             tick=max(1.0, self.settings.update_interval),

@@ -582,9 +582,12 @@ def message_text(message: Message) -> str:
     for block in message.blocks:
         if isinstance(block.get("text"), dict):
             parts.append(block["text"]["text"])
-        parts += [
-            e["text"] for e in block.get("elements", ()) if isinstance(e, dict) and "text" in e
-        ]
+        for element in block.get("elements", ()):
+            text = element.get("text") if isinstance(element, dict) else None
+            if isinstance(text, dict):  # a button's label
+                text = text.get("text")
+            if isinstance(text, str):
+                parts.append(text)
     return "\n".join(parts)
 
 
