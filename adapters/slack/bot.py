@@ -207,6 +207,11 @@ class SlackBot:
             if self.broker is not None:
                 await self.broker.start()
                 self._listening.push_async_callback(self.broker.aclose)
+                if self.settings.approvers == "admins" and not self.settings.admin_users:
+                    log.warning(
+                        "agent.approval.approvers is 'admins' but slack.admin_users is empty: "
+                        "nobody can approve, so every action that needs approval times out"
+                    )
 
     # ---- listeners ------------------------------------------------------------------------
     def _register(self) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 import urllib.parse
 from collections.abc import AsyncIterator, Callable
@@ -366,6 +367,14 @@ async def test_the_approvers_policy_admins_and_anyone(make: Any) -> None:
     await admins.click(APPROVE_ACTION_ID, user=ADMIN)
     await admins.settled()
     assert admins.ran == [{"path": "drafts/q3.md"}]
+
+
+async def test_an_admins_policy_without_admins_is_reported_at_start(
+    make: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="adapters.slack.bot"):
+        await make([], approvers="admins", admin_users=frozenset())
+    assert any("nobody can approve" in r.getMessage() for r in caplog.records)
 
 
 async def test_anyone_may_decide_when_the_policy_says_so(make: Any) -> None:
