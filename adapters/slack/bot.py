@@ -174,7 +174,7 @@ class SlackBot:
         self.slots = slots or InMemoryRunSlots()
         self.broker = broker
         """The agent's approver: clicks on approval buttons are decided through it (None:
-        the buttons are not shown)."""
+        the buttons are not shown). Not this bot's to close; see ``start``."""
         self._session: aiohttp.ClientSession | None = None
         if client is None:  # ours to close in aclose; must be built inside the running loop
             self._session = aiohttp.ClientSession()
@@ -200,13 +200,17 @@ class SlackBot:
         self._register()
 
     async def start(self) -> None:
-        """Hear stop requests and decisions from other replicas; call once before serving."""
+        """Hear stop requests and decisions from other replicas; call once before serving.
+
+        The broker is the application's, shared with any other platform served by this
+        process: it is started here (a no-op once started) and closed by whoever made it
+        (``App.aclose``), never by this bot, so a Slack bot that fails to start or stops
+        early does not cut Discord off from decisions made on other replicas."""
         if not self._started:
             self._started = True
             await self._listening.enter_async_context(self.stops.subscribe(self._stop_requested))
             if self.broker is not None:
                 await self.broker.start()
-                self._listening.push_async_callback(self.broker.aclose)
                 if self.settings.approvers == "admins" and not self.settings.admin_users:
                     log.warning(
                         "agent.approval.approvers is 'admins' but slack.admin_users is empty: "

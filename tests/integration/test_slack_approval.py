@@ -31,6 +31,8 @@ from adapters.slack.settings import SlackSettings
 from core.agent import Agent, AgentSettings
 from core.approval import (
     ApprovalBroker,
+    ApprovalRequest,
+    Decision,
     DecisionChannel,
     InMemoryAllowances,
     InMemoryDecisions,
@@ -154,6 +156,7 @@ async def make(fake: FakeSlack) -> AsyncIterator[Callable[..., Any]]:
     """``await make(turns, *, decisions=None, approval_timeout=30, **settings)``: a served
     bot whose agent asks its ``ApprovalBroker`` before ``files_delete`` runs."""
     opened: list[tuple[HttpServer, SlackBot, aiohttp.ClientSession]] = []
+    brokers: list[ApprovalBroker] = []
 
     async def build(
         turns: list[Turn | str],
@@ -186,6 +189,7 @@ async def make(fake: FakeSlack) -> AsyncIterator[Callable[..., Any]]:
         )
         model = ScriptedModel(turns)
         broker = ApprovalBroker(decisions or InMemoryDecisions())
+        brokers.append(broker)  # the application's to close, as App.aclose does
         agent = Agent(
             model,
             tools,
@@ -230,6 +234,8 @@ async def make(fake: FakeSlack) -> AsyncIterator[Callable[..., Any]]:
         await server.stop()
         await bot.aclose()
         await session.close()
+    for broker in brokers:
+        await broker.aclose()
 
 
 def prompts(h: Harness, call: int) -> str:
@@ -466,6 +472,20 @@ async def test_allow_in_this_conversation_is_not_asked_again_in_the_thread(make:
     assert approval_versions(answer) == [], "no buttons in the second run"
     assert "✅ allowed for this conversation by <@U1ADA>" in "\n".join(versions_text(answer))
     h.model.assert_complete()
+
+
+async def test_the_shared_broker_outlives_the_slack_bot(make: Any) -> None:
+    """Another platform in the same process may still be waiting on it (App closes it)."""
+    decisions = InMemoryDecisions()
+    h: ApprovalHarness = await make([], decisions=decisions)
+    await h.bot.aclose()
+    broker = h.bot.broker
+    assert broker is not None
+    request = ApprovalRequest("run9", "c", ASKER, 1, 0, "", "files_delete", PATH, True, 5.0, True)
+    waiting = asyncio.get_running_loop().create_task(broker(request))
+    await eventually(lambda: broker.pending(("run9", 1, 0)) is not None)
+    await decisions.publish(("run9", 1, 0), Decision("approve", ADMIN))  # as from elsewhere
+    assert (await asyncio.wait_for(waiting, 2.0)).verdict == "approve"
 
 
 # ---- replicas sharing one Redis -------------------------------------------------------------
