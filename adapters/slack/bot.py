@@ -11,11 +11,13 @@ it is its own, and otherwise publishes a ``StopRequests`` request that the repli
 hears (``start`` subscribes). Cooldowns are kept in the shared ``Cooldowns`` store likewise.
 
 An action waiting for approval is decided the same way: the replica that receives a click
-on Approve, Edit…, Deny or Allow in this conversation checks the ``approvers`` policy (a
-person who may not decide gets an ephemeral line saying who can), and hands the decision to
-the ``ApprovalBroker``, which resolves it here or publishes it for the replica that runs the
-run. Edit and Deny open a modal first (``views.open`` with the click's trigger); its
-submission decides, or answers field errors (input that is not JSON where JSON is needed).
+on Approve, Edit…, Deny or Allow in this conversation reads the request from the
+``ApprovalBroker`` (shared between replicas), checks the ``approvers`` policy (a person who
+may not decide gets an ephemeral line saying who can; an action no longer waiting says so),
+and hands the decision to the broker, which resolves it here or publishes it for the replica
+that runs the run. Edit and Deny open a modal first (``views.open`` with the click's
+trigger), Edit's prefilled with the request's input; its submission decides, or answers
+field errors (input that is not JSON where JSON is needed, an action decided meanwhile).
 
 ``aclose`` stops the runs still going (their messages end in a visible "stopped" state) and
 awaits every task, so a shutdown never leaves a message saying "thinking" forever.
@@ -50,9 +52,8 @@ from adapters.slack.approval import (
     parse_button_value,
 )
 from adapters.slack.modals import (
-    INPUT_BLOCK,
-    REASON_BLOCK,
     FieldErrors,
+    decision_for,
     deny_modal,
     edit_modal,
     read_submission,
@@ -69,7 +70,7 @@ from adapters.slack.render import (
 from adapters.slack.settings import SlackSettings
 from adapters.slack.surface import NotInChannel, SlackSurface, make_client, post_root
 from core.agent import Agent, Run
-from core.approval import ApprovalBroker, Decision
+from core.approval import ApprovalBroker, ApprovalRequest, Decision
 from core.stores import (
     Cooldowns,
     EventClaims,
@@ -89,7 +90,8 @@ INVITE = (
 )
 RESTARTING = "reactbot is restarting; ask again in a moment."
 USAGE = "Ask me something, for example: `/ask What is 17*23+4?`"
-DECIDED = "This action was already decided."
+GONE = "This action is no longer waiting for a decision."
+UNREACHABLE = "I could not look this action up just now; try again in a moment."
 NO_APPROVALS = "Approvals are not set up on this bot, so nobody can decide here."
 
 
@@ -298,28 +300,28 @@ class SlackBot:
             await self.stops.request(run_id, by=user)
 
     async def _on_approval(self, body: dict[str, Any], action: dict[str, Any]) -> None:
-        """A click on an approval button: check who clicked, then decide at once (Approve,
-        Allow in this conversation) or open the Edit or Deny modal."""
+        """A click on an approval button: check who clicked and that the action still waits,
+        then decide at once (Approve, Allow in this conversation) or open the Edit or Deny
+        modal, prefilled from the request (read from the broker, whichever replica runs it)."""
         user = str(body.get("user", {}).get("id", ""))
         verdict = VERDICT_OF_ACTION.get(str(action.get("action_id", "")))
-        parsed = parse_button_value(str(action.get("value", "")))
-        if verdict is None or parsed is None:
+        ref = parse_button_value(str(action.get("value", "")))
+        if verdict is None or ref is None:
             log.warning("ignoring an approval click whose value is not ours")
             return
-        ref, text = parsed
         channel, thread_ts = self._where_clicked(body, ref)
-        refusal = self._decision_refusal(ref, user)
-        if refusal is not None:
-            await self._ephemeral(channel, user, refusal, thread_ts=thread_ts)
+        request = await self._waiting_request(ref, user)
+        if isinstance(request, str):
+            await self._ephemeral(channel, user, request, thread_ts=thread_ts)
             return
         trigger = str(body.get("trigger_id", ""))
         if verdict == "edit":
-            problem = await self._open_modal(trigger, edit_modal(ref, text or ""))
+            problem = await self._open_modal(trigger, edit_modal(ref, request))
             if problem is not None:
                 note = f"I could not open the editor ({problem}); click Edit… again."
                 await self._ephemeral(channel, user, note, thread_ts=thread_ts)
         elif verdict == "deny":
-            if await self._open_modal(trigger, deny_modal(ref)) is not None:
+            if await self._open_modal(trigger, deny_modal(ref, request)) is not None:
                 await self._decide(ref, Decision("deny", user))  # no reason, but as asked
         else:
             await self._decide(ref, Decision(verdict, user))
@@ -327,36 +329,39 @@ class SlackBot:
     async def _on_submission(
         self, ack: AsyncAck, body: dict[str, Any], view: dict[str, Any]
     ) -> None:
-        """An Edit or Deny modal submitted: decide, or keep it open with what is wrong."""
-        result = read_submission(view)
-        if result is None:
+        """An Edit or Deny modal submitted: decide, or keep it open saying what is wrong."""
+        submitted = read_submission(view)
+        if submitted is None:
             await ack()
             return
-        if isinstance(result, FieldErrors):
-            await ack(response_action="errors", errors=result.errors)
-            return
         user = str(body.get("user", {}).get("id", ""))
-        refusal = self._decision_refusal(result.ref, user)
-        if refusal is not None:
-            field = REASON_BLOCK if result.verdict == "deny" else INPUT_BLOCK
-            await ack(response_action="errors", errors={field: refusal})
+        request = await self._waiting_request(submitted.ref, user)
+        if isinstance(request, str):
+            await ack(response_action="errors", errors={submitted.field: request})
+            return
+        decision = decision_for(submitted, request, by=user)
+        if isinstance(decision, FieldErrors):
+            await ack(response_action="errors", errors=decision.errors)
             return
         await ack()
-        await self._decide(result.ref, Decision(result.verdict, user, result.input, result.reason))
+        await self._decide(submitted.ref, decision)
 
-    def _decision_refusal(self, ref: ApprovalRef, user: str) -> str | None:
-        """Why ``user`` cannot decide on this action, in one line for them; None: they can.
-        The asker is this replica's own knowledge when it runs the run, else the button's."""
+    async def _waiting_request(self, ref: ApprovalRef, user: str) -> ApprovalRequest | str:
+        """The request ``user`` may decide on now, or why not, in one line for them: they
+        may not (by the ``approvers`` policy; the asker is the request's own word, else the
+        button's), or it no longer waits (decided, timed out, its run ended)."""
         if self.broker is None:
             return NO_APPROVALS
-        active = self._active.get(ref.run_id)
-        asker = active.asker if active is not None else ref.asker
+        try:
+            request = await self.broker.request(ref.key)
+        except Exception:  # the shared store is away; a decision could not travel either
+            log.warning("could not read the pending request %s", ref.key, exc_info=True)
+            return UNREACHABLE
+        asker = request.asker if request is not None else ref.asker
         approvers = self.settings.approvers
-        if not may_decide(approvers, user, asker, self.settings.admin_users):
-            return f"Only {deciders(approvers, asker)} can decide on this action."
-        if active is not None and self.broker.pending(ref.key) is None:
-            return DECIDED  # here, and no longer waiting (another click got there first)
-        return None
+        if not may_decide(approvers, user, asker or None, self.settings.admin_users):
+            return f"Only {deciders(approvers, asker or None)} can decide on this action."
+        return request if request is not None else GONE
 
     async def _decide(self, ref: ApprovalRef, decision: Decision) -> None:
         assert self.broker is not None
@@ -506,7 +511,6 @@ class SlackBot:
         )
         renderer = SlackRenderer(
             run_id=run.trace.id,
-            approvers=self.settings.approvers,
             approvals=self.broker is not None,
             approval_timeout=self.agent.settings.approval_timeout,
         )
@@ -514,7 +518,9 @@ class SlackBot:
             surface,
             renderer,
             self.pacer,
-            view=RunView(question=question.text, asker=question.user),
+            view=RunView(
+                question=question.text, asker=question.user, approvers=self.settings.approvers
+            ),
             tick=max(1.0, self.settings.update_interval),
         )
         try:

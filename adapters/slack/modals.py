@@ -1,26 +1,21 @@
-"""The Edit and Deny modals of an action waiting for approval, and what a submission says.
+"""The Edit and Deny modals of an action waiting for approval, and what a submission decides.
 
-Pure functions of a ``ApprovalRef`` (and the input to edit) to a view for ``views.open``, and
-of the submitted view to a ``Submission`` or the field errors Slack shows in the modal
-(``response_action: "errors"``, keyed by the input block's ``block_id``). The view carries
-what deciding needs in its ``private_metadata``: the ref, the verdict, and for Edit the
-input as it was, so an edit that changed nothing is an approval.
+Pure functions: a view for ``views.open`` from the ref and the request (its tool and input),
+and, from a submitted view and the request it is about, the ``Decision`` or the field errors
+Slack shows in the modal (``response_action: "errors"``, keyed by the input block's
+``block_id``). The view carries only the ref and the verdict in its ``private_metadata``;
+the request is read again when it is submitted (it may have been decided meanwhile).
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
-from adapters.slack.approval import (
-    APPROVAL_VIEW_ID,
-    EDIT_LIMIT,
-    METADATA_LIMIT,
-    ApprovalRef,
-)
+from adapters.slack.approval import APPROVAL_VIEW_ID, EDIT_LIMIT, ApprovalRef
 from adapters.slack.render import NAME_LIMIT, Block, prose, section
-from core.approval import Verdict
+from core.approval import ApprovalRequest, Decision
 
 INPUT_BLOCK = "reactbot_input"
 REASON_BLOCK = "reactbot_reason"
@@ -45,31 +40,22 @@ def _input(block_id: str, label: str, element: dict[str, Any], *, optional: bool
 
 
 def _reason(label: str) -> Block:
-    return _input(
-        REASON_BLOCK, label, {"multiline": True, "max_length": REASON_LIMIT}, optional=True
-    )
+    element = {"multiline": True, "max_length": REASON_LIMIT}
+    return _input(REASON_BLOCK, label, element, optional=True)
 
 
-def _metadata(ref: ApprovalRef, verdict: Verdict, text: str | None = None) -> str:
-    head = ref.encode(verdict=verdict)
-    if text is None:
-        return head
-    metadata = f"{head}\n{text}"
-    return metadata if len(metadata) <= METADATA_LIMIT else head
-
-
-def edit_modal(ref: ApprovalRef, text: str) -> dict[str, Any]:
+def edit_modal(ref: ApprovalRef, request: ApprovalRequest) -> dict[str, Any]:
     """The input in a multi-line field to change (JSON for a tool with several arguments),
     and an optional note for the model."""
     element: dict[str, Any] = {"multiline": True, "max_length": EDIT_LIMIT, "focus_on_load": True}
-    if text:
-        element["initial_value"] = text[:EDIT_LIMIT]
-    label = "Input (a JSON object)" if ref.json_input else "Input"
-    tool = prose(ref.tool or "the tool", NAME_LIMIT)
+    if request.input:
+        element["initial_value"] = request.input[:EDIT_LIMIT]
+    label = "Input (a JSON object)" if request.json_input else "Input"
+    tool = prose(request.name or "the tool", NAME_LIMIT)
     return {
         "type": "modal",
         "callback_id": APPROVAL_VIEW_ID,
-        "private_metadata": _metadata(ref, "edit", text),
+        "private_metadata": ref.encode(verdict="edit"),
         "title": _plain("Edit the action"),
         "submit": _plain("Run it"),
         "close": _plain("Cancel"),
@@ -81,13 +67,13 @@ def edit_modal(ref: ApprovalRef, text: str) -> dict[str, Any]:
     }
 
 
-def deny_modal(ref: ApprovalRef) -> dict[str, Any]:
+def deny_modal(ref: ApprovalRef, request: ApprovalRequest) -> dict[str, Any]:
     """An optional reason; the model reads that the action was denied, and why."""
-    tool = prose(ref.tool or "the tool", NAME_LIMIT)
+    tool = prose(request.name or "the tool", NAME_LIMIT)
     return {
         "type": "modal",
         "callback_id": APPROVAL_VIEW_ID,
-        "private_metadata": _metadata(ref, "deny"),
+        "private_metadata": ref.encode(verdict="deny"),
         "title": _plain("Deny the action"),
         "submit": _plain("Deny"),
         "close": _plain("Cancel"),
@@ -99,11 +85,19 @@ def deny_modal(ref: ApprovalRef) -> dict[str, Any]:
 
 
 @dataclass(frozen=True, slots=True)
-class Submission:
+class Submitted:
+    """What a person submitted in an Edit or Deny modal, before it is checked."""
+
     ref: ApprovalRef
-    verdict: Verdict
-    input: str | None
+    verdict: Literal["edit", "deny"]
+    text: str | None
+    """The edit field (None in a Deny modal, or left empty)."""
     reason: str
+
+    @property
+    def field(self) -> str:
+        """The input block where a problem with this submission is shown."""
+        return INPUT_BLOCK if self.verdict == "edit" else REASON_BLOCK
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,27 +107,35 @@ class FieldErrors:
     errors: dict[str, str]
 
 
-def read_submission(view: dict[str, Any]) -> Submission | FieldErrors | None:
-    """What a submitted Edit or Deny modal decides; ``FieldErrors`` for input the tool cannot
-    take (not JSON where JSON is needed, nothing at all); None when the view is not ours."""
-    head, newline, before = str(view.get("private_metadata", "")).partition("\n")
-    decoded = ApprovalRef.decode(head)
-    if decoded is None or decoded[1] not in ("edit", "deny"):
+def read_submission(view: dict[str, Any]) -> Submitted | None:
+    """The submitted values of one of our modals; None for a view that is not ours."""
+    decoded = ApprovalRef.decode(str(view.get("private_metadata", "")))
+    if decoded is None:
         return None
     ref, verdict = decoded
-    assert verdict is not None
+    if verdict != "edit" and verdict != "deny":
+        return None
     values = view.get("state", {}).get("values", {})
     reason = (_value(values, REASON_BLOCK) or "").strip()
-    if verdict == "deny":
-        return Submission(ref, "deny", None, reason)
-    text = _value(values, INPUT_BLOCK)
-    problem = _input_problem(text, json_input=ref.json_input)
+    text = _value(values, INPUT_BLOCK) if verdict == "edit" else None
+    return Submitted(ref, verdict, text, reason)
+
+
+def decision_for(
+    submitted: Submitted, request: ApprovalRequest, *, by: str
+) -> Decision | FieldErrors:
+    """What the submission decides on ``request``: a denial, the edited input, an approval
+    (an edit that changed nothing), or ``FieldErrors`` for input the tool cannot take."""
+    if submitted.verdict == "deny":
+        return Decision("deny", by, reason=submitted.reason)
+    text = submitted.text
+    problem = _input_problem(text, json_input=request.json_input)
     if problem is not None:
         return FieldErrors({INPUT_BLOCK: problem})
     assert text is not None
-    if newline and text == before:  # nothing changed: an approval, and the model is told so
-        return Submission(ref, "approve", None, reason)
-    return Submission(ref, "edit", text, reason)
+    if text == request.input:  # nothing changed: an approval, not an edit the model is told of
+        return Decision("approve", by, reason=submitted.reason)
+    return Decision("edit", by, text, submitted.reason)
 
 
 def _value(values: Any, block_id: str) -> str | None:

@@ -43,9 +43,7 @@ from adapters.slack.approval import (
     DENY_ACTION_ID,
     EDIT_ACTION_ID,
     ApprovalRef,
-    Approvers,
-    button_value,
-    edit_value,
+    editable,
 )
 from core.events import ApprovalDecided, ApprovalRequested
 from core.trace import ApprovalRecord, Trace, TraceStep, source_domain, summary_line
@@ -385,7 +383,7 @@ def countdown(remaining: float) -> str:
     return "in a few seconds"
 
 
-def deciders(approvers: Approvers, asker: str | None) -> str:
+def deciders(approvers: str, asker: str | None) -> str:
     """Who may decide, in words: ``<@U1ADA> or an admin``, ``an admin``, ``anyone here``."""
     if approvers == "anyone":
         return "anyone here"
@@ -407,13 +405,12 @@ def approval_button(label: str, action_id: str, value: str, *, style: str | None
 
 
 def approval_buttons(ref: ApprovalRef, pending: ApprovalRequested) -> Block:
-    """Approve, Edit… (when the input fits in its button), Deny, and Allow in this
+    """Approve, Edit… (when the input fits the modal's field), Deny, and Allow in this
     conversation (when the policy remembers), in one ``actions`` block."""
-    value = button_value(ref)
+    value = ref.encode()
     buttons = [approval_button("Approve", APPROVE_ACTION_ID, value, style="primary")]
-    edit = edit_value(ref, pending.input)
-    if edit is not None:
-        buttons.append(approval_button("Edit…", EDIT_ACTION_ID, edit))
+    if editable(pending.input):
+        buttons.append(approval_button("Edit…", EDIT_ACTION_ID, value))
     buttons.append(approval_button("Deny", DENY_ACTION_ID, value, style="danger"))
     if pending.remember:
         buttons.append(approval_button("Allow in this conversation", ALWAYS_ACTION_ID, value))
@@ -444,10 +441,9 @@ class SlackRenderer:
     """Implements ``adapters.live.Renderer[SlackMessage]`` for one run.
 
     ``run_id`` goes into the Stop button's value; without it (the placeholder posted before
-    the run exists) there is no button. ``approvers`` is who may decide on an action waiting
-    for approval (said beside its buttons); ``approvals``: the buttons work here (the bot has
-    an ``ApprovalBroker``); ``approval_timeout``: how long a decision is waited for, named
-    when none came.
+    the run exists) there is no button. ``approvals``: the approval buttons work here (the bot
+    has an ``ApprovalBroker``); ``approval_timeout``: how long a decision is waited for,
+    named when none came. Who may decide is the view's ``approvers``.
     """
 
     def __init__(
@@ -455,13 +451,11 @@ class SlackRenderer:
         *,
         run_id: str | None = None,
         clock: Callable[[], float] = time.monotonic,
-        approvers: Approvers = "asker",
         approvals: bool = True,
         approval_timeout: float | None = None,
     ) -> None:
         self.run_id = run_id
         self._clock = clock
-        self.approvers: Approvers = approvers
         self.approvals = approvals
         self.approval_timeout = approval_timeout
 
@@ -531,14 +525,7 @@ class SlackRenderer:
         decide and until when, and the buttons; the buttons and the line come first."""
         fixed = [context(self._pending_hint(view, pending))]
         if self.run_id and self.approvals:
-            ref = ApprovalRef(
-                self.run_id,
-                pending.step,
-                pending.call,
-                view.asker or None,
-                pending.name,
-                pending.json_input,
-            )
+            ref = ApprovalRef(self.run_id, pending.step, pending.call, view.asker or None)
             fixed.append(approval_buttons(ref, pending))
         room -= sum(block_size(b) for b in fixed)
         action = _pending_action(pending, min(PENDING_INPUT_LIMIT + 200, max(room, MIN_ROOM)))
@@ -554,8 +541,8 @@ class SlackRenderer:
     def _pending_hint(self, view: RunView, pending: ApprovalRequested) -> str:
         waited = max(0.0, self._clock() - view.pending_since)
         remaining = min(pending.timeout, max(0.0, pending.timeout - waited))
-        who = deciders(self.approvers, view.asker or None)
-        decide = f"only {who} can decide" if self.approvers != "anyone" else f"{who} can decide"
+        who = deciders(view.approvers, view.asker or None)
+        decide = f"only {who} can decide" if view.approvers != "anyone" else f"{who} can decide"
         if not (self.run_id and self.approvals):
             decide = "waiting for a decision"
         return f"{decide} · denied automatically {countdown(remaining)}"

@@ -6,6 +6,7 @@ two replicas sharing one Redis for a click that lands on the replica not running
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import logging
 import time
@@ -36,7 +37,11 @@ from core.approval import (
     DecisionChannel,
     InMemoryAllowances,
     InMemoryDecisions,
+    InMemoryPending,
+    PendingRequests,
+    RequestKey,
 )
+from core.errors import StoreUnavailable
 from core.history import InMemoryHistoryStore
 from core.redis_store import RedisStores, connect
 from core.scripted import ScriptedModel, Turn
@@ -118,6 +123,14 @@ class ApprovalHarness(Harness):
         return [str(c.args["text"]) for c in self.fake.calls("chat.postEphemeral")]
 
 
+def snapshot(message: Message) -> Message:
+    """The message as it is now (the fake updates its ``Message`` in place): a copy someone
+    still sees in their client after the bot has edited it."""
+    return Message(
+        message.channel, message.ts, message.text, copy.deepcopy(message.blocks), message.thread_ts
+    )
+
+
 def buttons(message: Message) -> list[dict[str, Any]]:
     return [e for b in message.blocks if b["type"] == "actions" for e in b["elements"]]
 
@@ -153,8 +166,8 @@ async def fake() -> AsyncIterator[FakeSlack]:
 
 @pytest.fixture
 async def make(fake: FakeSlack) -> AsyncIterator[Callable[..., Any]]:
-    """``await make(turns, *, decisions=None, approval_timeout=30, **settings)``: a served
-    bot whose agent asks its ``ApprovalBroker`` before ``files_delete`` runs."""
+    """``await make(turns, *, decisions=None, pending=None, approval_timeout=30, **settings)``:
+    a served bot whose agent asks its ``ApprovalBroker`` before ``files_delete`` runs."""
     opened: list[tuple[HttpServer, SlackBot, aiohttp.ClientSession]] = []
     brokers: list[ApprovalBroker] = []
 
@@ -162,6 +175,7 @@ async def make(fake: FakeSlack) -> AsyncIterator[Callable[..., Any]]:
         turns: list[Turn | str],
         *,
         decisions: DecisionChannel | None = None,
+        pending: PendingRequests | None = None,
         approval_timeout: float = 30.0,
         **overrides: Any,
     ) -> ApprovalHarness:
@@ -188,7 +202,7 @@ async def make(fake: FakeSlack) -> AsyncIterator[Callable[..., Any]]:
             )
         )
         model = ScriptedModel(turns)
-        broker = ApprovalBroker(decisions or InMemoryDecisions())
+        broker = ApprovalBroker(decisions or InMemoryDecisions(), pending or InMemoryPending())
         brokers.append(broker)  # the application's to close, as App.aclose does
         agent = Agent(
             model,
@@ -394,18 +408,18 @@ async def test_anyone_may_decide_when_the_policy_says_so(make: Any) -> None:
     assert "✅ approved by <@U2BOB>" in thread_text(h)
 
 
-async def test_a_second_click_after_the_decision_is_told_it_was_decided(make: Any) -> None:
+async def test_a_click_after_the_decision_is_told_the_action_no_longer_waits(make: Any) -> None:
     h: ApprovalHarness = await make(
         [DELETE, Turn(DONE, delay=0.3)]  # the run is still going when the late click lands
     )
     await h.ask("Delete the Q3 draft")
     await eventually(waiting(h.fake))
-    waiting_root = h.root()
+    waiting_root = snapshot(h.root())
     await h.click(APPROVE_ACTION_ID, user=ASKER)
     await eventually(lambda: bool(h.ran))
     await h.click(DENY_ACTION_ID, user=ADMIN, message=waiting_root)  # a stale copy of it
     await eventually(lambda: bool(h.ephemerals()))
-    assert h.ephemerals() == ["This action was already decided."]
+    assert h.ephemerals() == ["This action is no longer waiting for a decision."]
     await h.settled()
     assert h.fake.views == [] and "✅ approved by <@U1ADA>" in thread_text(h)
 
@@ -488,6 +502,32 @@ async def test_the_shared_broker_outlives_the_slack_bot(make: Any) -> None:
     assert (await asyncio.wait_for(waiting, 2.0)).verdict == "approve"
 
 
+class AwayPending(InMemoryPending):
+    """A shared store of pending requests that cannot be reached."""
+
+    async def get(self, key: RequestKey) -> ApprovalRequest | None:
+        raise StoreUnavailable("the store is away")
+
+
+async def test_a_click_that_cannot_look_the_action_up_says_so_and_decides_nothing(
+    make: Any,
+) -> None:
+    channel = InMemoryDecisions()  # one channel, two bots: replicas whose store is away
+    runs: ApprovalHarness = await make([DELETE, DONE], decisions=channel)
+    elsewhere: ApprovalHarness = await make([], decisions=channel, pending=AwayPending())
+    await runs.ask("Delete the Q3 draft")
+    await eventually(waiting(runs.fake))
+    await elsewhere.click(APPROVE_ACTION_ID, user=ASKER, message=snapshot(runs.root()))
+    await eventually(lambda: bool(elsewhere.ephemerals()))
+    assert elsewhere.ephemerals() == [
+        "I could not look this action up just now; try again in a moment."
+    ]
+    assert runs.ran == [] and buttons(runs.root())
+    await runs.click(APPROVE_ACTION_ID, user=ASKER)  # where the run is, it is known
+    await runs.settled()
+    assert runs.ran == [{"path": "drafts/q3.md"}]
+
+
 # ---- replicas sharing one Redis -------------------------------------------------------------
 
 
@@ -503,11 +543,13 @@ async def test_a_click_on_the_other_replica_decides_the_run(
     make: Any, two_processes: list[RedisStores]
 ) -> None:
     first, second = two_processes
-    runs: ApprovalHarness = await make([DELETE, DONE], decisions=first.decisions)
-    elsewhere: ApprovalHarness = await make([], decisions=second.decisions)
+    runs: ApprovalHarness = await make(
+        [DELETE, DONE], decisions=first.decisions, pending=first.pending
+    )
+    elsewhere: ApprovalHarness = await make([], decisions=second.decisions, pending=second.pending)
     await runs.ask("Delete the Q3 draft")
     await eventually(waiting(runs.fake))
-    root = runs.root()
+    root = snapshot(runs.root())
 
     await elsewhere.click(APPROVE_ACTION_ID, user=STRANGER, message=root)
     await eventually(lambda: bool(elsewhere.ephemerals()))
@@ -516,6 +558,9 @@ async def test_a_click_on_the_other_replica_decides_the_run(
 
     await elsewhere.click(EDIT_ACTION_ID, user=ASKER, message=root)
     await eventually(lambda: bool(elsewhere.fake.views))
+    (view,) = elsewhere.fake.views
+    field_ = next(b for b in view["blocks"] if b.get("block_id") == INPUT_BLOCK)
+    assert field_["element"]["initial_value"] == PATH, "the input, read from the shared store"
     clicked = time.monotonic()
     status, answer = await elsewhere.submit(
         {INPUT_BLOCK: '{"path": "drafts/q3-old.md"}'}, user=ASKER
@@ -527,3 +572,6 @@ async def test_a_click_on_the_other_replica_decides_the_run(
     assert runs.ran == [{"path": "drafts/q3-old.md"}]
     assert "✏️ edited by <@U1ADA>" in thread_text(runs)
     assert not elsewhere.bot._active and elsewhere.model.calls == []
+    await elsewhere.click(APPROVE_ACTION_ID, user=ASKER, message=root)  # a stale copy
+    await eventually(lambda: len(elsewhere.ephemerals()) == 2)
+    assert elsewhere.ephemerals()[-1] == "This action is no longer waiting for a decision."
