@@ -137,9 +137,10 @@ PLACEHOLDER = 150
 """plain_text_input: ``min_length`` "between 0 and 3000, inclusive", ``max_length`` "between 1
 and 3000, inclusive", ``action_id`` at most 255
 (https://docs.slack.dev/reference/block-kit/block-elements/plain-text-input-element); the
-placeholder at most 150 characters (ditto, and slack_sdk). ``initial_value`` has no documented
-limit, and Slack's Block Kit team confirmed there is no hard one
-(https://github.com/IBM/slack-wrench/issues/105): the fake does not limit it either."""
+placeholder at most 150 characters (slack_sdk InputInteractiveElement.placeholder_max_length).
+``initial_value`` has no documented limit, and Slack's Block Kit team confirmed there is no
+hard one (https://github.com/IBM/slack-wrench/issues/105): the fake does not limit it either
+(the bot keeps it within its field's ``max_length`` anyway)."""
 TRIGGER_TTL = 3.0
 """A trigger is exchanged once, within 3 seconds ("Pass a valid trigger_id within 3 seconds of
 receiving it": https://docs.slack.dev/tools/bolt-python/concepts/opening-modals); views.open
