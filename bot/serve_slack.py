@@ -30,6 +30,7 @@ def slack_settings(config: Config) -> SlackSettings:
         allowed_channels=frozenset(slack.allowed_channels),
         allowed_users=frozenset(slack.allowed_users),
         admin_users=frozenset(slack.admin_users),
+        approvers=config.agent.approval.approvers,
         cooldown_seconds=slack.cooldown_seconds,
         max_runs_per_user=config.agent.max_runs_per_user,
         run_lease=config.agent.deadline + 60,  # a slot outlives the longest run
@@ -44,6 +45,7 @@ async def serve_slack(app: App) -> None:
         cooldowns=app.cooldowns,
         stops=app.stops,
         slots=app.slots,
+        broker=app.broker,
         settings=slack_settings(app.config),
     )
     await run(bot)

@@ -10,6 +10,15 @@ connection Slack picks): the replica that receives it checks who pressed, cancel
 it is its own, and otherwise publishes a ``StopRequests`` request that the replica running it
 hears (``start`` subscribes). Cooldowns are kept in the shared ``Cooldowns`` store likewise.
 
+An action waiting for approval is decided the same way: the replica that receives a click
+on Approve, Edit…, Deny or Allow in this conversation reads the request from the
+``ApprovalBroker`` (shared between replicas), checks the ``approvers`` policy (a person who
+may not decide gets an ephemeral line saying who can; an action no longer waiting says so),
+and hands the decision to the broker, which resolves it here or publishes it for the replica
+that runs the run. Edit and Deny open a modal first (``views.open`` with the click's
+trigger), Edit's prefilled with the request's input; its submission decides, or answers
+field errors (input that is not JSON where JSON is needed, an action decided meanwhile).
+
 ``aclose`` stops the runs still going (their messages end in a visible "stopped" state) and
 awaits every task, so a shutdown never leaves a message saying "thinking" forever.
 """
@@ -30,23 +39,39 @@ import aiohttp
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_bolt.context.async_context import AsyncBoltContext
-from slack_sdk.errors import SlackApiError
+from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from adapters.live import LiveMessage, LiveStats, RunView
 from adapters.pacing import EditPacer, SlidingWindow
+from adapters.slack.approval import (
+    APPROVAL_VIEW_ID,
+    VERDICT_OF_ACTION,
+    ApprovalRef,
+    may_decide,
+    parse_button_value,
+)
+from adapters.slack.modals import (
+    FieldErrors,
+    decision_for,
+    deny_modal,
+    edit_modal,
+    read_submission,
+)
 from adapters.slack.payloads import Question, from_command, from_event
 from adapters.slack.render import (
     SHUTDOWN,
     STOP_ACTION_ID,
     SlackRenderer,
+    deciders,
     mention,
     parse_stop_value,
 )
 from adapters.slack.settings import SlackSettings
 from adapters.slack.surface import NotInChannel, SlackSurface, make_client, post_root
 from core.agent import Agent, Run
+from core.approval import ApprovalBroker, ApprovalRequest, Decision
 from core.stores import (
     Cooldowns,
     EventClaims,
@@ -66,6 +91,9 @@ INVITE = (
 )
 RESTARTING = "reactbot is restarting; ask again in a moment."
 USAGE = "Ask me something, for example: `/ask What is 17*23+4?`"
+GONE = "This action is no longer waiting for a decision."
+UNREACHABLE = "I could not look this action up just now; try again in a moment."
+NO_APPROVALS = "Approvals are not set up on this bot, so nobody can decide here."
 
 
 def _user_key(question: Question) -> str:
@@ -139,6 +167,7 @@ class SlackBot:
         cooldowns: Cooldowns | None = None,
         stops: StopRequests | None = None,
         slots: RunSlots | None = None,
+        broker: ApprovalBroker | None = None,
         client: AsyncWebClient | None = None,
     ) -> None:
         self.agent = agent
@@ -147,6 +176,9 @@ class SlackBot:
         self.cooldowns = cooldowns or InMemoryCooldowns()
         self.stops = stops or InMemoryStopRequests()
         self.slots = slots or InMemoryRunSlots()
+        self.broker = broker
+        """The agent's approver: clicks on approval buttons are decided through it (None:
+        the buttons are not shown). Not this bot's to close; see ``start``."""
         self._session: aiohttp.ClientSession | None = None
         if client is None:  # ours to close in aclose; must be built inside the running loop
             self._session = aiohttp.ClientSession()
@@ -172,10 +204,22 @@ class SlackBot:
         self._register()
 
     async def start(self) -> None:
-        """Hear stop requests from other replicas; call once before serving."""
+        """Hear stop requests and decisions from other replicas; call once before serving.
+
+        The broker is the application's, shared with any other platform served by this
+        process: it is started here (a no-op once started) and closed by whoever made it
+        (``App.aclose``), never by this bot, so a Slack bot that fails to start or stops
+        early does not cut Discord off from decisions made on other replicas."""
         if not self._started:
             self._started = True
             await self._listening.enter_async_context(self.stops.subscribe(self._stop_requested))
+            if self.broker is not None:
+                await self.broker.start()
+                if self.settings.approvers == "admins" and not self.settings.admin_users:
+                    log.warning(
+                        "agent.approval.approvers is 'admins' but slack.admin_users is empty: "
+                        "nobody can approve, so every action that needs approval times out"
+                    )
 
     # ---- listeners ------------------------------------------------------------------------
     def _register(self) -> None:
@@ -192,10 +236,20 @@ class SlackBot:
             await ack()
             self._spawn(self._on_stop(body, action))
 
+        async def on_approval(ack: AsyncAck, body: dict[str, Any], action: dict[str, Any]) -> None:
+            await ack()
+            self._spawn(self._on_approval(body, action))
+
+        async def on_submission(ack: AsyncAck, body: dict[str, Any], view: dict[str, Any]) -> None:
+            await self._on_submission(ack, body, view)
+
         self.app.command("/ask")(on_command)
         self.app.event("app_mention")(on_event)
         self.app.event("message")(on_event)  # DMs; everything else is filtered out
         self.app.action(STOP_ACTION_ID)(on_stop)
+        for action_id in VERDICT_OF_ACTION:
+            self.app.action(action_id)(on_approval)
+        self.app.view_submission(APPROVAL_VIEW_ID)(on_submission)
 
     async def _on_command(self, ack: AsyncAck, command: dict[str, Any]) -> None:
         question = from_command(command)
@@ -246,6 +300,103 @@ class SlackBot:
             active.run.cancel(by=user)
         else:  # another replica runs it (or it already ended, and nobody will act)
             await self.stops.request(run_id, by=user)
+
+    async def _on_approval(self, body: dict[str, Any], action: dict[str, Any]) -> None:
+        """A click on an approval button: check who clicked and that the action still waits,
+        then decide at once (Approve, Allow in this conversation) or open the Edit or Deny
+        modal, prefilled from the request (read from the broker, whichever replica runs it)."""
+        user = str(body.get("user", {}).get("id", ""))
+        verdict = VERDICT_OF_ACTION.get(str(action.get("action_id", "")))
+        ref = parse_button_value(str(action.get("value", "")))
+        if verdict is None or ref is None:
+            log.warning("ignoring an approval click whose value is not ours")
+            return
+        channel, thread_ts = self._where_clicked(body, ref)
+        request = await self._waiting_request(ref, user)
+        if isinstance(request, str):
+            await self._ephemeral(channel, user, request, thread_ts=thread_ts)
+            return
+        trigger = str(body.get("trigger_id", ""))
+        if verdict == "edit":
+            problem = await self._open_modal(trigger, edit_modal(ref, request))
+            if problem is not None:
+                note = f"I could not open the editor ({problem}); click Edit… again."
+                await self._ephemeral(channel, user, note, thread_ts=thread_ts)
+        elif verdict == "deny":
+            if await self._open_modal(trigger, deny_modal(ref, request)) is not None:
+                await self._decide(ref, Decision("deny", user))  # no reason, but as asked
+        else:
+            await self._decide(ref, Decision(verdict, user))
+
+    async def _on_submission(
+        self, ack: AsyncAck, body: dict[str, Any], view: dict[str, Any]
+    ) -> None:
+        """An Edit or Deny modal submitted: decide, or keep it open saying what is wrong."""
+        submitted = read_submission(view)
+        if submitted is None:
+            await ack()
+            return
+        user = str(body.get("user", {}).get("id", ""))
+        request = await self._waiting_request(submitted.ref, user)
+        if isinstance(request, str):
+            await ack(response_action="errors", errors={submitted.field: request})
+            return
+        decision = decision_for(submitted, request, by=user)
+        if isinstance(decision, FieldErrors):
+            await ack(response_action="errors", errors=decision.errors)
+            return
+        await ack()
+        await self._decide(submitted.ref, decision)
+
+    async def _waiting_request(self, ref: ApprovalRef, user: str) -> ApprovalRequest | str:
+        """The request ``user`` may decide on now, or why not, in one line for them: they
+        may not (by the ``approvers`` policy; the asker is the request's own word, else the
+        button's), or it no longer waits (decided, timed out, its run ended)."""
+        if self.broker is None:
+            return NO_APPROVALS
+        try:
+            request = await self.broker.request(ref.key)
+        except Exception:  # the shared store is away; a decision could not travel either
+            log.warning("could not read the pending request %s", ref.key, exc_info=True)
+            return UNREACHABLE
+        asker = request.asker if request is not None else ref.asker
+        approvers = self.settings.approvers
+        if not may_decide(approvers, user, asker or None, self.settings.admin_users):
+            return f"Only {deciders(approvers, asker or None)} can decide on this action."
+        return request if request is not None else GONE
+
+    async def _decide(self, ref: ApprovalRef, decision: Decision) -> None:
+        assert self.broker is not None
+        try:
+            await self.broker.decide(ref.key, decision)
+        except Exception:  # the request times out as denied; the log says why
+            log.exception("could not deliver a decision on %s", ref.key)
+
+    async def _open_modal(self, trigger: str, view: dict[str, Any]) -> str | None:
+        """Open ``view`` for the person who clicked; what went wrong, or None."""
+        if not trigger:
+            return "the click carried no trigger"
+        try:
+            await self.client.views_open(trigger_id=trigger, view=view)
+        except SlackApiError as exc:
+            error = str(exc.response.get("error", "")) if exc.response is not None else ""
+            log.warning("views.open refused: %s", error)
+            return f"Slack said {error or 'no'}"
+        except (SlackClientError, aiohttp.ClientError, TimeoutError) as exc:
+            log.warning("views.open failed: %s", exc)
+            return "Slack could not be reached"
+        return None
+
+    def _where_clicked(self, body: dict[str, Any], ref: ApprovalRef) -> tuple[str, str | None]:
+        """The channel (and thread) of the message whose button was clicked."""
+        active = self._active.get(ref.run_id)
+        container = body.get("container") or {}
+        channel = active.channel if active is not None else ""
+        channel = channel or str(
+            (body.get("channel") or {}).get("id") or container.get("channel_id") or ""
+        )
+        thread_ts = container.get("thread_ts") or (body.get("message") or {}).get("thread_ts")
+        return channel, str(thread_ts) if thread_ts else None
 
     def _stop_requested(self, run_id: str, by: str) -> None:
         """A stop request from any replica, already permitted where the press arrived."""
@@ -360,11 +511,18 @@ class SlackBot:
         surface = SlackSurface(
             self.client, channel=question.channel, ts=root, thread_ts=question.thread_ts
         )
+        renderer = SlackRenderer(
+            run_id=run.trace.id,
+            approvals=self.broker is not None,
+            approval_timeout=self.agent.settings.approval_timeout,
+        )
         live = LiveMessage(
             surface,
-            SlackRenderer(run_id=run.trace.id),
+            renderer,
             self.pacer,
-            view=RunView(question=question.text, asker=question.user),
+            view=RunView(
+                question=question.text, asker=question.user, approvers=self.settings.approvers
+            ),
             tick=max(1.0, self.settings.update_interval),
         )
         try:

@@ -9,6 +9,12 @@ outgrows it keeps the latest steps and collapses the earlier ones into one line;
 too long for the root message goes on in the thread; a trace field too long for a readable
 thread is cut, with a pointer to the stored trace.
 
+An action waiting for a person shows its Thought, the tool and its input in a code block,
+who may decide and when it is denied automatically, and an ``actions`` block of Approve,
+Edit…, Deny and Allow in this conversation (``adapters.slack.approval`` says what each
+button carries). A decided step says how, in ``ApprovalRecord.describe()``'s words with the
+person a mention: in the live message, the step lines, the final message and the thread.
+
 Text from outside is data. It is mrkdwn-escaped (``&``, ``<``, ``>``), so it cannot form
 ``<!channel>``, ``<@U…>``, ``<#C…>`` or a masked ``<url|label>`` link: the only ``<…>`` in a
 payload are the mentions this module writes for the asker and whoever pressed Stop, and
@@ -22,15 +28,25 @@ least ``MIN_ROOM``, so no loop can stall on a zero-sized piece.
 
 from __future__ import annotations
 
+import math
 import re
 import time
 import urllib.parse
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from adapters.live import Phase, RunView, StepView
-from core.trace import Trace, TraceStep, source_domain, summary_line
+from adapters.slack.approval import (
+    ALWAYS_ACTION_ID,
+    APPROVE_ACTION_ID,
+    DENY_ACTION_ID,
+    EDIT_ACTION_ID,
+    ApprovalRef,
+    editable,
+)
+from core.events import ApprovalDecided, ApprovalRequested
+from core.trace import ApprovalRecord, Trace, TraceStep, source_domain, summary_line
 
 Block = dict[str, Any]
 
@@ -65,6 +81,12 @@ CHUNK = SECTION_LIMIT - 100
 ANSWER_PARTS = 30
 """The thread carries answers up to ~85,000 characters; longer ones are cut."""
 CURSOR = "▍"
+DECISION_LIMIT = 300
+"""A decision line in the live or final message (the reason and edits cut); the thread's
+may take ``DECISION_TRACE_LIMIT``."""
+DECISION_TRACE_LIMIT = 800
+PENDING_INPUT_LIMIT = 1200
+"""The pending action's input in the live message (the Edit modal shows all of it)."""
 
 _USER_ID = re.compile(r"^[UW][A-Z0-9]{2,}$")
 _SAFE_URL = re.compile(r"^https?://[^\s<>|]+$")
@@ -307,6 +329,94 @@ def parse_stop_value(value: str) -> tuple[str, str | None]:
     return run_id, asker or None
 
 
+# ---- approvals -----------------------------------------------------------------------------
+
+_BY = "\x00by\x00"
+"""Stands in for the person in ``describe()``'s words until they are escaped; then the first
+one (``describe()`` names the person before any outside text) becomes the mention."""
+
+
+def record_of(event: ApprovalDecided) -> ApprovalRecord:
+    return ApprovalRecord(event.outcome, event.by, reason=event.reason, remembered=event.remembered)
+
+
+def decision_line(
+    record: ApprovalRecord, *, timeout: float | None = None, limit: int = DECISION_LIMIT
+) -> str:
+    """``✅ approved by <@U1ADA>``, ``🚫 denied by <@U1ADA>: "not that one"``: the record's
+    ``describe()`` as mrkdwn, escaped and cut to ``limit`` characters (plus the mention);
+    a timeout says how long was waited when ``timeout`` is known."""
+    if record.outcome == "timeout" and timeout:
+        return f"⌛ no decision in {duration(timeout)}: denied"
+    marked = replace(record, by=_BY if record.by else None)
+    line = prose(marked.describe(), limit)
+    return line.replace(_BY, mention(record.by), 1) if record.by else line
+
+
+def decision_mark(record: ApprovalRecord) -> str:
+    """The short form for a step line: who decided how, without the reason or the edit."""
+    if record.outcome == "timeout":
+        return "⌛ no decision: denied"
+    bare = replace(record, input=None, reason="", remembered=False)
+    return decision_line(bare, limit=NAME_LIMIT + 40)
+
+
+def duration(seconds: float) -> str:
+    """``0.5 s``, ``45 s``, ``5 min``, ``24 h``."""
+    seconds = max(0.0, seconds)
+    if seconds < 120:
+        return f"{round(seconds, 1):g} s"
+    if seconds < 7200:
+        return f"{round(seconds / 60):g} min"
+    return f"{round(seconds / 3600, 1):g} h"
+
+
+def countdown(remaining: float) -> str:
+    """When an undecided action is denied, coarse enough that the message changes at most
+    once a minute until the last two minutes (then every 15 s): each change is an edit."""
+    if remaining >= 7200:
+        return f"in {math.ceil(remaining / 3600)} h"
+    if remaining >= 120:
+        return f"in {math.ceil(remaining / 60)} min"
+    if remaining >= 15:
+        return f"in {math.ceil(remaining / 15) * 15} s"
+    return "in a few seconds"
+
+
+def deciders(approvers: str, asker: str | None) -> str:
+    """Who may decide, in words: ``<@U1ADA> or an admin``, ``an admin``, ``anyone here``."""
+    if approvers == "anyone":
+        return "anyone here"
+    if approvers == "admins":
+        return "an admin"
+    return f"{mention(asker) if asker else 'the person who asked'} or an admin"
+
+
+def approval_button(label: str, action_id: str, value: str, *, style: str | None = None) -> Block:
+    button: Block = {
+        "type": "button",
+        "action_id": action_id,
+        "text": {"type": "plain_text", "text": label, "emoji": True},
+        "value": value,
+    }
+    if style is not None:
+        button["style"] = style
+    return button
+
+
+def approval_buttons(ref: ApprovalRef, pending: ApprovalRequested) -> Block:
+    """Approve, Edit… (when the input fits the modal's field), Deny, and Allow in this
+    conversation (when the policy remembers), in one ``actions`` block."""
+    value = ref.encode()
+    buttons = [approval_button("Approve", APPROVE_ACTION_ID, value, style="primary")]
+    if editable(pending.input):
+        buttons.append(approval_button("Edit…", EDIT_ACTION_ID, value))
+    buttons.append(approval_button("Deny", DENY_ACTION_ID, value, style="danger"))
+    if pending.remember:
+        buttons.append(approval_button("Allow in this conversation", ALWAYS_ACTION_ID, value))
+    return {"type": "actions", "elements": buttons}
+
+
 # ---- the live message ---------------------------------------------------------------------
 
 _PHASE_EMOJI: dict[Phase, str] = {
@@ -331,14 +441,23 @@ class SlackRenderer:
     """Implements ``adapters.live.Renderer[SlackMessage]`` for one run.
 
     ``run_id`` goes into the Stop button's value; without it (the placeholder posted before
-    the run exists) there is no button.
+    the run exists) there is no button. ``approvals``: the approval buttons work here (the bot
+    has an ``ApprovalBroker``); ``approval_timeout``: how long a decision is waited for,
+    named when none came. Who may decide is the view's ``approvers``.
     """
 
     def __init__(
-        self, *, run_id: str | None = None, clock: Callable[[], float] = time.monotonic
+        self,
+        *,
+        run_id: str | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        approvals: bool = True,
+        approval_timeout: float | None = None,
     ) -> None:
         self.run_id = run_id
         self._clock = clock
+        self.approvals = approvals
+        self.approval_timeout = approval_timeout
 
     # ---- Renderer protocol ----------------------------------------------------------------
     def live(self, view: RunView) -> SlackMessage:
@@ -346,7 +465,11 @@ class SlackRenderer:
             return self.final(view)
         status = section(self._status_line(view), accessory=self._button(view))
         head = [_question_block(view), status]
-        tail = _current_step_blocks(view, _room(head, reserve=2 * MIN_ROOM))
+        room = _room(head, reserve=2 * MIN_ROOM)
+        if view.pending is not None:
+            tail = self._pending_blocks(view, view.pending, room)
+        else:
+            tail = _current_step_blocks(view, room, timeout=self.approval_timeout)
         blocks = [*head, *_fit_step_lines(view, head, tail, self._done_steps(view)), *tail]
         return SlackMessage(_fallback(view, _status_words(view)), tuple(blocks))
 
@@ -360,6 +483,9 @@ class SlackRenderer:
         lines: list[Block] = []
         if view.phase in ("failed", "cancelled"):  # no answer: show how far it got
             lines = _fit_step_lines(view, head, [*body, *foot], [s for s in view.steps if s.done])
+        else:  # the step lines are not shown: say how people decided, where it fits
+            room = MESSAGE_BUDGET - sum(block_size(b) for b in (*head, *body, *foot))
+            body += _decisions_block(view, room, timeout=self.approval_timeout)
         blocks = [*head, *lines, *body, *foot]
         return SlackMessage(_fallback(view, _final_words(view)), tuple(blocks))
 
@@ -374,7 +500,7 @@ class SlackRenderer:
         return SlackMessage(_fallback(view, _final_words(view)), tuple(blocks))
 
     def trace_posts(self, trace: Trace, *, whole_answer: bool = False) -> list[SlackMessage]:
-        return trace_posts(trace, whole_answer=whole_answer)
+        return trace_posts(trace, whole_answer=whole_answer, approval_timeout=self.approval_timeout)
 
     def plain(self, text: str) -> SlackMessage:
         body = answer_text(text.strip(), SECTION_LIMIT - 100) if text.strip() else "(no text)"
@@ -388,8 +514,38 @@ class SlackRenderer:
 
     def _status_line(self, view: RunView) -> str:
         parts = [f"{_PHASE_EMOJI[view.phase]} {_step_label(view)}", _status_words(view)]
-        parts.append(f"{view.elapsed(self._clock()):.1f} s")
+        now = self._clock()
+        if view.pending is not None:  # the seconds stand still while a person decides,
+            now = min(now, view.pending_since)  # so the message is not edited every tick
+        parts.append(f"{view.elapsed(now):.1f} s")
         return " · ".join(p for p in parts if p)
+
+    def _pending_blocks(self, view: RunView, pending: ApprovalRequested, room: int) -> list[Block]:
+        """The action waiting for a person: its Thought, the tool and its input, who may
+        decide and until when, and the buttons; the buttons and the line come first."""
+        fixed = [context(self._pending_hint(view, pending))]
+        if self.run_id and self.approvals:
+            ref = ApprovalRef(self.run_id, pending.step, pending.call, view.asker or None)
+            fixed.append(approval_buttons(ref, pending))
+        room -= sum(block_size(b) for b in fixed)
+        action = _pending_action(pending, min(PENDING_INPUT_LIMIT + 200, max(room, MIN_ROOM)))
+        room -= block_size(action)
+        thought: list[Block] = []
+        if pending.thought.strip() and room >= MIN_ROOM:
+            text = (
+                f"*Thought:* {prose_tail(pending.thought.strip(), min(THOUGHT_LIMIT, room) - 14)}"
+            )
+            thought.append(context(text))
+        return [*thought, action, *fixed]
+
+    def _pending_hint(self, view: RunView, pending: ApprovalRequested) -> str:
+        waited = max(0.0, self._clock() - view.pending_since)
+        remaining = min(pending.timeout, max(0.0, pending.timeout - waited))
+        who = deciders(view.approvers, view.asker or None)
+        decide = f"only {who} can decide" if view.approvers != "anyone" else f"{who} can decide"
+        if not (self.run_id and self.approvals):
+            decide = "waiting for a decision"
+        return f"{decide} · denied automatically {countdown(remaining)}"
 
     @staticmethod
     def _done_steps(view: RunView) -> list[StepView]:
@@ -412,6 +568,8 @@ def _step_label(view: RunView) -> str:
 
 
 def _status_words(view: RunView) -> str:
+    if view.pending is not None:  # says so over an earlier notice
+        return "waiting for approval"
     status = view.status_text.strip()
     if status:
         return prose(status, STATUS_LIMIT)
@@ -428,9 +586,10 @@ def _question_block(view: RunView, *, limit: int = QUESTION_LIMIT) -> Block:
     return section(f"*{mention(view.asker)} asked:* {question}")
 
 
-def _current_step_blocks(view: RunView, room: int) -> list[Block]:
+def _current_step_blocks(view: RunView, room: int, *, timeout: float | None = None) -> list[Block]:
     """The newest step in full, within ``room``. The answer gets room first, then the
-    action, the observation and the thought; a part that does not fit is left out."""
+    action, how a person decided on it, the observation and the thought; a part that does
+    not fit is left out."""
     step = view.current
     makers: dict[str, tuple[int, Callable[[int], Block]]] = {}
     if view.answer.strip():
@@ -438,13 +597,19 @@ def _current_step_blocks(view: RunView, room: int) -> list[Block]:
     if step is not None:
         if step.action:
             makers["action"] = (ACTION_LIMIT, lambda n: _live_action(step, n))
+        if step.approval is not None:
+            record = record_of(step.approval)
+            makers["decision"] = (
+                DECISION_LIMIT + 60,
+                lambda n: context(decision_line(record, timeout=timeout, limit=n - 60)),
+            )
         if step.observation is not None:
             makers["observation"] = (FOLD_CHARS + 100, lambda n: _live_observation(step, n))
         if step.thought.strip() or step.reasoning.strip():
             streaming = view.phase == "thinking" and not step.action
             makers["thought"] = (THOUGHT_LIMIT, lambda n: _live_thought(step, n, streaming))
     chosen: dict[str, Block] = {}
-    for name in ("answer", "action", "observation", "thought"):
+    for name in ("answer", "action", "decision", "observation", "thought"):
         if name not in makers or room < MIN_ROOM:
             continue
         cap, make = makers[name]
@@ -452,9 +617,8 @@ def _current_step_blocks(view: RunView, room: int) -> list[Block]:
         if block_size(block) <= room:
             chosen[name] = block
             room -= block_size(block)
-    return [
-        chosen[name] for name in ("thought", "action", "observation", "answer") if name in chosen
-    ]
+    order = ("thought", "action", "decision", "observation", "answer")
+    return [chosen[name] for name in order if name in chosen]
 
 
 def _live_answer(answer: str, room: int) -> Block:
@@ -479,12 +643,48 @@ def _live_thought(step: StepView, room: int, streaming: bool) -> Block:
 
 
 def step_line(step: StepView) -> str:
-    """One grey line per finished step: ``1 · search `Tokyo population` → 3 results``."""
+    """One grey line per finished step: ``1 · search `Tokyo population` → 3 results``; a
+    decided one says who decided how: ``2 · files_delete `…` ✅ approved by @ada → done``."""
     call = f"*{prose(step.action or '?', NAME_LIMIT)}* {code_span(step.action_input or '', 60)}"
     first = next(iter((step.observation or "")[:2000].strip().splitlines()), "")
     result = prose(first, 70) if first.strip() else "(empty)"
     arrow = "→ :warning:" if step.error else "→"
-    return fit(f"{step.index} · {call} {arrow} {result}", STEP_LINE_LIMIT)
+    mark = f" {decision_mark(record_of(step.approval))}" if step.approval is not None else ""
+    return fit(f"{step.index} · {call}{mark} {arrow} {result}", STEP_LINE_LIMIT + len(mark))
+
+
+def _pending_action(pending: ApprovalRequested, room: int) -> Block:
+    name = f"*Action:* *{prose(pending.name, NAME_LIMIT)}*"
+    if pending.call:
+        name += f" (call {pending.call + 1} of this step)"
+    text = pending.input
+    if not text.strip():
+        return section(f"{name}\n_(no input)_")
+    limit = min(PENDING_INPUT_LIMIT, max(room, MIN_ROOM) - len(name) - 10)
+    return section(f"{name}\n{code_block(prose(text, limit))}")
+
+
+def _decisions_block(view: RunView, room: int, *, timeout: float | None) -> list[Block]:
+    """One grey line saying how people decided on the run's actions, as many as fit in
+    ``room`` (the rest are in the thread)."""
+    decided = [s for s in view.steps if s.approval is not None]
+    if not decided or room < MIN_ROOM:
+        return []
+    parts: list[str] = []
+    used = len("Approvals: ") + 40  # room kept for "+N more"
+    for step in decided:
+        assert step.approval is not None
+        line = decision_line(record_of(step.approval), timeout=timeout, limit=200)
+        part = f"{step.index} · *{prose(step.action or '?', NAME_LIMIT)}* {line}"
+        if used + len(part) + 3 > room:
+            break
+        parts.append(part)
+        used += len(part) + 3
+    if not parts:
+        return []
+    hidden = len(decided) - len(parts)
+    more = f" · +{hidden} more in the thread" if hidden else ""
+    return [context("Approvals: " + " · ".join(parts) + more)]
 
 
 def _fit_step_lines(
@@ -618,10 +818,13 @@ RAW_PARTS = 1
 the JSON file attached to the thread). Fifty steps of 100 KB each stay a thread people read."""
 
 
-def trace_posts(trace: Trace, *, whole_answer: bool = False) -> list[SlackMessage]:
+def trace_posts(
+    trace: Trace, *, whole_answer: bool = False, approval_timeout: float | None = None
+) -> list[SlackMessage]:
     """The thread under the answer: question, the full answer when the root had to cut it
     (or, ``whole_answer``, showed only a compact or plain form), one post per step (split
-    when long), the totals."""
+    when long; a decided step says how, naming ``approval_timeout`` for a timeout), the
+    totals."""
     asked = f"*Question* (asked by {mention(trace.user)})"
     question = trace.question.strip() or "(no question)"
     posts = _pack(
@@ -632,12 +835,14 @@ def trace_posts(trace: Trace, *, whole_answer: bool = False) -> list[SlackMessag
         blocks = _sections("*Answer*", answer, trace.id, parts=ANSWER_PARTS, sep=":\n", fences=True)
         posts += _pack(blocks, "Answer (continued)")
     for step in trace.steps:
-        posts += _pack(step_blocks(step, trace.id), f"Step {step.index}")
+        posts += _pack(step_blocks(step, trace.id, timeout=approval_timeout), f"Step {step.index}")
     posts += _pack(_totals_blocks(trace), summary_line(trace))
     return posts
 
 
-def step_blocks(step: TraceStep, trace_id: str = "") -> list[Block]:
+def step_blocks(
+    step: TraceStep, trace_id: str = "", *, timeout: float | None = None
+) -> list[Block]:
     blocks = [context(_step_header(step))]
     if step.reasoning.strip():
         blocks += _sections(
@@ -650,6 +855,9 @@ def step_blocks(step: TraceStep, trace_id: str = "") -> list[Block]:
         blocks += _sections(
             "*Input:*", step.action_input or "", trace_id, parts=INPUT_PARTS, code=True
         )
+    if step.approval is not None:
+        line = decision_line(step.approval, timeout=timeout, limit=DECISION_TRACE_LIMIT)
+        blocks.append(context(f"*Approval:* {line}"))
     if step.observation is not None:
         label = (
             "*Observation (error):*"

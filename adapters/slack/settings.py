@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from adapters.slack.approval import Approvers
+
 DEFAULT_API_BASE_URL = "https://slack.com/api/"
 
 
@@ -31,6 +33,9 @@ class SlackSettings:
     """Empty: every channel (and DM) the bot is in."""
     allowed_users: frozenset[str] = frozenset()
     admin_users: frozenset[str] = frozenset()
+    approvers: Approvers = "asker"
+    """Who may decide on an action waiting for approval (``agent.approval.approvers``):
+    ``asker`` (the asker or an admin), ``admins`` or ``anyone``."""
     cooldown_seconds: float = 5.0
     shutdown_grace: float = 10.0
     """Seconds to let stopped runs write their final state before shutdown cuts them off."""

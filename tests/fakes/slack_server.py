@@ -9,9 +9,9 @@ Point ``AsyncWebClient(token=..., base_url=fake.base_url)`` (``slack.api_base_ur
         assert fake.calls("chat.postMessage")[0].args["channel"] == "C1"
 
 Implemented: ``auth.test``, ``chat.postMessage``, ``chat.update``, ``chat.postEphemeral``,
-``conversations.info``, the ``files_upload_v2`` trio (``files.getUploadURLExternal``, the
-upload URL, ``files.completeUploadExternal``), and ``response_url`` endpoints
-(``fake.response_url(name)``). Every call is recorded with its arrival time, and a refused
+``conversations.info``, ``views.open``, the ``files_upload_v2`` trio
+(``files.getUploadURLExternal``, the upload URL, ``files.completeUploadExternal``), and
+``response_url`` endpoints (``fake.response_url(name)``). Every call is recorded with its arrival time, and a refused
 one with the error and the ``errors`` detail Slack would have sent.
 
 It refuses what Slack refuses, the way Slack refuses it (HTTP 200, ``{"ok": false, "error":
@@ -26,6 +26,10 @@ It refuses what Slack refuses, the way Slack refuses it (HTTP 200, ``{"ok": fals
   ``missing_argument``); the upload URL answers non-200 unless exactly ``length`` bytes
   arrive ("a non-200 response indicates a failure"); ``files.completeUploadExternal``
   answers ``file_not_found`` for a file whose upload never arrived whole.
+- ``views.open`` exchanges a trigger the fake minted (``fake.trigger()``, what a click or a
+  command carries): once, within ``TRIGGER_TTL`` seconds; see ``validate_view`` for the
+  view's limits. Opened views are kept in ``fake.views``; ``fake.submission(view, values,
+  user=...)`` builds the ``view_submission`` payload Slack would send when it is submitted.
 
 Scripting:
 
@@ -109,6 +113,45 @@ maintainer says that is old and a ~4K text can now be refused with ``msg_too_lon
 (https://github.com/seratch/ChatGPT-in-Slack/issues/102). The fake takes the strict reading
 for all three chat methods."""
 
+# ---- Slack's view (modal) limits ---------------------------------------------------------------
+#
+# https://docs.slack.dev/reference/views/modal-views (the modal view object), the same numbers
+# in slack_sdk/models/views/__init__.py (View.*_max_length and its JsonValidators):
+VIEW_TITLE = 24
+"""``title``: a plain_text object, "max length of 24 characters"; so are ``close`` and
+``submit`` (``submit`` "is required when an input block is within the blocks array")."""
+VIEW_BLOCKS = 100
+"""``blocks``: "Max of 100 blocks" (slack_sdk: "views must contain between 1 and 100 blocks")."""
+PRIVATE_METADATA = 3000
+"""``private_metadata``: "Max length of 3000 characters"."""
+CALLBACK_ID = 255
+"""``callback_id``: max 255 characters (slack_sdk View.callback_id_max_length; the node SDK's
+ModalView documents "Maximum length of 255 characters"); ``external_id`` likewise
+(https://docs.slack.dev/reference/methods/views.open, "a max length of 255 characters")."""
+VIEW_BYTES = 250 * 1024
+"""``view_too_large``: "Error returned if the provided view is greater than 250kb" (the
+views.open error list, e.g. slack-ruby/slack-api-ref methods/views/views.open.json)."""
+INPUT_LABEL = 2000
+INPUT_HINT = 2000
+"""Input block ``label`` (required, plain_text) and ``hint``: "Maximum length for the text in
+this field is 2000 characters" (https://docs.slack.dev/reference/block-kit/blocks/input-block;
+InputBlock.label_max_length / hint_max_length in slack_sdk)."""
+INPUT_MIN_LENGTH = (0, 3000)
+INPUT_MAX_LENGTH = (1, 3000)
+PLACEHOLDER = 150
+"""plain_text_input: ``min_length`` "between 0 and 3000, inclusive", ``max_length`` "between 1
+and 3000, inclusive", ``action_id`` at most 255
+(https://docs.slack.dev/reference/block-kit/block-elements/plain-text-input-element); the
+placeholder at most 150 characters (slack_sdk InputInteractiveElement.placeholder_max_length).
+``initial_value`` has no documented limit, and Slack's Block Kit team confirmed there is no
+hard one (https://github.com/IBM/slack-wrench/issues/105): the fake does not limit it either
+(the bot keeps it within its field's ``max_length`` anyway)."""
+TRIGGER_TTL = 3.0
+"""A trigger is exchanged once, within 3 seconds ("Pass a valid trigger_id within 3 seconds of
+receiving it": https://docs.slack.dev/tools/bolt-python/concepts/opening-modals); views.open
+answers ``invalid_trigger_id``, ``expired_trigger_id`` or ``exchanged_trigger_id`` otherwise
+(the views.open error list)."""
+
 _MESSAGE_METHODS = frozenset({"chat.postMessage", "chat.update", "chat.postEphemeral"})
 
 
@@ -139,6 +182,9 @@ class _Failure:
     retry_after: int | None
     errors: tuple[str, ...] = ()
     when: Callable[[JSON], bool] | None = None
+    messages_only: bool = False
+    """Send ``errors`` only as ``response_metadata.messages`` (views.open does, per the
+    answers quoted in its docs and issues), not as an ``errors`` list too."""
 
 
 @dataclass(slots=True)
@@ -161,6 +207,10 @@ class FakeSlack:
         self.not_joined: set[str] = set()
         self.channel_members: dict[str, list[str]] = {}
         """Who is in which channel, for ``conversations.members`` (paged by ``limit``)."""
+        self.views: list[JSON] = []
+        """Views opened with ``views.open``, as Slack answered them (with ``id`` and ``state``)."""
+        self._triggers: dict[str, float] = {}
+        self._exchanged: set[str] = set()
         self.rate_limited = 0
         self._pending: dict[str, _Upload] = {}
         self._failures: defaultdict[str, deque[_Failure]] = defaultdict(deque)
@@ -200,6 +250,40 @@ class FakeSlack:
 
     def response_url(self, name: str) -> str:
         return f"{self.url}/response/{name}"
+
+    def trigger(self) -> str:
+        """A new trigger id, as Slack puts in a click or a command payload."""
+        n = next(self._ts)
+        trigger = f"{n}.{1000 + n}.{n:06x}abcdef"
+        self._triggers[trigger] = time.monotonic()
+        return trigger
+
+    def submission(
+        self, view: JSON, values: dict[str, str | None], *, user: str, team: str = TEAM_ID
+    ) -> JSON:
+        """The ``view_submission`` payload Slack sends when ``user`` submits ``view`` (one of
+        ``self.views``) with ``values`` by input ``block_id`` (absent: left empty, ``None``)."""
+        state: dict[str, dict[str, JSON]] = {}
+        for block in view.get("blocks", ()):
+            if block.get("type") == "input":
+                element = block["element"]
+                state[block["block_id"]] = {
+                    element["action_id"]: {
+                        "type": element["type"],
+                        "value": values.get(block["block_id"]),
+                    }
+                }
+        return {
+            "type": "view_submission",
+            "team": {"id": team, "domain": "fake"},
+            "user": {"id": user, "team_id": team},
+            "api_app_id": "A1",
+            "token": "legacy",
+            "trigger_id": self.trigger(),
+            "view": {**view, "state": {"values": state}},
+            "response_urls": [],
+            "is_enterprise_install": False,
+        }
 
     # ---- scripting ------------------------------------------------------------------------
     def fail(
@@ -259,6 +343,8 @@ class FakeSlack:
         if method in _MESSAGE_METHODS and (refusal := validate_message(args)) is not None:
             error, errors = refusal
             return await self._answer(method, args, _Failure(error, 200, None, tuple(errors)))
+        if method == "views.open" and (refused := self._view_refusal(args)) is not None:
+            return await self._answer(method, args, refused)
         result: JSON = handler(args)
         if not result.get("ok", False):
             return await self._answer(method, args, _Failure(str(result["error"]), 200, None))
@@ -320,7 +406,8 @@ class FakeSlack:
         )
         body: JSON = {"ok": False, "error": failure.error}
         if failure.errors:
-            body["errors"] = list(failure.errors)
+            if not failure.messages_only:
+                body["errors"] = list(failure.errors)
             body["response_metadata"] = {"messages": [f"[ERROR] {e}" for e in failure.errors]}
         return web.json_response(body, status=failure.status, headers=headers)
 
@@ -390,6 +477,61 @@ class FakeSlack:
             message.blocks = _blocks(args)
         message.versions.append((time.monotonic(), message.text, message.blocks))
         return {"ok": True, "channel": message.channel, "ts": message.ts, "text": message.text}
+
+    def _view_refusal(self, args: JSON) -> _Failure | None:
+        """What views.open answers for these arguments (before its handler opens the view)."""
+        trigger = args.get("trigger_id")
+        if not trigger and not args.get("interactivity_pointer"):
+            # The error Slack's own docs show for it (slack-ruby/slack-api-ref views.open.json)
+            return _Failure("invalid_arguments", 200, None, ("invalid `trigger_id`",), None, True)
+        raw = args.get("view")
+        try:
+            view = json.loads(raw) if isinstance(raw, str) else raw
+        except ValueError:
+            view = None
+        if not isinstance(view, dict):
+            return _Failure(
+                "invalid_arguments",
+                200,
+                None,
+                ("must provide an object [json-pointer:/view]",),
+                None,
+                True,
+            )
+        if len(json.dumps(view, ensure_ascii=False).encode()) > VIEW_BYTES:
+            return _Failure("view_too_large", 200, None)
+        errors = validate_view(view)
+        if errors:
+            return _Failure("invalid_arguments", 200, None, tuple(errors), None, True)
+        minted = self._triggers.get(str(trigger))
+        if minted is None:
+            return _Failure("invalid_trigger_id", 200, None)
+        if trigger in self._exchanged:
+            return _Failure("exchanged_trigger_id", 200, None)
+        if time.monotonic() - minted > TRIGGER_TTL:
+            return _Failure("expired_trigger_id", 200, None)
+        return None
+
+    def _m_views_open(self, args: JSON) -> JSON:
+        trigger = str(args.get("trigger_id"))
+        self._exchanged.add(trigger)
+        raw = args["view"]
+        view = json.loads(raw) if isinstance(raw, str) else raw
+        opened = {
+            "id": f"V{next(self._ts):08d}",
+            "team_id": TEAM_ID,
+            "state": {"values": {}},
+            "hash": f"{time.time():.0f}.abc",
+            "private_metadata": "",
+            "callback_id": "",
+            "root_view_id": None,
+            "app_id": "A1",
+            "bot_id": BOT_ID,
+            **view,
+        }
+        opened["root_view_id"] = opened["id"]
+        self.views.append(opened)
+        return {"ok": True, "view": opened}
 
     def _m_chat_postEphemeral(self, args: JSON) -> JSON:
         return {"ok": True, "message_ts": f"1700000000.{next(self._ts):06d}"}
@@ -467,9 +609,12 @@ def message_text(message: Message) -> str:
     for block in message.blocks:
         if isinstance(block.get("text"), dict):
             parts.append(block["text"]["text"])
-        parts += [
-            e["text"] for e in block.get("elements", ()) if isinstance(e, dict) and "text" in e
-        ]
+        for element in block.get("elements", ()):
+            text = element.get("text") if isinstance(element, dict) else None
+            if isinstance(text, dict):  # a button's label
+                text = text.get("text")
+            if isinstance(text, str):
+                parts.append(text)
     return "\n".join(parts)
 
 
@@ -539,6 +684,66 @@ def block_errors(blocks: Sequence[Any]) -> list[str]:
     return checker.errors
 
 
+_VIEW_KEYS = frozenset(
+    {
+        "type",
+        "title",
+        "blocks",
+        "close",
+        "submit",
+        "private_metadata",
+        "callback_id",
+        "clear_on_close",
+        "notify_on_close",
+        "external_id",
+        "submit_disabled",
+    }
+)
+
+
+def validate_view(view: Any) -> list[str]:
+    """Why Slack would refuse this modal ``view`` in ``views.open``: the ``"... [json-pointer:
+    /view/..]"`` lines it sends with ``invalid_arguments`` (led, as in Slack's answers, by
+    "failed to match all allowed schemas [json-pointer:/view]"); ``[]`` when it would open it.
+    The limits and where each was confirmed are at ``VIEW_TITLE`` and below. The wording for
+    numbers out of range ("must be between ...") is the fake's own; Slack's is not on record."""
+    checker = _Checker(surface="modal")
+    at = "/view"
+    if not isinstance(view, dict):
+        return [f"must provide an object [json-pointer:{at}]"]
+    checker._extra(view, _VIEW_KEYS, at)
+    if view.get("type") != "modal":
+        checker.fail("must be a valid enum value", f"{at}/type")
+    if "title" not in view:
+        checker.fail("missing required field: title", at)
+    for key in ("title", "close", "submit"):
+        if key in view:
+            checker.text(view[key], f"{at}/{key}", limit=VIEW_TITLE, plain_only=True)
+    for key, limit in (
+        ("private_metadata", PRIVATE_METADATA),
+        ("callback_id", CALLBACK_ID),
+        ("external_id", CALLBACK_ID),
+    ):
+        if view.get(key) != "":  # Slack's own answers carry them empty
+            checker._length(view, key, limit, at)
+    blocks = view.get("blocks")
+    if not isinstance(blocks, list):
+        checker.fail("missing required field: blocks" if blocks is None else "must be an array", at)
+        blocks = []
+    elif not blocks:
+        checker.fail("must contain at least 1 items", f"{at}/blocks")
+    if len(blocks) > VIEW_BLOCKS:
+        checker.fail(f"no more than {VIEW_BLOCKS} items allowed", f"{at}/blocks")
+    for i, block in enumerate(blocks):
+        checker.block(block, f"{at}/blocks/{i}")
+    has_input = any(isinstance(b, dict) and b.get("type") == "input" for b in blocks)
+    if has_input and "submit" not in view:
+        checker.fail("missing required field: submit", at)
+    if checker.errors:
+        checker.errors.insert(0, f"failed to match all allowed schemas [json-pointer:{at}]")
+    return checker.errors
+
+
 _BLOCK_KEYS: dict[str, frozenset[str]] = {
     "section": frozenset({"type", "block_id", "text", "fields", "accessory", "expand"}),
     "context": frozenset({"type", "block_id", "elements"}),
@@ -547,6 +752,22 @@ _BLOCK_KEYS: dict[str, frozenset[str]] = {
     "divider": frozenset({"type", "block_id"}),
     "markdown": frozenset({"type", "block_id", "text"}),
 }
+_INPUT_KEYS = frozenset(
+    {"type", "block_id", "label", "element", "hint", "optional", "dispatch_action"}
+)
+_TEXT_INPUT_KEYS = frozenset(
+    {
+        "type",
+        "action_id",
+        "initial_value",
+        "multiline",
+        "min_length",
+        "max_length",
+        "placeholder",
+        "dispatch_action_config",
+        "focus_on_load",
+    }
+)
 _BUTTON_KEYS = frozenset(
     {"type", "text", "action_id", "url", "value", "style", "confirm", "accessibility_label"}
 )
@@ -554,8 +775,11 @@ _IMAGE_KEYS = frozenset({"type", "image_url", "alt_text", "slack_file"})
 
 
 class _Checker:
-    def __init__(self) -> None:
+    def __init__(self, *, surface: str = "message") -> None:
         self.errors: list[str] = []
+        self.surface = surface
+        """``modal``: input blocks are allowed (views take them; these checks keep messages
+        to what the renderer sends)."""
         self._action_ids: set[str] = set()
 
     def fail(self, message: str, at: str) -> None:
@@ -568,6 +792,8 @@ class _Checker:
             return
         kind = block.get("type")
         allowed = _BLOCK_KEYS.get(kind) if isinstance(kind, str) else None
+        if kind == "input" and self.surface == "modal":
+            allowed = _INPUT_KEYS
         if allowed is None:
             self.fail("failed to match all allowed schemas", at)
             return
@@ -613,6 +839,49 @@ class _Checker:
 
     def _divider(self, block: JSON, at: str) -> None:
         pass
+
+    def _input(self, block: JSON, at: str) -> None:
+        if "label" not in block:
+            self.fail("missing required field: label", at)
+        else:
+            self.text(block["label"], f"{at}/label", limit=INPUT_LABEL, plain_only=True)
+        if "hint" in block:
+            self.text(block["hint"], f"{at}/hint", limit=INPUT_HINT, plain_only=True)
+        for flag in ("optional", "dispatch_action"):
+            if flag in block and not isinstance(block[flag], bool):
+                self.fail("must be a boolean", f"{at}/{flag}")
+        element = block.get("element")
+        if element is None:
+            self.fail("missing required field: element", at)
+        elif not isinstance(element, dict) or element.get("type") != "plain_text_input":
+            # The only input element these tests need; others are refused rather than trusted.
+            self.fail("failed to match all allowed schemas", f"{at}/element")
+        else:
+            self._text_input(element, f"{at}/element")
+
+    def _text_input(self, element: JSON, at: str) -> None:
+        self._extra(element, _TEXT_INPUT_KEYS, at)
+        self._length(element, "action_id", ID_LENGTH, at)
+        if "initial_value" in element and not isinstance(element["initial_value"], str):
+            self.fail("must be a string", f"{at}/initial_value")
+        for flag in ("multiline", "focus_on_load"):
+            if flag in element and not isinstance(element[flag], bool):
+                self.fail("must be a boolean", f"{at}/{flag}")
+        for key, (low, high) in (
+            ("min_length", INPUT_MIN_LENGTH),
+            ("max_length", INPUT_MAX_LENGTH),
+        ):
+            if key not in element:
+                continue
+            value = element[key]
+            if not isinstance(value, int) or isinstance(value, bool):
+                self.fail("must be an integer", f"{at}/{key}")
+            elif not low <= value <= high:
+                self.fail(f"must be between {low} and {high}", f"{at}/{key}")
+        if "placeholder" in element:
+            self.text(
+                element["placeholder"], f"{at}/placeholder", limit=PLACEHOLDER, plain_only=True
+            )
 
     def _markdown(self, block: JSON, at: str) -> None:
         text = block.get("text")

@@ -371,3 +371,247 @@ def test_validate_message_takes_blocks_as_a_json_string_too() -> None:
     assert validate_message({"text": "t", "blocks": json.dumps([section("s")])}) is None
     error = validate_message({"blocks": json.dumps([section("")])})
     assert error is not None and error[0] == "invalid_blocks"
+
+
+# ---- views.open -------------------------------------------------------------------------------
+
+
+def modal(**fields: Any) -> dict[str, Any]:
+    return {
+        "type": "modal",
+        "callback_id": "cb",
+        "title": {"type": "plain_text", "text": "Edit the input"},
+        "submit": {"type": "plain_text", "text": "Run it"},
+        "close": {"type": "plain_text", "text": "Cancel"},
+        "private_metadata": "meta",
+        "blocks": [
+            section("What runs"),
+            {
+                "type": "input",
+                "block_id": "in",
+                "label": {"type": "plain_text", "text": "Input"},
+                "element": {
+                    "type": "plain_text_input",
+                    "action_id": "value",
+                    "multiline": True,
+                    "initial_value": "x",
+                    "max_length": 3000,
+                },
+            },
+        ],
+        **fields,
+    }
+
+
+async def refused_view(client: AsyncWebClient, fake: FakeSlack, view: Any) -> list[str]:
+    with pytest.raises(SlackApiError) as caught:
+        await client.views_open(trigger_id=fake.trigger(), view=view)
+    data = caught.value.response.data
+    assert isinstance(data, dict) and data["error"] == "invalid_arguments"
+    assert "errors" not in data, "views.open sends its pointers as messages only"
+    messages: list[str] = data["response_metadata"]["messages"]
+    assert messages[0] == "[ERROR] failed to match all allowed schemas [json-pointer:/view]"
+    return [m.removeprefix("[ERROR] ") for m in messages]
+
+
+def text_input(**fields: Any) -> dict[str, Any]:
+    return {"type": "plain_text_input", "action_id": "value", **fields}
+
+
+def input_block(**fields: Any) -> dict[str, Any]:
+    return {
+        "type": "input",
+        "block_id": "in",
+        "label": {"type": "plain_text", "text": "Input"},
+        "element": text_input(),
+        **fields,
+    }
+
+
+VIEW_CASES: list[tuple[str, dict[str, Any], str]] = [
+    (
+        "title over 24",
+        {"title": {"type": "plain_text", "text": "t" * 25}},
+        "must be less than 25 characters [json-pointer:/view/title/text]",
+    ),
+    (
+        "mrkdwn title",
+        {"title": {"type": "mrkdwn", "text": "t"}},
+        "must be a valid enum value [json-pointer:/view/title/type]",
+    ),
+    (
+        "submit over 24",
+        {"submit": {"type": "plain_text", "text": "s" * 25}},
+        "must be less than 25 characters [json-pointer:/view/submit/text]",
+    ),
+    (
+        "close over 24",
+        {"close": {"type": "plain_text", "text": "c" * 25}},
+        "must be less than 25 characters [json-pointer:/view/close/text]",
+    ),
+    (
+        "101 blocks",
+        {"blocks": [section("x")] * 101},
+        "no more than 100 items allowed [json-pointer:/view/blocks]",
+    ),
+    ("no blocks", {"blocks": []}, "must contain at least 1 items [json-pointer:/view/blocks]"),
+    (
+        "private_metadata over 3000",
+        {"private_metadata": "m" * 3001},
+        "must be less than 3001 characters [json-pointer:/view/private_metadata]",
+    ),
+    (
+        "callback_id over 255",
+        {"callback_id": "c" * 256},
+        "must be less than 256 characters [json-pointer:/view/callback_id]",
+    ),
+    (
+        "an input without submit",
+        {"submit": None},
+        "missing required field: submit [json-pointer:/view]",
+    ),
+    (
+        "label over 2000",
+        {"blocks": [input_block(label={"type": "plain_text", "text": "l" * 2001})]},
+        "must be less than 2001 characters [json-pointer:/view/blocks/0/label/text]",
+    ),
+    (
+        "no label",
+        {"blocks": [{"type": "input", "element": text_input()}]},
+        "missing required field: label [json-pointer:/view/blocks/0]",
+    ),
+    (
+        "hint over 2000",
+        {"blocks": [input_block(hint={"type": "plain_text", "text": "h" * 2001})]},
+        "must be less than 2001 characters [json-pointer:/view/blocks/0/hint/text]",
+    ),
+    (
+        "max_length over 3000",
+        {"blocks": [input_block(element=text_input(max_length=3001))]},
+        "must be between 1 and 3000 [json-pointer:/view/blocks/0/element/max_length]",
+    ),
+    (
+        "max_length 0",
+        {"blocks": [input_block(element=text_input(max_length=0))]},
+        "must be between 1 and 3000 [json-pointer:/view/blocks/0/element/max_length]",
+    ),
+    (
+        "min_length over 3000",
+        {"blocks": [input_block(element=text_input(min_length=3001))]},
+        "must be between 0 and 3000 [json-pointer:/view/blocks/0/element/min_length]",
+    ),
+    (
+        "placeholder over 150",
+        {
+            "blocks": [
+                input_block(
+                    element=text_input(placeholder={"type": "plain_text", "text": "p" * 151})
+                )
+            ]
+        },
+        "must be less than 151 characters [json-pointer:/view/blocks/0/element/placeholder/text]",
+    ),
+    (
+        "input action_id over 255",
+        {"blocks": [input_block(element=text_input(action_id="a" * 256))]},
+        "must be less than 256 characters [json-pointer:/view/blocks/0/element/action_id]",
+    ),
+    (
+        "an unknown view field",
+        {"colour": "red"},
+        "invalid additional property: colour [json-pointer:/view]",
+    ),
+]
+
+
+@pytest.mark.parametrize(("case", "fields", "expected"), VIEW_CASES, ids=[c[0] for c in VIEW_CASES])
+async def test_views_open_refuses_what_slack_refuses(
+    client: AsyncWebClient, fake: FakeSlack, case: str, fields: dict[str, Any], expected: str
+) -> None:
+    view = {k: v for k, v in modal(**fields).items() if v is not None}
+    assert expected in await refused_view(client, fake, view), case
+    assert fake.views == []
+
+
+async def test_views_open_takes_the_limits_themselves_and_records_the_view(
+    client: AsyncWebClient, fake: FakeSlack
+) -> None:
+    long_input = input_block(
+        label={"type": "plain_text", "text": "l" * 2000},
+        hint={"type": "plain_text", "text": "h" * 2000},
+        optional=True,
+        element=text_input(
+            action_id="a" * 255,
+            multiline=True,
+            min_length=3000,
+            max_length=3000,
+            initial_value="v" * 10_000,  # no documented limit, and none in the fake
+            placeholder={"type": "plain_text", "text": "p" * 150},
+        ),
+    )
+    view = modal(
+        title={"type": "plain_text", "text": "t" * 24},
+        submit={"type": "plain_text", "text": "s" * 24},
+        close={"type": "plain_text", "text": "c" * 24},
+        private_metadata="m" * 3000,
+        callback_id="c" * 255,
+        blocks=[long_input, *[section("x")] * 99],
+    )
+    response = await client.views_open(trigger_id=fake.trigger(), view=view)
+    assert response["view"]["id"].startswith("V") and response["view"]["private_metadata"] == (
+        "m" * 3000
+    )
+    assert fake.views == [response["view"]]
+
+
+async def test_a_trigger_is_needed_used_once_and_only_while_fresh(
+    client: AsyncWebClient, fake: FakeSlack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with pytest.raises(SlackApiError) as caught:
+        await client.views_open(view=modal())
+    assert caught.value.response["error"] == "invalid_arguments"
+    assert caught.value.response["response_metadata"]["messages"] == [
+        "[ERROR] invalid `trigger_id`"
+    ]
+    with pytest.raises(SlackApiError) as caught:
+        await client.views_open(trigger_id="12345.98765.abcd2358fdea", view=modal())
+    assert caught.value.response["error"] == "invalid_trigger_id"
+    trigger = fake.trigger()
+    await client.views_open(trigger_id=trigger, view=modal())
+    with pytest.raises(SlackApiError) as caught:
+        await client.views_open(trigger_id=trigger, view=modal())
+    assert caught.value.response["error"] == "exchanged_trigger_id"
+    stale = fake.trigger()
+    fake._triggers[stale] -= 3.5
+    with pytest.raises(SlackApiError) as caught:
+        await client.views_open(trigger_id=stale, view=modal())
+    assert caught.value.response["error"] == "expired_trigger_id"
+    assert len(fake.views) == 1
+
+
+async def test_a_view_over_250_kb_is_view_too_large(
+    client: AsyncWebClient, fake: FakeSlack
+) -> None:
+    big = input_block(element=text_input(initial_value="v" * 260_000))
+    with pytest.raises(SlackApiError) as caught:
+        await client.views_open(trigger_id=fake.trigger(), view=modal(blocks=[big]))
+    assert caught.value.response["error"] == "view_too_large"
+
+
+async def test_input_blocks_are_for_views_not_messages(client: AsyncWebClient) -> None:
+    data = await refused(client, "chat.postMessage", blocks=[input_block()])
+    assert "failed to match all allowed schemas [json-pointer:/blocks/0]" in data["errors"]
+
+
+async def test_a_submission_carries_the_view_and_its_values(
+    client: AsyncWebClient, fake: FakeSlack
+) -> None:
+    await client.views_open(trigger_id=fake.trigger(), view=modal())
+    payload = fake.submission(fake.views[0], {"in": "edited"}, user="U1ADA")
+    assert payload["type"] == "view_submission" and payload["user"]["id"] == "U1ADA"
+    assert payload["view"]["private_metadata"] == "meta"
+    assert payload["view"]["state"]["values"] == {
+        "in": {"value": {"type": "plain_text_input", "value": "edited"}}
+    }
+    empty = fake.submission(fake.views[0], {}, user="U1ADA")
+    assert empty["view"]["state"]["values"]["in"]["value"]["value"] is None

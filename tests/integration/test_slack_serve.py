@@ -13,7 +13,7 @@ from pydantic import SecretStr
 from adapters.slack.bot import SlackBot
 from adapters.slack.settings import SlackSettings
 from bot.app import App
-from bot.config import Config, Secrets, SlackConfig
+from bot.config import AgentConfig, ApprovalConfig, Config, Secrets, SlackConfig
 from bot.serve_slack import serve_slack, slack_settings
 from core.stores import InMemoryEventClaims
 from tests.fakes.slack_server import FakeSlack
@@ -49,6 +49,12 @@ def test_config_maps_onto_the_adapter_settings() -> None:
     assert (settings.mode, settings.port, settings.update_interval) == ("http", 3999, 0.5)
     assert settings.allowed_channels == frozenset({"C1"})
     assert settings.admin_users == frozenset({"UADMIN"})
+    assert settings.approvers == "asker"  # agent.approval.approvers' default
+    base = config(port=3999, base_url="http://127.0.0.1:1/api")
+    admins = base.model_copy(
+        update={"agent": AgentConfig(approval=ApprovalConfig(approvers="admins"))}
+    )
+    assert slack_settings(admins).approvers == "admins"
 
 
 async def test_http_mode_serves_until_cancelled_then_shuts_down_cleanly() -> None:

@@ -3,8 +3,19 @@
 from __future__ import annotations
 
 import json
+from typing import Any
+
+import pytest
 
 from adapters.live import RunView
+from adapters.slack.approval import (
+    ALWAYS_ACTION_ID,
+    APPROVE_ACTION_ID,
+    DENY_ACTION_ID,
+    EDIT_ACTION_ID,
+    ApprovalRef,
+    parse_button_value,
+)
 from adapters.slack.render import (
     MAX_BLOCKS,
     MESSAGE_BUDGET,
@@ -23,6 +34,8 @@ from adapters.slack.render import (
 from core.events import (
     ActionDecided,
     AnswerDelta,
+    ApprovalDecided,
+    ApprovalRequested,
     Cancelled,
     Failed,
     Finished,
@@ -32,7 +45,7 @@ from core.events import (
     StepStarted,
     ThoughtDelta,
 )
-from core.trace import Trace, TraceStep
+from core.trace import ApprovalRecord, Trace, TraceStep
 
 CLOCK = lambda: 1000.0  # noqa: E731 - a fixed clock keeps elapsed seconds stable
 
@@ -289,3 +302,166 @@ def test_an_answer_cut_inside_a_code_block_closes_it_before_the_note() -> None:
     parts = [t for p in posts for t in texts(p) if t.startswith("*Answer* (part ")]
     assert len(parts) >= 2
     assert all(t.count("```") == 2 for t in parts), "each part opens and closes its code block"
+
+
+# ---- approvals ------------------------------------------------------------------------------
+
+THOUGHT = "The user asked me to delete the draft; the tool can do it."
+PATH = '{"path": "drafts/q3.md"}'
+
+
+def pending_view(
+    *, remember: bool = True, text: str = PATH, call: int = 0, approvers: str = "asker"
+) -> RunView:
+    view = view_with(
+        *started(),
+        ThoughtDelta(1, THOUGHT),
+        ActionDecided(1, "files_delete", text, call),
+        ApprovalRequested(1, call, "files_delete", text, THOUGHT, 300.0, True, remember),
+    )
+    view.pending_since = 996.0  # 4 s before CLOCK
+    view.approvers = approvers
+    return view
+
+
+def approval_renderer(**options: Any) -> SlackRenderer:
+    return SlackRenderer(run_id="run123", clock=CLOCK, approval_timeout=300.0, **options)
+
+
+def test_a_pending_action_shows_thought_tool_input_who_decides_and_the_buttons() -> None:
+    message = approval_renderer().live(pending_view())
+    within_limits(message)
+    status = message.blocks[1]["text"]["text"]
+    assert status == ":raised_hand: step 1/8 · waiting for approval · 0.2 s"
+    assert message.text == "What is 17*23? — waiting for approval"
+    shown = texts(message)
+    assert f"*Thought:* {THOUGHT}" in shown
+    assert f"*Action:* *files_delete*\n```\n{PATH}\n```" in shown
+    assert "only <@U1ADA> or an admin can decide · denied automatically in 5 min" in shown
+    (actions,) = [b for b in message.blocks if b["type"] == "actions"]
+    labels = [(e["text"]["text"], e["action_id"], e.get("style")) for e in actions["elements"]]
+    assert labels == [
+        ("Approve", APPROVE_ACTION_ID, "primary"),
+        ("Edit…", EDIT_ACTION_ID, None),
+        ("Deny", DENY_ACTION_ID, "danger"),
+        ("Allow in this conversation", ALWAYS_ACTION_ID, None),
+    ]
+    refs = {parse_button_value(e["value"]) for e in actions["elements"]}
+    assert refs == {ApprovalRef("run123", 1, 0, "U1ADA")}, "each button says which action"
+    assert message.blocks[1]["accessory"]["action_id"] == STOP_ACTION_ID, "Stop still works"
+
+
+def test_the_waiting_message_changes_rarely_while_a_person_decides() -> None:
+    view = pending_view()
+    seen = set()
+    for second in range(0, 300, 5):
+        clock = lambda s=second: 996.0 + s  # noqa: E731
+        seen.add(json.dumps(SlackRenderer(run_id="run123", clock=clock).live(view).blocks))
+    # 5, 4, 3 and 2 min, then 120, 105, ... 15 s and "a few seconds": 14 edits in 5 minutes
+    assert len(seen) <= 14, "a minute apart until the last two, then every 15 s"
+    late = SlackRenderer(run_id="run123", clock=lambda: 996.0 + 285).live(view)
+    assert "denied automatically in 15 s" in str(late.blocks)
+    assert "· 0.2 s" in late.blocks[1]["text"]["text"], "the seconds stand still"
+
+
+def test_who_may_decide_follows_the_policy_and_no_allow_button_without_remember() -> None:
+    admins = approval_renderer().live(pending_view(remember=False, approvers="admins"))
+    assert "only an admin can decide" in str(admins.blocks)
+    assert ALWAYS_ACTION_ID not in json.dumps(admins.blocks)
+    anyone = approval_renderer().live(pending_view(approvers="anyone"))
+    assert "anyone here can decide" in str(anyone.blocks)
+    nobody = approval_renderer(approvals=False).live(pending_view())
+    assert "waiting for a decision" in str(nobody.blocks)
+    assert not [b for b in nobody.blocks if b["type"] == "actions"]
+
+
+def test_an_input_too_long_for_the_edit_field_is_not_offered_for_editing() -> None:
+    fits = approval_renderer().live(pending_view(text="x" * 3000))
+    assert EDIT_ACTION_ID in json.dumps(fits.blocks)
+    message = approval_renderer().live(pending_view(text="x" * 3001))
+    within_limits(message)
+    ids = [e["action_id"] for b in message.blocks if b["type"] == "actions" for e in b["elements"]]
+    assert ids == [APPROVE_ACTION_ID, DENY_ACTION_ID, ALWAYS_ACTION_ID]
+    assert "…" in str(message.blocks), "the input is cut in the message"
+
+
+def test_a_further_call_of_the_step_is_named() -> None:
+    message = approval_renderer().live(pending_view(call=1))
+    assert "*Action:* *files_delete* (call 2 of this step)" in str(message.blocks)
+    (actions,) = [b for b in message.blocks if b["type"] == "actions"]
+    ref = parse_button_value(actions["elements"][0]["value"])
+    assert ref is not None and ref.key == ("run123", 1, 1)
+
+
+DECISIONS = [
+    (ApprovalDecided(1, 0, "approved", "U2BOB", PATH), "✅ approved by <@U2BOB>"),
+    (
+        ApprovalDecided(1, 0, "approved", "U2BOB", PATH, remembered=True),
+        "✅ approved by <@U2BOB>, and allowed for the rest of the conversation",
+    ),
+    (ApprovalDecided(1, 0, "edited", "U2BOB", '{"path": "old.md"}'), "✏️ edited by <@U2BOB>"),
+    (
+        ApprovalDecided(1, 0, "denied", "U2BOB", PATH, "not <!here> that one"),
+        '🚫 denied by <@U2BOB>: "not &lt;!here&gt; that one"',
+    ),
+    (ApprovalDecided(1, 0, "timeout", None, PATH), "⌛ no decision in 5 min: denied"),
+    (
+        ApprovalDecided(1, 0, "allowed", "U2BOB", PATH),
+        "✅ allowed for this conversation by <@U2BOB>",
+    ),
+]
+
+
+@pytest.mark.parametrize(("event", "line"), DECISIONS, ids=[d[0].outcome for d in DECISIONS])
+def test_after_a_decision_the_buttons_go_and_the_step_says_it(
+    event: ApprovalDecided, line: str
+) -> None:
+    view = pending_view()
+    view.apply(event)
+    message = approval_renderer().live(view)
+    within_limits(message)
+    assert line in texts(message)
+    assert not [b for b in message.blocks if b["type"] == "actions"]
+    assert "waiting for approval" not in message.blocks[1]["text"]["text"]
+
+
+def test_decided_steps_say_so_in_their_line_and_in_the_final_message() -> None:
+    view = pending_view()
+    view.apply(ApprovalDecided(1, 0, "denied", "U2BOB", PATH, "not that one"))
+    view.apply(ObservationReady(1, "files_delete", "The user denied this action.", True))
+    view.apply(StepStarted(2, 8))
+    live = approval_renderer().live(view)
+    assert (
+        '1 · *files_delete* `{"path": "drafts/q3.md"}` 🚫 denied by <@U2BOB> → :warning: '
+        "The user denied this action."
+    ) in texts(live)
+    trace = Trace(question="q", steps=[TraceStep(1, action="files_delete", action_input=PATH)])
+    view.apply(Finished(trace, "I did not delete it.", "answered"))
+    final = approval_renderer().final(view)
+    within_limits(final)
+    assert 'Approvals: 1 · *files_delete* 🚫 denied by <@U2BOB>: "not that one"' in texts(final)
+
+
+def test_the_thread_shows_the_decision_under_the_step() -> None:
+    edited = ApprovalRecord("edited", "U2BOB", 1.0, '{"path": "<!here>"}', "typo")
+    timed_out = ApprovalRecord("timeout")
+    trace = Trace(
+        question="q",
+        user="U1ADA",
+        steps=[
+            TraceStep(
+                1, action="files_delete", action_input="{}", observation="ok", approval=edited
+            ),
+            TraceStep(
+                2, action="files_delete", action_input="{}", observation="no", approval=timed_out
+            ),
+        ],
+    )
+    posts = approval_renderer().trace_posts(trace)
+    lines = [t for p in posts for t in texts(p) if t.startswith("*Approval:*")]
+    assert lines == [
+        '*Approval:* ✏️ edited by <@U2BOB> (the model wrote: {"path": "&lt;!here&gt;"}): "typo"',
+        "*Approval:* ⌛ no decision in 5 min: denied",
+    ]
+    plain = SlackRenderer(clock=CLOCK).trace_posts(trace)  # no timeout known: describe()'s words
+    assert "⌛ no decision in time: denied" in str([p.blocks for p in plain])

@@ -1,7 +1,8 @@
-"""Property tests: whatever a model, a tool or a web page writes, every Slack payload the
-renderer makes is one Slack accepts (the fake's own validator), pings nobody, links only to
-our sources under their host's name, keeps code fences closed and never cuts an escaped
-entity in half; and rendering stays fast and small for huge inputs."""
+"""Property tests: whatever a model, a tool, a web page or a person deciding on an action
+writes, every Slack payload the renderer makes is one Slack accepts (the fake's own
+validator), pings nobody, links only to our sources under their host's name, keeps code
+fences closed and never cuts an escaped entity in half; and rendering stays fast and small
+for huge inputs (an action waiting for approval and decided ones included)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from adapters.live import RunView
+from adapters.slack.approval import EDIT_LIMIT, Approvers, parse_button_value
 from adapters.slack.render import (
     ANSWER_PARTS,
     MAX_BLOCKS,
@@ -31,6 +33,9 @@ from adapters.slack.render import (
 from core.events import (
     ActionDecided,
     AnswerDelta,
+    ApprovalDecided,
+    ApprovalOutcome,
+    ApprovalRequested,
     Cancelled,
     Event,
     Failed,
@@ -43,7 +48,7 @@ from core.events import (
     StepStarted,
     ThoughtDelta,
 )
-from core.trace import Trace, TraceStep, source_domain
+from core.trace import ApprovalRecord, Trace, TraceStep, source_domain
 from tests.fakes.slack_server import TEXT_LIMIT, validate_message
 
 CLOCK = lambda: 1000.0  # noqa: E731 - a fixed clock keeps elapsed seconds stable
@@ -137,6 +142,18 @@ users = st.sampled_from(["U1ADA", "W2BOB", "U999", "<!channel>", "", "UABC|x", "
 
 
 @dataclass
+class DecisionSpec:
+    """How a person decided on a step's action (the reason and an edit are theirs, or the
+    model's: outside text either way)."""
+
+    outcome: ApprovalOutcome
+    by: str | None
+    reason: str
+    edited: str
+    remembered: bool
+
+
+@dataclass
 class StepSpec:
     thought: str
     reasoning: str
@@ -145,6 +162,24 @@ class StepSpec:
     observation: str | None
     error: bool
     sources: tuple[str, ...]
+    decision: DecisionSpec | None = None
+
+
+OUTCOMES: list[ApprovalOutcome] = ["approved", "edited", "denied", "timeout", "allowed"]
+
+
+def decisions(text: st.SearchStrategy[str]) -> st.SearchStrategy[DecisionSpec | None]:
+    return st.one_of(
+        st.none(),
+        st.builds(
+            DecisionSpec,
+            outcome=st.sampled_from(OUTCOMES),
+            by=st.one_of(st.none(), users),
+            reason=st.one_of(st.just(""), text),
+            edited=text,
+            remembered=st.booleans(),
+        ),
+    )
 
 
 def steps(max_steps: int, text: st.SearchStrategy[str]) -> st.SearchStrategy[list[StepSpec]]:
@@ -157,8 +192,38 @@ def steps(max_steps: int, text: st.SearchStrategy[str]) -> st.SearchStrategy[lis
         observation=st.one_of(st.none(), text),
         error=st.booleans(),
         sources=st.lists(odd_urls, max_size=4).map(tuple),
+        decision=decisions(text),
     )
     return st.lists(step, max_size=max_steps)
+
+
+@dataclass
+class PendingSpec:
+    """An action waiting for a person when the run is looked at."""
+
+    name: str
+    input: str
+    thought: str
+    call: int
+    timeout: float
+    json_input: bool
+    remember: bool
+
+
+def pendings(text: st.SearchStrategy[str]) -> st.SearchStrategy[PendingSpec | None]:
+    return st.one_of(
+        st.none(),
+        st.builds(
+            PendingSpec,
+            name=st.one_of(st.sampled_from(["files_delete", "send_mail"]), short),
+            input=st.one_of(text, long_word),
+            thought=text,
+            call=st.integers(0, 3),
+            timeout=st.floats(0.01, 86_400),
+            json_input=st.booleans(),
+            remember=st.booleans(),
+        ),
+    )
 
 
 @dataclass
@@ -172,6 +237,8 @@ class Run:
     stopper: str | None
     status_text: str
     cited: list[str] = field(default_factory=list)
+    pending: PendingSpec | None = None
+    approvers: Approvers = "asker"
 
     def events(self) -> list[Event]:
         out: list[Event] = [RunStarted("run1", self.question, "model-x", max(1, len(self.specs)))]
@@ -184,6 +251,8 @@ class Run:
                 out.append(FormatRetry(n, 1, spec.action_input))
             if spec.action is not None:
                 out.append(ActionDecided(n, spec.action, spec.action_input))
+                if spec.decision is not None:
+                    out += self._decided(n, spec, spec.decision)
             if spec.observation is not None:
                 out.append(
                     ObservationReady(
@@ -194,7 +263,24 @@ class Run:
             out.append(Notice("info", self.status_text))
         if self.answer:
             out.append(AnswerDelta(len(self.specs) or 1, self.answer))
+        if self.pending is not None:
+            p, n = self.pending, len(self.specs) or 1
+            out.append(ActionDecided(n, p.name, p.input, p.call))
+            out.append(
+                ApprovalRequested(
+                    n, p.call, p.name, p.input, p.thought, p.timeout, p.json_input, p.remember
+                )
+            )
         return out
+
+    @staticmethod
+    def _decided(n: int, spec: StepSpec, d: DecisionSpec) -> list[Event]:
+        runs = d.edited if d.outcome == "edited" else spec.action_input
+        asked = ApprovalRequested(n, 0, spec.action or "?", spec.action_input, spec.thought, 300.0)
+        decided = ApprovalDecided(n, 0, d.outcome, d.by, runs, d.reason, d.remembered)
+        if d.outcome == "edited":
+            return [asked, decided, ActionDecided(n, spec.action or "?", runs)]
+        return [asked, decided]
 
     def trace(self) -> Trace:
         trace = Trace(
@@ -220,6 +306,7 @@ class Run:
                     model=self.status_text[:80],
                     prompt_tokens=10,
                     completion_tokens=n,
+                    approval=self._record(spec.decision),
                 )
             )
         trace.answer = self.answer or None
@@ -228,6 +315,13 @@ class Run:
         trace.stopped_by = self.stopper
         trace.cited = self.cited
         return trace
+
+    @staticmethod
+    def _record(d: DecisionSpec | None) -> ApprovalRecord | None:
+        if d is None:
+            return None
+        edited = d.edited if d.outcome == "edited" else None
+        return ApprovalRecord(d.outcome, d.by, 12.0, edited, d.reason, d.remembered)
 
     def final_event(self) -> Event:
         trace = self.trace()
@@ -238,7 +332,9 @@ class Run:
         return Finished(trace, self.answer, self.ending)  # type: ignore[arg-type]
 
     def view(self, *, final: bool) -> RunView:
-        view = RunView(question=self.question, asker=self.asker, started_at=990.0)
+        view = RunView(
+            question=self.question, asker=self.asker, started_at=990.0, approvers=self.approvers
+        )
         for event in self.events():
             view.apply(event)
         if final:
@@ -247,7 +343,8 @@ class Run:
 
     @property
     def mentions(self) -> set[str]:
-        return {u for u in (self.asker, self.stopper) if u and re.fullmatch(r"[UW][A-Z0-9]{2,}", u)}
+        people = {self.asker, self.stopper} | {s.decision.by for s in self.specs if s.decision}
+        return {u for u in people if u and re.fullmatch(r"[UW][A-Z0-9]{2,}", u)}
 
     @property
     def sources(self) -> set[str]:
@@ -270,6 +367,8 @@ def runs(max_steps: int = 6, text: st.SearchStrategy[str] | None = None) -> st.S
         stopper=st.one_of(st.none(), users, st.just(SHUTDOWN)),
         status_text=st.one_of(st.just(""), text),
         cited=st.lists(odd_urls, max_size=12),
+        pending=pendings(text),
+        approvers=st.sampled_from(["asker", "admins", "anyone"]),
     )
 
 
@@ -333,22 +432,62 @@ def check_all(messages: Iterable[SlackMessage], run: Run) -> int:
 # ---- the properties -------------------------------------------------------------------------
 
 
+def renderer(run: Run, *, run_id: str | None = "run1") -> SlackRenderer:
+    return SlackRenderer(run_id=run_id, clock=CLOCK, approval_timeout=300.0)
+
+
 @PROPERTY
 @given(runs())
 def test_live_messages_are_always_accepted(run: Run) -> None:
     view = run.view(final=False)
-    message = SlackRenderer(run_id="run1", clock=CLOCK).live(view)
+    message = renderer(run).live(view)
     check_all([message], run)
     assert message.size <= MESSAGE_BUDGET
+    check_approval_buttons(message, run)
+
+
+def check_approval_buttons(message: SlackMessage, run: Run) -> None:
+    """A pending action's buttons say which action they decide, whoever receives the click;
+    Edit is offered when the input fits the modal's field."""
+    actions = [b for b in message.blocks if b["type"] == "actions"]
+    if run.pending is None:
+        assert not actions
+        return
+    (block,) = actions
+    ids = [e["action_id"] for e in block["elements"]]
+    assert ids[0] == "reactbot_approve" and "reactbot_deny" in ids
+    assert ("reactbot_always" in ids) == run.pending.remember
+    step = len(run.specs) or 1
+    for element in block["elements"]:
+        ref = parse_button_value(element["value"])
+        assert ref is not None and ref.key == ("run1", step, run.pending.call)
+    assert ("reactbot_edit" in ids) == (len(run.pending.input) <= EDIT_LIMIT)
+
+
+@PROPERTY
+@given(runs(max_steps=3))
+def test_a_pending_action_is_shown_whatever_its_text(run: Run) -> None:
+    if run.pending is None:
+        run.pending = PendingSpec("files_delete", "<!channel> ```x", "<@U999>", 0, 1.0, True, True)
+    message = renderer(run).live(run.view(final=False))
+    check_all([message], run)
+    assert message.size <= MESSAGE_BUDGET
+    check_approval_buttons(message, run)
+    visible = str(message.blocks)
+    assert "waiting for approval" in message.blocks[1]["text"]["text"]
+    assert "denied automatically" in visible and "*Action:*" in visible
+    without_buttons = SlackRenderer(run_id=None, clock=CLOCK).live(run.view(final=False))
+    check_all([without_buttons], run)
+    assert not [b for b in without_buttons.blocks if b["type"] == "actions"]
 
 
 @PROPERTY
 @given(runs())
 def test_final_compact_and_plain_are_always_accepted(run: Run) -> None:
     view = run.view(final=True)
-    renderer = SlackRenderer(run_id="run1", clock=CLOCK)
-    final, compact = renderer.final(view), renderer.compact(view)
-    check_all([final, compact, renderer.plain(run.answer), renderer.plain(run.reason)], run)
+    render = renderer(run)
+    final, compact = render.final(view), render.compact(view)
+    check_all([final, compact, render.plain(run.answer), render.plain(run.reason)], run)
     assert final.size <= MESSAGE_BUDGET
     assert compact.size <= final.size or compact.size <= MESSAGE_BUDGET // 2
     buttons = [b for b in (*final.blocks, *compact.blocks) if "accessory" in b]
@@ -358,18 +497,20 @@ def test_final_compact_and_plain_are_always_accepted(run: Run) -> None:
 @PROPERTY
 @given(runs())
 def test_trace_posts_are_always_accepted(run: Run) -> None:
-    posts = SlackRenderer(clock=CLOCK).trace_posts(run.trace())
+    posts = renderer(run, run_id=None).trace_posts(run.trace())
     assert check_all(posts, run) >= 2  # at least the question and the totals
+    decided = sum(1 for s in run.specs if s.decision is not None)
+    assert sum(str(p.blocks).count("*Approval:*") for p in posts) == decided
 
 
 @PROPERTY
 @given(runs(max_steps=50, text=texts(max_pieces=3)))
 def test_fifty_step_runs_stay_within_limits(run: Run) -> None:
-    renderer = SlackRenderer(run_id="run1", clock=CLOCK)
-    check_all([renderer.live(run.view(final=False))], run)
+    render = renderer(run)
+    check_all([render.live(run.view(final=False))], run)
     view = run.view(final=True)
-    check_all([renderer.final(view), renderer.compact(view)], run)
-    check_all(renderer.trace_posts(run.trace()), run)
+    check_all([render.final(view), render.compact(view)], run)
+    check_all(render.trace_posts(run.trace()), run)
 
 
 @PROPERTY
@@ -448,6 +589,7 @@ def huge_run() -> Run:
         observation="x" * 100_000,
         error=False,
         sources=(url,) * 4,
+        decision=DecisionSpec("edited", "U2BOB", "<!here> " * 10_000, "&" * 100_000, True),
     )
     big = StepSpec("t", "", "fetch", "q", "y" * 1_000_000, False, (url,))  # a 1 MB page
     return Run(
@@ -460,13 +602,16 @@ def huge_run() -> Run:
         stopper=None,
         status_text="",
         cited=[url] * 50,
+        pending=PendingSpec(
+            "files_delete", "<@U999> " * 20_000, "<!channel> " * 10_000, 1, 300.0, True, True
+        ),
     )
 
 
 def test_huge_inputs_render_fast_and_small() -> None:
     run = huge_run()
     live_view, final_view, trace = run.view(final=False), run.view(final=True), run.trace()
-    renderer = SlackRenderer(run_id="run1", clock=CLOCK)
+    renderer = SlackRenderer(run_id="run1", clock=CLOCK, approval_timeout=300.0)
 
     def render_all() -> list[SlackMessage]:
         return [
