@@ -1,12 +1,20 @@
 """Load on the chat platforms: many concurrent questions through each platform's local fake.
 
-    .venv/bin/python -m bench.platform_load [--platform discord] [--channels 200]
+    .venv/bin/python -m bench.platform_load [--platform discord] [--conversations 1,50,500]
 
-For each platform section: N questions at once, each in its own channel, answered by a
-deterministic streaming model (several chunks per step, one tool step then the answer).
-Prints edits per channel per second (the busiest 1-second window, and the mean rate), the
-rate-limit hits (429s the fake answered; must be 0: the fake enforces Discord's 5 writes per
-5 s per channel), and the delay from the first model token to the first visible edit.
+For each platform section and each level: N questions at once, each in its own channel,
+answered by a deterministic streaming model (several chunks per step, one tool step then the
+answer). Prints edits per channel per second (the busiest 1-second window, and the mean rate),
+the rate-limit hits (429s the fake answered; must be 0: the fake enforces Discord's 5 writes
+per 5 s per channel), the delay from the first model token to the first visible edit, and from
+the last model token (the run's final event) to the final state reaching the platform.
+
+"Reaching the platform" is when the fake received the final edit: that is when Discord would
+show it. (discord.py itself may return later: it holds the request that spent a bucket's last
+write until the bucket resets.)
+
+Targets (issue 18): last token -> final p99 under 150 ms at 1 and 50 conversations, first token
+-> first edit p50 under 100 ms, 0 rate-limit hits at every level.
 
 Sections register in ``SECTIONS``; the Slack adapter adds its own beside Discord's.
 """
@@ -21,7 +29,7 @@ import sys
 import time
 import warnings
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from bench.models import StepScriptModel
@@ -38,6 +46,7 @@ if TYPE_CHECKING:  # the Discord adapter and its fake load only when that sectio
 @dataclass(frozen=True, slots=True)
 class Options:
     channels: int
+    """Conversations at once, each in its own channel."""
     interval: float
     chunks: int
     chunk_delay: float
@@ -53,6 +62,10 @@ class Figures:
     rate_limit_hits: int
     first_edit_p50: float
     first_edit_p99: float
+    final_p50: float
+    final_p99: float
+    finals: int
+    """Runs whose final state reached the platform (must be ``runs``)."""
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -158,6 +171,7 @@ def discord_figures(
         for live in lives
         if live.stats.first_visible_at is not None and live.stats.first_text_at is not None
     ]
+    finals = final_delays(fake, lives)
     return Figures(
         platform="discord",
         runs=len(lives),
@@ -167,7 +181,24 @@ def discord_figures(
         rate_limit_hits=fake.rate_limited,
         first_edit_p50=percentile(delays, 0.5),
         first_edit_p99=percentile(delays, 0.99),
+        final_p50=percentile(finals, 0.5),
+        final_p99=percentile(finals, 0.99),
+        finals=len(finals),
     )
+
+
+def final_delays(fake: FakeDiscord, lives: Sequence[Live]) -> list[float]:
+    """Per run: its final event -> the fake receiving the message's last edit."""
+    last_edit: dict[str, float] = {}
+    for call in fake.calls:
+        if call.method == "PATCH" and call.status == 200 and "/messages/" in call.path:
+            last_edit[call.path.rsplit("/", 1)[-1]] = call.at
+    delays = []
+    for live in lives:
+        arrived = last_edit.get(str(live.surface.message.id))  # type: ignore[attr-defined]
+        if arrived is not None and live.stats.final_at is not None:
+            delays.append(arrived - live.stats.final_at)
+    return delays
 
 
 # ---- the runner ---------------------------------------------------------------------------
@@ -180,37 +211,48 @@ def report(figures: Figures, options: Options) -> str:
     return "\n".join(
         [
             f"== {figures.platform}: {figures.runs} concurrent questions in "
-            f"{options.channels} channels, edit interval {options.interval:g} s ==",
-            f"all answered in            {figures.seconds:.1f} s",
-            f"edits/channel/s            max {figures.edits_per_channel_max:.0f} (busiest 1-s window)"
-            f" · mean {figures.edits_per_channel_mean:.2f}",
-            f"rate-limit hits            {figures.rate_limit_hits} ({ok}: must be 0)",
-            f"first token -> first edit  p50 {figures.first_edit_p50 * 1000:.0f} ms"
+            f"{options.channels} channels, live interval {options.interval:g} s ==",
+            f"all answered in              {figures.seconds:.1f} s",
+            f"edits/channel/s              max {figures.edits_per_channel_max:.0f} (busiest 1-s"
+            f" window) · mean {figures.edits_per_channel_mean:.2f}",
+            f"rate-limit hits              {figures.rate_limit_hits} ({ok}: must be 0)",
+            f"first token -> first edit    p50 {figures.first_edit_p50 * 1000:.0f} ms"
             f" · p99 {figures.first_edit_p99 * 1000:.0f} ms",
+            f"last token -> final visible  p50 {figures.final_p50 * 1000:.0f} ms"
+            f" · p99 {figures.final_p99 * 1000:.0f} ms ({figures.finals}/{figures.runs} finals)",
         ]
     )
 
 
-async def run(platforms: Sequence[str], options: Options) -> int:
+async def run(platforms: Sequence[str], levels: Sequence[int], options: Options) -> int:
     failed = False
     for name in platforms:
-        figures = await SECTIONS[name](options)
-        print(report(figures, options), flush=True)
-        failed |= figures.rate_limit_hits != 0
+        for level in levels:
+            at_level = replace(options, channels=level)
+            figures = await SECTIONS[name](at_level)
+            print(report(figures, at_level), flush=True)
+            failed |= figures.rate_limit_hits != 0 or figures.finals != figures.runs
     return 1 if failed else 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--platform", choices=[*SECTIONS, "all"], default="all")
-    parser.add_argument("--channels", type=int, default=200)
-    parser.add_argument("--interval", type=float, default=1.2, help="edit interval per channel (s)")
+    parser.add_argument(
+        "--conversations",
+        default="1,50,500",
+        help="levels to run, comma-separated: questions at once, each in its own channel",
+    )
+    parser.add_argument(
+        "--interval", type=float, default=1.2, help="least seconds between live edits (s)"
+    )
     parser.add_argument("--chunks", type=int, default=12, help="model chunks per step")
     parser.add_argument("--chunk-delay", type=float, default=0.1, help="seconds between chunks")
     args = parser.parse_args(argv)
-    options = Options(args.channels, args.interval, args.chunks, args.chunk_delay)
+    levels = [int(n) for n in str(args.conversations).split(",") if n.strip()]
+    options = Options(levels[0], args.interval, args.chunks, args.chunk_delay)
     platforms = list(SECTIONS) if args.platform == "all" else [args.platform]
-    return asyncio.run(run(platforms, options))
+    return asyncio.run(run(platforms, levels, options))
 
 
 if __name__ == "__main__":
