@@ -153,13 +153,14 @@ async def test_ask_reports_a_model_failure_in_one_line_and_exits_1(
     assert SECRET not in text + capsys.readouterr().err
 
 
-def test_import_core_loads_no_platform_redis_or_terminal_module() -> None:
+def test_import_core_loads_no_platform_redis_mcp_or_terminal_module() -> None:
     code = (
         "import sys, core, core.agent, core.parser, core.prompt, core.trace, core.events, "
         "core.history, core.stores, core.resilient, core.memory, core.demo, core.scripted, "
         "core.tools, core.tools.calculator, core.tools.lookup, core.tools.search, core.openai_model\n"
         "bad = sorted(m for m in sys.modules if m.split('.')[0] in "
-        "{'discord', 'slack_bolt', 'slack_sdk', 'redis', 'rich', 'adapters', 'bot', 'yaml'})\n"
+        "{'discord', 'slack_bolt', 'slack_sdk', 'redis', 'rich', 'adapters', 'bot', 'yaml', "
+        "'mcp', 'mcp_types'})\n"
         "print(','.join(bad))"
     )
     result = subprocess.run(
