@@ -562,7 +562,9 @@ class _Link:
             raw = stdio_client(params, errlog=await connection.stderr())
         else:
             http = httpx2.AsyncClient(
-                headers=dict(transport.headers), timeout=httpx2.Timeout(30.0, read=300.0)
+                headers=dict(transport.headers),
+                timeout=httpx2.Timeout(30.0, read=300.0),
+                event_hooks={"response": [connection.http_response]},
             )
             await stack.enter_async_context(http)
             raw = streamable_http_client(transport.url, http_client=http)
@@ -664,9 +666,18 @@ class _Link:
 
     # ---- reasons ------------------------------------------------------------------------
     def _reason(self, error: BaseException | None, connection: _Connection) -> str:
-        stdio = isinstance(self.spec.transport, StdioServer)
+        transport = self.spec.transport
+        if isinstance(transport, HttpServer) and connection.http_status is not None:
+            # The SDK turns an HTTP error into a generic MCP error; the status says more.
+            status = connection.http_status
+            check = " (check the headers_from credentials)" if status in (401, 403) else ""
+            return f"{transport.url} answered HTTP {status}{check}"
         if error is None:
-            reason = "the server exited" if stdio else "the connection closed"
+            reason = (
+                "the server exited"
+                if isinstance(transport, StdioServer)
+                else "the connection closed"
+            )
         else:
             reason = self._describe(_leaf(error))
         last = connection.last_stderr()
@@ -690,11 +701,10 @@ class _Link:
             if isinstance(error, FileNotFoundError):
                 return f"command not found: {transport.command}"
             return f"cannot run {transport.command} ({error.strerror or error})"
-        if isinstance(transport, HttpServer):
-            if isinstance(error, httpx2.ConnectError | httpx2.ConnectTimeout):
-                return f"cannot connect to {transport.url}"
-            if isinstance(error, httpx2.HTTPStatusError):
-                return f"{transport.url} answered HTTP {error.response.status_code}"
+        if isinstance(transport, HttpServer) and isinstance(
+            error, httpx2.ConnectError | httpx2.ConnectTimeout
+        ):
+            return f"cannot connect to {transport.url}"
         text = _line(error)
         return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
@@ -740,6 +750,8 @@ class _Connection:
         self.wake = asyncio.Event()
         self.over = False
         self.changed = False
+        self.http_status: int | None = None
+        """The last HTTP error status the server answered, if any."""
         self._stderr: _StderrTail | None = None
         self._server = server
 
@@ -753,6 +765,13 @@ class _Connection:
             self.wake.set()
         elif isinstance(message, Exception):
             log.debug("MCP server %r: transport: %s", self._server, _line(message))
+
+    async def http_response(self, response: httpx2.Response) -> None:
+        status = response.status_code
+        if status < 400:
+            self.http_status = None
+        elif status != 405:  # 405: the server offers no GET stream, which is allowed
+            self.http_status = status
 
     async def watch(self, events: Subscription) -> None:
         try:

@@ -1,7 +1,8 @@
 """A real MCP server, written with the SDK (``MCPServer``), for the tests: run it over stdio
 (``python -m tests.fakes.mcp_server``) or Streamable HTTP (``... http PORT``).
 
-Its tools cover what reactbot must handle: several arguments, an error result, an image, a
+Its tools cover what reactbot must handle: several arguments, an error result, a protocol
+error, an image, a
 slow call that records being cancelled, a tool that adds a tool and says the list changed,
 structured content, a resource link, its own pid and environment (to kill it and to check
 what a child is given). Nothing here is a mock of the client.
@@ -17,7 +18,8 @@ import sys
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.utilities.types import Image
-from mcp_types import CallToolResult, ResourceLink, TextContent, ToolAnnotations
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS, CallToolResult, ResourceLink, TextContent, ToolAnnotations
 
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4  # 1,032 bytes: "1.0 KB"
 
@@ -45,6 +47,12 @@ def delete_note(path: str) -> str:
 def fail(reason: str) -> str:
     """Fails on purpose with the reason given."""
     raise ToolError(f"could not do it: {reason}")
+
+
+@server.tool(annotations=READ_ONLY)
+def refuse() -> str:
+    """Answers with a protocol error, not an error result."""
+    raise MCPError(INVALID_PARAMS, "refused: the moon is not full")
 
 
 @server.tool(annotations=READ_ONLY)

@@ -178,6 +178,21 @@ async def test_an_error_result_raises_a_tool_error_with_the_servers_text(
 
 
 @SERVERS
+async def test_a_protocol_error_or_a_wrong_input_is_a_tool_error(
+    both: Connected, server: str
+) -> None:
+    from core.errors import ToolError
+
+    with pytest.raises(ToolError) as info:
+        await both.call(f"{server}_refuse")
+    assert str(info.value) == (
+        f"{server}_refuse: the server refused the call: refused: the moon is not full"
+    )
+    with pytest.raises(ToolError, match="the input must be a JSON object"):
+        await both.tool(f"{server}_add").run("[1, 2]")
+
+
+@SERVERS
 async def test_an_image_is_a_placeholder_and_its_bytes_ride_along(
     both: Connected, server: str
 ) -> None:
@@ -325,6 +340,17 @@ async def test_an_http_server_killed_is_reconnected_when_it_is_back() -> None:
 async def test_servers_that_do_not_start_are_reported_once_and_the_others_work(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
+    from aiohttp import web
+
+    from tests.fakes.local_server import serve_locally
+
+    async def refuse(request: web.Request) -> web.Response:  # a gateway refusing the token
+        return web.json_response({"error": "invalid_token"}, status=401)
+
+    gateway = web.Application()
+    gateway.router.add_route("*", "/mcp", refuse)
+    runner, port = await serve_locally(gateway)
+    denied = HttpServer(f"http://127.0.0.1:{port}/mcp", {"Authorization": "Bearer tok-98765"})
     crash = StdioServer(
         sys.executable,
         ("-c", "import os, sys; sys.exit('bad token ' + os.environ['DEMO_TOKEN'])"),
@@ -336,13 +362,17 @@ async def test_servers_that_do_not_start_are_reported_once_and_the_others_work(
         ServerSpec("nokey", HttpServer("http://127.0.0.1:9/mcp"), problem="K is not set"),
         ServerSpec("refused", HttpServer(f"http://127.0.0.1:{free_port()}/mcp")),
         ServerSpec("nowhere", StdioServer(sys.executable, cwd="/nonexistent/dir")),
+        ServerSpec("denied", denied),
         stdio("demo"),
     ]
+    # Never answers, so it gets a short limit of its own (the others start meanwhile).
+    silent = StdioServer(sys.executable, ("-c", "import sys; sys.stdin.read()"))
+    hanging = MCPTools(ToolRegistry(), [ServerSpec("silent", silent)], connect_timeout=1)
     registry = ToolRegistry()
     mcp = MCPTools(registry, specs, timeout=5, connect_timeout=CONNECT)
     caplog.set_level(logging.WARNING)
     try:
-        notes = await mcp.start()
+        notes, silence = await asyncio.gather(mcp.start(), hanging.start())
         assert notes == [
             "MCP server 'missing' did not start (command not found: /nonexistent/mcp-server); "
             "its tools are left out.",
@@ -353,6 +383,11 @@ async def test_servers_that_do_not_start_are_reported_once_and_the_others_work(
             "its tools are left out.",
             "MCP server 'nowhere' did not start (cwd /nonexistent/dir is not a directory); "
             "its tools are left out.",
+            f"MCP server 'denied' did not start ({denied.url} answered HTTP 401 (check the "
+            "headers_from credentials)); its tools are left out.",
+        ]
+        assert silence == [
+            "MCP server 'silent' did not start (no answer within 1 s); its tools are left out."
         ]
         assert [r for r in caplog.records if r.name == "core.tools.mcp"] == []  # said once
         states = {s.name: (s.state, s.tools) for s in mcp.status()}
@@ -360,7 +395,8 @@ async def test_servers_that_do_not_start_are_reported_once_and_the_others_work(
         assert all(name.startswith("demo_") for name in registry.names)
         assert (await registry.get("demo_add").run('{"a": 1, "b": 2}')).text == "3"  # type: ignore[union-attr]
     finally:
-        await mcp.aclose()
+        await asyncio.gather(mcp.aclose(), hanging.aclose())
+        await runner.cleanup()
 
 
 async def test_the_allow_list_the_approval_override_and_no_child_left_behind() -> None:

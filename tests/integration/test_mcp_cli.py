@@ -79,7 +79,7 @@ async def test_reactbot_tools_lists_built_in_and_server_tools_and_the_servers(
     assert "demo_fail mcp:demo yes destructive, open-world" in " | ".join(lines)
     assert 'demo_measure mcp:demo yes read-only {"x": integer}' in lines  # listed by the operator
     assert lines[lines.index("MCP SERVER TRANSPORT STATE") + 1 :] == [
-        "demo stdio up: 11 tools",
+        "demo stdio up: 12 tools",
         "broken stdio did not start: command not found: /nonexistent/mcp-server",
         "old http disabled (enabled: false)",
     ]
@@ -90,7 +90,7 @@ async def test_reactbot_tools_lists_built_in_and_server_tools_and_the_servers(
 async def test_reactbot_tools_exits_0_when_every_server_is_up(tmp_path: Path) -> None:
     code, out = await reactbot(config(tmp_path, DEMO), "tools", env=env_for())
     assert code == 0, out
-    assert "demo stdio up: 11 tools" in " ".join(out.split())
+    assert "demo stdio up: 12 tools" in " ".join(out.split())
 
 
 async def test_a_variable_that_is_not_set_keeps_the_server_out_with_the_reason(
