@@ -17,7 +17,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -233,11 +233,47 @@ async def test_a_call_past_the_timeout_is_cancelled_on_the_server_and_reported(
     )
     # The server's handler was cancelled (notifications/cancelled on stdio, the aborted
     # request on a 2026 HTTP connection), not left running.
-    for _ in range(40):
-        if json.loads(await both.call(f"{server}_stats"))["cancelled"] == before + 1:
-            break
+    await until_async(
+        lambda: both.call(f"{server}_stats"), lambda s: json.loads(s)["cancelled"] == before + 1
+    )
+
+
+@SERVERS
+async def test_a_run_stopped_during_a_call_cancels_it_on_the_server(
+    http_server: HttpMCPServer, server: str
+) -> None:
+    from core.events import ActionDecided, Cancelled
+
+    # A call timeout far beyond the wait below: only the Stop can cancel the call in time.
+    spec = stdio() if server == "demo" else ServerSpec("web", HttpServer(http_server.url))
+    registry = ToolRegistry()
+    connected = Connected(MCPTools(registry, [spec], timeout=60), registry)
+    try:
+        await connected.mcp.start()
+        before = json.loads(await connected.call(f"{server}_stats"))["cancelled"]
+        model = ScriptedModel([f'Thought: wait\nAction: {server}_slow[{{"seconds": 60}}]'])
+        run = Agent(model, connected.tools).start("Wait, please.")
+        async for event in run.events():
+            if isinstance(event, ActionDecided):
+                await asyncio.sleep(0.2)  # the call is on its way
+                run.cancel(by="the Stop button")
+        assert isinstance(await run.wait(), Cancelled)
+        await until_async(
+            lambda: connected.call(f"{server}_stats"),
+            lambda s: json.loads(s)["cancelled"] == before + 1,
+        )
+    finally:
+        await connected.mcp.aclose()
+
+
+async def until_async(
+    fetch: Callable[[], Awaitable[str]], ok: Callable[[str], bool], *, seconds: float = 5
+) -> None:
+    deadline = time.monotonic() + seconds
+    while not ok(value := await fetch()):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"still {value!r} after {seconds} s")
         await asyncio.sleep(0.05)
-    assert json.loads(await both.call(f"{server}_stats"))["cancelled"] == before + 1
 
 
 async def test_the_child_gets_only_the_variables_it_is_given(both: Connected) -> None:
