@@ -535,13 +535,18 @@ class _Link:
     async def _connect_once(self) -> str:
         """One connection, from opening to its end; the reason it ended (or never began)."""
         connection = self._connection = _Connection(self.spec.name)
-        error: Exception | None = None
+        error: BaseException | None = None
         try:
             async with contextlib.AsyncExitStack() as stack:
                 client = await self._open(stack, connection)
                 await self._serve(client, connection, stack)
         except Exception as exc:  # whatever ends a connection is a reason to report
             error = exc
+        except BaseExceptionGroup as group:  # anyio's: a cancellation beside the real error
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise  # we are being stopped
+            error = group
         finally:
             self._client = None
             await connection.aclose()
