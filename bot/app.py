@@ -1,7 +1,9 @@
 """Wiring: turns a Config into a ready Agent with its model, tools and stores.
 
-Nothing here runs at import time; ``App.create`` is called once by the CLI and ``aclose``
-releases what it opened (model client, calculator worker, Redis connection).
+Nothing here runs at import time; ``App.create`` is called once by the CLI, ``await
+app.start()`` connects what needs a connection before the first question (MCP servers), and
+``aclose`` releases what was opened (model client, calculator worker, Redis connection, MCP
+sessions and their child processes).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bot.config import Config
+from bot.config import Config, MCPServerConfig
 from core.agent import Agent, AgentSettings
 from core.approval import (
     Allowances,
@@ -44,16 +46,20 @@ from core.stores import (
 from core.tools import ToolRegistry
 from core.tools.calculator import CalculatorTool
 
-if TYPE_CHECKING:  # the search and redis modules load only when configured
+if TYPE_CHECKING:  # the search, redis and MCP modules load only when configured
     from redis.asyncio import Redis
 
     from core.resilient import StoreHealth
+    from core.tools.mcp import MCPTools, ServerSpec
     from core.tools.search import SearchTool
 
 log = logging.getLogger(__name__)
 
 KNOWLEDGE_DIR = Path(__file__).parent / "knowledge"
 STALL_MARGIN = 15.0
+MCP_MARGIN = 5.0
+"""The agent's limit on a tool call exceeds the MCP timeout by this much, so the SDK's own
+timeout (which cancels the call on the server and says so) always comes first."""
 
 
 @dataclass
@@ -78,6 +84,9 @@ class App:
     notes: list[str] = field(default_factory=list)
     """Things to tell the operator once at start (search disabled, demo model, ...)."""
     _closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+    mcp: MCPTools | None = None
+    """The MCP servers, when any is configured; connected by ``start``."""
+    _started: bool = False
 
     @classmethod
     def create(cls, config: Config, *, demo_delay: float = 0.0) -> App:
@@ -86,6 +95,7 @@ class App:
         model = _build_model(config, notes, closers, demo_delay)
         stores = _build_stores(config, closers)
         tools = _build_tools(config, notes, closers, redis_client=stores.redis_client)
+        mcp = _build_mcp(config, tools, closers)
         broker = ApprovalBroker(stores.decisions, stores.pending)
         closers.append(broker.aclose)
         approval = config.agent.approval
@@ -105,7 +115,7 @@ class App:
                 # A backstop behind the SDK's own read timeout (which it retries): connect
                 # time plus a margin, so the client's retry always gets its chance first.
                 model_timeout=config.model.request_timeout + STALL_MARGIN,
-                tool_timeout=config.agent.tool_timeout,
+                tool_timeout=_tool_timeout(config),
                 deadline=config.agent.deadline,
                 format_retries=config.agent.format_retries,
                 observation_limit=config.agent.observation_limit,
@@ -134,7 +144,18 @@ class App:
             stores.health,
             notes,
             closers,
+            mcp,
         )
+
+    async def start(self) -> None:
+        """Connect the MCP servers and list their tools (each at once, bounded by
+        ``tools.mcp.timeout``). A server that does not start becomes a note; the others
+        work. Idempotent."""
+        if self._started:
+            return
+        self._started = True
+        if self.mcp is not None:
+            self.notes.extend(await self.mcp.start())
 
     async def aclose(self) -> None:
         for close in reversed(self._closers):
@@ -228,6 +249,64 @@ def _build_tools(
             )
         )
     return registry
+
+
+def _tool_timeout(config: Config) -> float:
+    """The agent's limit per tool call: with MCP servers, long enough for their own."""
+    if not config.tools.mcp.enabled:
+        return config.agent.tool_timeout
+    return max(config.agent.tool_timeout, config.tools.mcp.timeout + MCP_MARGIN)
+
+
+def _build_mcp(
+    config: Config, registry: ToolRegistry, closers: list[Callable[[], Awaitable[None]]]
+) -> MCPTools | None:
+    servers = config.tools.mcp.enabled
+    if not servers:
+        return None
+    from core.tools.mcp import CONNECT_TIMEOUT, MCPTools
+
+    timeout = config.tools.mcp.timeout
+    mcp = MCPTools(
+        registry,
+        [_server_spec(server, config) for server in servers],
+        timeout=timeout,
+        connect_timeout=max(CONNECT_TIMEOUT, timeout),
+    )
+    closers.append(mcp.aclose)
+    return mcp
+
+
+def _server_spec(server: MCPServerConfig, config: Config) -> ServerSpec:
+    from core.tools.mcp import HttpServer, ServerSpec, StdioServer
+
+    values = {name: value.get_secret_value() for name, value in config.secrets.mcp.items()}
+    missing = [name for name in server.variables if name not in values]
+    problem = None
+    if missing:
+        names = " and ".join(dict.fromkeys(missing))
+        problem = f"{names} {'is' if len(missing) == 1 else 'are'} not set in the environment"
+    transport: StdioServer | HttpServer
+    if server.command is not None:
+        transport = StdioServer(
+            command=server.command,
+            args=server.args,
+            cwd=str(server.cwd) if server.cwd is not None else None,
+            env={name: values[name] for name in server.env_from if name in values},
+        )
+    else:
+        assert server.url is not None  # the config allows exactly one of the two
+        transport = HttpServer(
+            url=server.url,
+            headers={h: values[v] for h, v in server.headers_from.items() if v in values},
+        )
+    return ServerSpec(
+        name=server.name,
+        transport=transport,
+        allow=frozenset(server.tools) if server.tools is not None else None,
+        approval=server.approval,
+        problem=problem,
+    )
 
 
 def _search_tool(config: Config, api_key: str, redis_client: Redis | None) -> SearchTool:

@@ -1,4 +1,4 @@
-"""The ``reactbot`` command line: ask, chat, serve, trace.
+"""The ``reactbot`` command line: ask, chat, serve, tools, trace.
 
 ``main()`` in ``bot/__main__.py`` is the only place that calls ``asyncio.run``.
 """
@@ -22,6 +22,7 @@ from adapters.terminal.render import TerminalRenderer, printable
 from bot.app import App
 from bot.config import ConfigError, load_config
 from bot.logs import setup_logging
+from bot.tools_command import ServerLine, format_tools, server_lines
 from bot.trace_commands import export_trace, format_trace_list
 from core.agent import Run
 from core.approval import Decision
@@ -64,6 +65,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="run the configured Discord and/or Slack bots")
     serve.add_argument("--platform", choices=["discord", "slack"])
 
+    sub.add_parser(
+        "tools",
+        help="list every tool (built-in or from which MCP server), its input and whether it "
+        "needs approval; exit 1 when an MCP server is not up",
+    )
+
     trace = sub.add_parser("trace", help="read stored traces")
     tsub = trace.add_subparsers(dest="trace_command", required=True)
     tlist = tsub.add_parser("list", help="recent traces of a conversation")
@@ -93,7 +100,7 @@ async def run_cli(
     except ConfigError as exc:
         errors.print(str(exc), markup=False)
         return 2
-    interactive = args.command in (None, "chat", "ask")
+    interactive = args.command in (None, "chat", "ask", "tools")
     setup_logging(config, verbose=args.verbose, quiet=interactive)
     command = args.command or (
         "serve" if config.discord_enabled or config.slack_enabled else "chat"
@@ -105,6 +112,8 @@ async def run_cli(
     tty = console.is_terminal
     app = App.create(config, demo_delay=0.015 if tty else 0.0)
     try:
+        if command != "trace":  # reading stored traces needs no tool
+            await app.start()
         for note in app.notes:
             errors.print(f"note: {note}", style="dim", markup=False)
         conversation = getattr(args, "conversation", DEFAULT_CONVERSATION)
@@ -117,6 +126,8 @@ async def run_cli(
             return await chat(
                 app, conversation, console, stdin or sys.stdin, mode=mode, people=people
             )
+        if command == "tools":
+            return tools_command(app, console)
         return await trace_command(app, args, console)
     finally:
         await app.aclose()
@@ -359,6 +370,17 @@ async def _chat_command(
         case _:
             console.print(f"Unknown command {command}. {CHAT_HELP}", style="yellow", markup=False)
     return False
+
+
+def tools_command(app: App, console: Console) -> int:
+    listed = frozenset(name.lower() for name in app.config.agent.approval.tools)
+    statuses = (
+        ServerLine(s.name, s.transport, s.state, s.reason, s.tools)
+        for s in (app.mcp.status() if app.mcp is not None else [])
+    )
+    servers = server_lines(app.config.tools.mcp.servers, statuses)
+    console.print(printable(format_tools(app.tools, servers, listed=listed)), markup=False)
+    return 0 if all(server.working for server in servers) else 1
 
 
 async def trace_command(app: App, args: argparse.Namespace, console: Console) -> int:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import difflib
 import re
+import typing
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -35,6 +36,7 @@ from pydantic import (
     ValidationError,
     field_validator,
     model_serializer,
+    model_validator,
 )
 from pydantic_core import ErrorDetails
 
@@ -48,6 +50,8 @@ __all__ = [
     "ConfigError",
     "DiscordConfig",
     "LookupConfig",
+    "MCPConfig",
+    "MCPServerConfig",
     "ModelConfig",
     "RedisConfig",
     "SearchConfig",
@@ -181,10 +185,123 @@ class CalculateConfig(_Section):
     timeout: float = Field(default=2.0, gt=0, le=60)
 
 
+_SERVER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$")
+_ENV_VAR = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+
+
+def _check_variable_name(name: str, where: str) -> None:
+    # The value itself is never echoed: it may be a token written here by mistake.
+    if _TOKEN_LIKE.match(name):
+        raise ValueError(
+            f"{where} looks like a secret itself; put it in an environment variable and name "
+            "that variable here"
+        )
+    if not _ENV_VAR.match(name):
+        raise ValueError(
+            f"{where} is not an environment variable name (letters, digits and '_'; the value "
+            "is read from that variable, never written here)"
+        )
+
+
+class MCPServerConfig(_Section):
+    """One Model Context Protocol server: a command run over stdio, or a Streamable HTTP
+    ``url``. Secrets stay in the environment: ``env_from`` and ``headers_from`` name the
+    variables to read."""
+
+    name: str
+    enabled: bool = True
+    command: str | None = None
+    args: tuple[str, ...] = ()
+    cwd: Path | None = None
+    env_from: tuple[str, ...] = ()
+    url: str | None = None
+    headers_from: dict[str, str] = Field(default_factory=dict)
+    tools: tuple[str, ...] | None = None
+    """Allow-list of the server's own tool names; None: every tool it offers."""
+    approval: bool | None = None
+    """True: every tool of this server needs approval; False: none does; None: each tool's
+    annotations decide (not read-only: approval)."""
+
+    _http_url = field_validator("url")(_check_http_url)
+    _not_blank = field_validator("command")(_check_not_blank)
+
+    @field_validator("name")
+    @classmethod
+    def _safe_name(cls, value: str) -> str:
+        if not _SERVER_NAME.match(value):
+            raise ValueError(
+                "must be 1 to 32 letters, digits, '_' or '-', starting with a letter or digit "
+                "(it prefixes the server's tool names)"
+            )
+        return value
+
+    @field_validator("env_from")
+    @classmethod
+    def _variable_names(cls, names: tuple[str, ...]) -> tuple[str, ...]:
+        for index, name in enumerate(names):
+            _check_variable_name(name, f"item {index}")
+        return names
+
+    @field_validator("headers_from")
+    @classmethod
+    def _header_variables(cls, headers: dict[str, str]) -> dict[str, str]:
+        for header, variable in headers.items():
+            if not _HEADER_NAME.match(header):
+                raise ValueError(f"{header!r} is not an HTTP header name")
+            _check_variable_name(variable, header)
+        return headers
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> MCPServerConfig:
+        if (self.command is None) == (self.url is None):
+            raise ValueError(
+                "give either command (a server run over stdio) or url (Streamable HTTP), "
+                "not both and not neither"
+            )
+        if self.url is not None:
+            stdio_only = [k for k in ("args", "cwd", "env_from") if k in self.model_fields_set]
+            if stdio_only:
+                raise ValueError(f"{', '.join(stdio_only)} apply to a command, not to a url")
+        if self.command is not None and self.headers_from:
+            raise ValueError("headers_from applies to a url, not to a command")
+        return self
+
+    @property
+    def transport(self) -> Literal["stdio", "http"]:
+        return "stdio" if self.command is not None else "http"
+
+    @property
+    def variables(self) -> tuple[str, ...]:
+        """The environment variables this server reads: ``env_from`` and ``headers_from``."""
+        return (*self.env_from, *self.headers_from.values())
+
+
+class MCPConfig(_Section):
+    servers: tuple[MCPServerConfig, ...] = ()
+    timeout: float = Field(default=30.0, gt=0, le=3600)
+    """Seconds per tool call (and per connect and listing) before it is cancelled."""
+
+    @field_validator("servers")
+    @classmethod
+    def _unique_names(cls, servers: tuple[MCPServerConfig, ...]) -> tuple[MCPServerConfig, ...]:
+        seen: set[str] = set()
+        for server in servers:
+            if server.name.lower() in seen:
+                raise ValueError(f"two servers are named {server.name!r}; names must differ")
+            seen.add(server.name.lower())
+        return servers
+
+    @property
+    def enabled(self) -> tuple[MCPServerConfig, ...]:
+        return tuple(s for s in self.servers if s.enabled)
+
+
 class ToolsConfig(_Section):
     search: SearchConfig = SearchConfig()
     lookup: LookupConfig = LookupConfig()
     calculate: CalculateConfig = CalculateConfig()
+    mcp: MCPConfig = MCPConfig()
 
 
 class RedisConfig(_Section):
@@ -257,15 +374,22 @@ class Secrets(_Section):
     slack_bot_token: SecretStr | None = None
     slack_app_token: SecretStr | None = None
     slack_signing_secret: SecretStr | None = None
+    mcp: dict[str, SecretStr] = Field(default_factory=dict)
+    """The variables MCP servers name (``env_from``, ``headers_from``) that are set."""
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> Secrets:
+    def from_env(cls, env: Mapping[str, str], *, mcp: Iterable[str] = ()) -> Secrets:
         values = {field: (env.get(var) or "").strip() for field, var in SECRET_ENV_VARS.items()}
-        return cls(**{field: SecretStr(v) for field, v in values.items() if v})
+        named = {var: env.get(var, "") for var in mcp}
+        return cls(
+            **{field: SecretStr(v) for field, v in values.items() if v},
+            mcp={var: SecretStr(v) for var, v in named.items() if v},
+        )
 
     def values(self) -> list[str]:
         """The secret values that are set (to scrub them from any text)."""
-        secrets = (getattr(self, field) for field in SECRET_ENV_VARS)
+        secrets = [getattr(self, field) for field in SECRET_ENV_VARS]
+        secrets += self.mcp.values()
         return [s.get_secret_value() for s in secrets if s is not None]
 
 
@@ -335,13 +459,30 @@ def load_config(path: str | Path | None, env: Mapping[str, str]) -> Config:
     _refuse_secret_keys(data)
     _drop_empty_sections(data, Config)
     overridden = _apply_env_overrides(data, env)
-    secrets = Secrets.from_env(env)
+    secrets = Secrets.from_env(env, mcp=_mcp_variables(data))
     try:
         config = Config.model_validate({**data, "secrets": secrets})
     except ValidationError as exc:
         problems = [_describe(e, file=file, overridden=overridden) for e in exc.errors()]
         raise ConfigError(_scrub(p, secrets) for p in problems) from None
     return _resolve_relative_paths(config, file)
+
+
+def _mcp_variables(data: Mapping[str, Any]) -> list[str]:
+    """The environment variables MCP server entries name (read before validation, so the
+    secrets are in place whatever else is wrong; anything malformed is left to it)."""
+    tools = data.get("tools")
+    mcp = tools.get("mcp") if isinstance(tools, Mapping) else None
+    servers = mcp.get("servers") if isinstance(mcp, Mapping) else None
+    names: list[str] = []
+    for server in servers if isinstance(servers, list) else ():
+        if not isinstance(server, Mapping):
+            continue
+        env_from = server.get("env_from")
+        headers_from = server.get("headers_from")
+        names += env_from if isinstance(env_from, list) else ()
+        names += headers_from.values() if isinstance(headers_from, Mapping) else ()
+    return [n for n in names if isinstance(n, str) and _ENV_VAR.match(n)]
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
@@ -414,16 +555,25 @@ def _refuse_secret_keys(data: Mapping[Any, Any]) -> None:
         dotted = _format_loc(key_path)
         last = str(key_path[-1]).lower()
         var = _SECRET_KEY_ENV.get(dotted) or SECRET_ENV_VARS.get(last)
-        fix = (
-            f"set the {var} environment variable instead"
-            if var
-            else f"use the environment variables instead ({', '.join(SECRET_ENV_VARS.values())})"
-        )
+        if var:
+            fix = f"set the {var} environment variable instead"
+        elif dotted.startswith("tools.mcp.servers["):
+            fix = (
+                "put it in an environment variable and name that variable in env_from "
+                "(a command) or headers_from (a url)"
+            )
+        else:
+            fix = f"use the environment variables instead ({', '.join(SECRET_ENV_VARS.values())})"
         problems.append(
             f"{dotted}: secrets are not read from the config file; remove the key and {fix}"
         )
     if problems:
         raise ConfigError(problems)
+
+
+# Mappings whose keys are names, not settings: ``headers_from: {X-Api-Key: MY_KEY}`` names
+# the variable holding the key, which is exactly how a secret should be configured.
+_NAME_MAPPINGS = frozenset({"headers_from"})
 
 
 def _secret_key_paths(
@@ -434,7 +584,7 @@ def _secret_key_paths(
             path = (*prefix, str(key))
             if _SECRET_KEY.search(str(key)):
                 yield path
-            else:
+            elif str(key) not in _NAME_MAPPINGS:
                 yield from _secret_key_paths(value, path)
     elif isinstance(node, list):
         for index, item in enumerate(node):
@@ -472,18 +622,26 @@ def _apply_env_overrides(
 
 
 def _resolve_relative_paths(config: Config, file: Path | None) -> Config:
-    """Expand ``~``; a relative ``tools.lookup.path`` is relative to the config file."""
-    lookup = config.tools.lookup
-    if lookup.path is None:
-        return config
-    path = lookup.path.expanduser()
+    """Expand ``~``; a relative ``tools.lookup.path`` or MCP server ``cwd`` is relative to
+    the config file."""
+    tools = config.tools
+    lookup = tools.lookup
+    if lookup.path is not None:
+        lookup = lookup.model_copy(update={"path": _resolve(lookup.path, file)})
+    servers = tuple(
+        s if s.cwd is None else s.model_copy(update={"cwd": _resolve(s.cwd, file)})
+        for s in tools.mcp.servers
+    )
+    mcp = tools.mcp.model_copy(update={"servers": servers})
+    new_tools = tools.model_copy(update={"lookup": lookup, "mcp": mcp})
+    return config.model_copy(update={"tools": new_tools})
+
+
+def _resolve(path: Path, file: Path | None) -> Path:
+    path = path.expanduser()
     if file is not None and not path.is_absolute():
         path = file.parent / path
-    if path == lookup.path:
-        return config
-    new_lookup = lookup.model_copy(update={"path": path})
-    new_tools = config.tools.model_copy(update={"lookup": new_lookup})
-    return config.model_copy(update={"tools": new_tools})
+    return path
 
 
 # --------------------------------------------------------------------------------------------
@@ -510,14 +668,28 @@ def _format_loc(loc: tuple[int | str, ...]) -> str:
 
 
 def _section_at(loc: tuple[int | str, ...]) -> type[BaseModel] | None:
+    """The section a key path leads to; list indices step into a list of sections
+    (``tools.mcp.servers[0]``)."""
     model: type[BaseModel] = Config
     for part in loc:
-        info = model.model_fields.get(str(part))
-        annotation = info.annotation if info is not None else None
-        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+        if isinstance(part, int):
+            continue
+        info = model.model_fields.get(part)
+        found = _section_type(info.annotation if info is not None else None)
+        if found is None:
             return None
-        model = annotation
+        model = found
     return model
+
+
+def _section_type(annotation: object) -> type[BaseModel] | None:
+    """``Section`` itself, or the section of a ``tuple[Section, ...]``."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    args = typing.get_args(annotation)
+    if typing.get_origin(annotation) is tuple and args and _section_type(args[0]) is not None:
+        return _section_type(args[0])
+    return None
 
 
 def _field_at(loc: tuple[int | str, ...]) -> tuple[type[BaseModel] | None, str | None]:
@@ -566,7 +738,13 @@ def _what_is_wrong(error: ErrorDetails, owner: type[BaseModel] | None, field: st
     ctx = error.get("ctx") or {}
     got = f" (got {_show(error['input'])})"
     if kind == "value_error":
-        return f"{ctx.get('error', error['msg'])}{got}"
+        # A whole entry's problem (a mapping) is said by the message alone.
+        shown = "" if isinstance(error["input"], Mapping) else got
+        return f"{ctx.get('error', error['msg'])}{shown}"
+    if kind == "missing":
+        return "is required"
+    if kind == "string_type" and isinstance(error["input"], bool):
+        return f"must be a string{got}; YAML reads yes, no, on and off as true or false: quote it"
     if kind == "literal_error":
         return f"must be {ctx.get('expected', 'one of the allowed values')}{got}"
     if kind in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
@@ -606,9 +784,13 @@ def _fix(
     var = overridden.get(tuple(str(p) for p in loc))
     if var is not None:
         return f". It comes from the {var} environment variable: fix or unset it."
+    where = file.name if file is not None else "the config file"
+    if loc and isinstance(loc[-1], int):
+        return f". Fix this entry in {where}."
     if owner is None or field is None:
         return ""
-    where = file.name if file is not None else "the config file"
+    if owner.model_fields[field].is_required():
+        return f". Add it in {where}."
     default = owner.model_fields[field].get_default(call_default_factory=True)
     if isinstance(default, BaseModel):
         return f". Fix it in {where} or remove the key to use the defaults."
@@ -629,7 +811,7 @@ def _show_default(value: object) -> str:
     return str(value)
 
 
-_TOKEN_LIKE = re.compile(r"^(sk-|xox[a-z]-|xapp-|tvly-|Bearer\s)", re.I)
+_TOKEN_LIKE = re.compile(r"^(sk-|xox[a-z]-|xapp-|tvly-|gh[pousr]_|github_pat_|Bearer\s)", re.I)
 
 
 def _show(value: object) -> str:

@@ -39,6 +39,7 @@ async def serve(config: Config, *, platform: str | None, console: Console) -> in
     app = App.create(config)
     redact = RedactSecrets(secret_values(config)).redact
     try:
+        await app.start()
         for note in app.notes:
             console.print(f"note: {note}", style="dim", markup=False)
         with _cancel_on_sigterm() as terminated:

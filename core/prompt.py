@@ -106,11 +106,23 @@ def examples(tool_names: set[str]) -> str:
 
 
 def tool_lines(tools: Iterable[Tool]) -> str:
-    lines = [f"- {t.name}: {t.description}{_input_hint(t)} Example: {t.example}" for t in tools]
+    lines = [
+        f"- {t.name}: {one_line(t.description)}{_input_hint(t)} Example: {t.example}" for t in tools
+    ]
     lines.append(
         "- finish: ends the run with the final answer. Example: finish[Paris is the capital of France.]"
     )
     return "\n".join(lines)
+
+
+DESCRIPTION_CHARS = 400
+
+
+def one_line(description: str) -> str:
+    """A tool's description for a prompt line: its first paragraph on one line, cut short
+    (an MCP server's tool may come with pages of documentation; the native modes get all)."""
+    first = " ".join(description.strip().split("\n\n")[0].split())
+    return first if len(first) <= DESCRIPTION_CHARS else first[: DESCRIPTION_CHARS - 1] + "…"
 
 
 def _input_hint(tool: Tool) -> str:
@@ -142,7 +154,7 @@ def _json_tool_lines(tools: Iterable[Tool]) -> str:
     for tool in tools:
         example = tool.example.partition("[")[2].removesuffix("]")
         lines.append(
-            f"- {tool.name}: {tool.description}{_input_hint(tool)}"
+            f"- {tool.name}: {one_line(tool.description)}{_input_hint(tool)}"
             f" Example input: {json.dumps(example, ensure_ascii=False)}"
         )
     return "\n".join(lines) or "(no tools: answer directly)"

@@ -31,6 +31,7 @@ from typing import Any, Protocol, runtime_checkable
 from core.errors import ToolError, ToolTimeout
 
 __all__ = [
+    "Attachment",
     "FunctionTool",
     "Tool",
     "ToolError",
@@ -44,11 +45,24 @@ __all__ = [
 
 
 @dataclass(frozen=True, slots=True)
+class Attachment:
+    """Bytes a tool returned besides its text (an image, audio): the model sees a short
+    placeholder in the text; these are what a trace would keep."""
+
+    mime_type: str
+    data: str
+    """Base64, as the tool sent it."""
+    name: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class ToolResult:
-    """What a tool returns when it has more than text to give: sources for the trace."""
+    """What a tool returns when it has more than text to give: sources for the trace, and
+    attachments (bytes the text only describes)."""
 
     text: str
     sources: tuple[str, ...] = ()
+    attachments: tuple[Attachment, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +151,10 @@ class ToolRegistry:
 
     def get(self, name: str) -> Tool | None:
         return self._tools.get(name.strip().lower())
+
+    def remove(self, name: str) -> None:
+        """Forget a tool (an MCP server stopped offering it); unknown names are ignored."""
+        self._tools.pop(name.strip().lower(), None)
 
     @property
     def names(self) -> list[str]:

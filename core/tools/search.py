@@ -25,8 +25,6 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-import httpx
-
 from core.errors import ToolError, ToolTimeout
 from core.tools import ToolHints, ToolResult
 
@@ -215,6 +213,9 @@ class SearchTool:
 
     def _provider_error(self, exc: Exception) -> ToolError | None:
         """The ToolError for a provider failure, or None for anything that is our own bug."""
+        # Imported here like tavily: importing httpx imports its command line (rich, click)
+        # whenever click is installed, and core must not load rich.
+        import httpx
         from tavily import errors as tavily_errors
 
         unavailable = "search is unavailable: "

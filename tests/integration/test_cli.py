@@ -155,7 +155,7 @@ async def test_ask_reports_a_model_failure_in_one_line_and_exits_1(
 
 LAYERING_PROBE = """
 import sys, traceback
-FORBIDDEN = {"discord", "slack_bolt", "slack_sdk", "redis", "rich", "adapters", "bot", "yaml", "mcp"}
+FORBIDDEN = {"discord", "slack_bolt", "slack_sdk", "redis", "rich", "adapters", "bot", "yaml", "mcp", "mcp_types"}
 culprits = set()
 class Watch:
     def find_spec(self, name, path, target=None):

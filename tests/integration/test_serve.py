@@ -16,6 +16,8 @@ import pytest
 from bot.cli import run_cli
 from tests.fakes.slack_server import FakeSlack
 
+REPO = Path(__file__).resolve().parents[2]
+
 
 def free_port() -> int:
     with socket.socket() as sock:
@@ -71,3 +73,49 @@ async def test_a_platform_that_cannot_start_is_reported_in_one_line(
     assert code == 1
     assert "discord: stopped: " in err and "Traceback" not in err
     assert token not in err + out.getvalue()
+
+
+def children_running(marker: str) -> list[int]:
+    """This process's live children whose command line holds ``marker``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        if int(fields[1]) == os.getpid() and fields[0] != "Z" and marker in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+async def test_serve_starts_the_mcp_servers_and_leaves_no_child_behind(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+    import sys
+
+    port = free_port()
+    async with FakeSlack() as fake:
+        config = tmp_path / "c.yaml"
+        config.write_text(
+            f"slack:\n  mode: http\n  port: {port}\n  api_base_url: {fake.base_url.rstrip('/')}\n"
+            "tools:\n  mcp:\n    servers:\n"
+            f"      - name: demo\n        command: {json.dumps(sys.executable)}\n"
+            f"        args: [-m, tests.fakes.mcp_server]\n        cwd: {json.dumps(str(REPO))}\n"
+            "      - name: broken\n        command: /nonexistent/mcp-server\n"
+        )
+        env = {"SLACK_BOT_TOKEN": "xoxb-test", "SLACK_SIGNING_SECRET": "s3cret-signing"}
+        serving = asyncio.create_task(run_cli(["--config", str(config), "serve"], env=env))
+        await wait_for_http(f"http://127.0.0.1:{port}/healthz")
+        assert len(children_running("tests.fakes.mcp_server")) == 1
+        os.kill(os.getpid(), signal.SIGTERM)
+        async with asyncio.timeout(15):
+            code = await serving
+    assert code == 0
+    assert children_running("tests.fakes.mcp_server") == []
+    err = capsys.readouterr().err
+    assert err.count("note: MCP server 'broken' did not start (command not found") == 1

@@ -335,6 +335,125 @@ def test_history_token_budget_is_not_mistaken_for_a_secret(tmp_path: Path) -> No
 
 
 # --------------------------------------------------------------------------------------------
+# MCP servers
+
+
+MCP_SERVERS = """\
+tools:
+  mcp:
+    timeout: 5
+    servers:
+      - name: files
+        command: npx
+        args: [-y, "@modelcontextprotocol/server-filesystem", "."]
+        cwd: work
+        env_from: [FILES_TOKEN]
+        tools: [read_file]
+        approval: false
+      - name: remote
+        url: https://mcp.example.com/mcp
+        headers_from: {Authorization: REMOTE_AUTH, X-Api-Key: REMOTE_KEY}
+      - name: old
+        enabled: false
+        command: old-server
+"""
+
+
+def test_mcp_servers_are_read_with_their_variables_from_the_environment(tmp_path: Path) -> None:
+    env = {"FILES_TOKEN": "files-secret-1", "REMOTE_AUTH": "Bearer remote-secret-2"}
+    config = load_config(write(tmp_path, MCP_SERVERS), env)
+    mcp = config.tools.mcp
+    files, remote, off = mcp.servers
+    assert mcp.timeout == 5 and [s.name for s in mcp.enabled] == ["files", "remote"]
+    assert files.transport == "stdio" and files.args[0] == "-y"
+    assert files.cwd == tmp_path / "work"  # relative to the config file, like lookup.path
+    assert files.tools == ("read_file",) and files.approval is False
+    assert remote.transport == "http" and remote.tools is None and remote.approval is None
+    assert remote.variables == ("REMOTE_AUTH", "REMOTE_KEY")
+    assert not off.enabled
+    secrets = config.secrets.mcp
+    assert {k: v.get_secret_value() for k, v in secrets.items()} == env  # REMOTE_KEY: unset
+    assert "files-secret-1" in config.secrets.values()
+    assert "files-secret-1" not in repr(config) + str(config.model_dump())
+
+
+def test_mcp_has_no_servers_and_a_30_second_timeout_by_default() -> None:
+    mcp = load_config(None, {}).tools.mcp
+    assert mcp.servers == () and mcp.timeout == 30
+
+
+@pytest.mark.parametrize(
+    ("entry", "expected"),
+    [
+        (
+            "{name: a, command: x, url: 'http://h'}",
+            "tools.mcp.servers[0]: give either command (a server run over stdio) or url "
+            "(Streamable HTTP), not both and not neither. Fix this entry in config.yaml.",
+        ),
+        ("{command: x}", "tools.mcp.servers[0].name: is required. Add it in config.yaml."),
+        ("{name: 'a b', command: x}", "tools.mcp.servers[0].name: must be 1 to 32 letters"),
+        (
+            "{name: a, comand: x}",
+            "tools.mcp.servers[0].comand: unknown key (did you mean 'command'?)",
+        ),
+        ("{name: a, url: 'http://h', args: [x]}", "args apply to a command, not to a url"),
+        ("{name: a, command: x, headers_from: {A: B}}", "headers_from applies to a url"),
+        ("{name: a, url: 'ftp://h'}", "tools.mcp.servers[0].url: must start with http://"),
+        (
+            "{name: a, command: x, env_from: ['NOT A NAME']}",
+            "item 0 is not an environment variable",
+        ),
+        ("{name: a, url: 'http://h', headers_from: {'Bad Header': B}}", "is not an HTTP header"),
+        ("{name: a, command: x, approval: maybe}", "servers[0].approval: must be true or false"),
+    ],
+)
+def test_a_wrong_mcp_server_entry_is_named_with_the_fix(
+    tmp_path: Path, entry: str, expected: str
+) -> None:
+    message = error_for(tmp_path, f"tools:\n  mcp:\n    servers:\n      - {entry}\n")
+    assert expected in message, message
+
+
+def test_a_server_named_off_is_told_to_quote_it(tmp_path: Path) -> None:
+    message = error_for(tmp_path, "tools: {mcp: {servers: [{name: off, command: x}]}}\n")
+    assert "servers[0].name: must be a string (got False); YAML reads" in message
+    assert "quote it" in message
+
+
+def test_mcp_server_names_must_differ(tmp_path: Path) -> None:
+    text = "tools: {mcp: {servers: [{name: gh, command: x}, {name: GH, url: 'http://h'}]}}\n"
+    assert "two servers are named 'GH'" in error_for(tmp_path, text)
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        "{name: a, url: 'http://h', headers_from: {Authorization: ghp_0123456789abcdef}}",
+        "{name: a, command: x, env_from: [sk-proj-0123456789abcdef]}",
+    ],
+)
+def test_a_secret_written_where_a_variable_name_belongs_is_refused_unshown(
+    tmp_path: Path, entry: str
+) -> None:
+    message = error_for(tmp_path, f"tools:\n  mcp:\n    servers:\n      - {entry}\n")
+    assert "looks like a secret itself" in message
+    assert "0123456789abcdef" not in message
+
+
+def test_a_header_named_like_a_secret_key_is_a_name_not_a_secret(tmp_path: Path) -> None:
+    text = "tools: {mcp: {servers: [{name: a, url: 'http://h', headers_from: {X-Api-Key: K}}]}}\n"
+    config = load_config(write(tmp_path, text), {"K": "key-value-123"})
+    assert config.tools.mcp.servers[0].headers_from == {"X-Api-Key": "K"}
+
+
+def test_a_secret_key_in_an_mcp_entry_points_to_env_from_and_headers_from(tmp_path: Path) -> None:
+    text = "tools: {mcp: {servers: [{name: a, command: x, token: VALUE-123}]}}\n"
+    message = error_for(tmp_path, text)
+    assert message.startswith("config error: tools.mcp.servers[0].token: secrets are not read")
+    assert "env_from" in message and "headers_from" in message and "VALUE-123" not in message
+
+
+# --------------------------------------------------------------------------------------------
 # Secrets never show
 
 

@@ -51,3 +51,22 @@ async def test_the_readme_multi_argument_tool_runs_and_is_checked() -> None:
     assert observations[0].startswith("Error: convert: field 'unit': 'yards' is not one of")
     assert observations[1] == "1.86 mi"
     assert isinstance(events[-1], Finished)
+
+
+def test_the_readme_mcp_examples_are_valid_configs(tmp_path: Path) -> None:
+    from bot.config import load_config
+
+    section = README.read_text().split("## Bring your own tools: MCP servers", 1)[1]
+    stdio, http = re.findall(r"```yaml\n(.*?)```", section, re.DOTALL)[:2]
+    assert len(stdio.splitlines()) <= 10 and len(http.splitlines()) <= 10
+    (tmp_path / "stdio.yaml").write_text(stdio)
+    (tmp_path / "http.yaml").write_text(http)
+    env = {"GITHUB_PERSONAL_ACCESS_TOKEN": "ghp_x", "GITHUB_MCP_AUTH": "Bearer ghp_x"}
+    (github,) = load_config(tmp_path / "stdio.yaml", env).tools.mcp.servers
+    assert github.transport == "stdio" and github.env_from == ("GITHUB_PERSONAL_ACCESS_TOKEN",)
+    assert github.tools == ("search_issues", "get_issue")
+    config = load_config(tmp_path / "http.yaml", env)
+    (remote,) = config.tools.mcp.servers
+    assert remote.transport == "http" and remote.approval is True
+    assert config.tools.mcp.timeout == 60
+    assert config.secrets.mcp["GITHUB_MCP_AUTH"].get_secret_value() == "Bearer ghp_x"
