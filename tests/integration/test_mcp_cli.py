@@ -153,6 +153,25 @@ async def test_ask_in_tools_mode_calls_an_mcp_tool_natively(
     }
 
 
+@pytest.mark.parametrize("answer", ["no", "yes"])
+async def test_a_destructive_mcp_tool_waits_for_a_person(
+    tmp_path: Path, fake: FakeOpenAI, answer: str
+) -> None:
+    """Its annotations say it is not read-only, so it runs only once someone approves it:
+    here ``ask --approve``, which answers for the person in a script."""
+    fake.reply('Thought: I will delete it.\nAction: demo_delete_note[{"path": "a.md"}]')
+    fake.reply("Thought: Reported.\nAction: finish[Done.]")
+    path = config(tmp_path, DEMO)
+    code, out = await reactbot(path, "ask", "--approve", answer, "Delete a.md", env=env_for(fake))
+    assert code == 0, out
+    observation = fake.requests[1]["messages"][-1]["content"]
+    if answer == "yes":
+        assert "deleted a.md" in observation
+    else:
+        assert "deleted a.md" not in observation and "denied" in observation.lower()
+    fake.assert_complete()
+
+
 def test_without_servers_the_mcp_sdk_is_never_imported() -> None:
     import subprocess
 
