@@ -25,6 +25,15 @@ async def stores(redis_url: str, redis_prefix: str) -> AsyncIterator[RedisStores
     await opened.aclose()
 
 
+@pytest.fixture
+async def two_processes(redis_url: str, redis_prefix: str) -> AsyncIterator[list[RedisStores]]:
+    """The stores of two replicas: each its own Redis client, one server and prefix."""
+    opened = [connect(redis_url, prefix=redis_prefix) for _ in range(2)]
+    yield opened
+    for stores in opened:
+        await stores.aclose()
+
+
 @dataclass
 class RoundTrips:
     """Counts writes to the socket: one per command, one per pipeline flush."""

@@ -26,7 +26,7 @@ from core.agent import Agent, AgentSettings
 from core.errors import ModelError
 from core.history import InMemoryHistoryStore
 from core.llm import Usage
-from core.redis_store import RedisStores, connect
+from core.redis_store import RedisStores
 from core.scripted import ScriptedModel, Turn
 from core.stores import (
     Cooldowns,
@@ -538,15 +538,6 @@ async def test_shutdown_stops_running_answers_visibly(make: Any) -> None:
 
 
 # ---- replicas sharing one Redis -------------------------------------------------------------
-
-
-@pytest.fixture
-async def two_processes(redis_url: str, redis_prefix: str) -> AsyncIterator[list[RedisStores]]:
-    """The stores of two replicas: each its own Redis client, one server and prefix."""
-    opened = [connect(redis_url, prefix=redis_prefix) for _ in range(2)]
-    yield opened
-    for stores in opened:
-        await stores.aclose()
 
 
 async def test_a_stop_pressed_on_another_replica_stops_the_run(

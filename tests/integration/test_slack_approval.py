@@ -43,7 +43,7 @@ from core.approval import (
 )
 from core.errors import StoreUnavailable
 from core.history import InMemoryHistoryStore
-from core.redis_store import RedisStores, connect
+from core.redis_store import RedisStores
 from core.scripted import ScriptedModel, Turn
 from core.stores import InMemoryEventClaims, InMemoryLocks, InMemoryTraceStore
 from core.tools import FunctionTool, ToolHints, ToolRegistry
@@ -529,14 +529,6 @@ async def test_a_click_that_cannot_look_the_action_up_says_so_and_decides_nothin
 
 
 # ---- replicas sharing one Redis -------------------------------------------------------------
-
-
-@pytest.fixture
-async def two_processes(redis_url: str, redis_prefix: str) -> AsyncIterator[list[RedisStores]]:
-    opened = [connect(redis_url, prefix=redis_prefix) for _ in range(2)]
-    yield opened
-    for stores in opened:
-        await stores.aclose()
 
 
 async def test_a_click_on_the_other_replica_decides_the_run(
