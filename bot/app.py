@@ -345,14 +345,24 @@ class _Stores:
     redis_client: Redis | None = None
 
 
+def longest_run(config: Config) -> float:
+    """The longest a healthy run may take, with a minute to spare: its deadline, plus a full
+    approval timeout for every action it may take (the deadline stands still while a person
+    decides). Leases are renewed up to this, so a hung run frees its conversation after it."""
+    agent = config.agent
+    actions = agent.max_steps * max(1, agent.parallel_tools)
+    return agent.deadline + 60 + actions * agent.approval.timeout
+
+
 def _build_stores(config: Config, closers: list[Callable[[], Awaitable[None]]]) -> _Stores:
     redis = config.redis
-    lease = config.agent.deadline + 60  # a lock must outlive the longest run it guards
+    lease = config.agent.deadline + 60  # a crashed holder frees its conversation by then
+    longest = longest_run(config)  # a live holder renews its lease for up to this
     if redis.url is None:
         return _Stores(
             InMemoryHistoryStore(max_turns=redis.history_turns),
             InMemoryTraceStore(),
-            InMemoryLocks(lease_seconds=lease),
+            InMemoryLocks(lease_seconds=lease, hold_at_most=longest),
             InMemoryEventClaims(),
             InMemoryCooldowns(),
             InMemoryStopRequests(),
@@ -372,6 +382,7 @@ def _build_stores(config: Config, closers: list[Callable[[], Awaitable[None]]]) 
         store_steps=redis.store_steps,
         trace_ttl=int(redis.trace_ttl_days * 86400),
         lock_lease=lease,
+        lock_hold_at_most=longest,
     )
     closers.append(stores.aclose)
     # While Redis is away the bot answers without memory (and says so), keeps traces and
@@ -389,6 +400,7 @@ def _build_stores(config: Config, closers: list[Callable[[], Awaitable[None]]]) 
         pending=stores.pending,
         allowances=stores.allowances,
         lock_lease=lease,
+        lock_hold_at_most=longest,
         name=stores.address,
     )
     return _Stores(

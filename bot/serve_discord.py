@@ -12,7 +12,7 @@ import logging
 from adapters.discord.client import create_bot
 from adapters.discord.cog import Services
 from adapters.discord.settings import DiscordSettings
-from bot.app import App
+from bot.app import App, longest_run
 
 log = logging.getLogger(__name__)
 
@@ -33,8 +33,9 @@ def discord_settings(app: App) -> DiscordSettings:
         per_thread=app.config.redis.per_thread,
         max_runs_per_user=app.config.agent.max_runs_per_user,
         approvers=app.config.agent.approval.approvers,
-        # A slot outlives the longest run (the agent's deadline) by a margin.
+        # A slot outlives a dead shard's run by a margin; a live run renews it.
         run_lease=app.config.agent.deadline + 60,
+        run_hold_at_most=longest_run(app.config),
     )
 
 

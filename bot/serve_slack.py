@@ -7,7 +7,7 @@ from pydantic import SecretStr
 from adapters.slack.bot import SlackBot
 from adapters.slack.server import run
 from adapters.slack.settings import SlackSettings
-from bot.app import App
+from bot.app import App, longest_run
 from bot.config import Config
 
 
@@ -33,7 +33,8 @@ def slack_settings(config: Config) -> SlackSettings:
         approvers=config.agent.approval.approvers,
         cooldown_seconds=slack.cooldown_seconds,
         max_runs_per_user=config.agent.max_runs_per_user,
-        run_lease=config.agent.deadline + 60,  # a slot outlives the longest run
+        run_lease=config.agent.deadline + 60,  # a dead replica's slot frees by then
+        run_hold_at_most=longest_run(config),  # a live run renews it up to this
     )
 
 

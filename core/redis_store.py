@@ -58,6 +58,7 @@ from core.stores import (
     StopHandler,
     deliver,
     notify_wait,
+    renewing,
 )
 from core.trace import Trace
 
@@ -82,6 +83,14 @@ _ROLES = frozenset({"system", "user", "assistant"})
 _RELEASE_LUA = """
 if redis.call('get', KEYS[1]) == ARGV[1] then
     return redis.call('del', KEYS[1])
+end
+return 0
+"""
+
+# Extends the lease only while the lock still holds our token.
+_RENEW_LUA = """
+if redis.call('get', KEYS[1]) == ARGV[1] then
+    return redis.call('pexpire', KEYS[1], ARGV[2])
 end
 return 0
 """
@@ -296,8 +305,10 @@ class RedisLocks(_RedisBase):
     """A lease lock per conversation, shared by every process on this Redis.
 
     ``SET NX PX`` with a random token; released by a compare-and-delete script. A crashed
-    holder blocks its conversation for at most ``lease_seconds``, so the lease must exceed
-    the longest run. Waiters poll with a short exponential backoff.
+    holder blocks its conversation for at most ``lease_seconds``; a live one renews the lease
+    every third of it (compare-and-``PEXPIRE``) for up to ``hold_at_most``, so a run may
+    outlast the lease (a person deciding on an approval pauses the run's deadline). Waiters
+    poll with a short exponential backoff.
     """
 
     def __init__(
@@ -306,14 +317,18 @@ class RedisLocks(_RedisBase):
         *,
         prefix: str = DEFAULT_PREFIX,
         lease_seconds: float = DEFAULT_LOCK_LEASE,
+        hold_at_most: float | None = None,
         poll_min: float = 0.02,
         poll_max: float = 0.25,
     ) -> None:
         super().__init__(client, prefix=prefix)
         self._lease_ms = int(lease_seconds * 1000)
+        self._hold_at_most = max(lease_seconds, hold_at_most or lease_seconds)
+        """The longest a live holder keeps the lock by renewing it (a longest healthy run)."""
         self._poll_min = poll_min
         self._poll_max = poll_max
         self._release_script = client.register_script(_RELEASE_LUA)
+        self._renew_script = client.register_script(_RENEW_LUA)
 
     @asynccontextmanager
     async def hold(
@@ -323,9 +338,19 @@ class RedisLocks(_RedisBase):
         token = secrets.token_hex(16)
         await self._acquire(key, token, on_wait)
         try:
-            yield
+            async with renewing(
+                lambda: self._renew(key, token),
+                every=self._lease_ms / 3000,
+                until=self._hold_at_most - self._lease_ms / 1000,
+                what=f"the lock of {conversation}",
+            ):
+                yield
         finally:
             await self._release(key, token)
+
+    async def _renew(self, key: str, token: str) -> None:
+        with self._unavailable("renew the conversation lock"):
+            await self._renew_script(keys=[key], args=[token, self._lease_ms])
 
     async def _acquire(self, key: str, token: str, on_wait: OnWait | None) -> None:
         if await self._try_set(key, token):
@@ -678,6 +703,7 @@ def connect(
     store_steps: bool = False,
     trace_ttl: int = DEFAULT_TRACE_TTL,
     lock_lease: float = DEFAULT_LOCK_LEASE,
+    lock_hold_at_most: float | None = None,
     claim_ttl: int = DEFAULT_CLAIM_TTL,
     timeout: float = DEFAULT_TIMEOUT,
 ) -> RedisStores:
@@ -694,7 +720,9 @@ def connect(
             store_steps=store_steps,
         ),
         traces=RedisTraceStore(client, prefix=prefix, ttl_seconds=trace_ttl),
-        locks=RedisLocks(client, prefix=prefix, lease_seconds=lock_lease),
+        locks=RedisLocks(
+            client, prefix=prefix, lease_seconds=lock_lease, hold_at_most=lock_hold_at_most
+        ),
         claims=RedisEventClaims(client, prefix=prefix, ttl_seconds=claim_ttl),
         cooldowns=RedisCooldowns(client, prefix=prefix),
         stops=RedisStopRequests(client, prefix=prefix),

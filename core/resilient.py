@@ -499,15 +499,18 @@ class ResilientStores:
         retry_after: float = DEFAULT_RETRY_AFTER,
         on_unavailable: OnUnavailable | None = None,
         lock_lease: float = DEFAULT_LOCK_LEASE,
+        lock_hold_at_most: float | None = None,
         name: str = "the shared store",
     ) -> ResilientStores:
-        """``lock_lease`` bounds the in-process locks too; it must outlive the longest run."""
+        """``lock_lease`` and ``lock_hold_at_most`` bound the in-process locks too."""
         health = StoreHealth(retry_after=retry_after, on_unavailable=on_unavailable, name=name)
         return cls(
             history=ResilientHistory(history, health=health),
             traces=ResilientTraceStore(traces, health=health),
             locks=ResilientLocks(
-                locks, health=health, local=InMemoryLocks(lease_seconds=lock_lease)
+                locks,
+                health=health,
+                local=InMemoryLocks(lease_seconds=lock_lease, hold_at_most=lock_hold_at_most),
             ),
             claims=ResilientEventClaims(inner=claims, health=health),
             cooldowns=ResilientCooldowns(cooldowns, health=health),

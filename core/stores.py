@@ -172,17 +172,30 @@ class InMemoryTraceStore:
 class _LocalLock:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     users: int = 0
+    alive_until: float = 0.0
+    """The holder's lease: renewed while it runs, so only a hung holder lets it lapse."""
 
 
 class InMemoryLocks:
     """One asyncio.Lock per conversation, forgotten when nobody holds or waits for it.
 
-    A holder that hangs must not block its conversation forever: after ``lease_seconds`` of
-    waiting, the next run goes ahead unserialised (the same outcome as an expired Redis lease).
+    A holder that hangs must not block its conversation forever: once its lease lapses
+    (``lease_seconds`` after it last renewed it; a holder renews it every third of that for
+    up to ``hold_at_most``), the next run goes ahead unserialised, the same outcome as an
+    expired Redis lease.
     """
 
-    def __init__(self, *, lease_seconds: float = DEFAULT_LOCK_LEASE) -> None:
+    def __init__(
+        self,
+        *,
+        lease_seconds: float = DEFAULT_LOCK_LEASE,
+        hold_at_most: float | None = None,
+        clock: Clock = time.monotonic,
+    ) -> None:
         self._lease = lease_seconds
+        self._hold_at_most = max(lease_seconds, hold_at_most or lease_seconds)
+        """The longest a healthy holder may keep the lock by renewing it."""
+        self._clock = clock
         self._locks: dict[str, _LocalLock] = {}
 
     @asynccontextmanager
@@ -193,8 +206,22 @@ class InMemoryLocks:
         entry.users += 1
         acquired = False
         try:
-            acquired = await self._acquire(entry.lock, on_wait)
-            yield
+            acquired = await self._acquire(entry, on_wait)
+            if not acquired:  # the holder's lease lapsed: go ahead without the lock
+                yield
+                return
+
+            async def renew() -> None:
+                entry.alive_until = self._clock() + self._lease
+
+            await renew()
+            async with renewing(
+                renew,
+                every=self._lease / 3,
+                until=self._hold_at_most - self._lease,
+                what=f"the lock of {conversation}",
+            ):
+                yield
         finally:
             if acquired:
                 entry.lock.release()
@@ -202,17 +229,19 @@ class InMemoryLocks:
             if entry.users == 0:
                 self._locks.pop(conversation, None)
 
-    async def _acquire(self, lock: asyncio.Lock, on_wait: OnWait | None) -> bool:
-        if not lock.locked():
-            await lock.acquire()
+    async def _acquire(self, entry: _LocalLock, on_wait: OnWait | None) -> bool:
+        if not entry.lock.locked():
+            await entry.lock.acquire()
             return True
         await notify_wait(on_wait)
-        try:
-            async with asyncio.timeout(self._lease):
-                await lock.acquire()
-        except TimeoutError:
-            return False
-        return True
+        while (left := entry.alive_until - self._clock()) > 0:
+            try:
+                async with asyncio.timeout(left):
+                    await entry.lock.acquire()
+                return True
+            except TimeoutError:
+                continue  # renewed meanwhile? look again
+        return False
 
 
 # ---- event claims -------------------------------------------------------------------------
@@ -352,3 +381,34 @@ def deliver(handler: StopHandler, run_id: str, by: str) -> None:
         handler(run_id, by)
     except Exception:
         log.exception("a stop request handler failed for run %s", run_id)
+
+
+@asynccontextmanager
+async def renewing(
+    renew: Callable[[], Awaitable[object]], *, every: float, until: float, what: str
+) -> AsyncIterator[None]:
+    """Call ``renew`` every ``every`` seconds while the block runs, for at most ``until``
+    seconds.
+
+    A lease (a conversation lock, a run slot) should outlive a crashed holder by little, yet a
+    live holder may need it longer: a person deciding on an approval pauses the run's
+    deadline. So the holder renews it while it lives, up to the longest a healthy run can
+    take (``until``); a holder that hangs past that loses it as if it had crashed. A failed
+    renewal is logged and tried again at the next beat; the block is never disturbed."""
+
+    async def beat() -> None:
+        loop = asyncio.get_running_loop()
+        stop_at = loop.time() + until
+        while loop.time() + every < stop_at:
+            await asyncio.sleep(every)
+            try:
+                await renew()
+            except Exception as exc:  # the next beat tries again; the lease is the backstop
+                log.warning("could not renew %s: %s", what, exc)
+
+    task = asyncio.get_running_loop().create_task(beat(), name=f"renew {what}")
+    try:
+        yield
+    finally:
+        task.cancel()
+        await asyncio.wait({task})

@@ -66,6 +66,7 @@ from core.stores import (
     RunSlots,
     StopRequests,
     TraceStore,
+    renewing,
 )
 from core.trace import summary_line
 
@@ -593,9 +594,22 @@ class AskCog(commands.Cog):
         return f"⚠️ {problem} Please shorten it and ask again." if problem else None
 
     async def _holding(self, asker: Asker, slot: str, work: Coroutine[Any, Any, None]) -> None:
-        """Run ``work`` and give the run slot back however it ends."""
+        """Run ``work``, renewing the run slot meanwhile, and give it back however it ends."""
+        s = self.settings
+
+        async def renew() -> None:
+            await self.services.slots.take(
+                _user_key(asker), slot, limit=s.max_runs_per_user, lease=s.run_lease
+            )
+
         try:
-            await work
+            async with renewing(
+                renew,
+                every=s.run_lease / 3,
+                until=s.run_hold_at_most - s.run_lease,
+                what=f"run slot {slot}",
+            ):
+                await work
         finally:
             await self._give_back(asker, slot)
 

@@ -36,4 +36,6 @@ class DiscordSettings:
     max_runs_per_user: int = 2
     """Questions one user may have running at once (across shards, through ``RunSlots``)."""
     run_lease: float = 240.0
-    """Seconds a run slot is held at most (a shard that died mid-run frees it then)."""
+    """Seconds a run slot outlives its last renewal (a shard that died mid-run frees it then)."""
+    run_hold_at_most: float = 240.0
+    """The longest a live run keeps renewing its slot (its deadline plus approval waits)."""

@@ -80,6 +80,7 @@ from core.stores import (
     InMemoryStopRequests,
     RunSlots,
     StopRequests,
+    renewing,
 )
 
 log = logging.getLogger(__name__)
@@ -475,8 +476,24 @@ class SlackBot:
         return None
 
     async def _answer_admitted(self, question: Question) -> None:
+        s = self.settings
+
+        async def renew() -> None:
+            await self.slots.take(
+                _user_key(question),
+                question.claim_key,
+                limit=s.max_runs_per_user,
+                lease=s.run_lease,
+            )
+
         try:
-            await self._answer(question)
+            async with renewing(
+                renew,
+                every=s.run_lease / 3,
+                until=s.run_hold_at_most - s.run_lease,
+                what=f"run slot {question.claim_key}",
+            ):
+                await self._answer(question)
         finally:
             self._admitted -= 1
             try:

@@ -44,7 +44,9 @@ class SlackSettings:
     max_runs_per_user: int = 2
     """Questions one user may have running at once, across replicas (``RunSlots``)."""
     run_lease: float = 240.0
-    """Seconds a run slot is held at most (a replica that died mid-run frees it then)."""
+    """Seconds a run slot outlives its last renewal (a replica that died mid-run frees it then)."""
+    run_hold_at_most: float = 240.0
+    """The longest a live run keeps renewing its slot (its deadline plus approval waits)."""
 
     @property
     def base_url(self) -> str:

@@ -198,6 +198,40 @@ async def test_lock_is_released_on_error_and_expires_after_its_lease(
         await opened.aclose()
 
 
+async def test_a_live_holder_renews_its_lock_past_the_lease(
+    redis_url: str, redis_prefix: str
+) -> None:
+    """A run waiting for a person outlasts the lease: the holder renews it, so another
+    process keeps waiting until the holder lets go (a crashed one would free it in 0.3 s)."""
+    holder = connect(redis_url, prefix=redis_prefix, lock_lease=0.3, lock_hold_at_most=30)
+    other = connect(redis_url, prefix=redis_prefix, lock_lease=0.3)
+    try:
+        release = asyncio.Event()
+
+        async def hold() -> None:
+            async with holder.locks.hold("c"):
+                await release.wait()
+
+        task = asyncio.create_task(hold())
+        await asyncio.sleep(0.05)
+        entered = asyncio.create_task(_enter(other, "c"))
+        await asyncio.sleep(1.0)  # more than three leases
+        assert not entered.done()
+        assert 0 < await holder.client.pttl(f"{redis_prefix}lock:c") <= 300
+        release.set()
+        await task
+        async with asyncio.timeout(2):
+            await entered
+    finally:
+        await holder.aclose()
+        await other.aclose()
+
+
+async def _enter(stores: RedisStores, conversation: str) -> None:
+    async with stores.locks.hold(conversation):
+        pass
+
+
 # ---- claims -------------------------------------------------------------------------------
 
 

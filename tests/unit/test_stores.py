@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -28,7 +29,14 @@ from core.resilient import (
     StoreHealth,
 )
 from core.scripted import ScriptedModel, Turn
-from core.stores import InMemoryEventClaims, InMemoryLocks, InMemoryTraceStore, OnWait
+from core.stores import (
+    InMemoryEventClaims,
+    InMemoryLocks,
+    InMemoryRunSlots,
+    InMemoryTraceStore,
+    OnWait,
+    renewing,
+)
 from core.trace import Trace, TraceStep
 
 
@@ -135,7 +143,7 @@ async def test_local_locks_accept_an_async_on_wait() -> None:
     assert seen == ["waiting"]
 
 
-async def _enter(locks: InMemoryLocks, conversation: str, on_wait: OnWait) -> None:
+async def _enter(locks: InMemoryLocks, conversation: str, on_wait: OnWait | None = None) -> None:
     async with locks.hold(conversation, on_wait=on_wait):
         pass
 
@@ -175,6 +183,43 @@ async def test_a_hung_holder_blocks_only_for_the_lease() -> None:
     with pytest.raises(asyncio.CancelledError):
         await holder
     assert locks._locks == {}
+
+
+async def test_a_live_holder_keeps_the_lock_past_its_lease_up_to_its_longest_hold() -> None:
+    """A run waiting for a person outlasts the lease (its deadline stands still), so it
+    renews the lease; one that hangs past the longest healthy run loses the lock."""
+    locks = InMemoryLocks(lease_seconds=0.1, hold_at_most=0.6)
+    held, release = asyncio.Event(), asyncio.Event()
+
+    async def hold() -> None:
+        async with locks.hold("c"):
+            held.set()
+            await release.wait()
+
+    holder = asyncio.create_task(hold())
+    await held.wait()
+    started = time.monotonic()
+    waiter = asyncio.create_task(_enter(locks, "c"))
+    await asyncio.sleep(0.3)  # three leases: the holder renewed, the waiter still waits
+    assert not waiter.done()
+    await waiter  # past the longest hold the lease lapses: the waiter goes ahead
+    assert 0.5 - 0.05 <= time.monotonic() - started < 1.5
+    release.set()
+    await holder
+
+
+async def test_renewing_a_run_slot_keeps_it_while_the_run_lives() -> None:
+    slots = InMemoryRunSlots()
+    assert await slots.take("user", "run-1", limit=1, lease=0.1)
+
+    async def renew() -> None:
+        await slots.take("user", "run-1", limit=1, lease=0.1)
+
+    async with renewing(renew, every=0.03, until=10, what="run slot run-1"):
+        await asyncio.sleep(0.3)
+        assert not await slots.take("user", "run-2", limit=1, lease=0.1)
+    await asyncio.sleep(0.15)  # no longer renewed: the lease runs out
+    assert await slots.take("user", "run-2", limit=1, lease=0.1)
 
 
 # ---- in-memory claims ---------------------------------------------------------------------
