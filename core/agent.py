@@ -62,9 +62,16 @@ from core.memory import HistoryCompactor, answer_message
 from core.modes import JsonFieldStreamer, JsonFormat, ToolCall, ToolCallAssembler
 from core.parser import Action, ActionFound, AnswerText, ParseError, Step, StreamParser, ThoughtText
 from core.stores import ConversationLocks, TraceStore
-from core.tools import Tool, ToolRegistry, ToolResult, needs_approval
+from core.tools import Attachment, Tool, ToolRegistry, ToolResult, needs_approval
 from core.tools.schema import parameters_of, tool_input, tool_specs
-from core.trace import ApprovalRecord, Trace, TraceStep, source_domain
+from core.trace import (
+    ATTACHMENT_BYTES_PER_TRACE,
+    ApprovalRecord,
+    Trace,
+    TraceAttachment,
+    TraceStep,
+    source_domain,
+)
 
 log = logging.getLogger(__name__)
 
@@ -124,6 +131,7 @@ class _Outcome:
     error: bool
     sources: tuple[str, ...] = ()
     seconds: float = 0.0
+    attachments: tuple[Attachment, ...] = ()
 
 
 class Agent:
@@ -860,6 +868,7 @@ class Run:
             )
         step.observation = outcome.text
         step.sources = list(outcome.sources)
+        step.attachments = kept_attachments(self.trace, outcome.attachments)
         if outcome.error:
             step.error = outcome.text
         step.ended_at = self.agent._clock()
@@ -912,7 +921,7 @@ class Run:
                 f"Error: the {tool.name} tool failed unexpectedly ({type(exc).__name__}).", True
             )
         if isinstance(result, ToolResult):
-            return _Outcome(result.text, False, result.sources)
+            return _Outcome(result.text, False, result.sources, attachments=result.attachments)
         return _Outcome(result, False)
 
     def _for_model(self, text: str) -> str:
@@ -966,6 +975,21 @@ class Run:
                 self._memory_unavailable()
             self._check_memory_health()
         return Finished(self.trace, answer, status)
+
+
+def kept_attachments(trace: Trace, attachments: Sequence[Attachment]) -> list[TraceAttachment]:
+    """A tool's attachments as the trace keeps them: the bytes while the trace has room
+    (``ATTACHMENT_BYTES_PER_TRACE``), else only what they were."""
+    room = ATTACHMENT_BYTES_PER_TRACE - sum(
+        len(a.data) for step in trace.steps for a in step.attachments if a.data is not None
+    )
+    kept = []
+    for attachment in attachments:
+        data = attachment.data if len(attachment.data) <= room else None
+        room -= len(data or "")
+        size = len(attachment.data) * 3 // 4 - attachment.data[-2:].count("=")
+        kept.append(TraceAttachment(attachment.mime_type, size, data, attachment.name))
+    return kept
 
 
 def cited_sources(answer: str, trace: Trace, *, limit: int = 3) -> list[str]:

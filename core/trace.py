@@ -53,6 +53,27 @@ class ApprovalRecord:
         return line + (f': "{self.reason}"' if self.reason else "")
 
 
+ATTACHMENT_BYTES_PER_TRACE = 2 * 1024 * 1024
+"""Base64 characters of tool attachments one trace keeps; beyond, only type and size (the
+trace goes to Redis and, as a file, into a chat thread: both have limits)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TraceAttachment:
+    """Bytes a tool returned besides its text (an image, audio), kept with its step."""
+
+    mime_type: str
+    size: int
+    """Decoded bytes."""
+    data: str | None = None
+    """Base64 as the tool sent it; None when the trace had no room left for it."""
+    name: str = ""
+
+    def describe(self) -> str:
+        kept = "" if self.data is not None else ", not kept: the trace was full"
+        return f"{self.name or 'attachment'} ({self.mime_type}, {self.size:,} bytes{kept})"
+
+
 @dataclass(slots=True)
 class TraceStep:
     index: int
@@ -76,6 +97,7 @@ class TraceStep:
     call_id: str | None = None
     """The provider's id of a native tool call (``tools`` mode)."""
     approval: ApprovalRecord | None = None
+    attachments: list[TraceAttachment] = field(default_factory=list)
 
     @property
     def seconds(self) -> float:
@@ -160,6 +182,11 @@ class Trace:
             fields_ = {k: v for k, v in raw.items() if k in step_names}
             if isinstance(fields_.get("approval"), dict):
                 fields_["approval"] = ApprovalRecord(**fields_["approval"])
+            fields_["attachments"] = [
+                TraceAttachment(**a)
+                for a in fields_.get("attachments") or []
+                if isinstance(a, dict)
+            ]
             steps.append(TraceStep(**fields_))
         rest = {k: v for k, v in data.items() if k in trace_names and k != "steps"}
         return cls(steps=steps, **rest)
@@ -214,6 +241,8 @@ def render_step_markdown(step: TraceStep) -> list[str]:
         out += ["**Raw reply:**", _fence(step.raw)]
     if step.sources:
         out.append("**Sources:** " + ", ".join(step.sources))
+    if step.attachments:
+        out.append("**Attachments:** " + "; ".join(a.describe() for a in step.attachments))
     return out
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import time
 from collections.abc import AsyncIterator, Sequence
 
@@ -28,8 +29,8 @@ from core.history import InMemoryHistoryStore, Message
 from core.llm import ModelChunk, Usage
 from core.scripted import ScriptedModel, Turn
 from core.stores import InMemoryLocks, InMemoryTraceStore
-from core.tools import FunctionTool, ToolRegistry, ToolResult
-from core.trace import Trace
+from core.tools import Attachment, FunctionTool, ToolRegistry, ToolResult
+from core.trace import ATTACHMENT_BYTES_PER_TRACE, Trace, TraceAttachment
 
 
 def registry(*extra: FunctionTool) -> ToolRegistry:
@@ -366,6 +367,33 @@ async def test_search_sources_are_recorded_and_the_cited_ones_kept() -> None:
         "https://en.wikipedia.org/wiki/Final",
     ]
     assert done.trace.cited == ["https://www.fifa.com/final"]
+
+
+async def test_attachments_are_kept_in_the_trace_while_it_has_room() -> None:
+    """An image a tool returned: the model sees the placeholder, the trace (and its JSON)
+    keeps the bytes, until the trace's budget is spent; then only what they were."""
+    big = base64.b64encode(b"\x89PNG" + b"\0" * (ATTACHMENT_BYTES_PER_TRACE * 3 // 4 - 10)).decode()
+    small = base64.b64encode(b"\x89PNG tiny").decode()
+
+    async def draw(arg: str) -> ToolResult:
+        data = big if arg == "big" else small
+        return ToolResult("[image: image/png]", attachments=(Attachment("image/png", data, "a"),))
+
+    tool = FunctionTool("draw", draw, "Draws.", "draw[x]")
+    model = ScriptedModel(
+        [
+            "Thought: draw\nAction: draw[big]",
+            "Thought: again\nAction: draw[small]",
+            "Thought: ok\nAction: finish[Drawn.]",
+        ]
+    )
+    done = final(await collect(Agent(model, registry(tool)), "q"))
+    assert isinstance(done, Finished)
+    first, second = (step.attachments for step in done.trace.steps[:2])
+    assert first == [TraceAttachment("image/png", len(base64.b64decode(big)), big, "a")]
+    assert second == [TraceAttachment("image/png", 9, None, "a")]  # no room left
+    assert "a (image/png, 9 bytes, not kept: the trace was full)" in done.trace.to_markdown()
+    assert Trace.from_json(done.trace.to_json()).steps[0].attachments == first
 
 
 async def test_long_observation_is_cut_for_the_model_but_kept_in_the_trace() -> None:
