@@ -132,6 +132,14 @@ class StepView:
         return self.observation is not None
 
 
+Verbosity = Literal["full", "compact", "answer"]
+"""How much of a run a channel sees: ``full`` every step live and the trace in a thread;
+``compact`` a one-line live status, the answer and the thread; ``answer`` only the answer
+(a request for approval still shows; the trace is stored, and a thread opens only for an
+answer too long for its message)."""
+VERBOSITIES: tuple[Verbosity, ...] = ("full", "compact", "answer")
+
+
 @dataclass(slots=True)
 class RunView:
     """Everything a renderer needs; ``apply`` is the only way it changes."""
@@ -155,6 +163,7 @@ class RunView:
     pending_since: float = 0.0
     approvers: str = "asker"
     """Who may decide (``agent.approval.approvers``), for the line that says so."""
+    verbosity: Verbosity = "full"
     reason: str = ""
     stopped_by: str | None = None
     final: FinalEvent | None = None
@@ -294,9 +303,12 @@ class Renderer(Protocol[P]):
         """The final state in a smaller form: what is sent when ``final``'s is refused."""
         ...
 
-    def trace_posts(self, trace: Trace, *, whole_answer: bool = False) -> list[P]:
+    def trace_posts(
+        self, trace: Trace, *, whole_answer: bool = False, steps: bool = True
+    ) -> list[P]:
         """The thread; ``whole_answer``: the message could show only a compact or plain form,
-        so the thread starts with the entire answer (else with what did not fit)."""
+        so the thread starts with the entire answer (else with what did not fit). Without
+        ``steps``, only that answer: nothing at all when it fitted."""
         ...
 
     def plain(self, text: str) -> P:
@@ -494,7 +506,10 @@ class LiveMessage(Generic[P]):
 
     async def _post_trace(self, trace: Trace) -> None:
         try:
-            posts = self.renderer.trace_posts(trace, whole_answer=not self._shown_whole)
-            await self.surface.post_trace(trace, posts)
+            posts = self.renderer.trace_posts(
+                trace, whole_answer=not self._shown_whole, steps=self.view.verbosity != "answer"
+            )
+            if posts:  # "answer" verbosity with an answer that fitted: no thread
+                await self.surface.post_trace(trace, posts)
         except Exception:  # the answer is already visible; a missing thread is logged
             log.exception("could not post the trace of run %s", trace.id)

@@ -30,9 +30,11 @@ from core.history import HistoryStore, InMemoryHistoryStore
 from core.llm import ChatModel
 from core.memory import HistoryCompactor
 from core.stores import (
+    ChannelSettings,
     ConversationLocks,
     Cooldowns,
     EventClaims,
+    InMemoryChannelSettings,
     InMemoryCooldowns,
     InMemoryEventClaims,
     InMemoryLocks,
@@ -79,6 +81,8 @@ class App:
     """Runs in flight per user (``agent.max_runs_per_user``), across processes."""
     broker: ApprovalBroker
     """Carries a person's decision on an action to the run waiting for it, from any process."""
+    channel_settings: ChannelSettings
+    """What admins set per channel (verbosity), shared by every process."""
     health: StoreHealth | None = None
     """Whether the shared store (Redis) answered lately; None without one."""
     notes: list[str] = field(default_factory=list)
@@ -141,6 +145,7 @@ class App:
             stores.stops,
             stores.slots,
             broker,
+            stores.channel_settings,
             stores.health,
             notes,
             closers,
@@ -341,6 +346,7 @@ class _Stores:
     decisions: DecisionChannel
     pending: PendingRequests
     allowances: Allowances
+    channel_settings: ChannelSettings
     health: StoreHealth | None = None
     redis_client: Redis | None = None
 
@@ -370,6 +376,7 @@ def _build_stores(config: Config, closers: list[Callable[[], Awaitable[None]]]) 
             InMemoryDecisions(),
             InMemoryPending(),
             InMemoryAllowances(),
+            InMemoryChannelSettings(),
         )
     from core.redis_store import connect
     from core.resilient import ResilientStores
@@ -399,6 +406,7 @@ def _build_stores(config: Config, closers: list[Callable[[], Awaitable[None]]]) 
         decisions=stores.decisions,
         pending=stores.pending,
         allowances=stores.allowances,
+        channel_settings=stores.channel_settings,
         lock_lease=lease,
         lock_hold_at_most=longest,
         name=stores.address,
@@ -414,6 +422,7 @@ def _build_stores(config: Config, closers: list[Callable[[], Awaitable[None]]]) 
         wrapped.decisions,
         wrapped.pending,
         wrapped.allowances,
+        wrapped.channel_settings,
         wrapped.health,
         stores.client,
     )

@@ -324,6 +324,7 @@ class RedisConfig(_Section):
 class DiscordConfig(_Section):
     api_base_url: str | None = None
     edit_interval: float = Field(default=1.2, ge=0.2, le=60)
+    verbosity: Literal["full", "compact", "answer"] = "full"
     allowed_guilds: tuple[int, ...] = ()
     allowed_channels: tuple[int, ...] = ()
     allowed_roles: tuple[int, ...] = ()
@@ -355,6 +356,7 @@ class SlackConfig(_Section):
     port: int = Field(default=3000, ge=1, le=65535)
     api_base_url: str | None = None
     update_interval: float = Field(default=1.0, ge=0.2, le=60)
+    verbosity: Literal["full", "compact", "answer"] = "full"
     workspace_updates_per_minute: float = Field(default=50.0, ge=0, le=10_000)
     allowed_channels: tuple[str, ...] = ()
     allowed_users: tuple[str, ...] = ()

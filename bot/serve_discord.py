@@ -22,6 +22,7 @@ def discord_settings(app: App) -> DiscordSettings:
     return DiscordSettings(
         api_base_url=discord.api_base_url,
         edit_interval=discord.edit_interval,
+        verbosity=discord.verbosity,
         allowed_guilds=discord.allowed_guilds,
         allowed_channels=discord.allowed_channels,
         allowed_roles=discord.allowed_roles,
@@ -52,6 +53,7 @@ async def serve_discord(app: App) -> None:
         cooldowns=app.cooldowns,
         stops=app.stops,
         slots=app.slots,
+        channel_settings=app.channel_settings,
         broker=app.broker,
     )
     bot = create_bot(services)

@@ -25,6 +25,7 @@ def slack_settings(config: Config) -> SlackSettings:
         port=slack.port,
         api_base_url=slack.api_base_url,
         update_interval=slack.update_interval,
+        verbosity=slack.verbosity,
         per_thread=config.redis.per_thread,
         workspace_updates_per_minute=slack.workspace_updates_per_minute,
         allowed_channels=frozenset(slack.allowed_channels),
@@ -47,6 +48,7 @@ async def serve_slack(app: App) -> None:
         stops=app.stops,
         slots=app.slots,
         broker=app.broker,
+        channel_settings=app.channel_settings,
         settings=slack_settings(app.config),
     )
     await run(bot)

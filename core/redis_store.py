@@ -418,6 +418,27 @@ class RedisCooldowns(_RedisBase):
         return int(left) / 1000
 
 
+# ---- channel settings ---------------------------------------------------------------------
+
+
+class RedisChannelSettings(_RedisBase):
+    """``ChannelSettings`` as a hash per channel, ``{prefix}channel:{channel}``, kept until an
+    admin changes it (no TTL: a setting is not a cache)."""
+
+    async def get(self, channel: str) -> dict[str, str]:
+        with self._unavailable("read the channel's settings"):
+            raw = await self._client.hgetall(self._key("channel", channel))
+        return {str(k): str(v) for k, v in raw.items()}  # the client decodes responses
+
+    async def put(self, channel: str, name: str, value: str | None) -> None:
+        key = self._key("channel", channel)
+        with self._unavailable("save the channel's settings"):
+            if value is None:
+                await self._client.hdel(key, name)
+            else:
+                await self._client.hset(key, name, value)
+
+
 # ---- run slots ----------------------------------------------------------------------------
 
 
@@ -663,6 +684,7 @@ class RedisStores:
     decisions: RedisDecisions
     pending: RedisPending
     allowances: RedisAllowances
+    channel_settings: RedisChannelSettings
 
     @property
     def address(self) -> str:
@@ -730,4 +752,5 @@ def connect(
         decisions=RedisDecisions(client, prefix=prefix),
         pending=RedisPending(client, prefix=prefix),
         allowances=RedisAllowances(client, prefix=prefix, ttl_seconds=history_ttl),
+        channel_settings=RedisChannelSettings(client, prefix=prefix),
     )

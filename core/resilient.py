@@ -41,10 +41,12 @@ from core.errors import StoreUnavailable
 from core.history import HistoryStore, Message
 from core.stores import (
     DEFAULT_LOCK_LEASE,
+    ChannelSettings,
     Clock,
     ConversationLocks,
     Cooldowns,
     EventClaims,
+    InMemoryChannelSettings,
     InMemoryCooldowns,
     InMemoryEventClaims,
     InMemoryLocks,
@@ -316,6 +318,32 @@ class ResilientCooldowns:
         return left
 
 
+class ResilientChannelSettings:
+    """Settings from the shared store, remembered here: while it is down a channel keeps the
+    settings last read (or the defaults), and a change is refused (``StoreUnavailable``) so
+    the admin knows it was not saved."""
+
+    def __init__(self, inner: ChannelSettings, *, health: StoreHealth | None = None) -> None:
+        self.inner = inner
+        self.health = health or StoreHealth()
+        self.local = InMemoryChannelSettings()
+
+    async def get(self, channel: str) -> dict[str, str]:
+        try:
+            found = await self.health.call(None, lambda: self.inner.get(channel))
+        except StoreUnavailable:
+            return self.local.get_now(channel)
+        for name in set(self.local.get_now(channel)) - set(found):
+            self.local.put_now(channel, name, None)
+        for name, value in found.items():
+            self.local.put_now(channel, name, value)
+        return found
+
+    async def put(self, channel: str, name: str, value: str | None) -> None:
+        await self.health.call(None, lambda: self.inner.put(channel, name, value))
+        self.local.put_now(channel, name, value)
+
+
 class ResilientRunSlots:
     """Slots in the shared store, or in this process while it is down.
 
@@ -480,6 +508,7 @@ class ResilientStores:
     decisions: ResilientDecisions
     pending: ResilientPending
     allowances: ResilientAllowances
+    channel_settings: ResilientChannelSettings
     health: StoreHealth
 
     @classmethod
@@ -496,6 +525,7 @@ class ResilientStores:
         decisions: DecisionChannel,
         pending: PendingRequests,
         allowances: Allowances,
+        channel_settings: ChannelSettings | None = None,
         retry_after: float = DEFAULT_RETRY_AFTER,
         on_unavailable: OnUnavailable | None = None,
         lock_lease: float = DEFAULT_LOCK_LEASE,
@@ -519,5 +549,8 @@ class ResilientStores:
             decisions=ResilientDecisions(decisions, health=health),
             pending=ResilientPending(pending, health=health),
             allowances=ResilientAllowances(allowances, health=health),
+            channel_settings=ResilientChannelSettings(
+                channel_settings or InMemoryChannelSettings(), health=health
+            ),
             health=health,
         )

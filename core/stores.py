@@ -84,6 +84,17 @@ class StopRequests(Protocol):
         ...
 
 
+class ChannelSettings(Protocol):
+    """What an admin set for one channel (``verbosity``; later model, persona, tools): short
+    strings by name, shared by every process. Unset names take the platform's default."""
+
+    async def get(self, channel: str) -> dict[str, str]: ...
+
+    async def put(self, channel: str, name: str, value: str | None) -> None:
+        """Set ``name``, or remove it (back to the default) with None."""
+        ...
+
+
 class RunSlots(Protocol):
     """At most ``limit`` runs in flight per key (a user), counted across every process.
 
@@ -242,6 +253,41 @@ class InMemoryLocks:
             except TimeoutError:
                 continue  # renewed meanwhile? look again
         return False
+
+
+# ---- channel settings ---------------------------------------------------------------------
+
+
+class InMemoryChannelSettings:
+    """Settings in this process, for at most ``max_channels`` channels (least recently used
+    forgotten first, like the in-memory history)."""
+
+    def __init__(self, *, max_channels: int = 10_000) -> None:
+        self._max = max_channels
+        self._settings: OrderedDict[str, dict[str, str]] = OrderedDict()
+
+    async def get(self, channel: str) -> dict[str, str]:
+        return self.get_now(channel)
+
+    def get_now(self, channel: str) -> dict[str, str]:
+        found = self._settings.get(channel)
+        if found is None:
+            return {}
+        self._settings.move_to_end(channel)
+        return dict(found)
+
+    async def put(self, channel: str, name: str, value: str | None) -> None:
+        self.put_now(channel, name, value)
+
+    def put_now(self, channel: str, name: str, value: str | None) -> None:
+        settings = self._settings.setdefault(channel, {})
+        if value is None:
+            settings.pop(name, None)
+        else:
+            settings[name] = value
+        self._settings.move_to_end(channel)
+        while len(self._settings) > self._max:
+            self._settings.popitem(last=False)
 
 
 # ---- event claims -------------------------------------------------------------------------

@@ -52,14 +52,17 @@ from adapters.discord.surface import (
     suppress_embeds,
     to_files,
 )
-from adapters.live import LiveMessage, RunView
+from adapters.live import VERBOSITIES, LiveMessage, RunView, Verbosity
 from adapters.pacing import DISCORD_CHANNEL_WRITES, EditPacer
 from core.agent import Agent, Run
 from core.approval import ApprovalBroker, ApprovalRequest, Decision, Verdict
+from core.errors import StoreUnavailable
 from core.history import HistoryStore
 from core.stores import (
+    ChannelSettings,
     Cooldowns,
     EventClaims,
+    InMemoryChannelSettings,
     InMemoryCooldowns,
     InMemoryRunSlots,
     InMemoryStopRequests,
@@ -93,6 +96,8 @@ class Services:
     """Runs in flight per user, shared likewise."""
     broker: ApprovalBroker | None = None
     """Carries a decision on a pending action to its run (the agent's approver)."""
+    channel_settings: ChannelSettings = field(default_factory=InMemoryChannelSettings)
+    """What admins set per channel (``/reactbot``), shared likewise."""
 
 
 # ---- translating Discord objects ----------------------------------------------------------
@@ -102,6 +107,12 @@ if TYPE_CHECKING:  # discord.py defines these unions for type checkers only
     from discord.interactions import InteractionChannel
 
     Channel = MessageableChannel | InteractionChannel | None
+
+
+def settings_key(channel: Channel, channel_id: int) -> str:
+    """``discord:{channel}`` whose settings apply: a thread follows its parent channel."""
+    parent = getattr(channel, "parent_id", None) if isinstance(channel, discord.Thread) else None
+    return f"discord:{parent or channel_id}"
 
 
 def conversation_id(channel: Channel, channel_id: int, *, per_thread: bool) -> str:
@@ -541,6 +552,65 @@ class AskCog(commands.Cog):
             suppress_embeds=True,
         )
 
+    reactbot = app_commands.Group(name="reactbot", description="reactbot's settings here.")
+
+    @reactbot.command(name="verbosity", description="How much of each run this channel sees.")
+    @app_commands.describe(
+        level="full: every step live; compact: one status line; answer: only the answer"
+    )
+    @app_commands.choices(
+        level=[app_commands.Choice(name=v, value=v) for v in (*VERBOSITIES, "default")]
+    )
+    async def verbosity(
+        self, interaction: discord.Interaction, level: app_commands.Choice[str]
+    ) -> None:
+        if await self._admit(interaction, cooldown=False) is None:
+            return
+        if not self._is_admin(interaction):
+            await interaction.response.send_message(
+                "Only an admin can change this channel's settings.", ephemeral=True
+            )
+            return
+        value = None if level.value == "default" else level.value
+        try:
+            await self.services.channel_settings.put(
+                settings_key(interaction.channel, interaction.channel_id or 0), "verbosity", value
+            )
+        except StoreUnavailable:
+            await interaction.response.send_message(
+                "⚠️ I could not save that: the shared store is unavailable. Try again soon.",
+                ephemeral=True,
+            )
+            return
+        shown = value or f"{self.settings.verbosity} (the default)"
+        await interaction.response.send_message(
+            f"This channel now sees: **{shown}**.", ephemeral=True
+        )
+
+    @reactbot.command(name="settings", description="Show reactbot's settings for this channel.")
+    async def show_settings(self, interaction: discord.Interaction) -> None:
+        if await self._admit(interaction, cooldown=False) is None:
+            return
+        key = settings_key(interaction.channel, interaction.channel_id or 0)
+        stored = await self._stored_settings(key)
+        level = stored.get("verbosity")
+        line = f"{level} (set by an admin)" if level else f"{self.settings.verbosity} (the default)"
+        await interaction.response.send_message(f"Verbosity: **{line}**", ephemeral=True)
+
+    async def _stored_settings(self, key: str) -> dict[str, str]:
+        try:
+            return await self.services.channel_settings.get(key)
+        except StoreUnavailable:  # the defaults, rather than no answer
+            return {}
+
+    async def _verbosity(self, channel: Channel) -> Verbosity:
+        channel_id = getattr(channel, "id", 0) or 0
+        level = (await self._stored_settings(settings_key(channel, channel_id))).get("verbosity")
+        for known in VERBOSITIES:
+            if level == known:
+                return known
+        return self.settings.verbosity
+
     # ---- shared steps ---------------------------------------------------------------------
     async def _admit(
         self,
@@ -754,6 +824,7 @@ class AskCog(commands.Cog):
                 question=run.trace.question,
                 asker=str(asker.user_id),
                 approvers=self.settings.approvers,
+                verbosity=await self._verbosity(surface.message.channel),
             ),
             tick=self.settings.tick,
         )

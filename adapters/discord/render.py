@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 from urllib.parse import quote
 
-from adapters.live import RunView, StepView, approval_words
+from adapters.live import RunView, StepView, Verbosity, approval_words
 from core.events import ApprovalRequested
 from core.trace import Trace, TraceStep, source_domain
 
@@ -348,7 +348,11 @@ def collapse_steps(lines: list[str], budget: int) -> list[str]:
 
 
 def render_live(view: RunView, now: float, limit: int = CONTENT_LIMIT) -> str:
-    """The live message: status, finished steps as subtext lines, the current step."""
+    """The live message: status, finished steps as subtext lines, the current step (with a
+    channel's ``compact`` or ``answer`` verbosity, the status line alone, and the pending
+    action when a person must decide)."""
+    if view.verbosity != "full":
+        return render_brief(view, now, limit)
     head = [status_line(view, now)]
     if view.status_text and view.phase not in ("waiting", "retrying"):
         head.append("-# " + one_line(sanitize(view.status_text), 200))
@@ -364,6 +368,18 @@ def render_live(view: RunView, now: float, limit: int = CONTENT_LIMIT) -> str:
     budget -= len(block) + 1
     lines = collapse_steps([step_summary(s) for s in done], budget)
     return fit("\n".join([*head, *lines, *([block] if block else [])]), limit)
+
+
+def render_brief(view: RunView, now: float, limit: int = CONTENT_LIMIT) -> str:
+    """One status line (``answer`` verbosity: not even which step), and the pending action."""
+    if view.verbosity == "answer" and view.pending is None:
+        line = f"⏳ Working on it · {view.elapsed(now):.1f} s"
+    else:
+        line = status_line(view, now)
+    if view.pending is None:
+        return fit(line, limit)
+    block = approval_block(view, view.pending, now, limit - len(line) - 1)
+    return fit(f"{line}\n{block}", limit)
 
 
 # ---- the final message --------------------------------------------------------------------
@@ -450,7 +466,8 @@ def answer_parts(
     trace = trace or view.trace
     cited = trace is not None and view.phase == "answered" and sources
     line = sources_line(trace.cited) if cited and trace is not None else ""
-    tail_lines = [line for line in (line, footer(trace, view, mark, thread=True)) if line]
+    foot = footer(trace, view, mark, thread=True) if view.verbosity != "answer" else ""
+    tail_lines = [line for line in (line, foot) if line]
     room = limit - sum(len(line) + 1 for line in tail_lines) - 40
     parts = split_text(body, room)
     if len(parts) > 1:
@@ -458,7 +475,7 @@ def answer_parts(
     return "\n".join([parts[0], *tail_lines]), parts[1:]
 
 
-def answer_overflow(trace: Trace) -> list[str]:
+def answer_overflow(trace: Trace, verbosity: Verbosity = "full") -> list[str]:
     """The part of a long answer that did not fit the final message (same split as there)."""
     if trace.status not in ("answered", "unformatted", "best_effort") or not trace.answer:
         return []
@@ -467,6 +484,7 @@ def answer_overflow(trace: Trace) -> list[str]:
         answer=trace.answer,
         phase=trace.status,
         max_steps=max(0, trace.step_count - 1),  # best effort: the extra call is not a step
+        verbosity=verbosity,
     )
     return answer_parts(view, trace=trace)[1]
 
@@ -564,13 +582,18 @@ def _tokens_text(trace: Trace) -> str:
     )
 
 
-def trace_posts(trace: Trace, overflow: Sequence[str] = ()) -> list[DiscordPayload]:
-    """The thread: the rest of a long answer, the question, one post per step, the totals."""
+def trace_posts(
+    trace: Trace, overflow: Sequence[str] = (), *, steps: bool = True
+) -> list[DiscordPayload]:
+    """The thread: the rest of a long answer, the question, one post per step, the totals
+    (without ``steps``: only the rest of the answer)."""
     posts = [DiscordPayload(part) for part in overflow[: ANSWER_POSTS - 1]]
     if len(overflow) >= ANSWER_POSTS:  # the rest as a file: a thread is read, not scrolled
         rest = "\n".join(overflow[ANSWER_POSTS - 1 :])
         note = f"-# … the answer goes on in the attached file ({len(rest):,} more characters)"
         posts.append(DiscordPayload(note, (FileSpec("answer-continued.md", rest.encode()),)))
+    if not steps:
+        return posts
     files: tuple[FileSpec, ...] = ()
     asked = trace.question
     if len(asked) > THOUGHT_POST_LIMIT:
@@ -620,9 +643,12 @@ class DiscordRenderer:
         content, _ = answer_parts(view, limit=COMPACT_LIMIT, sources=False)
         return DiscordPayload(fit(content, COMPACT_LIMIT), stop_button="remove")
 
-    def trace_posts(self, trace: Trace, *, whole_answer: bool = False) -> list[DiscordPayload]:
-        overflow = whole_answer_parts(trace) if whole_answer else answer_overflow(trace)
-        posts = trace_posts(trace, overflow)
+    def trace_posts(
+        self, trace: Trace, *, whole_answer: bool = False, steps: bool = True
+    ) -> list[DiscordPayload]:
+        verbosity: Verbosity = "full" if steps else "answer"  # the footer the message had
+        overflow = whole_answer_parts(trace) if whole_answer else answer_overflow(trace, verbosity)
+        posts = trace_posts(trace, overflow, steps=steps)
         return [DiscordPayload(fit(p.content), p.files[:MAX_FILES]) for p in posts]
 
     def plain(self, text: str) -> DiscordPayload:

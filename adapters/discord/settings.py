@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from adapters.live import Verbosity
+
 
 @dataclass(frozen=True, slots=True)
 class DiscordSettings:
@@ -29,6 +31,8 @@ class DiscordSettings:
     """Register ``/ask``, ``/reset`` and ``/trace`` at start (a bulk overwrite, idempotent)."""
     tick: float = 1.0
     """Re-render at least this often while a run works, so the elapsed seconds move."""
+    verbosity: Verbosity = "full"
+    """How much of a run a channel sees unless an admin set it (``/reactbot verbosity``)."""
     guild_ready_timeout: float = 2.0
     """How long discord.py waits for more GUILD_CREATEs before it is ready."""
     approvers: str = "asker"

@@ -43,7 +43,7 @@ from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
-from adapters.live import LiveMessage, LiveStats, RunView
+from adapters.live import VERBOSITIES, LiveMessage, LiveStats, RunView, Verbosity
 from adapters.pacing import EditPacer, SlidingWindow
 from adapters.slack.approval import (
     APPROVAL_VIEW_ID,
@@ -59,7 +59,7 @@ from adapters.slack.modals import (
     edit_modal,
     read_submission,
 )
-from adapters.slack.payloads import Question, from_command, from_event
+from adapters.slack.payloads import Question, from_command, from_event, plain_text
 from adapters.slack.render import (
     SHUTDOWN,
     STOP_ACTION_ID,
@@ -72,9 +72,12 @@ from adapters.slack.settings import SlackSettings
 from adapters.slack.surface import NotInChannel, SlackSurface, make_client, post_root
 from core.agent import Agent, Run
 from core.approval import ApprovalBroker, ApprovalRequest, Decision
+from core.errors import StoreUnavailable
 from core.stores import (
+    ChannelSettings,
     Cooldowns,
     EventClaims,
+    InMemoryChannelSettings,
     InMemoryCooldowns,
     InMemoryRunSlots,
     InMemoryStopRequests,
@@ -147,6 +150,11 @@ class _Active:
     channel: str
 
 
+def settings_key(team: str, channel: str) -> str:
+    """Where a channel's settings are kept: ``slack:{team}:{channel}``."""
+    return f"slack:{team}:{channel}"
+
+
 def workspace_budget(settings: SlackSettings) -> SlidingWindow | None:
     """Slack limits ``chat.update`` per workspace (Tier 3, "50+ per minute"), so every channel
     draws on one budget: at most that many in any minute."""
@@ -169,6 +177,7 @@ class SlackBot:
         stops: StopRequests | None = None,
         slots: RunSlots | None = None,
         broker: ApprovalBroker | None = None,
+        channel_settings: ChannelSettings | None = None,
         client: AsyncWebClient | None = None,
     ) -> None:
         self.agent = agent
@@ -177,6 +186,8 @@ class SlackBot:
         self.cooldowns = cooldowns or InMemoryCooldowns()
         self.stops = stops or InMemoryStopRequests()
         self.slots = slots or InMemoryRunSlots()
+        self.channel_settings = channel_settings or InMemoryChannelSettings()
+        """What admins set per channel (``/ask-settings``), shared by every replica."""
         self.broker = broker
         """The agent's approver: clicks on approval buttons are decided through it (None:
         the buttons are not shown). Not this bot's to close; see ``start``."""
@@ -244,7 +255,11 @@ class SlackBot:
         async def on_submission(ack: AsyncAck, body: dict[str, Any], view: dict[str, Any]) -> None:
             await self._on_submission(ack, body, view)
 
+        async def on_settings(ack: AsyncAck, command: dict[str, Any]) -> None:
+            await self._on_settings(ack, command)
+
         self.app.command("/ask")(on_command)
+        self.app.command("/ask-settings")(on_settings)
         self.app.event("app_mention")(on_event)
         self.app.event("message")(on_event)  # DMs; everything else is filtered out
         self.app.action(STOP_ACTION_ID)(on_stop)
@@ -265,6 +280,56 @@ class SlackBot:
             await ack(text=WORKING, response_type="ephemeral")
         finally:  # whatever happens to the ack, the admitted question is answered and let go
             self._spawn(self._answer_admitted(question))
+
+    async def _on_settings(self, ack: AsyncAck, command: dict[str, Any]) -> None:
+        """``/ask-settings [show]`` for anyone; ``/ask-settings verbosity LEVEL`` for admins."""
+        words = plain_text(str(command.get("text", ""))).split()
+        key = settings_key(str(command.get("team_id", "")), str(command.get("channel_id", "")))
+        user = str(command.get("user_id", ""))
+        if words in ([], ["show"]):
+            stored = await self._stored_settings(key)
+            level = stored.get("verbosity")
+            line = (
+                f"{level} (set by an admin)"
+                if level
+                else f"{self.settings.verbosity} (the default)"
+            )
+            await ack(text=f"Verbosity: *{line}*", response_type="ephemeral")
+            return
+        choices = (*VERBOSITIES, "default")
+        if len(words) != 2 or words[0] != "verbosity" or words[1] not in choices:
+            usage = "Usage: `/ask-settings show` or `/ask-settings verbosity full|compact|answer|default`"
+            await ack(text=usage, response_type="ephemeral")
+            return
+        if user not in self.settings.admin_users:
+            await ack(
+                text="Only an admin can change this channel's settings.", response_type="ephemeral"
+            )
+            return
+        value = None if words[1] == "default" else words[1]
+        try:
+            await self.channel_settings.put(key, "verbosity", value)
+        except StoreUnavailable:
+            await ack(
+                text=":warning: I could not save that: the shared store is unavailable. Try again soon.",
+                response_type="ephemeral",
+            )
+            return
+        shown = value or f"{self.settings.verbosity} (the default)"
+        await ack(text=f"This channel now sees: *{shown}*.", response_type="ephemeral")
+
+    async def _stored_settings(self, key: str) -> dict[str, str]:
+        try:
+            return await self.channel_settings.get(key)
+        except StoreUnavailable:  # the defaults, rather than no answer
+            return {}
+
+    async def _verbosity(self, team: str, channel: str) -> Verbosity:
+        level = (await self._stored_settings(settings_key(team, channel))).get("verbosity")
+        for known in VERBOSITIES:
+            if level == known:
+                return known
+        return self.settings.verbosity
 
     async def _on_event(
         self, body: dict[str, Any], event: dict[str, Any], bot_user_id: str | None
@@ -538,7 +603,10 @@ class SlackBot:
             renderer,
             self.pacer,
             view=RunView(
-                question=question.text, asker=question.user, approvers=self.settings.approvers
+                question=question.text,
+                asker=question.user,
+                approvers=self.settings.approvers,
+                verbosity=await self._verbosity(question.team, question.channel),
             ),
             tick=max(1.0, self.settings.update_interval),
         )

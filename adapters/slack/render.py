@@ -463,11 +463,16 @@ class SlackRenderer:
     def live(self, view: RunView) -> SlackMessage:
         if view.is_final:
             return self.final(view)
-        status = section(self._status_line(view), accessory=self._button(view))
+        line = self._status_line(view)
+        if view.verbosity == "answer" and view.pending is None:
+            line = f":hourglass_flowing_sand: Working on it · {view.elapsed(self._clock()):.1f} s"
+        status = section(line, accessory=self._button(view))
         head = [_question_block(view), status]
         room = _room(head, reserve=2 * MIN_ROOM)
         if view.pending is not None:
             tail = self._pending_blocks(view, view.pending, room)
+        elif view.verbosity != "full":  # the status line is all a brief channel sees
+            return SlackMessage(_fallback(view, _status_words(view)), tuple(head))
         else:
             tail = _current_step_blocks(view, room, timeout=self.approval_timeout)
         blocks = [*head, *_fit_step_lines(view, head, tail, self._done_steps(view)), *tail]
@@ -479,6 +484,8 @@ class SlackRenderer:
         sources = links(_sources(view), SOURCES_ROOM) if view.phase == "answered" else ""
         if sources:
             body.append(context(f"Sources: {sources}"))
+        if view.verbosity == "answer":  # the answer alone: no totals, no steps, no thread
+            return SlackMessage(_fallback(view, _final_words(view)), (*head, *body))
         foot = [context(_totals_line(view, self._clock))]
         lines: list[Block] = []
         if view.phase in ("failed", "cancelled"):  # no answer: show how far it got
@@ -495,12 +502,17 @@ class SlackRenderer:
         blocks = [
             _question_block(view, limit=COMPACT_QUESTION),
             *_final_body(view, reason_limit=REASON_LIMIT // 2),
-            context(_totals_line(view, self._clock)),
         ]
+        if view.verbosity != "answer":
+            blocks.append(context(_totals_line(view, self._clock)))
         return SlackMessage(_fallback(view, _final_words(view)), tuple(blocks))
 
-    def trace_posts(self, trace: Trace, *, whole_answer: bool = False) -> list[SlackMessage]:
-        return trace_posts(trace, whole_answer=whole_answer, approval_timeout=self.approval_timeout)
+    def trace_posts(
+        self, trace: Trace, *, whole_answer: bool = False, steps: bool = True
+    ) -> list[SlackMessage]:
+        return trace_posts(
+            trace, whole_answer=whole_answer, approval_timeout=self.approval_timeout, steps=steps
+        )
 
     def plain(self, text: str) -> SlackMessage:
         body = answer_text(text.strip(), SECTION_LIMIT - 100) if text.strip() else "(no text)"
@@ -819,21 +831,29 @@ the JSON file attached to the thread). Fifty steps of 100 KB each stay a thread 
 
 
 def trace_posts(
-    trace: Trace, *, whole_answer: bool = False, approval_timeout: float | None = None
+    trace: Trace,
+    *,
+    whole_answer: bool = False,
+    approval_timeout: float | None = None,
+    steps: bool = True,
 ) -> list[SlackMessage]:
     """The thread under the answer: question, the full answer when the root had to cut it
     (or, ``whole_answer``, showed only a compact or plain form), one post per step (split
     when long; a decided step says how, naming ``approval_timeout`` for a timeout), the
-    totals."""
+    totals. Without ``steps``, only that full answer (nothing when the root showed it)."""
+    answer_posts: list[SlackMessage] = []
+    if trace.answer and (whole_answer or answer_is_cut(trace.answer)):
+        answer = trace.answer.strip()
+        blocks = _sections("*Answer*", answer, trace.id, parts=ANSWER_PARTS, sep=":\n", fences=True)
+        answer_posts = _pack(blocks, "Answer (continued)")
+    if not steps:
+        return answer_posts
     asked = f"*Question* (asked by {mention(trace.user)})"
     question = trace.question.strip() or "(no question)"
     posts = _pack(
         _sections(asked, question, trace.id, parts=2, sep=":\n"), f"Question: {trace.question}"
     )
-    if trace.answer and (whole_answer or answer_is_cut(trace.answer)):
-        answer = trace.answer.strip()
-        blocks = _sections("*Answer*", answer, trace.id, parts=ANSWER_PARTS, sep=":\n", fences=True)
-        posts += _pack(blocks, "Answer (continued)")
+    posts += answer_posts
     for step in trace.steps:
         posts += _pack(step_blocks(step, trace.id, timeout=approval_timeout), f"Step {step.index}")
     posts += _pack(_totals_blocks(trace), summary_line(trace))

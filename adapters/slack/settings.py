@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from adapters.live import Verbosity
 from adapters.slack.approval import Approvers
 
 DEFAULT_API_BASE_URL = "https://slack.com/api/"
@@ -24,6 +25,8 @@ class SlackSettings:
     path: str = "/slack/events"
     api_base_url: str | None = None
     update_interval: float = 1.0
+    verbosity: Verbosity = "full"
+    """How much of a run a channel sees unless an admin set it (``/ask-settings``)."""
     """Least seconds between live updates in one channel (a final state never waits for it)."""
     workspace_updates_per_minute: float = 50.0
     """Budget for ``chat.update`` across the workspace (Slack's Tier 3); 0 means no limit."""

@@ -548,13 +548,18 @@ class FakeDiscord:
         user_name: str = "ada",
         roles: tuple[int, ...] = (),
         interaction_id: int | None = None,
+        subcommand: str | None = None,
     ) -> Json:
-        """An INTERACTION_CREATE payload for the slash command ``name``."""
+        """An INTERACTION_CREATE payload for the slash command ``name`` (``/name subcommand``
+        when given: the options then belong to the subcommand, type 1, as Discord nests them)."""
+        given = [{"name": k, "type": 3, "value": v} for k, v in (options or {}).items()]
         data: Json = {
             "id": str(interaction_id or self.new_id()),
             "name": name,
             "type": 1,
-            "options": [{"name": k, "type": 3, "value": v} for k, v in (options or {}).items()],
+            "options": given
+            if subcommand is None
+            else [{"name": subcommand, "type": 1, "options": given}],
         }
         return self._interaction(2, data, channel_id, author_id, user_name, roles, interaction_id)
 

@@ -336,3 +336,63 @@ async def test_slash_reset_clears_the_channel_history() -> None:
         await h.fake.dispatch("INTERACTION_CREATE", payload)
         await h.fake.wait_for_call(lambda c: "forgot" in content_of(c))
         assert await h.history.load(f"discord:{CHANNEL_ID}") == []
+
+
+# ---- verbosity per channel ------------------------------------------------------------------
+
+
+async def set_verbosity(h: Harness, level: str, *, roles: tuple[int, ...] = (ROLE_ID,)) -> str:
+    """``/reactbot verbosity level`` by an admin (or, without the role, by anyone); the reply."""
+    payload = h.fake.interaction_create(
+        "reactbot", {"level": level}, subcommand="verbosity", roles=roles
+    )
+    h.fake.remember_interaction(payload)
+    await h.fake.dispatch("INTERACTION_CREATE", payload)
+    call = await h.fake.wait_for_call(
+        lambda c: (
+            c.path.endswith("/callback")
+            and c.json.get("data", {}).get("content")
+            and f"/interactions/{payload['id']}/" in c.path
+        )
+    )
+    return str(call.json["data"]["content"])
+
+
+async def test_compact_verbosity_shows_one_status_line_then_the_answer_and_the_thread() -> None:
+    async with running(CALC_THEN_ANSWER) as h:
+        assert "now sees: **compact**" in await set_verbosity(h, "compact")
+        await h.mention("what is 17*23+4?")
+        await h.finished()
+        reply_id = next(mid for mid, m in h.fake.messages.items() if "395" in m["content"])
+        edits = h.edits(reply_id)
+        live = [content_of(c) for c in edits[:-1]]
+        assert live and all("\n" not in text for text in live), live  # one line each
+        assert any("Running" in text or "Thinking" in text for text in live)
+        assert not any("**Thought**" in text for text in live)
+        assert content_of(edits[-1]).startswith("17*23+4 = 395\n-# ✅ 2 steps")
+        assert h.fake.calls_to("POST", f"/messages/{reply_id}/threads")  # the trace, as always
+
+
+async def test_answer_verbosity_shows_only_the_answer_and_opens_no_thread() -> None:
+    async with running(CALC_THEN_ANSWER) as h:
+        await set_verbosity(h, "answer")
+        await h.mention("what is 17*23+4?")
+        await h.fake.wait_for_call(lambda c: content_of(c) == "17*23+4 = 395")
+        await asyncio.sleep(0.3)  # a thread would have been opened by now
+        assert not h.fake.calls_to("POST", "/threads")
+        trace = await h.traces.last(f"discord:{CHANNEL_ID}")
+        assert trace is not None and trace.answer == "17*23+4 = 395"  # still stored
+        live = [content_of(c) for c in h.fake.calls_to("PATCH", "/messages/")][:-1]
+        assert all(text.startswith("⏳ Working on it") for text in live), live
+
+
+async def test_only_an_admin_changes_the_verbosity_and_settings_shows_it() -> None:
+    async with running([]) as h:
+        refused = await set_verbosity(h, "answer", roles=())
+        assert refused == "Only an admin can change this channel's settings."
+        payload = h.fake.interaction_create("reactbot", subcommand="settings")
+        h.fake.remember_interaction(payload)
+        await h.fake.dispatch("INTERACTION_CREATE", payload)
+        shown = await h.fake.wait_for_call(lambda c: "Verbosity" in str(c.json))
+        assert "full (the default)" in str(shown.json)
+        assert await set_verbosity(h, "default") == "This channel now sees: **full (the default)**."

@@ -274,3 +274,17 @@ def test_importing_core_does_not_load_redis() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+# ---- channel settings -----------------------------------------------------------------------
+
+
+async def test_channel_settings_are_shared_by_every_process_and_can_go_back_to_default(
+    two_processes: list[RedisStores],
+) -> None:
+    first, second = two_processes
+    await first.channel_settings.put("discord:42", "verbosity", "compact")
+    assert await second.channel_settings.get("discord:42") == {"verbosity": "compact"}
+    await second.channel_settings.put("discord:42", "verbosity", None)
+    assert await first.channel_settings.get("discord:42") == {}
+    assert await first.channel_settings.get("discord:unknown") == {}

@@ -88,11 +88,11 @@ class Harness:
         return response.status, text, time.monotonic() - started
 
     async def ask(
-        self, text: str, *, user: str = ASKER, channel: str = CHANNEL
+        self, text: str, *, user: str = ASKER, channel: str = CHANNEL, command: str = "/ask"
     ) -> tuple[int, str, float]:
         self._triggers += 1
         form = {
-            "command": "/ask",
+            "command": command,
             "text": text,
             "user_id": user,
             "user_name": "ada",
@@ -720,3 +720,51 @@ async def test_a_wrong_bot_token_is_refused_logged_and_survived(
     assert h.fake.calls("chat.postMessage") == [] and h.model.calls == []
     async with h.session.get(h.url.replace("/slack/events", "/healthz")) as response:
         assert response.status == 200
+
+
+# ---- verbosity per channel ------------------------------------------------------------------
+
+
+async def settings(h: Harness, text: str, *, user: str = "UADMIN") -> str:
+    """``/ask-settings text``: the ephemeral answer."""
+    status, body, _ = await h.ask(text, user=user, command="/ask-settings")
+    assert status == 200
+    return str(json.loads(body)["text"])
+
+
+async def test_compact_verbosity_shows_a_status_line_then_the_answer_and_the_thread(
+    make: Any,
+) -> None:
+    h: Harness = await make(tool_then_answer(delay=0.02))
+    assert await settings(h, "verbosity compact") == "This channel now sees: *compact*."
+    await h.ask("What is 17*23?")
+    await h.settled()
+    root = h.root()
+    live = [message_text(Message(root.channel, root.ts, t, b, None)) for _, t, b in root.versions]
+    assert not any("*Thought:*" in text or "*Action:*" in text for text in live[:-1]), live
+    assert "17*23 = 391." in message_text(root) and "trace in thread" in message_text(root)
+    assert h.fake.replies(CHANNEL, root.ts)  # the trace, as always
+
+
+async def test_answer_verbosity_shows_only_the_answer_and_opens_no_thread(make: Any) -> None:
+    h: Harness = await make(tool_then_answer(delay=0.02))
+    await settings(h, "verbosity answer")
+    await h.ask("What is 17*23?")
+    await h.settled()
+    root = h.root()
+    final = message_text(root)
+    assert "17*23 = 391." in final and "trace in thread" not in final and "steps" not in final
+    assert h.fake.replies(CHANNEL, root.ts) == []
+    trace = await h.bot.agent.traces.last(f"slack:{TEAM_ID}:{CHANNEL}:{root.ts}")
+    assert trace is not None and trace.answer == "17*23 = 391."  # stored all the same
+
+
+async def test_only_an_admin_changes_the_verbosity_and_anyone_may_read_it(make: Any) -> None:
+    h: Harness = await make([])
+    assert await settings(h, "show", user=ASKER) == "Verbosity: *full (the default)*"
+    refused = await settings(h, "verbosity answer", user=ASKER)
+    assert refused == "Only an admin can change this channel's settings."
+    assert (await settings(h, "verbosity loud")).startswith("Usage: `/ask-settings show`")
+    await settings(h, "verbosity answer")
+    assert await settings(h, "", user=ASKER) == "Verbosity: *answer (set by an admin)*"
+    assert await settings(h, "verbosity default") == "This channel now sees: *full (the default)*."

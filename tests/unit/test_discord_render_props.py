@@ -28,7 +28,7 @@ from adapters.discord.render import (
     split_text,
     thread_name,
 )
-from adapters.live import RunView, fallback_text
+from adapters.live import VERBOSITIES, RunView, Verbosity, fallback_text
 from core.events import Finished
 from core.trace import Trace, TraceStep, source_domain
 from tests.hostile import DrawnRun, hostile_text, runs, url, urls
@@ -85,8 +85,8 @@ def check(payload: DiscordPayload, *, limit: int = CONTENT_LIMIT) -> None:
         assert label and label == source_domain(target), match.group()
 
 
-def view_of(run: DrawnRun, upto: int | None = None) -> RunView:
-    view = RunView(started_at=0.0)
+def view_of(run: DrawnRun, upto: int | None = None, verbosity: Verbosity = "full") -> RunView:
+    view = RunView(started_at=0.0, verbosity=verbosity)
     for event in run.events[:upto]:
         view.apply(event)
     return view
@@ -96,14 +96,18 @@ def view_of(run: DrawnRun, upto: int | None = None) -> RunView:
 @given(runs(), st.data())
 def test_live_payloads_fit_at_every_point_of_a_run(run: DrawnRun, data: st.DataObject) -> None:
     upto = data.draw(st.integers(min_value=1, max_value=len(run.events)))
+    verbosity = data.draw(st.sampled_from(VERBOSITIES))
     renderer = DiscordRenderer(clock=lambda: 3.0)
-    check(bounded(lambda: renderer.live(view_of(run, upto))))
+    view = view_of(run, upto, verbosity)
+    payload = bounded(lambda: renderer.live(view))
+    check(payload)
+    assert (payload.approval is not None) == (view.pending is not None)  # at every verbosity
 
 
 @PROPERTY
-@given(runs(finished=True))
-def test_final_compact_plain_and_thread_fit(run: DrawnRun) -> None:
-    view = view_of(run)
+@given(runs(finished=True), st.sampled_from(VERBOSITIES))
+def test_final_compact_plain_and_thread_fit(run: DrawnRun, verbosity: Verbosity) -> None:
+    view = view_of(run, verbosity=verbosity)
     renderer = DiscordRenderer(clock=lambda: 3.0)
     final = bounded(lambda: renderer.final(view))
     check(final)

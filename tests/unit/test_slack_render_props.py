@@ -18,7 +18,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from adapters.live import RunView
+from adapters.live import VERBOSITIES, RunView, Verbosity
 from adapters.slack.approval import EDIT_LIMIT, Approvers, parse_button_value
 from adapters.slack.render import (
     ANSWER_PARTS,
@@ -27,6 +27,7 @@ from adapters.slack.render import (
     SHUTDOWN,
     SlackMessage,
     SlackRenderer,
+    answer_is_cut,
     escape,
     shorten,
 )
@@ -437,9 +438,10 @@ def renderer(run: Run, *, run_id: str | None = "run1") -> SlackRenderer:
 
 
 @PROPERTY
-@given(runs())
-def test_live_messages_are_always_accepted(run: Run) -> None:
+@given(runs(), st.sampled_from(VERBOSITIES))
+def test_live_messages_are_always_accepted(run: Run, verbosity: Verbosity) -> None:
     view = run.view(final=False)
+    view.verbosity = verbosity  # a brief channel still sees a pending action and its buttons
     message = renderer(run).live(view)
     check_all([message], run)
     assert message.size <= MESSAGE_BUDGET
@@ -482,9 +484,10 @@ def test_a_pending_action_is_shown_whatever_its_text(run: Run) -> None:
 
 
 @PROPERTY
-@given(runs())
-def test_final_compact_and_plain_are_always_accepted(run: Run) -> None:
+@given(runs(), st.sampled_from(VERBOSITIES))
+def test_final_compact_and_plain_are_always_accepted(run: Run, verbosity: Verbosity) -> None:
     view = run.view(final=True)
+    view.verbosity = verbosity
     render = renderer(run)
     final, compact = render.final(view), render.compact(view)
     check_all([final, compact, render.plain(run.answer), render.plain(run.reason)], run)
@@ -495,9 +498,14 @@ def test_final_compact_and_plain_are_always_accepted(run: Run) -> None:
 
 
 @PROPERTY
-@given(runs())
-def test_trace_posts_are_always_accepted(run: Run) -> None:
-    posts = renderer(run, run_id=None).trace_posts(run.trace())
+@given(runs(), st.booleans())
+def test_trace_posts_are_always_accepted(run: Run, steps: bool) -> None:
+    trace = run.trace()
+    posts = renderer(run, run_id=None).trace_posts(trace, steps=steps)
+    if not steps:  # "answer" verbosity: only the part of the answer the root could not show
+        check_all(posts, run)
+        assert bool(posts) == (bool(trace.answer) and answer_is_cut(trace.answer))
+        return
     assert check_all(posts, run) >= 2  # at least the question and the totals
     decided = sum(1 for s in run.specs if s.decision is not None)
     assert sum(str(p.blocks).count("*Approval:*") for p in posts) == decided

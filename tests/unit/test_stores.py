@@ -22,6 +22,7 @@ from core.memory import (
 )
 from core.prompt import summary_text
 from core.resilient import (
+    ResilientChannelSettings,
     ResilientEventClaims,
     ResilientHistory,
     ResilientLocks,
@@ -30,6 +31,7 @@ from core.resilient import (
 )
 from core.scripted import ScriptedModel, Turn
 from core.stores import (
+    InMemoryChannelSettings,
     InMemoryEventClaims,
     InMemoryLocks,
     InMemoryRunSlots,
@@ -465,3 +467,48 @@ async def test_in_memory_history_forgets_the_least_recently_used_conversation() 
     for i in range(10_000):
         await store.append(f"dm-{i}", {"role": "user", "content": "hi"})
     assert len(store) == 3
+
+
+# ---- channel settings -----------------------------------------------------------------------
+
+
+class _Flaky:
+    """A shared store that answers until it is told to fail."""
+
+    def __init__(self) -> None:
+        self.inner = InMemoryChannelSettings()
+        self.down = False
+
+    async def get(self, channel: str) -> dict[str, str]:
+        if self.down:
+            raise StoreUnavailable("down")
+        return await self.inner.get(channel)
+
+    async def put(self, channel: str, name: str, value: str | None) -> None:
+        if self.down:
+            raise StoreUnavailable("down")
+        await self.inner.put(channel, name, value)
+
+
+async def test_while_the_store_is_down_a_channel_keeps_its_settings_and_a_change_is_refused() -> (
+    None
+):
+    shared = _Flaky()
+    settings = ResilientChannelSettings(shared, health=StoreHealth(retry_after=0))
+    await settings.put("c", "verbosity", "answer")
+    await shared.inner.put("c", "other", "x")  # written by another process
+    assert await settings.get("c") == {"verbosity": "answer", "other": "x"}
+    shared.down = True
+    assert await settings.get("c") == {"verbosity": "answer", "other": "x"}  # the last read
+    with pytest.raises(StoreUnavailable):
+        await settings.put("c", "verbosity", "full")
+    assert await settings.get("c") == {"verbosity": "answer", "other": "x"}
+
+
+def test_in_memory_settings_forget_the_least_recently_used_channel() -> None:
+    settings = InMemoryChannelSettings(max_channels=2)
+    settings.put_now("a", "verbosity", "answer")
+    settings.put_now("b", "verbosity", "compact")
+    settings.get_now("a")
+    settings.put_now("c", "verbosity", "full")
+    assert settings.get_now("b") == {} and settings.get_now("a") == {"verbosity": "answer"}
