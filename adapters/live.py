@@ -352,6 +352,8 @@ class LiveMessage(Generic[P]):
 
     FINAL_ATTEMPTS = 8
     ERROR_BACKOFF = 1.0
+    LIVE_EDIT_GRACE = 5.0
+    """Seconds a live edit already sent may take to finish before the final edit goes."""
 
     def __init__(
         self,
@@ -373,15 +375,22 @@ class LiveMessage(Generic[P]):
         self._last_payload: P | None = None
         self._last_rejected: P | None = None
         self._shown_pending: ApprovalRequested | None = None
+        self._stopping = False
+        self._editing = False
         self._shown_whole = True
         """The final edit that went out was ``final`` itself, not a smaller fallback."""
 
     async def follow(self, events: AsyncIterator[Event]) -> RunView:
         """Consume the run's events until the final one; the message ends in a final state."""
-        with self.pacer.following():
-            return await self._follow(events)
+        with self.pacer.following():  # until its final edit: the pacer keeps one for it
+            await self._follow(events)
+            await self._edit_final()
+        trace = self.view.trace
+        if trace is not None:
+            await self._post_trace(trace)
+        return self.view
 
-    async def _follow(self, events: AsyncIterator[Event]) -> RunView:
+    async def _follow(self, events: AsyncIterator[Event]) -> None:
         flusher = asyncio.get_running_loop().create_task(self._flush_loop())
         try:
             async for event in events:
@@ -393,48 +402,59 @@ class LiveMessage(Generic[P]):
                     self.stats.final_at = time.monotonic()
                     break
         finally:
-            flusher.cancel()
-            try:
-                await flusher
-            except asyncio.CancelledError:
-                pass
-            except Exception:  # live updates died; the final state below must still be sent
-                log.exception("live updates failed")
+            await self._stop_flusher(flusher)
         if not self.view.is_final:  # the event stream ended early: never leave "thinking"
             self.view.phase, self.view.reason = "failed", "The run ended without a result."
             self.stats.final_at = time.monotonic()
-        await self._edit_final()
-        trace = self.view.trace
-        if trace is not None:
-            await self._post_trace(trace)
-        return self.view
+
+    async def _stop_flusher(self, flusher: asyncio.Task[None]) -> None:
+        """End live updates before the final edit. One already sent is let finish (bounded):
+        cut off, its request could still reach the platform after the final one and put the
+        message back to a running state. One still waiting for its slot is dropped."""
+        self._stopping = True
+        if self._editing:
+            with contextlib.suppress(TimeoutError, asyncio.CancelledError, Exception):
+                await asyncio.wait_for(asyncio.shield(flusher), self.LIVE_EDIT_GRACE)
+        flusher.cancel()
+        try:
+            await flusher
+        except asyncio.CancelledError:
+            pass
+        except Exception:  # live updates died; the final state must still be sent
+            log.exception("live updates failed")
 
     def _note_text(self, event: Event) -> None:
         if self.stats.first_text_at is None and isinstance(event, ThoughtDelta | AnswerDelta):
             self.stats.first_text_at = time.monotonic()
 
     async def _flush_loop(self) -> None:
-        while True:
+        while not self._stopping:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self.tick):
                     await self._dirty.wait()
             self._dirty.clear()
             async with self.pacer.slot(self.surface.channel_key, priority=self._priority()):
+                if self._stopping:
+                    return
                 # Rendered once the slot is ours, so the edit carries the latest state.
                 try:
                     payload = self.renderer.live(self.view)
                 except Exception:  # skip this update; the final message has its own fallback
                     log.exception("rendering the live message failed")
                     continue
-                await self._try_edit(payload)
+                self._editing = True
+                try:
+                    await self._try_edit(payload)
+                finally:
+                    self._editing = False
 
     def _priority(self) -> Priority:
-        """A run's first words, and a request for a person's decision, go ahead of routine
-        updates: they skip the channel's live spacing (still leaving the final's edit)."""
+        """A request for a person's decision goes like a final: the run waits on it. A run's
+        first words skip the channel's live spacing. Everything else is a live update."""
+        if self.view.pending is not None and self.view.pending is not self._shown_pending:
+            return "final"
         stats = self.stats
         if stats.edits == 0 or (stats.first_text_at is not None and stats.first_visible_at is None):
-            return "first"
-        if self.view.pending is not None and self.view.pending is not self._shown_pending:
             return "first"
         return "live"
 
@@ -444,8 +464,9 @@ class LiveMessage(Generic[P]):
         if payload == self._last_rejected:
             return "rejected"
         channel = self.surface.channel_key
+        pending = self.view.pending  # what this payload shows (the view may move meanwhile)
         try:
-            await self.surface.edit(payload)
+            await self._edit_counted(channel, payload)
         except RateLimited as exc:
             self.stats.rate_limited += 1
             self.pacer.rate_limit_hit(channel, exc.retry_after, shared=exc.shared)
@@ -464,13 +485,24 @@ class LiveMessage(Generic[P]):
             self.pacer.postpone(channel, self.ERROR_BACKOFF)
             return "retry"
         self._last_payload = payload
-        self._shown_pending = self.view.pending
+        self._shown_pending = pending
         now = time.monotonic()
         self.stats.edits += 1
         self.stats.edit_times.append(now)
         if self.stats.first_visible_at is None and self.stats.first_text_at is not None:
             self.stats.first_visible_at = now
         return "sent"
+
+    async def _edit_counted(self, channel: str, payload: P) -> None:
+        """The edit, and whatever further requests the surface made for it (a shortened
+        retry, say) charged to the channel's allowance, whether it worked or not."""
+        before = getattr(self.surface, "extra_requests", 0)
+        try:
+            await self.surface.edit(payload)
+        finally:
+            made = getattr(self.surface, "extra_requests", 0) - before
+            if made > 0:
+                self.pacer.charge(channel, made)
 
     async def _edit_final(self) -> None:
         """The final state, and smaller forms of it when the platform refuses the larger one:

@@ -3,11 +3,17 @@
 A final state is what a person waits for, so it goes out the moment the platform allows it; a
 live update is a courtesy and must never make the final one wait. Three priorities:
 
-- ``final``: the answer, an error, "stopped". No spacing; it may spend the last edit left.
-- ``first``: a run's first visible update. No spacing, but it leaves one edit in reserve.
+- ``final``: the answer, an error, "stopped", and a request for a person's approval (the run
+  waits on it). No spacing; it may spend the last edit left.
+- ``first``: a run's first visible update (and the bot's other writes in the channel: the
+  placeholder, the thread). No spacing; it leaves one edit in the channel's bucket, and in a
+  shared budget one per run still going.
 - ``live``: every other update. At most one per ``live_interval`` in a channel, and it
-  leaves one edit in the channel's allowance, and one in a shared budget for each run still
-  going (its final). Live updates coalesce in ``LiveMessage``: the latest state wins.
+  leaves what ``first`` leaves. Live updates coalesce in ``LiveMessage``: the latest wins.
+
+A shared budget smaller than the runs going (Slack's 50 ``chat.update`` a minute, 50 runs at
+once) therefore goes to finals and approvals first; first and live updates resume as runs
+end.
 
 The allowances, as the platforms count them:
 
@@ -45,6 +51,8 @@ RESERVE_RECHECK = 1.0
 """Seconds before a live update that the reserve alone holds back asks again (runs end)."""
 IN_FLIGHT_RECHECK = 0.05
 """Seconds before an edit held back by requests still in flight asks again."""
+SAME_WINDOW = 0.5
+"""Two responses whose windows end this close together describe the same window."""
 MAX_IDLE_CHANNELS = 1024
 """Channel states kept after they went idle (their learned limits); older idle ones go."""
 
@@ -56,25 +64,32 @@ class Window:
         self.limit = limit
         self.per = per
         self.remaining = limit
-        self.reset_at = -math.inf
+        self.reset_at: float | None = None
+        """When the current window ends; None: no window has started."""
         self.bucket: str | None = None
         """The platform's bucket id, once a response named it."""
         self.in_flight = 0
 
     def _refill(self, now: float) -> None:
-        if now >= self.reset_at:
-            self.remaining = self.limit
-            self.reset_at = math.inf  # the window starts with its first request
+        if self.reset_at is not None and now >= self.reset_at:
+            # A request still in flight may reach the platform after its window reset and be
+            # counted in the new one.
+            self.remaining = max(0, self.limit - self.in_flight)
+            self.reset_at = None  # the next window starts with its first request
 
     def wait(self, now: float, reserve: int) -> float:
-        self._refill(now)  # a fresh window holds ``limit``, so this waits only in a spent one
+        self._refill(now)
         if self.remaining > min(reserve, self.limit - 1):
             return 0.0
+        if self.reset_at is None:  # requests in flight fill a fresh window: ask again soon
+            return IN_FLIGHT_RECHECK
         return max(0.0, self.reset_at - now)
 
     def spend(self, now: float) -> None:
         self._refill(now)
-        if self.reset_at == math.inf:
+        if self.reset_at is None:
+            # The platform starts it when the request arrives, a round trip's fraction later;
+            # the answer's headers then say exactly when it ends (``observe``).
             self.reset_at = now + self.per
         self.remaining -= 1
 
@@ -82,16 +97,25 @@ class Window:
         self, now: float, *, limit: int, remaining: int, reset_after: float, bucket: str | None
     ) -> None:
         """What a response's headers say. The request that answered is no longer in flight;
-        the others may not have been counted yet, so they are taken off what is left."""
+        the others may not have been counted yet, so they are taken off what is left. Answers
+        about the same window may come back out of order: within it, the count only falls."""
         self.limit = max(1, limit)
         self.per = max(self.per, reset_after)
         others = max(0, self.in_flight - 1)
-        self.remaining = max(0, min(self.limit, remaining - others))
-        self.reset_at = now + reset_after
+        left = max(0, min(self.limit, remaining - others))
+        reset_at = now + reset_after
+        same_window = self.reset_at is not None and abs(reset_at - self.reset_at) < SAME_WINDOW
+        self.remaining = min(self.remaining, left) if same_window else left
+        self.reset_at = reset_at
         self.bucket = bucket or self.bucket
 
+    def exhaust(self, until: float) -> None:
+        """A 429: nothing is left until ``until``."""
+        self.remaining = 0
+        self.reset_at = max(self.reset_at or until, until)
+
     def idle(self, now: float) -> bool:
-        return self.in_flight == 0 and now >= self.reset_at
+        return self.in_flight == 0 and (self.reset_at is None or now >= self.reset_at)
 
 
 class SlidingWindow:
@@ -312,5 +336,16 @@ class EditPacer:
         self.postpone(channel, retry_after, shared=shared)
         window = self._state(channel).window
         if window is not None:
-            window.remaining = 0
-            window.reset_at = max(window.reset_at, self._clock() + retry_after)
+            window.exhaust(self._clock() + retry_after)
+
+    def charge(self, channel: str, requests: int = 1) -> None:
+        """Count requests an edit's slot made beyond its first (a surface that retried a
+        shortened payload, say): they spend the allowance now, without waiting."""
+        now = self._clock()
+        window = self._state(channel).window
+        for _ in range(requests):
+            if window is not None:
+                window.spend(now)
+            if self.shared is not None:
+                self.shared.spend(now)
+                self.shared.done(now)

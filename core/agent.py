@@ -70,6 +70,7 @@ from core.trace import (
     Trace,
     TraceAttachment,
     TraceStep,
+    decoded_size,
     source_domain,
 )
 
@@ -987,7 +988,7 @@ def kept_attachments(trace: Trace, attachments: Sequence[Attachment]) -> list[Tr
     for attachment in attachments:
         data = attachment.data if len(attachment.data) <= room else None
         room -= len(data or "")
-        size = len(attachment.data) * 3 // 4 - attachment.data[-2:].count("=")
+        size = decoded_size(attachment.data)
         kept.append(TraceAttachment(attachment.mime_type, size, data, attachment.name))
     return kept
 

@@ -16,11 +16,11 @@ import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol, runtime_checkable
 
 from core.history import Message
-from core.trace import Trace
+from core.trace import Trace, attachment_bytes
 
 OnWait = Callable[[], Awaitable[None] | None]
 """Called once when a run has to wait for the previous one in its conversation."""
@@ -134,16 +134,20 @@ class _StoredTrace:
 
 
 class InMemoryTraceStore:
-    """Traces in this process, bounded by count (oldest saved go first) and by age."""
+    """Traces in this process, bounded by count (oldest saved go first) and by age; the bytes
+    of tools' attachments are bounded too (``max_attachment_bytes``: past it, the oldest
+    traces keep only their attachments' type and size)."""
 
     def __init__(
         self,
         *,
         max_traces: int = 1000,
         ttl_seconds: float = DEFAULT_TRACE_TTL,
+        max_attachment_bytes: int = 32 * 1024 * 1024,
         clock: Clock = time.time,
     ) -> None:
         self._max_traces = max_traces
+        self._max_attachment_bytes = max_attachment_bytes
         self._ttl = ttl_seconds
         self._clock = clock
         self._traces: OrderedDict[str, _StoredTrace] = OrderedDict()
@@ -155,6 +159,16 @@ class InMemoryTraceStore:
         self._traces[trace.id] = _StoredTrace(copy, self._clock() + self._ttl)
         while len(self._traces) > self._max_traces:
             self._traces.popitem(last=False)
+        self._bound_attachments()
+
+    def _bound_attachments(self) -> None:
+        kept = sum(attachment_bytes(s.trace) for s in self._traces.values())
+        for stored in self._traces.values():  # oldest first
+            if kept <= self._max_attachment_bytes:
+                return
+            kept -= attachment_bytes(stored.trace)
+            for step in stored.trace.steps:
+                step.attachments = [replace(a, data=None) for a in step.attachments]
 
     async def get(self, trace_id: str) -> Trace | None:
         self._drop_expired()
@@ -445,8 +459,8 @@ async def renewing(
     async def beat() -> None:
         loop = asyncio.get_running_loop()
         stop_at = loop.time() + until
-        while loop.time() + every < stop_at:
-            await asyncio.sleep(every)
+        while (left := stop_at - loop.time()) > 0:
+            await asyncio.sleep(min(every, left))  # the last beat falls on ``until`` itself
             try:
                 await renew()
             except Exception as exc:  # the next beat tries again; the lease is the backstop

@@ -70,8 +70,26 @@ class TraceAttachment:
     name: str = ""
 
     def describe(self) -> str:
-        kept = "" if self.data is not None else ", not kept: the trace was full"
+        kept = "" if self.data is not None else ", not kept"
         return f"{self.name or 'attachment'} ({self.mime_type}, {self.size:,} bytes{kept})"
+
+
+def attachment_bytes(trace: Trace) -> int:
+    """Characters of attachment data a trace holds."""
+    return sum(len(a.data) for s in trace.steps for a in s.attachments if a.data is not None)
+
+
+_NOT_BASE64 = re.compile(r"[^A-Za-z0-9+/_-]")
+
+
+def decoded_size(data: str) -> int:
+    """Bytes that base64 ``data`` stands for: line breaks, padding and a ``data:…,`` prefix
+    do not count (an estimate for text that is not base64 at all)."""
+    body = data.split(",", 1)[1] if data.startswith("data:") else data
+    return len(_NOT_BASE64.sub("", body)) * 3 // 4
+
+
+_ATTACHMENT_FIELDS = frozenset({"mime_type", "size", "data", "name"})
 
 
 @dataclass(slots=True)
@@ -183,7 +201,7 @@ class Trace:
             if isinstance(fields_.get("approval"), dict):
                 fields_["approval"] = ApprovalRecord(**fields_["approval"])
             fields_["attachments"] = [
-                TraceAttachment(**a)
+                TraceAttachment(**{k: v for k, v in a.items() if k in _ATTACHMENT_FIELDS})
                 for a in fields_.get("attachments") or []
                 if isinstance(a, dict)
             ]

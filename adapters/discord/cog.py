@@ -455,7 +455,8 @@ class AskCog(commands.Cog):
         slot = f"message:{message.id}"
         problem = await self._gate(asker, question=question, slot=slot)
         if problem:
-            await message.reply(problem, mention_author=False, allowed_mentions=NO_MENTIONS)
+            async with self.pacer.slot(str(message.channel.id), priority="first"):
+                await message.reply(problem, mention_author=False, allowed_mentions=NO_MENTIONS)
             return
         self._spawn(self._holding(asker, slot, self._answer_message(message, question, asker)))
 
@@ -509,7 +510,9 @@ class AskCog(commands.Cog):
             message = await interaction.edit_original_response(
                 content=first.content, view=stop, allowed_mentions=NO_MENTIONS
             )
-            await suppress_embeds(message)
+            if not message.flags.suppress_embeds:  # a bot-token write in the channel's bucket
+                async with self.pacer.slot(str(interaction.channel_id), priority="first"):
+                    await suppress_embeds(message)
         except discord.HTTPException:
             log.exception("could not post the placeholder for interaction %s", interaction.id)
             await run.aclose()

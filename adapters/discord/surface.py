@@ -238,9 +238,10 @@ class DiscordSurface:
             kwargs["view"] = None
         elif self._controls is not None and payload.approval != self._shown:
             kwargs["view"] = self._controls(payload.approval)
-            self._shown = payload.approval
         try:
             await self._edit(**kwargs)
+            if "view" in kwargs:  # only once Discord has them: a failed edit sends them again
+                self._shown = payload.approval
         except discord.RateLimited as exc:
             raise RateLimited(exc.retry_after) from exc
         except discord.HTTPException as exc:
@@ -267,6 +268,8 @@ class DiscordSurface:
             )
             self.message = through_bot_token(self.message)
             self._on_bot_token = True
+            if self._pacer is not None:  # a write in the channel's bucket, not the token's
+                self._pacer.charge(self.channel_key)
             with self._watch.scope(self.channel_key):
                 await self.message.edit(**kwargs)
 

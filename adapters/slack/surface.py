@@ -227,6 +227,8 @@ class SlackSurface:
         """Replies go into the thread the message is in, or open one on it."""
         self.upload_trace_json = upload_trace_json
         self.dropped_edits = 0
+        self.extra_requests = 0
+        """``chat.update`` calls beyond one per edit (shortened retries), for the pacer."""
 
     @property
     def channel_key(self) -> str:
@@ -234,7 +236,9 @@ class SlackSurface:
 
     async def edit(self, payload: SlackMessage) -> None:
         message = payload
-        for _ in range(self.MAX_SHORTENINGS + 1):
+        for attempt in range(self.MAX_SHORTENINGS + 1):
+            if attempt:  # a retry is one more chat.update the workspace budget counts
+                self.extra_requests += 1
             try:
                 await self.client.chat_update(channel=self.channel, ts=self.ts, **message.kwargs())
                 return

@@ -29,6 +29,7 @@ from core.scripted import ScriptedModel, Turn
 from core.stores import InMemoryEventClaims, InMemoryLocks, InMemoryTraceStore
 from core.tools import FunctionTool, ToolHints, ToolRegistry
 from core.trace import Trace
+from tests.fakes.discord_limits import invalid_form, max_length
 from tests.fakes.discord_server import CHANNEL_ID, ROLE_ID, Call, FakeDiscord
 from tests.integration.test_discord import content_of
 
@@ -302,3 +303,26 @@ async def test_a_click_on_the_other_process_decides_the_run(
             == '✏️ edited by ada (the model wrote: buy milk): "ok"'
         )  # type: ignore[union-attr]
         assert other.model.calls == []
+
+
+async def test_buttons_on_an_edit_discord_refused_go_again_with_the_next_edit() -> None:
+    # The edit that first carries the decision buttons is refused: the next edit must carry
+    # them again (Discord kept the old components: without them, nobody could decide).
+    async with bots([[SAVE, DONE]]) as b:
+        b.fake.refuse_next(
+            "PATCH",
+            "/messages/",
+            invalid_form({"content": {"_errors": [max_length(2000)]}}),
+            when=lambda body: "reactbot:decide:" in json.dumps(body),
+        )
+        await b.send(0, "MESSAGE_CREATE", b.fake.message_create("save a note: buy milk"))
+        shown = await b.fake.wait_for_call(
+            lambda c: c.status == 200 and "reactbot:decide:" in _dumped(c), within=5
+        )
+        refused = [c for c in b.fake.calls if c.status == 400]
+        assert len(refused) == 1 and "reactbot:decide:" in _dumped(refused[0])
+        message_id, ids = await b.buttons()
+        assert shown.at > refused[0].at
+        await b.send(0, "INTERACTION_CREATE", b.fake.button_press(message_id, ids["approve"]))
+        await b.trace()
+        assert b.processes[0].ran == ["buy milk"]

@@ -11,7 +11,14 @@ from dataclasses import dataclass, field
 from adapters.live import EditDeferred, EditRejected, LiveMessage, RateLimited, RunView
 from adapters.pacing import EditPacer
 from core.agent import Agent
-from core.events import Event, Finished, RunStarted, StepStarted, ThoughtDelta
+from core.events import (
+    ApprovalRequested,
+    Event,
+    Finished,
+    RunStarted,
+    StepStarted,
+    ThoughtDelta,
+)
 from core.scripted import ScriptedModel, Turn
 from core.tools import FunctionTool, ToolRegistry
 from core.trace import Trace
@@ -42,9 +49,11 @@ class TextRenderer:
     def compact(self, view: RunView) -> str:
         return f"COMPACT {view.phase}"
 
-    def trace_posts(self, trace: Trace, *, whole_answer: bool = False) -> list[str]:
+    def trace_posts(
+        self, trace: Trace, *, whole_answer: bool = False, steps: bool = True
+    ) -> list[str]:
         head = [f"whole answer: {trace.answer}"] if whole_answer else []
-        return head + [f"step {s.index}" for s in trace.steps]
+        return head + ([f"step {s.index}" for s in trace.steps] if steps else [])
 
     def plain(self, text: str) -> str:
         return text
@@ -205,3 +214,59 @@ async def test_a_refused_live_payload_is_not_sent_again() -> None:
     await live.follow(run_events(slow))
     assert sent.count("same") == 1
     assert sent[-1] == "FINAL answered: 4"
+
+
+# ---- found in review --------------------------------------------------------------------------
+
+
+class SlowSurface(FakeSurface):
+    """Each edit takes a while; records when each began and ended."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__()
+        self.seconds = seconds
+        self.spans: list[tuple[float, float, str]] = []
+        self.cut: list[str] = []
+
+    async def edit(self, payload: str) -> None:
+        started = time.monotonic()
+        try:
+            await asyncio.sleep(self.seconds)
+        except asyncio.CancelledError:  # the request was on its way: it may still land
+            self.cut.append(payload)
+            raise
+        self.spans.append((started, time.monotonic(), payload))
+
+
+async def test_a_live_edit_already_sent_finishes_before_the_final_one_goes() -> None:
+    """Cut off, a live edit's request could reach the platform after the final one and put
+    the message back to a running state."""
+    surface = SlowSurface(0.3)
+    turn = Turn("Thought: quick\nAction: finish[4]", chunk_size=4, delay=0.02)
+    await LiveMessage(surface, TextRenderer(), EditPacer(0.0)).follow(run_events(turn))
+    (*live, final) = surface.spans
+    assert final[2] == "FINAL answered: 4"
+    assert live and all(end <= final[0] for _, end, _ in live)
+    assert surface.cut == []
+
+
+async def test_a_run_stops_counting_for_the_reserve_once_its_final_is_sent() -> None:
+    class Posting(FakeSurface):
+        async def post_trace(self, trace: Trace, posts: Sequence[str]) -> None:
+            self.running_while_posting = pacer.running
+
+    pacer = EditPacer(0.0)
+    surface = Posting()
+    await LiveMessage(surface, TextRenderer(), pacer).follow(
+        run_events("Thought: t\nAction: finish[4]")
+    )
+    assert surface.running_while_posting == 0 and pacer.running == 0
+
+
+async def test_a_request_for_approval_goes_like_a_final() -> None:
+    live = LiveMessage(FakeSurface(), TextRenderer(), EditPacer(0.0))
+    live.stats.edits = 3
+    live.stats.first_text_at = live.stats.first_visible_at = 1.0
+    assert live._priority() == "live"
+    live.view.pending = ApprovalRequested(1, 0, "save_note", "x", "t", 300.0)
+    assert live._priority() == "final"

@@ -240,3 +240,46 @@ async def test_idle_channels_are_forgotten_beyond_a_bound() -> None:
     async with pacer.slot("last", priority="final"):
         pass
     assert len(pacer._channels) <= 1025
+
+
+# ---- found in review --------------------------------------------------------------------------
+
+
+def test_a_refilled_window_counts_the_requests_still_in_flight() -> None:
+    """One sent just before the reset may reach the platform after it: it counts there."""
+    window = Window(5, 5.0)
+    for _ in range(5):
+        window.spend(0.0)
+    window.in_flight = 2
+    assert window.wait(5.0, reserve=0) == 0
+    assert window.remaining == 3
+
+
+def test_answers_about_one_window_arriving_out_of_order_never_raise_the_count() -> None:
+    window = Window(5, 5.0)
+    window.spend(0.0)
+    window.spend(0.0)
+    window.in_flight = 1
+    window.observe(0.1, limit=5, remaining=3, reset_after=4.9, bucket="b")  # the second's
+    window.observe(0.12, limit=5, remaining=4, reset_after=4.88, bucket="b")  # the first's
+    assert window.remaining == 3
+    window.observe(6.0, limit=5, remaining=4, reset_after=5.0, bucket="b")  # a new window
+    assert window.remaining == 4
+
+
+async def test_a_429_before_any_window_started_holds_for_its_retry_after_only() -> None:
+    pacer = EditPacer(0.0, channel_window=(5, 5.0))
+    pacer.rate_limit_hit("c", 0.2)
+    hit, times = time.monotonic(), []
+    async with asyncio.timeout(2):  # not a wait without end
+        await stamp(pacer, "c", "final", times)
+    assert 0.2 - 0.02 <= times[0] - hit < 1.0
+
+
+def test_requests_an_edit_made_beyond_its_slot_are_charged() -> None:
+    shared = SlidingWindow(10, 60.0)
+    pacer = EditPacer(0.0, channel_window=(5, 5.0), shared=shared)
+    pacer.charge("c", 3)
+    assert shared.used(time.monotonic()) == 3
+    assert pacer._channels["c"].window is not None
+    assert pacer._channels["c"].window.remaining == 2

@@ -512,3 +512,16 @@ def test_in_memory_settings_forget_the_least_recently_used_channel() -> None:
     settings.get_now("a")
     settings.put_now("c", "verbosity", "full")
     assert settings.get_now("b") == {} and settings.get_now("a") == {"verbosity": "answer"}
+
+
+async def test_renewing_renews_last_at_the_end_of_its_time_not_a_beat_before() -> None:
+    beats: list[float] = []
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+
+    async def renew() -> None:
+        beats.append(loop.time() - started)
+
+    async with renewing(renew, every=0.1, until=0.25, what="x"):
+        await asyncio.sleep(0.4)
+    assert len(beats) == 3 and beats[-1] >= 0.25 - 0.01
