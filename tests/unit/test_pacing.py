@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from adapters.pacing import EditPacer, Priority, SlidingWindow, Window
 
-SOON = 0.05
+SOON = 0.15
 """A slot that goes 'at once' is granted within this (a loaded machine's scheduling)."""
 
 
@@ -199,7 +199,7 @@ async def test_many_channels_at_once_each_get_their_final_without_waiting() -> N
     pacer = EditPacer(1.0, channel_window=(5, 5.0))
     started, times = time.monotonic(), []
     await asyncio.gather(*(stamp(pacer, f"c{i}", "final", times) for i in range(300)))
-    assert max(times) - started < 0.2
+    assert max(times) - started < 1.0  # (the waits below are the exact check)
     assert pacer.stats.waits == {"final": 0, "first": 0, "live": 0}
 
 
