@@ -502,7 +502,7 @@ class LiveMessage(Generic[P]):
         finally:
             made = getattr(self.surface, "extra_requests", 0) - before
             if made > 0:
-                self.pacer.charge(channel, made)
+                await self.pacer.charge(channel, made)
 
     async def _edit_final(self) -> None:
         """The final state, and smaller forms of it when the platform refuses the larger one:

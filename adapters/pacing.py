@@ -34,12 +34,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import math
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, Protocol
+
+from core.errors import StoreUnavailable
+
+log = logging.getLogger(__name__)
 
 Priority = Literal["final", "first", "live"]
 
@@ -162,6 +167,108 @@ class SlidingWindow:
         return len(self.sent) + self.in_flight
 
 
+class Budget(Protocol):
+    """A rate budget every channel shares (Slack's per-workspace method limit): in this
+    process (``LocalBudget``), or in Redis for every replica (``core.redis_store``)."""
+
+    @property
+    def limit(self) -> int: ...
+
+    async def take(self, reserve: int) -> float:
+        """0.0 when one request may go now, counted from now (``done`` when it ends);
+        otherwise the seconds to wait before asking again. ``reserve`` requests stay unspent."""
+        ...
+
+    async def done(self) -> None:
+        """A request ``take`` granted has ended (its answer came back, or it failed)."""
+        ...
+
+    async def charge(self, count: int) -> None:
+        """``count`` requests made beyond the ones taken, counted as just ended."""
+        ...
+
+
+class LocalBudget:
+    """``Budget`` over one ``SlidingWindow`` in this process."""
+
+    def __init__(
+        self, limit: int, per: float = 60.0, *, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.window = SlidingWindow(limit, per)
+        self._clock = clock
+
+    @property
+    def limit(self) -> int:
+        return self.window.limit
+
+    async def take(self, reserve: int) -> float:
+        now = self._clock()
+        wait = self.window.wait(now, reserve)
+        if wait <= 0:
+            self.window.spend(now)
+        return wait
+
+    async def done(self) -> None:
+        self.window.done(self._clock())
+
+    async def charge(self, count: int) -> None:
+        now = self._clock()
+        for _ in range(count):
+            self.window.spend(now)
+            self.window.done(now)
+
+
+class FallbackBudget:
+    """A shared ``Budget`` (Redis), and this process's own share of it while the shared one
+    cannot be reached: then each replica keeps to ``limit`` itself, as before it was shared."""
+
+    def __init__(self, shared: Budget, local: LocalBudget) -> None:
+        self.shared = shared
+        self.local = local
+        self._granted_locally = 0
+        self._down = False
+
+    @property
+    def limit(self) -> int:
+        return self.shared.limit
+
+    async def take(self, reserve: int) -> float:
+        try:
+            wait = await self.shared.take(reserve)
+        except StoreUnavailable as exc:
+            self._note_down(exc)
+            wait = await self.local.take(reserve)
+            if wait <= 0:
+                self._granted_locally += 1
+            return wait
+        self._note_up()
+        return wait
+
+    async def done(self) -> None:
+        if self._granted_locally:
+            self._granted_locally -= 1
+            await self.local.done()
+            return
+        with contextlib.suppress(StoreUnavailable):  # the entry expires by itself
+            await self.shared.done()
+
+    async def charge(self, count: int) -> None:
+        try:
+            await self.shared.charge(count)
+        except StoreUnavailable:
+            await self.local.charge(count)
+
+    def _note_down(self, exc: StoreUnavailable) -> None:
+        if not self._down:
+            log.warning("the shared update budget is unavailable (%s); keeping to it locally", exc)
+        self._down = True
+
+    def _note_up(self) -> None:
+        if self._down:
+            log.warning("the shared update budget answers again")
+        self._down = False
+
+
 @dataclass(slots=True)
 class ChannelState:
     window: Window | None
@@ -200,9 +307,13 @@ class EditPacer:
         live_interval: float,
         *,
         channel_window: tuple[int, float] | None = None,
-        shared: SlidingWindow | None = None,
+        shared: Budget | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        if channel_window is not None and shared is not None:
+            # (no platform has both; a shared grant would need giving back when the
+            # channel's bucket changed during the await)
+            raise ValueError("a pacer paces by channel buckets or by a shared budget, not both")
         self.live_interval = live_interval
         self.channel_window = channel_window
         self.shared = shared
@@ -239,6 +350,7 @@ class EditPacer:
         return min(self.running, self.shared.limit)  # one final per run still going
 
     def _wait(self, state: ChannelState, priority: Priority, now: float) -> float:
+        """Seconds until the channel lets an edit of ``priority`` go (the shared budget aside)."""
         wait = max(state.blocked_until, self._shared_blocked_until) - now
         if priority == "live":
             wait = max(wait, state.last_edit + self.live_interval - now)
@@ -246,11 +358,7 @@ class EditPacer:
             return wait
         reserve = 0 if priority == "final" else CHANNEL_RESERVE
         if state.window is not None:
-            wait = state.window.wait(now, reserve)
-            if wait > 0:
-                return wait
-        if self.shared is not None:
-            return self.shared.wait(now, self._shared_reserve(priority))
+            return state.window.wait(now, reserve)
         return 0.0
 
     @contextlib.asynccontextmanager
@@ -275,22 +383,25 @@ class EditPacer:
             if state.window is not None:
                 state.window.in_flight -= 1
             if self.shared is not None:
-                self.shared.done(self._clock())
+                await self.shared.done()
             self._forget_idle()
 
     async def _until_allowed(self, state: ChannelState, priority: Priority) -> None:
         waited = False
-        while (wait := self._wait(state, priority, self._clock())) > 0:
+        while True:
+            wait = self._wait(state, priority, self._clock())
+            if wait <= 0 and self.shared is not None:  # taken (and counted) when it is 0
+                wait = await self.shared.take(self._shared_reserve(priority))
+            if wait <= 0:
+                break
             waited = True
             await asyncio.sleep(wait)
         if waited:
             self.stats.waits[priority] += 1
-        now = self._clock()  # no await from the check to here: nobody else spends meanwhile
+        now = self._clock()  # no await since the channel's check: nobody spent it meanwhile
         if state.window is not None:
             state.window.spend(now)
             state.window.in_flight += 1
-        if self.shared is not None:
-            self.shared.spend(now)
         state.last_edit = now
 
     def _forget_idle(self) -> None:
@@ -338,14 +449,13 @@ class EditPacer:
         if window is not None:
             window.exhaust(self._clock() + retry_after)
 
-    def charge(self, channel: str, requests: int = 1) -> None:
+    async def charge(self, channel: str, requests: int = 1) -> None:
         """Count requests an edit's slot made beyond its first (a surface that retried a
         shortened payload, say): they spend the allowance now, without waiting."""
         now = self._clock()
         window = self._state(channel).window
-        for _ in range(requests):
-            if window is not None:
+        if window is not None:
+            for _ in range(requests):
                 window.spend(now)
-            if self.shared is not None:
-                self.shared.spend(now)
-                self.shared.done(now)
+        if self.shared is not None:
+            await self.shared.charge(requests)

@@ -51,6 +51,7 @@ from core.tools.calculator import CalculatorTool
 if TYPE_CHECKING:  # the search, redis and MCP modules load only when configured
     from redis.asyncio import Redis
 
+    from core.redis_store import RedisRateBudget
     from core.resilient import StoreHealth
     from core.tools.mcp import MCPTools, ServerSpec
     from core.tools.search import SearchTool
@@ -91,6 +92,18 @@ class App:
     mcp: MCPTools | None = None
     """The MCP servers, when any is configured; connected by ``start``."""
     _started: bool = False
+    redis_client: Redis | None = None
+    """The shared store's client, when one is configured."""
+
+    def rate_budget(self, name: str, *, limit: int, per: float = 60.0) -> RedisRateBudget | None:
+        """A rate budget every process shares (in Redis), or None without Redis."""
+        if self.redis_client is None:
+            return None
+        from core.redis_store import RedisRateBudget
+
+        return RedisRateBudget(
+            self.redis_client, name, limit=limit, per=per, prefix=self.config.redis.prefix
+        )
 
     @classmethod
     def create(cls, config: Config, *, demo_delay: float = 0.0) -> App:
@@ -150,6 +163,7 @@ class App:
             notes,
             closers,
             mcp,
+            redis_client=stores.redis_client,
         )
 
     async def start(self) -> None:

@@ -41,6 +41,8 @@ def slack_settings(config: Config) -> SlackSettings:
 
 async def serve_slack(app: App) -> None:
     """Runs until cancelled; on cancel, in-flight answers end in a final state first."""
+    settings = slack_settings(app.config)
+    per_minute = int(settings.workspace_updates_per_minute)
     bot = SlackBot(
         app.agent,
         claims=app.claims,
@@ -49,6 +51,10 @@ async def serve_slack(app: App) -> None:
         slots=app.slots,
         broker=app.broker,
         channel_settings=app.channel_settings,
-        settings=slack_settings(app.config),
+        settings=settings,
+        # chat.update is limited per workspace: with Redis, every replica shares the budget
+        update_budget=app.rate_budget("slack:chat.update", limit=per_minute)
+        if per_minute > 0
+        else None,
     )
     await run(bot)

@@ -13,6 +13,7 @@ Keys, all under a configurable prefix (default ``reactbot:``)::
     {prefix}event:{event_id}         STRING, SET NX EX claim TTL
     {prefix}cooldown:{key}           STRING, SET NX PX window
     {prefix}runs:{key}               ZSET slot -> lease expiry (ms), one script per take
+    {prefix}budget:{name}            ZSET request -> when it stops counting (ms), a shared rate budget
     {prefix}allow:{conversation}     HASH tool -> who allowed it for the conversation, TTL 7 days
     {prefix}stop                     pub/sub channel: JSON {"run": run_id, "by": who}
     {prefix}approval                 pub/sub channel: JSON {"run", "step", "call", decision}
@@ -31,6 +32,7 @@ import logging
 import math
 import secrets
 import time
+from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import (
     AbstractAsyncContextManager,
@@ -437,6 +439,128 @@ class RedisChannelSettings(_RedisBase):
                 await self._client.hdel(key, name)
             else:
                 await self._client.hset(key, name, value)
+
+
+# ---- rate budgets -------------------------------------------------------------------------
+
+# A sorted set of requests scored by when they stop counting: a request in flight until
+# ARGV[5] ms from now (its answer then restamps it), an answered one ``per`` after its answer.
+# One request may go when the set holds fewer than limit - reserve; else the answer is how
+# long until enough of them stop counting (-1: the reserve alone fills it, -2: requests in
+# flight do; ask again soon).
+_TAKE_BUDGET_LUA = """
+local now = redis.call('time')
+local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+redis.call('zremrangebyscore', KEYS[1], '-inf', now_ms)
+local count = redis.call('zcard', KEYS[1])
+local over = count + tonumber(ARGV[2]) + 1 - tonumber(ARGV[1])
+if over <= 0 then
+    redis.call('zadd', KEYS[1], now_ms + tonumber(ARGV[5]), ARGV[4])
+    redis.call('pexpire', KEYS[1], tonumber(ARGV[5]) + tonumber(ARGV[3]))
+    return 0
+end
+if over > count then
+    return -1
+end
+local entry = redis.call('zrange', KEYS[1], over - 1, over - 1, 'WITHSCORES')
+local left = tonumber(entry[2]) - now_ms
+if left > tonumber(ARGV[3]) then
+    return -2  -- a request still in flight: its answer restamps it, ask again shortly
+end
+return math.max(1, left)
+"""
+
+# Restamps requests as answered now: they stop counting ``per`` from now.
+_DONE_BUDGET_LUA = """
+local now = redis.call('time')
+local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+for i = 2, #ARGV do
+    redis.call('zadd', KEYS[1], now_ms + tonumber(ARGV[1]), ARGV[i])
+end
+if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
+    redis.call('pexpire', KEYS[1], tonumber(ARGV[1]))
+end
+return 0
+"""
+
+
+class RedisRateBudget(_RedisBase):
+    """A rate budget shared by every process (``adapters.pacing.Budget``): at most ``limit``
+    requests in any ``per`` seconds, Slack's per-workspace method limits read strictly, kept
+    in one sorted set, ``{prefix}budget:{name}``, on Redis's own clock.
+
+    A request counts from when it is taken until ``per`` after its answer; one whose process
+    died before the answer stops counting ``per`` + ``in_flight_limit`` after it was taken."""
+
+    def __init__(
+        self,
+        client: aioredis.Redis,
+        name: str,
+        *,
+        limit: int,
+        per: float = 60.0,
+        in_flight_limit: float = 30.0,
+        prefix: str = DEFAULT_PREFIX,
+    ) -> None:
+        super().__init__(client, prefix=prefix)
+        self._set = self._key("budget", name)
+        self._limit = max(1, limit)
+        self._per_ms = max(1, math.ceil(per * 1000))
+        self._in_flight_ms = self._per_ms + max(1, math.ceil(in_flight_limit * 1000))
+        self._take_script = client.register_script(_TAKE_BUDGET_LUA)
+        self._done_script = client.register_script(_DONE_BUDGET_LUA)
+        self._mine: deque[str] = deque()
+        """This process's requests in flight, oldest first (``done`` restamps the oldest)."""
+        self._returns: set[asyncio.Task[Any]] = set()
+
+    @property
+    def limit(self) -> int:
+        return self._limit
+
+    async def take(self, reserve: int) -> float:
+        ticket = secrets.token_hex(8)
+        script = asyncio.ensure_future(
+            self._take_script(
+                keys=[self._set],
+                args=[self._limit, reserve, self._per_ms, ticket, self._in_flight_ms],
+            )
+        )
+        with self._unavailable("take from the shared update budget"):
+            try:
+                # shielded: a caller cancelled while Redis granted the request must give the
+                # grant back, or it would count as in flight until it expires
+                waited = int(await asyncio.shield(script))
+            except asyncio.CancelledError:
+                script.add_done_callback(lambda done: self._give_back(done, ticket))
+                raise
+        if waited == 0:
+            self._mine.append(ticket)
+            return 0.0
+        return {-1: 1.0, -2: 0.05}.get(waited, waited / 1000)
+
+    def _give_back(self, script: asyncio.Future[Any], ticket: str) -> None:
+        if script.cancelled() or script.exception() is not None or script.result() != 0:
+            return
+        task = asyncio.ensure_future(self._forget(ticket))
+        self._returns.add(task)
+        task.add_done_callback(self._returns.discard)
+
+    async def _forget(self, ticket: str) -> None:
+        with suppress(Exception):  # else it expires by itself, ``in_flight_limit`` later
+            await self._client.zrem(self._set, ticket)
+
+    async def done(self) -> None:
+        if self._mine:
+            await self._restamp([self._mine.popleft()])
+
+    async def charge(self, count: int) -> None:
+        await self._restamp([secrets.token_hex(8) for _ in range(count)])
+
+    async def _restamp(self, tickets: list[str]) -> None:
+        if not tickets:
+            return
+        with self._unavailable("count a request in the shared update budget"):
+            await self._done_script(keys=[self._set], args=[self._per_ms, *tickets])
 
 
 # ---- run slots ----------------------------------------------------------------------------

@@ -269,7 +269,7 @@ class DiscordSurface:
             self.message = through_bot_token(self.message)
             self._on_bot_token = True
             if self._pacer is not None:  # a write in the channel's bucket, not the token's
-                self._pacer.charge(self.channel_key)
+                await self._pacer.charge(self.channel_key)
             with self._watch.scope(self.channel_key):
                 await self.message.edit(**kwargs)
 

@@ -44,7 +44,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from adapters.live import VERBOSITIES, LiveMessage, LiveStats, RunView, Verbosity
-from adapters.pacing import EditPacer, SlidingWindow
+from adapters.pacing import Budget, EditPacer, FallbackBudget, LocalBudget
 from adapters.slack.approval import (
     APPROVAL_VIEW_ID,
     VERDICT_OF_ACTION,
@@ -155,13 +155,15 @@ def settings_key(team: str, channel: str) -> str:
     return f"slack:{team}:{channel}"
 
 
-def workspace_budget(settings: SlackSettings) -> SlidingWindow | None:
+def workspace_budget(settings: SlackSettings, shared: Budget | None = None) -> Budget | None:
     """Slack limits ``chat.update`` per workspace (Tier 3, "50+ per minute"), so every channel
-    draws on one budget: at most that many in any minute."""
+    draws on one budget: at most that many in any minute, across every replica when
+    ``shared`` (Redis) is given, with each replica keeping to it alone while Redis is away."""
     per_minute = settings.workspace_updates_per_minute
     if per_minute <= 0:
         return None
-    return SlidingWindow(max(1, int(per_minute)), 60.0)
+    local = LocalBudget(max(1, int(per_minute)), 60.0)
+    return local if shared is None else FallbackBudget(shared, local)
 
 
 class SlackBot:
@@ -178,6 +180,7 @@ class SlackBot:
         slots: RunSlots | None = None,
         broker: ApprovalBroker | None = None,
         channel_settings: ChannelSettings | None = None,
+        update_budget: Budget | None = None,
         client: AsyncWebClient | None = None,
     ) -> None:
         self.agent = agent
@@ -197,7 +200,9 @@ class SlackBot:
             client = make_client(settings, session=self._session)
         self.client = client
         self.members = ChannelMembers(client)
-        self.pacer = EditPacer(settings.update_interval, shared=workspace_budget(settings))
+        self.pacer = EditPacer(
+            settings.update_interval, shared=workspace_budget(settings, update_budget)
+        )
         self.app = AsyncApp(
             name="reactbot",
             client=self.client,

@@ -218,6 +218,7 @@ class FakeSlack:
         self._windows: defaultdict[tuple[str, str], deque[float]] = defaultdict(deque)
         self._workspace_limits: dict[str, int] = {}
         self._workspace_windows: defaultdict[str, deque[float]] = defaultdict(deque)
+        self._workspace_window = 60.0
         self._ts = itertools.count(1)
         self._runner: web.AppRunner | None = None
 
@@ -304,8 +305,11 @@ class FakeSlack:
         self._limits[method] = per_second
         return self
 
-    def workspace_limit(self, method: str, per_minute: int) -> Self:
+    def workspace_limit(self, method: str, per_minute: int, *, window: float = 60.0) -> Self:
+        """At most ``per_minute`` calls of ``method`` in any ``window`` seconds (a minute;
+        tests shorten it to keep their runs short)."""
         self._workspace_limits[method] = per_minute
+        self._workspace_window = window
         return self
 
     # ---- inspection -----------------------------------------------------------------------
@@ -388,10 +392,11 @@ class FakeSlack:
         """None when the call fits the workspace's minute, else Retry-After (whole seconds)."""
         now = time.monotonic()
         window = self._workspace_windows[method]
-        while window and window[0] <= now - 60.0:
+        span = self._workspace_window
+        while window and window[0] <= now - span:
             window.popleft()
         if len(window) >= self._workspace_limits[method]:
-            return max(1, math.ceil(window[0] + 60.0 - now))
+            return max(1, math.ceil(window[0] + span - now))
         window.append(now)
         return None
 

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Callable
 
 import pytest
 
-from core.redis_store import RedisStores, connect
+from core.redis_store import RedisRateBudget, RedisStores, connect
 from tests.integration.conftest import RedisServer, RoundTrips
 
 
@@ -202,3 +202,68 @@ async def test_a_pending_request_is_readable_from_another_process(
     finally:
         await here.aclose()
         await there.aclose()
+
+
+# ---- a rate budget shared by replicas -----------------------------------------------------
+
+
+def budgets(stores: RedisStores, other: RedisStores, **kw: float) -> list[RedisRateBudget]:
+    return [
+        RedisRateBudget(s.client, "m", prefix=s.stops.channel[: -len("stop")], **kw)  # type: ignore[arg-type]
+        for s in (stores, other)
+    ]
+
+
+async def test_two_replicas_take_from_one_budget(stores: RedisStores, other: RedisStores) -> None:
+    a, b = budgets(stores, other, limit=3, per=60.0)
+    assert await a.take(0) == 0.0 and await b.take(0) == 0.0
+    assert await a.take(1) > 0, "the reserve stays unspent"
+    assert await b.take(0) == 0.0
+    assert await a.take(0) > 0, "three in flight between both replicas fill it"
+    await a.done()
+    left = await b.take(0)
+    assert 59.0 < left <= 60.0, "an answered request counts for `per` after its answer"
+
+
+async def test_requests_stop_counting_per_after_their_answer(
+    stores: RedisStores, other: RedisStores
+) -> None:
+    a, b = budgets(stores, other, limit=1, per=0.3)
+    assert await a.take(0) == 0.0
+    await asyncio.sleep(0.4)
+    assert await b.take(0) > 0, "still in flight: counted however long it takes"
+    await a.done()
+    assert 0.2 < await b.take(0) <= 0.3
+    await asyncio.sleep(0.35)
+    assert await b.take(0) == 0.0
+
+
+async def test_a_cancelled_take_gives_its_grant_back(
+    stores: RedisStores, other: RedisStores
+) -> None:
+    a, b = budgets(stores, other, limit=1, per=60.0)
+    taking = asyncio.ensure_future(a.take(0))
+    await asyncio.sleep(0)  # the script is sent
+    taking.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await taking
+    async with asyncio.timeout(2.0):  # given back once Redis has answered, not 60 s later
+        while await b.take(0) > 0:  # noqa: ASYNC110 - polls Redis
+            await asyncio.sleep(0.01)
+    assert not a._mine, "nothing of the cancelled caller counts as this replica's"
+
+
+async def test_a_replica_that_died_in_flight_stops_counting(
+    stores: RedisStores, other: RedisStores
+) -> None:
+    a, b = budgets(stores, other, limit=1, per=0.1, in_flight_limit=0.1)
+    assert await a.take(0) == 0.0  # and never done
+    assert await b.take(0) > 0
+    await asyncio.sleep(0.25)
+    assert await b.take(0) == 0.0
+
+
+async def test_charged_requests_count_at_once(stores: RedisStores, other: RedisStores) -> None:
+    a, b = budgets(stores, other, limit=3, per=60.0)
+    await a.charge(3)
+    assert await b.take(0) > 0

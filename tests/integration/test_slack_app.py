@@ -18,6 +18,7 @@ import aiohttp
 import pytest
 from slack_sdk.signature import SignatureVerifier
 
+from adapters.pacing import Budget, LocalBudget
 from adapters.slack.bot import INVITE, SlackBot
 from adapters.slack.render import STOP_ACTION_ID, escape
 from adapters.slack.server import HttpServer
@@ -26,7 +27,7 @@ from core.agent import Agent, AgentSettings
 from core.errors import ModelError
 from core.history import InMemoryHistoryStore
 from core.llm import Usage
-from core.redis_store import RedisStores
+from core.redis_store import RedisRateBudget, RedisStores
 from core.scripted import ScriptedModel, Turn
 from core.stores import (
     Cooldowns,
@@ -172,6 +173,7 @@ async def make(fake: FakeSlack) -> AsyncIterator[Callable[..., Any]]:
         *,
         cooldowns: Cooldowns | None = None,
         stops: StopRequests | None = None,
+        update_budget: Budget | None = None,
         **overrides: Any,
     ) -> Harness:
         model = ScriptedModel(turns)
@@ -210,6 +212,7 @@ async def make(fake: FakeSlack) -> AsyncIterator[Callable[..., Any]]:
             settings=settings,
             cooldowns=cooldowns,
             stops=stops,
+            update_budget=update_budget,
         )
         await bot.start()
         server = HttpServer(bot, host="127.0.0.1", port=0, path=settings.path)
@@ -768,3 +771,49 @@ async def test_only_an_admin_changes_the_verbosity_and_anyone_may_read_it(make: 
     await settings(h, "verbosity answer")
     assert await settings(h, "", user=ASKER) == "Verbosity: *answer (set by an admin)*"
     assert await settings(h, "verbosity default") == "This channel now sees: *full (the default)*."
+
+
+# ---- the workspace budget across replicas -------------------------------------------------
+
+
+QUICK = Turn("Thought: easy.\nAction: finish[Done.]", usage=Usage(10, 2))
+
+
+async def replicas_answer(
+    make: Any, fake: FakeSlack, budgets: list[Budget | None], *, runs: int = 3
+) -> None:
+    """Two replicas of the bot, each answering ``runs`` quick questions in its own channels."""
+    harnesses: list[Harness] = [
+        await make([QUICK] * runs, update_budget=budget, workspace_updates_per_minute=4)
+        for budget in budgets
+    ]
+    for r, h in enumerate(harnesses):
+        for n in range(runs):
+            await h.ask(f"question {r}.{n}", user=f"U{r}{n}ASKER", channel=f"C{r}{n}CHAN")
+    for h in harnesses:
+        await h.settled()
+
+
+async def test_replicas_share_the_workspace_budget_through_redis(
+    make: Any, fake: FakeSlack, two_processes: list[RedisStores], redis_prefix: str
+) -> None:
+    # Slack counts chat.update per workspace, whichever replica sends it: four in any two
+    # seconds here. Two replicas with three runs each need at least six: together they wait.
+    fake.workspace_limit("chat.update", 4, window=2.0)
+    budgets: list[Budget | None] = [
+        RedisRateBudget(stores.client, "slack:chat.update", limit=4, per=2.0, prefix=redis_prefix)
+        for stores in two_processes
+    ]
+    await replicas_answer(make, fake, budgets)
+    assert fake.rate_limited == 0
+    assert sum("Done." in message_text(m) for m in fake.roots()) == 6
+
+
+async def test_without_a_shared_budget_two_replicas_overspend_it(
+    make: Any, fake: FakeSlack
+) -> None:
+    """The control: each replica alone keeps to its own four, and Slack refuses the rest."""
+    fake.workspace_limit("chat.update", 4, window=2.0)
+    await replicas_answer(make, fake, [LocalBudget(4, per=2.0), LocalBudget(4, per=2.0)])
+    assert fake.rate_limited > 0
+    assert sum("Done." in message_text(m) for m in fake.roots()) == 6  # all the same

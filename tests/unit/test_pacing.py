@@ -10,7 +10,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adapters.pacing import EditPacer, Priority, SlidingWindow, Window
+from adapters.pacing import (
+    EditPacer,
+    FallbackBudget,
+    LocalBudget,
+    Priority,
+    SlidingWindow,
+    Window,
+)
+from core.errors import StoreUnavailable
 
 SOON = 0.15
 """A slot that goes 'at once' is granted within this (a loaded machine's scheduling)."""
@@ -188,7 +196,7 @@ async def test_a_429_in_the_middle_of_a_burst_holds_the_channel_for_its_retry_af
 
 
 async def test_a_workspace_wide_429_holds_every_channel() -> None:
-    pacer = EditPacer(0.0, shared=SlidingWindow(100, 60.0))
+    pacer = EditPacer(0.0, shared=LocalBudget(100, 60.0))
     pacer.rate_limit_hit("c", 0.2, shared=True)
     hit, times = time.monotonic(), []
     await stamp(pacer, "elsewhere", "final", times)
@@ -204,7 +212,7 @@ async def test_many_channels_at_once_each_get_their_final_without_waiting() -> N
 
 
 async def test_live_updates_leave_part_of_a_shared_budget_to_the_runs_still_going() -> None:
-    pacer = EditPacer(0.0, shared=SlidingWindow(4, per=0.6))
+    pacer = EditPacer(0.0, shared=LocalBudget(4, per=0.6))
     times: list[float] = []
     with pacer.following(), pacer.following():  # two runs live: keep two for their finals
         await asyncio.gather(*(stamp(pacer, f"c{i}", "first", times) for i in range(2)))
@@ -276,10 +284,74 @@ async def test_a_429_before_any_window_started_holds_for_its_retry_after_only() 
     assert 0.2 - 0.02 <= times[0] - hit < 1.0
 
 
-def test_requests_an_edit_made_beyond_its_slot_are_charged() -> None:
-    shared = SlidingWindow(10, 60.0)
-    pacer = EditPacer(0.0, channel_window=(5, 5.0), shared=shared)
-    pacer.charge("c", 3)
-    assert shared.used(time.monotonic()) == 3
+async def test_requests_an_edit_made_beyond_its_slot_are_charged() -> None:
+    pacer = EditPacer(0.0, channel_window=(5, 5.0))
+    await pacer.charge("c", 3)
     assert pacer._channels["c"].window is not None
     assert pacer._channels["c"].window.remaining == 2
+    shared = LocalBudget(10, 60.0)
+    await EditPacer(0.0, shared=shared).charge("c", 3)
+    assert shared.window.used(time.monotonic()) == 3
+
+
+def test_a_pacer_takes_channel_buckets_or_a_shared_budget_not_both() -> None:
+    with pytest.raises(ValueError, match="not both"):
+        EditPacer(0.0, channel_window=(5, 5.0), shared=LocalBudget(10))
+
+
+async def test_a_local_budget_grants_its_limit_then_says_how_long_to_wait() -> None:
+    now = [100.0]
+    budget = LocalBudget(2, per=60.0, clock=lambda: now[0])
+    assert await budget.take(0) == 0 and await budget.take(0) == 0
+    await budget.done()
+    await budget.done()
+    assert await budget.take(0) == pytest.approx(60.0)
+    now[0] += 60.0
+    assert await budget.take(1) == 0  # one left over the reserve
+    assert await budget.take(1) > 0
+
+
+class DownBudget:
+    """A shared budget whose store is unreachable until ``up`` is set."""
+
+    def __init__(self) -> None:
+        self.up = False
+        self.taken = 0
+        self.finished = 0
+
+    @property
+    def limit(self) -> int:
+        return 3
+
+    async def take(self, reserve: int) -> float:
+        if not self.up:
+            raise StoreUnavailable("redis: connection refused")
+        self.taken += 1
+        return 0.0
+
+    async def done(self) -> None:
+        if not self.up:
+            raise StoreUnavailable("redis: connection refused")
+        self.finished += 1
+
+    async def charge(self, count: int) -> None:
+        raise StoreUnavailable("redis: connection refused")
+
+
+async def test_without_its_store_a_shared_budget_keeps_to_its_limit_locally(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    shared = DownBudget()
+    budget = FallbackBudget(shared, LocalBudget(3, per=60.0))
+    assert [await budget.take(0) for _ in range(3)] == [0.0, 0.0, 0.0]
+    assert await budget.take(0) > 0  # this replica's own share is spent
+    await budget.charge(1)  # counted locally, not lost
+    assert budget.local.window.used(time.monotonic()) == 4
+    unavailable = [r for r in caplog.records if "unavailable" in r.getMessage()]
+    assert len(unavailable) == 1  # said once, not per request
+    shared.up = True
+    assert await budget.take(0) == 0.0 and shared.taken == 1
+    assert any("answers again" in r.getMessage() for r in caplog.records)
+    for _ in range(4):  # the three local grants end locally, the shared one in the store
+        await budget.done()
+    assert shared.finished == 1
