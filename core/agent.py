@@ -60,6 +60,7 @@ from core.history import HistoryStore
 from core.llm import ChatModel, Message, ModelChunk
 from core.memory import HistoryCompactor, answer_message
 from core.modes import JsonFieldStreamer, JsonFormat, ToolCall, ToolCallAssembler
+from core.observe import Probes, RunObserver, WatchedModel
 from core.parser import Action, ActionFound, AnswerText, ParseError, Step, StreamParser, ThoughtText
 from core.stores import ConversationLocks, TraceStore
 from core.tools import Attachment, Tool, ToolRegistry, ToolResult, needs_approval
@@ -150,6 +151,7 @@ class Agent:
         settings: AgentSettings | None = None,
         approve: Approver | None = None,
         allowances: Allowances | None = None,
+        observers: Sequence[RunObserver] = (),
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.model = model
@@ -166,6 +168,8 @@ class Agent:
         """Asked when a tool needs a person's approval (``core.approval``); without one,
         such tools are denied with a note saying so."""
         self.allowances = allowances
+        self.observers = list(observers)
+        """Told about each run's model calls, tool calls and end (metrics, telemetry)."""
         self._clock = clock
         self.json_format: JsonFormat | None = "json_schema"
         """The strictest ``response_format`` the endpoint took; None: it took none (text)."""
@@ -242,6 +246,7 @@ class Run:
         self._cancel_requested = False
         self._final: FinalEvent | None = None
         self._deadline: asyncio.Timeout | None = None
+        self._probes = Probes(agent.observers, trace) if agent.observers else None
         self._task = asyncio.get_running_loop().create_task(self._main())
         self._task.add_done_callback(self._ensure_final)
 
@@ -327,6 +332,8 @@ class Run:
         self.trace.ended_at = self.agent._clock()
         self._final = event
         self._emit(event)
+        if self._probes is not None:
+            self._probes.end(event)
 
     def _ensure_final(self, task: asyncio.Task[None]) -> None:
         """Safety net: whatever ended the task (a cancel before it started, a bug in a store),
@@ -451,6 +458,8 @@ class Run:
     ) -> _Reply:
         """One model turn, re-asked up to ``format_retries`` times when the format is wrong."""
         model = model or self.agent.model
+        if self._probes is not None:
+            model = WatchedModel(model, self._probes, n)
         self._emit(StepStarted(n, self.settings.max_steps, kind))
         for attempt in range(self.settings.format_retries + 1):
             step = self._open_step(n, "step" if kind == "step" else "final", model)
@@ -670,7 +679,7 @@ class Run:
         self._decide(n, step, action)
         approved, outcome = await self._approved(n, step, action, step.thought)
         if outcome is None:
-            outcome = await self._run_tool(approved, state)
+            outcome = await self._run_tool(approved, state, n)
         state.last_actions = frozenset({(approved.name, approved.input)})
         self._record_observation(n, step, approved, outcome, state)
 
@@ -692,13 +701,13 @@ class Run:
             approved.append((step, action, problem))
         limit = asyncio.Semaphore(max(1, self.settings.parallel_tools))
 
-        async def run(action: Action, ready: _Outcome | None) -> _Outcome:
+        async def run(step: TraceStep, action: Action, ready: _Outcome | None) -> _Outcome:
             if ready is not None:
                 return ready
             async with limit:
-                return await self._run_tool(action, state)
+                return await self._run_tool(action, state, n, step.call_id)
 
-        outcomes = await asyncio.gather(*(run(a, ready) for _, a, ready in approved))
+        outcomes = await asyncio.gather(*(run(s, a, ready) for s, a, ready in approved))
         state.last_actions = frozenset((a.name, a.input) for _, a, _ in approved)
         for (step, action, _), outcome in zip(approved, outcomes, strict=True):
             self._record_observation(n, step, action, outcome, state, call=step.call)
@@ -884,10 +893,21 @@ class Run:
         else:
             state.messages.append(prompt.observation_message(for_model))
 
-    async def _run_tool(self, action: Action, state: _State) -> _Outcome:
+    async def _run_tool(
+        self, action: Action, state: _State, n: int, call_id: str | None = None
+    ) -> _Outcome:
         """Runs one tool; whatever goes wrong becomes text the model can act on."""
         started = self.agent._clock()
-        outcome = await self._tool_outcome(action)
+        if self._probes is None:
+            outcome = await self._tool_outcome(action)
+        else:
+            probe = self._probes.tool_call(n, call_id, action.name, action.input)
+            try:
+                outcome = await self._tool_outcome(action)
+            except BaseException:  # the run was stopped (tool errors are outcomes)
+                probe.end("cancelled", True)
+                raise
+            probe.end(outcome.text, outcome.error)
         if (action.name, action.input) in state.last_actions:
             outcome.text = (
                 "Note: this is the same action with the same input as your previous step, so it "

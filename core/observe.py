@@ -1,0 +1,206 @@
+"""Watching runs from outside: the seam for metrics and OpenTelemetry.
+
+An ``Agent`` takes ``observers``; each is asked for a ``RunProbe`` when a run starts, and the
+run tells that probe about each model call, each tool call and its end. The probes decide
+what to count or export; the agent knows nothing of Prometheus or OTLP.
+
+Every call is synchronous and made on the run's own task, so it must be cheap and must not
+block. An observer that raises is logged once and is not asked again for that run: watching
+a run never changes how it ends. With no observers the agent pays nothing per chunk.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Sequence
+from typing import Protocol
+
+from core.events import FinalEvent
+from core.llm import ChatModel, Message, ModelChunk, ResponseFormat, ToolSpec, Usage
+from core.trace import Trace
+
+log = logging.getLogger(__name__)
+
+
+class ModelCallProbe(Protocol):
+    """One request to a model: from ``stream`` being called to its last chunk."""
+
+    def first_chunk(self) -> None:
+        """The first chunk of the reply arrived (time to first token)."""
+
+    def chunk(self, usage: Usage | None, finish: str | None) -> None:
+        """A chunk that carries usage or a finish reason (most carry neither)."""
+
+    def end(self, error: BaseException | None) -> None:
+        """The reply ended: read to its end, stopped early (None), or failed."""
+
+
+class ToolCallProbe(Protocol):
+    def end(self, text: str, error: bool) -> None:
+        """The tool's Observation (``error``: it failed, timed out, or was unknown)."""
+
+
+class RunProbe(Protocol):
+    def model_call(self, step: int, model: str) -> ModelCallProbe: ...
+
+    def tool_call(self, step: int, call_id: str | None, name: str, input: str) -> ToolCallProbe:
+        """A tool about to run (after any approval: waiting for a person is not tool time)."""
+        ...
+
+    def end(self, final: FinalEvent) -> None:
+        """The run's outcome; ``final.trace`` holds its steps, usage and status."""
+
+
+class RunObserver(Protocol):
+    def start(self, trace: Trace) -> RunProbe:
+        """A run begins (``trace`` has its id, conversation, user, mode and question)."""
+        ...
+
+
+class _Guarded:
+    """Calls into observer code, each failure logged and that observer dropped for the run."""
+
+    __slots__ = ("_broken",)
+
+    def __init__(self) -> None:
+        self._broken = False
+
+    def _failed(self, what: str) -> None:
+        if not self._broken:
+            log.exception("a run observer failed (%s); it is ignored for this run", what)
+        self._broken = True
+
+
+class _ModelCall(_Guarded):
+    __slots__ = ("_probes",)
+
+    def __init__(self, probes: list[ModelCallProbe]) -> None:
+        super().__init__()
+        self._probes = probes
+
+    def first_chunk(self) -> None:
+        for probe in self._probes:
+            try:
+                probe.first_chunk()
+            except Exception:
+                self._failed("first chunk")
+
+    def chunk(self, usage: Usage | None, finish: str | None) -> None:
+        for probe in self._probes:
+            try:
+                probe.chunk(usage, finish)
+            except Exception:
+                self._failed("chunk")
+
+    def end(self, error: BaseException | None) -> None:
+        for probe in self._probes:
+            try:
+                probe.end(error)
+            except Exception:
+                self._failed("model call end")
+
+
+class _ToolCall(_Guarded):
+    __slots__ = ("_probes",)
+
+    def __init__(self, probes: list[ToolCallProbe]) -> None:
+        super().__init__()
+        self._probes = probes
+
+    def end(self, text: str, error: bool) -> None:
+        for probe in self._probes:
+            try:
+                probe.end(text, error)
+            except Exception:
+                self._failed("tool call end")
+
+
+class Probes(_Guarded):
+    """Every observer's probe for one run, behind one ``RunProbe``."""
+
+    __slots__ = ("_probes",)
+
+    def __init__(self, observers: Sequence[RunObserver], trace: Trace) -> None:
+        super().__init__()
+        self._probes: list[RunProbe] = []
+        for observer in observers:
+            try:
+                self._probes.append(observer.start(trace))
+            except Exception:
+                self._failed("run start")
+
+    def model_call(self, step: int, model: str) -> _ModelCall:
+        probes = []
+        for probe in self._probes:
+            try:
+                probes.append(probe.model_call(step, model))
+            except Exception:
+                self._failed("model call")
+        return _ModelCall(probes)
+
+    def tool_call(self, step: int, call_id: str | None, name: str, input: str) -> _ToolCall:
+        probes = []
+        for probe in self._probes:
+            try:
+                probes.append(probe.tool_call(step, call_id, name, input))
+            except Exception:
+                self._failed("tool call")
+        return _ToolCall(probes)
+
+    def end(self, final: FinalEvent) -> None:
+        for probe in self._probes:
+            try:
+                probe.end(final)
+            except Exception:
+                self._failed("run end")
+
+
+class WatchedModel:
+    """A ``ChatModel`` whose every request is reported to a run's probes."""
+
+    def __init__(self, model: ChatModel, probes: Probes, step: int) -> None:
+        self._model = model
+        self._probes = probes
+        self._step = step
+
+    @property
+    def name(self) -> str:
+        return self._model.name
+
+    def stream(
+        self,
+        messages: Sequence[Message],
+        *,
+        stop: Sequence[str],
+        tools: Sequence[ToolSpec] | None = None,
+        response_format: ResponseFormat | None = None,
+    ) -> AsyncIterator[ModelChunk]:
+        probe = self._probes.model_call(self._step, self._model.name)
+        inner = self._model.stream(
+            messages, stop=stop, tools=tools, response_format=response_format
+        )
+        return _watched(inner, probe)
+
+
+async def _watched(
+    inner: AsyncIterator[ModelChunk], probe: _ModelCall
+) -> AsyncIterator[ModelChunk]:
+    error: BaseException | None = None
+    try:
+        first = True
+        async for chunk in inner:
+            if first:
+                probe.first_chunk()
+                first = False
+            if chunk.usage is not None or chunk.finish:
+                probe.chunk(chunk.usage, chunk.finish)
+            yield chunk
+    except BaseException as exc:  # GeneratorExit (closed early) is not the call's failure
+        if not isinstance(exc, GeneratorExit):
+            error = exc
+        raise
+    finally:
+        probe.end(error)
+        aclose = getattr(inner, "aclose", None)
+        if aclose is not None:
+            await aclose()
