@@ -25,6 +25,7 @@ from core.approval import (
     InMemoryPending,
     PendingRequests,
 )
+from core.budgets import InMemoryUsageCounters, TokenBudgets, UsageCounters
 from core.demo import DemoModel
 from core.history import HistoryStore, InMemoryHistoryStore
 from core.llm import ChatModel
@@ -94,6 +95,8 @@ class App:
     _started: bool = False
     redis_client: Redis | None = None
     """The shared store's client, when one is configured."""
+    budgets: TokenBudgets = field(default_factory=lambda: TokenBudgets(InMemoryUsageCounters()))
+    """Daily token limits per user and per channel (``budgets.*``)."""
 
     def rate_budget(self, name: str, *, limit: int, per: float = 60.0) -> RedisRateBudget | None:
         """A rate budget every process shares (in Redis), or None without Redis."""
@@ -164,6 +167,7 @@ class App:
             closers,
             mcp,
             redis_client=stores.redis_client,
+            budgets=_build_budgets(config, stores.redis_client),
         )
 
     async def start(self) -> None:
@@ -345,6 +349,22 @@ def _search_tool(config: Config, api_key: str, redis_client: Redis | None) -> Se
         timeout=search.timeout,
         cache=cache,
         cache_ttl=search.cache_ttl,
+    )
+
+
+def _build_budgets(config: Config, redis_client: Redis | None) -> TokenBudgets:
+    counters: UsageCounters
+    if redis_client is not None:
+        from core.redis_store import RedisUsageCounters
+
+        counters = RedisUsageCounters(redis_client, prefix=config.redis.prefix)
+    else:
+        counters = InMemoryUsageCounters()
+    budgets = config.budgets
+    return TokenBudgets(
+        counters,
+        per_user=budgets.tokens_per_user_per_day,
+        per_channel=budgets.tokens_per_channel_per_day,
     )
 
 

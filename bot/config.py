@@ -395,6 +395,14 @@ class Secrets(_Section):
         return [s.get_secret_value() for s in secrets if s is not None]
 
 
+class BudgetsConfig(_Section):
+    """Daily token limits (0: none), counted from the usage the model reports, per UTC day,
+    shared by every replica through Redis; admins are exempt."""
+
+    tokens_per_user_per_day: int = Field(default=0, ge=0)
+    tokens_per_channel_per_day: int = Field(default=0, ge=0)
+
+
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 
 
@@ -407,6 +415,7 @@ class Config(_Section):
     redis: RedisConfig = RedisConfig()
     discord: DiscordConfig = DiscordConfig()
     slack: SlackConfig = SlackConfig()
+    budgets: BudgetsConfig = BudgetsConfig()
     log_level: LogLevel = "INFO"
     secrets: Secrets = Secrets()
 

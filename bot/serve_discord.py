@@ -54,6 +54,7 @@ async def serve_discord(app: App) -> None:
         stops=app.stops,
         slots=app.slots,
         channel_settings=app.channel_settings,
+        budgets=app.budgets,
         broker=app.broker,
     )
     bot = create_bot(services)

@@ -14,6 +14,7 @@ Keys, all under a configurable prefix (default ``reactbot:``)::
     {prefix}cooldown:{key}           STRING, SET NX PX window
     {prefix}runs:{key}               ZSET slot -> lease expiry (ms), one script per take
     {prefix}budget:{name}            ZSET request -> when it stops counting (ms), a shared rate budget
+    {prefix}usage:{day}:{scope}:{id} STRING tokens counted that UTC day, EXPIREAT its end
     {prefix}allow:{conversation}     HASH tool -> who allowed it for the conversation, TTL 7 days
     {prefix}stop                     pub/sub channel: JSON {"run": run_id, "by": who}
     {prefix}approval                 pub/sub channel: JSON {"run", "step", "call", decision}
@@ -439,6 +440,30 @@ class RedisChannelSettings(_RedisBase):
                 await self._client.hdel(key, name)
             else:
                 await self._client.hset(key, name, value)
+
+
+# ---- token usage --------------------------------------------------------------------------
+
+
+class RedisUsageCounters(_RedisBase):
+    """``core.budgets.UsageCounters``: ``{prefix}usage:{day}:{scope}:{id}``, INCRBY and
+    EXPIREAT in one transaction, so every replica adds to the same count."""
+
+    async def add(self, key: str, amount: int, *, expire_at: float) -> int:
+        name = self._key("usage", key)
+        with self._unavailable("count tokens"):
+            async with self._client.pipeline(transaction=True) as pipe:
+                pipe.incrby(name, amount)
+                pipe.expireat(name, math.ceil(expire_at))
+                count, _ = await pipe.execute()
+        return int(count)
+
+    async def get(self, keys: Sequence[str]) -> list[int]:
+        if not keys:
+            return []
+        with self._unavailable("read token counts"):
+            raw = await self._client.mget([self._key("usage", k) for k in keys])
+        return [int(v) if v is not None else 0 for v in raw]
 
 
 # ---- rate budgets -------------------------------------------------------------------------

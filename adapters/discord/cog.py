@@ -56,6 +56,7 @@ from adapters.live import VERBOSITIES, LiveMessage, RunView, Verbosity
 from adapters.pacing import DISCORD_CHANNEL_WRITES, EditPacer
 from core.agent import Agent, Run
 from core.approval import ApprovalBroker, ApprovalRequest, Decision, Verdict
+from core.budgets import InMemoryUsageCounters, TokenBudgets
 from core.errors import StoreUnavailable
 from core.history import HistoryStore
 from core.stores import (
@@ -98,6 +99,8 @@ class Services:
     """Carries a decision on a pending action to its run (the agent's approver)."""
     channel_settings: ChannelSettings = field(default_factory=InMemoryChannelSettings)
     """What admins set per channel (``/reactbot``), shared likewise."""
+    budgets: TokenBudgets = field(default_factory=lambda: TokenBudgets(InMemoryUsageCounters()))
+    """Daily token limits per user and channel (``budgets.*``), shared likewise."""
 
 
 # ---- translating Discord objects ----------------------------------------------------------
@@ -453,7 +456,8 @@ class AskCog(commands.Cog):
         question = question_from(message.content, me.id)
         asker = await self._asker(message.author, message.channel, message.channel.id)
         slot = f"message:{message.id}"
-        problem = await self._gate(asker, question=question, slot=slot)
+        where = settings_key(message.channel, message.channel.id)
+        problem = await self._gate(asker, question=question, slot=slot, where=where)
         if problem:
             async with self.pacer.slot(str(message.channel.id), priority="first"):
                 await message.reply(problem, mention_author=False, allowed_mentions=NO_MENTIONS)
@@ -600,6 +604,23 @@ class AskCog(commands.Cog):
         line = f"{level} (set by an admin)" if level else f"{self.settings.verbosity} (the default)"
         await interaction.response.send_message(f"Verbosity: **{line}**", ephemeral=True)
 
+    @reactbot.command(name="usage", description="The tokens you have used today.")
+    async def usage(self, interaction: discord.Interaction) -> None:
+        asker = await self._admit(interaction, cooldown=False)
+        if asker is None:
+            return
+        where = settings_key(interaction.channel, interaction.channel_id or 0)
+        budgets = self.services.budgets
+        try:
+            used = await budgets.usage(_user_key(asker), where)
+        except StoreUnavailable:
+            text = "⚠️ I cannot read the counts right now: the shared store is unavailable."
+        else:
+            text = budgets.describe(used)
+            if is_admin(self.settings, asker) and used.user_limit:
+                text += " (Admins are not limited.)"
+        await interaction.response.send_message(text, ephemeral=True)
+
     async def _stored_settings(self, key: str) -> dict[str, str]:
         try:
             return await self.services.channel_settings.get(key)
@@ -628,7 +649,10 @@ class AskCog(commands.Cog):
             return None
         channel_id = interaction.channel_id or 0
         asker = await self._asker(interaction.user, interaction.channel, channel_id)
-        problem = await self._gate(asker, cooldown=cooldown, question=question, slot=slot)
+        where = settings_key(interaction.channel, channel_id)
+        problem = await self._gate(
+            asker, cooldown=cooldown, question=question, slot=slot, where=where
+        )
         if problem:
             await interaction.response.send_message(problem, ephemeral=True)
             return None
@@ -641,12 +665,18 @@ class AskCog(commands.Cog):
         cooldown: bool = True,
         question: str | None = None,
         slot: str | None = None,
+        where: str = "",
     ) -> str | None:
         """Why this asker is refused, or None. Cheap checks first; with ``slot``, a run slot
-        is taken last (the caller gives it back when the run ends: ``_holding``)."""
+        is taken last (the caller gives it back when the run ends: ``_holding``). ``where``:
+        the channel whose token budget a question spends (``settings_key``)."""
         problem = refusal(self.settings, asker)
         if problem is None and question is not None:
             problem = self._question_problem(question)
+        if problem is None and question is not None:
+            problem = await self.services.budgets.refusal(
+                _user_key(asker), where, exempt=is_admin(self.settings, asker)
+            )
         if problem is None and cooldown:
             key = f"discord:{asker.user_id}"
             left = await self.services.cooldowns.hit(key, self.settings.cooldown_seconds)
@@ -839,6 +869,9 @@ class AskCog(commands.Cog):
         finally:
             self._runs.pop(run.trace.id, None)
             stop.stop()
+            if run.done:
+                where = settings_key(surface.message.channel, surface.message.channel.id)
+                await self.services.budgets.count(_user_key(asker), where, run.trace)
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(work)

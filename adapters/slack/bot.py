@@ -72,6 +72,7 @@ from adapters.slack.settings import SlackSettings
 from adapters.slack.surface import NotInChannel, SlackSurface, make_client, post_root
 from core.agent import Agent, Run
 from core.approval import ApprovalBroker, ApprovalRequest, Decision
+from core.budgets import InMemoryUsageCounters, TokenBudgets
 from core.errors import StoreUnavailable
 from core.stores import (
     ChannelSettings,
@@ -181,6 +182,7 @@ class SlackBot:
         broker: ApprovalBroker | None = None,
         channel_settings: ChannelSettings | None = None,
         update_budget: Budget | None = None,
+        budgets: TokenBudgets | None = None,
         client: AsyncWebClient | None = None,
     ) -> None:
         self.agent = agent
@@ -191,6 +193,8 @@ class SlackBot:
         self.slots = slots or InMemoryRunSlots()
         self.channel_settings = channel_settings or InMemoryChannelSettings()
         """What admins set per channel (``/ask-settings``), shared by every replica."""
+        self.budgets = budgets or TokenBudgets(InMemoryUsageCounters())
+        """Daily token limits per user and channel (``budgets.*``), shared likewise."""
         self.broker = broker
         """The agent's approver: clicks on approval buttons are decided through it (None:
         the buttons are not shown). Not this bot's to close; see ``start``."""
@@ -291,6 +295,10 @@ class SlackBot:
         words = plain_text(str(command.get("text", ""))).split()
         key = settings_key(str(command.get("team_id", "")), str(command.get("channel_id", "")))
         user = str(command.get("user_id", ""))
+        if words == ["usage"]:
+            team, channel = str(command.get("team_id", "")), str(command.get("channel_id", ""))
+            await ack(text=await self._usage(user, team, channel), response_type="ephemeral")
+            return
         if words in ([], ["show"]):
             stored = await self._stored_settings(key)
             level = stored.get("verbosity")
@@ -303,7 +311,10 @@ class SlackBot:
             return
         choices = (*VERBOSITIES, "default")
         if len(words) != 2 or words[0] != "verbosity" or words[1] not in choices:
-            usage = "Usage: `/ask-settings show` or `/ask-settings verbosity full|compact|answer|default`"
+            usage = (
+                "Usage: `/ask-settings show`, `/ask-settings usage` or "
+                "`/ask-settings verbosity full|compact|answer|default`"
+            )
             await ack(text=usage, response_type="ephemeral")
             return
         if user not in self.settings.admin_users:
@@ -322,6 +333,16 @@ class SlackBot:
             return
         shown = value or f"{self.settings.verbosity} (the default)"
         await ack(text=f"This channel now sees: *{shown}*.", response_type="ephemeral")
+
+    async def _usage(self, user: str, team: str, channel: str) -> str:
+        try:
+            used = await self.budgets.usage(f"slack:{team}:{user}", settings_key(team, channel))
+        except StoreUnavailable:
+            return ":warning: I cannot read the counts right now: the shared store is unavailable."
+        text = self.budgets.describe(used)
+        if user in self.settings.admin_users and used.user_limit:
+            text += " (Admins are not limited.)"
+        return text
 
     async def _stored_settings(self, key: str) -> dict[str, str]:
         try:
@@ -494,6 +515,11 @@ class SlackBot:
                 return place
         if s.allowed_users and question.user not in s.allowed_users and not admin:
             return "Sorry, you are not on the list of people who can ask reactbot here."
+        spent = await self.budgets.refusal(
+            _user_key(question), settings_key(question.team, question.channel), exempt=admin
+        )
+        if spent is not None:
+            return spent
         if not admin:
             wait = await self._cooldown(question.user)
             if wait is not None:
@@ -622,6 +648,9 @@ class SlackBot:
             self.stats.append(live.stats)
             if not run.done:  # only when this task itself was cancelled mid-run
                 await run.aclose()
+            await self.budgets.count(
+                _user_key(question), settings_key(question.team, question.channel), run.trace
+            )
 
     async def _tell(self, question: Question, text: str) -> None:
         """An ephemeral note to the asker: via response_url for commands (works even where

@@ -23,6 +23,7 @@ from adapters.discord.client import ReactBot, create_bot
 from adapters.discord.cog import Live, Services
 from adapters.discord.settings import DiscordSettings
 from core.agent import Agent
+from core.budgets import InMemoryUsageCounters, TokenBudgets
 from core.errors import ModelUnavailable
 from core.history import InMemoryHistoryStore
 from core.llm import Usage
@@ -94,7 +95,11 @@ def tools() -> ToolRegistry:
 
 @contextlib.asynccontextmanager
 async def running(
-    turns: list[Turn | str], *, fake: FakeDiscord | None = None, **settings: object
+    turns: list[Turn | str],
+    *,
+    fake: FakeDiscord | None = None,
+    budgets: TokenBudgets | None = None,
+    **settings: object,
 ) -> AsyncIterator[Harness]:
     """The bot against ``fake`` (a default FakeDiscord unless given, not yet started)."""
     fake = fake or FakeDiscord()
@@ -119,6 +124,8 @@ async def running(
         replace(base, **settings),  # type: ignore[arg-type]
         on_live=harness_lives.append,
     )
+    if budgets is not None:
+        services.budgets = budgets
     bot = create_bot(services)
     task = asyncio.create_task(bot.start("fake-token"))
     try:
@@ -396,3 +403,33 @@ async def test_only_an_admin_changes_the_verbosity_and_settings_shows_it() -> No
         shown = await h.fake.wait_for_call(lambda c: "Verbosity" in str(c.json))
         assert "full (the default)" in str(shown.json)
         assert await set_verbosity(h, "default") == "This channel now sees: **full (the default)**."
+
+
+# ---- daily token budgets --------------------------------------------------------------------
+
+
+async def usage_reply(h: Harness) -> str:
+    payload = h.fake.interaction_create("reactbot", subcommand="usage")
+    h.fake.remember_interaction(payload)
+    await h.fake.dispatch("INTERACTION_CREATE", payload)
+    call = await h.fake.wait_for_call(
+        lambda c: c.path.endswith("/callback") and f"/interactions/{payload['id']}/" in c.path
+    )
+    assert call.json["data"]["flags"] & 64, "ephemeral"
+    return str(call.json["data"]["content"])
+
+
+async def test_a_spent_token_budget_refuses_the_next_mention_in_one_line() -> None:
+    budgets = TokenBudgets(InMemoryUsageCounters(), per_user=500)
+    async with running(CALC_THEN_ANSWER, budgets=budgets) as h:
+        assert (await usage_reply(h)).startswith("You have used 0 tokens of your 500 for today.")
+        await h.mention("what is 17*23+4?")
+        await h.finished()
+        assert (await usage_reply(h)).startswith("You have used 540 tokens of your 500")
+        await h.mention("and 2+2?")
+        refusal = await h.fake.wait_for_call(lambda c: "tokens for today" in content_of(c))
+        assert content_of(refusal).startswith(
+            "You have used your 500 tokens for today; ask again after the reset at 00:00 UTC"
+        )
+        assert refusal.json["allowed_mentions"]["parse"] == []
+        assert len(h.model.calls) == 2, "the refused question cost no model call"

@@ -267,3 +267,29 @@ async def test_charged_requests_count_at_once(stores: RedisStores, other: RedisS
     a, b = budgets(stores, other, limit=3, per=60.0)
     await a.charge(3)
     assert await b.take(0) > 0
+
+
+# ---- token budgets shared by replicas -----------------------------------------------------
+
+
+async def test_two_replicas_count_one_users_tokens(stores: RedisStores, other: RedisStores) -> None:
+    from core.budgets import TokenBudgets
+    from core.redis_store import RedisUsageCounters
+    from core.trace import Trace, TraceStep
+
+    prefix = stores.stops.channel[: -len("stop")]
+    a, b = (
+        TokenBudgets(RedisUsageCounters(s.client, prefix=prefix), per_user=1000)
+        for s in (stores, other)
+    )
+    trace = Trace(
+        question="q", steps=[TraceStep(index=1, prompt_tokens=400, completion_tokens=200)]
+    )
+    await asyncio.gather(a.count("u", "c", trace), b.count("u", "c", trace))
+    assert (await a.usage("u", "c")).user_tokens == 1200, "both replicas' runs counted"
+    assert await b.refusal("u", "c") is not None
+    keys = [k async for k in stores.client.scan_iter(match=f"{prefix}usage:*")]
+    assert len(keys) == 2  # the user's day and the channel's
+    for key in keys:
+        ttl = await stores.client.ttl(key)
+        assert 0 < ttl <= 86_400, "gone at the end of its UTC day"

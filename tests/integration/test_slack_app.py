@@ -24,6 +24,7 @@ from adapters.slack.render import STOP_ACTION_ID, escape
 from adapters.slack.server import HttpServer
 from adapters.slack.settings import SlackSettings
 from core.agent import Agent, AgentSettings
+from core.budgets import InMemoryUsageCounters, TokenBudgets
 from core.errors import ModelError
 from core.history import InMemoryHistoryStore
 from core.llm import Usage
@@ -174,6 +175,7 @@ async def make(fake: FakeSlack) -> AsyncIterator[Callable[..., Any]]:
         cooldowns: Cooldowns | None = None,
         stops: StopRequests | None = None,
         update_budget: Budget | None = None,
+        budgets: TokenBudgets | None = None,
         **overrides: Any,
     ) -> Harness:
         model = ScriptedModel(turns)
@@ -213,6 +215,7 @@ async def make(fake: FakeSlack) -> AsyncIterator[Callable[..., Any]]:
             cooldowns=cooldowns,
             stops=stops,
             update_budget=update_budget,
+            budgets=budgets,
         )
         await bot.start()
         server = HttpServer(bot, host="127.0.0.1", port=0, path=settings.path)
@@ -771,6 +774,39 @@ async def test_only_an_admin_changes_the_verbosity_and_anyone_may_read_it(make: 
     await settings(h, "verbosity answer")
     assert await settings(h, "", user=ASKER) == "Verbosity: *answer (set by an admin)*"
     assert await settings(h, "verbosity default") == "This channel now sees: *full (the default)*."
+
+
+# ---- daily token budgets --------------------------------------------------------------------
+
+
+async def test_a_spent_token_budget_refuses_the_next_question_in_one_line(make: Any) -> None:
+    # tool_then_answer reports 62 + 80 tokens: one run spends a 100-token budget
+    budgets = TokenBudgets(InMemoryUsageCounters(), per_user=100)
+    h: Harness = await make(tool_then_answer(), budgets=budgets)
+    before = await settings(h, "usage", user=ASKER)
+    assert before.startswith("You have used 0 tokens of your 100 for today.")
+    await h.ask("What is 17*23?", user=ASKER)
+    await h.settled()
+    after = await settings(h, "usage", user=ASKER)
+    assert after.startswith("You have used 142 tokens of your 100 for today."), after
+    status, body, _ = await h.ask("And 2+2?", user=ASKER)
+    assert status == 200
+    refusal = json.loads(body)["text"]
+    assert refusal.startswith("You have used your 100 tokens for today; ask again after")
+    assert "00:00 UTC" in refusal
+    await h.settled()
+    assert len(h.model.calls) == 2, "the refused question cost no model call"
+
+
+async def test_admins_are_not_held_by_the_token_budget(make: Any) -> None:
+    budgets = TokenBudgets(InMemoryUsageCounters(), per_user=1)
+    h: Harness = await make(tool_then_answer() + tool_then_answer(), budgets=budgets)
+    for _ in range(2):
+        _, body, _ = await h.ask("What is 17*23?", user="UADMIN")
+        assert json.loads(body)["text"] != "" and "tokens for today" not in body
+        await h.settled()
+    assert len(h.model.calls) == 4
+    assert (await settings(h, "usage")).endswith("(Admins are not limited.)")
 
 
 # ---- the workspace budget across replicas -------------------------------------------------

@@ -1,0 +1,104 @@
+"""Daily token budgets: counted per UTC day from the usage the model reported, refused in
+one line once spent, reset at midnight UTC, admins exempt, and never blocking on a store
+outage."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Sequence
+
+import pytest
+
+from core.budgets import InMemoryUsageCounters, TokenBudgets, run_tokens
+from core.errors import StoreUnavailable
+from core.trace import Trace, TraceStep
+
+NOON = dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.UTC).timestamp()
+
+
+def spent(prompt: int, completion: int, *more: tuple[int, int]) -> Trace:
+    trace = Trace(question="q")
+    for i, (p, c) in enumerate(((prompt, completion), *more), start=1):
+        trace.steps.append(TraceStep(index=i, prompt_tokens=p, completion_tokens=c))
+    return trace
+
+
+def budgets(now: list[float], **limits: int) -> TokenBudgets:
+    clock = lambda: now[0]  # noqa: E731
+    return TokenBudgets(InMemoryUsageCounters(clock=clock), clock=clock, **limits)
+
+
+def test_a_run_counts_every_call_it_made() -> None:
+    assert run_tokens(spent(100, 20, (130, 5))) == 255
+    assert run_tokens(Trace(question="q")) == 0
+    trace = spent(1, 1)
+    trace.steps.append(TraceStep(index=2))  # a call that reported no usage
+    assert run_tokens(trace) == 2
+
+
+async def test_the_user_limit_refuses_once_reached_and_says_when_it_resets() -> None:
+    now = [NOON]
+    b = budgets(now, per_user=300)
+    assert await b.refusal("u1", "c1") is None
+    await b.count("u1", "c1", spent(200, 50))
+    assert await b.refusal("u1", "c1") is None  # 250 < 300
+    await b.count("u1", "c1", spent(200, 50))  # one run may take it past the limit
+    line = await b.refusal("u1", "c1")
+    assert line == (
+        "You have used your 300 tokens for today; ask again after the reset "
+        "at 00:00 UTC (in 12 h 0 min)."
+    )
+    assert await b.refusal("u2", "c1") is None, "per user"
+    assert await b.refusal("u1", "c1", exempt=True) is None, "admins are exempt"
+    now[0] += 12 * 3600  # midnight UTC: a new day
+    assert await b.refusal("u1", "c1") is None
+    assert (await b.usage("u1", "c1")).user_tokens == 0
+
+
+async def test_the_channel_limit_holds_everyone_in_it() -> None:
+    b = budgets([NOON], per_channel=100)
+    await b.count("u1", "c1", spent(90, 10))
+    line = await b.refusal("u2", "c1")
+    assert line is not None and line.startswith("This channel has used its 100 tokens for today")
+    assert await b.refusal("u2", "c2") is None
+
+
+async def test_without_limits_nothing_is_counted_or_refused() -> None:
+    b = budgets([NOON])
+    await b.count("u1", "c1", spent(10**9, 10**9))
+    assert await b.refusal("u1", "c1") is None
+    assert (await b.usage("u1", "c1")).user_tokens == 0
+
+
+async def test_usage_describes_the_count_and_the_limits() -> None:
+    now = [NOON + 3 * 3600 + 120]
+    b = budgets(now, per_user=10_000, per_channel=50_000)
+    await b.count("u1", "c1", spent(1200, 34))
+    text = b.describe(await b.usage("u1", "c1"))
+    assert text == (
+        "You have used 1,234 tokens of your 10,000 for today. This channel: 1,234 of 50,000. "
+        "Counts reset at 00:00 UTC (in 8 h 58 min)."
+    )
+
+
+class Down:
+    async def add(self, key: str, amount: int, *, expire_at: float) -> int:
+        raise StoreUnavailable("Redis at 127.0.0.1:1 failed to count tokens")
+
+    async def get(self, keys: Sequence[str]) -> list[int]:
+        raise StoreUnavailable("Redis at 127.0.0.1:1 failed to read token counts")
+
+
+async def test_a_store_outage_answers_and_logs_what_went_uncounted(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    b = TokenBudgets(Down(), per_user=1)
+    with caplog.at_level(logging.WARNING):
+        assert await b.refusal("u1", "c1") is None
+        await b.count("u1", "c1", spent(5, 5))
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("not checked" in m for m in messages)
+    assert any("10 tokens of run" in m and "not counted" in m for m in messages)
+    with pytest.raises(StoreUnavailable):
+        await b.usage("u1", "c1")  # the command says it cannot read them, not "0 tokens"
