@@ -182,17 +182,33 @@ class Agent:
         return None
 
     def start(
-        self, question: str, *, conversation: str = "", user: str = "", mode: Mode | None = None
+        self,
+        question: str,
+        *,
+        conversation: str = "",
+        user: str = "",
+        mode: Mode | None = None,
+        model: ChatModel | None = None,
+        tools: ToolRegistry | None = None,
+        persona: str = "",
     ) -> Run:
-        """A running answer to ``question``; ``mode`` overrides the settings' for this run."""
+        """A running answer to ``question``. For this run only: ``mode`` overrides the
+        settings' mode, ``model`` and ``tools`` the agent's own (a channel's choice), and
+        ``persona`` is added below the core instructions (``prompt.persona_section``)."""
         problem = self.question_problem(question)
         if problem is not None:  # the trace keeps what is needed to see why, not megabytes
             question = question[: self.settings.max_question_chars] + "…"
         chosen = mode or self.settings.mode
         if chosen == "json" and self.json_format is None:
             chosen = "text"  # the endpoint refused every JSON format before
-        trace = Trace(question=question, conversation=conversation, user=user, mode=chosen)
-        return Run(self, trace, refusal=problem)
+        trace = Trace(
+            question=question,
+            conversation=conversation,
+            user=user,
+            mode=chosen,
+            persona=persona.strip()[: prompt.PERSONA_CHARS],
+        )
+        return Run(self, trace, refusal=problem, model=model, tools=tools)
 
     def run(
         self, question: str, *, conversation: str = "", user: str = "", mode: Mode | None = None
@@ -232,9 +248,19 @@ _FINAL_EVENTS = (Finished, Failed, Cancelled)
 class Run:
     """One question being answered. Owns its task; safe to cancel from any coroutine."""
 
-    def __init__(self, agent: Agent, trace: Trace, *, refusal: str | None = None) -> None:
+    def __init__(
+        self,
+        agent: Agent,
+        trace: Trace,
+        *,
+        refusal: str | None = None,
+        model: ChatModel | None = None,
+        tools: ToolRegistry | None = None,
+    ) -> None:
         self.agent = agent
         self.trace = trace
+        self.model = model or agent.model
+        self.tools = tools if tools is not None else agent.tools
         self._refusal = refusal
         """Why the question is refused before any model call (``Agent.question_problem``)."""
         self.settings = agent.settings
@@ -349,12 +375,12 @@ class Run:
     async def _main(self) -> None:
         trace = self.trace
         trace.started_at = self.agent._clock()
-        trace.models.append(self.agent.model.name)
+        trace.models.append(self.model.name)
         self._emit(
             RunStarted(
                 trace.id,
                 trace.question,
-                self.agent.model.name,
+                self.model.name,
                 self.settings.max_steps,
                 self.mode,
             )
@@ -457,7 +483,7 @@ class Run:
         self, n: int, state: _State, *, kind: StepKind = "step", model: ChatModel | None = None
     ) -> _Reply:
         """One model turn, re-asked up to ``format_retries`` times when the format is wrong."""
-        model = model or self.agent.model
+        model = model or self.model
         if self._probes is not None:
             model = WatchedModel(model, self._probes, n)
         self._emit(StepStarted(n, self.settings.max_steps, kind))
@@ -545,7 +571,7 @@ class Run:
                 finish.append(chunk.finish)
             return False
 
-        specs = tool_specs(self.agent.tools) if offer_tools and len(self.agent.tools) else None
+        specs = tool_specs(self.tools) if offer_tools and len(self.tools) else None
         await self._consume(n, step, model.stream(messages, stop=(), tools=specs), on_chunk)
         label.end()
         content = "".join(parts).strip()
@@ -605,7 +631,7 @@ class Run:
             self.trace.mode = "text"
             state.messages[0] = {
                 "role": "system",
-                "content": prompt.system_prompt(self.agent.tools, "text"),
+                "content": prompt.system_prompt(self.tools, "text", self.trace.persona),
             }
             text = "the model endpoint does not take JSON output; answering in text mode"
         self.trace.notices.append(text)
@@ -729,7 +755,7 @@ class Run:
         string itself for a one-string tool, so the trace reads as in text mode); with an
         Observation already decided when the call cannot run as written."""
         name = call.name.strip()
-        tool = self.agent.tools.get(name)
+        tool = self.tools.get(name)
         if tool is None:
             return Action(name, call.arguments), None  # _run_tool names the real tools
         try:
@@ -742,7 +768,7 @@ class Run:
     ) -> tuple[Action, _Outcome | None]:
         """The action as a person decided on it, when its tool needs approval: approved
         (perhaps edited), or denied with the Observation the model will read."""
-        tool = self.agent.tools.get(action.name)
+        tool = self.tools.get(action.name)
         if tool is None or not needs_approval(tool, self.settings.approval_tools):
             return action, None
         conversation = self.trace.conversation
@@ -918,9 +944,9 @@ class Run:
         return outcome
 
     async def _tool_outcome(self, action: Action) -> _Outcome:
-        tool = self.agent.tools.get(action.name)
+        tool = self.tools.get(action.name)
         if tool is None:
-            names = ", ".join([*self.agent.tools.names, "finish"])
+            names = ", ".join([*self.tools.names, "finish"])
             return _Outcome(
                 f"Unknown action '{action.name}'. Available actions: {names}. "
                 "Write one of them as Action: name[input].",
@@ -966,7 +992,9 @@ class Run:
             except StoreUnavailable:
                 self._memory_unavailable()
             self._check_memory_health()
-        return prompt.build_messages(self.agent.tools, history, self.trace.question, mode=self.mode)
+        return prompt.build_messages(
+            self.tools, history, self.trace.question, mode=self.mode, persona=self.trace.persona
+        )
 
     def _check_memory_health(self) -> None:
         health = self.agent.memory_health

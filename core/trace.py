@@ -147,6 +147,8 @@ class Trace:
     """The sources the answer relied on (the "Sources:" line); ``sources`` keeps them all."""
     mode: str = "text"
     """``text``, ``tools`` or ``json``: how the model was asked for its steps."""
+    persona: str = ""
+    """The channel's persona in effect (added below the core instructions), if any."""
     version: int = TRACE_VERSION
 
     # ---- totals -------------------------------------------------------------------------
@@ -216,6 +218,8 @@ class Trace:
     # ---- Markdown -----------------------------------------------------------------------
     def to_markdown(self) -> str:
         lines = [f"# Trace {self.id}", "", f"**Question:** {self.question}", ""]
+        if self.persona:
+            lines += ["**Channel persona:**", "", _fence(self.persona), ""]
         for step in self.steps:
             lines.extend(render_step_markdown(step))
             lines.append("")
@@ -294,6 +298,8 @@ def summary_line(trace: Trace) -> str:
     if trace.models:
         parts.append(", ".join(dict.fromkeys(trace.models)))
     parts.append(f"{trace.mode} mode")
+    if trace.persona:
+        parts.append("channel persona")
     return " · ".join(parts)
 
 

@@ -395,9 +395,19 @@ def footer(trace: Trace | None, view: RunView, mark: str, *, thread: bool) -> st
     if view.memory_unavailable:
         parts.append("⚠️ memory unavailable")
     parts.append(f"{trace.mode if trace is not None else view.mode} mode")
+    if trace is not None:
+        parts += model_parts(trace, lambda name: inline_code(name, width=60))
     if thread and trace is not None:
         parts.append("trace in thread ↓")
     return "-# " + " · ".join(parts)
+
+
+def model_parts(trace: Trace, show: Callable[[str], str]) -> list[str]:
+    """The footer's model(s), each through ``show`` (escaping), and the channel persona."""
+    parts = [show(name) for name in dict.fromkeys(trace.models) if name.strip()][:2]
+    if trace.persona:
+        parts.append("channel persona")
+    return parts
 
 
 def sources_line(urls: Sequence[str], *, limit: int = SOURCES_LIMIT) -> str:

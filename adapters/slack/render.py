@@ -815,6 +815,9 @@ def _totals_line(view: RunView, clock: Callable[[], float]) -> str:
         parts.append(":warning: memory unavailable")
     parts.append(f"{escape(trace.mode if trace is not None else view.mode)} mode")
     if trace is not None:
+        parts += [prose(name, 60) for name in dict.fromkeys(trace.models) if name.strip()][:2]
+        if trace.persona:
+            parts.append("channel persona")
         parts.append("trace in thread ↓")
     return " · ".join(parts)
 

@@ -195,8 +195,13 @@ def test_final_answer_with_sources_and_footer() -> None:
         "Sources: [fifa.com](<https://www.fifa.com/final>), "
         "[en.wikipedia.org](<https://en.wikipedia.org/wiki/x>)"
     )
-    assert lines[2] == "-# ✅ 2 steps · 6.1 s · 620 tokens · text mode · trace in thread ↓"
+    assert lines[2] == (
+        "-# ✅ 2 steps · 6.1 s · 620 tokens · text mode · `scripted` · trace in thread ↓"
+    )
     assert payload.stop_button == "remove"
+    trace.models, trace.persona = ["gpt-x @everyone", "big`one"], "Talk like a pirate."
+    footer = DiscordRenderer().final(view).content.splitlines()[2]
+    assert "`gpt-x @\u200beveryone` · `bigˋone` · channel persona" in footer
     assert payload.thread_name == "Trace: What is 17*23+4?"
 
 
