@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pydantic import SecretStr
+
 from bot.config import Config, MCPServerConfig
 from core.agent import Agent, AgentSettings
 from core.approval import (
@@ -52,6 +54,7 @@ from core.tools.calculator import CalculatorTool
 if TYPE_CHECKING:  # the search, redis and MCP modules load only when configured
     from redis.asyncio import Redis
 
+    from adapters.channels import ChannelChoices
     from core.redis_store import RedisRateBudget
     from core.resilient import StoreHealth
     from core.tools.mcp import MCPTools, ServerSpec
@@ -97,6 +100,8 @@ class App:
     """The shared store's client, when one is configured."""
     budgets: TokenBudgets = field(default_factory=lambda: TokenBudgets(InMemoryUsageCounters()))
     """Daily token limits per user and per channel (``budgets.*``)."""
+    catalogue: dict[str, ChatModel] = field(default_factory=dict)
+    """The models a channel or a question may pick (``models:``), by catalogue name."""
 
     def rate_budget(self, name: str, *, limit: int, per: float = 60.0) -> RedisRateBudget | None:
         """A rate budget every process shares (in Redis), or None without Redis."""
@@ -106,6 +111,14 @@ class App:
 
         return RedisRateBudget(
             self.redis_client, name, limit=limit, per=per, prefix=self.config.redis.prefix
+        )
+
+    def channel_choices(self) -> ChannelChoices:
+        """Each channel's model, persona and tools, over the shared channel settings."""
+        from adapters.channels import ChannelChoices
+
+        return ChannelChoices(
+            self.channel_settings, self.catalogue, self.tools, default_model=self.model.name
         )
 
     @classmethod
@@ -168,6 +181,7 @@ class App:
             mcp,
             redis_client=stores.redis_client,
             budgets=_build_budgets(config, stores.redis_client),
+            catalogue=_build_catalogue(config, notes, closers),
         )
 
     async def start(self) -> None:
@@ -205,15 +219,36 @@ def _build_model(
     return _openai_model(config, config.model.step_model or config.model.name, closers)
 
 
+def _build_catalogue(
+    config: Config, notes: list[str], closers: list[Callable[[], Awaitable[None]]]
+) -> dict[str, ChatModel]:
+    catalogue: dict[str, ChatModel] = {}
+    for name, entry in config.models.items():
+        key = config.secrets.openai_api_key
+        if entry.api_key_env is not None:
+            key = config.secrets.models.get(entry.api_key_env)
+            if key is None:
+                notes.append(f"models.{name}: {entry.api_key_env} is not set")
+        catalogue[name] = _openai_model(
+            config, entry.name, closers, base_url=entry.base_url, key=key
+        )
+    return catalogue
+
+
 def _openai_model(
-    config: Config, name: str, closers: list[Callable[[], Awaitable[None]]]
+    config: Config,
+    name: str,
+    closers: list[Callable[[], Awaitable[None]]],
+    *,
+    base_url: str | None = None,
+    key: SecretStr | None = None,
 ) -> ChatModel:
     from core.openai_model import OpenAIChatModel
 
-    key = config.secrets.openai_api_key
+    key = key or config.secrets.openai_api_key
     model = OpenAIChatModel(
         model=name,
-        base_url=config.model.base_url,
+        base_url=base_url or config.model.base_url,
         api_key=key.get_secret_value() if key else None,
         request_timeout=config.model.request_timeout,
         max_retries=config.model.max_retries,

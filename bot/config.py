@@ -378,21 +378,51 @@ class Secrets(_Section):
     slack_signing_secret: SecretStr | None = None
     mcp: dict[str, SecretStr] = Field(default_factory=dict)
     """The variables MCP servers name (``env_from``, ``headers_from``) that are set."""
+    models: dict[str, SecretStr] = Field(default_factory=dict)
+    """The variables catalogue models name (``api_key_env``) that are set."""
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str], *, mcp: Iterable[str] = ()) -> Secrets:
+    def from_env(
+        cls, env: Mapping[str, str], *, mcp: Iterable[str] = (), models: Iterable[str] = ()
+    ) -> Secrets:
         values = {field: (env.get(var) or "").strip() for field, var in SECRET_ENV_VARS.items()}
         named = {var: env.get(var, "") for var in mcp}
+        keys = {var: (env.get(var) or "").strip() for var in models}
         return cls(
             **{field: SecretStr(v) for field, v in values.items() if v},
             mcp={var: SecretStr(v) for var, v in named.items() if v},
+            models={var: SecretStr(v) for var, v in keys.items() if v},
         )
 
     def values(self) -> list[str]:
         """The secret values that are set (to scrub them from any text)."""
         secrets = [getattr(self, field) for field in SECRET_ENV_VARS]
         secrets += self.mcp.values()
+        secrets += self.models.values()
         return [s.get_secret_value() for s in secrets if s is not None]
+
+
+_CATALOGUE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$")
+
+
+class CatalogueModel(_Section):
+    """One entry of the model catalogue (``models:``), chosen per channel or per question.
+    Its key comes from the environment variable ``api_key_env`` names (``OPENAI_API_KEY``
+    when unset), never from this file."""
+
+    name: str = Field(min_length=1)
+    base_url: str | None = None
+    api_key_env: str | None = None
+    vision: bool = False
+
+    _http_url = field_validator("base_url")(_check_http_url)
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _variable(cls, name: str | None) -> str | None:
+        if name is not None:
+            _check_variable_name(name, "the value")
+        return name
 
 
 class BudgetsConfig(_Section):
@@ -416,8 +446,21 @@ class Config(_Section):
     discord: DiscordConfig = DiscordConfig()
     slack: SlackConfig = SlackConfig()
     budgets: BudgetsConfig = BudgetsConfig()
+    models: dict[str, CatalogueModel] = Field(default_factory=dict)
+    """The model catalogue: names a channel (``/reactbot model``) or a question may pick."""
     log_level: LogLevel = "INFO"
     secrets: Secrets = Secrets()
+
+    @field_validator("models")
+    @classmethod
+    def _catalogue_names(cls, models: dict[str, CatalogueModel]) -> dict[str, CatalogueModel]:
+        for name in models:
+            if not _CATALOGUE_NAME.match(name) or name.lower() == "default":
+                raise ValueError(
+                    f"{name[:40]!r} cannot name a model here: use letters, digits, '.', '_', "
+                    "':' or '-' (at most 64, not 'default')"
+                )
+        return models
 
     @field_validator("log_level", mode="before")
     @classmethod
@@ -470,7 +513,7 @@ def load_config(path: str | Path | None, env: Mapping[str, str]) -> Config:
     _refuse_secret_keys(data)
     _drop_empty_sections(data, Config)
     overridden = _apply_env_overrides(data, env)
-    secrets = Secrets.from_env(env, mcp=_mcp_variables(data))
+    secrets = Secrets.from_env(env, mcp=_mcp_variables(data), models=_model_variables(data))
     try:
         config = Config.model_validate({**data, "secrets": secrets})
     except ValidationError as exc:
@@ -493,6 +536,14 @@ def _mcp_variables(data: Mapping[str, Any]) -> list[str]:
         headers_from = server.get("headers_from")
         names += env_from if isinstance(env_from, list) else ()
         names += headers_from.values() if isinstance(headers_from, Mapping) else ()
+    return [n for n in names if isinstance(n, str) and _ENV_VAR.match(n)]
+
+
+def _model_variables(data: Mapping[str, Any]) -> list[str]:
+    """The variables catalogue entries name (``models.*.api_key_env``), read like MCP's."""
+    models = data.get("models")
+    entries = models.values() if isinstance(models, Mapping) else ()
+    names = [e.get("api_key_env") for e in entries if isinstance(e, Mapping)]
     return [n for n in names if isinstance(n, str) and _ENV_VAR.match(n)]
 
 

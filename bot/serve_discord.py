@@ -55,6 +55,7 @@ async def serve_discord(app: App) -> None:
         slots=app.slots,
         channel_settings=app.channel_settings,
         budgets=app.budgets,
+        choices=app.channel_choices(),
         broker=app.broker,
     )
     bot = create_bot(services)

@@ -52,6 +52,7 @@ async def serve_slack(app: App) -> None:
         broker=app.broker,
         channel_settings=app.channel_settings,
         budgets=app.budgets,
+        choices=app.channel_choices(),
         settings=settings,
         # chat.update is limited per workspace: with Redis, every replica shares the budget
         update_budget=app.rate_budget("slack:chat.update", limit=per_minute)

@@ -19,7 +19,7 @@ import logging
 import re
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -28,6 +28,7 @@ import discord
 from discord import app_commands
 from discord.ext import commands
 
+from adapters.channels import ChannelChoices, ChoiceError
 from adapters.discord.access import (
     Asker,
     Membership,
@@ -43,6 +44,7 @@ from adapters.discord.render import (
     PendingButtons,
     fit,
     placeholder,
+    sanitize,
 )
 from adapters.discord.settings import DiscordSettings
 from adapters.discord.surface import (
@@ -59,6 +61,7 @@ from core.approval import ApprovalBroker, ApprovalRequest, Decision, Verdict
 from core.budgets import InMemoryUsageCounters, TokenBudgets
 from core.errors import StoreUnavailable
 from core.history import HistoryStore
+from core.prompt import PERSONA_CHARS
 from core.stores import (
     ChannelSettings,
     Cooldowns,
@@ -101,6 +104,13 @@ class Services:
     """What admins set per channel (``/reactbot``), shared likewise."""
     budgets: TokenBudgets = field(default_factory=lambda: TokenBudgets(InMemoryUsageCounters()))
     """Daily token limits per user and channel (``budgets.*``), shared likewise."""
+    choices: ChannelChoices | None = None
+    """Each channel's model, persona and tools (``/reactbot model|prompt|tools``); None: the
+    agent's defaults everywhere, over ``channel_settings``."""
+
+    def __post_init__(self) -> None:
+        if self.choices is None:
+            self.choices = ChannelChoices(self.channel_settings, tools=self.agent.tools)
 
 
 # ---- translating Discord objects ----------------------------------------------------------
@@ -171,6 +181,9 @@ def _json_problem(text: str) -> str | None:
     except ValueError as exc:
         return str(exc)
     return None if isinstance(value, dict) else "it is not an object"
+
+
+ONLY_ADMINS = "Only an admin can change this channel's settings."
 
 
 def _user_key(asker: Asker) -> str:
@@ -373,6 +386,27 @@ def controls(run_id: str, asker_id: int, pending: PendingButtons | None) -> disc
     return view
 
 
+class PersonaModal(discord.ui.Modal, title="This channel's persona"):
+    """The persona as it is, to edit; empty clears it."""
+
+    def __init__(self, cog: AskCog, key: str, current: str) -> None:
+        super().__init__(timeout=600, custom_id="reactbot:persona")
+        self.cog, self.key = cog, key
+        self.text: discord.ui.TextInput[PersonaModal] = discord.ui.TextInput(
+            custom_id="persona",
+            label="Persona (below the core instructions)",
+            style=discord.TextStyle.paragraph,
+            default=current[:PERSONA_CHARS] or None,
+            required=False,
+            max_length=PERSONA_CHARS,
+            placeholder="Tone, focus, language… Empty: no persona.",
+        )
+        self.add_item(self.text)
+
+    async def on_submit(self, interaction: discord.Interaction) -> None:
+        await self.cog.persona_submitted(interaction, self.key, self.text.value or "")
+
+
 class DecisionModal(discord.ui.Modal):
     """Edit the input (prefilled; JSON for a tool with several arguments), or say why not."""
 
@@ -465,7 +499,7 @@ class AskCog(commands.Cog):
         self._spawn(self._holding(asker, slot, self._answer_message(message, question, asker)))
 
     async def _answer_message(self, message: discord.Message, question: str, asker: Asker) -> None:
-        run = self._start(question, message.channel, message.channel.id, message.author)
+        run = await self._start(question, message.channel, message.channel.id, message.author)
         stop = controls(run.trace.id, asker.user_id, None)
         try:
             first = placeholder(question)
@@ -489,9 +523,20 @@ class AskCog(commands.Cog):
 
     # ---- app commands ---------------------------------------------------------------------
     @app_commands.command(name="ask", description="Ask a question; watch the reasoning live.")
-    @app_commands.describe(question="What do you want to know?")
-    async def ask(self, interaction: discord.Interaction, question: str) -> None:
+    @app_commands.describe(
+        question="What do you want to know?",
+        model="A model from the catalogue for this question only (default: this channel's)",
+    )
+    async def ask(
+        self, interaction: discord.Interaction, question: str, model: str | None = None
+    ) -> None:
         question = question.strip()
+        if model is not None:
+            try:
+                self._choices.model(model)
+            except ChoiceError as exc:
+                await interaction.response.send_message(str(exc), ephemeral=True)
+                return
         slot = f"interaction:{interaction.id}"
         asker = await self._admit(interaction, question=question, slot=slot)
         if asker is None:
@@ -501,13 +546,30 @@ class AskCog(commands.Cog):
         except BaseException:
             await self._give_back(asker, slot)
             raise
-        answer = self._answer_interaction(interaction, question, asker)
+        answer = self._answer_interaction(interaction, question, asker, model)
         self._spawn(self._holding(asker, slot, answer))
 
+    @ask.autocomplete("model")
+    async def _model_names(
+        self, interaction: discord.Interaction, current: str
+    ) -> list[app_commands.Choice[str]]:
+        return [app_commands.Choice(name=n, value=n) for n in self._choices.matching(current)]
+
+    @property
+    def _choices(self) -> ChannelChoices:
+        assert self.services.choices is not None  # set in Services.__post_init__
+        return self.services.choices
+
     async def _answer_interaction(
-        self, interaction: discord.Interaction, question: str, asker: Asker
+        self,
+        interaction: discord.Interaction,
+        question: str,
+        asker: Asker,
+        model: str | None = None,
     ) -> None:
-        run = self._start(question, interaction.channel, interaction.channel_id, interaction.user)
+        run = await self._start(
+            question, interaction.channel, interaction.channel_id, interaction.user, model
+        )
         stop = controls(run.trace.id, asker.user_id, None)
         try:
             first = placeholder(question)
@@ -574,9 +636,7 @@ class AskCog(commands.Cog):
         if await self._admit(interaction, cooldown=False) is None:
             return
         if not self._is_admin(interaction):
-            await interaction.response.send_message(
-                "Only an admin can change this channel's settings.", ephemeral=True
-            )
+            await interaction.response.send_message(ONLY_ADMINS, ephemeral=True)
             return
         value = None if level.value == "default" else level.value
         try:
@@ -602,7 +662,85 @@ class AskCog(commands.Cog):
         stored = await self._stored_settings(key)
         level = stored.get("verbosity")
         line = f"{level} (set by an admin)" if level else f"{self.settings.verbosity} (the default)"
-        await interaction.response.send_message(f"Verbosity: **{line}**", ephemeral=True)
+        lines = await self._choices.describe(key, line)
+        await interaction.response.send_message(
+            fit(sanitize("\n".join(lines)), 2000), ephemeral=True, allowed_mentions=NO_MENTIONS
+        )
+
+    @reactbot.command(name="model", description="The model this channel uses.")
+    @app_commands.describe(name="A model from the catalogue, or 'default'")
+    async def set_model(self, interaction: discord.Interaction, name: str) -> None:
+        await self._change(interaction, lambda key: self._choices.set_model(key, name))
+
+    @set_model.autocomplete("name")
+    async def _catalogue_names(
+        self, interaction: discord.Interaction, current: str
+    ) -> list[app_commands.Choice[str]]:
+        names = [*self._choices.matching(current), "default"][:25]
+        return [app_commands.Choice(name=n, value=n) for n in names]
+
+    @reactbot.command(name="tools", description="Turn a tool on or off in this channel.")
+    @app_commands.describe(tool="The tool to turn on or off (leave out to list them)")
+    async def toggle_tool(self, interaction: discord.Interaction, tool: str | None = None) -> None:
+        if tool is None:
+            if await self._admit(interaction, cooldown=False) is None:
+                return
+            key = settings_key(interaction.channel, interaction.channel_id or 0)
+            lines = await self._choices.describe(key, "")
+            await interaction.response.send_message(
+                fit(sanitize(lines[2]), 2000), ephemeral=True, allowed_mentions=NO_MENTIONS
+            )
+            return
+        await self._change(interaction, lambda key: self._choices.toggle_tool(key, tool))
+
+    @toggle_tool.autocomplete("tool")
+    async def _tool_names(
+        self, interaction: discord.Interaction, current: str
+    ) -> list[app_commands.Choice[str]]:
+        typed = current.strip().lower()
+        names = [t.name for t in self._choices.tools if typed in t.name.lower()][:25]
+        return [app_commands.Choice(name=n, value=n) for n in names]
+
+    @reactbot.command(name="prompt", description="This channel's persona (opens a form).")
+    async def set_prompt(self, interaction: discord.Interaction) -> None:
+        if await self._admit(interaction, cooldown=False) is None:
+            return
+        if not self._is_admin(interaction):
+            await interaction.response.send_message(ONLY_ADMINS, ephemeral=True)
+            return
+        key = settings_key(interaction.channel, interaction.channel_id or 0)
+        await interaction.response.send_modal(
+            PersonaModal(self, key, await self._choices.persona(key))
+        )
+
+    async def persona_submitted(
+        self, interaction: discord.Interaction, key: str, text: str
+    ) -> None:
+        if not self._is_admin(interaction):
+            await interaction.response.send_message(ONLY_ADMINS, ephemeral=True)
+            return
+        try:
+            reply = await self._choices.set_persona(key, text)
+        except ChoiceError as exc:
+            reply = f"⚠️ {exc}"
+        await interaction.response.send_message(reply, ephemeral=True)
+
+    async def _change(
+        self, interaction: discord.Interaction, change: Callable[[str], Awaitable[str]]
+    ) -> None:
+        """An admin's change of this channel's settings; the reply says what it is now."""
+        if await self._admit(interaction, cooldown=False) is None:
+            return
+        if not self._is_admin(interaction):
+            await interaction.response.send_message(ONLY_ADMINS, ephemeral=True)
+            return
+        try:
+            reply = await change(settings_key(interaction.channel, interaction.channel_id or 0))
+        except ChoiceError as exc:
+            reply = f"⚠️ {exc}"
+        await interaction.response.send_message(
+            fit(sanitize(reply), 2000), ephemeral=True, allowed_mentions=NO_MENTIONS
+        )
 
     @reactbot.command(name="usage", description="The tokens you have used today.")
     async def usage(self, interaction: discord.Interaction) -> None:
@@ -735,18 +873,26 @@ class AskCog(commands.Cog):
             interaction.channel, interaction.channel_id or 0, per_thread=self.settings.per_thread
         )
 
-    def _start(
+    async def _start(
         self,
         question: str,
         channel: Channel,
         channel_id: int | None,
         user: discord.User | discord.Member,
+        model: str | None = None,
     ) -> Run:
+        """A run with the channel's model, persona and tools (``model``: the asker's pick)."""
         conversation = conversation_id(
             channel, channel_id or 0, per_thread=self.settings.per_thread
         )
+        choice = await self._choices.for_run(settings_key(channel, channel_id or 0), model=model)
         return self.services.agent.start(
-            question, conversation=conversation, user=user.display_name
+            question,
+            conversation=conversation,
+            user=user.display_name,
+            model=choice.model,
+            tools=choice.tools,
+            persona=choice.persona,
         )
 
     # ---- stopping ------------------------------------------------------------------------

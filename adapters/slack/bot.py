@@ -43,6 +43,7 @@ from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
+from adapters.channels import ChannelChoices, ChoiceError
 from adapters.live import VERBOSITIES, LiveMessage, LiveStats, RunView, Verbosity
 from adapters.pacing import Budget, EditPacer, FallbackBudget, LocalBudget
 from adapters.slack.approval import (
@@ -53,10 +54,14 @@ from adapters.slack.approval import (
     parse_button_value,
 )
 from adapters.slack.modals import (
+    INPUT_BLOCK,
+    PERSONA_VIEW_ID,
     FieldErrors,
     decision_for,
     deny_modal,
     edit_modal,
+    persona_modal,
+    read_persona,
     read_submission,
 )
 from adapters.slack.payloads import Question, from_command, from_event, plain_text
@@ -65,6 +70,7 @@ from adapters.slack.render import (
     STOP_ACTION_ID,
     SlackRenderer,
     deciders,
+    escape,
     mention,
     parse_stop_value,
 )
@@ -74,6 +80,7 @@ from core.agent import Agent, Run
 from core.approval import ApprovalBroker, ApprovalRequest, Decision
 from core.budgets import InMemoryUsageCounters, TokenBudgets
 from core.errors import StoreUnavailable
+from core.prompt import PERSONA_CHARS
 from core.stores import (
     ChannelSettings,
     Cooldowns,
@@ -99,6 +106,14 @@ USAGE = "Ask me something, for example: `/ask What is 17*23+4?`"
 GONE = "This action is no longer waiting for a decision."
 UNREACHABLE = "I could not look this action up just now; try again in a moment."
 NO_APPROVALS = "Approvals are not set up on this bot, so nobody can decide here."
+
+
+ONLY_ADMINS = "Only an admin can change this channel's settings."
+SETTINGS_USAGE = (
+    "Usage: `/ask-settings show`, `/ask-settings usage`, "
+    "`/ask-settings verbosity full|compact|answer|default`, `/ask-settings model NAME|default`, "
+    "`/ask-settings prompt` or `/ask-settings tools [NAME]`"
+)
 
 
 def _user_key(question: Question) -> str:
@@ -183,6 +198,7 @@ class SlackBot:
         channel_settings: ChannelSettings | None = None,
         update_budget: Budget | None = None,
         budgets: TokenBudgets | None = None,
+        choices: ChannelChoices | None = None,
         client: AsyncWebClient | None = None,
     ) -> None:
         self.agent = agent
@@ -195,6 +211,8 @@ class SlackBot:
         """What admins set per channel (``/ask-settings``), shared by every replica."""
         self.budgets = budgets or TokenBudgets(InMemoryUsageCounters())
         """Daily token limits per user and channel (``budgets.*``), shared likewise."""
+        self.choices = choices or ChannelChoices(self.channel_settings, tools=agent.tools)
+        """Each channel's model, persona and tools (``/ask-settings model|prompt|tools``)."""
         self.broker = broker
         """The agent's approver: clicks on approval buttons are decided through it (None:
         the buttons are not shown). Not this bot's to close; see ``start``."""
@@ -276,6 +294,11 @@ class SlackBot:
             self.app.action(action_id)(on_approval)
         self.app.view_submission(APPROVAL_VIEW_ID)(on_submission)
 
+        async def on_persona(ack: AsyncAck, body: dict[str, Any], view: dict[str, Any]) -> None:
+            await self._on_persona(ack, body, view)
+
+        self.app.view_submission(PERSONA_VIEW_ID)(on_persona)
+
     async def _on_command(self, ack: AsyncAck, command: dict[str, Any]) -> None:
         question = from_command(command)
         if not await self.claims.claim(question.claim_key):
@@ -295,6 +318,9 @@ class SlackBot:
         words = plain_text(str(command.get("text", ""))).split()
         key = settings_key(str(command.get("team_id", "")), str(command.get("channel_id", "")))
         user = str(command.get("user_id", ""))
+        if words and words[0] in ("model", "prompt", "tools"):
+            await self._change_setting(ack, command, words)
+            return
         if words == ["usage"]:
             team, channel = str(command.get("team_id", "")), str(command.get("channel_id", ""))
             await ack(text=await self._usage(user, team, channel), response_type="ephemeral")
@@ -307,20 +333,16 @@ class SlackBot:
                 if level
                 else f"{self.settings.verbosity} (the default)"
             )
-            await ack(text=f"Verbosity: *{line}*", response_type="ephemeral")
+            lines = await self.choices.describe(key, line)
+            await ack(text=escape("\n".join(lines)), response_type="ephemeral")
             return
         choices = (*VERBOSITIES, "default")
         if len(words) != 2 or words[0] != "verbosity" or words[1] not in choices:
-            usage = (
-                "Usage: `/ask-settings show`, `/ask-settings usage` or "
-                "`/ask-settings verbosity full|compact|answer|default`"
-            )
+            usage = SETTINGS_USAGE
             await ack(text=usage, response_type="ephemeral")
             return
         if user not in self.settings.admin_users:
-            await ack(
-                text="Only an admin can change this channel's settings.", response_type="ephemeral"
-            )
+            await ack(text=ONLY_ADMINS, response_type="ephemeral")
             return
         value = None if words[1] == "default" else words[1]
         try:
@@ -333,6 +355,61 @@ class SlackBot:
             return
         shown = value or f"{self.settings.verbosity} (the default)"
         await ack(text=f"This channel now sees: *{shown}*.", response_type="ephemeral")
+
+    async def _change_setting(
+        self, ack: AsyncAck, command: dict[str, Any], words: list[str]
+    ) -> None:
+        """``model NAME|default``, ``prompt`` (a modal), ``tools [NAME]``; changes need an
+        admin, listing the tools does not."""
+        team, channel = str(command.get("team_id", "")), str(command.get("channel_id", ""))
+        key, user = settings_key(team, channel), str(command.get("user_id", ""))
+        if words == ["tools"]:
+            lines = await self.choices.describe(key, "")
+            await ack(text=escape(lines[2]), response_type="ephemeral")
+            return
+        if words[0] == "model" and len(words) == 1:
+            await ack(text=escape(self.choices.choices()), response_type="ephemeral")
+            return
+        if len(words) > 2 or (words[0] == "prompt" and len(words) != 1):
+            await ack(text=SETTINGS_USAGE, response_type="ephemeral")
+            return
+        if user not in self.settings.admin_users:
+            await ack(text=ONLY_ADMINS, response_type="ephemeral")
+            return
+        if words[0] == "prompt":
+            await ack()
+            current = await self.choices.persona(key)
+            view = persona_modal(key, channel, current, PERSONA_CHARS)
+            problem = await self._open_modal(str(command.get("trigger_id", "")), view)
+            if problem is not None:
+                await self._ephemeral(channel, user, f"I could not open the form: {problem}.")
+            return
+        try:
+            if words[0] == "model":
+                reply = await self.choices.set_model(key, words[1])
+            else:
+                reply = await self.choices.toggle_tool(key, words[1])
+        except ChoiceError as exc:
+            reply = f":warning: {exc}"
+        await ack(text=escape(reply), response_type="ephemeral")
+
+    async def _on_persona(self, ack: AsyncAck, body: dict[str, Any], view: dict[str, Any]) -> None:
+        read = read_persona(view)
+        user = str(body.get("user", {}).get("id", ""))
+        if read is None:
+            await ack()
+            return
+        key, channel, text = read
+        if user not in self.settings.admin_users:  # an admin list may change meanwhile
+            await ack(response_action="errors", errors={INPUT_BLOCK: ONLY_ADMINS})
+            return
+        try:
+            reply = await self.choices.set_persona(key, text)
+        except ChoiceError as exc:
+            await ack(response_action="errors", errors={INPUT_BLOCK: str(exc)})
+            return
+        await ack()
+        await self._ephemeral(channel, user, reply)
 
     async def _usage(self, user: str, team: str, channel: str) -> str:
         try:
@@ -509,6 +586,11 @@ class SlackBot:
         problem = self.agent.question_problem(question.text)
         if problem is not None:
             return f":warning: {problem} Please shorten it and ask again."
+        if question.model is not None:
+            try:
+                self.choices.model(question.model)
+            except ChoiceError as exc:
+                return escape(str(exc))
         if not admin:
             place = await self._place_refusal(question)
             if place is not None:
@@ -610,10 +692,16 @@ class SlackBot:
         except NotInChannel:
             await self._tell(question, INVITE)
             return
+        choice = await self.choices.for_run(
+            settings_key(question.team, question.channel), model=question.model
+        )
         run = self.agent.start(
             question.text,
             conversation=question.conversation(root, per_thread=self.settings.per_thread),
             user=question.user,
+            model=choice.model,
+            tools=choice.tools,
+            persona=choice.persona,
         )
         if self._closing:  # shutdown began while the placeholder was being posted
             run.cancel(by=SHUTDOWN)

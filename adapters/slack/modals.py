@@ -158,3 +158,40 @@ def _input_problem(text: str | None, *, json_input: bool) -> str | None:
     if not isinstance(parsed, dict):
         return 'The tool takes a JSON object, like {"name": "value"}.'
     return None
+
+
+# ---- a channel's persona ------------------------------------------------------------------
+
+PERSONA_VIEW_ID = "reactbot_persona"
+
+
+def persona_modal(key: str, channel: str, current: str, limit: int) -> dict[str, Any]:
+    """The channel's persona to edit (empty clears it); the view remembers which channel."""
+    element: dict[str, Any] = {"multiline": True, "max_length": limit, "focus_on_load": True}
+    if current:
+        element["initial_value"] = current[:limit]
+    return {
+        "type": "modal",
+        "callback_id": PERSONA_VIEW_ID,
+        "private_metadata": json.dumps({"key": key, "channel": channel}),
+        "title": _plain("This channel's persona"),
+        "submit": _plain("Save"),
+        "close": _plain("Cancel"),
+        "blocks": [
+            section(
+                "Tone, focus or language for answers here. It goes below reactbot's own "
+                "instructions and cannot change the format or the tool rules. Empty: none."
+            ),
+            _input(INPUT_BLOCK, "Persona", element, optional=True),
+        ],
+    }
+
+
+def read_persona(view: dict[str, Any]) -> tuple[str, str, str] | None:
+    """(settings key, channel, text) from a submitted persona view; None if it is not one."""
+    try:
+        meta = json.loads(str(view.get("private_metadata", "")))
+        key, channel = str(meta["key"]), str(meta["channel"])
+    except (ValueError, KeyError, TypeError):
+        return None
+    return key, channel, _value(view.get("state", {}).get("values"), INPUT_BLOCK) or ""

@@ -52,6 +52,9 @@ class Question:
     """The thread the live message goes into; ``None`` posts a new root in the channel."""
     claim_key: str
     response_url: str | None = None
+    model: str | None = None
+    """``/ask --model NAME question``: a catalogue model for this question only."""
+    trigger_id: str | None = None
 
     @property
     def is_dm(self) -> bool:
@@ -93,16 +96,25 @@ def plain_text(text: str, *, bot_user_id: str | None = None) -> str:
     return re.sub(r"[ \t]+", " ", text).strip()
 
 
+_MODEL_OPTION = re.compile(r"^--model(?:=|\s+)(\S+)\s*")
+
+
 def from_command(payload: CommandPayload | dict[str, Any]) -> Question:
+    text = plain_text(str(payload.get("text", "")))
+    model = None
+    if (found := _MODEL_OPTION.match(text.lstrip())) is not None:
+        model, text = found.group(1), text.lstrip()[found.end() :]
     return Question(
         source="command",
         team=str(payload.get("team_id", "")),
         channel=str(payload.get("channel_id", "")),
         user=str(payload.get("user_id", "")),
-        text=plain_text(str(payload.get("text", ""))),
+        text=text,
         thread_ts=None,
         claim_key=f"slack:command:{payload.get('trigger_id', '')}",
         response_url=payload.get("response_url"),
+        model=model,
+        trigger_id=payload.get("trigger_id"),
     )
 
 

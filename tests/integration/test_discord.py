@@ -18,7 +18,9 @@ import contextlib
 import itertools
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
+from typing import Any
 
+from adapters.channels import ChannelChoices
 from adapters.discord.client import ReactBot, create_bot
 from adapters.discord.cog import Live, Services
 from adapters.discord.settings import DiscordSettings
@@ -26,7 +28,7 @@ from core.agent import Agent
 from core.budgets import InMemoryUsageCounters, TokenBudgets
 from core.errors import ModelUnavailable
 from core.history import InMemoryHistoryStore
-from core.llm import Usage
+from core.llm import ChatModel, Usage
 from core.scripted import ScriptedModel, Turn
 from core.stores import InMemoryEventClaims, InMemoryLocks, InMemoryTraceStore
 from core.tools import FunctionTool, ToolRegistry
@@ -99,6 +101,7 @@ async def running(
     *,
     fake: FakeDiscord | None = None,
     budgets: TokenBudgets | None = None,
+    catalogue: dict[str, ChatModel] | None = None,
     **settings: object,
 ) -> AsyncIterator[Harness]:
     """The bot against ``fake`` (a default FakeDiscord unless given, not yet started)."""
@@ -126,6 +129,7 @@ async def running(
     )
     if budgets is not None:
         services.budgets = budgets
+    services.choices = ChannelChoices(services.channel_settings, catalogue or {}, agent.tools)
     bot = create_bot(services)
     task = asyncio.create_task(bot.start("fake-token"))
     try:
@@ -168,7 +172,7 @@ async def test_mention_gets_placeholder_paced_edits_answer_and_trace_thread() ->
         assert "Thinking · step 1/8" in edits[0].json["content"]
         final = edits[-1].json
         assert final["content"].startswith("17*23+4 = 395\n-# ✅ 2 steps")
-        assert "540 tokens · text mode · trace in thread ↓" in final["content"]
+        assert "540 tokens · text mode · `scripted` · trace in thread ↓" in final["content"]
         assert final["components"] == []  # the Stop button is gone
         (thread,) = h.fake.calls_to("POST", f"/messages/{reply_id}/threads")
         assert thread.json["name"] == "Trace: what is 17*23+4?"
@@ -433,3 +437,64 @@ async def test_a_spent_token_budget_refuses_the_next_mention_in_one_line() -> No
         )
         assert refusal.json["allowed_mentions"]["parse"] == []
         assert len(h.model.calls) == 2, "the refused question cost no model call"
+
+
+# ---- a channel's model, persona and tools --------------------------------------------------
+
+
+async def reactbot_command(
+    h: Harness, subcommand: str, options: dict[str, str] | None = None, *, admin: bool = True
+) -> dict[str, Any]:
+    """``/reactbot subcommand`` (by an admin unless ``admin`` is off): the callback's JSON."""
+    payload = h.fake.interaction_create(
+        "reactbot", options, subcommand=subcommand, roles=(ROLE_ID,) if admin else ()
+    )
+    h.fake.remember_interaction(payload)
+    await h.fake.dispatch("INTERACTION_CREATE", payload)
+    call = await h.fake.wait_for_call(
+        lambda c: c.path.endswith("/callback") and f"/interactions/{payload['id']}/" in c.path
+    )
+    return dict(call.json)
+
+
+def finishing(text: str, name: str) -> ScriptedModel:
+    return ScriptedModel([f"Thought: I know.\nAction: finish[{text}]"], model_name=name)
+
+
+async def test_an_admin_sets_the_channels_model_persona_and_tools() -> None:
+    big = finishing("from big", "big-model-v2")
+    async with running(
+        ["Thought: ok.\nAction: finish[from default]"],
+        catalogue={"big": big},
+        admin_roles=(ROLE_ID,),
+    ) as h:
+        refused = await reactbot_command(h, "model", {"name": "big"}, admin=False)
+        assert refused["data"]["content"] == "Only an admin can change this channel's settings."
+        unknown = await reactbot_command(h, "model", {"name": "huge"})
+        assert unknown["data"]["content"].startswith("⚠️ There is no model named 'huge'.")
+        done = await reactbot_command(h, "model", {"name": "big"})
+        assert done["data"]["content"] == "This channel now uses `big`."
+        off = await reactbot_command(h, "tools", {"tool": "calculate"})
+        assert off["data"]["content"] == "`calculate` is now off in this channel."
+        form = await reactbot_command(h, "prompt")
+        assert form["type"] == 9 and form["data"]["custom_id"] == "reactbot:persona"
+        submit = h.fake.modal_submit(
+            "reactbot:persona", {"persona": "Answer in French."}, roles=(ROLE_ID,)
+        )
+        h.fake.remember_interaction(submit)
+        await h.fake.dispatch("INTERACTION_CREATE", submit)
+        await h.fake.wait_for_call(lambda c: "persona is set" in str(c.json))
+        shown = await reactbot_command(h, "settings", admin=False)
+        lines = shown["data"]["content"].splitlines()
+        assert lines[1:] == [
+            "Model: big (set by an admin)",
+            "Tools: none (off here: calculate)",
+            "Persona: 17 characters",
+        ]
+        await h.mention("which model?")
+        await h.finished()
+        assert len(big.calls) == 1 and h.model.calls == [], "the channel's model answered"
+        system = big.calls[0].messages[0]["content"]
+        assert "- calculate:" not in system and "Answer in French." in system
+        final = next(m for m in h.fake.messages.values() if "from big" in m["content"])
+        assert "`big-model-v2`" in final["content"] and "channel persona" in final["content"]

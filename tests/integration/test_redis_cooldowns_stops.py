@@ -293,3 +293,30 @@ async def test_two_replicas_count_one_users_tokens(stores: RedisStores, other: R
     for key in keys:
         ttl = await stores.client.ttl(key)
         assert 0 < ttl <= 86_400, "gone at the end of its UTC day"
+
+
+# ---- a channel's choices seen by every replica --------------------------------------------
+
+
+async def test_a_channels_model_persona_and_tools_reach_the_other_replica(
+    stores: RedisStores, other: RedisStores
+) -> None:
+    from adapters.channels import ChannelChoices
+    from core.scripted import ScriptedModel
+    from core.tools import FunctionTool, ToolRegistry
+
+    registry = ToolRegistry()
+
+    async def run(arg: str) -> str:
+        return arg
+
+    registry.add(FunctionTool("search", run, "search.", "search[x]"))
+    registry.add(FunctionTool("calculate", run, "calculate.", "calculate[x]"))
+    big = ScriptedModel([], model_name="big")
+    a, b = (ChannelChoices(s.channel_settings, {"big": big}, registry) for s in (stores, other))
+    await a.set_model("slack:T:C", "big")
+    await a.set_persona("slack:T:C", "Be brief.")
+    await a.toggle_tool("slack:T:C", "search")
+    choice = await b.for_run("slack:T:C")
+    assert choice.model is big and choice.persona == "Be brief."
+    assert choice.tools is not None and choice.tools.names == ["calculate"]

@@ -18,6 +18,7 @@ import aiohttp
 import pytest
 from slack_sdk.signature import SignatureVerifier
 
+from adapters.channels import ChannelChoices
 from adapters.pacing import Budget, LocalBudget
 from adapters.slack.bot import INVITE, SlackBot
 from adapters.slack.render import STOP_ACTION_ID, escape
@@ -27,11 +28,12 @@ from core.agent import Agent, AgentSettings
 from core.budgets import InMemoryUsageCounters, TokenBudgets
 from core.errors import ModelError
 from core.history import InMemoryHistoryStore
-from core.llm import Usage
+from core.llm import ChatModel, Usage
 from core.redis_store import RedisRateBudget, RedisStores
 from core.scripted import ScriptedModel, Turn
 from core.stores import (
     Cooldowns,
+    InMemoryChannelSettings,
     InMemoryEventClaims,
     InMemoryLocks,
     InMemoryTraceStore,
@@ -100,7 +102,7 @@ class Harness:
             "user_name": "ada",
             "channel_id": channel,
             "team_id": TEAM_ID,
-            "trigger_id": f"trigger-{self._triggers}",
+            "trigger_id": self.fake.trigger(),  # one Slack minted: views.open takes it
             "response_url": self.fake.response_url(f"cmd{self._triggers}"),
         }
         return await self.post(urllib.parse.urlencode(form), "application/x-www-form-urlencoded")
@@ -176,6 +178,7 @@ async def make(fake: FakeSlack) -> AsyncIterator[Callable[..., Any]]:
         stops: StopRequests | None = None,
         update_budget: Budget | None = None,
         budgets: TokenBudgets | None = None,
+        catalogue: dict[str, ChatModel] | None = None,
         **overrides: Any,
     ) -> Harness:
         model = ScriptedModel(turns)
@@ -216,6 +219,8 @@ async def make(fake: FakeSlack) -> AsyncIterator[Callable[..., Any]]:
             stops=stops,
             update_budget=update_budget,
             budgets=budgets,
+            channel_settings=(shared := InMemoryChannelSettings()),
+            choices=ChannelChoices(shared, catalogue or {}, tools, default_model=model.name),
         )
         await bot.start()
         server = HttpServer(bot, host="127.0.0.1", port=0, path=settings.path)
@@ -767,13 +772,71 @@ async def test_answer_verbosity_shows_only_the_answer_and_opens_no_thread(make: 
 
 async def test_only_an_admin_changes_the_verbosity_and_anyone_may_read_it(make: Any) -> None:
     h: Harness = await make([])
-    assert await settings(h, "show", user=ASKER) == "Verbosity: *full (the default)*"
+    assert (await settings(h, "show", user=ASKER)).startswith("Verbosity: full (the default)\n")
     refused = await settings(h, "verbosity answer", user=ASKER)
     assert refused == "Only an admin can change this channel's settings."
     assert (await settings(h, "verbosity loud")).startswith("Usage: `/ask-settings show`")
     await settings(h, "verbosity answer")
-    assert await settings(h, "", user=ASKER) == "Verbosity: *answer (set by an admin)*"
+    assert (await settings(h, "", user=ASKER)).startswith("Verbosity: answer (set by an admin)")
     assert await settings(h, "verbosity default") == "This channel now sees: *full (the default)*."
+
+
+# ---- a channel's model, persona and tools --------------------------------------------------
+
+
+def answers(text: str, name: str) -> ScriptedModel:
+    return ScriptedModel([f"Thought: I know.\nAction: finish[{text}]"], model_name=name)
+
+
+async def test_an_admin_picks_the_channels_model_and_a_question_may_pick_its_own(
+    make: Any,
+) -> None:
+    big, small = answers("from big", "big-model-v2"), answers("from small", "small-1")
+    h: Harness = await make([], catalogue={"big": big, "small": small})
+    assert await settings(h, "model big", user=ASKER) == (
+        "Only an admin can change this channel's settings."
+    )
+    assert (await settings(h, "model huge")).startswith(":warning: There is no model named 'huge'.")
+    assert await settings(h, "model big") == "This channel now uses `big`."
+    await h.ask("Which model?")
+    await h.settled()
+    assert "from big" in message_text(h.root()) and "big-model-v2" in message_text(h.root())
+    _, body, _ = await h.ask("--model nope Which?")
+    assert json.loads(body)["text"].startswith("There is no model named 'nope'.")
+    await h.ask("--model small Which model now?")
+    await h.settled()
+    assert len(big.calls) == 1 and len(small.calls) == 1
+    assert small.calls[0].messages[-1]["content"].endswith("Which model now?")
+    assert (await settings(h, "show", user=ASKER)).splitlines()[1] == "Model: big (set by an admin)"
+
+
+async def test_an_admin_turns_a_tool_off_and_sets_a_persona_in_a_modal(make: Any) -> None:
+    h: Harness = await make(["Thought: done.\nAction: finish[Arr.]"])
+    assert await settings(h, "tools calculate") == "`calculate` is now off in this channel."
+    assert (await settings(h, "tools", user=ASKER)) == ("Tools: search (off here: calculate)")
+    status, _, _ = await h.ask("prompt", user="UADMIN", command="/ask-settings")
+    assert status == 200
+    view = h.fake.views[-1]
+    assert view["callback_id"] == "reactbot_persona"
+    submission = h.fake.submission(view, {"reactbot_input": "Talk like a pirate."}, user="UADMIN")
+    body_text = urllib.parse.urlencode({"payload": json.dumps(submission)})
+    status, text, _ = await h.post(body_text, "application/x-www-form-urlencoded")
+    assert status == 200 and not text.strip(), "the modal closes"
+    await h.ask("Who are you?")
+    await h.settled()
+    system = h.model.calls[0].messages[0]["content"]
+    assert "- search:" in system and "- calculate:" not in system
+    assert system.endswith("Talk like a pirate.\nchannel persona>>>")
+    assert "channel persona" in message_text(h.root())
+    trace = await h.bot.agent.traces.last(f"slack:{TEAM_ID}:{CHANNEL}:{h.root().ts}")
+    assert trace is not None and trace.persona == "Talk like a pirate."
+    long = h.fake.submission(view, {"reactbot_input": "x" * 1999}, user=ASKER)
+    status, text, _ = await h.post(
+        urllib.parse.urlencode({"payload": json.dumps(long)}), "application/x-www-form-urlencoded"
+    )
+    assert json.loads(text)["errors"]["reactbot_input"] == (
+        "Only an admin can change this channel's settings."
+    )
 
 
 # ---- daily token budgets --------------------------------------------------------------------

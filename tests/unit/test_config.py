@@ -504,7 +504,7 @@ def field_paths(model: type[BaseModel], prefix: str = "") -> Iterator[str]:
 
 def key_paths(data: dict[str, object], prefix: str = "") -> Iterator[str]:
     for key, value in data.items():
-        if isinstance(value, dict):
+        if isinstance(value, dict) and value:  # an empty mapping (models: {}) is a leaf
             yield from key_paths(value, f"{prefix}{key}.")
         else:
             yield prefix + key

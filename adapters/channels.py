@@ -1,0 +1,166 @@
+"""A channel's own model, persona and tools, as admins set them (issue 16), for every platform.
+
+Kept in ``ChannelSettings`` under the channel's key (a thread follows its channel), by name:
+
+    model      a name from the model catalogue (``models:`` in the config); unset: the default
+    prompt     the persona, at most ``PERSONA_CHARS`` characters; unset: none
+    tools_off  tool names turned off, comma-separated; unset: every tool on (a tool added later,
+               an MCP server's say, starts on)
+
+Reading never needs an admin; changing does (the adapters check). Text that comes back to a
+chat (the replies here) names models and tools from the config and registry, never a user's
+words, so the adapters can send it as it is.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from core.errors import StoreUnavailable
+from core.llm import ChatModel
+from core.prompt import PERSONA_CHARS
+from core.stores import ChannelSettings
+from core.tools import ToolRegistry
+
+log = logging.getLogger(__name__)
+
+DEFAULT = "default"
+UNSAVED = "I could not save that: the shared store is unavailable. Try again soon."
+
+
+class ChoiceError(ValueError):
+    """A choice that cannot be made (an unknown model or tool); the message says why."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunChoice:
+    """What one run uses instead of the agent's defaults (None: the default)."""
+
+    model: ChatModel | None = None
+    tools: ToolRegistry | None = None
+    persona: str = ""
+
+
+@dataclass(slots=True)
+class ChannelChoices:
+    settings: ChannelSettings
+    catalogue: Mapping[str, ChatModel] = field(default_factory=dict)
+    tools: ToolRegistry = field(default_factory=ToolRegistry)
+    default_model: str = ""
+    """The default model's name, to show in the settings."""
+
+    # ---- reading ------------------------------------------------------------------------
+    async def stored(self, key: str) -> dict[str, str]:
+        try:
+            return await self.settings.get(key)
+        except StoreUnavailable:  # the defaults, rather than no answer
+            return {}
+
+    async def for_run(self, key: str, *, model: str | None = None) -> RunChoice:
+        """The choices of channel ``key`` for one run; ``model``: the asker's pick for this
+        question (``/ask model:``, ``--model``), which wins over the channel's.
+        Raises ``ChoiceError`` for a ``model`` the catalogue does not have."""
+        stored = await self.stored(key)
+        chosen: ChatModel | None = None
+        if model is not None:
+            chosen = self.model(model)
+        elif (name := stored.get("model")) is not None:
+            chosen = self.catalogue.get(name)
+            if chosen is None:  # taken out of the config since an admin chose it
+                log.warning(
+                    "channel %s: model %r is not in the catalogue; using the default", key, name
+                )
+        off = _names(stored.get("tools_off", ""))
+        tools = self._subset(off) if off else None
+        return RunChoice(chosen, tools, stored.get("prompt", ""))
+
+    def model(self, name: str) -> ChatModel:
+        found = self.catalogue.get(name.strip())
+        if found is None:
+            raise ChoiceError(f"There is no model named {name.strip()[:80]!r}. {self.choices()}")
+        return found
+
+    def choices(self) -> str:
+        names = sorted(self.catalogue)
+        if not names:
+            return "No other models are configured (`models:` in the config)."
+        return "Models: " + ", ".join(f"`{n}`" for n in names) + f", or `{DEFAULT}`."
+
+    def matching(self, typed: str) -> list[str]:
+        """Catalogue names for autocomplete: those containing ``typed``, at most 25."""
+        needle = typed.strip().lower()
+        return [n for n in sorted(self.catalogue) if needle in n.lower()][:25]
+
+    def _subset(self, off: set[str]) -> ToolRegistry:
+        subset = ToolRegistry()
+        for tool in self.tools:
+            if tool.name.lower() not in off:
+                subset.add(tool)
+        return subset
+
+    async def describe(self, key: str, verbosity_line: str) -> list[str]:
+        """The settings, one line each, for ``settings``/``show``: verbosity (given), model,
+        persona and tools. The persona is the admins' text: the caller shows it escaped."""
+        stored = await self.stored(key)
+        name = stored.get("model")
+        model = f"{name} (set by an admin)" if name else f"{self.default_model or 'the default'}"
+        off = _names(stored.get("tools_off", ""))
+        on = [t.name for t in self.tools if t.name.lower() not in off]
+        lines = [
+            f"Verbosity: {verbosity_line}",
+            f"Model: {model}",
+            "Tools: " + (", ".join(on) if on else "none"),
+        ]
+        if off:
+            lines[-1] += " (off here: " + ", ".join(sorted(off)) + ")"
+        prompt = stored.get("prompt", "")
+        lines.append(f"Persona: {len(prompt):,} characters" if prompt else "Persona: none")
+        return lines
+
+    async def persona(self, key: str) -> str:
+        return (await self.stored(key)).get("prompt", "")
+
+    # ---- changing (admins) ----------------------------------------------------------------
+    async def set_model(self, key: str, name: str) -> str:
+        name = name.strip()
+        if name.lower() == DEFAULT:
+            await self._put(key, "model", None)
+            return "This channel now uses the default model."
+        self.model(name)  # raises ChoiceError for an unknown name
+        await self._put(key, "model", name)
+        return f"This channel now uses `{name}`."
+
+    async def set_persona(self, key: str, text: str) -> str:
+        text = text.strip()
+        if len(text) > PERSONA_CHARS:
+            raise ChoiceError(
+                f"The persona is {len(text):,} characters long; the limit is {PERSONA_CHARS:,}."
+            )
+        await self._put(key, "prompt", text or None)
+        if not text:
+            return "This channel's persona is cleared."
+        return f"This channel's persona is set ({len(text):,} characters)."
+
+    async def toggle_tool(self, key: str, name: str) -> str:
+        tool = self.tools.get(name)
+        if tool is None:
+            known = ", ".join(t.name for t in self.tools) or "none"
+            raise ChoiceError(f"There is no tool named {name.strip()[:80]!r}. Tools: {known}.")
+        off = _names((await self.stored(key)).get("tools_off", ""))
+        lowered = tool.name.lower()
+        turned_on = lowered in off
+        off = off - {lowered} if turned_on else off | {lowered}
+        await self._put(key, "tools_off", ",".join(sorted(off)) or None)
+        return f"`{tool.name}` is now {'on' if turned_on else 'off'} in this channel."
+
+    async def _put(self, key: str, name: str, value: str | None) -> None:
+        try:
+            await self.settings.put(key, name, value)
+        except StoreUnavailable as exc:
+            raise ChoiceError(UNSAVED) from exc
+
+
+def _names(joined: str) -> set[str]:
+    return {n.strip().lower() for n in joined.split(",") if n.strip()}
