@@ -101,6 +101,8 @@ class AgentSettings:
     """``text``, ``tools`` or ``json``: how the model is asked for its steps."""
     parallel_tools: int = 4
     """Native tool calls of one reply that run at the same time."""
+    system_prompt: str | None = None
+    """A custom system prompt (``prompt.system_prompt``'s template); None: the built-in one."""
 
 
 class MemoryHealth(Protocol):
@@ -188,6 +190,7 @@ class Agent:
         if chosen == "json" and self.json_format is None:
             chosen = "text"  # the endpoint refused every JSON format before
         trace = Trace(question=question, conversation=conversation, user=user, mode=chosen)
+        trace.system_prompt = self.settings.system_prompt
         return Run(self, trace, refusal=problem)
 
     def run(
@@ -199,6 +202,13 @@ class Agent:
 
 
 INTERNAL_ERROR = "Something went wrong inside reactbot (logged)."
+REPEAT_NOTE = (
+    "Note: this is the same action with the same input as your previous step, so it "
+    "gives no new information. Use a different input, another tool, or finish.\n"
+)
+"""Put before the Observation of an action that repeats the previous step's."""
+EDIT_NOTE = "Note: a person edited the input before it ran; it ran as "
+"""How the Observation of an action a person edited begins (then ``name[input].``)."""
 
 TextDelta = ThoughtDelta | AnswerDelta | ReasoningDelta
 
@@ -596,7 +606,9 @@ class Run:
             self.trace.mode = "text"
             state.messages[0] = {
                 "role": "system",
-                "content": prompt.system_prompt(self.agent.tools, "text"),
+                "content": prompt.system_prompt(
+                    self.agent.tools, "text", self.settings.system_prompt
+                ),
             }
             text = "the model endpoint does not take JSON output; answering in text mode"
         self.trace.notices.append(text)
@@ -863,10 +875,7 @@ class Run:
         call: int = 0,
     ) -> None:
         if step.approval is not None and step.approval.outcome == "edited" and not outcome.error:
-            outcome.text = (
-                f"Note: a person edited the input before it ran; it ran as {action.name}"
-                f"[{action.input}].\n" + outcome.text
-            )
+            outcome.text = f"{EDIT_NOTE}{action.name}[{action.input}].\n" + outcome.text
         step.observation = outcome.text
         step.sources = list(outcome.sources)
         step.attachments = kept_attachments(self.trace, outcome.attachments)
@@ -889,11 +898,7 @@ class Run:
         started = self.agent._clock()
         outcome = await self._tool_outcome(action)
         if (action.name, action.input) in state.last_actions:
-            outcome.text = (
-                "Note: this is the same action with the same input as your previous step, so it "
-                "gives no new information. Use a different input, another tool, or finish.\n"
-                + outcome.text
-            )
+            outcome.text = REPEAT_NOTE + outcome.text
         outcome.seconds = self.agent._clock() - started
         return outcome
 
@@ -946,7 +951,13 @@ class Run:
             except StoreUnavailable:
                 self._memory_unavailable()
             self._check_memory_health()
-        return prompt.build_messages(self.agent.tools, history, self.trace.question, mode=self.mode)
+        return prompt.build_messages(
+            self.agent.tools,
+            history,
+            self.trace.question,
+            mode=self.mode,
+            template=self.settings.system_prompt,
+        )
 
     def _check_memory_health(self) -> None:
         health = self.agent.memory_health

@@ -131,8 +131,17 @@ def _input_hint(tool: Tool) -> str:
     return f" Input: a JSON object {compact_schema(schema)}." if schema is not None else ""
 
 
-def system_prompt(tools: Iterable[Tool], mode: Mode = "text") -> str:
+TOOLS_PLACEHOLDER = "{tools}"
+"""In a custom system prompt (``trace replay --prompt``): replaced by the list of tools."""
+
+
+def system_prompt(tools: Iterable[Tool], mode: Mode = "text", template: str | None = None) -> str:
+    """The built-in system prompt of ``mode``, or ``template`` (a custom prompt) with its
+    ``{tools}`` replaced by the tool list as the mode shows it."""
     tools = list(tools)
+    if template is not None:
+        listed = _json_tool_lines(tools) if mode == "json" else tool_lines(tools)
+        return template.replace(TOOLS_PLACEHOLDER, listed)
     if mode == "tools":
         return _TOOLS_FORMAT.format(open=OBSERVATION_OPEN, close=OBSERVATION_CLOSE)
     if mode == "json":
@@ -286,10 +295,15 @@ def tool_message(call_id: str, text: str) -> Message:
 
 
 def build_messages(
-    tools: Iterable[Tool], history: Sequence[Message], question: str, *, mode: Mode = "text"
+    tools: Iterable[Tool],
+    history: Sequence[Message],
+    question: str,
+    *,
+    mode: Mode = "text",
+    template: str | None = None,
 ) -> list[Message]:
     return [
-        {"role": "system", "content": system_prompt(tools, mode)},
+        {"role": "system", "content": system_prompt(tools, mode, template)},
         *(history_message(m) for m in history),
         question_message(question),
     ]

@@ -116,6 +116,8 @@ class TraceStep:
     """The provider's id of a native tool call (``tools`` mode)."""
     approval: ApprovalRecord | None = None
     attachments: list[TraceAttachment] = field(default_factory=list)
+    replayed: bool = False
+    """The observation came from the trace a replay repeats, not from running the tool."""
 
     @property
     def seconds(self) -> float:
@@ -147,6 +149,12 @@ class Trace:
     """The sources the answer relied on (the "Sources:" line); ``sources`` keeps them all."""
     mode: str = "text"
     """``text``, ``tools`` or ``json``: how the model was asked for its steps."""
+    system_prompt: str | None = None
+    """The system prompt's template when it was not the built-in one (``trace replay
+    --prompt``); None: the built-in prompt of ``mode``."""
+    replay_of: str | None = None
+    """The id of the trace this run replays (``reactbot trace replay``); None for a question
+    asked anew."""
     version: int = TRACE_VERSION
 
     # ---- totals -------------------------------------------------------------------------
@@ -217,7 +225,10 @@ class Trace:
     def to_markdown(self) -> str:
         """Every labelled line is a paragraph of its own (a blank line after each), so any
         Markdown renderer shows them on separate lines."""
-        lines = [f"# Trace {self.id}", "", f"**Question:** {self.question}", ""]
+        lines = [f"# Trace {self.id}", ""]
+        if self.replay_of:
+            lines += [f"**Replay of:** {self.replay_of}", ""]
+        lines += [f"**Question:** {self.question}", ""]
         for step in self.steps:
             lines.extend(render_step_markdown(step))
         lines += [f"**Answer ({self.status}):** {self.answer or '—'}", ""]
@@ -253,7 +264,8 @@ def render_step_markdown(step: TraceStep) -> list[str]:
     if step.approval is not None:
         out += [f"**Approval:** {step.approval.describe()}", ""]
     if step.observation is not None:
-        out += ["**Observation:**", "", _fence(step.observation), ""]
+        label = "**Observation (replayed):**" if step.replayed else "**Observation:**"
+        out += [label, "", _fence(step.observation), ""]
     if step.error:
         out += [f"**Error:** {step.error}", ""]
     if step.kind == "format_error" and step.raw:
