@@ -14,15 +14,16 @@ from rich.table import Table
 from rich.text import Text
 
 from adapters.terminal.render import TerminalRenderer, printable
-from core.agent import Agent
+from core.agent import Agent, Run
 from core.errors import StoreUnavailable
-from core.events import Finished, Mode
+from core.events import ActionDecided, FinalEvent, Finished, Mode, ObservationReady
 from core.llm import ChatModel
 from core.replay import (
     DiffRow,
     DiffSide,
     ReplayingTools,
     TraceDiff,
+    call_key,
     diff_traces,
     finish_replay,
     start_replay,
@@ -178,19 +179,18 @@ async def replay_command(
             "answered from its trace. The question is asked without the conversation's history.",
             style="dim",
             markup=False,
+            soft_wrap=False,
         )
         run = start_replay(agent, original, replaying, mode=mode, user=original.user)
-        renderer = TerminalRenderer(console)
-        async for event in run.events():
-            renderer.handle(event)
-        final = await run.wait()
+        final = await _show_replay(run, replaying, console)
     finally:
         if opened:
             await _close(model)
     replay = finish_replay(final.trace, replaying)
     if replaying.stopped is not None:
         hint = " (--live-tools runs it)" if replaying.stopped.why == "not_recorded" else ""
-        console.print(printable(f"Why: {replay.reason}{hint}."), style="yellow", markup=False)
+        why = printable(f"Why: {replay.reason}{hint}.")
+        console.print(why, style="yellow", markup=False, soft_wrap=False)
     stored = f"Replay stored as trace {replay.id} (replay of {original.id})."
     try:
         await app.traces.save(replay)
@@ -200,8 +200,23 @@ async def replay_command(
         stored = f"Replay kept as trace {replay.id} in this process only: cannot reach {app.health.name}."
     console.print()
     render_diff(diff_traces(original, replay), console)
-    console.print(stored, style="dim", markup=False)
+    console.print(stored, style="dim", markup=False, soft_wrap=False)
     return 0 if isinstance(final, Finished) else 1
+
+
+async def _show_replay(run: Run, replaying: ReplayingTools, console: Console) -> FinalEvent:
+    """The replay streamed like ``ask``, each observation taken from the trace said so."""
+    renderer = TerminalRenderer(console)
+    inputs: dict[tuple[int, int], str] = {}
+    async for event in run.events():
+        renderer.handle(event)
+        if isinstance(event, ActionDecided):
+            inputs[(event.step, event.call)] = event.input
+        elif isinstance(event, ObservationReady):
+            key = call_key(event.name, inputs.get((event.step, event.call), ""))
+            if key in replaying.replayed:
+                console.print("  ↺ replayed from the original trace", style="dim", markup=False)
+    return await run.wait()
 
 
 async def diff_command(app: App, console: Console, left_id: str, right_id: str) -> int:
@@ -237,7 +252,9 @@ def render_diff(diff: TraceDiff, console: Console) -> None:
     else:
         _stacked(diff, rows, heads, console)
     if hidden:
-        console.print(f"({hidden} more steps not shown)", style="dim", markup=False)
+        console.print(
+            f"({hidden} more steps not shown)", style="dim", markup=False, soft_wrap=False
+        )
     console.print(diff.summary(), style="bold", markup=False, soft_wrap=False)
 
 
@@ -265,10 +282,12 @@ def _stacked(
     console.print(heads[1], soft_wrap=False, overflow="fold")
     for row in rows:
         console.print(_mark(diff, row), soft_wrap=False, overflow="fold")
-        for side, cell in (("A", row.left), ("B", row.right)):
-            line = Text(f" {side} ", style="bold")
-            line.append_text(_cell(cell, row))
-            console.print(line, soft_wrap=False, overflow="fold")
+        grid = Table.grid(padding=(0, 1), expand=True)
+        grid.add_column(width=1, no_wrap=True, style="bold")
+        grid.add_column(ratio=1, overflow="fold")
+        grid.add_row("A", _cell(row.left, row))
+        grid.add_row("B", _cell(row.right, row))
+        console.print(grid, soft_wrap=False)
 
 
 def _run_head(name: str, trace: Trace) -> Text:

@@ -88,9 +88,11 @@ def recorded_calls(trace: Trace) -> dict[CallKey, list[RecordedCall]]:
 
 def _recorded(step: TraceStep) -> RecordedCall:
     """The tool's own output: the notes the agent put before it are written again when due."""
-    text = (step.observation or "").removeprefix(REPEAT_NOTE)
-    if text.startswith(EDIT_NOTE):
+    text = step.observation or ""
+    edited = step.approval is not None and step.approval.outcome == "edited"
+    if edited and not step.error and text.startswith(EDIT_NOTE):
         text = text.partition("\n")[2]
+    text = text.removeprefix(REPEAT_NOTE)
     attachments = tuple(
         Attachment(a.mime_type, a.data, a.name) for a in step.attachments if a.data is not None
     )

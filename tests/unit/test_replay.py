@@ -3,6 +3,7 @@ on the scripted model, and the diff of two traces (with hostile and huge text)."
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 
@@ -146,6 +147,19 @@ def test_recorded_calls_skip_denied_actions_and_the_agents_own_notes() -> None:
     assert [c.text for c in calls[("calculate", "6*7")]] == ["42", "42"]
     assert ("search", "secret") not in calls  # denied: the tool never ran
     assert calls[("convert", '{"amount":3,"unit":"km"}')][0].text == "3 km is 1.86 miles"
+
+
+def test_a_call_a_person_edited_is_recorded_as_it_ran_without_the_agents_note() -> None:
+    step = TraceStep(
+        1,
+        action="calculate",
+        action_input="2+2",
+        observation="Note: a person edited the input before it ran; it ran as calculate[2+2].\n4",
+        approval=ApprovalRecord("edited", by="ada", input="2+3"),
+    )
+    calls = recorded_calls(Trace(question="q", steps=[step]))
+    assert [c.text for c in calls[("calculate", "2+2")]] == ["4"]
+    assert ("calculate", "2+3") not in calls
 
 
 # ---- the replaying registry -------------------------------------------------------------
@@ -443,3 +457,30 @@ def test_diff_and_render_terminate_and_fit_any_width(
     # bounded by the number of rows, whatever the size of the texts in them
     assert len(lines) <= 60 + len(diff.rows) * 200
     assert len(text) <= 5_000 + len(diff.rows) * 40_000
+
+
+@PROPERTY
+@given(st.lists(st.tuples(hostile_text(), hostile_text()), min_size=1, max_size=5), hostile_text())
+def test_the_replaying_registry_answers_any_recorded_text_and_bounds_its_reasons(
+    calls: list[tuple[str, str]], other: str
+) -> None:
+    """Whatever the inputs and observations hold (huge, hostile, any script), a recorded
+    call gets its observation back as it was, and a stop's reason stays short."""
+    steps = [
+        TraceStep(n, action="calculate", action_input=arg, observation=obs)
+        for n, (arg, obs) in enumerate(calls, 1)
+    ]
+    replaying = ReplayingTools(Counter().registry(), Trace(question="q", steps=steps))
+    tool = replaying.registry.get("calculate")
+    assert tool is not None
+    first_seen: dict[tuple[str, str], str] = {}
+    for arg, obs in calls:
+        first_seen.setdefault(call_key("calculate", arg), obs)
+    arg, _ = calls[0]
+    result = asyncio.run(tool.run(arg))
+    assert isinstance(result, ToolResult)
+    assert result.text == first_seen[call_key("calculate", arg)].removeprefix(REPEAT_NOTE)
+    if call_key("calculate", other * 50) not in first_seen:
+        with pytest.raises(ToolError) as stopped:
+            asyncio.run(tool.run(other * 50))
+        assert len(str(stopped.value)) <= 400
