@@ -287,3 +287,21 @@ async def test_replay_with_a_prompt_file(
             env=env,
         )
         assert code == 2 and "cannot read the prompt file" in out
+
+
+def test_the_readme_command_table_covers_replay_and_diff() -> None:
+    from bot.cli import build_parser
+
+    rows = [
+        line
+        for line in (REPO / "README.md").read_text().splitlines()
+        if line.startswith("| `reactbot trace")
+    ]
+    replay = next(row for row in rows if "`reactbot trace replay ID" in row)
+    assert "`reactbot trace diff A B`" in "\n".join(rows)
+    subparsers = build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+    trace_parser = subparsers["trace"]
+    replay_parser = trace_parser._subparsers._group_actions[0].choices["replay"]  # type: ignore[union-attr]
+    flags = {s for a in replay_parser._actions for s in a.option_strings if s.startswith("--")}
+    assert flags == {"--help", "--model", "--mode", "--prompt", "--live-tools"}
+    assert all(flag in replay for flag in flags - {"--help"})
