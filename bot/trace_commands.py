@@ -165,7 +165,10 @@ async def replay_command(
         console.print(printable(str(exc)), style="red", markup=False)
         return 2
     try:
+        known = len(app.notes)
         await app.start()  # MCP tools, for calls run live
+        for note in app.notes[known:]:
+            console.print(f"note: {note}", style="dim", markup=False, soft_wrap=False)
         replaying = ReplayingTools(
             app.tools,
             original,
@@ -205,17 +208,21 @@ async def replay_command(
 
 
 async def _show_replay(run: Run, replaying: ReplayingTools, console: Console) -> FinalEvent:
-    """The replay streamed like ``ask``, each observation taken from the trace said so."""
+    """The replay streamed like ``ask``, each observation taken from the trace said so;
+    Ctrl-C stops the replay (which is still compared and stored), not the program."""
+    from bot.cli import _cancel_on_interrupt  # bot.cli imports this module
+
     renderer = TerminalRenderer(console)
     inputs: dict[tuple[int, int], str] = {}
-    async for event in run.events():
-        renderer.handle(event)
-        if isinstance(event, ActionDecided):
-            inputs[(event.step, event.call)] = event.input
-        elif isinstance(event, ObservationReady):
-            key = call_key(event.name, inputs.get((event.step, event.call), ""))
-            if key in replaying.replayed:
-                console.print("  ↺ replayed from the original trace", style="dim", markup=False)
+    with _cancel_on_interrupt(run):
+        async for event in run.events():
+            renderer.handle(event)
+            if isinstance(event, ActionDecided):
+                inputs[(event.step, event.call)] = event.input
+            elif isinstance(event, ObservationReady):
+                key = call_key(event.name, inputs.get((event.step, event.call), ""))
+                if key in replaying.replayed:
+                    console.print("  ↺ replayed from the original trace", style="dim", markup=False)
     return await run.wait()
 
 

@@ -124,6 +124,16 @@ async def test_without_redis_a_new_command_cannot_find_the_trace_and_says_why() 
     assert code == 1 and "No stored trace with id abc123." in out
 
 
+async def test_an_unreachable_redis_is_named_not_taken_for_a_missing_trace() -> None:
+    env = {"REDIS_URL": "redis://127.0.0.1:1/0"}  # nothing listens on port 1
+    code, out = await cli("trace", "replay", "abc123", config=None, env=env)
+    assert code == 1
+    assert "Cannot reach Redis at 127.0.0.1:1/0: trace abc123 cannot be read." in out
+    assert "No stored trace" not in out
+    code, out = await cli("trace", "diff", "abc123", "def456", config=None, env=env)
+    assert code == 1 and "Cannot reach Redis at 127.0.0.1:1/0" in out
+
+
 async def test_model_flag_without_an_endpoint_is_refused_in_one_line(
     config: Path, redis_env: dict[str, str]
 ) -> None:
