@@ -3,6 +3,7 @@ parses arguments."""
 
 from __future__ import annotations
 
+import getpass
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -132,12 +133,12 @@ async def find_trace(app: App, trace_id: str, console: Console) -> Trace | None:
         return trace
     if app.health is not None and app.health.degraded:
         console.print(
-            f"Cannot reach {app.health.name}: trace {trace_id} cannot be read.",
+            printable(f"Cannot reach {app.health.name}: trace {trace_id} cannot be read."),
             style="red",
             markup=False,
         )
     else:
-        console.print(f"No stored trace with id {trace_id}.", style="red", markup=False)
+        console.print(printable(f"No stored trace with id {trace_id}."), style="red", markup=False)
         if app.config.redis.url is None:
             console.print(NOT_KEPT_WITHOUT_REDIS, style="dim", markup=False)
     return None
@@ -184,7 +185,7 @@ async def replay_command(
             markup=False,
             soft_wrap=False,
         )
-        run = start_replay(agent, original, replaying, mode=mode, user=original.user)
+        run = start_replay(agent, original, replaying, mode=mode, user=_user())
         final = await _show_replay(run, replaying, console)
     finally:
         if opened:
@@ -234,6 +235,14 @@ async def diff_command(app: App, console: Console, left_id: str, right_id: str) 
         return 1
     render_diff(diff_traces(left, right), console)
     return 0
+
+
+def _user() -> str:
+    """Who runs the replay (the original's asker may be someone else)."""
+    try:
+        return getpass.getuser()
+    except (OSError, KeyError):  # no name for this uid (a container)
+        return ""
 
 
 async def _close(model: ChatModel) -> None:
@@ -289,9 +298,9 @@ def _stacked(
     console.print(heads[1], soft_wrap=False, overflow="fold")
     for row in rows:
         console.print(_mark(diff, row), soft_wrap=False, overflow="fold")
-        grid = Table.grid(padding=(0, 1), expand=True)
+        grid = Table.grid(padding=(0, 1))
         grid.add_column(width=1, no_wrap=True, style="bold")
-        grid.add_column(ratio=1, overflow="fold")
+        grid.add_column(overflow="fold")
         grid.add_row("A", _cell(row.left, row))
         grid.add_row("B", _cell(row.right, row))
         console.print(grid, soft_wrap=False)
