@@ -238,7 +238,8 @@ def finish_replay(trace: Trace, replaying: ReplayingTools) -> Trace:
         key = call_key(stop.name, stop.input)
         for step in reversed(trace.steps):
             if step.action and call_key(step.action, step.action_input or "") == key:
-                step.error = step.error or trace.reason
+                if step.observation is None:  # it never ran: say why instead of "stopped"
+                    step.error = trace.reason
                 break
     return trace
 

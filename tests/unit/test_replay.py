@@ -305,6 +305,29 @@ async def test_a_replay_in_tools_mode_matches_calls_made_in_text_mode() -> None:
     assert counter.ran == []
 
 
+async def test_an_unrecorded_parallel_call_stops_the_whole_reply() -> None:
+    counter = Counter()
+    original = original_trace()
+    replaying = ReplayingTools(counter.registry(), original)
+    model = ScriptedModel(
+        [
+            Turn(
+                "Two things.",
+                tool_calls=(("calculate", '{"input": "6*7"}'), ("calculate", '{"input": "9*9"}')),
+            )
+        ]
+    )
+    run = start_replay(_agent(model, replaying), original, replaying, mode="tools")
+    async with asyncio.timeout(5):  # the stop must not wait on anything
+        final = await run.wait()
+    assert isinstance(final, Cancelled)
+    trace = finish_replay(final.trace, replaying)
+    assert trace.reason is not None and "calculate[9*9]" in trace.reason
+    assert [s.error == trace.reason for s in trace.steps] == [False, True]
+    assert counter.ran == []
+    model.assert_complete()
+
+
 async def test_a_custom_system_prompt_replaces_the_built_in_one_and_is_kept() -> None:
     original = original_trace()
     replaying = ReplayingTools(Counter().registry(), original)
