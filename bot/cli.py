@@ -81,6 +81,31 @@ def build_parser() -> argparse.ArgumentParser:
     texport = tsub.add_parser("export", help="write a trace to FILE (.json or .md)")
     texport.add_argument("trace_id")
     texport.add_argument("file")
+    # trace replay / trace diff (issue 15): the work is in bot/trace_commands.py
+    treplay = tsub.add_parser(
+        "replay",
+        help="ask a stored trace's question again with another model, mode or system prompt, "
+        "answering the tool calls it made from the trace; compare the two runs",
+    )
+    treplay.add_argument("trace_id")
+    treplay.add_argument(
+        "--model", help="a model name on the configured endpoint (default: the configured model)"
+    )
+    treplay.add_argument("--mode", choices=MODES, help="as in ask (default: the trace's mode)")
+    treplay.add_argument(
+        "--prompt",
+        metavar="FILE",
+        help="a system prompt to use instead of the built-in one; {tools} in it stands for "
+        "the list of tools",
+    )
+    treplay.add_argument(
+        "--live-tools",
+        action="store_true",
+        help="run tool calls the trace does not hold (without it, the replay stops at the first)",
+    )
+    tdiff = tsub.add_parser("diff", help="compare two stored traces step by step")
+    tdiff.add_argument("trace_a")
+    tdiff.add_argument("trace_b")
     return parser
 
 
@@ -384,6 +409,22 @@ def tools_command(app: App, console: Console) -> int:
 
 
 async def trace_command(app: App, args: argparse.Namespace, console: Console) -> int:
+    if args.trace_command == "replay":  # replay and diff: see bot/trace_commands.py
+        from bot.trace_commands import replay_command
+
+        return await replay_command(
+            app,
+            console,
+            args.trace_id,
+            model_name=args.model,
+            mode=args.mode,
+            prompt_file=args.prompt,
+            live_tools=args.live_tools,
+        )
+    if args.trace_command == "diff":
+        from bot.trace_commands import diff_command
+
+        return await diff_command(app, console, args.trace_a, args.trace_b)
     if args.trace_command == "list":
         traces = await app.traces.list(args.conversation, limit=args.limit)
         console.print(printable(format_trace_list(traces)), markup=False)

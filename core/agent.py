@@ -102,6 +102,8 @@ class AgentSettings:
     """``text``, ``tools`` or ``json``: how the model is asked for its steps."""
     parallel_tools: int = 4
     """Native tool calls of one reply that run at the same time."""
+    system_prompt: str | None = None
+    """A custom system prompt (``prompt.system_prompt``'s template); None: the built-in one."""
 
 
 class MemoryHealth(Protocol):
@@ -208,6 +210,7 @@ class Agent:
             mode=chosen,
             persona=persona.strip()[: prompt.PERSONA_CHARS],
         )
+        trace.system_prompt = self.settings.system_prompt
         return Run(self, trace, refusal=problem, model=model, tools=tools)
 
     def run(
@@ -219,6 +222,13 @@ class Agent:
 
 
 INTERNAL_ERROR = "Something went wrong inside reactbot (logged)."
+REPEAT_NOTE = (
+    "Note: this is the same action with the same input as your previous step, so it "
+    "gives no new information. Use a different input, another tool, or finish.\n"
+)
+"""Put before the Observation of an action that repeats the previous step's."""
+EDIT_NOTE = "Note: a person edited the input before it ran; it ran as "
+"""How the Observation of an action a person edited begins (then ``name[input].``)."""
 
 TextDelta = ThoughtDelta | AnswerDelta | ReasoningDelta
 
@@ -631,7 +641,9 @@ class Run:
             self.trace.mode = "text"
             state.messages[0] = {
                 "role": "system",
-                "content": prompt.system_prompt(self.tools, "text", self.trace.persona),
+                "content": prompt.system_prompt(
+                    self.tools, "text", self.trace.persona, self.settings.system_prompt
+                ),
             }
             text = "the model endpoint does not take JSON output; answering in text mode"
         self.trace.notices.append(text)
@@ -898,10 +910,7 @@ class Run:
         call: int = 0,
     ) -> None:
         if step.approval is not None and step.approval.outcome == "edited" and not outcome.error:
-            outcome.text = (
-                f"Note: a person edited the input before it ran; it ran as {action.name}"
-                f"[{action.input}].\n" + outcome.text
-            )
+            outcome.text = f"{EDIT_NOTE}{action.name}[{action.input}].\n" + outcome.text
         step.observation = outcome.text
         step.sources = list(outcome.sources)
         step.attachments = kept_attachments(self.trace, outcome.attachments)
@@ -935,11 +944,7 @@ class Run:
                 raise
             probe.end(outcome.text, outcome.error)
         if (action.name, action.input) in state.last_actions:
-            outcome.text = (
-                "Note: this is the same action with the same input as your previous step, so it "
-                "gives no new information. Use a different input, another tool, or finish.\n"
-                + outcome.text
-            )
+            outcome.text = REPEAT_NOTE + outcome.text
         outcome.seconds = self.agent._clock() - started
         return outcome
 
@@ -993,7 +998,12 @@ class Run:
                 self._memory_unavailable()
             self._check_memory_health()
         return prompt.build_messages(
-            self.tools, history, self.trace.question, mode=self.mode, persona=self.trace.persona
+            self.tools,
+            history,
+            self.trace.question,
+            mode=self.mode,
+            persona=self.trace.persona,
+            template=self.settings.system_prompt,
         )
 
     def _check_memory_health(self) -> None:

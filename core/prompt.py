@@ -131,12 +131,23 @@ def _input_hint(tool: Tool) -> str:
     return f" Input: a JSON object {compact_schema(schema)}." if schema is not None else ""
 
 
-def system_prompt(tools: Iterable[Tool], mode: Mode = "text", persona: str = "") -> str:
-    """The core instructions for ``mode``, then a channel's ``persona`` (if any) below them."""
-    return _core_prompt(list(tools), mode) + persona_section(persona)
+TOOLS_PLACEHOLDER = "{tools}"
+"""In a custom system prompt (``trace replay --prompt``): replaced by the list of tools."""
 
 
-def _core_prompt(tools: list[Tool], mode: Mode) -> str:
+def system_prompt(
+    tools: Iterable[Tool], mode: Mode = "text", persona: str = "", template: str | None = None
+) -> str:
+    """The built-in system prompt of ``mode``, or ``template`` (a custom prompt) with its
+    ``{tools}`` replaced by the tool list as the mode shows it; then a channel's ``persona``
+    (if any) below it."""
+    return _core_prompt(list(tools), mode, template) + persona_section(persona)
+
+
+def _core_prompt(tools: list[Tool], mode: Mode, template: str | None) -> str:
+    if template is not None:
+        listed = _json_tool_lines(tools) if mode == "json" else tool_lines(tools)
+        return template.replace(TOOLS_PLACEHOLDER, listed)
     if mode == "tools":
         return _TOOLS_FORMAT.format(open=OBSERVATION_OPEN, close=OBSERVATION_CLOSE)
     if mode == "json":
@@ -317,9 +328,10 @@ def build_messages(
     *,
     mode: Mode = "text",
     persona: str = "",
+    template: str | None = None,
 ) -> list[Message]:
     return [
-        {"role": "system", "content": system_prompt(tools, mode, persona)},
+        {"role": "system", "content": system_prompt(tools, mode, persona, template)},
         *(history_message(m) for m in history),
         question_message(question),
     ]

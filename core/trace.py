@@ -116,6 +116,8 @@ class TraceStep:
     """The provider's id of a native tool call (``tools`` mode)."""
     approval: ApprovalRecord | None = None
     attachments: list[TraceAttachment] = field(default_factory=list)
+    replayed: bool = False
+    """The observation came from the trace a replay repeats, not from running the tool."""
 
     @property
     def seconds(self) -> float:
@@ -149,6 +151,12 @@ class Trace:
     """``text``, ``tools`` or ``json``: how the model was asked for its steps."""
     persona: str = ""
     """The channel's persona in effect (added below the core instructions), if any."""
+    system_prompt: str | None = None
+    """The system prompt's template when it was not the built-in one (``trace replay
+    --prompt``); None: the built-in prompt of ``mode``."""
+    replay_of: str | None = None
+    """The id of the trace this run replays (``reactbot trace replay``); None for a question
+    asked anew."""
     version: int = TRACE_VERSION
 
     # ---- totals -------------------------------------------------------------------------
@@ -217,25 +225,29 @@ class Trace:
 
     # ---- Markdown -----------------------------------------------------------------------
     def to_markdown(self) -> str:
-        lines = [f"# Trace {self.id}", "", f"**Question:** {self.question}", ""]
+        """Every labelled line is a paragraph of its own (a blank line after each), so any
+        Markdown renderer shows them on separate lines."""
+        lines = [f"# Trace {self.id}", ""]
+        if self.replay_of:
+            lines += [f"**Replay of:** {self.replay_of}", ""]
+        lines += [f"**Question:** {self.question}", ""]
         if self.persona:
             lines += ["**Channel persona:**", "", _fence(self.persona), ""]
         for step in self.steps:
             lines.extend(render_step_markdown(step))
-            lines.append("")
-        lines.append(f"**Answer ({self.status}):** {self.answer or '—'}")
+        lines += [f"**Answer ({self.status}):** {self.answer or '—'}", ""]
         if self.reason:
-            lines.append(f"**Reason:** {self.reason}")
+            lines += [f"**Reason:** {self.reason}", ""]
         if self.stopped_by:
-            lines.append(f"**Stopped by:** {self.stopped_by}")
+            lines += [f"**Stopped by:** {self.stopped_by}", ""]
         if self.sources:
-            lines.append("**Sources:** " + ", ".join(self.sources))
-        lines.append("")
+            lines += ["**Sources:** " + ", ".join(self.sources), ""]
         lines.append(summary_line(self))
         return "\n".join(lines) + "\n"
 
 
 def render_step_markdown(step: TraceStep) -> list[str]:
+    """A step's Markdown lines, each block followed by a blank line."""
     head = f"## Step {step.index}" + (f", call {step.call + 1}" if step.call else "")
     if step.kind == "format_error":
         head += " (format error, re-asked)"
@@ -246,25 +258,26 @@ def render_step_markdown(step: TraceStep) -> list[str]:
         meta += f" · {step.tokens:,} tokens"
     if step.model:
         meta += f" · {step.model}"
-    out = [head, f"_{meta}_", ""]
+    out = [head, "", f"_{meta}_", ""]
     if step.reasoning:
         out += ["**Reasoning:**", "", _fence(step.reasoning), ""]
     if step.thought:
-        out.append(f"**Thought:** {step.thought}")
+        out += [f"**Thought:** {step.thought}", ""]
     if step.action:
-        out.append(f"**Action:** `{step.action}[{step.action_input or ''}]`")
+        out += [f"**Action:** `{step.action}[{step.action_input or ''}]`", ""]
     if step.approval is not None:
-        out.append(f"**Approval:** {step.approval.describe()}")
+        out += [f"**Approval:** {step.approval.describe()}", ""]
     if step.observation is not None:
-        out += ["**Observation:**", _fence(step.observation)]
+        label = "**Observation (replayed):**" if step.replayed else "**Observation:**"
+        out += [label, "", _fence(step.observation), ""]
     if step.error:
-        out.append(f"**Error:** {step.error}")
+        out += [f"**Error:** {step.error}", ""]
     if step.kind == "format_error" and step.raw:
-        out += ["**Raw reply:**", _fence(step.raw)]
+        out += ["**Raw reply:**", "", _fence(step.raw), ""]
     if step.sources:
-        out.append("**Sources:** " + ", ".join(step.sources))
+        out += ["**Sources:** " + ", ".join(step.sources), ""]
     if step.attachments:
-        out.append("**Attachments:** " + "; ".join(a.describe() for a in step.attachments))
+        out += ["**Attachments:** " + "; ".join(a.describe() for a in step.attachments), ""]
     return out
 
 
