@@ -37,7 +37,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -55,12 +57,14 @@ from core.events import Cancelled, Failed, FinalEvent
 from core.llm import Usage
 from core.trace import Trace, TraceStep
 
+log = logging.getLogger(__name__)
+
 AGENT_NAME = "reactbot"
 SERVICE_NAME = "reactbot"
 TRACES_PATH = "/v1/traces"
 CONTENT_LIMIT = 8000
 """Characters of one captured text (a thought, an input, an observation, the answer)."""
-SHUTDOWN_MILLIS = 10_000
+SHUTDOWN_SECONDS = 3.0
 """How long exit may wait for the last spans to reach the collector."""
 
 DEMO_PROVIDER = "reactbot.demo"
@@ -351,10 +355,23 @@ def traces_endpoint(base: str) -> str:
     return base if base.endswith(TRACES_PATH) else base + TRACES_PATH
 
 
-def start_tracing(endpoint: str) -> tuple[Tracer, Callable[[], Awaitable[None]]]:
+class _Exporter(OTLPSpanExporter):
+    """Shut down at most once: exit may stop it early, before the provider does."""
+
+    _stopped = False
+
+    def shutdown(self) -> None:
+        if not self._stopped:
+            self._stopped = True
+            super().shutdown()  # type: ignore[no-untyped-call]
+
+
+def start_tracing(
+    endpoint: str, *, shutdown_seconds: float = SHUTDOWN_SECONDS
+) -> tuple[Tracer, Callable[[], Awaitable[None]]]:
     """A tracer that batches spans to ``endpoint`` over OTLP/HTTP (protobuf), and the
-    coroutine function that flushes and shuts it down (exit waits at most
-    ``SHUTDOWN_MILLIS`` for the collector).
+    coroutine function that flushes and shuts it down: exit waits at most
+    ``shutdown_seconds`` for the collector, then drops what it did not take (and says so).
 
     The provider is this app's own, not the global one: nothing else in the process is
     traced by accident, and tests can build several apps. The standard variables for
@@ -367,14 +384,29 @@ def start_tracing(endpoint: str) -> tuple[Tracer, Callable[[], Awaitable[None]]]
         attributes["service.name"] = SERVICE_NAME
     provider = TracerProvider(resource=Resource.create(attributes), shutdown_on_exit=False)
     explicit = None if os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") else endpoint
-    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=explicit)))
+    exporter = _Exporter(endpoint=explicit)
+    provider.add_span_processor(BatchSpanProcessor(exporter))
+    where = urlsplit(exporter._endpoint).netloc.rpartition("@")[2]  # never the credentials
 
     async def shutdown() -> None:
-        def flush_and_stop() -> None:
-            provider.force_flush(SHUTDOWN_MILLIS)
-            provider.shutdown()
+        done = threading.Event()
 
-        # The exporter's HTTP calls block: they run off the event loop.
-        await asyncio.to_thread(flush_and_stop)
+        def flush_and_stop() -> None:
+            try:
+                provider.force_flush()  # it blocks until sent or given up (no timeout of its own)
+                provider.shutdown()
+            finally:
+                done.set()
+
+        # A daemon thread: a collector that does not answer cannot hold the process.
+        threading.Thread(target=flush_and_stop, name="reactbot-traces-exit", daemon=True).start()
+        if not await asyncio.to_thread(done.wait, shutdown_seconds):
+            log.warning(
+                "traces: the collector at %s did not take the last spans within %g s; "
+                "they are dropped",
+                where,
+                shutdown_seconds,
+            )
+            exporter.shutdown()  # ends the exporter's retries at once
 
     return provider.get_tracer("reactbot"), shutdown

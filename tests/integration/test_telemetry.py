@@ -9,9 +9,12 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import logging
+import socket
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -367,3 +370,23 @@ def test_configured_without_the_sdk_says_so_in_one_line_and_answers() -> None:
     assert status == "answered []"
     assert note.startswith("Tracing is off: ")
     assert "pip install 'reactbot[otel]'" in note
+
+
+async def test_exit_waits_a_bounded_time_for_a_collector_that_is_down(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    tracer, shutdown = start_tracing(
+        traces_endpoint(f"http://user:hunter22@127.0.0.1:{port}"), shutdown_seconds=0.5
+    )
+    final = await agent_with(tracer, capture=False, tool_timeout=0.05).start("Go.").wait()
+    assert final.trace.status == "answered"  # tracing never changes how a run ends
+    started = time.monotonic()
+    with caplog.at_level(logging.WARNING, logger="bot.telemetry"):
+        await shutdown()
+    assert time.monotonic() - started < 2.0
+    (said,) = [r.getMessage() for r in caplog.records if r.name == "bot.telemetry"]
+    assert f"the collector at 127.0.0.1:{port} did not take the last spans within 0.5 s" in said
+    assert "hunter22" not in caplog.text
