@@ -64,6 +64,10 @@ SERVICE_NAME = "reactbot"
 TRACES_PATH = "/v1/traces"
 CONTENT_LIMIT = 8000
 """Characters of one captured text (a thought, an input, an observation, the answer)."""
+NAME_LIMIT = 128
+"""Characters of a name or id in a span name or attribute (a tool name is the model's word)."""
+STATUS_LIMIT = 500
+"""Characters of a span's status description."""
 SHUTDOWN_SECONDS = 3.0
 """How long exit may wait for the last spans to reach the collector."""
 
@@ -113,9 +117,24 @@ class Capture:
     def text(self, text: str) -> str:
         # Redact the whole text, then cut: a cut first could leave part of a secret.
         text = self.redact(text)
-        if len(text) <= self.limit:
-            return text
-        return text[: self.limit] + f"… [{len(text) - self.limit:,}+ more characters]"
+        if len(text) > self.limit:
+            text = text[: self.limit] + f"… [{len(text) - self.limit:,} more characters]"
+        return encodable(text)
+
+
+def encodable(text: str) -> str:
+    """``text`` as protobuf can send it: a lone surrogate (``json.loads('"\\ud800"')``) would
+    make the exporter drop the whole batch, every run's spans in it."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "replace").decode("utf-8")
+    return text
+
+
+def bounded(text: str, limit: int = NAME_LIMIT) -> str:
+    """A name, id or message from outside, safe for a span name or attribute."""
+    return encodable(text if len(text) <= limit else text[:limit] + "…")
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,7 +177,7 @@ class RunSpans:
         self.capture = telemetry.capture
         self.shared: dict[str, Any] = {PROVIDER: telemetry.provider.name}
         if trace.conversation:
-            self.shared[CONVERSATION] = trace.conversation
+            self.shared[CONVERSATION] = bounded(trace.conversation)
         attributes: dict[str, Any] = {
             OPERATION: "invoke_agent",
             AGENT: AGENT_NAME,
@@ -178,6 +197,7 @@ class RunSpans:
 
     def model_call(self, step: int, model: str) -> ChatSpan:
         self._finish_chat()
+        model = bounded(model)
         provider = self.telemetry.provider
         attributes: dict[str, Any] = {
             OPERATION: "chat",
@@ -199,9 +219,10 @@ class RunSpans:
 
     def tool_call(self, step: int, call_id: str | None, name: str, input: str) -> ToolSpan:
         self._finish_chat()
+        name = bounded(name)  # the model's word: any length, any text
         attributes: dict[str, Any] = {OPERATION: "execute_tool", TOOL_NAME: name, **self.shared}
         if call_id:
-            attributes[TOOL_CALL_ID] = call_id
+            attributes[TOOL_CALL_ID] = bounded(call_id)
         if self.capture is not None:
             attributes[TOOL_ARGUMENTS] = self.capture.text(input)
         span = self.telemetry.tracer.start_span(
@@ -216,7 +237,7 @@ class RunSpans:
         self._finish_chat()
         trace, span = final.trace, self.span
         if trace.models:
-            span.set_attribute(REQUEST_MODEL, trace.models[0])
+            span.set_attribute(REQUEST_MODEL, bounded(trace.models[0]))
         if any(step.tokens is not None for step in trace.steps):  # the model reported usage
             span.set_attribute(INPUT_TOKENS, trace.prompt_tokens)
             span.set_attribute(OUTPUT_TOKENS, trace.completion_tokens)
@@ -224,7 +245,7 @@ class RunSpans:
         span.set_attribute(RUN_STEPS, trace.step_count)
         if isinstance(final, Failed):
             span.set_attribute(ERROR_TYPE, final.kind)
-            span.set_status(Status(StatusCode.ERROR, final.reason))
+            span.set_status(Status(StatusCode.ERROR, bounded(final.reason, STATUS_LIMIT)))
         elif isinstance(final, Cancelled):
             span.set_attribute(CANCELLED, True)
         elif self.capture is not None:
@@ -272,14 +293,14 @@ class ChatSpan:
             if self.usage.cached_tokens:
                 span.set_attribute(CACHE_READ_TOKENS, self.usage.cached_tokens)
         if self.finishes:
-            span.set_attribute(FINISH_REASONS, self.finishes)
+            span.set_attribute(FINISH_REASONS, [bounded(f) for f in self.finishes[-8:]])
         if isinstance(error, asyncio.CancelledError):
             span.set_attribute(CANCELLED, True)
         elif error is not None:
             self.failed = True
             kind = type(error)
             span.set_attribute(ERROR_TYPE, f"{kind.__module__}.{kind.__qualname__}")
-            span.set_status(Status(StatusCode.ERROR, str(error)[:500]))
+            span.set_status(Status(StatusCode.ERROR, bounded(str(error), STATUS_LIMIT)))
         self.ended_ns = time.time_ns()
         if self.run.capture is None or self.record is None:
             span.end(self.ended_ns)

@@ -92,6 +92,8 @@ def flatten(request: ExportTraceServiceRequest) -> list[ReceivedSpan]:
 class FakeOTLP:
     def __init__(self) -> None:
         self.requests: list[ExportTraceServiceRequest] = []
+        self.headers: list[dict[str, str]] = []
+        """The headers of each accepted request (authorization, as a backend checks it)."""
         self.refused: list[int] = []
         self._runner: web.AppRunner | None = None
         self._port = 0
@@ -122,6 +124,7 @@ class FakeOTLP:
         except (OSError, DecodeError) as exc:
             return self._refuse(400, f"cannot decode the request: {exc}")
         self.requests.append(message)
+        self.headers.append(dict(request.headers))
         return web.Response(
             body=ExportTraceServiceResponse().SerializeToString(), content_type=PROTOBUF
         )

@@ -146,6 +146,25 @@ async def test_a_demo_run_is_one_trace_of_genai_spans_flushed_before_ask_returns
     assert otlp.refused == []
 
 
+async def test_the_standard_variables_for_headers_and_service_name_work(
+    otlp: FakeOTLP, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As Langfuse asks for it: Basic auth, a space in the value, two headers.
+    monkeypatch.setenv(
+        "OTEL_EXPORTER_OTLP_HEADERS",
+        "Authorization=Basic cGstbGYtMTpzay1sZi0y,x-langfuse-ingestion-version=4",
+    )
+    monkeypatch.setenv("OTEL_SERVICE_NAME", "reactbot-staging")
+    code, out = await ask(["What is 2+2?"], {"OTEL_EXPORTER_OTLP_ENDPOINT": otlp.endpoint})
+    assert code == 0, out
+    assert otlp.headers
+    for headers in otlp.headers:
+        assert headers["Authorization"] == "Basic cGstbGYtMTpzay1sZi0y"
+        assert headers["x-langfuse-ingestion-version"] == "4"
+        assert headers["Content-Type"] == "application/x-protobuf"
+    assert run_span(otlp).resource["service.name"] == "reactbot-staging"
+
+
 async def test_tool_calls_and_usage_through_openai_with_content_captured(
     otlp: FakeOTLP, fake: FakeOpenAI, tmp_path: Path
 ) -> None:
@@ -256,7 +275,7 @@ def agent_with(tracer: Any, *, capture: bool, tool_timeout: float = 5.0) -> Agen
         return "never"
 
     async def huge(arg: str) -> str:
-        return f"{SECRET} " + "x" * 100_000
+        return f"{SECRET} \ud800 " + "x" * 100_000  # a lone surrogate: JSON lets one in
 
     tools.add(FunctionTool("slow", slow, "Takes its time.", "slow[x]"))
     tools.add(FunctionTool("huge", huge, "Says a lot.", "huge[x]"))
@@ -288,7 +307,7 @@ async def test_a_tool_timeout_is_an_error_and_captured_text_is_bounded(otlp: Fak
     huge = only(otlp.named("execute_tool huge"))
     assert huge.status_code == UNSET
     result = huge.attributes["gen_ai.tool.call.result"]
-    assert result.startswith("[secret] xxx") and SECRET not in result
+    assert result.startswith("[secret] ? xxx") and SECRET not in result
     assert CONTENT_LIMIT < len(result) < CONTENT_LIMIT + 40
     assert result.endswith("more characters]")
     assert_one_trace_under(run_span(otlp), otlp.spans)
