@@ -37,6 +37,7 @@ from core.scripted import ScriptedModel, Turn
 from core.tools import FunctionTool, ToolRegistry
 from tests.fakes.openai_server import FakeOpenAI, FakeToolCall, FakeUsage
 from tests.fakes.otlp_server import FakeOTLP, ReceivedSpan
+from tests.fakes.slack_server import FakeSlack
 
 ROOT = Path(__file__).resolve().parents[2]
 INTERNAL, CLIENT = 1, 3
@@ -409,3 +410,43 @@ async def test_exit_waits_a_bounded_time_for_a_collector_that_is_down(
     (said,) = [r.getMessage() for r in caplog.records if r.name == "bot.telemetry"]
     assert f"the collector at 127.0.0.1:{port} did not take the last spans within 0.5 s" in said
     assert "hunter22" not in caplog.text
+
+
+async def test_serve_sends_a_slack_runs_spans_when_it_stops(tmp_path: Path, otlp: FakeOTLP) -> None:
+    """``reactbot serve`` in its own process: a question asked in Slack becomes a trace, and
+    the spans still queued when SIGTERM comes (batches are due only every minute here) are sent
+    before the process exits."""
+    from tests.integration.test_hostile_serve import (
+        SIGNING_SECRET,
+        ask_form,
+        serving,
+        slack_post,
+    )
+    from tests.integration.test_serve import free_port, wait_for_http
+    from tests.integration.test_slack_app import eventually
+
+    port = free_port()
+    async with FakeSlack(token="xoxb-serve") as fake:
+        fake.channel_members["C1GENERAL"] = ["U1ADA"]
+        config = (
+            f"slack:\n  mode: http\n  port: {port}\n  api_base_url: {fake.base_url}\n"
+            "  update_interval: 0.25\n  cooldown_seconds: 0\n"
+        )
+        env = {
+            "SLACK_BOT_TOKEN": "xoxb-serve",
+            "SLACK_SIGNING_SECRET": SIGNING_SECRET,
+            "OTEL_EXPORTER_OTLP_ENDPOINT": otlp.endpoint,
+            "OTEL_BSP_SCHEDULE_DELAY": "60000",
+        }
+        async with serving(tmp_path, config, env, "slack"):
+            await wait_for_http(f"http://127.0.0.1:{port}/healthz")
+            await slack_post(
+                f"http://127.0.0.1:{port}/slack/events", ask_form(fake, "What is 6*7?", 1)
+            )
+            await eventually(lambda: bool(fake.uploads), within=60)  # the trace, in the thread
+            assert otlp.spans == []  # still queued in the bot
+    root = run_span(otlp)
+    assert root.attributes["reactbot.run.status"] == "answered"
+    assert root.attributes["gen_ai.conversation.id"]
+    assert_one_trace_under(root, otlp.spans)
+    assert otlp.named("execute_tool calculate")
