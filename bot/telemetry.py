@@ -103,8 +103,14 @@ RUN_ID = "reactbot.run.id"
 RUN_STATUS = "reactbot.run.status"
 RUN_STEPS = "reactbot.run.steps"
 
-_FINISH = {"stop": "stop", "length": "length", "content_filter": "content_filter"}
-"""Provider finish reasons as the output-messages schema names them (others: ``tool_call``)."""
+_FINISH = {
+    "stop": "stop",
+    "length": "length",
+    "content_filter": "content_filter",
+    "tool_calls": "tool_call",
+    "function_call": "tool_call",
+}
+"""OpenAI's finish reasons as the output-messages schema names them (others pass as they are)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,8 +156,10 @@ class Provider:
         if base_url is None:
             return cls(OPENAI_PROVIDER, server=OPENAI_SERVER)
         parts = urlsplit(base_url)
+        if not parts.hostname:
+            return cls(OPENAI_PROVIDER)
         port = parts.port or (443 if parts.scheme == "https" else 80)
-        return cls(OPENAI_PROVIDER, server=(parts.hostname or "", port))
+        return cls(OPENAI_PROVIDER, server=(parts.hostname, port))
 
 
 class Telemetry:
@@ -321,7 +329,7 @@ class ChatSpan:
                 finish = self.finishes[-1] if self.finishes else "stop"
                 self.span.set_attribute(
                     OUTPUT_MESSAGES,
-                    _messages("assistant", parts, finish=_FINISH.get(finish, "tool_call")),
+                    _messages("assistant", parts, finish=_FINISH.get(finish) or bounded(finish)),
                 )
         self.span.end(self.ended_ns)
 

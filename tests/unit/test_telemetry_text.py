@@ -11,7 +11,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from bot.logs import REDACTED, RedactSecrets
-from bot.telemetry import NAME_LIMIT, Capture, _messages, bounded, encodable
+from bot.telemetry import NAME_LIMIT, Capture, Provider, _messages, bounded, encodable
 
 ANY_TEXT = st.text(st.characters(exclude_categories=()), max_size=3000)
 """Every code point, lone surrogates included (Hypothesis leaves them out by default)."""
@@ -70,3 +70,13 @@ def test_messages_are_json_in_the_conventions_shape(parts: list[str]) -> None:
     (message,) = json.loads(text)
     assert message["role"] == "assistant"
     assert [p["content"] for p in message["parts"]] == [safe.text(p) for p in parts]
+
+
+def test_the_server_of_an_openai_compatible_endpoint() -> None:
+    assert Provider.openai_compatible(None).server == ("api.openai.com", 443)
+    local = Provider.openai_compatible("http://localhost:11434/v1")
+    assert (local.name, local.server, local.in_process) == ("openai", ("localhost", 11434), False)
+    assert Provider.openai_compatible("https://api.deepseek.com").server == (
+        "api.deepseek.com",
+        443,
+    )
