@@ -182,7 +182,7 @@ async def test_tool_calls_and_usage_through_openai_with_content_captured(
         tool_calls=[FakeToolCall("calculate", SIX_BY_SEVEN, argument_chunk_size=4)],
         usage=FakeUsage(30, 7, cached_tokens=10),
     )
-    fake.reply("6*7 = 42.", usage=FakeUsage(50, 4))
+    fake.reply("6*7 = 42.", reasoning=["The tool said ", "42."], usage=FakeUsage(50, 4))
     env = {"OPENAI_API_KEY": SECRET, "OPENAI_BASE_URL": fake.base_url, "REACTBOT_MODEL": "m-1"}
     question = f"What is 6*7? (my key is {SECRET})"
     code, out = await ask(["--mode", "tools", question], env, config=config)
@@ -222,6 +222,12 @@ async def test_tool_calls_and_usage_through_openai_with_content_captured(
     (thought,) = json.loads(first.attributes["gen_ai.output.messages"])
     assert thought["parts"] == [{"type": "text", "content": "I will use the calculator."}]
     assert thought["finish_reason"] == "tool_call"
+    (answer,) = json.loads(second.attributes["gen_ai.output.messages"])
+    assert answer["parts"] == [
+        {"type": "reasoning", "content": "The tool said 42."},
+        {"type": "text", "content": "6*7 = 42."},
+    ]
+    assert answer["finish_reason"] == "stop"
 
     tool = only(otlp.named("execute_tool calculate"))
     assert tool.attributes["gen_ai.tool.call.id"] == "call_0"
