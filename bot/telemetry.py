@@ -29,6 +29,10 @@ every configured secret replaced. A chat span's output (its thought) is complete
 agent has read the reply, so with content captured that span is ended, with its own end time,
 at the run's next call or at its end.
 
+Names, ids and status descriptions from outside (a tool name is the model's word) are cut to
+``NAME_LIMIT`` / ``STATUS_LIMIT`` characters, and every text sent is made encodable: one lone
+surrogate would make the exporter drop a whole batch, other runs' spans with it.
+
 Children name their parent explicitly (the run span's context), never through contextvars:
 probes are called from the run's task and from the tasks of parallel tool calls.
 """
