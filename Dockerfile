@@ -5,7 +5,8 @@ COPY pyproject.toml README.md ./
 COPY core ./core
 COPY adapters ./adapters
 COPY bot ./bot
-RUN python -m venv /venv && /venv/bin/pip install --no-cache-dir .
+# The otel extra: traces go out when OTEL_EXPORTER_OTLP_ENDPOINT is set (off otherwise).
+RUN python -m venv /venv && /venv/bin/pip install --no-cache-dir ".[otel]"
 
 FROM python:3.11-slim
 RUN useradd --create-home --uid 10001 reactbot

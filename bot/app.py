@@ -32,6 +32,7 @@ from core.demo import DemoModel
 from core.history import HistoryStore, InMemoryHistoryStore
 from core.llm import ChatModel
 from core.memory import HistoryCompactor
+from core.observe import RunObserver
 from core.stores import (
     ChannelSettings,
     ConversationLocks,
@@ -125,6 +126,7 @@ class App:
     def create(cls, config: Config, *, demo_delay: float = 0.0) -> App:
         closers: list[Callable[[], Awaitable[None]]] = []
         notes: list[str] = []
+        observers = _build_telemetry(config, notes, closers)  # first: it closes last
         model = _build_model(config, notes, closers, demo_delay)
         stores = _build_stores(config, closers)
         tools = _build_tools(config, notes, closers, redis_client=stores.redis_client)
@@ -141,6 +143,7 @@ class App:
             memory_health=stores.health,
             approve=broker,
             allowances=stores.allowances,
+            observers=observers,
             answer_model=_build_answer_model(config, closers),
             compactor=_build_compactor(config, model),
             settings=AgentSettings(
@@ -200,6 +203,37 @@ class App:
                 await close()
             except Exception:  # closing must go on for the others
                 log.exception("error while shutting down")
+
+
+def _build_telemetry(
+    config: Config, notes: list[str], closers: list[Callable[[], Awaitable[None]]]
+) -> list[RunObserver]:
+    """OpenTelemetry, when an OTLP endpoint is configured: the SDK loads only then."""
+    endpoint = config.telemetry.otlp_endpoint
+    if endpoint is None:
+        return []
+    try:
+        from bot import telemetry
+    except ImportError as exc:
+        if not (exc.name or "").startswith("opentelemetry"):
+            raise
+        notes.append(
+            "Tracing is off: telemetry.otlp_endpoint (or OTEL_EXPORTER_OTLP_ENDPOINT) is set "
+            "but the OpenTelemetry SDK is not installed; pip install 'reactbot[otel]'."
+        )
+        return []
+    from bot.logs import RedactSecrets, secret_values
+
+    tracer, shutdown = telemetry.start_tracing(telemetry.traces_endpoint(endpoint))
+    closers.append(shutdown)
+    if config.model_configured:
+        provider = telemetry.Provider.openai_compatible(config.model.base_url)
+    else:
+        provider = telemetry.Provider(telemetry.DEMO_PROVIDER, in_process=True)
+    capture = None
+    if config.telemetry.capture_content:
+        capture = telemetry.Capture(RedactSecrets(secret_values(config)).redact)
+    return [telemetry.Telemetry(tracer, provider, capture=capture)]
 
 
 def _build_model(

@@ -57,6 +57,7 @@ __all__ = [
     "SearchConfig",
     "Secrets",
     "SlackConfig",
+    "TelemetryConfig",
     "ToolsConfig",
     "load_config",
     "resolve_config_path",
@@ -69,6 +70,7 @@ ENV_OVERRIDES: Mapping[str, tuple[str, ...]] = {
     "REACTBOT_MODEL": ("model", "name"),
     "OPENAI_BASE_URL": ("model", "base_url"),
     "REDIS_URL": ("redis", "url"),
+    "OTEL_EXPORTER_OTLP_ENDPOINT": ("telemetry", "otlp_endpoint"),
 }
 
 # Secrets: ``Secrets`` field -> environment variable. They are never read from the file.
@@ -367,6 +369,16 @@ class SlackConfig(_Section):
     _http_url = field_validator("api_base_url")(_check_http_url)
 
 
+class TelemetryConfig(_Section):
+    otlp_endpoint: str | None = None
+    """OpenTelemetry traces go to this OTLP/HTTP base URL (``{it}/v1/traces``), as with
+    ``OTEL_EXPORTER_OTLP_ENDPOINT``; unset, nothing is traced and the SDK is not loaded."""
+    capture_content: bool = False
+    """Also put the question, thoughts, tool inputs, observations and the answer in spans."""
+
+    _http_url = field_validator("otlp_endpoint")(_check_http_url)
+
+
 class Secrets(_Section):
     """Credentials, from the environment only; each is ``None`` when unset or empty."""
 
@@ -448,6 +460,7 @@ class Config(_Section):
     budgets: BudgetsConfig = BudgetsConfig()
     models: dict[str, CatalogueModel] = Field(default_factory=dict)
     """The model catalogue: names a channel (``/reactbot model``) or a question may pick."""
+    telemetry: TelemetryConfig = TelemetryConfig()
     log_level: LogLevel = "INFO"
     secrets: Secrets = Secrets()
 
