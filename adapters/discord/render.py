@@ -16,12 +16,15 @@ import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 from urllib.parse import quote
 
 from adapters.live import RunView, StepView, Verbosity, approval_words
 from core.events import ApprovalRequested
 from core.trace import Trace, TraceStep, source_domain
+
+if TYPE_CHECKING:
+    from adapters.discord.layout import Card
 
 CONTENT_LIMIT = 2000
 COMPACT_LIMIT = 1000
@@ -80,6 +83,8 @@ class DiscordPayload:
     thread_name: str = field(default="", compare=False)
     approval: PendingButtons | None = None
     """Show Approve / Edit / Deny (/ Allow in this conversation) beside Stop."""
+    card: Card | None = None
+    """The ``components`` layout: the message is this Container (and ``content`` is empty)."""
 
 
 # ---- text helpers -------------------------------------------------------------------------
@@ -556,7 +561,11 @@ def _raw_if_bad(step: TraceStep) -> str | None:
     return step.raw if step.kind == "format_error" and step.raw else None
 
 
-def totals_post(trace: Trace) -> DiscordPayload:
+def totals_post(
+    trace: Trace, *, sources: Callable[[Sequence[str]], str] | None = None
+) -> DiscordPayload:
+    """The run's totals and its ``.json``; ``sources`` writes the Sources line (by default
+    ``sources_line``, the hosts as links)."""
     mark = {"answered": "✅", "cancelled": "⏹️", "failed": "❌"}.get(trace.status, "⚠️")
     lines = [
         f"**Totals** {mark} {trace.status.replace('_', ' ')} · {_plural(trace.step_count, 'step')}"
@@ -568,7 +577,7 @@ def totals_post(trace: Trace) -> DiscordPayload:
     if trace.reason and not trace.stopped_by:
         lines.append("Reason: " + one_line(sanitize(trace.reason), 400))
     if trace.sources:
-        lines.append("-# " + sources_line(trace.sources))
+        lines.append("-# " + (sources or sources_line)(trace.sources))
     data = trace.to_json(indent=2).encode()
     return DiscordPayload("\n".join(lines), (FileSpec(f"trace-{trace.id}.json", data),))
 
@@ -594,6 +603,15 @@ def trace_posts(
         posts.append(DiscordPayload(note, (FileSpec("answer-continued.md", rest.encode()),)))
     if not steps:
         return posts
+    posts += question_posts(trace)
+    for step in trace.steps:
+        posts += step_posts(step)
+    posts.append(totals_post(trace))
+    return posts
+
+
+def question_posts(trace: Trace) -> list[DiscordPayload]:
+    """The question that opens the thread (attached whole when long), and who asked."""
     files: tuple[FileSpec, ...] = ()
     asked = trace.question
     if len(asked) > THOUGHT_POST_LIMIT:
@@ -604,11 +622,7 @@ def trace_posts(
         question += f"\n-# asked by {one_line(sanitize(trace.user), 100)}"
     asked_posts = [DiscordPayload(p) for p in split_text(question)]
     asked_posts[-1] = DiscordPayload(asked_posts[-1].content, files)
-    posts += asked_posts
-    for step in trace.steps:
-        posts += step_posts(step)
-    posts.append(totals_post(trace))
-    return posts
+    return asked_posts
 
 
 # ---- the Renderer -------------------------------------------------------------------------

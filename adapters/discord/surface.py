@@ -179,7 +179,23 @@ def through_bot_token(message: discord.PartialMessage) -> discord.PartialMessage
     return partial
 
 
-async def send_post(target: Sendable, content: str, files: Sequence[FileSpec]) -> None:
+async def send_post(
+    target: Sendable,
+    content: str,
+    files: Sequence[FileSpec],
+    *,
+    view: discord.ui.LayoutView | None = None,
+) -> None:
+    """A message in the thread: ``content``, or (``view``) a Components V2 card, which
+    carries no content (Discord refuses both: 50035)."""
+    if view is not None:
+        await target.send(
+            view=view,
+            files=to_files(files),
+            allowed_mentions=NO_MENTIONS,
+            suppress_embeds=True,
+        )
+        return
     await target.send(
         content=content,
         files=to_files(files),
@@ -211,6 +227,7 @@ class DiscordSurface:
         pacer: EditPacer | None = None,
         channel_key: str | None = None,
         controls: Callable[[PendingButtons | None], discord.ui.View] | None = None,
+        cards: Callable[[DiscordPayload], discord.ui.LayoutView] | None = None,
     ) -> None:
         self.message: discord.PartialMessage = message  # a Message is a PartialMessage
         self._watch = watch
@@ -218,6 +235,8 @@ class DiscordSurface:
         """Paces the surface's other writes in the channel (the thread, its posts there)."""
         self._controls = controls
         """Builds the message's buttons: Stop, and the decision buttons while one is due."""
+        self._cards = cards
+        """Builds a payload's card (the ``components`` layout) with its buttons."""
         self._shown: PendingButtons | None = None
         self._channel_key = channel_key or str(message.channel.id)
         self._on_bot_token = False
@@ -234,7 +253,10 @@ class DiscordSurface:
 
     async def edit(self, payload: DiscordPayload) -> None:
         kwargs: dict[str, Any] = {"content": payload.content, "allowed_mentions": NO_MENTIONS}
-        if payload.stop_button == "remove":
+        if payload.card is not None:
+            # The message is the card, buttons and all; it never carries content.
+            kwargs = {"view": self._card(payload), "allowed_mentions": NO_MENTIONS}
+        elif payload.stop_button == "remove":
             kwargs["view"] = None
         elif self._controls is not None and payload.approval != self._shown:
             kwargs["view"] = self._controls(payload.approval)
@@ -249,6 +271,11 @@ class DiscordSurface:
             if failure is exc:
                 raise
             raise failure from exc
+
+    def _card(self, payload: DiscordPayload) -> discord.ui.LayoutView:
+        if self._cards is None:
+            raise EditRejected("a card to show, but no card builder")
+        return self._cards(payload)
 
     async def _edit(self, **kwargs: Any) -> None:
         if type(self.message) is discord.Message:
@@ -291,7 +318,8 @@ class DiscordSurface:
         for number, post in enumerate(posts, 1):
             try:
                 async with self._in_channel(target):
-                    await send_post(target, post.content, post.files)
+                    view = self._card(post) if post.card is not None else None
+                    await send_post(target, post.content, post.files, view=view)
             except discord.HTTPException as exc:
                 if exc.status not in PAYLOAD_REFUSED:
                     raise

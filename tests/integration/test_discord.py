@@ -109,6 +109,7 @@ async def running(
         tick=INTERVAL,
         guild_ready_timeout=0.05,
         cooldown_seconds=0,
+        layout="text",  # the components layout: test_discord_components.py
     )
     harness_lives: list[Live] = []
     services = Services(
