@@ -94,15 +94,20 @@ def tools() -> ToolRegistry:
 
 @contextlib.asynccontextmanager
 async def running(
-    turns: list[Turn | str], *, fake: FakeDiscord | None = None, **settings: object
+    turns: list[Turn | str],
+    *,
+    fake: FakeDiscord | None = None,
+    registry: ToolRegistry | None = None,
+    **settings: object,
 ) -> AsyncIterator[Harness]:
-    """The bot against ``fake`` (a default FakeDiscord unless given, not yet started)."""
+    """The bot against ``fake`` (a default FakeDiscord unless given, not yet started), with
+    ``registry``'s tools (else the calculator)."""
     fake = fake or FakeDiscord()
     fake.add_channel(CHANNEL_ID)
     await fake.start()
     model = ScriptedModel(list(turns))
     history, traces = InMemoryHistoryStore(), InMemoryTraceStore()
-    agent = Agent(model, tools(), history=history, traces=traces, locks=InMemoryLocks())
+    agent = Agent(model, registry or tools(), history=history, traces=traces, locks=InMemoryLocks())
     base = DiscordSettings(
         api_base_url=fake.api_base_url,
         edit_interval=INTERVAL,
