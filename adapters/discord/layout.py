@@ -252,7 +252,7 @@ def final_card(
     line = hosts_line(cited)
     notes = ["-# (the answer goes on in the thread ↓)"] if rest else []
     if view.verbosity != "answer":
-        notes.append(footer(trace, view, mark, thread=True))
+        notes.append(footer(trace, view, mark, thread=True, model=True))
     if line or notes:
         blocks.append(Rule())
     if line:
@@ -295,7 +295,7 @@ def card_trace_posts(
         return posts
     posts += carded(question_posts(trace), GREY)
     for step in trace.steps:
-        posts += carded(step_posts(step), step_accent(step))
+        posts += carded(step_posts(step, subtext=True), step_accent(step))
     totals = totals_post(trace, sources=lambda urls: hosts_line(urls).removeprefix("-# "))
     posts += carded([totals], STATUS_ACCENTS.get(trace.status, AMBER))
     return posts

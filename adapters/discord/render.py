@@ -390,7 +390,11 @@ def render_brief(view: RunView, now: float, limit: int = CONTENT_LIMIT) -> str:
 # ---- the final message --------------------------------------------------------------------
 
 
-def footer(trace: Trace | None, view: RunView, mark: str, *, thread: bool) -> str:
+def footer(
+    trace: Trace | None, view: RunView, mark: str, *, thread: bool, model: bool = False
+) -> str:
+    """``-# ✅ 3 steps · 6.1 s · 1,240 tokens · text mode · trace in thread ↓`` (with
+    ``model``, the model's name before the mode)."""
     steps = trace.step_count if trace is not None else len(view.steps)
     seconds = trace.seconds if trace is not None and trace.ended_at else view.elapsed()
     parts = [f"{mark} {_plural(steps, 'step')}", f"{seconds:.1f} s"]
@@ -399,6 +403,9 @@ def footer(trace: Trace | None, view: RunView, mark: str, *, thread: bool) -> st
         parts.append(_plural(tokens, "token"))
     if view.memory_unavailable:
         parts.append("⚠️ memory unavailable")
+    names = ", ".join(dict.fromkeys(trace.models)) if trace is not None else view.model
+    if model and names:
+        parts.append(inline_code(names, width=60))
     parts.append(f"{trace.mode if trace is not None else view.mode} mode")
     if thread and trace is not None:
         parts.append("trace in thread ↓")
@@ -509,8 +516,11 @@ def thread_name(question: str) -> str:
 # ---- the trace thread ---------------------------------------------------------------------
 
 
-def step_posts(step: TraceStep, limit: int = CONTENT_LIMIT) -> list[DiscordPayload]:
-    """One step of the trace: header, thought, action, observation (attached when long)."""
+def step_posts(
+    step: TraceStep, limit: int = CONTENT_LIMIT, *, subtext: bool = False
+) -> list[DiscordPayload]:
+    """One step of the trace: header, thought, action, observation (attached when long);
+    with ``subtext``, the step's time and tokens on a ``-#`` line under its header."""
     head = f"**Step {step.index}**"
     if step.kind == "format_error":
         head += " (format error, re-asked)"
@@ -519,7 +529,7 @@ def step_posts(step: TraceStep, limit: int = CONTENT_LIMIT) -> list[DiscordPaylo
     meta = [f"{step.seconds:.2f} s"]
     if step.tokens is not None:
         meta.append(_plural(step.tokens, "token"))
-    lines = [f"{head} · " + " · ".join(meta)]
+    lines = [f"{head}\n-# " + " · ".join(meta) if subtext else f"{head} · " + " · ".join(meta)]
     if step.reasoning.strip():
         lines.append("-# reasoning: " + one_line(sanitize(step.reasoning), 300))
     files: list[FileSpec] = []

@@ -145,7 +145,10 @@ def test_the_finished_card_shows_answer_sources_with_their_button_and_subtext() 
     assert blocks[0] == Text("In 2022 Messi scored twice.")
     assert isinstance(blocks[1], Rule)
     assert blocks[2] == SourcesSection("-# Sources: fifa.com · en.wikipedia.org")
-    assert isinstance(blocks[3], Text) and blocks[3].content.startswith("-# ✅ 2 steps · 6.1 s")
+    assert isinstance(blocks[3], Text)
+    assert blocks[3].content == (
+        "-# ✅ 2 steps · 6.1 s · 620 tokens · `scripted` · text mode · trace in thread ↓"
+    )
     components = check_card(payload)
     section = next(c for c in walk(components) if c["type"] == 9)
     assert section["accessory"]["custom_id"] == "reactbot:sources:r1"
@@ -176,6 +179,8 @@ def test_each_step_in_the_thread_is_a_container_and_the_json_is_a_file_component
     assert all(c is not None for c in cards)
     accents = [c.accent for c in cards]  # type: ignore[union-attr]
     assert accents == [GREY, RED, AMBER, BLUE, GREEN]  # question, steps 1-3, totals
+    step = cards[1].blocks[0]  # type: ignore[union-attr]
+    assert isinstance(step, Text) and step.content.startswith("**Step 1**\n-# 1.00 s · 620 tokens")
     totals = check_card(posts[-1])
     files = [c for c in walk(totals) if c["type"] == 13]
     assert files == [
