@@ -56,6 +56,8 @@ from adapters.discord.render import (
 from adapters.discord.settings import DiscordSettings
 from adapters.discord.surface import (
     NO_MENTIONS,
+    CardBuilder,
+    CardView,
     DiscordSurface,
     RateLimitWatch,
     suppress_embeds,
@@ -416,7 +418,9 @@ class SourcesButton(
             await cog.sources_pressed(interaction, self.run_id)
 
 
-def card_view(run_id: str, asker_id: int, payload: DiscordPayload) -> discord.ui.LayoutView:
+def card_view(
+    run_id: str, asker_id: int, payload: DiscordPayload, *, sets_flag: bool = True
+) -> CardView:
     """A card as discord.py's LayoutView: one Container (its accent colour the phase), a
     TextDisplay or Separator per block, a Section with the Sources button, a File component
     per attachment (a Components V2 message shows only the files it names), and an ActionRow
@@ -448,7 +452,7 @@ def card_view(run_id: str, asker_id: int, payload: DiscordPayload) -> discord.ui
         buttons.append(StopButton(run_id, asker_id))
     if buttons:
         items.append(discord.ui.ActionRow(*buttons))
-    view = discord.ui.LayoutView(timeout=None)
+    view = CardView(sets_flag=sets_flag)
     view.add_item(discord.ui.Container(*items, accent_colour=card.accent))
     return view
 
@@ -851,9 +855,9 @@ class AskCog(commands.Cog):
         return placeholder(question), controls(run.trace.id, asker.user_id, None)
 
     @staticmethod
-    def _cards(run: Run, asker: Asker) -> Callable[[DiscordPayload], discord.ui.LayoutView]:
-        def build(payload: DiscordPayload) -> discord.ui.LayoutView:
-            return card_view(run.trace.id, asker.user_id, payload)
+    def _cards(run: Run, asker: Asker) -> CardBuilder:
+        def build(payload: DiscordPayload, sets_flag: bool) -> CardView:
+            return card_view(run.trace.id, asker.user_id, payload, sets_flag=sets_flag)
 
         return build
 

@@ -141,6 +141,25 @@ def retry_after_of(headers: Any) -> float:
     return 1.0
 
 
+class CardView(discord.ui.LayoutView):
+    """A card's LayoutView. ``sets_flag`` off: an edit of a message that already has the
+    Components V2 flag goes without any ``flags``, so the message keeps that flag and
+    SUPPRESS_EMBEDS. (An edit's ``flags`` replace the message's editable ones, and on the
+    routes that take no flags of ours, an interaction's webhook and a PartialMessage,
+    discord.py would send IS_COMPONENTS_V2 alone: the tools' URLs would unfurl again.)"""
+
+    def __init__(self, *, sets_flag: bool = True) -> None:
+        super().__init__(timeout=None)
+        self.sets_flag = sets_flag
+
+    def has_components_v2(self) -> bool:
+        return self.sets_flag and super().has_components_v2()
+
+
+CardBuilder = Callable[[DiscordPayload, bool], CardView]
+"""A payload's card with its buttons; the bool is ``CardView.sets_flag``."""
+
+
 def to_files(files: Sequence[FileSpec]) -> list[discord.File]:
     return [discord.File(io.BytesIO(f.data), filename=f.name) for f in files]
 
@@ -227,7 +246,7 @@ class DiscordSurface:
         pacer: EditPacer | None = None,
         channel_key: str | None = None,
         controls: Callable[[PendingButtons | None], discord.ui.View] | None = None,
-        cards: Callable[[DiscordPayload], discord.ui.LayoutView] | None = None,
+        cards: CardBuilder | None = None,
     ) -> None:
         self.message: discord.PartialMessage = message  # a Message is a PartialMessage
         self._watch = watch
@@ -242,6 +261,8 @@ class DiscordSurface:
         self._on_bot_token = False
         """Set once an interaction's token died and edits went through the channel route."""
         self._webhook = isinstance(message, discord.InteractionMessage)
+        self._is_card = bool(getattr(message, "flags", None) and message.flags.components_v2)
+        """The message has the Components V2 flag (it never loses it)."""
 
     @property
     def channel_key(self) -> str:
@@ -255,7 +276,8 @@ class DiscordSurface:
         kwargs: dict[str, Any] = {"content": payload.content, "allowed_mentions": NO_MENTIONS}
         if payload.card is not None:
             # The message is the card, buttons and all; it never carries content.
-            kwargs = {"view": self._card(payload), "allowed_mentions": NO_MENTIONS}
+            view = self._card(payload, sets_flag=not self._is_card)
+            kwargs = {"view": view, "allowed_mentions": NO_MENTIONS}
         elif payload.stop_button == "remove":
             kwargs["view"] = None
         elif self._controls is not None and payload.approval != self._shown:
@@ -264,6 +286,7 @@ class DiscordSurface:
             await self._edit(**kwargs)
             if "view" in kwargs:  # only once Discord has them: a failed edit sends them again
                 self._shown = payload.approval
+            self._is_card = self._is_card or payload.card is not None
         except discord.RateLimited as exc:
             raise RateLimited(exc.retry_after) from exc
         except discord.HTTPException as exc:
@@ -272,10 +295,10 @@ class DiscordSurface:
                 raise
             raise failure from exc
 
-    def _card(self, payload: DiscordPayload) -> discord.ui.LayoutView:
+    def _card(self, payload: DiscordPayload, *, sets_flag: bool = True) -> CardView:
         if self._cards is None:
             raise EditRejected("a card to show, but no card builder")
-        return self._cards(payload)
+        return self._cards(payload, sets_flag)
 
     async def _edit(self, **kwargs: Any) -> None:
         if type(self.message) is discord.Message:

@@ -21,9 +21,10 @@ from adapters.discord.layout import AMBER, BLUE, GREEN, GREY
 from core.scripted import Turn
 from core.tools import FunctionTool, ToolRegistry, ToolResult
 from tests.fakes.discord_limits import IS_COMPONENTS_V2, components_text, invalid_form, max_length
-from tests.fakes.discord_server import CHANNEL_ID, Call, FakeDiscord
+from tests.fakes.discord_server import CHANNEL_ID, SUPPRESS_EMBEDS, Call, FakeDiscord
 from tests.integration.test_discord import CALC_THEN_ANSWER, Harness, running, set_verbosity
 from tests.integration.test_discord_approval import DONE, SAVE, bots
+from tests.integration.test_discord_strict import SLOW_ANSWER
 
 SOURCES = (
     "https://en.wikipedia.org/wiki/Tokyo",
@@ -88,15 +89,18 @@ async def finished(h: Harness, count: int = 1) -> None:
     await h.fake.wait_for_calls(is_totals, count, within=10)
 
 
-def assert_all_cards(fake: FakeDiscord) -> None:
-    """Nothing refused; every message write of the run a card without content."""
-    refused = [c for c in fake.calls if c.status >= 400]
+def assert_all_cards(fake: FakeDiscord, *, besides: int | None = None) -> None:
+    """Nothing refused (but a ``besides`` status); every message write a card, no content."""
+    refused = [c for c in fake.calls if c.status >= 400 and c.status != besides]
     assert refused == [], refused
     for call in fake.calls:
         body = body_of(call)
         if call.method in ("POST", "PATCH") and body.get("components"):
             assert "content" not in body or not body["content"], call
-            assert body.get("flags", 0) & IS_COMPONENTS_V2, call
+            # a new card sets the flag; an edit of one may leave the flags as they are
+            flags = body.get("flags")
+            if call.method == "POST" or flags is not None:
+                assert flags & IS_COMPONENTS_V2, call
             assert body["allowed_mentions"]["parse"] == []
 
 
@@ -164,6 +168,10 @@ async def test_slash_ask_turns_the_deferred_response_into_a_card() -> None:
         assert text_of(originals[0]) == "⏳ Starting…" and "content" not in originals[0].json
         assert originals[0].json["flags"] & IS_COMPONENTS_V2
         assert text_of(originals[-1]).startswith("17*23+4 = 395")
+        # the card keeps SUPPRESS_EMBEDS through the webhook's edits (they send no flags)
+        original = h.fake.original_response(payload["token"])
+        assert h.fake.messages[original]["flags"] == IS_COMPONENTS_V2 | SUPPRESS_EMBEDS
+        assert all("flags" not in c.json for c in originals[1:])
         assert_all_cards(h.fake)
 
 
@@ -246,3 +254,23 @@ async def test_stop_from_the_card_ends_it_grey() -> None:
         assert text_of(final).startswith("⏹️ Stopped by ada")
         await asyncio.sleep(0)
         assert_all_cards(b.fake)
+
+
+async def test_a_card_outliving_its_interaction_token_goes_on_with_the_bot_token() -> None:
+    fake = FakeDiscord(interaction_token_ttl=0.5)
+    async with running([SLOW_ANSWER], fake=fake, layout="components") as h:
+        payload = h.fake.interaction_create("ask", {"question": "what is 17*23+4?"})
+        await h.fake.dispatch("INTERACTION_CREATE", payload)
+        await finished(h)
+        webhook = h.fake.calls_to("PATCH", "/messages/@original")
+        assert [c.status for c in webhook if c.status != 200] == [401]  # switched once
+        original = h.fake.original_response(payload["token"])
+        channel_route = [c for c in h.edits(original) if c.path.startswith("/channels/")]
+        # the flags edit keeps the card's flag beside SUPPRESS_EMBEDS (it cannot be removed)
+        assert channel_route[0].json == {"tts": False, "flags": IS_COMPONENTS_V2 | SUPPRESS_EMBEDS}
+        by_bot = [c for c in channel_route if "components" in c.json]
+        assert len(by_bot) >= 2 and by_bot[0].at > webhook[-1].at
+        assert text_of(by_bot[-1]).startswith("It is 395.")
+        assert container(by_bot[-1])["accent_color"] == GREEN
+        assert h.fake.messages[original]["flags"] == IS_COMPONENTS_V2 | SUPPRESS_EMBEDS
+        assert_all_cards(h.fake, besides=401)
