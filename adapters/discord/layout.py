@@ -30,7 +30,6 @@ from urllib.parse import quote
 from adapters.discord.render import (
     MAX_FILES,
     DiscordPayload,
-    FileSpec,
     PendingButtons,
     approval_block,
     current_step_block,
@@ -200,9 +199,7 @@ def live_card(view: RunView, now: float) -> Card:
 # ---- the finished card --------------------------------------------------------------------
 
 
-def card_answer_parts(
-    view: RunView, *, trace: Trace | None = None, limit: int = ANSWER_LIMIT
-) -> tuple[str, list[str]]:
+def card_answer_parts(view: RunView, *, limit: int = ANSWER_LIMIT) -> tuple[str, list[str]]:
     """The answer's part that the card shows, and the rest for the thread."""
     body, _ = final_body(view)
     parts = split_text(body, limit)
@@ -246,7 +243,7 @@ def final_card(
 ) -> Card:
     _, mark = final_body(view)
     trace = trace or view.trace
-    shown, rest = card_answer_parts(view, trace=trace, limit=limit)
+    shown, rest = card_answer_parts(view, limit=limit)
     blocks: list[Block] = [Text(shown)]
     cited = trace.cited if trace is not None and view.phase == "answered" and sources else ()
     line = hosts_line(cited)
@@ -390,11 +387,11 @@ def card_overflow(trace: Trace, verbosity: Verbosity = "full") -> list[str]:
         max_steps=max(0, trace.step_count - 1),
         verbosity=verbosity,
     )
-    return card_answer_parts(view, trace=trace)[1]
+    return card_answer_parts(view)[1]
 
 
 def card_placeholder() -> DiscordPayload:
     return DiscordPayload("", stop_button="show", card=Card(BLUE, (Text("⏳ Starting…"),)))
 
 
-__all__ = ["Card", "ComponentsRenderer", "FileSpec", "Rule", "SourcesSection", "Text"]
+__all__ = ["Card", "ComponentsRenderer", "Rule", "SourcesSection", "Text", "card_size"]

@@ -13,7 +13,9 @@ What it refuses, the way Discord does (sources in ``tests/fakes/discord_limits.p
   "code": 0}`` (discord.py's login turns it into ``LoginFailure``);
 - message bodies over Discord's limits (content, embeds, components, files), empty messages and
   thread names outside 1-100 characters: 400 with code 50035 and the nested ``errors`` tree,
-  or 50006 / 30015;
+  or 50006 / 30015; with the IS_COMPONENTS_V2 flag, content or embeds beside it, more than 40
+  components or 4,000 characters of text, and malformed components of types 1, 2, 9, 10, 13,
+  14 and 17 (50035). The flag is kept once set; an edit's ``flags`` replace SUPPRESS_EMBEDS;
 - an interaction callback later than ``interaction_callback_window`` (3 s) after the
   interaction was sent: 404 10062; a second callback: 400 40060; the interaction webhook once
   ``interaction_token_ttl`` (15 min) has passed, or when the token was never acknowledged in
