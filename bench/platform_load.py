@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import statistics
 import sys
 import time
@@ -137,7 +138,8 @@ async def discord_section(options: Options) -> Figures:
             )
             await fake.dispatch("MESSAGE_CREATE", payload)
         totals = await fake.wait_for_calls(
-            lambda c: c.method == "POST" and "**Totals**" in str(c.json.get("content", "")),
+            # the content (text layout) or a Text Display (the default components layout)
+            lambda c: c.method == "POST" and "**Totals**" in json.dumps(c.json),
             options.channels,
             within=120,
         )

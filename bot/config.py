@@ -327,6 +327,7 @@ class DiscordConfig(_Section):
     api_base_url: str | None = None
     edit_interval: float = Field(default=1.2, ge=0.2, le=60)
     verbosity: Literal["full", "compact", "answer"] = "full"
+    layout: Literal["components", "text"] = "components"
     allowed_guilds: tuple[int, ...] = ()
     allowed_channels: tuple[int, ...] = ()
     allowed_roles: tuple[int, ...] = ()

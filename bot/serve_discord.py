@@ -23,6 +23,7 @@ def discord_settings(app: App) -> DiscordSettings:
         api_base_url=discord.api_base_url,
         edit_interval=discord.edit_interval,
         verbosity=discord.verbosity,
+        layout=discord.layout,
         allowed_guilds=discord.allowed_guilds,
         allowed_channels=discord.allowed_channels,
         allowed_roles=discord.allowed_roles,

@@ -37,6 +37,15 @@ from adapters.discord.access import (
     refusal,
     restricted,
 )
+from adapters.discord.layout import (
+    Card,
+    ComponentsRenderer,
+    Rule,
+    SourcesSection,
+    Text,
+    card_placeholder,
+    sources_list,
+)
 from adapters.discord.render import (
     DiscordPayload,
     DiscordRenderer,
@@ -49,6 +58,8 @@ from adapters.discord.render import (
 from adapters.discord.settings import DiscordSettings
 from adapters.discord.surface import (
     NO_MENTIONS,
+    CardBuilder,
+    CardView,
     DiscordSurface,
     RateLimitWatch,
     suppress_embeds,
@@ -407,6 +418,82 @@ class PersonaModal(discord.ui.Modal, title="This channel's persona"):
         await self.cog.persona_submitted(interaction, self.key, self.text.value or "")
 
 
+# ---- the components layout ------------------------------------------------------------------
+
+SOURCES_TEMPLATE = r"reactbot:sources:(?P<run>[0-9A-Za-z_-]+)"
+
+
+class SourcesButton(
+    discord.ui.DynamicItem[discord.ui.Button[discord.ui.LayoutView]], template=SOURCES_TEMPLATE
+):
+    """On a finished card: lists the run's cited links to whoever presses it, privately."""
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(
+            discord.ui.Button(
+                label="Sources",
+                style=discord.ButtonStyle.secondary,
+                emoji="🔗",
+                custom_id=f"reactbot:sources:{run_id}",
+            )
+        )
+        self.run_id = run_id
+
+    @classmethod
+    async def from_custom_id(
+        cls,
+        interaction: discord.Interaction,
+        item: discord.ui.Item[Any],
+        match: re.Match[str],
+        /,
+    ) -> SourcesButton:
+        return cls(match["run"])
+
+    async def callback(self, interaction: discord.Interaction) -> None:
+        cog = _cog_of(interaction)
+        if cog is not None:
+            await cog.sources_pressed(interaction, self.run_id)
+
+
+def card_view(
+    run_id: str, asker_id: int, payload: DiscordPayload, *, sets_flag: bool = True
+) -> CardView:
+    """A card as discord.py's LayoutView: one Container (its accent colour the phase), a
+    TextDisplay or Separator per block, a Section with the Sources button, a File component
+    per attachment (a Components V2 message shows only the files it names), and an ActionRow
+    with the decision buttons and Stop."""
+    card = payload.card or Card(None, (Text(payload.content or "…"),))
+    items: list[discord.ui.Item[Any]] = []
+    for block in card.blocks:
+        match block:
+            case Text(content=content):
+                items.append(discord.ui.TextDisplay(content))
+            case Rule(large=large):
+                spacing = (
+                    discord.SeparatorSpacing.large if large else discord.SeparatorSpacing.small
+                )
+                items.append(discord.ui.Separator(spacing=spacing))
+            case SourcesSection(content=content):
+                text = discord.ui.TextDisplay[Any](content)
+                items.append(discord.ui.Section(text, accessory=SourcesButton(run_id)))
+    items += [discord.ui.File(f"attachment://{f.name}") for f in payload.files]
+    buttons: list[discord.ui.Item[Any]] = []
+    pending = payload.approval
+    if pending is not None:
+        for verdict, label, style in _VERDICT_BUTTONS:
+            if verdict == "always" and not pending.remember:
+                continue
+            pressed = Pressed(run_id, pending.step, pending.call, verdict, asker_id)
+            buttons.append(DecisionButton(pressed, label, style))
+    if payload.stop_button != "remove":
+        buttons.append(StopButton(run_id, asker_id))
+    if buttons:
+        items.append(discord.ui.ActionRow(*buttons))
+    view = CardView(sets_flag=sets_flag)
+    view.add_item(discord.ui.Container(*items, accent_colour=card.accent))
+    return view
+
+
 class DecisionModal(discord.ui.Modal):
     """Edit the input (prefilled; JSON for a tool with several arguments), or say why not."""
 
@@ -458,7 +545,9 @@ class AskCog(commands.Cog):
         self.pacer = EditPacer(
             services.settings.edit_interval, channel_window=DISCORD_CHANNEL_WRITES
         )
-        self.renderer = DiscordRenderer()
+        self.renderer: DiscordRenderer | ComponentsRenderer = (
+            ComponentsRenderer() if services.settings.layout == "components" else DiscordRenderer()
+        )
         self._tasks: set[asyncio.Task[None]] = set()
         self._runs: dict[str, Run] = {}
         self._listening = AsyncExitStack()
@@ -466,7 +555,7 @@ class AskCog(commands.Cog):
 
     async def cog_load(self) -> None:
         # Registered for the whole bot: clicks on messages another process posted land here.
-        self.bot.add_dynamic_items(StopButton, DecisionButton)
+        self.bot.add_dynamic_items(StopButton, DecisionButton, SourcesButton)
         await self._listening.enter_async_context(
             self.services.stops.subscribe(self._stop_requested)
         )
@@ -474,7 +563,7 @@ class AskCog(commands.Cog):
             await self.services.broker.start()  # decisions made on other processes reach us
 
     async def cog_unload(self) -> None:
-        self.bot.remove_dynamic_items(StopButton, DecisionButton)
+        self.bot.remove_dynamic_items(StopButton, DecisionButton, SourcesButton)
         await self._listening.aclose()
 
     # ---- mentions and DMs -----------------------------------------------------------------
@@ -500,24 +589,35 @@ class AskCog(commands.Cog):
 
     async def _answer_message(self, message: discord.Message, question: str, asker: Asker) -> None:
         run = await self._start(question, message.channel, message.channel.id, message.author)
-        stop = controls(run.trace.id, asker.user_id, None)
+        first, stop = self._first(run, asker, question)
         try:
-            first = placeholder(question)
             # a write in the channel's bucket like the edits: it leaves the finals their write
             async with self.pacer.slot(str(message.channel.id), priority="first"):
-                reply = await message.reply(
-                    first.content,
-                    view=stop,
-                    mention_author=False,
-                    allowed_mentions=NO_MENTIONS,
-                    suppress_embeds=True,  # URLs from tools are shown, never previewed
-                )
+                if isinstance(stop, discord.ui.LayoutView):  # a card carries no content
+                    reply = await message.reply(
+                        view=stop,
+                        mention_author=False,
+                        allowed_mentions=NO_MENTIONS,
+                        suppress_embeds=True,
+                    )
+                else:
+                    reply = await message.reply(
+                        first.content,
+                        view=stop,
+                        mention_author=False,
+                        allowed_mentions=NO_MENTIONS,
+                        suppress_embeds=True,  # URLs from tools are shown, never previewed
+                    )
         except discord.HTTPException:
             log.exception("could not post the placeholder in channel %s", message.channel.id)
             await run.aclose()
             return
         surface = DiscordSurface(
-            reply, watch=self.watch, pacer=self.pacer, controls=self._controls(run, asker)
+            reply,
+            watch=self.watch,
+            pacer=self.pacer,
+            controls=self._controls(run, asker),
+            cards=self._cards(run, asker),
         )
         await self._follow(run, surface, stop, asker)
 
@@ -570,12 +670,18 @@ class AskCog(commands.Cog):
         run = await self._start(
             question, interaction.channel, interaction.channel_id, interaction.user, model
         )
-        stop = controls(run.trace.id, asker.user_id, None)
+        first, stop = self._first(run, asker, question)
         try:
-            first = placeholder(question)
-            message = await interaction.edit_original_response(
-                content=first.content, view=stop, allowed_mentions=NO_MENTIONS
-            )
+            # A deferred response becomes a card through this edit, not the callback (the
+            # only flag a deferral may carry is EPHEMERAL).
+            if not isinstance(stop, discord.ui.LayoutView):
+                message = await interaction.edit_original_response(
+                    content=first.content, view=stop, allowed_mentions=NO_MENTIONS
+                )
+            else:
+                message = await interaction.edit_original_response(
+                    view=stop, allowed_mentions=NO_MENTIONS
+                )
             if not message.flags.suppress_embeds:  # a bot-token write in the channel's bucket
                 async with self.pacer.slot(str(interaction.channel_id), priority="first"):
                     await suppress_embeds(message)
@@ -589,6 +695,7 @@ class AskCog(commands.Cog):
             pacer=self.pacer,
             channel_key=str(interaction.channel_id),
             controls=self._controls(run, asker),
+            cards=self._cards(run, asker),
         )
         await self._follow(run, surface, stop, asker)
 
@@ -913,6 +1020,38 @@ class AskCog(commands.Cog):
         else:
             await self.services.stops.request(run_id, by=by)
 
+    # ---- the components layout -----------------------------------------------------------
+    def _first(
+        self, run: Run, asker: Asker, question: str
+    ) -> tuple[DiscordPayload, discord.ui.View | discord.ui.LayoutView]:
+        """The placeholder and its view: a card with Stop, or content and a Stop button."""
+        if self.settings.layout == "components":
+            first = card_placeholder()
+            return first, card_view(run.trace.id, asker.user_id, first)
+        return placeholder(question), controls(run.trace.id, asker.user_id, None)
+
+    @staticmethod
+    def _cards(run: Run, asker: Asker) -> CardBuilder:
+        def build(payload: DiscordPayload, sets_flag: bool) -> CardView:
+            return card_view(run.trace.id, asker.user_id, payload, sets_flag=sets_flag)
+
+        return build
+
+    async def sources_pressed(self, interaction: discord.Interaction, run_id: str) -> None:
+        """Anyone may ask; the answer is private, the links written out, nobody pinged."""
+        try:
+            trace = await self.services.traces.get(run_id)
+        except StoreUnavailable:
+            trace = None
+        text = (
+            sources_list(trace.cited)
+            if trace is not None
+            else "I no longer have this run's sources; `/trace` shows the last run here."
+        )
+        await interaction.response.send_message(
+            text, ephemeral=True, allowed_mentions=NO_MENTIONS, suppress_embeds=True
+        )
+
     # ---- approvals -----------------------------------------------------------------------
     @staticmethod
     def _controls(run: Run, asker: Asker) -> Callable[[PendingButtons | None], discord.ui.View]:
@@ -993,7 +1132,11 @@ class AskCog(commands.Cog):
         return is_admin(self.settings, asker_of(interaction.user, interaction.channel, channel_id))
 
     async def _follow(
-        self, run: Run, surface: DiscordSurface, stop: discord.ui.View, asker: Asker
+        self,
+        run: Run,
+        surface: DiscordSurface,
+        stop: discord.ui.View | discord.ui.LayoutView,
+        asker: Asker,
     ) -> None:
         live: Live = LiveMessage(
             surface,

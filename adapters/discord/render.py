@@ -16,12 +16,15 @@ import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 from urllib.parse import quote
 
 from adapters.live import RunView, StepView, Verbosity, approval_words
 from core.events import ApprovalRequested
 from core.trace import Trace, TraceStep, source_domain
+
+if TYPE_CHECKING:
+    from adapters.discord.layout import Card
 
 CONTENT_LIMIT = 2000
 COMPACT_LIMIT = 1000
@@ -80,6 +83,8 @@ class DiscordPayload:
     thread_name: str = field(default="", compare=False)
     approval: PendingButtons | None = None
     """Show Approve / Edit / Deny (/ Allow in this conversation) beside Stop."""
+    card: Card | None = None
+    """The ``components`` layout: the message is this Container (and ``content`` is empty)."""
 
 
 # ---- text helpers -------------------------------------------------------------------------
@@ -386,6 +391,8 @@ def render_brief(view: RunView, now: float, limit: int = CONTENT_LIMIT) -> str:
 
 
 def footer(trace: Trace | None, view: RunView, mark: str, *, thread: bool) -> str:
+    """``-# ✅ 3 steps · 6.1 s · 1,240 tokens · text mode · `gpt-4o` · trace in thread ↓``
+    (the model(s), and "channel persona" when one was in effect)."""
     steps = trace.step_count if trace is not None else len(view.steps)
     seconds = trace.seconds if trace is not None and trace.ended_at else view.elapsed()
     parts = [f"{mark} {_plural(steps, 'step')}", f"{seconds:.1f} s"]
@@ -514,8 +521,11 @@ def thread_name(question: str) -> str:
 # ---- the trace thread ---------------------------------------------------------------------
 
 
-def step_posts(step: TraceStep, limit: int = CONTENT_LIMIT) -> list[DiscordPayload]:
-    """One step of the trace: header, thought, action, observation (attached when long)."""
+def step_posts(
+    step: TraceStep, limit: int = CONTENT_LIMIT, *, subtext: bool = False
+) -> list[DiscordPayload]:
+    """One step of the trace: header, thought, action, observation (attached when long);
+    with ``subtext``, the step's time and tokens on a ``-#`` line under its header."""
     head = f"**Step {step.index}**"
     if step.kind == "format_error":
         head += " (format error, re-asked)"
@@ -524,7 +534,7 @@ def step_posts(step: TraceStep, limit: int = CONTENT_LIMIT) -> list[DiscordPaylo
     meta = [f"{step.seconds:.2f} s"]
     if step.tokens is not None:
         meta.append(_plural(step.tokens, "token"))
-    lines = [f"{head} · " + " · ".join(meta)]
+    lines = [f"{head}\n-# " + " · ".join(meta) if subtext else f"{head} · " + " · ".join(meta)]
     if step.reasoning.strip():
         lines.append("-# reasoning: " + one_line(sanitize(step.reasoning), 300))
     files: list[FileSpec] = []
@@ -566,7 +576,11 @@ def _raw_if_bad(step: TraceStep) -> str | None:
     return step.raw if step.kind == "format_error" and step.raw else None
 
 
-def totals_post(trace: Trace) -> DiscordPayload:
+def totals_post(
+    trace: Trace, *, sources: Callable[[Sequence[str]], str] | None = None
+) -> DiscordPayload:
+    """The run's totals and its ``.json``; ``sources`` writes the Sources line (by default
+    ``sources_line``, the hosts as links)."""
     mark = {"answered": "✅", "cancelled": "⏹️", "failed": "❌"}.get(trace.status, "⚠️")
     lines = [
         f"**Totals** {mark} {trace.status.replace('_', ' ')} · {_plural(trace.step_count, 'step')}"
@@ -578,7 +592,7 @@ def totals_post(trace: Trace) -> DiscordPayload:
     if trace.reason and not trace.stopped_by:
         lines.append("Reason: " + one_line(sanitize(trace.reason), 400))
     if trace.sources:
-        lines.append("-# " + sources_line(trace.sources))
+        lines.append("-# " + (sources or sources_line)(trace.sources))
     data = trace.to_json(indent=2).encode()
     return DiscordPayload("\n".join(lines), (FileSpec(f"trace-{trace.id}.json", data),))
 
@@ -604,6 +618,15 @@ def trace_posts(
         posts.append(DiscordPayload(note, (FileSpec("answer-continued.md", rest.encode()),)))
     if not steps:
         return posts
+    posts += question_posts(trace)
+    for step in trace.steps:
+        posts += step_posts(step)
+    posts.append(totals_post(trace))
+    return posts
+
+
+def question_posts(trace: Trace) -> list[DiscordPayload]:
+    """The question that opens the thread (attached whole when long), and who asked."""
     files: tuple[FileSpec, ...] = ()
     asked = trace.question
     if len(asked) > THOUGHT_POST_LIMIT:
@@ -614,11 +637,7 @@ def trace_posts(
         question += f"\n-# asked by {one_line(sanitize(trace.user), 100)}"
     asked_posts = [DiscordPayload(p) for p in split_text(question)]
     asked_posts[-1] = DiscordPayload(asked_posts[-1].content, files)
-    posts += asked_posts
-    for step in trace.steps:
-        posts += step_posts(step)
-    posts.append(totals_post(trace))
-    return posts
+    return asked_posts
 
 
 # ---- the Renderer -------------------------------------------------------------------------

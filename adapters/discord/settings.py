@@ -6,8 +6,11 @@ The adapter must not import ``bot``; ``bot/serve_discord.py`` maps ``DiscordConf
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from adapters.live import Verbosity
+
+Layout = Literal["components", "text"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +36,9 @@ class DiscordSettings:
     """Re-render at least this often while a run works, so the elapsed seconds move."""
     verbosity: Verbosity = "full"
     """How much of a run a channel sees unless an admin set it (``/reactbot verbosity``)."""
+    layout: Layout = "components"
+    """``components``: each message a Components V2 Container (``adapters.discord.layout``);
+    ``text``: plain message content (``adapters.discord.render``)."""
     guild_ready_timeout: float = 2.0
     """How long discord.py waits for more GUILD_CREATEs before it is ready."""
     approvers: str = "asker"

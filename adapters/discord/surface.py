@@ -141,6 +141,25 @@ def retry_after_of(headers: Any) -> float:
     return 1.0
 
 
+class CardView(discord.ui.LayoutView):
+    """A card's LayoutView. ``sets_flag`` off: an edit of a message that already has the
+    Components V2 flag goes without any ``flags``, so the message keeps that flag and
+    SUPPRESS_EMBEDS. (An edit's ``flags`` replace the message's editable ones, and on the
+    routes that take no flags of ours, an interaction's webhook and a PartialMessage,
+    discord.py would send IS_COMPONENTS_V2 alone: the tools' URLs would unfurl again.)"""
+
+    def __init__(self, *, sets_flag: bool = True) -> None:
+        super().__init__(timeout=None)
+        self.sets_flag = sets_flag
+
+    def has_components_v2(self) -> bool:
+        return self.sets_flag and super().has_components_v2()
+
+
+CardBuilder = Callable[[DiscordPayload, bool], CardView]
+"""A payload's card with its buttons; the bool is ``CardView.sets_flag``."""
+
+
 def to_files(files: Sequence[FileSpec]) -> list[discord.File]:
     return [discord.File(io.BytesIO(f.data), filename=f.name) for f in files]
 
@@ -179,7 +198,23 @@ def through_bot_token(message: discord.PartialMessage) -> discord.PartialMessage
     return partial
 
 
-async def send_post(target: Sendable, content: str, files: Sequence[FileSpec]) -> None:
+async def send_post(
+    target: Sendable,
+    content: str,
+    files: Sequence[FileSpec],
+    *,
+    view: discord.ui.LayoutView | None = None,
+) -> None:
+    """A message in the thread: ``content``, or (``view``) a Components V2 card, which
+    carries no content (Discord refuses both: 50035)."""
+    if view is not None:
+        await target.send(
+            view=view,
+            files=to_files(files),
+            allowed_mentions=NO_MENTIONS,
+            suppress_embeds=True,
+        )
+        return
     await target.send(
         content=content,
         files=to_files(files),
@@ -211,6 +246,7 @@ class DiscordSurface:
         pacer: EditPacer | None = None,
         channel_key: str | None = None,
         controls: Callable[[PendingButtons | None], discord.ui.View] | None = None,
+        cards: CardBuilder | None = None,
     ) -> None:
         self.message: discord.PartialMessage = message  # a Message is a PartialMessage
         self._watch = watch
@@ -218,11 +254,15 @@ class DiscordSurface:
         """Paces the surface's other writes in the channel (the thread, its posts there)."""
         self._controls = controls
         """Builds the message's buttons: Stop, and the decision buttons while one is due."""
+        self._cards = cards
+        """Builds a payload's card (the ``components`` layout) with its buttons."""
         self._shown: PendingButtons | None = None
         self._channel_key = channel_key or str(message.channel.id)
         self._on_bot_token = False
         """Set once an interaction's token died and edits went through the channel route."""
         self._webhook = isinstance(message, discord.InteractionMessage)
+        self._is_card = bool(getattr(message, "flags", None) and message.flags.components_v2)
+        """The message has the Components V2 flag (it never loses it)."""
 
     @property
     def channel_key(self) -> str:
@@ -234,7 +274,11 @@ class DiscordSurface:
 
     async def edit(self, payload: DiscordPayload) -> None:
         kwargs: dict[str, Any] = {"content": payload.content, "allowed_mentions": NO_MENTIONS}
-        if payload.stop_button == "remove":
+        if payload.card is not None:
+            # The message is the card, buttons and all; it never carries content.
+            view = self._card(payload, sets_flag=not self._is_card)
+            kwargs = {"view": view, "allowed_mentions": NO_MENTIONS}
+        elif payload.stop_button == "remove":
             kwargs["view"] = None
         elif self._controls is not None and payload.approval != self._shown:
             kwargs["view"] = self._controls(payload.approval)
@@ -242,6 +286,7 @@ class DiscordSurface:
             await self._edit(**kwargs)
             if "view" in kwargs:  # only once Discord has them: a failed edit sends them again
                 self._shown = payload.approval
+            self._is_card = self._is_card or payload.card is not None
         except discord.RateLimited as exc:
             raise RateLimited(exc.retry_after) from exc
         except discord.HTTPException as exc:
@@ -249,6 +294,11 @@ class DiscordSurface:
             if failure is exc:
                 raise
             raise failure from exc
+
+    def _card(self, payload: DiscordPayload, *, sets_flag: bool = True) -> CardView:
+        if self._cards is None:
+            raise EditRejected("a card to show, but no card builder")
+        return self._cards(payload, sets_flag)
 
     async def _edit(self, **kwargs: Any) -> None:
         if type(self.message) is discord.Message:
@@ -291,7 +341,8 @@ class DiscordSurface:
         for number, post in enumerate(posts, 1):
             try:
                 async with self._in_channel(target):
-                    await send_post(target, post.content, post.files)
+                    view = self._card(post) if post.card is not None else None
+                    await send_post(target, post.content, post.files, view=view)
             except discord.HTTPException as exc:
                 if exc.status not in PAYLOAD_REFUSED:
                     raise

@@ -19,6 +19,23 @@ Sources (discord/discord-api-docs, ``developers/``):
 - ``topics/opcodes-and-status-codes.mdx``: 30015 (more than 10 attachments), 50006 (empty
   message), 50035 (invalid form body), 160004 (a thread already exists for the message).
 - ``reference.mdx`` (Error Messages): the nested ``errors`` tree with ``_errors`` lists.
+- Components V2 (``components/reference.mdx``; ``resources/message.mdx`` Create and Edit
+  Message): with the flag ``IS_COMPONENTS_V2`` (1 << 15) a message holds only components:
+  ``content`` or ``embeds`` in the request fail with 400 (the errors tree's code
+  ``MESSAGE_CANNOT_USE_LEGACY_FIELDS_WITH_COMPONENTS_V2``, "The 'content' field cannot be
+  used when using MessageFlags.IS_COMPONENTS_V2", as quoted in public bots' code); a message
+  that had content must reset it to null when an edit sets the flag; the flag can be set by
+  an edit but never removed. At most 40 components counted at every depth, 4,000 characters
+  across its Text Displays. Shapes: a Text Display (10) has its ``content``; a Section (9)
+  one to three Text Displays and an ``accessory`` (a Button or a Thumbnail); a Separator
+  (14) ``spacing`` 1 or 2 and ``divider`` a boolean; a Container (17) ``accent_color`` from
+  0x000000 to 0xFFFFFF (or null) and children among Action Row, Text Display, Section, Media
+  Gallery, Separator and File; a File (13) has its ``file``; a button's
+  custom_id 1-100 characters and unique in the message (``COMPONENT_CUSTOM_ID_DUPLICATED``),
+  its label 80 at most. The codes of
+  the errors for the 40 components and the 4,000 characters are not documented: they are
+  modelled as ``BASE_TYPE_MAX_LENGTH`` at ``components`` (the status and code, 400 50035,
+  are what discord.py and the bot act on).
 
 The exact bodies and messages were checked against bodies quoted in public issues, e.g.
 ``{"message": "Cannot send an empty message", "code": 50006}`` (discord-php/DiscordPHP#797),
@@ -56,6 +73,12 @@ BUTTON_LABEL_LIMIT = 80
 CUSTOM_ID_LIMIT = 100
 THREAD_NAME_LIMIT = 100
 IS_COMPONENTS_V2 = 1 << 15
+V2_COMPONENTS_LIMIT = 40
+V2_TEXT_LIMIT = 4000
+SECTION_TEXTS = (1, 3)
+ACCENT_MAX = 0xFFFFFF
+TOP_LEVEL_V2 = frozenset({1, 9, 10, 12, 13, 14, 17})
+CONTAINER_CHILDREN = frozenset({1, 9, 10, 12, 13, 14})
 MESSAGE_CALLBACKS = (4, 7)  # CHANNEL_MESSAGE_WITH_SOURCE, UPDATE_MESSAGE: they carry a message
 MODAL_CALLBACK = 9
 MODAL_TITLE_LIMIT = 45
@@ -87,6 +110,16 @@ TOO_MANY_ATTACHMENTS = refusal(
     400, 30015, "Maximum number of attachments in a message reached (10)"
 )
 THREAD_EXISTS = refusal(400, 160004, "A thread has already been created for this message")
+
+
+def legacy_field(name: str) -> Json:
+    return {
+        "code": "MESSAGE_CANNOT_USE_LEGACY_FIELDS_WITH_COMPONENTS_V2",
+        "message": f"The '{name}' field cannot be used when using MessageFlags.IS_COMPONENTS_V2",
+    }
+
+
+REQUIRED: Json = {"code": "BASE_TYPE_REQUIRED", "message": "This field is required"}
 
 
 def invalid_form(errors: Json) -> Refusal:
@@ -141,11 +174,13 @@ def message_refusal(
     """A message create (``existing`` None) or edit; ``at`` prefixes error paths (``data``
     for an interaction callback)."""
     errors = FormErrors()
-    content = body.get("content")
-    if isinstance(content, str) and len(content) > CONTENT_LIMIT:
-        errors.add((*at, "content"), max_length(CONTENT_LIMIT))
-    _check_embeds(body.get("embeds") or [], errors, at)
-    if not int(body.get("flags") or 0) & IS_COMPONENTS_V2:
+    if is_v2(body, existing):
+        _check_v2_message(body, existing, errors, at)
+    else:
+        content = body.get("content")
+        if isinstance(content, str) and len(content) > CONTENT_LIMIT:
+            errors.add((*at, "content"), max_length(CONTENT_LIMIT))
+        _check_embeds(body.get("embeds") or [], errors, at)
         _check_legacy_components(body.get("components") or [], errors, at)
     found = errors.refusal()
     if found is not None:
@@ -289,3 +324,154 @@ def _check_legacy_components(rows: Sequence[Json], errors: FormErrors, at: Path)
             custom_id = item.get("custom_id")
             if isinstance(custom_id, str) and not 1 <= len(custom_id) <= CUSTOM_ID_LIMIT:
                 errors.add((*where, str(j), "custom_id"), bad_length(1, CUSTOM_ID_LIMIT))
+
+
+# ---- Components V2 --------------------------------------------------------------------------
+
+
+def is_v2(body: Json, existing: Json | None = None) -> bool:
+    """The request sets the flag, or the message already has it (it can never be removed)."""
+    flags = int(body.get("flags") or 0) | int((existing or {}).get("flags") or 0)
+    return bool(flags & IS_COMPONENTS_V2)
+
+
+def _check_v2_message(body: Json, existing: Json | None, errors: FormErrors, at: Path) -> None:
+    for name in ("content", "embeds"):
+        if name in body:
+            value = body[name]
+            if value not in (None, "", []):
+                errors.add((*at, name), legacy_field(name))
+        elif existing is not None and existing.get(name) not in (None, "", []):
+            errors.add((*at, name), legacy_field(name))  # an upgrade must reset it
+    components = body.get("components")
+    if components is None:
+        return
+    count = _V2Count()
+    for i, component in enumerate(components):
+        _check_v2_component(component, errors, (*at, "components", str(i)), TOP_LEVEL_V2, count)
+    if count.components > V2_COMPONENTS_LIMIT:
+        errors.add((*at, "components"), max_length(V2_COMPONENTS_LIMIT))
+    if count.text > V2_TEXT_LIMIT:
+        errors.add((*at, "components"), max_length(V2_TEXT_LIMIT))
+    duplicates = {c for c in count.custom_ids if count.custom_ids.count(c) > 1}
+    if duplicates:
+        errors.add(
+            (*at, "components"),
+            {
+                "code": "COMPONENT_CUSTOM_ID_DUPLICATED",
+                "message": "Component custom id cannot be duplicated",
+            },
+        )
+
+
+@dataclass(slots=True)
+class _V2Count:
+    components: int = 0
+    text: int = 0
+    custom_ids: list[str] = field(default_factory=list)
+
+
+def _type_error(allowed: frozenset[int]) -> Json:
+    return {
+        "code": "BASE_TYPE_CHOICES",
+        "message": "Value must be one of {" + ", ".join(map(str, sorted(allowed))) + "}.",
+    }
+
+
+def _check_v2_component(
+    item: Any, errors: FormErrors, at: Path, allowed: frozenset[int], count: _V2Count
+) -> None:
+    count.components += 1
+    kind = item.get("type") if isinstance(item, dict) else None
+    if kind not in allowed:
+        errors.add((*at, "type"), _type_error(allowed))
+        return
+    children = item.get("components")
+    match kind:
+        case 10:
+            content = item.get("content")
+            if not isinstance(content, str):
+                errors.add((*at, "content"), REQUIRED)
+            elif not 1 <= len(content) <= V2_TEXT_LIMIT:
+                errors.add((*at, "content"), bad_length(1, V2_TEXT_LIMIT))
+            else:
+                count.text += len(content)
+        case 9:
+            low, high = SECTION_TEXTS
+            if not isinstance(children, list) or not low <= len(children) <= high:
+                errors.add((*at, "components"), bad_length(low, high))
+                children = children if isinstance(children, list) else []
+            for j, child in enumerate(children):
+                where = (*at, "components", str(j))
+                _check_v2_component(child, errors, where, frozenset({10}), count)
+            accessory = item.get("accessory")
+            if not isinstance(accessory, dict):
+                errors.add((*at, "accessory"), REQUIRED)
+            else:
+                _check_v2_component(
+                    accessory, errors, (*at, "accessory"), frozenset({2, 11}), count
+                )
+        case 14:
+            if item.get("spacing", 1) not in (1, 2):
+                errors.add((*at, "spacing"), _type_error(frozenset({1, 2})))
+            if not isinstance(item.get("divider", True), bool):
+                errors.add(
+                    (*at, "divider"),
+                    {"code": "BASE_TYPE_BOOLEAN", "message": "Must be either true or false."},
+                )
+        case 17:
+            accent = item.get("accent_color")
+            if accent is not None and not (isinstance(accent, int) and 0 <= accent <= ACCENT_MAX):
+                errors.add(
+                    (*at, "accent_color"),
+                    {
+                        "code": "NUMBER_TYPE_MAX",
+                        "message": f"int value should be less than or equal to {ACCENT_MAX}.",
+                    },
+                )
+            if not isinstance(children, list) or not children:
+                errors.add((*at, "components"), REQUIRED)
+                children = []
+            for j, child in enumerate(children):
+                where = (*at, "components", str(j))
+                _check_v2_component(child, errors, where, CONTAINER_CHILDREN, count)
+        case 1:
+            if not isinstance(children, list) or not 1 <= len(children) <= ROW_ITEMS_LIMIT:
+                errors.add((*at, "components"), bad_length(1, ROW_ITEMS_LIMIT))
+                children = children if isinstance(children, list) else []
+            for j, child in enumerate(children):
+                where = (*at, "components", str(j))
+                _check_v2_component(child, errors, where, frozenset({2, 3, 5, 6, 7, 8}), count)
+        case 2:
+            _check_button(item, errors, at, count)
+        case 13:
+            media = item.get("file")
+            if not isinstance(media, dict) or not isinstance(media.get("url"), str):
+                errors.add((*at, "file"), REQUIRED)
+
+
+def _check_button(item: Json, errors: FormErrors, at: Path, count: _V2Count) -> None:
+    label = item.get("label")
+    if isinstance(label, str) and len(label) > BUTTON_LABEL_LIMIT:
+        errors.add((*at, "label"), max_length(BUTTON_LABEL_LIMIT))
+    if item.get("style") == 5:  # a link button has a url, no custom_id
+        return
+    custom_id = item.get("custom_id")
+    if not isinstance(custom_id, str) or not 1 <= len(custom_id) <= CUSTOM_ID_LIMIT:
+        errors.add((*at, "custom_id"), bad_length(1, CUSTOM_ID_LIMIT))
+    else:
+        count.custom_ids.append(custom_id)
+
+
+def components_text(components: Sequence[Any]) -> list[str]:
+    """The text of every Text Display in ``components``, at every depth, in order."""
+    found: list[str] = []
+    for item in components:
+        if not isinstance(item, dict):
+            continue
+        if item.get("type") == 10 and isinstance(item.get("content"), str):
+            found.append(item["content"])
+        found += components_text(item.get("components") or [])
+        if isinstance(item.get("accessory"), dict):
+            found += components_text([item["accessory"]])
+    return found

@@ -13,7 +13,9 @@ What it refuses, the way Discord does (sources in ``tests/fakes/discord_limits.p
   "code": 0}`` (discord.py's login turns it into ``LoginFailure``);
 - message bodies over Discord's limits (content, embeds, components, files), empty messages and
   thread names outside 1-100 characters: 400 with code 50035 and the nested ``errors`` tree,
-  or 50006 / 30015;
+  or 50006 / 30015; with the IS_COMPONENTS_V2 flag, content or embeds beside it, more than 40
+  components or 4,000 characters of text, and malformed components of types 1, 2, 9, 10, 13,
+  14 and 17 (50035). The flag is kept once set; an edit's ``flags`` replace SUPPRESS_EMBEDS;
 - an interaction callback later than ``interaction_callback_window`` (3 s) after the
   interaction was sent: 404 10062; a second callback: 400 40060; the interaction webhook once
   ``interaction_token_ttl`` (15 min) has passed, or when the token was never acknowledged in
@@ -62,6 +64,7 @@ from aiohttp import WSMsgType, web
 from tests.fakes.discord_limits import (
     ALREADY_ACKNOWLEDGED,
     INVALID_WEBHOOK_TOKEN,
+    IS_COMPONENTS_V2,
     MISSING_PERMISSIONS,
     THREAD_EXISTS,
     UNAUTHORIZED,
@@ -93,8 +96,8 @@ LOADING = 1 << 7  # message flag of a deferred interaction response ("is thinkin
 SUPPRESS_EMBEDS = 1 << 2
 EDITABLE_FLAGS = SUPPRESS_EMBEDS
 """The flags a message's author may set or clear after creation (resources/message.mdx,
-Edit Message: "only SUPPRESS_EMBEDS can currently be set/unset"; IS_COMPONENTS_V2 is not
-modelled here)."""
+Edit Message: SUPPRESS_EMBEDS can be set and unset; IS_COMPONENTS_V2 only set)."""
+CREATE_FLAGS = SUPPRESS_EMBEDS | IS_COMPONENTS_V2
 
 Json = dict[str, Any]
 
@@ -897,7 +900,7 @@ class FakeDiscord:
                 ]
             case ("POST", ["channels", cid, "messages"]):
                 _check(message_refusal(body, len(files)))
-                flags = int(body.get("flags") or 0) & EDITABLE_FLAGS
+                flags = int(body.get("flags") or 0) & CREATE_FLAGS
                 return self._new_message(int(cid), body, files, flags=flags)
             case ("PATCH", ["channels", _, "messages", mid]):
                 return self._edit_message(self._message_id(mid), body, files)
@@ -909,7 +912,9 @@ class FakeDiscord:
                 return self._callback(iid, token, body, files)
             case ("POST", ["webhooks", _, token]):
                 _check(message_refusal(body, len(files)))
-                return self._new_message(self._interactions[token].channel_id, body, files)
+                flags = int(body.get("flags") or 0) & CREATE_FLAGS
+                channel = self._interactions[token].channel_id
+                return self._new_message(channel, body, files, flags=flags)
             case ("GET", ["webhooks", _, token, "messages", "@original"]):
                 return self.messages[self._original(token)]
             case ("PATCH", ["webhooks", _, token, "messages", "@original"]):
@@ -943,8 +948,11 @@ class FakeDiscord:
         if files:
             data["attachments"] = [_attachment(n) for n in files]
         flags = int(data.get("flags") or 0) & ~LOADING
-        if "flags" in body:  # omitted, the flags stay as they are
-            flags = (flags & ~EDITABLE_FLAGS) | (int(body["flags"] or 0) & EDITABLE_FLAGS)
+        if "flags" in body:  # omitted, the flags stay as they are; V2 is never taken away
+            asked = int(body["flags"] or 0)
+            flags = (flags & ~EDITABLE_FLAGS) | (asked & (EDITABLE_FLAGS | IS_COMPONENTS_V2))
+        if flags & IS_COMPONENTS_V2:  # an upgrade reset them (or the refusal above said so)
+            data["content"], data["embeds"] = "", []
         data["flags"] = flags
         data["edited_timestamp"] = EPOCH
         return data

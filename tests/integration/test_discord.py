@@ -102,21 +102,24 @@ async def running(
     fake: FakeDiscord | None = None,
     budgets: TokenBudgets | None = None,
     catalogue: dict[str, ChatModel] | None = None,
+    registry: ToolRegistry | None = None,
     **settings: object,
 ) -> AsyncIterator[Harness]:
-    """The bot against ``fake`` (a default FakeDiscord unless given, not yet started)."""
+    """The bot against ``fake`` (a default FakeDiscord unless given, not yet started), with
+    ``registry``'s tools (else the calculator)."""
     fake = fake or FakeDiscord()
     fake.add_channel(CHANNEL_ID)
     await fake.start()
     model = ScriptedModel(list(turns))
     history, traces = InMemoryHistoryStore(), InMemoryTraceStore()
-    agent = Agent(model, tools(), history=history, traces=traces, locks=InMemoryLocks())
+    agent = Agent(model, registry or tools(), history=history, traces=traces, locks=InMemoryLocks())
     base = DiscordSettings(
         api_base_url=fake.api_base_url,
         edit_interval=INTERVAL,
         tick=INTERVAL,
         guild_ready_timeout=0.05,
         cooldown_seconds=0,
+        layout="text",  # the components layout: test_discord_components.py
     )
     harness_lives: list[Live] = []
     services = Services(

@@ -145,7 +145,7 @@ async def bots(
                     tick=0.25,
                     guild_ready_timeout=0.05,
                     cooldown_seconds=0,
-                    **settings,
+                    **{"layout": "text", **settings},
                 ),
                 broker=broker,
             )

@@ -129,6 +129,40 @@ async def test_component_limits() -> None:
             assert error.code == 50035 and expected in error.text, error.text
 
 
+def card(*texts: str) -> discord.ui.LayoutView:
+    view = discord.ui.LayoutView()
+    view.add_item(discord.ui.Container(*[discord.ui.TextDisplay[Any](t) for t in texts]))
+    return view
+
+
+async def test_components_v2_messages_hold_components_only_within_40_and_4000() -> None:
+    v2 = 1 << 15
+    async with fake_discord() as fake, logged_in() as http:
+        created = await send(http, view=card("a" * 2000, "b" * 1999))  # discord.py sets the flag
+        assert created["flags"] & v2 and created["content"] == ""
+        error = await refused(lambda: send(http, content="hi", view=card("x")))
+        assert error.code == 50035 and error.text == (
+            "Invalid Form Body\nIn content: The 'content' field cannot be used when using "
+            "MessageFlags.IS_COMPONENTS_V2"
+        )
+        error = await refused(lambda: send(http, view=card("a" * 2000, "b" * 2001)))
+        assert error.text.endswith("In components: Must be 4000 or fewer in length.")
+        texts = [{"type": 10, "content": "x"} for _ in range(40)]
+        body = {"flags": v2, "components": [{"type": 17, "components": texts}]}
+        error = await refused(lambda: raw_message(http, body))
+        assert error.text.endswith("In components: Must be 40 or fewer in length.")
+        section = {"type": 9, "components": [{"type": 10, "content": "x"}]}
+        error = await refused(lambda: raw_message(http, {"flags": v2, "components": [section]}))
+        assert error.text.endswith("In components.0.accessory: This field is required")
+        # an edit cannot add content to a card, and its flags cannot take the card's away
+        edit = handle_message_parameters(content="plain")
+        error = await refused(lambda: http.edit_message(CHANNEL_ID, created["id"], params=edit))
+        assert "The 'content' field cannot be used" in error.text
+        flags_only = handle_message_parameters(flags=discord.MessageFlags(suppress_embeds=True))
+        await http.edit_message(CHANNEL_ID, created["id"], params=flags_only)
+        assert fake.messages[int(created["id"])]["flags"] == v2 | 4
+
+
 async def test_all_errors_of_a_body_come_back_in_one_tree() -> None:
     async with fake_discord(), logged_in() as http:
         body = {"content": "x" * 2001, "embeds": [{"title": "t" * 257}]}

@@ -73,6 +73,7 @@ async def replicas(
                     edit_interval=0.25,
                     tick=0.25,
                     guild_ready_timeout=0.05,
+                    layout="text",
                     **settings,  # type: ignore[arg-type]
                 ),
                 cooldowns=stores.cooldowns,

@@ -26,9 +26,11 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import aiohttp
+import pytest
 import redis.asyncio
 from slack_sdk.signature import SignatureVerifier
 
+from tests.fakes.discord_limits import IS_COMPONENTS_V2, components_text
 from tests.fakes.discord_server import (
     CHANNEL_ID,
     DM_CHANNEL_BASE,
@@ -141,15 +143,19 @@ def _tail(tmp_path: Path) -> str:
 
 
 def sent_text(call: Call) -> str:
+    """A message's content, or the text of its Text Displays (the components layout)."""
     body = call.json if isinstance(call.json, dict) else {}
-    return str(body.get("content") or "")
+    return str(body.get("content") or "") or "\n".join(
+        components_text(body.get("components") or [])
+    )
 
 
 # ---- Discord --------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("layout", ["components", "text"])
 async def test_discord_serves_a_hostile_page_and_answer_within_every_limit(
-    tmp_path: Path,
+    tmp_path: Path, layout: str
 ) -> None:
     async with FakeOpenAI() as model, FakeTavily(api_key="tvly-test") as tavily:
         model.reply(STEPS[0]).reply(STEPS[1])
@@ -159,7 +165,7 @@ async def test_discord_serves_a_hostile_page_and_answer_within_every_limit(
         await fake.start()
         config = (
             f"discord:\n  api_base_url: {fake.api_base_url}\n  cooldown_seconds: 0\n"
-            f"  edit_interval: 0.25\n  allowed_guilds: [{GUILD_ID}]\n"
+            f"  edit_interval: 0.25\n  allowed_guilds: [{GUILD_ID}]\n  layout: {layout}\n"
             f"tools:\n  search:\n    api_base_url: {tavily.base_url}\n"
             "model:\n  max_retries: 0\n"
         )
@@ -197,18 +203,26 @@ async def test_discord_serves_a_hostile_page_and_answer_within_every_limit(
         text = sent_text(call)
         assert not _DISCORD_PING.search(text), (call.path, text[:300])
         assert not _EVIL_LINK.search(text), (call.path, text[:300])
-        assert len(text) <= 2000
+        assert len(text) <= (2000 if layout == "text" else 4000 + 100)  # + the joins
         assert text.count("```") % 2 == 0
     answer_edits = [c for c in fake.calls if c.method == "PATCH" and "See https" in sent_text(c)]
     final = sent_text(answer_edits[-1])
     assert "the answer goes on in the thread" in final
-    assert "Sources: example.com (link too long to show; it is in the trace)" in final
+    if layout == "text":
+        assert "Sources: example.com (link too long to show; it is in the trace)" in final
+    else:  # hosts only, and the Sources button beside them lists the links
+        assert "-# Sources: example.com · example.org" in final
+        assert "reactbot:sources:" in json.dumps(answer_edits[-1].json)
+        assert "content" not in answer_edits[-1].json
     thread_id = totals.path.split("/")[2]
     assert fake.channels[int(thread_id)]["type"] == 11
     for mid in fake.created:
         message = fake.messages[mid]
-        if "http" in message["content"]:
-            assert message["flags"] & SUPPRESS_EMBEDS, message["content"][:100]
+        text = message["content"] or "\n".join(components_text(message["components"]))
+        if "http" in text:
+            assert message["flags"] & SUPPRESS_EMBEDS, text[:100]
+        if layout == "components" and message["components"]:
+            assert message["flags"] & IS_COMPONENTS_V2 and not message["content"]
     assert all(r["max_tokens"] == 2048 for r in model.requests)
 
 

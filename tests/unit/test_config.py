@@ -232,6 +232,17 @@ def test_unknown_key_without_a_close_match_lists_the_known_keys(tmp_path: Path) 
     assert "secrets" not in message
 
 
+def test_discord_layout_is_components_unless_set_to_text(tmp_path: Path) -> None:
+    assert load_config(None, {}).discord.layout == "components"
+    config = tmp_path / "c.yaml"
+    config.write_text("discord:\n  layout: text\n")
+    assert load_config(config, {}).discord.layout == "text"
+    message = error_for(tmp_path, "discord:\n  layout: embeds\n")
+    assert message.startswith(
+        "config error: discord.layout: must be 'components' or 'text' (got 'embeds')"
+    )
+
+
 def test_slack_mode_must_be_socket_or_http(tmp_path: Path) -> None:
     message = error_for(tmp_path, "slack:\n  mode: websocket\n")
     assert message.startswith(
