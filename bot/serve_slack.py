@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 from pydantic import SecretStr
 
 from adapters.slack.bot import SlackBot
@@ -9,6 +11,8 @@ from adapters.slack.server import run
 from adapters.slack.settings import SlackSettings
 from bot.app import App, longest_run
 from bot.config import Config
+
+log = logging.getLogger(__name__)
 
 
 def slack_settings(config: Config) -> SlackSettings:
@@ -26,6 +30,8 @@ def slack_settings(config: Config) -> SlackSettings:
         api_base_url=slack.api_base_url,
         update_interval=slack.update_interval,
         verbosity=slack.verbosity,
+        streaming=slack.streaming_mode,
+        suggested_prompts=tuple((p.title, p.message) for p in slack.suggested_prompts),
         per_thread=config.redis.per_thread,
         workspace_updates_per_minute=slack.workspace_updates_per_minute,
         allowed_channels=frozenset(slack.allowed_channels),
@@ -42,6 +48,8 @@ def slack_settings(config: Config) -> SlackSettings:
 async def serve_slack(app: App) -> None:
     """Runs until cancelled; on cancel, in-flight answers end in a final state first."""
     settings = slack_settings(app.config)
+    for note in app.config.slack.deprecations:
+        log.warning("%s", note)
     per_minute = int(settings.workspace_updates_per_minute)
     bot = SlackBot(
         app.agent,
