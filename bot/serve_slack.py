@@ -6,9 +6,11 @@ import logging
 
 from pydantic import SecretStr
 
+from adapters.pacing import Budget
 from adapters.slack.bot import SlackBot
 from adapters.slack.server import run
 from adapters.slack.settings import SlackSettings
+from adapters.slack.streaming import TIERS
 from bot.app import App, longest_run
 from bot.config import Config
 
@@ -45,6 +47,16 @@ def slack_settings(config: Config) -> SlackSettings:
     )
 
 
+def stream_budgets(app: App) -> dict[str, Budget]:
+    """chat.startStream / appendStream / stopStream budgets in Redis (none without it)."""
+    budgets: dict[str, Budget] = {}
+    for method, per_minute in TIERS.items():
+        budget = app.rate_budget(f"slack:{method}", limit=per_minute)
+        if budget is not None:
+            budgets[method] = budget
+    return budgets
+
+
 async def serve_slack(app: App) -> None:
     """Runs until cancelled; on cancel, in-flight answers end in a final state first."""
     settings = slack_settings(app.config)
@@ -64,5 +76,7 @@ async def serve_slack(app: App) -> None:
         update_budget=app.rate_budget("slack:chat.update", limit=per_minute)
         if per_minute > 0
         else None,
+        # the streaming methods' tiers, likewise shared by every replica
+        stream_budgets=stream_budgets(app),
     )
     await run(bot)

@@ -62,7 +62,7 @@ def rendered_len(text: str) -> int:
     )
 
 
-def _fitting_end(text: str, start: int, room: int) -> int:
+def fitting_end(text: str, start: int, room: int) -> int:
     """The largest ``end`` with ``text[start:end]`` rendered in ``room`` characters (at least
     one character past ``start`` while there is text, so callers always move on)."""
     low, high = start, min(len(text), start + max(room, 0))  # a character renders to >= 1
@@ -81,7 +81,7 @@ def clamp(text: str, limit: int) -> str:
     head = text[: limit + 1]  # a character renders to at least one: the rest cannot fit
     if len(head) <= limit and rendered_len(head) <= limit:
         return safe_markdown(head)
-    end = _fitting_end(head, 0, limit - len(ELLIPSIS))
+    end = fitting_end(head, 0, limit - len(ELLIPSIS))
     kept = safe_markdown(head[:end]) if rendered_len(head[:end]) <= limit - 1 else ""
     return kept.rstrip() + ELLIPSIS
 
@@ -97,7 +97,7 @@ def markdown_pieces(text: str, limit: int = MARKDOWN_LIMIT) -> Iterator[str]:
     limit = max(limit, 8)  # room for the longest rendering of one character
     start = 0
     while start < len(text):
-        end = _fitting_end(text, start, limit)
+        end = fitting_end(text, start, limit)
         yield safe_markdown(text[start:end])
         start = end
 
