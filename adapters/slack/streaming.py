@@ -235,7 +235,16 @@ class NativeStream:
                     self._pushing = False
 
     def _changed_tasks(self) -> list[Chunk]:
-        return [c for c in task_chunks(self.view) if self._sent_tasks.get(c["id"]) != c]
+        """The cards to send: each that changed, and each shown earlier that the run has
+        since moved past (a step's thinking that became the answer) as complete."""
+        current = task_chunks(self.view)
+        ids = {c["id"] for c in current}
+        passed = [
+            {**chunk, "status": "complete"}
+            for key, chunk in self._sent_tasks.items()
+            if key not in ids and chunk["status"] in ("pending", "in_progress")
+        ]
+        return passed + [c for c in current if self._sent_tasks.get(c["id"]) != c]
 
     def _answer_rest(self) -> str:
         answer = self.view.answer

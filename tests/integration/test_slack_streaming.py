@@ -85,7 +85,7 @@ async def click_feedback(h: Harness, value: str, *, user: str) -> None:
 async def test_a_dm_streams_a_plan_of_tasks_then_the_answer_and_stops_with_feedback(
     make: Any, fake: FakeSlack
 ) -> None:
-    h: Harness = await make(tool_then_answer(delay=0.02))
+    h: Harness = await make(tool_then_answer(delay=0.05))
     asked = await dm(h, "What is 17*23?")
     await h.settled()
 
@@ -97,6 +97,8 @@ async def test_a_dm_streams_a_plan_of_tasks_then_the_answer_and_stops_with_feedb
     assert task["title"] == "calculate: 17*23" and task["status"] == "complete"
     assert task["details"] == "This is arithmetic; I will use the calculator."
     assert task["output"] == "391"
+    # no card is left spinning (a step's thinking that became the answer is complete too)
+    assert all(t["status"] == "complete" for t in stream.tasks.values()), stream.tasks
     statuses = [u["status"] for u in stream.task_updates if u["id"] == "step-1"]
     assert statuses[0] == "in_progress" and statuses[-1] == "complete"
     assert "17*23 = 391." in stream.markdown
