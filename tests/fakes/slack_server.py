@@ -1258,6 +1258,8 @@ class _Checker:
                 if "value" not in button:
                     self.fail("missing required field: value", f"{where}/{side}")
                 self._length(button, "value", BUTTON_VALUE, f"{where}/{side}")
+                # "accessibility_label ... Maximum length is 75 characters" (the element's page)
+                self._length(button, "accessibility_label", BUTTON_TEXT, f"{where}/{side}")
 
     def _elements(self, block: JSON, at: str, limit: int) -> list[Any]:
         elements = block.get("elements")

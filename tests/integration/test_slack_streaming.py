@@ -66,10 +66,12 @@ async def click_feedback(h: Harness, value: str, *, user: str) -> None:
         "container": {"type": "message", "channel_id": DM},
         "actions": [
             {
+                # a FeedbackButtonsAction (bolt-js src/types/actions/block-action.ts)
                 "type": "feedback_buttons",
                 "action_id": FEEDBACK_ACTION_ID,
                 "block_id": "b",
                 "value": value,
+                "text": {"type": "plain_text", "text": "👍"},
                 "action_ts": "1",
             }
         ],
