@@ -265,3 +265,61 @@ async def test_an_assistant_thread_gets_prompts_status_title_and_a_streamed_answ
         stream.blocks[-1]["elements"][0]["positive_button"]["value"].removeprefix("up:")
     )
     assert trace and trace.conversation == f"slack:{TEAM_ID}:{DM}:{thread}"
+
+
+# ---- hostile text, verbosity --------------------------------------------------------------
+
+
+async def test_hostile_pages_and_answers_stream_without_pings_or_masked_links(
+    make: Any, fake: FakeSlack
+) -> None:
+    from core.scripted import Turn
+    from tests.integration.test_slack_app import HOSTILE
+
+    turns = [
+        Turn(f"Thought: {HOSTILE}\nAction: search[{HOSTILE}]", chunk_size=40),
+        Turn(f"Thought: done\nAction: finish[{HOSTILE * 40}]", chunk_size=200),
+    ]
+    h: Harness = await make(turns)
+    await dm(h, "Tell me")
+    await h.settled()
+    calls = [
+        c
+        for m in ("chat.startStream", "chat.appendStream", "chat.stopStream")
+        for c in fake.calls(m)
+    ]
+    assert calls and all(c.error is None for c in calls), [(c.method, c.errors) for c in calls]
+    sent = json.dumps([c.args for c in calls], ensure_ascii=False)
+    for bad in ("<!channel>", "<!here>", "<!everyone>", "<@U999>", "](https://evil", "<https://"):
+        assert bad not in sent, bad
+    stream = only_stream(fake)
+    card = stream.tasks["step-1"]
+    assert card["title"].startswith("search: ") and len(card["title"]) <= 256
+    assert len(card["output"]) <= 256 and card["output"].endswith("lines)")  # folded
+    assert {s["text"] for s in card.get("sources", [])} <= {"docs.example.org", "evil.example"}
+
+
+async def test_answer_verbosity_streams_only_the_answer_and_opens_no_thread(
+    make: Any, fake: FakeSlack
+) -> None:
+    from adapters.slack.bot import settings_key
+
+    h: Harness = await make(tool_then_answer())
+    await h.bot.channel_settings.put(settings_key(TEAM_ID, DM), "verbosity", "answer")
+    asked = await dm(h, "What is 17*23?")
+    await h.settled()
+    stream = only_stream(fake)
+    assert not stream.task_updates and "17*23 = 391." in stream.markdown
+    assert [m for m in fake.replies(DM, asked) if "*Step 1*" in message_text(m)] == []
+
+
+async def test_compact_verbosity_shows_task_titles_only(make: Any, fake: FakeSlack) -> None:
+    from adapters.slack.bot import settings_key
+
+    h: Harness = await make(tool_then_answer(delay=0.02))
+    await h.bot.channel_settings.put(settings_key(TEAM_ID, DM), "verbosity", "compact")
+    await dm(h, "What is 17*23?")
+    await h.settled()
+    stream = only_stream(fake)
+    assert stream.task_updates
+    assert all(set(u) == {"type", "id", "title", "status"} for u in stream.task_updates)
