@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from typing import Any, Literal
 
 from adapters.live import RunView, StepView, approval_words
+from adapters.slack.render import SHUTDOWN
 from core.trace import source_domain
 
 TaskStatus = Literal["pending", "in_progress", "complete", "error"]
@@ -207,6 +208,8 @@ def plan_title(view: RunView) -> str:
 def ending_markdown(view: RunView) -> str:
     """What a failed or stopped run adds below whatever was streamed (already safe)."""
     if view.phase == "cancelled":
+        if view.stopped_by == SHUTDOWN:
+            return "\n\n⏹️ Stopped: reactbot was restarting. Ask again in a moment."
         by = f" by {clamp(view.stopped_by, 60)}" if view.stopped_by else ""
         return f"\n\n⏹️ Stopped{by}."
     if view.phase == "failed":

@@ -323,3 +323,16 @@ async def test_compact_verbosity_shows_task_titles_only(make: Any, fake: FakeSla
     stream = only_stream(fake)
     assert stream.task_updates
     assert all(set(u) == {"type", "id", "title", "status"} for u in stream.task_updates)
+
+
+async def test_a_shutdown_mid_stream_ends_the_reply_in_a_stopped_state(
+    make: Any, fake: FakeSlack
+) -> None:
+    h: Harness = await make(tool_then_answer(delay=0.2))
+    await dm(h, "What is 17*23?")
+    await eventually(lambda: bool(fake.calls("chat.appendStream", ok=True)))
+    await h.bot.aclose()
+    stream = only_stream(fake)
+    assert not stream.streaming, "stopped, not left streaming"
+    assert "⏹️ Stopped: reactbot was restarting." in stream.markdown
+    assert all(t["status"] in ("complete", "error") for t in stream.tasks.values())
