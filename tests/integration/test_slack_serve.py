@@ -179,3 +179,25 @@ async def test_reactbot_serve_streams_a_dm_natively_through_slack(
                 await task
         finally:
             await app.aclose()
+
+
+async def test_with_redis_the_streaming_tiers_are_shared_budgets(
+    redis_url: str, redis_prefix: str
+) -> None:
+    from adapters.slack.streaming import TIERS
+    from bot.config import RedisConfig
+    from bot.serve_slack import stream_budgets
+
+    app = App.create(Config(redis=RedisConfig(url=redis_url, prefix=redis_prefix)))
+    try:
+        budgets = stream_budgets(app)
+        assert {m: b.limit for m, b in budgets.items()} == dict(TIERS)
+        assert await budgets["chat.stopStream"].take(0) == 0.0  # answered by Redis
+        await budgets["chat.stopStream"].done()
+    finally:
+        await app.aclose()
+    without = App.create(Config())
+    try:
+        assert stream_budgets(without) == {}
+    finally:
+        await without.aclose()
