@@ -31,7 +31,7 @@ import dataclasses
 import logging
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Coroutine, Iterable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Coroutine, Iterable, Mapping
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from typing import Any
@@ -778,7 +778,8 @@ class SlackBot:
             run.cancel(by=SHUTDOWN)
         self._active[run.trace.id] = _Active(run, question.user, question.channel)
         try:
-            await stream.follow(self._with_status(question, run.events()))
+            async with contextlib.aclosing(self._with_status(question, run.events())) as events:
+                await stream.follow(events)
         finally:
             self._active.pop(run.trace.id, None)
             self.stats.append(stream.stats)
@@ -801,7 +802,7 @@ class SlackBot:
 
     async def _with_status(
         self, question: Question, events: AsyncIterator[Event]
-    ) -> AsyncIterator[Event]:
+    ) -> AsyncGenerator[Event, None]:
         """The run's events, and in an assistant thread its phase as the thread's status."""
         shown = ""
         async for event in events:
