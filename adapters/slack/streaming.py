@@ -158,9 +158,9 @@ class NativeStream:
         """Open the stream with the plan's title; StreamUnsupported if Slack will not."""
         async with self.pacers.start.slot(self.channel, priority="first"):
             try:
-                self.ts = await self._start_stream(
-                    chunks=[{"type": "plan_update", "title": plan_title(self.view)}]
-                )
+                plan = [{"type": "plan_update", "title": plan_title(self.view)}]
+                shown = self.view.verbosity != "answer"  # there, only the answer appears
+                self.ts = await self._start_stream(**({"chunks": plan} if shown else {}))
             except SlackApiError as exc:
                 if is_rate_limited(exc):
                     self.pacers.start.rate_limit_hit(self.channel, retry_after(exc), shared=True)

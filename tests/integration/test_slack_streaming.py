@@ -309,7 +309,8 @@ async def test_answer_verbosity_streams_only_the_answer_and_opens_no_thread(
     asked = await dm(h, "What is 17*23?")
     await h.settled()
     stream = only_stream(fake)
-    assert not stream.task_updates and "17*23 = 391." in stream.markdown
+    assert not stream.task_updates and stream.plan_title is None
+    assert "17*23 = 391." in stream.markdown
     assert [m for m in fake.replies(DM, asked) if "*Step 1*" in message_text(m)] == []
 
 
