@@ -65,6 +65,9 @@ __all__ = [
 
 CONFIG_PATH_ENV = "REACTBOT_CONFIG"
 
+DEPRECATED_KEYS: tuple[str, ...] = ("slack.use_native_streaming",)
+"""Keys still accepted for old files (each says what replaces it); the example leaves them out."""
+
 # Environment variables that override a config key (file < environment).
 ENV_OVERRIDES: Mapping[str, tuple[str, ...]] = {
     "REACTBOT_MODEL": ("model", "name"),
@@ -354,6 +357,13 @@ class DiscordConfig(_Section):
         return ids
 
 
+class SuggestedPrompt(_Section):
+    """One of the prompts Slack's assistant surface offers in a new thread."""
+
+    title: str = Field(min_length=1)
+    message: str = Field(min_length=1)
+
+
 class SlackConfig(_Section):
     mode: Literal["socket", "http"] = "socket"
     port: int = Field(default=3000, ge=1, le=65535)
@@ -365,9 +375,52 @@ class SlackConfig(_Section):
     allowed_users: tuple[str, ...] = ()
     admin_users: tuple[str, ...] = ()
     cooldown_seconds: float = Field(default=5.0, ge=0, le=3600)
-    use_native_streaming: bool = False
+    streaming: Literal["auto", "native", "update"] = "auto"
+    """``native``: chat.startStream/appendStream/stopStream (a plan of task cards, the answer
+    streamed); ``update``: one message edited with chat.update; ``auto``: native in DMs and
+    assistant threads, chat.update in channels (where everyone must see the live message)."""
+    use_native_streaming: bool | None = None
+    """Deprecated: ``slack.streaming`` replaces it (true: ``native``, false: ``update``)."""
+    suggested_prompts: tuple[SuggestedPrompt, ...] = Field(
+        default=(
+            SuggestedPrompt(
+                title="What can you do?", message="What can you do, and with which tools?"
+            ),
+            SuggestedPrompt(title="Calculate", message="What is 17*23+4?"),
+        ),
+        max_length=4,
+    )
+    """Offered in a new thread of Slack's assistant surface ("up to four suggested prompts",
+    https://docs.slack.dev/reference/methods/assistant.threads.setSuggestedPrompts)."""
 
     _http_url = field_validator("api_base_url")(_check_http_url)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed_streaming(cls, data: object) -> object:
+        if isinstance(data, dict) and "use_native_streaming" in data and "streaming" in data:
+            raise ValueError(
+                "use_native_streaming is replaced by streaming (auto, native or update): "
+                "remove use_native_streaming"
+            )
+        return data
+
+    @property
+    def streaming_mode(self) -> Literal["auto", "native", "update"]:
+        """``streaming``, or what the deprecated ``use_native_streaming`` meant."""
+        if self.use_native_streaming is None:
+            return self.streaming
+        return "native" if self.use_native_streaming else "update"
+
+    @property
+    def deprecations(self) -> list[str]:
+        if self.use_native_streaming is None:
+            return []
+        value = "native" if self.use_native_streaming else "update"
+        return [
+            f"slack.use_native_streaming is deprecated: write slack.streaming: {value} "
+            "(auto streams natively in DMs and assistant threads)"
+        ]
 
 
 class TelemetryConfig(_Section):

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import logging
+
 from pydantic import SecretStr
 
+from adapters.pacing import Budget
 from adapters.slack.bot import SlackBot
 from adapters.slack.server import run
 from adapters.slack.settings import SlackSettings
+from adapters.slack.streaming import TIERS
 from bot.app import App, longest_run
 from bot.config import Config
+
+log = logging.getLogger(__name__)
 
 
 def slack_settings(config: Config) -> SlackSettings:
@@ -26,6 +32,8 @@ def slack_settings(config: Config) -> SlackSettings:
         api_base_url=slack.api_base_url,
         update_interval=slack.update_interval,
         verbosity=slack.verbosity,
+        streaming=slack.streaming_mode,
+        suggested_prompts=tuple((p.title, p.message) for p in slack.suggested_prompts),
         per_thread=config.redis.per_thread,
         workspace_updates_per_minute=slack.workspace_updates_per_minute,
         allowed_channels=frozenset(slack.allowed_channels),
@@ -39,9 +47,21 @@ def slack_settings(config: Config) -> SlackSettings:
     )
 
 
+def stream_budgets(app: App) -> dict[str, Budget]:
+    """chat.startStream / appendStream / stopStream budgets in Redis (none without it)."""
+    budgets: dict[str, Budget] = {}
+    for method, per_minute in TIERS.items():
+        budget = app.rate_budget(f"slack:{method}", limit=per_minute)
+        if budget is not None:
+            budgets[method] = budget
+    return budgets
+
+
 async def serve_slack(app: App) -> None:
     """Runs until cancelled; on cancel, in-flight answers end in a final state first."""
     settings = slack_settings(app.config)
+    for note in app.config.slack.deprecations:
+        log.warning("%s", note)
     per_minute = int(settings.workspace_updates_per_minute)
     bot = SlackBot(
         app.agent,
@@ -58,5 +78,7 @@ async def serve_slack(app: App) -> None:
         update_budget=app.rate_budget("slack:chat.update", limit=per_minute)
         if per_minute > 0
         else None,
+        # the streaming methods' tiers, likewise shared by every replica
+        stream_budgets=stream_budgets(app),
     )
     await run(bot)

@@ -53,6 +53,16 @@ class ApprovalRecord:
         return line + (f': "{self.reason}"' if self.reason else "")
 
 
+@dataclass(slots=True)
+class Vote:
+    """A reader's 👍 or 👎 on the answer (Slack's feedback buttons): one per person, the
+    latest kept."""
+
+    value: Literal["up", "down"]
+    by: str
+    at: float = 0.0
+
+
 ATTACHMENT_BYTES_PER_TRACE = 2 * 1024 * 1024
 """Base64 characters of tool attachments one trace keeps; beyond, only type and size (the
 trace goes to Redis and, as a file, into a chat thread: both have limits)."""
@@ -157,7 +167,20 @@ class Trace:
     replay_of: str | None = None
     """The id of the trace this run replays (``reactbot trace replay``); None for a question
     asked anew."""
+    votes: list[Vote] = field(default_factory=list)
+    """Readers' feedback on the answer (absent in traces stored before it existed)."""
     version: int = TRACE_VERSION
+
+    def vote(self, value: Literal["up", "down"], by: str, at: float) -> None:
+        """Record ``by``'s vote, replacing their earlier one."""
+        self.votes = [v for v in self.votes if v.by != by] + [Vote(value, by, at)]
+
+    def feedback_line(self) -> str | None:
+        """``👍 2 · 👎 1``, or None when nobody voted."""
+        if not self.votes:
+            return None
+        up = sum(1 for v in self.votes if v.value == "up")
+        return f"👍 {up} · 👎 {len(self.votes) - up}"
 
     # ---- totals -------------------------------------------------------------------------
     @property
@@ -216,8 +239,13 @@ class Trace:
                 if isinstance(a, dict)
             ]
             steps.append(TraceStep(**fields_))
-        rest = {k: v for k, v in data.items() if k in trace_names and k != "steps"}
-        return cls(steps=steps, **rest)
+        rest = {k: v for k, v in data.items() if k in trace_names and k not in ("steps", "votes")}
+        votes = [
+            Vote(v["value"], str(v.get("by", "")), float(v.get("at", 0.0)))
+            for v in data.get("votes") or []
+            if isinstance(v, dict) and v.get("value") in ("up", "down")
+        ]
+        return cls(steps=steps, votes=votes, **rest)
 
     @classmethod
     def from_json(cls, text: str) -> Trace:
@@ -242,6 +270,10 @@ class Trace:
             lines += [f"**Stopped by:** {self.stopped_by}", ""]
         if self.sources:
             lines += ["**Sources:** " + ", ".join(self.sources), ""]
+        feedback = self.feedback_line()
+        if feedback:
+            voters = ", ".join(f"{v.by} {'👍' if v.value == 'up' else '👎'}" for v in self.votes)
+            lines += [f"**Feedback:** {feedback} ({voters})", ""]
         lines.append(summary_line(self))
         return "\n".join(lines) + "\n"
 

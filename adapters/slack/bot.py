@@ -27,16 +27,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
 from collections import deque
-from collections.abc import Coroutine, Iterable
+from collections.abc import AsyncGenerator, AsyncIterator, Coroutine, Iterable, Mapping
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
-from slack_bolt.async_app import AsyncApp
+from slack_bolt.async_app import AsyncApp, AsyncAssistant
 from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_bolt.context.async_context import AsyncBoltContext
 from slack_sdk.errors import SlackApiError, SlackClientError
@@ -75,11 +76,14 @@ from adapters.slack.render import (
     parse_stop_value,
 )
 from adapters.slack.settings import SlackSettings
+from adapters.slack.stream_render import FEEDBACK_ACTION_ID, parse_feedback
+from adapters.slack.streaming import NativeStream, StreamPacers, StreamUnsupported
 from adapters.slack.surface import NotInChannel, SlackSurface, make_client, post_root
 from core.agent import Agent, Run
 from core.approval import ApprovalBroker, ApprovalRequest, Decision
 from core.budgets import InMemoryUsageCounters, TokenBudgets
 from core.errors import StoreUnavailable
+from core.events import ActionDecided, AnswerDelta, Event, StepStarted
 from core.prompt import PERSONA_CHARS
 from core.stores import (
     ChannelSettings,
@@ -93,6 +97,7 @@ from core.stores import (
     StopRequests,
     renewing,
 )
+from core.tools import needs_approval
 
 log = logging.getLogger(__name__)
 
@@ -114,6 +119,31 @@ SETTINGS_USAGE = (
     "`/ask-settings verbosity full|compact|answer|default`, `/ask-settings model NAME|default`, "
     "`/ask-settings prompt` or `/ask-settings tools [NAME]`"
 )
+
+
+LOADING_MESSAGES = ("Reading the question…", "Thinking it through…", "Checking the sources…")
+"""Rotated by Slack under an assistant thread's status while the bot works."""
+TITLE_LIMIT = 80
+
+
+def thread_title(question: str) -> str:
+    """An assistant thread's title: the question on one line, shortened."""
+    line = " ".join(question.split())
+    return line if len(line) <= TITLE_LIMIT else line[: TITLE_LIMIT - 1].rstrip() + "…"
+
+
+def assistant_status(event: Event) -> str | None:
+    """The status line an event puts under an assistant thread (None: unchanged)."""
+    match event:
+        case StepStarted(step=n):
+            return f"is thinking… (step {n})"
+        case ActionDecided(name=name):
+            plain = "".join(c for c in " ".join(name.split()) if c not in "<>&@")
+            return f"is running {plain[:40]}…"
+        case AnswerDelta():
+            return "is writing the answer…"
+        case _:
+            return None
 
 
 def _user_key(question: Question) -> str:
@@ -199,6 +229,7 @@ class SlackBot:
         update_budget: Budget | None = None,
         budgets: TokenBudgets | None = None,
         choices: ChannelChoices | None = None,
+        stream_budgets: Mapping[str, Budget] | None = None,
         client: AsyncWebClient | None = None,
     ) -> None:
         self.agent = agent
@@ -225,6 +256,10 @@ class SlackBot:
         self.pacer = EditPacer(
             settings.update_interval, shared=workspace_budget(settings, update_budget)
         )
+        self.stream_pacers = StreamPacers.for_workspace(
+            settings.update_interval, shared=stream_budgets
+        )
+        """chat.startStream / appendStream / stopStream, each within its rate tier."""
         self.app = AsyncApp(
             name="reactbot",
             client=self.client,
@@ -285,11 +320,17 @@ class SlackBot:
         async def on_settings(ack: AsyncAck, command: dict[str, Any]) -> None:
             await self._on_settings(ack, command)
 
+        async def on_feedback(ack: AsyncAck, body: dict[str, Any], action: dict[str, Any]) -> None:
+            await ack()
+            self._spawn(self._on_feedback(body, action))
+
+        self.app.use(self._assistant())
         self.app.command("/ask")(on_command)
         self.app.command("/ask-settings")(on_settings)
         self.app.event("app_mention")(on_event)
         self.app.event("message")(on_event)  # DMs; everything else is filtered out
         self.app.action(STOP_ACTION_ID)(on_stop)
+        self.app.action(FEEDBACK_ACTION_ID)(on_feedback)
         for action_id in VERDICT_OF_ACTION:
             self.app.action(action_id)(on_approval)
         self.app.view_submission(APPROVAL_VIEW_ID)(on_submission)
@@ -298,6 +339,54 @@ class SlackBot:
             await self._on_persona(ack, body, view)
 
         self.app.view_submission(PERSONA_VIEW_ID)(on_persona)
+
+    def _assistant(self) -> AsyncAssistant:
+        """Slack's assistant surface: a new thread gets the suggested prompts; a message in
+        one is a question with the thread as its conversation (status, title, streaming)."""
+        assistant = AsyncAssistant()
+
+        async def started(payload: dict[str, Any]) -> None:
+            self._spawn(self._on_thread_started(payload))
+
+        async def message(
+            body: dict[str, Any], payload: dict[str, Any], context: AsyncBoltContext
+        ) -> None:
+            self._spawn(self._on_event(body, payload, context.bot_user_id, assistant=True))
+
+        assistant.thread_started(started)
+        assistant.user_message(message)
+        return assistant
+
+    async def _on_thread_started(self, payload: dict[str, Any]) -> None:
+        thread = payload.get("assistant_thread") or {}
+        channel, thread_ts = str(thread.get("channel_id", "")), str(thread.get("thread_ts", ""))
+        prompts = [{"title": t, "message": m} for t, m in self.settings.suggested_prompts]
+        if not channel or not thread_ts or not prompts:
+            return
+        try:
+            await self.client.assistant_threads_setSuggestedPrompts(
+                channel_id=channel, thread_ts=thread_ts, prompts=prompts
+            )
+        except (SlackClientError, aiohttp.ClientError, TimeoutError) as exc:
+            log.warning("could not set the suggested prompts in %s: %s", channel, exc)
+
+    async def _on_feedback(self, body: dict[str, Any], action: dict[str, Any]) -> None:
+        """A 👍 or 👎 under a streamed answer: recorded on the run's stored trace."""
+        parsed = parse_feedback(str(action.get("value", "")))
+        user = str((body.get("user") or {}).get("id", ""))
+        traces = self.agent.traces
+        if parsed is None or not user or traces is None:
+            return
+        vote, run_id = parsed
+        try:
+            trace = await traces.get(run_id)
+            if trace is None:
+                log.info("feedback on run %s, whose trace is no longer stored", run_id)
+                return
+            trace.vote(vote, user, time.time())
+            await traces.save(trace)
+        except Exception:  # a lost vote is logged; the reader's click already showed
+            log.exception("could not record feedback on run %s", run_id)
 
     async def _on_command(self, ack: AsyncAck, command: dict[str, Any]) -> None:
         question = from_command(command)
@@ -435,7 +524,12 @@ class SlackBot:
         return self.settings.verbosity
 
     async def _on_event(
-        self, body: dict[str, Any], event: dict[str, Any], bot_user_id: str | None
+        self,
+        body: dict[str, Any],
+        event: dict[str, Any],
+        bot_user_id: str | None,
+        *,
+        assistant: bool = False,
     ) -> None:
         question = from_event(
             event,
@@ -445,6 +539,8 @@ class SlackBot:
         )
         if question is None:
             return
+        if assistant:
+            question = dataclasses.replace(question, assistant=True)
         if not await self.claims.claim(question.claim_key):
             log.info("dropping a repeat delivery of %s", question.claim_key)
             return
@@ -680,7 +776,29 @@ class SlackBot:
                 log.exception("could not give back the run slot of %s", question.claim_key)
 
     # ---- answering ------------------------------------------------------------------------
+    def _stream_thread(self, question: Question) -> str | None:
+        """The thread a natively streamed reply goes into, or None for chat.update:
+        ``slack.streaming`` (``auto``: DMs and assistant threads only, since in a channel
+        everyone must see the live message), a message to reply to (a slash command has
+        none), and no tool that may wait for a person's approval (its buttons need the
+        chat.update message)."""
+        mode = self.settings.streaming
+        thread = question.thread_ts or question.message_ts
+        if mode == "update" or thread is None:
+            return None
+        if mode == "auto" and not (question.is_dm or question.assistant):
+            return None
+        listed = self.agent.settings.approval_tools
+        if self.broker is not None and any(needs_approval(t, listed) for t in self.agent.tools):
+            return None
+        return thread
+
     async def _answer(self, question: Question) -> None:
+        if question.assistant:
+            await self._assistant_status(question, "is thinking…", title=True)
+        thread = self._stream_thread(question)
+        if thread is not None and await self._answer_streamed(question, thread):
+            return
         placeholder = SlackRenderer().live(RunView(question=question.text, asker=question.user))
         try:
             root = await post_root(
@@ -692,10 +810,17 @@ class SlackBot:
         except NotInChannel:
             await self._tell(question, INVITE)
             return
+        run = await self._start(question, root)
+        if self._closing:  # shutdown began while the placeholder was being posted
+            run.cancel(by=SHUTDOWN)
+        await self._follow(question, run, root)
+
+    async def _start(self, question: Question, root: str) -> Run:
+        """A run with the channel's model, persona and tools (or the asker's ``--model``)."""
         choice = await self.choices.for_run(
             settings_key(question.team, question.channel), model=question.model
         )
-        run = self.agent.start(
+        return self.agent.start(
             question.text,
             conversation=question.conversation(root, per_thread=self.settings.per_thread),
             user=question.user,
@@ -703,9 +828,11 @@ class SlackBot:
             tools=choice.tools,
             persona=choice.persona,
         )
-        if self._closing:  # shutdown began while the placeholder was being posted
-            run.cancel(by=SHUTDOWN)
-        await self._follow(question, run, root)
+
+    async def _count_tokens(self, question: Question, run: Run) -> None:
+        await self.budgets.count(
+            _user_key(question), settings_key(question.team, question.channel), run.trace
+        )
 
     async def _follow(self, question: Question, run: Run, root: str) -> None:
         self._active[run.trace.id] = _Active(run, question.user, question.channel)
@@ -736,8 +863,99 @@ class SlackBot:
             self.stats.append(live.stats)
             if not run.done:  # only when this task itself was cancelled mid-run
                 await run.aclose()
-            await self.budgets.count(
-                _user_key(question), settings_key(question.team, question.channel), run.trace
+            await self._count_tokens(question, run)
+
+    async def _answer_streamed(self, question: Question, thread: str) -> bool:
+        """Answer with Slack's agent streaming; False when Slack will not stream here (the
+        caller answers with chat.update instead)."""
+        view = RunView(
+            question=question.text,
+            asker=question.user,
+            approvers=self.settings.approvers,
+            verbosity=await self._verbosity(question.team, question.channel),
+        )
+        stream = NativeStream(
+            self.client,
+            self.stream_pacers,
+            channel=question.channel,
+            thread_ts=thread,
+            recipient_user_id=question.user,
+            recipient_team_id=question.team,
+            view=view,
+            run_id="",  # known once the run starts, after the stream did
+            tick=max(1.0, self.settings.update_interval),
+        )
+        try:
+            await stream.start()
+        except StreamUnsupported as exc:
+            log.info(
+                "streaming is not available in %s (%s): using chat.update", question.channel, exc
+            )
+            return False
+        run = await self._start(question, thread)
+        stream.run_id = run.trace.id
+        if self._closing:
+            run.cancel(by=SHUTDOWN)
+        self._active[run.trace.id] = _Active(run, question.user, question.channel)
+        try:
+            async with contextlib.aclosing(self._with_status(question, run.events())) as events:
+                await stream.follow(events)
+        finally:
+            self._active.pop(run.trace.id, None)
+            self.stats.append(stream.stats)
+            if not run.done:
+                await run.aclose()
+            await self._count_tokens(question, run)
+            if question.assistant:
+                await self._assistant_status(question, "")
+        await self._post_trace(stream, view)
+        return True
+
+    async def _post_trace(self, stream: NativeStream, view: RunView) -> None:
+        trace = view.trace
+        if trace is None or view.verbosity == "answer":
+            return  # stored; `/trace` and `reactbot trace show` have it
+        try:
+            posts = SlackRenderer(run_id=trace.id).trace_posts(trace, whole_answer=False)
+            await stream.trace_surface(self.client).post_trace(trace, posts)
+        except Exception:  # the answer is already visible; a missing thread is logged
+            log.exception("could not post the trace of run %s", trace.id)
+
+    async def _with_status(
+        self, question: Question, events: AsyncIterator[Event]
+    ) -> AsyncGenerator[Event, None]:
+        """The run's events, and in an assistant thread its phase as the thread's status."""
+        shown = ""
+        async for event in events:
+            if question.assistant:
+                status = assistant_status(event)
+                if status is not None and status != shown:
+                    shown = status
+                    self._spawn(self._assistant_status(question, status))
+            yield event
+
+    async def _assistant_status(
+        self, question: Question, status: str, *, title: bool = False
+    ) -> None:
+        """``assistant.threads.setStatus`` (and the title from the question): courtesy only,
+        so a failure is logged and the answer goes on."""
+        thread = question.thread_ts or question.message_ts
+        if thread is None:
+            return
+        try:
+            if title:
+                await self.client.assistant_threads_setTitle(
+                    channel_id=question.channel, thread_ts=thread, title=thread_title(question.text)
+                )
+            await self.client.assistant_threads_setStatus(
+                channel_id=question.channel,
+                thread_ts=thread,
+                status=status,
+                loading_messages=list(LOADING_MESSAGES) if status else None,
+            )
+        except (SlackClientError, aiohttp.ClientError, TimeoutError) as exc:
+            log.warning(
+                "could not set the assistant thread's status in %s: %s", question.channel, exc
             )
 
     async def _tell(self, question: Question, text: str) -> None:

@@ -55,6 +55,10 @@ class Question:
     model: str | None = None
     """``/ask --model NAME question``: a catalogue model for this question only."""
     trigger_id: str | None = None
+    message_ts: str | None = None
+    """The asking message itself (events only): a streamed reply goes into its thread."""
+    assistant: bool = False
+    """Asked in a thread of Slack's assistant surface (status, title and streaming there)."""
 
     @property
     def is_dm(self) -> bool:
@@ -158,4 +162,5 @@ def from_event(
         text=text,
         thread_ts=str(thread) if thread else None,
         claim_key=f"slack:event:{event_id}",
+        message_ts=str(event["ts"]) if event.get("ts") else None,
     )

@@ -8,6 +8,8 @@ from typing import Literal
 from adapters.live import Verbosity
 from adapters.slack.approval import Approvers
 
+Streaming = Literal["auto", "native", "update"]
+
 DEFAULT_API_BASE_URL = "https://slack.com/api/"
 
 
@@ -28,6 +30,11 @@ class SlackSettings:
     verbosity: Verbosity = "full"
     """How much of a run a channel sees unless an admin set it (``/ask-settings``)."""
     """Least seconds between live updates in one channel (a final state never waits for it)."""
+    streaming: Streaming = "auto"
+    """``native`` (chat.startStream/appendStream/stopStream), ``update`` (chat.update), or
+    ``auto``: native in DMs and assistant threads, chat.update in channels."""
+    suggested_prompts: tuple[tuple[str, str], ...] = ()
+    """``(title, message)`` pairs offered in a new assistant thread."""
     workspace_updates_per_minute: float = 50.0
     """Budget for ``chat.update`` across the workspace (Slack's Tier 3); 0 means no limit."""
     per_thread: bool = True

@@ -49,8 +49,8 @@ log = logging.getLogger(__name__)
 TRANSIENT_BACKOFF = 1.0
 MAX_REPLY_WAIT = 30.0
 """The longest a trace post waits on a Retry-After before trying again."""
-PACED_METHODS = ("chat.update",)
-"""Methods whose 429s go to the EditPacer instead of being retried inside slack_sdk."""
+PACED_METHODS = ("chat.update", "chat.startStream", "chat.appendStream", "chat.stopStream")
+"""Methods whose 429s go to an EditPacer instead of being retried inside slack_sdk."""
 
 _GONE = frozenset(
     {

@@ -9,7 +9,11 @@ Point ``AsyncWebClient(token=..., base_url=fake.base_url)`` (``slack.api_base_ur
         assert fake.calls("chat.postMessage")[0].args["channel"] == "C1"
 
 Implemented: ``auth.test``, ``chat.postMessage``, ``chat.update``, ``chat.postEphemeral``,
-``conversations.info``, ``views.open``, the ``files_upload_v2`` trio
+``conversations.info``, ``views.open``, agent streaming (``chat.startStream``,
+``chat.appendStream``, ``chat.stopStream``: see ``validate_chunks`` and ``_stream_refusal``;
+streamed messages are kept in ``fake.streams``), ``assistant.threads.setStatus``,
+``setTitle`` and ``setSuggestedPrompts`` (kept in ``fake.assistant_threads``), the
+``files_upload_v2`` trio
 (``files.getUploadURLExternal``, the upload URL, ``files.completeUploadExternal``), and
 ``response_url`` endpoints (``fake.response_url(name)``). Every call is recorded with its arrival time, and a refused
 one with the error and the ``errors`` detail Slack would have sent.
@@ -38,6 +42,17 @@ Scripting:
   answer ``{"ok": false, "error": error}`` (``ratelimited`` with 429 and a ``Retry-After``
   header, ``msg_blocks_too_long``, ``not_in_channel``...).
 - ``not_joined``: channels where posting answers ``not_in_channel``.
+- ``no_streaming``: channels where ``chat.startStream`` answers ``channel_type_not_supported``;
+  ``stream_max_chars`` / ``close_stream(ts)``: Slack ends a stream (then
+  ``message_not_in_streaming_state``, as after ``chat.stopStream``).
+
+Streaming, read strictly: ``markdown_text`` and ``chunks`` never in one call, and
+``markdown_text`` at most 12,000 characters (``invalid_arguments``, the fake's choice of error:
+Slack documents the limit, not the error); chunks of the four documented types with their
+fields (``invalid_chunks``, listed for appendStream); task statuses ``pending``,
+``in_progress``, ``complete``, ``error``; ``title``, ``details`` and ``output`` at most 256
+characters; ``recipient_user_id`` and ``recipient_team_id`` outside DMs
+(``missing_recipient_user_id`` / ``missing_recipient_team_id``); ``thread_ts`` required.
 - ``limit(method, per_second)``: per channel, more than that many calls in any one-second
   window answer 429 (``chat.postMessage``'s "1 per second per channel", so a benchmark can
   count violations).
@@ -113,6 +128,29 @@ maintainer says that is old and a ~4K text can now be refused with ``msg_too_lon
 (https://github.com/seratch/ChatGPT-in-Slack/issues/102). The fake takes the strict reading
 for all three chat methods."""
 
+# ---- Slack's agent streaming (chat.startStream / appendStream / stopStream) ----------------
+#
+# https://docs.slack.dev/reference/methods/chat.startStream (and appendStream, stopStream), the
+# error lists in slack-ruby/slack-api-ref methods/chat/chat.*Stream.json, slack_sdk's
+# models/messages/chunk.py (the chunk types and the task statuses) and the Node SDK's
+# TaskUpdateChunk (details and output "Maximum 256 characters").
+STREAM_MARKDOWN = 12_000
+"""``markdown_text``: "Limit this field to 12,000 characters" (all three methods)."""
+TASK_FIELD = 256
+"""A task_update's ``title``, ``details`` and ``output``; a plan_update's ``title`` likewise
+(the issue's reading: "256-character fields")."""
+TASK_STATUSES = frozenset({"pending", "in_progress", "complete", "error"})
+TASK_DISPLAY_MODES = frozenset({"timeline", "plan"})
+CONTEXT_ACTIONS_ELEMENTS = 5
+"""ContextActionsBlock.elements_max_length in slack_sdk ("Maximum number of items is 5")."""
+_CHUNK_KEYS: dict[str, frozenset[str]] = {
+    "markdown_text": frozenset({"type", "text"}),
+    "task_update": frozenset({"type", "id", "title", "status", "details", "output", "sources"}),
+    "plan_update": frozenset({"type", "title"}),
+    "blocks": frozenset({"type", "blocks"}),
+}
+_STREAM_METHODS = frozenset({"chat.startStream", "chat.appendStream", "chat.stopStream"})
+
 # ---- Slack's view (modal) limits ---------------------------------------------------------------
 #
 # https://docs.slack.dev/reference/views/modal-views (the modal view object), the same numbers
@@ -175,6 +213,28 @@ class Message:
     versions: list[tuple[float, str, list[JSON]]] = field(default_factory=list)
 
 
+@dataclass(slots=True)
+class Stream:
+    """A message streamed with chat.startStream: what a reader sees of it so far."""
+
+    channel: str
+    ts: str
+    thread_ts: str | None
+    recipient_user_id: str | None
+    recipient_team_id: str | None
+    task_display_mode: str
+    markdown: str = ""
+    tasks: dict[str, JSON] = field(default_factory=dict)
+    """Each task as last updated (its id, title, status, details, output, sources)."""
+    task_updates: list[JSON] = field(default_factory=list)
+    """Every task_update chunk received, in order."""
+    plan_title: str | None = None
+    streaming: bool = True
+    stopped_by_slack: bool = False
+    blocks: list[JSON] = field(default_factory=list)
+    """The blocks chat.stopStream put at the bottom of the finished message."""
+
+
 @dataclass(frozen=True, slots=True)
 class _Failure:
     error: str
@@ -207,6 +267,15 @@ class FakeSlack:
         self.not_joined: set[str] = set()
         self.channel_members: dict[str, list[str]] = {}
         """Who is in which channel, for ``conversations.members`` (paged by ``limit``)."""
+        self.streams: dict[str, Stream] = {}
+        """Streamed messages by ``ts``."""
+        self.no_streaming: set[str] = set()
+        """Channels where chat.startStream answers ``channel_type_not_supported``."""
+        self.stream_max_chars: int | None = None
+        """Slack closes a stream that grew longer than this (its markdown): the append that
+        would cross it, and every call after, answer ``message_not_in_streaming_state``."""
+        self.assistant_threads: dict[tuple[str, str], JSON] = {}
+        """``(channel_id, thread_ts)`` -> the status, title and prompts set on it."""
         self.views: list[JSON] = []
         """Views opened with ``views.open``, as Slack answered them (with ``id`` and ``state``)."""
         self._triggers: dict[str, float] = {}
@@ -347,6 +416,8 @@ class FakeSlack:
         if method in _MESSAGE_METHODS and (refusal := validate_message(args)) is not None:
             error, errors = refusal
             return await self._answer(method, args, _Failure(error, 200, None, tuple(errors)))
+        if method in _STREAM_METHODS and (refused := self._stream_refusal(method, args)):
+            return await self._answer(method, args, refused)
         if method == "views.open" and (refused := self._view_refusal(args)) is not None:
             return await self._answer(method, args, refused)
         result: JSON = handler(args)
@@ -538,6 +609,169 @@ class FakeSlack:
         self.views.append(opened)
         return {"ok": True, "view": opened}
 
+    def close_stream(self, ts: str) -> None:
+        """Slack ends the stream on its own (too long, too old): later calls are refused."""
+        self.streams[ts].streaming = False
+        self.streams[ts].stopped_by_slack = True
+
+    def _stream_refusal(self, method: str, args: JSON) -> _Failure | None:
+        """What chat.startStream/appendStream/stopStream answer for these arguments."""
+        errors: list[str] = []
+        markdown = args.get("markdown_text")
+        chunks = _json_arg(args.get("chunks"))
+        if markdown is not None and chunks is not None:
+            errors.append("markdown_text and chunks cannot be used together")
+        if markdown is not None:
+            if not isinstance(markdown, str):
+                errors.append("must be a string [json-pointer:/markdown_text]")
+            elif len(markdown) > STREAM_MARKDOWN:
+                errors.append(
+                    f"must be less than {STREAM_MARKDOWN + 1} characters [json-pointer:/markdown_text]"
+                )
+        if errors:
+            return _Failure("invalid_arguments", 200, None, tuple(errors))
+        if chunks is not None and (chunk_errors := validate_chunks(chunks)):
+            return _Failure("invalid_chunks", 200, None, tuple(chunk_errors))
+        if method == "chat.appendStream" and not markdown and not chunks:
+            return _Failure("no_text", 200, None)
+        if method == "chat.stopStream" and "blocks" in args:
+            blocks = _json_arg(args.get("blocks"))
+            if not isinstance(blocks, list):
+                return _Failure("invalid_blocks_format", 200, None)
+            if block_errors_ := block_errors(blocks):
+                return _Failure("invalid_blocks", 200, None, tuple(block_errors_))
+        if method == "chat.startStream":
+            return self._start_refusal(args)
+        stream = self.streams.get(str(args.get("ts")))
+        if stream is None or stream.channel != args.get("channel"):
+            return _Failure("message_not_found", 200, None)
+        if not stream.streaming:
+            return _Failure("message_not_in_streaming_state", 200, None)
+        grown = len(stream.markdown) + _stream_text_length(markdown, chunks)
+        if self.stream_max_chars is not None and grown > self.stream_max_chars:
+            self.close_stream(stream.ts)
+            return _Failure("message_not_in_streaming_state", 200, None)
+        return None
+
+    def _start_refusal(self, args: JSON) -> _Failure | None:
+        channel = str(args.get("channel") or "")
+        if not channel:
+            return _Failure("channel_not_found", 200, None)
+        if channel in self.no_streaming:
+            return _Failure("channel_type_not_supported", 200, None)
+        if channel in self.not_joined:
+            return _Failure("not_in_channel", 200, None)
+        if not args.get("thread_ts"):
+            return _Failure("invalid_arguments", 200, None, ("missing required field: thread_ts",))
+        mode = args.get("task_display_mode", "timeline")
+        if mode not in TASK_DISPLAY_MODES:
+            return _Failure(
+                "invalid_arguments",
+                200,
+                None,
+                ("must be a valid enum value [json-pointer:/task_display_mode]",),
+            )
+        if not channel.startswith("D"):  # "Required when streaming to channels"
+            if not args.get("recipient_user_id"):
+                return _Failure("missing_recipient_user_id", 200, None)
+            if not args.get("recipient_team_id"):
+                return _Failure("missing_recipient_team_id", 200, None)
+        return None
+
+    def _m_chat_startStream(self, args: JSON) -> JSON:
+        ts = f"1700000000.{next(self._ts):06d}"
+        stream = Stream(
+            channel=str(args["channel"]),
+            ts=ts,
+            thread_ts=str(args["thread_ts"]),
+            recipient_user_id=args.get("recipient_user_id"),
+            recipient_team_id=args.get("recipient_team_id"),
+            task_display_mode=str(args.get("task_display_mode", "timeline")),
+        )
+        self.streams[ts] = stream
+        self._stream_content(stream, args)
+        return {"ok": True, "channel": stream.channel, "ts": ts}
+
+    def _m_chat_appendStream(self, args: JSON) -> JSON:
+        stream = self.streams[str(args["ts"])]
+        self._stream_content(stream, args)
+        return {"ok": True, "channel": stream.channel, "ts": stream.ts}
+
+    def _m_chat_stopStream(self, args: JSON) -> JSON:
+        stream = self.streams[str(args["ts"])]
+        self._stream_content(stream, args)
+        stream.streaming = False
+        if "blocks" in args:
+            stream.blocks = list(_json_arg(args["blocks"]))
+        return {
+            "ok": True,
+            "channel": stream.channel,
+            "ts": stream.ts,
+            "message": {"text": stream.markdown, "ts": stream.ts, "type": "message"},
+        }
+
+    def _stream_content(self, stream: Stream, args: JSON) -> None:
+        markdown = args.get("markdown_text")
+        if isinstance(markdown, str):
+            stream.markdown += markdown
+        for chunk in _json_arg(args.get("chunks")) or ():
+            kind = chunk["type"]
+            if kind == "markdown_text":
+                stream.markdown += chunk["text"]
+            elif kind == "task_update":
+                stream.task_updates.append(chunk)
+                stream.tasks[chunk["id"]] = {**stream.tasks.get(chunk["id"], {}), **chunk}
+            elif kind == "plan_update":
+                stream.plan_title = chunk["title"]
+
+    def _m_assistant_threads_setStatus(self, args: JSON) -> JSON:
+        problem = _thread_args(args, "status")
+        if problem:
+            return problem
+        loading = _json_arg(args.get("loading_messages"))
+        if loading is not None and (
+            not isinstance(loading, list) or not all(isinstance(m, str) for m in loading)
+        ):
+            return {"ok": False, "error": "invalid_arguments"}
+        thread = self._thread(args)
+        thread.setdefault("statuses", []).append((str(args["status"]), loading or []))
+        return {"ok": True}
+
+    def _m_assistant_threads_setTitle(self, args: JSON) -> JSON:
+        problem = _thread_args(args, "title")
+        if problem:
+            return problem
+        self._thread(args)["title"] = str(args["title"])
+        return {"ok": True}
+
+    def _m_assistant_threads_setSuggestedPrompts(self, args: JSON) -> JSON:
+        prompts = _json_arg(args.get("prompts"))
+        if not args.get("channel_id"):
+            return {"ok": False, "error": "channel_not_found"}
+        if (
+            not isinstance(prompts, list)
+            or not prompts
+            or len(prompts) > 4  # "set up to four suggested prompts"
+            or not all(
+                isinstance(p, dict)
+                and isinstance(p.get("title"), str)
+                and p["title"]
+                and isinstance(p.get("message"), str)
+                and p["message"]
+                for p in prompts
+            )
+        ):
+            return {"ok": False, "error": "invalid_arguments"}
+        thread = self._thread(args)
+        thread["prompts"] = prompts
+        if args.get("title"):
+            thread["prompts_title"] = args["title"]
+        return {"ok": True}
+
+    def _thread(self, args: JSON) -> JSON:
+        key = (str(args.get("channel_id")), str(args.get("thread_ts") or ""))
+        return self.assistant_threads.setdefault(key, {})
+
     def _m_chat_postEphemeral(self, args: JSON) -> JSON:
         return {"ok": True, "message_ts": f"1700000000.{next(self._ts):06d}"}
 
@@ -600,6 +834,108 @@ async def _read_args(request: web.Request) -> JSON:
     elif request.can_read_body:
         args.update(dict(await request.post()))
     return args
+
+
+def _json_arg(value: Any) -> Any:
+    """An argument slack_sdk sent as JSON, or as a JSON string in a form."""
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
+
+
+def _thread_args(args: JSON, field_name: str) -> JSON | None:
+    if not args.get("channel_id"):
+        return {"ok": False, "error": "channel_not_found"}
+    if not args.get("thread_ts"):
+        return {"ok": False, "error": "invalid_thread_ts"}
+    if not isinstance(args.get(field_name), str):
+        return {"ok": False, "error": "invalid_arguments"}
+    return None
+
+
+def _stream_text_length(markdown: Any, chunks: Any) -> int:
+    size = len(markdown) if isinstance(markdown, str) else 0
+    for chunk in chunks or ():
+        if chunk.get("type") == "markdown_text":
+            size += len(chunk["text"])
+    return size
+
+
+def validate_chunks(chunks: Any) -> list[str]:
+    """Why Slack would refuse these streaming chunks (``invalid_chunks``), as
+    ``"... [json-pointer:/chunks/..]"`` lines; empty when it would take them."""
+    checker = _Checker()
+    if not isinstance(chunks, list):
+        return ["must be an array [json-pointer:/chunks]"]
+    if not chunks:
+        return ["must contain at least 1 items [json-pointer:/chunks]"]
+    for i, chunk in enumerate(chunks):
+        at = f"/chunks/{i}"
+        if not isinstance(chunk, dict):
+            checker.fail("must provide an object", at)
+            continue
+        kind = chunk.get("type")
+        allowed = _CHUNK_KEYS.get(kind) if isinstance(kind, str) else None
+        if allowed is None:
+            checker.fail("failed to match all allowed schemas", at)
+            continue
+        checker._extra(chunk, allowed, at)
+        if kind == "markdown_text":
+            text = chunk.get("text")
+            if not isinstance(text, str):
+                checker.fail("missing required field: text", at)
+            else:
+                checker._string_length(text, STREAM_MARKDOWN, f"{at}/text")
+        elif kind == "plan_update":
+            _required_string(checker, chunk, "title", at)
+        elif kind == "task_update":
+            _required_string(checker, chunk, "id", at, limit=ID_LENGTH)
+            _required_string(checker, chunk, "title", at)
+            if chunk.get("status") not in TASK_STATUSES:
+                checker.fail("must be a valid enum value", f"{at}/status")
+            for key in ("details", "output"):
+                checker._length(chunk, key, TASK_FIELD, at)
+            _sources(checker, chunk.get("sources"), f"{at}/sources")
+        elif kind == "blocks":
+            blocks = chunk.get("blocks")
+            if not isinstance(blocks, list):
+                checker.fail("missing required field: blocks", at)
+            else:
+                for j, block in enumerate(blocks):
+                    checker.block(block, f"{at}/blocks/{j}")
+    return checker.errors
+
+
+def _required_string(
+    checker: _Checker, obj: JSON, key: str, at: str, *, limit: int = TASK_FIELD
+) -> None:
+    if key not in obj:
+        checker.fail(f"missing required field: {key}", at)
+    else:
+        checker._length(obj, key, limit, at)
+
+
+def _sources(checker: _Checker, sources: Any, at: str) -> None:
+    if sources is None:
+        return
+    if not isinstance(sources, list):
+        checker.fail("must be an array", at)
+        return
+    for i, source in enumerate(sources):
+        where = f"{at}/{i}"
+        if not isinstance(source, dict) or source.get("type") != "url":
+            checker.fail("failed to match all allowed schemas", where)
+            continue
+        checker._extra(source, frozenset({"type", "url", "text"}), where)
+        for key in ("url", "text"):  # no documented length limit (UrlSourceElement)
+            value = source.get(key)
+            if key not in source:
+                checker.fail(f"missing required field: {key}", where)
+            elif not isinstance(value, str) or not value:
+                checker.fail("must be more than 0 characters", f"{where}/{key}")
 
 
 def _blocks(args: JSON) -> list[JSON]:
@@ -756,7 +1092,10 @@ _BLOCK_KEYS: dict[str, frozenset[str]] = {
     "header": frozenset({"type", "block_id", "text"}),
     "divider": frozenset({"type", "block_id"}),
     "markdown": frozenset({"type", "block_id", "text"}),
+    "context_actions": frozenset({"type", "block_id", "elements"}),
 }
+_FEEDBACK_KEYS = frozenset({"type", "action_id", "positive_button", "negative_button"})
+_FEEDBACK_BUTTON_KEYS = frozenset({"text", "value", "accessibility_label"})
 _INPUT_KEYS = frozenset(
     {"type", "block_id", "label", "element", "hint", "optional", "dispatch_action"}
 )
@@ -894,6 +1233,33 @@ class _Checker:
             self.fail("missing required field: text", at)
         else:
             self._string_length(text, MARKDOWN_BLOCK_TEXT, f"{at}/text")
+
+    def _context_actions(self, block: JSON, at: str) -> None:
+        for i, element in enumerate(self._elements(block, at, CONTEXT_ACTIONS_ELEMENTS)):
+            where = f"{at}/elements/{i}"
+            if not isinstance(element, dict) or element.get("type") != "feedback_buttons":
+                # icon_button is allowed too; the bot sends none, so the fake refuses it
+                self.fail("failed to match all allowed schemas", where)
+                continue
+            self._extra(element, _FEEDBACK_KEYS, where)
+            self._length(element, "action_id", ID_LENGTH, where)
+            for side in ("positive_button", "negative_button"):
+                button = element.get(side)
+                if not isinstance(button, dict):
+                    self.fail(f"missing required field: {side}", where)
+                    continue
+                self._extra(button, _FEEDBACK_BUTTON_KEYS, f"{where}/{side}")
+                if "text" not in button:
+                    self.fail("missing required field: text", f"{where}/{side}")
+                else:
+                    self.text(
+                        button["text"], f"{where}/{side}/text", limit=BUTTON_TEXT, plain_only=True
+                    )
+                if "value" not in button:
+                    self.fail("missing required field: value", f"{where}/{side}")
+                self._length(button, "value", BUTTON_VALUE, f"{where}/{side}")
+                # "accessibility_label ... Maximum length is 75 characters" (the element's page)
+                self._length(button, "accessibility_label", BUTTON_TEXT, f"{where}/{side}")
 
     def _elements(self, block: JSON, at: str, limit: int) -> list[Any]:
         elements = block.get("elements")

@@ -67,7 +67,9 @@ async def test_a_restricted_bot_answers_dms_only_for_members_of_its_channels(
     make: Any,  # noqa: F811
 ) -> None:
     h: Harness = await make(
-        ["Thought: ok\nAction: finish[Hello.]"], allowed_channels=frozenset({"C1GENERAL"})
+        ["Thought: ok\nAction: finish[Hello.]"],
+        allowed_channels=frozenset({"C1GENERAL"}),
+        streaming="update",  # the answer as one root message, to look at
     )
     h.fake.channel_members["C1GENERAL"] = [f"U{i:05d}" for i in range(2500)] + ["U1ADA"]
     dm = {"type": "message", "channel_type": "im", "channel": "D0STRANGER", "ts": "1.1"}

@@ -379,7 +379,8 @@ async def test_thread_mention_continues_the_conversation_in_the_thread(make: Any
 
 
 async def test_direct_message_answered_and_bot_or_edited_messages_ignored(make: Any) -> None:
-    h: Harness = await make(["Thought: hi.\nAction: finish[Hello!]"])
+    # chat.update rendering (slack.streaming: auto streams DMs natively: test_slack_streaming)
+    h: Harness = await make(["Thought: hi.\nAction: finish[Hello!]"], streaming="update")
     base = {
         "type": "message",
         "channel": "D1",

@@ -567,3 +567,25 @@ async def test_a_click_on_the_other_replica_decides_the_run(
     await elsewhere.click(APPROVE_ACTION_ID, user=ASKER, message=root)  # a stale copy
     await eventually(lambda: len(elsewhere.ephemerals()) == 2)
     assert elsewhere.ephemerals()[-1] == "This action is no longer waiting for a decision."
+
+
+async def test_a_bot_whose_tools_need_approval_answers_by_chat_update_even_in_dms(
+    make: Any, fake: FakeSlack
+) -> None:
+    # The approval buttons live in the chat.update message; a native stream has no place
+    # for them, so slack.streaming: native (and auto, in DMs) answers by chat.update here.
+    h: ApprovalHarness = await make(
+        ["Thought: ok\nAction: finish[Nothing to delete.]"], streaming="native"
+    )
+    event = {
+        "type": "message",
+        "channel_type": "im",
+        "channel": "D1ADA",
+        "user": ASKER,
+        "text": "hi",
+        "ts": "1710000000.000001",
+    }
+    await h.event(event, event_id="EvDmApproval")
+    await h.settled()
+    assert not fake.calls("chat.startStream") and not fake.streams
+    assert "Nothing to delete." in message_text(h.root("D1ADA"))

@@ -94,3 +94,110 @@ async def test_socket_mode_handler_is_built_from_the_app_token() -> None:
         await bot.aclose()
     finally:
         await app.aclose()
+
+
+def test_streaming_and_suggested_prompts_map_onto_the_adapter_settings() -> None:
+    base = config(port=3999, base_url="http://127.0.0.1:1/api")
+    assert slack_settings(base).streaming == "auto"
+    legacy = base.model_copy(
+        update={"slack": base.slack.model_copy(update={"use_native_streaming": False})}
+    )
+    assert slack_settings(legacy).streaming == "update"
+    assert slack_settings(base).suggested_prompts[0] == (
+        "What can you do?",
+        "What can you do, and with which tools?",
+    )
+
+
+async def test_reactbot_serve_streams_a_dm_natively_through_slack(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    import json
+    import time
+
+    from slack_sdk.signature import SignatureVerifier
+
+    port = free_port()
+    async with FakeSlack() as fake:
+        served = config(port=port, base_url=fake.base_url)
+        served = served.model_copy(
+            update={
+                "slack": served.slack.model_copy(
+                    update={"allowed_channels": (), "use_native_streaming": True}
+                )
+            }
+        )
+        app = App.create(served)  # the offline demo model
+        task = asyncio.get_running_loop().create_task(serve_slack(app))
+        try:
+            body = json.dumps(
+                {
+                    "type": "event_callback",
+                    "team_id": "T0TEAM",
+                    "api_app_id": "A1",
+                    "event_id": "EvServe",
+                    "event_time": int(time.time()),
+                    "event": {
+                        "type": "message",
+                        "channel_type": "im",
+                        "channel": "D1ADA",
+                        "user": "U1ADA",
+                        "text": "What is 17*23+4?",
+                        "ts": "1710000000.000001",
+                    },
+                    "authorizations": [{"team_id": "T0TEAM", "user_id": "UB", "is_bot": True}],
+                }
+            )
+            stamp = str(int(time.time()))
+            signature = SignatureVerifier("shh").generate_signature(timestamp=stamp, body=body)
+            headers = {
+                "Content-Type": "application/json",
+                "X-Slack-Request-Timestamp": stamp,
+                "X-Slack-Signature": signature or "",
+            }
+            async with aiohttp.ClientSession() as session:
+                for _ in range(200):
+                    try:
+                        url = f"http://127.0.0.1:{port}/slack/events"
+                        async with session.post(url, data=body, headers=headers) as response:
+                            assert response.status == 200
+                            break
+                    except aiohttp.ClientConnectionError:
+                        await asyncio.sleep(0.02)
+            async with asyncio.timeout(20):
+                while not (fake.streams and not next(iter(fake.streams.values())).streaming):  # noqa: ASYNC110 - polls the fake
+                    await asyncio.sleep(0.05)
+            stream = next(iter(fake.streams.values()))
+            assert stream.thread_ts == "1710000000.000001"
+            assert "395" in stream.markdown
+            assert stream.tasks and all(t["status"] == "complete" for t in stream.tasks.values())
+            assert any(
+                "slack.use_native_streaming is deprecated" in r.message for r in caplog.records
+            )
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+        finally:
+            await app.aclose()
+
+
+async def test_with_redis_the_streaming_tiers_are_shared_budgets(
+    redis_url: str, redis_prefix: str
+) -> None:
+    from adapters.slack.streaming import TIERS
+    from bot.config import RedisConfig
+    from bot.serve_slack import stream_budgets
+
+    app = App.create(Config(redis=RedisConfig(url=redis_url, prefix=redis_prefix)))
+    try:
+        budgets = stream_budgets(app)
+        assert {m: b.limit for m, b in budgets.items()} == dict(TIERS)
+        assert await budgets["chat.stopStream"].take(0) == 0.0  # answered by Redis
+        await budgets["chat.stopStream"].done()
+    finally:
+        await app.aclose()
+    without = App.create(Config())
+    try:
+        assert stream_budgets(without) == {}
+    finally:
+        await without.aclose()

@@ -12,6 +12,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from bot.config import (
+    DEPRECATED_KEYS,
     AgentConfig,
     Config,
     ConfigError,
@@ -265,6 +266,7 @@ def test_slack_mode_must_be_socket_or_http(tmp_path: Path) -> None:
         ("discord: {allowed_users: [1, x]}", "discord.allowed_users[1]: must be a whole number"),
         ("discord: {allowed_roles: [-5]}", "discord.allowed_roles: Discord ids are positive"),
         ("slack: {use_native_streaming: maybe}", "slack.use_native_streaming: must be true or"),
+        ("slack: {streaming: live}", "slack.streaming: must be 'auto', 'native' or 'update'"),
         ("agent: 5", "agent: must be a mapping of keys (got 5). Fix it in config.yaml or"),
         ("log_level: loud", "log_level: must be 'DEBUG', 'INFO', 'WARNING', 'ERROR' or"),
     ],
@@ -527,7 +529,8 @@ def test_the_example_file_equals_the_defaults() -> None:
 
 def test_the_example_file_sets_every_key() -> None:
     raw = yaml.safe_load(EXAMPLE.read_text(encoding="utf-8"))
-    assert sorted(key_paths(raw)) == sorted(field_paths(Config))
+    expected = set(field_paths(Config)) - set(DEPRECATED_KEYS)
+    assert sorted(key_paths(raw)) == sorted(expected)
 
 
 def test_every_key_in_the_example_has_a_comment_above_it() -> None:
@@ -576,3 +579,38 @@ def test_no_settings_object_prints_a_secret() -> None:
     )
     for secret in [*secrets, "tvly-secret-search", "d-secret"]:
         assert secret not in shown
+
+
+# --------------------------------------------------------------------------------------------
+# slack.streaming replaces slack.use_native_streaming
+
+
+def test_slack_streaming_is_auto_by_default_and_takes_its_three_values(tmp_path: Path) -> None:
+    assert load_config(None, {}).slack.streaming_mode == "auto"
+    for value in ("auto", "native", "update"):
+        config = load_config(write(tmp_path, f"slack: {{streaming: {value}}}\n"), {})
+        assert config.slack.streaming_mode == value
+        assert config.slack.deprecations == []
+
+
+@pytest.mark.parametrize(("old", "new"), [("true", "native"), ("false", "update")])
+def test_the_old_native_streaming_key_still_works_and_says_what_replaces_it(
+    tmp_path: Path, old: str, new: str
+) -> None:
+    config = load_config(write(tmp_path, f"slack: {{use_native_streaming: {old}}}\n"), {})
+    assert config.slack.streaming_mode == new
+    assert config.slack.deprecations == [
+        f"slack.use_native_streaming is deprecated: write slack.streaming: {new} "
+        "(auto streams natively in DMs and assistant threads)"
+    ]
+
+
+def test_the_old_and_the_new_streaming_key_together_are_refused(tmp_path: Path) -> None:
+    message = error_for(tmp_path, "slack: {use_native_streaming: true, streaming: auto}\n")
+    assert "use_native_streaming is replaced by streaming" in message
+
+
+def test_at_most_four_suggested_prompts(tmp_path: Path) -> None:
+    prompts = ", ".join("{title: t, message: m}" for _ in range(5))
+    message = error_for(tmp_path, f"slack: {{suggested_prompts: [{prompts}]}}\n")
+    assert message.startswith("config error: slack.suggested_prompts")

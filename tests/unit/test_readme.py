@@ -70,3 +70,15 @@ def test_the_readme_mcp_examples_are_valid_configs(tmp_path: Path) -> None:
     assert remote.transport == "http" and remote.approval is True
     assert config.tools.mcp.timeout == 60
     assert config.secrets.mcp["GITHUB_MCP_AUTH"].get_secret_value() == "Bearer ghp_x"
+
+
+def test_the_readme_slack_streaming_example_is_a_valid_config(tmp_path: Path) -> None:
+    from bot.config import load_config
+
+    section = README.read_text().split("### Slack: native streaming", 1)[1]
+    snippet = re.findall(r"```yaml\n(.*?)```", section, re.DOTALL)[0]
+    path = tmp_path / "config.yaml"
+    path.write_text(snippet)
+    slack = load_config(path, {}).slack
+    assert slack.streaming_mode == "auto"
+    assert [p.title for p in slack.suggested_prompts] == ["Calculate"]
