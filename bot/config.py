@@ -58,6 +58,7 @@ __all__ = [
     "Secrets",
     "SlackConfig",
     "ToolsConfig",
+    "WebConfig",
     "load_config",
     "resolve_config_path",
 ]
@@ -79,6 +80,7 @@ SECRET_ENV_VARS: Mapping[str, str] = {
     "slack_bot_token": "SLACK_BOT_TOKEN",
     "slack_app_token": "SLACK_APP_TOKEN",
     "slack_signing_secret": "SLACK_SIGNING_SECRET",
+    "link_secret": "REACTBOT_LINK_SECRET",
 }
 
 
@@ -367,6 +369,19 @@ class SlackConfig(_Section):
     _http_url = field_validator("api_base_url")(_check_http_url)
 
 
+class WebConfig(_Section):
+    """The trace pages (``/t/{trace_id}``), served by the ops endpoint's HTTP server."""
+
+    enabled: bool = False
+    public_url: str | None = None
+    """How people reach that server (``https://bot.example.com``): the base of the signed
+    links posted in trace threads and printed by ``reactbot trace show``."""
+    link_ttl: int = Field(default=7 * 86400, ge=60, le=366 * 86400)
+    """Seconds a signed link stays valid."""
+
+    _http_url = field_validator("public_url")(_check_http_url)
+
+
 class Secrets(_Section):
     """Credentials, from the environment only; each is ``None`` when unset or empty."""
 
@@ -376,6 +391,8 @@ class Secrets(_Section):
     slack_bot_token: SecretStr | None = None
     slack_app_token: SecretStr | None = None
     slack_signing_secret: SecretStr | None = None
+    link_secret: SecretStr | None = None
+    """The HMAC key of trace page links; without it no link is made and the pages are off."""
     mcp: dict[str, SecretStr] = Field(default_factory=dict)
     """The variables MCP servers name (``env_from``, ``headers_from``) that are set."""
 
@@ -407,6 +424,7 @@ class Config(_Section):
     redis: RedisConfig = RedisConfig()
     discord: DiscordConfig = DiscordConfig()
     slack: SlackConfig = SlackConfig()
+    web: WebConfig = WebConfig()
     log_level: LogLevel = "INFO"
     secrets: Secrets = Secrets()
 
@@ -548,6 +566,8 @@ _SECRET_KEY_ENV: Mapping[str, str] = {
     "slack.token": "SLACK_BOT_TOKEN",
     "slack.app_token": "SLACK_APP_TOKEN",
     "slack.signing_secret": "SLACK_SIGNING_SECRET",
+    "web.link_secret": "REACTBOT_LINK_SECRET",
+    "web.secret": "REACTBOT_LINK_SECRET",
 }
 
 

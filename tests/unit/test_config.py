@@ -30,6 +30,7 @@ SECRET_ENV = {
     "SLACK_BOT_TOKEN": "xoxb-test-BOT-0004",
     "SLACK_APP_TOKEN": "xapp-test-APP-0005",
     "SLACK_SIGNING_SECRET": "signing-test-SECRET-0006",
+    "REACTBOT_LINK_SECRET": "link-test-SECRET-0007",
 }
 
 
