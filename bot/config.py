@@ -24,6 +24,7 @@ import typing
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import annotated_types
 import yaml
@@ -380,6 +381,22 @@ class WebConfig(_Section):
     """Seconds a signed link stays valid."""
 
     _http_url = field_validator("public_url")(_check_http_url)
+
+    @field_validator("public_url")
+    @classmethod
+    def _plain_base(cls, value: str | None) -> str | None:
+        # It starts every link posted in Discord and Slack: nothing there may be read as
+        # markup (<, >, |), and a query or fragment would swallow the link's own.
+        if value is None:
+            return value
+        if re.search(r"[\s<>|\"'`\\]", value):
+            raise ValueError("must be a plain URL: no spaces, quotes, <, >, | or \\")
+        parts = urlsplit(value)
+        if not parts.hostname:
+            raise ValueError("must name a host, e.g. https://bot.example.com")
+        if parts.query or parts.fragment or "?" in value or "#" in value:
+            raise ValueError("must not have a query (?) or fragment (#); a path is fine")
+        return value
 
 
 class Secrets(_Section):

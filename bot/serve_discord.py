@@ -13,6 +13,7 @@ from adapters.discord.client import create_bot
 from adapters.discord.cog import Services
 from adapters.discord.settings import DiscordSettings
 from bot.app import App, longest_run
+from bot.web import LinkSigner
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +56,7 @@ async def serve_discord(app: App) -> None:
         slots=app.slots,
         channel_settings=app.channel_settings,
         broker=app.broker,
+        trace_link=LinkSigner.from_config(app.config).link,
     )
     bot = create_bot(services)
     try:

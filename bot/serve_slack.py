@@ -9,6 +9,7 @@ from adapters.slack.server import run
 from adapters.slack.settings import SlackSettings
 from bot.app import App, longest_run
 from bot.config import Config
+from bot.web import LinkSigner
 
 
 def slack_settings(config: Config) -> SlackSettings:
@@ -52,6 +53,7 @@ async def serve_slack(app: App) -> None:
         broker=app.broker,
         channel_settings=app.channel_settings,
         settings=settings,
+        trace_link=LinkSigner.from_config(app.config).link,
         # chat.update is limited per workspace: with Redis, every replica shares the budget
         update_budget=app.rate_budget("slack:chat.update", limit=per_minute)
         if per_minute > 0

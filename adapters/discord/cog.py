@@ -98,6 +98,8 @@ class Services:
     """Carries a decision on a pending action to its run (the agent's approver)."""
     channel_settings: ChannelSettings = field(default_factory=InMemoryChannelSettings)
     """What admins set per channel (``/reactbot``), shared likewise."""
+    trace_link: Callable[[str], str | None] | None = None
+    """The signed page of a trace, posted last in its thread (None: no links)."""
 
 
 # ---- translating Discord objects ----------------------------------------------------------
@@ -421,7 +423,7 @@ class AskCog(commands.Cog):
         self.pacer = EditPacer(
             services.settings.edit_interval, channel_window=DISCORD_CHANNEL_WRITES
         )
-        self.renderer = DiscordRenderer()
+        self.renderer = DiscordRenderer(trace_link=services.trace_link)
         self._tasks: set[asyncio.Task[None]] = set()
         self._runs: dict[str, Run] = {}
         self._listening = AsyncExitStack()

@@ -30,7 +30,7 @@ import contextlib
 import logging
 import time
 from collections import deque
-from collections.abc import Coroutine, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from typing import Any
@@ -182,8 +182,11 @@ class SlackBot:
         channel_settings: ChannelSettings | None = None,
         update_budget: Budget | None = None,
         client: AsyncWebClient | None = None,
+        trace_link: Callable[[str], str | None] | None = None,
     ) -> None:
         self.agent = agent
+        self.trace_link = trace_link
+        """The signed page of a trace, posted last in its thread (None: no links)."""
         self.claims = claims
         self.settings = settings
         self.cooldowns = cooldowns or InMemoryCooldowns()
@@ -602,6 +605,7 @@ class SlackBot:
             run_id=run.trace.id,
             approvals=self.broker is not None,
             approval_timeout=self.agent.settings.approval_timeout,
+            trace_link=self.trace_link,
         )
         live = LiveMessage(
             surface,
