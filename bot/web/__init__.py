@@ -94,11 +94,12 @@ class LinkSigner:
 
     @classmethod
     def from_config(cls, config: Config) -> LinkSigner:
+        """Off (no links, no pages) unless ``web.enabled`` and ``REACTBOT_LINK_SECRET``."""
         secret = config.secrets.link_secret
+        if not config.web.enabled or secret is None:
+            return cls(None, public_url=None, ttl=config.web.link_ttl)
         return cls(
-            secret.get_secret_value() if secret is not None else None,
-            public_url=config.web.public_url if config.web.enabled else None,
-            ttl=config.web.link_ttl,
+            secret.get_secret_value(), public_url=config.web.public_url, ttl=config.web.link_ttl
         )
 
     @property

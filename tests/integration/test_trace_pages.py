@@ -281,3 +281,18 @@ async def test_the_page_shows_approvals_errors_and_safe_sources(site: Site) -> N
     )
     assert 'href="javascript:' not in body and 'href="data:' not in body
     assert "javascript:alert(1)" in body  # shown as text
+
+
+def test_the_signer_from_config_is_off_unless_enabled_with_a_secret() -> None:
+    from bot.config import load_config
+
+    secret = {"REACTBOT_LINK_SECRET": SECRET}
+    on = {"web": {"enabled": True, "public_url": "https://b.example/r/"}}
+    base = load_config(None, secret)
+    enabled = base.model_copy(update={"web": base.web.model_copy(update=on["web"])})
+    link = LinkSigner.from_config(enabled).link("abc")
+    assert link is not None and link.startswith("https://b.example/r/t/abc?exp=")
+    assert not LinkSigner.from_config(base).enabled  # web.enabled is false
+    no_secret = enabled.model_copy(update={"secrets": load_config(None, {}).secrets})
+    assert not LinkSigner.from_config(no_secret).enabled
+    assert "test-link-secret" not in repr(LinkSigner.from_config(enabled))
