@@ -53,6 +53,8 @@ FIELD_CHARS = 200_000
 """At most this much of one field goes into the page; the downloads hold all of it."""
 SOURCE_CHARS = 300
 """A source URL longer than this is shown shortened (the link still goes to all of it)."""
+INPUT_SHOWN = 120
+"""Characters of an action's input shown on its step's row (all of it is below the row)."""
 BAR_STEPS = 20
 """Duration bars are drawn in 5 % steps: CSS classes, since the policy allows no inline
 style attribute."""
@@ -228,9 +230,18 @@ def _bar(seconds: float, longest: float) -> int:
     return max(1, min(BAR_STEPS, round(seconds / longest * BAR_STEPS)))
 
 
-def _step_view(step: TraceStep, longest: float) -> dict[str, Any]:
+def one_line(text: str, limit: int = INPUT_SHOWN) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def _step_view(step: TraceStep, longest: float, *, models: int) -> dict[str, Any]:
+    short = one_line(step.action_input) if step.action_input else ""
     return {
         "step": step,
+        "input_short": short,
+        "input_whole": short == step.action_input,
+        "model": step.model if models > 1 else "",
         "label": f"{step.index}" + (f".{step.call + 1}" if step.call else ""),
         "bar": _bar(step.seconds, longest),
         "thought": fold(step.thought) if step.thought else None,
@@ -247,7 +258,8 @@ def _step_view(step: TraceStep, longest: float) -> dict[str, Any]:
 
 def _trace_view(trace: Trace, *, query: str, parts_at: int | None = None) -> dict[str, Any]:
     longest = max((s.seconds for s in trace.steps), default=0.0)
-    steps = [_step_view(s, longest) for s in trace.steps]
+    models = len({s.model for s in trace.steps if s.model} | set(trace.models))
+    steps = [_step_view(s, longest, models=models) for s in trace.steps]
     return {
         "trace": trace,
         "segment": _segment(trace.id),

@@ -114,18 +114,27 @@ def twelve_step_trace() -> Trace:
 
 
 @pytest.fixture
-async def page_url() -> AsyncIterator[str]:
+async def site() -> AsyncIterator[tuple[LinkSigner, Trace, Trace]]:
+    """The pages served for a 12-step trace and a replay that parts from it at step 6."""
     traces = InMemoryTraceStore()
-    trace = twelve_step_trace()
+    trace, replay = twelve_step_trace(), twelve_step_trace()
+    replay.steps[5].observation = "67.25"
     await traces.save(trace)
+    await traces.save(replay)
     signer = LinkSigner("browser-test-secret-0123456789abcdef", public_url=None)
     app = web.Application()
     add_trace_pages(app, traces=traces, signer=signer)
     async with TestServer(app, host="127.0.0.1") as server:
         signer.public_url = str(server.make_url("")).rstrip("/")
-        link = signer.link(trace.id)
-        assert link is not None
-        yield link
+        yield signer, trace, replay
+
+
+@pytest.fixture
+def page_url(site: tuple[LinkSigner, Trace, Trace]) -> str:
+    signer, trace, _ = site
+    link = signer.link(trace.id)
+    assert link is not None
+    return link
 
 
 async def test_the_page_in_headless_chromium(chromium: str, artifacts: Path, page_url: str) -> None:
@@ -189,3 +198,39 @@ async def test_the_page_in_headless_chromium(chromium: str, artifacts: Path, pag
     assert problems == []
     for width in WIDTHS:
         assert (artifacts / f"page-{width}-light.png").stat().st_size > 10_000
+
+
+async def test_the_comparison_in_headless_chromium(
+    chromium: str, artifacts: Path, site: tuple[LinkSigner, Trace, Trace]
+) -> None:
+    from playwright.async_api import async_playwright
+
+    signer, trace, replay = site
+    link = signer.compare_link(trace.id, replay.id)
+    assert link is not None
+    origin = "{0.scheme}://{0.netloc}".format(urlsplit(link))
+    requests: list[str] = []
+    problems: list[str] = []
+    async with async_playwright() as p:
+        browser = await p.chromium.launch(
+            executable_path=chromium, headless=True, args=["--no-sandbox"]
+        )
+        try:
+            for width in WIDTHS:
+                context = await browser.new_context(viewport={"width": width, "height": 900})
+                page = await context.new_page()
+                page.on("request", lambda r: requests.append(r.url))
+                page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}"))
+                page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+                response = await page.goto(link, wait_until="load")
+                assert response is not None and response.status == 200
+                assert await page.locator("li.step.parts").count() == 2
+                assert await page.evaluate("document.documentElement.scrollWidth") <= width
+                await page.click("text=marked")  # the in-page link to the first difference
+                assert await page.locator("#parts").is_visible()
+                await page.screenshot(path=artifacts / f"compare-{width}.png")
+                await context.close()
+        finally:
+            await browser.close()
+    assert [u for u in requests if not u.startswith(origin + "/")] == []
+    assert problems == []

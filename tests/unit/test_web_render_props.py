@@ -116,8 +116,9 @@ class Page(HTMLParser):
 def fields_of(trace: Trace) -> list[str]:
     values = [trace.question, trace.user, trace.conversation, trace.mode, *trace.notices]
     values += [v for v in (trace.answer, trace.reason, trace.stopped_by) if v]
+    several_models = len({s.model for s in trace.steps if s.model} | set(trace.models)) > 1
     for step in trace.steps:
-        values += [step.thought, step.model]
+        values += [step.thought, step.model if several_models else ""]
         values += [v for v in (step.action, step.observation) if v]
         values += [step.action_input] if step.action and step.action_input else []
     return [v for v in values if v and len(v) <= FIELD_CHARS]
