@@ -256,8 +256,11 @@ def mention(user: str | None) -> str:
 def link(url: str) -> str:
     """A source: ``<url|host>`` for a plain http(s) URL, else its host (or the text) escaped."""
     if len(url) <= LINK_URL_LIMIT and _SAFE_URL.match(url):
-        netloc = urllib.parse.urlsplit(url).netloc
-        if "@" not in netloc and _HOST.match(netloc):
+        try:
+            netloc = urllib.parse.urlsplit(url).netloc
+        except ValueError:  # an unbalanced [ in the host part: not a plain URL
+            netloc = ""
+        if netloc and "@" not in netloc and _HOST.match(netloc):
             return f"<{escape(url)}|{escape(source_domain(url))}>"
     return prose(source_domain(url) or url or "?", NAME_LIMIT)
 
