@@ -616,7 +616,9 @@ def with_page_link(posts: list[DiscordPayload], link: str) -> list[DiscordPayloa
     one is full). In ``<>``: our own URL, shown whole, with no embed under it."""
     line = f"-# 📄 Full trace page: <{link}>"
     last = posts[-1] if posts else None
-    if last is not None and len(last.content) + 1 + len(line) <= CONTENT_LIMIT:
+    # Not after a code block left open (a hostile reason's ```): it would show as code.
+    fits = last is not None and len(last.content) + 1 + len(line) <= CONTENT_LIMIT
+    if last is not None and fits and last.content.count(FENCE) % 2 == 0:
         return [*posts[:-1], DiscordPayload(f"{last.content}\n{line}", last.files)]
     return [*posts, DiscordPayload(line)]
 
