@@ -55,6 +55,8 @@ SOURCE_CHARS = 300
 """A source URL longer than this is shown shortened (the link still goes to all of it)."""
 INPUT_SHOWN = 120
 """Characters of an action's input shown on its step's row (all of it is below the row)."""
+PAGE_CHARS = 1_500_000
+"""Whole text of long fields one page shows, all fields together (see ``Room``)."""
 BAR_STEPS = 20
 """Duration bars are drawn in 5 % steps: CSS classes, since the policy allows no inline
 style attribute."""
@@ -173,26 +175,44 @@ def first_divergence(a: Sequence[TraceStep], b: Sequence[TraceStep]) -> int | No
 
 @dataclass(frozen=True, slots=True)
 class Text:
-    """A field as the page shows it: a preview, and the whole (bounded) text when longer."""
+    """A field as the page shows it: ``preview`` (the whole text when short), and ``full``
+    behind "show all" when longer, or None when the page has no room left for it."""
 
     preview: str
-    full: str
+    full: str | None
     chars: int
     cut: int
-    """Characters beyond ``FIELD_CHARS`` left out of the page (they are in the downloads)."""
+    """Characters of ``full`` left out (all of them are in the downloads)."""
 
     @property
     def folded(self) -> bool:
         return self.preview != self.full
 
 
-def fold(text: str) -> Text:
-    full = text[:FIELD_CHARS]
-    lines = full.split("\n", PREVIEW_LINES)
-    preview = "\n".join(lines[:PREVIEW_LINES])[:PREVIEW_CHARS]
-    if preview != full:
-        preview = preview.rstrip() + " …"
-    return Text(preview=preview, full=full, chars=len(text), cut=max(0, len(text) - FIELD_CHARS))
+class Room:
+    """Characters of whole field text one page may still show: past ``PAGE_CHARS`` the
+    long fields show only their preview (a 50-step run of 100 KB observations is a download,
+    not a page for a phone)."""
+
+    def __init__(self, chars: int = PAGE_CHARS) -> None:
+        self.left = chars
+
+    def take(self, wanted: int) -> int:
+        given = max(0, min(wanted, self.left))
+        self.left -= given
+        return given
+
+
+def fold(text: str, room: Room | None = None) -> Text:
+    head = "\n".join(text[: PREVIEW_CHARS + 1].split("\n", PREVIEW_LINES)[:PREVIEW_LINES])
+    head = head[:PREVIEW_CHARS]
+    if head == text:
+        return Text(preview=text, full=text, chars=len(text), cut=0)
+    wanted = min(len(text), FIELD_CHARS)
+    kept = room.take(wanted) if room is not None else wanted
+    full = text[:kept] if kept > len(head) else None
+    cut = len(text) - kept if full is not None else len(text)
+    return Text(preview=head.rstrip() + " …", full=full, chars=len(text), cut=cut)
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,7 +255,7 @@ def one_line(text: str, limit: int = INPUT_SHOWN) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
-def _step_view(step: TraceStep, longest: float, *, models: int) -> dict[str, Any]:
+def _step_view(step: TraceStep, longest: float, *, models: int, room: Room) -> dict[str, Any]:
     short = one_line(step.action_input) if step.action_input else ""
     return {
         "step": step,
@@ -244,12 +264,12 @@ def _step_view(step: TraceStep, longest: float, *, models: int) -> dict[str, Any
         "model": step.model if models > 1 else "",
         "label": f"{step.index}" + (f".{step.call + 1}" if step.call else ""),
         "bar": _bar(step.seconds, longest),
-        "thought": fold(step.thought) if step.thought else None,
-        "reasoning": fold(step.reasoning) if step.reasoning else None,
-        "action_input": fold(step.action_input) if step.action_input is not None else None,
-        "observation": fold(step.observation) if step.observation is not None else None,
-        "error": fold(step.error) if step.error and step.error != step.observation else None,
-        "raw": fold(step.raw) if step.kind == "format_error" and step.raw else None,
+        "thought": fold(step.thought, room) if step.thought else None,
+        "reasoning": fold(step.reasoning, room) if step.reasoning else None,
+        "action_input": fold(step.action_input, room) if step.action_input is not None else None,
+        "observation": fold(step.observation, room) if step.observation is not None else None,
+        "error": fold(step.error, room) if step.error and step.error != step.observation else None,
+        "raw": fold(step.raw, room) if step.kind == "format_error" and step.raw else None,
         "approval": step.approval.describe() if step.approval is not None else None,
         "sources": [source(u) for u in step.sources],
         "attachments": [a.describe() for a in step.attachments],
@@ -259,7 +279,11 @@ def _step_view(step: TraceStep, longest: float, *, models: int) -> dict[str, Any
 def _trace_view(trace: Trace, *, query: str, parts_at: int | None = None) -> dict[str, Any]:
     longest = max((s.seconds for s in trace.steps), default=0.0)
     models = len({s.model for s in trace.steps if s.model} | set(trace.models))
-    steps = [_step_view(s, longest, models=models) for s in trace.steps]
+    room = Room()  # the question, answer and reason first: they matter most
+    question = fold(trace.question, room)
+    answer = fold(trace.answer, room) if trace.answer else None
+    reason = fold(trace.reason, room) if trace.reason else None
+    steps = [_step_view(s, longest, models=models, room=room) for s in trace.steps]
     return {
         "trace": trace,
         "segment": _segment(trace.id),
@@ -273,9 +297,9 @@ def _trace_view(trace: Trace, *, query: str, parts_at: int | None = None) -> dic
         "models": ", ".join(dict.fromkeys(m for m in trace.models if m)),
         "steps": steps,
         "parts_at": parts_at,
-        "question": fold(trace.question),
-        "answer": fold(trace.answer) if trace.answer else None,
-        "reason": fold(trace.reason) if trace.reason else None,
+        "question": question,
+        "answer": answer,
+        "reason": reason,
         "sources": [source(u) for u in (trace.cited or trace.sources)],
     }
 

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from bot.web import (
     FIELD_CHARS,
+    PAGE_CHARS,
     _environment,
     first_divergence,
     render_compare,
@@ -121,7 +122,10 @@ def fields_of(trace: Trace) -> list[str]:
         values += [step.thought, step.model if several_models else ""]
         values += [v for v in (step.action, step.observation) if v]
         values += [step.action_input] if step.action and step.action_input else []
-    return [v for v in values if v and len(v) <= FIELD_CHARS]
+    values = [v for v in values if v and len(v) <= FIELD_CHARS]
+    if sum(map(len, _all_text(trace))) > PAGE_CHARS:  # past it, long fields show a preview
+        values = [trace.question] if len(trace.question) <= FIELD_CHARS else []
+    return values
 
 
 @pytest.fixture(scope="module")
@@ -218,3 +222,14 @@ def test_a_huge_observation_is_folded_and_bounded(env: jinja2.Environment) -> No
 def test_the_stylesheet_has_no_way_out_of_the_style_element() -> None:
     css = stylesheet()
     assert "</" not in css and "@import" not in css and "url(" not in css
+
+
+def test_a_page_of_many_huge_observations_stays_bounded(env: jinja2.Environment) -> None:
+    trace = Trace(question="q", id="abc", answer="the answer")
+    for i in range(1, 51):
+        trace.steps.append(TraceStep(i, action="read", observation=f"{i:03d}" + "x" * 100_000))
+    html = render_trace(env, trace, query="exp=1&sig=" + "c" * 64)
+    assert len(html) < PAGE_CHARS + 400_000
+    assert "this page is full, download the JSON for the whole observation" in html
+    assert "050xxx" in html  # every step still shows its preview
+    assert html.count("show all 100,003 characters of the observation") == 15
