@@ -68,6 +68,7 @@ FORBIDDEN_BODY = (
 )
 """The one answer to any link that does not check out: it says nothing about the trace."""
 
+_SIGNED_TAG = "reactbot trace page link v1"
 _EXP = re.compile(r"[0-9]{1,12}")
 _SIG = re.compile(r"[0-9a-f]{64}")
 _FILE_SAFE = re.compile(r"[^A-Za-z0-9_-]")
@@ -116,9 +117,11 @@ class LinkSigner:
     def sign(self, *ids: str, exp: int) -> str:
         if self._key is None:
             raise RuntimeError("no REACTBOT_LINK_SECRET: nothing can be signed")
-        # Lengths first, so no two different id lists can give the same message.
-        message = "\n".join([str(len(ids)), *(f"{len(i)}:{i}" for i in ids), str(exp)])
-        return hmac.new(self._key, message.encode(), hashlib.sha256).hexdigest()
+        # Lengths first, so no two different id lists can give the same message; the tag
+        # keeps these signatures apart from anything else the key might ever sign.
+        parts = [_SIGNED_TAG, str(len(ids)), *(f"{len(i)}:{i}" for i in ids), str(exp)]
+        message = "\n".join(parts).encode("utf-8", "surrogatepass")
+        return hmac.new(self._key, message, hashlib.sha256).hexdigest()
 
     def query(self, *ids: str, exp: int | None = None) -> str:
         """``exp=…&sig=…`` for ``ids`` (one trace, or the two of a comparison)."""
@@ -150,7 +153,7 @@ class LinkSigner:
 
 
 def _segment(trace_id: str) -> str:
-    return quote(trace_id, safe="")
+    return quote(trace_id.encode("utf-8", "surrogatepass"), safe="")
 
 
 # ---- comparing two runs -------------------------------------------------------------------
