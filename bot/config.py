@@ -24,6 +24,7 @@ import typing
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import annotated_types
 import yaml
@@ -59,6 +60,7 @@ __all__ = [
     "SlackConfig",
     "TelemetryConfig",
     "ToolsConfig",
+    "WebConfig",
     "load_config",
     "resolve_config_path",
 ]
@@ -84,6 +86,7 @@ SECRET_ENV_VARS: Mapping[str, str] = {
     "slack_bot_token": "SLACK_BOT_TOKEN",
     "slack_app_token": "SLACK_APP_TOKEN",
     "slack_signing_secret": "SLACK_SIGNING_SECRET",
+    "link_secret": "REACTBOT_LINK_SECRET",
 }
 
 
@@ -433,6 +436,35 @@ class TelemetryConfig(_Section):
     _http_url = field_validator("otlp_endpoint")(_check_http_url)
 
 
+class WebConfig(_Section):
+    """The trace pages (``/t/{trace_id}``), served by the ops endpoint's HTTP server."""
+
+    enabled: bool = False
+    public_url: str | None = None
+    """How people reach that server (``https://bot.example.com``): the base of the signed
+    links posted in trace threads and printed by ``reactbot trace show``."""
+    link_ttl: int = Field(default=7 * 86400, ge=60, le=366 * 86400)
+    """Seconds a signed link stays valid."""
+
+    _http_url = field_validator("public_url")(_check_http_url)
+
+    @field_validator("public_url")
+    @classmethod
+    def _plain_base(cls, value: str | None) -> str | None:
+        # It starts every link posted in Discord and Slack: nothing there may be read as
+        # markup (<, >, |), and a query or fragment would swallow the link's own.
+        if value is None:
+            return value
+        if re.search(r"[\s<>|\"'`\\]", value):
+            raise ValueError("must be a plain URL: no spaces, quotes, <, >, | or \\")
+        parts = urlsplit(value)
+        if not parts.hostname:
+            raise ValueError("must name a host, e.g. https://bot.example.com")
+        if parts.query or parts.fragment or "?" in value or "#" in value:
+            raise ValueError("must not have a query (?) or fragment (#); a path is fine")
+        return value
+
+
 class Secrets(_Section):
     """Credentials, from the environment only; each is ``None`` when unset or empty."""
 
@@ -442,6 +474,8 @@ class Secrets(_Section):
     slack_bot_token: SecretStr | None = None
     slack_app_token: SecretStr | None = None
     slack_signing_secret: SecretStr | None = None
+    link_secret: SecretStr | None = None
+    """The HMAC key of trace page links; without it no link is made and the pages are off."""
     mcp: dict[str, SecretStr] = Field(default_factory=dict)
     """The variables MCP servers name (``env_from``, ``headers_from``) that are set."""
     models: dict[str, SecretStr] = Field(default_factory=dict)
@@ -515,6 +549,7 @@ class Config(_Section):
     models: dict[str, CatalogueModel] = Field(default_factory=dict)
     """The model catalogue: names a channel (``/reactbot model``) or a question may pick."""
     telemetry: TelemetryConfig = TelemetryConfig()
+    web: WebConfig = WebConfig()
     log_level: LogLevel = "INFO"
     secrets: Secrets = Secrets()
 
@@ -675,6 +710,8 @@ _SECRET_KEY_ENV: Mapping[str, str] = {
     "slack.token": "SLACK_BOT_TOKEN",
     "slack.app_token": "SLACK_APP_TOKEN",
     "slack.signing_secret": "SLACK_SIGNING_SECRET",
+    "web.link_secret": "REACTBOT_LINK_SECRET",
+    "web.secret": "REACTBOT_LINK_SECRET",
 }
 
 

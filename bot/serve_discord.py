@@ -13,6 +13,7 @@ from adapters.discord.client import create_bot
 from adapters.discord.cog import Services
 from adapters.discord.settings import DiscordSettings
 from bot.app import App, longest_run
+from bot.web import LinkSigner
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +59,7 @@ async def serve_discord(app: App) -> None:
         budgets=app.budgets,
         choices=app.channel_choices(),
         broker=app.broker,
+        trace_link=LinkSigner.from_config(app.config).link,
     )
     bot = create_bot(services)
     try:

@@ -13,6 +13,7 @@ from adapters.slack.settings import SlackSettings
 from adapters.slack.streaming import TIERS
 from bot.app import App, longest_run
 from bot.config import Config
+from bot.web import LinkSigner
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +75,7 @@ async def serve_slack(app: App) -> None:
         budgets=app.budgets,
         choices=app.channel_choices(),
         settings=settings,
+        trace_link=LinkSigner.from_config(app.config).link,
         # chat.update is limited per workspace: with Redis, every replica shares the budget
         update_budget=app.rate_budget("slack:chat.update", limit=per_minute)
         if per_minute > 0

@@ -113,6 +113,8 @@ class Services:
     """Carries a decision on a pending action to its run (the agent's approver)."""
     channel_settings: ChannelSettings = field(default_factory=InMemoryChannelSettings)
     """What admins set per channel (``/reactbot``), shared likewise."""
+    trace_link: Callable[[str], str | None] | None = None
+    """The signed page of a trace, posted last in its thread (None: no links)."""
     budgets: TokenBudgets = field(default_factory=lambda: TokenBudgets(InMemoryUsageCounters()))
     """Daily token limits per user and channel (``budgets.*``), shared likewise."""
     choices: ChannelChoices | None = None
@@ -546,7 +548,9 @@ class AskCog(commands.Cog):
             services.settings.edit_interval, channel_window=DISCORD_CHANNEL_WRITES
         )
         self.renderer: DiscordRenderer | ComponentsRenderer = (
-            ComponentsRenderer() if services.settings.layout == "components" else DiscordRenderer()
+            ComponentsRenderer(trace_link=services.trace_link)
+            if services.settings.layout == "components"
+            else DiscordRenderer(trace_link=services.trace_link)
         )
         self._tasks: set[asyncio.Task[None]] = set()
         self._runs: dict[str, Run] = {}

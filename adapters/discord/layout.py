@@ -340,8 +340,15 @@ class ComponentsRenderer:
     """``adapters.live.Renderer`` for Discord's ``components`` layout: every payload holds a
     card (a message with the Components V2 flag can never go back to plain content)."""
 
-    def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        trace_link: Callable[[str], str | None] | None = None,
+    ) -> None:
         self._clock = clock
+        self._trace_link = trace_link
+        """The signed page of a trace (``bot.web``), posted last in its thread; None: none."""
 
     def live(self, view: RunView) -> DiscordPayload:
         pending = view.pending
@@ -369,7 +376,13 @@ class ComponentsRenderer:
     ) -> list[DiscordPayload]:
         verbosity: Verbosity = "full" if steps else "answer"
         overflow = whole_answer_parts(trace) if whole_answer else card_overflow(trace, verbosity)
-        return card_trace_posts(trace, overflow, steps=steps)
+        posts = card_trace_posts(trace, overflow, steps=steps)
+        link = self._trace_link(trace.id) if steps and self._trace_link is not None else None
+        if link is not None:  # our own URL, whole, in <> (no embed), in a card of its own
+            posts.append(
+                DiscordPayload("", card=Card(GREY, (Text(f"-# 📄 Full trace page: <{link}>"),)))
+            )
+        return posts
 
     def plain(self, text: str) -> DiscordPayload:
         card = Card(GREY, (Text(fit(sanitize(text), PLAIN_LIMIT) or "…"),))

@@ -640,6 +640,18 @@ def question_posts(trace: Trace) -> list[DiscordPayload]:
     return asked_posts
 
 
+def with_page_link(posts: list[DiscordPayload], link: str) -> list[DiscordPayload]:
+    """The trace page's link as the last line of the last post (a post of its own when that
+    one is full). In ``<>``: our own URL, shown whole, with no embed under it."""
+    line = f"-# 📄 Full trace page: <{link}>"
+    last = posts[-1] if posts else None
+    # Not after a code block left open (a hostile reason's ```): it would show as code.
+    fits = last is not None and len(last.content) + 1 + len(line) <= CONTENT_LIMIT
+    if last is not None and fits and last.content.count(FENCE) % 2 == 0:
+        return [*posts[:-1], DiscordPayload(f"{last.content}\n{line}", last.files)]
+    return [*posts, DiscordPayload(line)]
+
+
 # ---- the Renderer -------------------------------------------------------------------------
 
 
@@ -650,8 +662,16 @@ class DiscordRenderer:
     most 2,000 characters with its code blocks closed.
     """
 
-    def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        trace_link: Callable[[str], str | None] | None = None,
+    ) -> None:
         self._clock = clock
+        self._trace_link = trace_link
+        """The signed page of a trace (``bot.web.LinkSigner.link``): the thread's last post
+        carries it."""
 
     def live(self, view: RunView) -> DiscordPayload:
         pending = view.pending
@@ -678,6 +698,9 @@ class DiscordRenderer:
         verbosity: Verbosity = "full" if steps else "answer"  # the footer the message had
         overflow = whole_answer_parts(trace) if whole_answer else answer_overflow(trace, verbosity)
         posts = trace_posts(trace, overflow, steps=steps)
+        link = self._trace_link(trace.id) if steps and self._trace_link is not None else None
+        if link is not None:
+            posts = with_page_link(posts, link)
         return [DiscordPayload(fit(p.content), p.files[:MAX_FILES]) for p in posts]
 
     def plain(self, text: str) -> DiscordPayload:

@@ -31,7 +31,7 @@ import dataclasses
 import logging
 import time
 from collections import deque
-from collections.abc import AsyncGenerator, AsyncIterator, Coroutine, Iterable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine, Iterable, Mapping
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from typing import Any
@@ -231,8 +231,11 @@ class SlackBot:
         choices: ChannelChoices | None = None,
         stream_budgets: Mapping[str, Budget] | None = None,
         client: AsyncWebClient | None = None,
+        trace_link: Callable[[str], str | None] | None = None,
     ) -> None:
         self.agent = agent
+        self.trace_link = trace_link
+        """The signed page of a trace, posted last in its thread (None: no links)."""
         self.claims = claims
         self.settings = settings
         self.cooldowns = cooldowns or InMemoryCooldowns()
@@ -843,6 +846,7 @@ class SlackBot:
             run_id=run.trace.id,
             approvals=self.broker is not None,
             approval_timeout=self.agent.settings.approval_timeout,
+            trace_link=self.trace_link,
         )
         live = LiveMessage(
             surface,
@@ -916,7 +920,8 @@ class SlackBot:
         if trace is None or view.verbosity == "answer":
             return  # stored; `/trace` and `reactbot trace show` have it
         try:
-            posts = SlackRenderer(run_id=trace.id).trace_posts(trace, whole_answer=False)
+            renderer = SlackRenderer(run_id=trace.id, trace_link=self.trace_link)
+            posts = renderer.trace_posts(trace, whole_answer=False)
             await stream.trace_surface(self.client).post_trace(trace, posts)
         except Exception:  # the answer is already visible; a missing thread is logged
             log.exception("could not post the trace of run %s", trace.id)

@@ -256,8 +256,11 @@ def mention(user: str | None) -> str:
 def link(url: str) -> str:
     """A source: ``<url|host>`` for a plain http(s) URL, else its host (or the text) escaped."""
     if len(url) <= LINK_URL_LIMIT and _SAFE_URL.match(url):
-        netloc = urllib.parse.urlsplit(url).netloc
-        if "@" not in netloc and _HOST.match(netloc):
+        try:
+            netloc = urllib.parse.urlsplit(url).netloc
+        except ValueError:  # an unbalanced [ in the host part: not a plain URL
+            netloc = ""
+        if netloc and "@" not in netloc and _HOST.match(netloc):
             return f"<{escape(url)}|{escape(source_domain(url))}>"
     return prose(source_domain(url) or url or "?", NAME_LIMIT)
 
@@ -453,11 +456,15 @@ class SlackRenderer:
         clock: Callable[[], float] = time.monotonic,
         approvals: bool = True,
         approval_timeout: float | None = None,
+        trace_link: Callable[[str], str | None] | None = None,
     ) -> None:
         self.run_id = run_id
         self._clock = clock
         self.approvals = approvals
         self.approval_timeout = approval_timeout
+        self.trace_link = trace_link
+        """The signed page of a trace (``bot.web.LinkSigner.link``): the thread's last post
+        carries it."""
 
     # ---- Renderer protocol ----------------------------------------------------------------
     def live(self, view: RunView) -> SlackMessage:
@@ -510,9 +517,11 @@ class SlackRenderer:
     def trace_posts(
         self, trace: Trace, *, whole_answer: bool = False, steps: bool = True
     ) -> list[SlackMessage]:
-        return trace_posts(
+        posts = trace_posts(
             trace, whole_answer=whole_answer, approval_timeout=self.approval_timeout, steps=steps
         )
+        link = self.trace_link(trace.id) if steps and self.trace_link is not None else None
+        return with_page_link(posts, link) if link is not None else posts
 
     def plain(self, text: str) -> SlackMessage:
         body = answer_text(text.strip(), SECTION_LIMIT - 100) if text.strip() else "(no text)"
@@ -861,6 +870,18 @@ def trace_posts(
         posts += _pack(step_blocks(step, trace.id, timeout=approval_timeout), f"Step {step.index}")
     posts += _pack(_totals_blocks(trace), summary_line(trace))
     return posts
+
+
+def with_page_link(posts: list[SlackMessage], link: str) -> list[SlackMessage]:
+    """The trace page's link in a context block at the end of the last post (a post of its
+    own when that one is full). ``<url>`` with no label: our own URL, shown whole."""
+    block = context(f":page_facing_up: Full trace page: <{link}>")
+    last = posts[-1] if posts else None
+    if last is not None and len(last.blocks) < MAX_BLOCKS:
+        size = sum(block_size(b) for b in last.blocks) + block_size(block)
+        if size <= MESSAGE_BUDGET:
+            return [*posts[:-1], SlackMessage(last.text, (*last.blocks, block))]
+    return [*posts, SlackMessage("Full trace page", (block,))]
 
 
 def step_blocks(

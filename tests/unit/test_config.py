@@ -31,6 +31,7 @@ SECRET_ENV = {
     "SLACK_BOT_TOKEN": "xoxb-test-BOT-0004",
     "SLACK_APP_TOKEN": "xapp-test-APP-0005",
     "SLACK_SIGNING_SECRET": "signing-test-SECRET-0006",
+    "REACTBOT_LINK_SECRET": "link-test-SECRET-0007",
 }
 
 
@@ -614,3 +615,45 @@ def test_at_most_four_suggested_prompts(tmp_path: Path) -> None:
     prompts = ", ".join("{title: t, message: m}" for _ in range(5))
     message = error_for(tmp_path, f"slack: {{suggested_prompts: [{prompts}]}}\n")
     assert message.startswith("config error: slack.suggested_prompts")
+
+
+# The trace pages' section
+
+
+def test_web_defaults_and_the_link_secret_from_the_environment() -> None:
+    config = load_config(None, {"REACTBOT_LINK_SECRET": " s3cret-link-key "})
+    assert config.web.enabled is False and config.web.public_url is None
+    assert config.web.link_ttl == 7 * 86400
+    assert config.secrets.link_secret is not None
+    assert config.secrets.link_secret.get_secret_value() == "s3cret-link-key"
+    assert "s3cret-link-key" not in repr(config)
+
+
+@pytest.mark.parametrize(
+    ("value", "words"),
+    [
+        ("bot.example.com", "must start with http:// or https://"),
+        ("https://bot.example.com/a b", "must be a plain URL"),
+        ("https://bot.example.com/<x>", "must be a plain URL"),
+        ("https://bot.example.com/?x=1", "must not have a query"),
+        ("https://bot.example.com/#top", "must not have a query"),
+        ("https:///path", "must name a host"),
+    ],
+)
+def test_web_public_url_is_a_plain_base(tmp_path: Path, value: str, words: str) -> None:
+    path = write(tmp_path, f"web:\n  public_url: '{value}'\n")
+    with pytest.raises(ConfigError) as caught:
+        load_config(path, {})
+    assert str(caught.value).startswith("config error: web.public_url: ")
+    assert words in str(caught.value)
+
+
+def test_web_link_ttl_bounds_and_a_secret_in_the_file_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"web.link_ttl: must be between 60 and 31622400"):
+        load_config(write(tmp_path, "web:\n  link_ttl: 5\n"), {})
+    with pytest.raises(ConfigError, match="REACTBOT_LINK_SECRET"):
+        load_config(write(tmp_path, "web:\n  link_secret: abc\n"), {})
+    ok = load_config(
+        write(tmp_path, "web:\n  enabled: true\n  public_url: https://b.example/r\n"), {}
+    )
+    assert ok.web.public_url == "https://b.example/r"

@@ -287,3 +287,17 @@ def test_the_fake_refuses_a_custom_id_used_twice() -> None:
     button = {"type": 2, "style": 2, "custom_id": "same", "label": "x"}
     errors = errors_of(v2({"type": 1, "components": [button, button]}))
     assert errors["components"]["_errors"][0]["code"] == "COMPONENT_CUSTOM_ID_DUPLICATED"
+
+
+def test_the_thread_ends_with_the_trace_pages_link_in_a_card() -> None:
+    trace = finished_trace("42")
+    link = "https://bot.example/t/abc?exp=1&sig=x"
+    posts = ComponentsRenderer(trace_link=lambda trace_id: link).trace_posts(trace)
+    last = posts[-1]
+    check_card(last)
+    assert last.card is not None
+    assert last.card.blocks == (Text(f"-# 📄 Full trace page: <{link}>"),)
+    plain = ComponentsRenderer().trace_posts(trace)
+    assert len(plain) == len(posts) - 1, "no link without a signer"
+    answer_only = ComponentsRenderer(trace_link=lambda _: link).trace_posts(trace, steps=False)
+    assert all(post.card != last.card for post in answer_only), "an answer-only thread: no link"

@@ -1,0 +1,238 @@
+"""The trace page with hostile text in every field: escaped everywhere, bounded, links safe."""
+
+from __future__ import annotations
+
+from html.parser import HTMLParser
+from urllib.parse import urlsplit
+
+import jinja2
+import markupsafe
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from bot.web import (
+    FIELD_CHARS,
+    PAGE_CHARS,
+    _environment,
+    first_divergence,
+    render_compare,
+    render_trace,
+    stylesheet,
+)
+from core.trace import ApprovalRecord, Trace, TraceAttachment, TraceStep
+from tests.hostile import hostile_text
+
+ATTACK = [
+    "<script>alert(1)</script>",
+    "<SCRIPT SRC=//evil.example/x.js></SCRIPT>",
+    '"><img src=x onerror=alert(1)>',
+    "' onmouseover='alert(1)",
+    "javascript:alert(1)",
+    "JaVaScRiPt:alert(1)",
+    " javascript:alert(1)",
+    "java\tscript:alert(1)",
+    "data:text/html;base64,PHNjcmlwdD5hbGVydCgxKTwvc2NyaXB0Pg==",
+    "vbscript:msgbox(1)",
+    "https://ok.example/a",
+    'https://ok.example/"onmouseover="x',
+    "https://ok.example/<script>",
+    "http://[::1",
+    "</pre></details><script>x</script>",
+    "{{ 7*7 }}{% raw %}",
+    "</style><script>x</script>",
+    "<!--",
+    "]]>",
+    "\x00\x0b\x1b[31m",
+]
+text = st.one_of(st.sampled_from(ATTACK), hostile_text(max_pieces=6), st.text(max_size=200))
+ALLOWED_TAGS = {
+    "html", "head", "meta", "title", "style", "body", "main", "header", "section", "article",
+    "p", "h1", "h2", "code", "dl", "div", "dt", "dd", "ol", "ul", "li", "span", "b", "pre",
+    "details", "summary", "a", "br",
+}  # fmt: skip
+ALLOWED_ATTRS = {
+    "lang", "charset", "name", "content", "class", "id", "href", "rel", "referrerpolicy",
+    "download", "title",
+}  # fmt: skip
+
+
+@st.composite
+def hostile_traces(draw: st.DrawFn) -> Trace:
+    trace = Trace(
+        question=draw(text),
+        id=draw(text.filter(bool)),
+        conversation=draw(text),
+        user=draw(text),
+        models=draw(st.lists(text, max_size=3)),
+        answer=draw(st.none() | text),
+        status=draw(st.sampled_from(["answered", "failed", "cancelled"]) | text),  # type: ignore[arg-type]
+        reason=draw(st.none() | text),
+        stopped_by=draw(st.none() | text),
+        notices=draw(st.lists(text, max_size=2)),
+        cited=draw(st.lists(text, max_size=3)),
+        mode=draw(text),
+        persona=draw(text),
+        replay_of=draw(st.none() | text),
+    )
+    trace.started_at, trace.ended_at = 100.0, 100.0 + draw(st.floats(0, 1e6))
+    for n in range(1, draw(st.integers(0, 5)) + 1):
+        approval = ApprovalRecord(
+            draw(st.sampled_from(["approved", "edited", "denied"]) | text),
+            by=draw(text),
+            input=draw(text),
+            reason=draw(text),
+        )
+        trace.steps.append(
+            TraceStep(
+                index=n,
+                kind=draw(st.sampled_from(["step", "format_error", "final"])),
+                thought=draw(text),
+                action=draw(st.none() | text),
+                action_input=draw(st.none() | text),
+                observation=draw(st.none() | text),
+                error=draw(st.none() | text),
+                raw=draw(text),
+                reasoning=draw(text),
+                sources=draw(st.lists(text, max_size=4)),
+                started_at=100.0 + n,
+                ended_at=100.0 + n + draw(st.floats(0, 1e5)),
+                model=draw(text),
+                approval=approval if draw(st.booleans()) else None,
+                attachments=[TraceAttachment(draw(text), 10, None, draw(text))],
+            )
+        )
+    return trace
+
+
+class Page(HTMLParser):
+    """Every start tag with its attributes, as a browser's tokenizer would see them."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, dict(attrs)))
+
+
+def fields_of(trace: Trace) -> list[str]:
+    values = [trace.question, trace.user, trace.conversation, trace.mode, *trace.notices]
+    values += [v for v in (trace.persona, trace.replay_of) if v]
+    values += [v for v in (trace.answer, trace.reason, trace.stopped_by) if v]
+    several_models = len({s.model for s in trace.steps if s.model} | set(trace.models)) > 1
+    for step in trace.steps:
+        values += [step.thought, step.model if several_models else ""]
+        values += [v for v in (step.action, step.observation) if v]
+        values += [step.action_input] if step.action and step.action_input else []
+    values = [v for v in values if v and len(v) <= FIELD_CHARS]
+    if sum(map(len, _all_text(trace))) > PAGE_CHARS:  # past it, long fields show a preview
+        values = [trace.question] if len(trace.question) <= FIELD_CHARS else []
+    return values
+
+
+@pytest.fixture(scope="module")
+def env() -> jinja2.Environment:
+    return _environment()
+
+
+def check_page(html: str, traces: list[Trace], *, query: str) -> None:
+    assert "<script" not in html.lower()
+    parser = Page()
+    parser.feed(html)
+    parser.close()
+    allowed_hrefs = {s for t in traces for s in [*t.cited, *t.sources]}
+    for tag, attrs in parser.tags:
+        assert tag in ALLOWED_TAGS, tag
+        assert set(attrs) <= ALLOWED_ATTRS, attrs
+        href = attrs.get("href")
+        if href is None:
+            continue
+        if href.startswith("#"):
+            assert href == "#parts"
+        elif query in href:  # our own downloads: a relative path to the quoted id
+            assert urlsplit(href).scheme == "" and not href.startswith("//")
+        else:
+            assert href in allowed_hrefs
+            assert urlsplit(href).scheme in ("http", "https")
+            assert attrs.get("rel") == "noopener noreferrer nofollow"
+    for trace in traces:
+        for value in fields_of(trace):  # shown, escaped: whole, at least once
+            assert str(markupsafe.escape(value)) in html
+    # Bounded: at most each field twice (preview and whole), each char escaped to 6, plus
+    # the fixed parts of the page.
+    size = sum(len(v) for t in traces for v in _all_text(t))
+    assert len(html) <= 40_000 + 10_000 * sum(len(t.steps) + 1 for t in traces) + 14 * size
+
+
+def _all_text(trace: Trace) -> list[str]:
+    out = [trace.question, trace.id, trace.user, trace.conversation, trace.mode, trace.status]
+    out += [*trace.models, *trace.notices, *trace.cited, trace.answer or "", trace.reason or ""]
+    out += [trace.stopped_by or "", trace.persona, trace.replay_of or ""]
+    for s in trace.steps:
+        out += [s.thought, s.action or "", s.action_input or "", s.observation or "", s.error or ""]
+        out += [s.raw, s.reasoning, s.model, *s.sources, *(a.describe() for a in s.attachments)]
+        out += [s.approval.describe()] if s.approval else []
+    return out
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(trace=hostile_traces())
+def test_every_field_is_escaped_and_only_http_sources_are_links(
+    env: jinja2.Environment, trace: Trace
+) -> None:
+    query = "exp=1&sig=" + "a" * 64
+    check_page(render_trace(env, trace, query=query), [trace], query=query)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(a=hostile_traces(), b=hostile_traces())
+def test_the_comparison_is_escaped_too(env: jinja2.Environment, a: Trace, b: Trace) -> None:
+    query = "exp=1&sig=" + "b" * 64
+    check_page(render_compare(env, a, b, query_a=query, query_b=query), [a, b], query=query)
+
+
+@given(
+    a=st.lists(st.tuples(text, text, text), max_size=6),
+    b=st.lists(st.tuples(text, text, text), max_size=6),
+)
+def test_first_divergence_is_the_first_differing_step(
+    a: list[tuple[str, str, str]], b: list[tuple[str, str, str]]
+) -> None:
+    def steps(rows: list[tuple[str, str, str]]) -> list[TraceStep]:
+        return [
+            TraceStep(i, action=x, action_input=y, observation=z)
+            for i, (x, y, z) in enumerate(rows)
+        ]
+
+    at = first_divergence(steps(a), steps(b))
+    if at is None:
+        assert a == b
+    else:
+        assert a[:at] == b[:at]
+        assert at == min(len(a), len(b)) or a[at] != b[at]
+
+
+def test_a_huge_observation_is_folded_and_bounded(env: jinja2.Environment) -> None:
+    trace = Trace(question="q", id="abc")
+    trace.steps.append(TraceStep(1, action="read", observation="<i>" * 1_000_000))
+    html = render_trace(env, trace, query="exp=1&sig=" + "c" * 64)
+    assert "show all 3,000,000 characters of the observation" in html
+    assert "more characters: download the JSON" in html
+    assert len(html) < 3 * FIELD_CHARS * 4
+
+
+def test_the_stylesheet_has_no_way_out_of_the_style_element() -> None:
+    css = stylesheet()
+    assert "</" not in css and "@import" not in css and "url(" not in css
+
+
+def test_a_page_of_many_huge_observations_stays_bounded(env: jinja2.Environment) -> None:
+    trace = Trace(question="q", id="abc", answer="the answer")
+    for i in range(1, 51):
+        trace.steps.append(TraceStep(i, action="read", observation=f"{i:03d}" + "x" * 100_000))
+    html = render_trace(env, trace, query="exp=1&sig=" + "c" * 64)
+    assert len(html) < PAGE_CHARS + 400_000
+    assert "this page is full, download the JSON for the whole observation" in html
+    assert "050xxx" in html  # every step still shows its preview
+    assert html.count("show all 100,003 characters of the observation") == 15
