@@ -21,7 +21,7 @@ from urllib.parse import urljoin, urlsplit
 
 import aiohttp
 
-from core.files import MB, FileRefused, Incoming, kind_of, safe_name
+from core.files import MB, FileRefused, Incoming, kind_of, safe_name, size_text
 
 __all__ = ["DISCORD_FILE_HOSTS", "SLACK_FILE_HOSTS", "Downloader", "Origin"]
 
@@ -150,7 +150,7 @@ class Downloader:
         raise FileRefused(f"{shown}: too many redirects.")
 
     async def _read(self, response: aiohttp.ClientResponse, shown: str) -> bytes:
-        too_big = FileRefused(f"{shown}: larger than {self.max_bytes / MB:g} MB.")
+        too_big = FileRefused(f"{shown}: larger than {size_text(self.max_bytes)}.")
         declared = response.content_length
         if declared is not None and declared > self.max_bytes:
             raise too_big

@@ -449,7 +449,7 @@ def take(name: str, data: bytes, *, limits: FileLimits, room: int) -> list[Passa
     if kind is None or kind not in limits.allowed_types:
         raise FileRefused(f"{shown}: this kind of file is not accepted here.")
     if len(data) > limits.max_bytes:
-        raise FileRefused(f"{shown}: larger than {_size(limits.max_bytes)}.")
+        raise FileRefused(f"{shown}: larger than {size_text(limits.max_bytes)}.")
     if room <= 0:
         raise FileRefused(
             f"{shown}: this conversation already holds "
@@ -519,13 +519,13 @@ async def _take_one(item: Incoming, *, limits: FileLimits, room: int) -> list[Pa
     if kind is None or kind not in limits.allowed_types:
         raise FileRefused(f"{shown}: this kind of file is not accepted here.")
     if item.size is not None and item.size > limits.max_bytes:
-        raise FileRefused(f"{shown}: larger than {_size(limits.max_bytes)}.")
+        raise FileRefused(f"{shown}: larger than {size_text(limits.max_bytes)}.")
     data = await item.fetch()
     # Extraction (a PDF above all) is CPU work: off the event loop.
     return await asyncio.to_thread(take, item.name, data, limits=limits, room=room)
 
 
-def _size(n: int) -> str:
+def size_text(n: int) -> str:
     return f"{n / MB:g} MB" if n >= MB else f"{n:,} bytes"
 
 

@@ -28,6 +28,7 @@ import discord
 from discord import app_commands
 from discord.ext import commands
 
+from adapters.attachments import ConversationFiles
 from adapters.discord.access import (
     Asker,
     Membership,
@@ -36,6 +37,7 @@ from adapters.discord.access import (
     refusal,
     restricted,
 )
+from adapters.discord.files import incoming_of
 from adapters.discord.render import (
     DiscordPayload,
     DiscordRenderer,
@@ -72,11 +74,13 @@ from core.stores import (
     TraceStore,
     renewing,
 )
+from core.tools import ToolRegistry
 from core.trace import summary_line
 
 log = logging.getLogger(__name__)
 
 Live = LiveMessage[DiscordPayload]
+QUIET: dict[str, Any] = {"allowed_mentions": NO_MENTIONS, "suppress_embeds": True}
 
 
 @dataclass(slots=True)
@@ -101,6 +105,8 @@ class Services:
     """What admins set per channel (``/reactbot``), shared likewise."""
     budgets: TokenBudgets = field(default_factory=lambda: TokenBudgets(InMemoryUsageCounters()))
     """Daily token limits per user and channel (``budgets.*``), shared likewise."""
+    files: ConversationFiles | None = None
+    """Attached files as knowledge for the conversation (``files.*``); None: ignored."""
 
 
 # ---- translating Discord objects ----------------------------------------------------------
@@ -465,7 +471,8 @@ class AskCog(commands.Cog):
         self._spawn(self._holding(asker, slot, self._answer_message(message, question, asker)))
 
     async def _answer_message(self, message: discord.Message, question: str, asker: Asker) -> None:
-        run = self._start(question, message.channel, message.channel.id, message.author)
+        notice, tools = await self._take_files(message.channel, message.channel.id, message)
+        run = self._start(question, message.channel, message.channel.id, message.author, tools)
         stop = controls(run.trace.id, asker.user_id, None)
         try:
             first = placeholder(question)
@@ -482,6 +489,8 @@ class AskCog(commands.Cog):
             log.exception("could not post the placeholder in channel %s", message.channel.id)
             await run.aclose()
             return
+        if notice:
+            await self._say(message.channel.id, message.reply(notice, **QUIET))
         surface = DiscordSurface(
             reply, watch=self.watch, pacer=self.pacer, controls=self._controls(run, asker)
         )
@@ -507,7 +516,10 @@ class AskCog(commands.Cog):
     async def _answer_interaction(
         self, interaction: discord.Interaction, question: str, asker: Asker
     ) -> None:
-        run = self._start(question, interaction.channel, interaction.channel_id, interaction.user)
+        notice, tools = await self._take_files(interaction.channel, interaction.channel_id, None)
+        run = self._start(
+            question, interaction.channel, interaction.channel_id, interaction.user, tools
+        )
         stop = controls(run.trace.id, asker.user_id, None)
         try:
             first = placeholder(question)
@@ -521,6 +533,8 @@ class AskCog(commands.Cog):
             log.exception("could not post the placeholder for interaction %s", interaction.id)
             await run.aclose()
             return
+        if notice:
+            await self._say(interaction.channel_id, interaction.followup.send(notice, **QUIET))
         surface = DiscordSurface(
             message,
             watch=self.watch,
@@ -536,6 +550,8 @@ class AskCog(commands.Cog):
             return
         await interaction.response.defer(ephemeral=True, thinking=True)
         await self.services.history.clear(self._conversation_of(interaction))
+        if self.services.files is not None:
+            await self.services.files.clear(self._conversation_of(interaction))
         await interaction.followup.send("🧹 I forgot this conversation's history.", ephemeral=True)
 
     @app_commands.command(name="trace", description="Post the last trace of this conversation.")
@@ -741,13 +757,37 @@ class AskCog(commands.Cog):
         channel: Channel,
         channel_id: int | None,
         user: discord.User | discord.Member,
+        tools: ToolRegistry | None = None,
     ) -> Run:
         conversation = conversation_id(
             channel, channel_id or 0, per_thread=self.settings.per_thread
         )
         return self.services.agent.start(
-            question, conversation=conversation, user=user.display_name
+            question, conversation=conversation, user=user.display_name, tools=tools
         )
+
+    async def _take_files(
+        self, channel: Channel, channel_id: int | None, message: discord.Message | None
+    ) -> tuple[str, ToolRegistry | None]:
+        """Reads a question's attachments into its conversation before the run starts;
+        returns the lines about refused files and the run's tools (None: the agent's)."""
+        files = self.services.files
+        if files is None:
+            return "", None
+        conversation = conversation_id(
+            channel, channel_id or 0, per_thread=self.settings.per_thread
+        )
+        attached = incoming_of(message.attachments, files.downloader) if message else []
+        intake = await files.take(conversation, attached)
+        return intake.notice(), await files.tools_for(conversation, self.services.agent.tools)
+
+    async def _say(self, channel_id: int | None, send: Coroutine[Any, Any, object]) -> None:
+        """One short extra message (the refused files); a failure is logged, not raised."""
+        try:
+            async with self.pacer.slot(str(channel_id), priority="first"):
+                await send
+        except discord.HTTPException:
+            log.warning("could not say which files were refused in channel %s", channel_id)
 
     # ---- stopping ------------------------------------------------------------------------
     async def stop_pressed(
