@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from pydantic import SecretStr
 
+from adapters.attachments import ConversationFiles
 from adapters.slack.bot import SlackBot
+from adapters.slack.files import slack_downloader
 from adapters.slack.server import run
 from adapters.slack.settings import SlackSettings
 from bot.app import App, longest_run
@@ -39,6 +41,19 @@ def slack_settings(config: Config) -> SlackSettings:
     )
 
 
+def slack_files(app: App, settings: SlackSettings) -> ConversationFiles | None:
+    files = app.config.files
+    if not files.enabled:
+        return None
+    downloader = slack_downloader(
+        settings.api_base_url,
+        settings.bot_token,
+        max_bytes=files.max_bytes,
+        timeout=files.download_timeout,
+    )
+    return ConversationFiles(app.files, downloader, app.file_limits())
+
+
 async def serve_slack(app: App) -> None:
     """Runs until cancelled; on cancel, in-flight answers end in a final state first."""
     settings = slack_settings(app.config)
@@ -52,6 +67,7 @@ async def serve_slack(app: App) -> None:
         broker=app.broker,
         channel_settings=app.channel_settings,
         budgets=app.budgets,
+        files=slack_files(app, settings),
         settings=settings,
         # chat.update is limited per workspace: with Redis, every replica shares the budget
         update_budget=app.rate_budget("slack:chat.update", limit=per_minute)

@@ -43,6 +43,7 @@ from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
+from adapters.attachments import ConversationFiles
 from adapters.live import VERBOSITIES, LiveMessage, LiveStats, RunView, Verbosity
 from adapters.pacing import Budget, EditPacer, FallbackBudget, LocalBudget
 from adapters.slack.approval import (
@@ -52,6 +53,7 @@ from adapters.slack.approval import (
     may_decide,
     parse_button_value,
 )
+from adapters.slack.files import incoming_of
 from adapters.slack.modals import (
     FieldErrors,
     decision_for,
@@ -65,6 +67,7 @@ from adapters.slack.render import (
     STOP_ACTION_ID,
     SlackRenderer,
     deciders,
+    escape,
     mention,
     parse_stop_value,
 )
@@ -86,6 +89,7 @@ from core.stores import (
     StopRequests,
     renewing,
 )
+from core.tools import ToolRegistry
 
 log = logging.getLogger(__name__)
 
@@ -184,6 +188,7 @@ class SlackBot:
         update_budget: Budget | None = None,
         budgets: TokenBudgets | None = None,
         client: AsyncWebClient | None = None,
+        files: ConversationFiles | None = None,
     ) -> None:
         self.agent = agent
         self.claims = claims
@@ -196,6 +201,8 @@ class SlackBot:
         self.budgets = budgets or TokenBudgets(InMemoryUsageCounters())
         """Daily token limits per user and channel (``budgets.*``), shared likewise."""
         self.broker = broker
+        self.files = files
+        """Attached files as knowledge for the conversation (``files.*``); None: ignored."""
         """The agent's approver: clicks on approval buttons are decided through it (None:
         the buttons are not shown). Not this bot's to close; see ``start``."""
         self._session: aiohttp.ClientSession | None = None
@@ -610,11 +617,13 @@ class SlackBot:
         except NotInChannel:
             await self._tell(question, INVITE)
             return
+        conversation = question.conversation(root, per_thread=self.settings.per_thread)
+        notice, tools = await self._take_files(question, conversation)
         run = self.agent.start(
-            question.text,
-            conversation=question.conversation(root, per_thread=self.settings.per_thread),
-            user=question.user,
+            question.text, conversation=conversation, user=question.user, tools=tools
         )
+        if notice:
+            await self._note(question.channel, question.thread_ts or root, notice)
         if self._closing:  # shutdown began while the placeholder was being posted
             run.cancel(by=SHUTDOWN)
         await self._follow(question, run, root)
@@ -651,6 +660,27 @@ class SlackBot:
             await self.budgets.count(
                 _user_key(question), settings_key(question.team, question.channel), run.trace
             )
+
+    async def _take_files(
+        self, question: Question, conversation: str
+    ) -> tuple[str, ToolRegistry | None]:
+        """Reads the question's files into its conversation before the run starts; returns
+        the lines about refused files and the run's tools (None: the agent's)."""
+        if self.files is None:
+            return "", None
+        attached = incoming_of(question.files, self.files.downloader)
+        intake = await self.files.take(conversation, attached)
+        return intake.notice(), await self.files.tools_for(conversation, self.agent.tools)
+
+    async def _note(self, channel: str, thread_ts: str, text: str) -> None:
+        """One short message in the answer's thread (the refused files); never raises."""
+        try:
+            async with self.pacer.slot(channel, priority="first"):
+                await self.client.chat_postMessage(
+                    channel=channel, thread_ts=thread_ts, text=escape(text), unfurl_links=False
+                )
+        except SlackClientError as exc:
+            log.warning("could not say which files were refused in %s: %s", channel, exc)
 
     async def _tell(self, question: Question, text: str) -> None:
         """An ephemeral note to the asker: via response_url for commands (works even where
