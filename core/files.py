@@ -550,9 +550,11 @@ class ConversationLookup:
         self._files = BM25Index(files)
         self._knowledge = knowledge
         self._top_k = top_k
-        names = ", ".join(dict.fromkeys(p.file for p in files))
+        # File names are user text: they stay out of the tool's description (the system
+        # prompt) and reach the model only inside observations.
+        count = len({p.file for p in files})
         self.description = (
-            f"searches the files attached in this conversation ({names[:300]})"
+            f"searches the {count} file(s) attached in this conversation"
             + (" and the local knowledge base" if knowledge is not None else "")
             + "; returns the best passages with their file and page."
         )
