@@ -19,7 +19,7 @@ import logging
 import re
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -471,7 +471,9 @@ class AskCog(commands.Cog):
         self._spawn(self._holding(asker, slot, self._answer_message(message, question, asker)))
 
     async def _answer_message(self, message: discord.Message, question: str, asker: Asker) -> None:
-        notice, tools = await self._take_files(message.channel, message.channel.id, message)
+        notice, tools = await self._take_files(
+            message.channel, message.channel.id, message.attachments
+        )
         run = self._start(question, message.channel, message.channel.id, message.author, tools)
         stop = controls(run.trace.id, asker.user_id, None)
         try:
@@ -498,8 +500,15 @@ class AskCog(commands.Cog):
 
     # ---- app commands ---------------------------------------------------------------------
     @app_commands.command(name="ask", description="Ask a question; watch the reasoning live.")
-    @app_commands.describe(question="What do you want to know?")
-    async def ask(self, interaction: discord.Interaction, question: str) -> None:
+    @app_commands.describe(
+        question="What do you want to know?", file="A file to read as knowledge (optional)"
+    )
+    async def ask(
+        self,
+        interaction: discord.Interaction,
+        question: str,
+        file: discord.Attachment | None = None,
+    ) -> None:
         question = question.strip()
         slot = f"interaction:{interaction.id}"
         asker = await self._admit(interaction, question=question, slot=slot)
@@ -510,13 +519,19 @@ class AskCog(commands.Cog):
         except BaseException:
             await self._give_back(asker, slot)
             raise
-        answer = self._answer_interaction(interaction, question, asker)
+        answer = self._answer_interaction(interaction, question, asker, [file] if file else [])
         self._spawn(self._holding(asker, slot, answer))
 
     async def _answer_interaction(
-        self, interaction: discord.Interaction, question: str, asker: Asker
+        self,
+        interaction: discord.Interaction,
+        question: str,
+        asker: Asker,
+        attachments: Sequence[discord.Attachment] = (),
     ) -> None:
-        notice, tools = await self._take_files(interaction.channel, interaction.channel_id, None)
+        notice, tools = await self._take_files(
+            interaction.channel, interaction.channel_id, attachments
+        )
         run = self._start(
             question, interaction.channel, interaction.channel_id, interaction.user, tools
         )
@@ -767,7 +782,10 @@ class AskCog(commands.Cog):
         )
 
     async def _take_files(
-        self, channel: Channel, channel_id: int | None, message: discord.Message | None
+        self,
+        channel: Channel,
+        channel_id: int | None,
+        attachments: Sequence[discord.Attachment],
     ) -> tuple[str, ToolRegistry | None]:
         """Reads a question's attachments into its conversation before the run starts;
         returns the lines about refused files and the run's tools (None: the agent's)."""
@@ -777,8 +795,7 @@ class AskCog(commands.Cog):
         conversation = conversation_id(
             channel, channel_id or 0, per_thread=self.settings.per_thread
         )
-        attached = incoming_of(message.attachments, files.downloader) if message else []
-        intake = await files.take(conversation, attached)
+        intake = await files.take(conversation, incoming_of(attachments, files.downloader))
         return intake.notice(), await files.tools_for(conversation, self.services.agent.tools)
 
     async def _say(self, channel_id: int | None, send: Coroutine[Any, Any, object]) -> None:

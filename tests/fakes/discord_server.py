@@ -561,10 +561,15 @@ class FakeDiscord:
         roles: tuple[int, ...] = (),
         interaction_id: int | None = None,
         subcommand: str | None = None,
+        attachments: dict[str, Json] | None = None,
     ) -> Json:
         """An INTERACTION_CREATE payload for the slash command ``name`` (``/name subcommand``
-        when given: the options then belong to the subcommand, type 1, as Discord nests them)."""
+        when given: the options then belong to the subcommand, type 1, as Discord nests them).
+        ``attachments``: attachment options (type 11) by option name, each an attachment
+        object (``add_attachment``); the option's value is its id, the object goes in
+        ``data.resolved.attachments`` as Discord sends it."""
         given = [{"name": k, "type": 3, "value": v} for k, v in (options or {}).items()]
+        given += [{"name": k, "type": 11, "value": a["id"]} for k, a in (attachments or {}).items()]
         data: Json = {
             "id": str(interaction_id or self.new_id()),
             "name": name,
@@ -573,6 +578,8 @@ class FakeDiscord:
             if subcommand is None
             else [{"name": subcommand, "type": 1, "options": given}],
         }
+        if attachments:
+            data["resolved"] = {"attachments": {a["id"]: a for a in attachments.values()}}
         return self._interaction(2, data, channel_id, author_id, user_name, roles, interaction_id)
 
     def button_press(

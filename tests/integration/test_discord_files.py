@@ -172,3 +172,19 @@ async def test_files_stay_with_the_conversation_until_reset() -> None:
         await h.fake.dispatch("INTERACTION_CREATE", reset)
         await h.fake.wait_for_call(lambda c: "forgot" in content_of(c))
         assert await h.store.load(CONVERSATION) == []
+
+
+async def test_slash_ask_takes_an_optional_file() -> None:
+    async with running(LOOKUP_THEN_ANSWER) as h:
+        pdf = make_pdf(["Intro", "The warranty lasts 36 months."])
+        attachment = h.fake.add_attachment("report.pdf", pdf, content_type="application/pdf")
+        payload = h.fake.interaction_create(
+            "ask", {"question": "How long is the warranty?"}, attachments={"file": attachment}
+        )
+        h.fake.remember_interaction(payload)
+        await h.fake.dispatch("INTERACTION_CREATE", payload)
+        await h.fake.wait_for_calls(_is_totals, 1, within=10)
+        trace = await h.traces.last(CONVERSATION)
+        assert trace is not None and trace.answer == "The warranty lasts 36 months."
+        assert (trace.steps[0].observation or "").startswith("1. report.pdf, page 2\n")
+        assert [c for c in h.fake.cdn_requests if c.endswith("/report.pdf")]
