@@ -435,11 +435,23 @@ class Intake:
     images: list[str] = field(default_factory=list)
     """URLs of image attachments: the seam for models with vision (not used yet)."""
 
-    def notice(self) -> str:
-        lines = list(self.refused)
+    def notice(self, *, limit: int = 1800) -> str:
+        """One line per refused file (and one for images), at most ``limit`` characters
+        (a Discord message holds 2,000): lines that do not fit are counted instead."""
+        lines = [" ".join(line.split()) for line in self.refused]  # one line each
         if self.images:
             lines.append("🖼️ Images are ignored for now: this model reads text only.")
-        return "\n".join(lines)
+        kept: list[str] = []
+        used = 0
+        for number, line in enumerate(lines):
+            rest = len(lines) - number
+            more = f"… and {rest} more refused." if rest > 1 else ""
+            if used + len(line) + 1 + len(more) > limit and (rest > 1 or used + len(line) > limit):
+                kept.append(f"… and {rest} more refused.")
+                break
+            kept.append(line[:limit])
+            used += len(line) + 1
+        return "\n".join(kept)
 
 
 def take(name: str, data: bytes, *, limits: FileLimits, room: int) -> list[Passage]:

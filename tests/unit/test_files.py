@@ -278,3 +278,26 @@ async def test_a_store_outage_costs_the_files_not_the_question() -> None:
     intake = await files.take("c", [Incoming("a.txt", 5, None, "u", fetch)])
     assert intake.refused == [STORE_DOWN]
     assert await files.tools_for("c", ToolRegistry()) is None  # the run keeps its own tools
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    refused=st.lists(st.text(max_size=400), max_size=30),
+    images=st.lists(st.just("u"), max_size=3),
+    limit=st.integers(60, 3000),
+)
+def test_the_notice_is_bounded_and_counts_what_it_leaves_out(
+    refused: list[str], images: list[str], limit: int
+) -> None:
+    from core.files import Intake
+
+    lines = [f"⚠️ {line}".replace("\n", " ") for line in refused]
+    notice = Intake(refused=lines, images=images).notice(limit=limit)
+    assert len(notice) <= limit + 40
+    shown = notice.splitlines() if notice else []
+    total = len(lines) + (1 if images else 0)
+    if shown and shown[-1].startswith("… and "):
+        left = int(shown[-1].split()[2])
+        assert len(shown) - 1 + left == total
+    else:
+        assert len(shown) == total
