@@ -301,3 +301,16 @@ def test_the_notice_is_bounded_and_counts_what_it_leaves_out(
         assert len(shown) - 1 + left == total
     else:
         assert len(shown) == total
+
+
+def test_core_files_loads_no_platform_store_or_pdf_module() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import core.files, sys; "
+        "print(sorted(m for m in ('redis', 'pypdf', 'discord', 'slack_bolt', 'aiohttp') "
+        "if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
