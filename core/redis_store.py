@@ -837,9 +837,14 @@ class RedisFileStore(_RedisBase):
         return self._key("files", conversation)
 
     async def load(self, conversation: str) -> builtins.list[Passage]:
+        """The passages, and the TTL renewed: files live as long as the conversation is used."""
+        key = self.key(conversation)
         with self._unavailable("load the conversation's files"):
-            raw = cast(builtins.list[str], await self._client.lrange(self.key(conversation), 0, -1))
-        return [p for p in map(_decode_passage, raw) if p is not None]
+            async with self._client.pipeline(transaction=False) as pipe:
+                pipe.lrange(key, 0, -1)
+                pipe.expire(key, self._ttl)
+                raw, _ = await pipe.execute()
+        return [p for p in map(_decode_passage, cast(builtins.list[str], raw)) if p is not None]
 
     async def add(self, conversation: str, passages: Sequence[Passage]) -> None:
         if not passages:

@@ -21,6 +21,9 @@ async def test_files_round_trip_with_the_history_ttl_and_clear(
         assert loaded == [*passages, *passages_of("n.md", [(None, "# H\n\nbody")])]
         key = f"{redis_prefix}files:discord:1"
         assert 4300 < await stores.client.ttl(key) <= 4321
+        await stores.client.expire(key, 100)
+        await stores.files.load("discord:1")  # used again: the conversation's TTL anew
+        assert 4300 < await stores.client.ttl(key) <= 4321
         assert await stores.files.load("discord:2") == []
         await stores.client.rpush(key, "not json", '["x", "not a list", 3]')
         assert len(await stores.files.load("discord:1")) == len(loaded)  # junk skipped
