@@ -188,3 +188,21 @@ async def test_slash_ask_takes_an_optional_file() -> None:
         assert trace is not None and trace.answer == "The warranty lasts 36 months."
         assert (trace.steps[0].observation or "").startswith("1. report.pdf, page 2\n")
         assert [c for c in h.fake.cdn_requests if c.endswith("/report.pdf")]
+
+
+async def test_slash_ask_says_in_a_follow_up_which_file_was_refused() -> None:
+    answer: list[Turn | str] = ["Thought: No file to read.\nAction: finish[Sorry, no file.]"]
+    async with running(answer) as h:
+        attachment = h.fake.add_attachment("huge.txt", b"z" * (LIMIT + 1))
+        payload = h.fake.interaction_create(
+            "ask", {"question": "Summarise this"}, attachments={"file": attachment}
+        )
+        h.fake.remember_interaction(payload)
+        await h.fake.dispatch("INTERACTION_CREATE", payload)
+        await h.fake.wait_for_calls(_is_totals, 1, within=10)
+        (notice,) = [c for c in h.fake.calls if "huge.txt" in content_of(c)]
+        assert content_of(notice) == "⚠️ huge.txt: larger than 50,000 bytes."
+        assert notice.method == "POST" and "/webhooks/" in notice.path  # the follow-up
+        assert notice.status == 200
+        trace = await h.traces.last(CONVERSATION)
+        assert trace is not None and trace.answer == "Sorry, no file."
