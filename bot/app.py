@@ -29,6 +29,7 @@ from core.approval import (
 )
 from core.budgets import InMemoryUsageCounters, TokenBudgets, UsageCounters
 from core.demo import DemoModel
+from core.files import FileLimits, FileStore, InMemoryFileStore
 from core.history import HistoryStore, InMemoryHistoryStore
 from core.llm import ChatModel
 from core.memory import HistoryCompactor
@@ -103,6 +104,17 @@ class App:
     """Daily token limits per user and per channel (``budgets.*``)."""
     catalogue: dict[str, ChatModel] = field(default_factory=dict)
     """The models a channel or a question may pick (``models:``), by catalogue name."""
+    files: FileStore = field(default_factory=InMemoryFileStore)
+    """Passages of the files attached in each conversation (``files.*``)."""
+
+    def file_limits(self) -> FileLimits:
+        files = self.config.files
+        return FileLimits(
+            max_bytes=files.max_bytes,
+            max_per_question=files.max_per_question,
+            max_chars_per_conversation=files.max_chars_per_conversation,
+            allowed_types=frozenset(files.allowed_types),
+        )
 
     def rate_budget(self, name: str, *, limit: int, per: float = 60.0) -> RedisRateBudget | None:
         """A rate budget every process shares (in Redis), or None without Redis."""
@@ -185,6 +197,7 @@ class App:
             redis_client=stores.redis_client,
             budgets=_build_budgets(config, stores.redis_client),
             catalogue=_build_catalogue(config, notes, closers),
+            files=_build_file_store(config, stores.redis_client),
         )
 
     async def start(self) -> None:
@@ -418,6 +431,18 @@ def _search_tool(config: Config, api_key: str, redis_client: Redis | None) -> Se
         timeout=search.timeout,
         cache=cache,
         cache_ttl=search.cache_ttl,
+    )
+
+
+def _build_file_store(config: Config, redis_client: Redis | None) -> FileStore:
+    if redis_client is None:
+        return InMemoryFileStore()
+    from core.redis_store import RedisFileStore
+
+    return RedisFileStore(
+        redis_client,
+        prefix=config.redis.prefix,
+        ttl_seconds=int(config.redis.history_ttl_days * 86400),
     )
 
 

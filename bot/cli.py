@@ -366,6 +366,7 @@ async def _chat_command(
             return True
         case "/reset":
             await app.history.clear(conversation)
+            await app.files.clear(conversation)
             if app.health is not None and app.health.degraded:
                 console.print(
                     "Memory is unavailable right now: nothing was cleared.", style="yellow"

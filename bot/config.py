@@ -533,6 +533,20 @@ class BudgetsConfig(_Section):
     tokens_per_channel_per_day: int = Field(default=0, ge=0)
 
 
+FileKind = Literal["text", "markdown", "csv", "html", "pdf", "code"]
+
+
+class FilesConfig(_Section):
+    """Files attached to a question, read as knowledge for the conversation."""
+
+    enabled: bool = True
+    max_bytes: int = Field(default=10 * 1024 * 1024, ge=1, le=100 * 1024 * 1024)
+    max_per_question: int = Field(default=5, ge=1, le=50)
+    max_chars_per_conversation: int = Field(default=500_000, ge=1, le=10_000_000)
+    allowed_types: tuple[FileKind, ...] = ("text", "markdown", "csv", "html", "pdf", "code")
+    download_timeout: float = Field(default=30.0, gt=0, le=600)
+
+
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 
 
@@ -550,6 +564,7 @@ class Config(_Section):
     """The model catalogue: names a channel (``/reactbot model``) or a question may pick."""
     telemetry: TelemetryConfig = TelemetryConfig()
     web: WebConfig = WebConfig()
+    files: FilesConfig = FilesConfig()
     log_level: LogLevel = "INFO"
     secrets: Secrets = Secrets()
 

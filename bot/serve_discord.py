@@ -9,8 +9,10 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from adapters.attachments import ConversationFiles
 from adapters.discord.client import create_bot
 from adapters.discord.cog import Services
+from adapters.discord.files import discord_downloader
 from adapters.discord.settings import DiscordSettings
 from bot.app import App, longest_run
 from bot.web import LinkSigner
@@ -42,6 +44,16 @@ def discord_settings(app: App) -> DiscordSettings:
     )
 
 
+def discord_files(app: App) -> ConversationFiles | None:
+    files = app.config.files
+    if not files.enabled:
+        return None
+    downloader = discord_downloader(
+        app.config.discord.api_base_url, max_bytes=files.max_bytes, timeout=files.download_timeout
+    )
+    return ConversationFiles(app.files, downloader, app.file_limits())
+
+
 async def serve_discord(app: App) -> None:
     token = app.config.secrets.discord_token
     if token is None:
@@ -60,6 +72,7 @@ async def serve_discord(app: App) -> None:
         choices=app.channel_choices(),
         broker=app.broker,
         trace_link=LinkSigner.from_config(app.config).link,
+        files=discord_files(app),
     )
     bot = create_bot(services)
     try:

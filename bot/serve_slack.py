@@ -6,8 +6,10 @@ import logging
 
 from pydantic import SecretStr
 
+from adapters.attachments import ConversationFiles
 from adapters.pacing import Budget
 from adapters.slack.bot import SlackBot
+from adapters.slack.files import slack_downloader
 from adapters.slack.server import run
 from adapters.slack.settings import SlackSettings
 from adapters.slack.streaming import TIERS
@@ -58,6 +60,19 @@ def stream_budgets(app: App) -> dict[str, Budget]:
     return budgets
 
 
+def slack_files(app: App, settings: SlackSettings) -> ConversationFiles | None:
+    files = app.config.files
+    if not files.enabled:
+        return None
+    downloader = slack_downloader(
+        settings.api_base_url,
+        settings.bot_token,
+        max_bytes=files.max_bytes,
+        timeout=files.download_timeout,
+    )
+    return ConversationFiles(app.files, downloader, app.file_limits())
+
+
 async def serve_slack(app: App) -> None:
     """Runs until cancelled; on cancel, in-flight answers end in a final state first."""
     settings = slack_settings(app.config)
@@ -74,6 +89,7 @@ async def serve_slack(app: App) -> None:
         channel_settings=app.channel_settings,
         budgets=app.budgets,
         choices=app.channel_choices(),
+        files=slack_files(app, settings),
         settings=settings,
         trace_link=LinkSigner.from_config(app.config).link,
         # chat.update is limited per workspace: with Redis, every replica shares the budget

@@ -16,6 +16,7 @@ Keys, all under a configurable prefix (default ``reactbot:``)::
     {prefix}budget:{name}            ZSET request -> when it stops counting (ms), a shared rate budget
     {prefix}usage:{day}:{scope}:{id} STRING tokens counted that UTC day, EXPIREAT its end
     {prefix}allow:{conversation}     HASH tool -> who allowed it for the conversation, TTL 7 days
+    {prefix}files:{conversation}     LIST of JSON passages of attached files, the history's TTL
     {prefix}stop                     pub/sub channel: JSON {"run": run_id, "by": who}
     {prefix}approval                 pub/sub channel: JSON {"run", "step", "call", decision}
     {prefix}pending:{run}:{step}:{c} STRING, the request waiting for a decision, PX timeout+60s
@@ -63,6 +64,7 @@ from core.stores import (
     notify_wait,
     renewing,
 )
+from core.tools.lookup import Passage
 from core.trace import Trace
 
 DEFAULT_PREFIX = "reactbot:"
@@ -817,6 +819,61 @@ class RedisAllowances(_RedisBase):
                 await pipe.execute()
 
 
+class RedisFileStore(_RedisBase):
+    """``core.files.FileStore``: ``{prefix}files:{conversation}``, a LIST of JSON passages
+    with the history's TTL (the files last as long as the conversation they belong to)."""
+
+    def __init__(
+        self,
+        client: aioredis.Redis,
+        *,
+        prefix: str = DEFAULT_PREFIX,
+        ttl_seconds: int = DEFAULT_HISTORY_TTL,
+    ) -> None:
+        super().__init__(client, prefix=prefix)
+        self._ttl = ttl_seconds
+
+    def key(self, conversation: str) -> str:
+        return self._key("files", conversation)
+
+    async def load(self, conversation: str) -> builtins.list[Passage]:
+        """The passages, and the TTL renewed: files live as long as the conversation is used."""
+        key = self.key(conversation)
+        with self._unavailable("load the conversation's files"):
+            async with self._client.pipeline(transaction=False) as pipe:
+                pipe.lrange(key, 0, -1)
+                pipe.expire(key, self._ttl)
+                raw, _ = await pipe.execute()
+        return [p for p in map(_decode_passage, cast(builtins.list[str], raw)) if p is not None]
+
+    async def add(self, conversation: str, passages: Sequence[Passage]) -> None:
+        if not passages:
+            return
+        key = self.key(conversation)
+        encoded = [
+            json.dumps([p.file, list(p.headings), p.text], ensure_ascii=False) for p in passages
+        ]
+        with self._unavailable("store the conversation's files"):
+            async with self._client.pipeline(transaction=True) as pipe:
+                pipe.rpush(key, *encoded)
+                pipe.expire(key, self._ttl)
+                await pipe.execute()
+
+    async def clear(self, conversation: str) -> None:
+        with self._unavailable("drop the conversation's files"):
+            await self._client.delete(self.key(conversation))
+
+
+def _decode_passage(raw: str) -> Passage | None:
+    try:
+        file, headings, text = json.loads(raw)
+    except (ValueError, TypeError):
+        return None
+    if not (isinstance(file, str) and isinstance(text, str) and isinstance(headings, list)):
+        return None
+    return Passage(file, tuple(str(h) for h in headings), text)
+
+
 # ---- wiring -------------------------------------------------------------------------------
 
 
@@ -834,6 +891,7 @@ class RedisStores:
     pending: RedisPending
     allowances: RedisAllowances
     channel_settings: RedisChannelSettings
+    files: RedisFileStore
 
     @property
     def address(self) -> str:
@@ -902,4 +960,5 @@ def connect(
         pending=RedisPending(client, prefix=prefix),
         allowances=RedisAllowances(client, prefix=prefix, ttl_seconds=history_ttl),
         channel_settings=RedisChannelSettings(client, prefix=prefix),
+        files=RedisFileStore(client, prefix=prefix, ttl_seconds=history_ttl),
     )

@@ -19,7 +19,7 @@ import logging
 import re
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -28,6 +28,7 @@ import discord
 from discord import app_commands
 from discord.ext import commands
 
+from adapters.attachments import ConversationFiles
 from adapters.channels import ChannelChoices, ChoiceError
 from adapters.discord.access import (
     Asker,
@@ -37,6 +38,7 @@ from adapters.discord.access import (
     refusal,
     restricted,
 )
+from adapters.discord.files import incoming_of
 from adapters.discord.layout import (
     Card,
     ComponentsRenderer,
@@ -86,11 +88,13 @@ from core.stores import (
     TraceStore,
     renewing,
 )
+from core.tools import ToolRegistry
 from core.trace import summary_line
 
 log = logging.getLogger(__name__)
 
 Live = LiveMessage[DiscordPayload]
+QUIET: dict[str, Any] = {"allowed_mentions": NO_MENTIONS, "suppress_embeds": True}
 
 
 @dataclass(slots=True)
@@ -117,6 +121,8 @@ class Services:
     """The signed page of a trace, posted last in its thread (None: no links)."""
     budgets: TokenBudgets = field(default_factory=lambda: TokenBudgets(InMemoryUsageCounters()))
     """Daily token limits per user and channel (``budgets.*``), shared likewise."""
+    files: ConversationFiles | None = None
+    """Attached files as knowledge for the conversation (``files.*``); None: ignored."""
     choices: ChannelChoices | None = None
     """Each channel's model, persona and tools (``/reactbot model|prompt|tools``); None: the
     agent's defaults everywhere, over ``channel_settings``."""
@@ -592,7 +598,13 @@ class AskCog(commands.Cog):
         self._spawn(self._holding(asker, slot, self._answer_message(message, question, asker)))
 
     async def _answer_message(self, message: discord.Message, question: str, asker: Asker) -> None:
-        run = await self._start(question, message.channel, message.channel.id, message.author)
+        run, notice = await self._start(
+            question,
+            message.channel,
+            message.channel.id,
+            message.author,
+            attachments=message.attachments,
+        )
         first, stop = self._first(run, asker, question)
         try:
             # a write in the channel's bucket like the edits: it leaves the finals their write
@@ -616,6 +628,8 @@ class AskCog(commands.Cog):
             log.exception("could not post the placeholder in channel %s", message.channel.id)
             await run.aclose()
             return
+        if notice:
+            await self._say(message.channel.id, message.reply(notice, **QUIET))
         surface = DiscordSurface(
             reply,
             watch=self.watch,
@@ -630,9 +644,14 @@ class AskCog(commands.Cog):
     @app_commands.describe(
         question="What do you want to know?",
         model="A model from the catalogue for this question only (default: this channel's)",
+        file="A file to read as knowledge (optional)",
     )
     async def ask(
-        self, interaction: discord.Interaction, question: str, model: str | None = None
+        self,
+        interaction: discord.Interaction,
+        question: str,
+        model: str | None = None,
+        file: discord.Attachment | None = None,
     ) -> None:
         question = question.strip()
         if model is not None:
@@ -650,7 +669,9 @@ class AskCog(commands.Cog):
         except BaseException:
             await self._give_back(asker, slot)
             raise
-        answer = self._answer_interaction(interaction, question, asker, model)
+        answer = self._answer_interaction(
+            interaction, question, asker, model, [file] if file else []
+        )
         self._spawn(self._holding(asker, slot, answer))
 
     @ask.autocomplete("model")
@@ -670,9 +691,15 @@ class AskCog(commands.Cog):
         question: str,
         asker: Asker,
         model: str | None = None,
+        attachments: Sequence[discord.Attachment] = (),
     ) -> None:
-        run = await self._start(
-            question, interaction.channel, interaction.channel_id, interaction.user, model
+        run, notice = await self._start(
+            question,
+            interaction.channel,
+            interaction.channel_id,
+            interaction.user,
+            model,
+            attachments=attachments,
         )
         first, stop = self._first(run, asker, question)
         try:
@@ -693,6 +720,8 @@ class AskCog(commands.Cog):
             log.exception("could not post the placeholder for interaction %s", interaction.id)
             await run.aclose()
             return
+        if notice:
+            await self._say(interaction.channel_id, interaction.followup.send(notice, **QUIET))
         surface = DiscordSurface(
             message,
             watch=self.watch,
@@ -709,6 +738,8 @@ class AskCog(commands.Cog):
             return
         await interaction.response.defer(ephemeral=True, thinking=True)
         await self.services.history.clear(self._conversation_of(interaction))
+        if self.services.files is not None:
+            await self.services.files.clear(self._conversation_of(interaction))
         await interaction.followup.send("🧹 I forgot this conversation's history.", ephemeral=True)
 
     @app_commands.command(name="trace", description="Post the last trace of this conversation.")
@@ -991,20 +1022,45 @@ class AskCog(commands.Cog):
         channel_id: int | None,
         user: discord.User | discord.Member,
         model: str | None = None,
-    ) -> Run:
-        """A run with the channel's model, persona and tools (``model``: the asker's pick)."""
+        *,
+        attachments: Sequence[discord.Attachment] = (),
+    ) -> tuple[Run, str]:
+        """A run with the channel's model, persona and tools (``model``: the asker's pick),
+        its attachments read into the conversation first; and the lines about refused files."""
         conversation = conversation_id(
             channel, channel_id or 0, per_thread=self.settings.per_thread
         )
         choice = await self._choices.for_run(settings_key(channel, channel_id or 0), model=model)
-        return self.services.agent.start(
+        base = choice.tools if choice.tools is not None else self.services.agent.tools
+        notice, tools = await self._take_files(conversation, attachments, base)
+        run = self.services.agent.start(
             question,
             conversation=conversation,
             user=user.display_name,
             model=choice.model,
-            tools=choice.tools,
+            tools=tools or choice.tools,
             persona=choice.persona,
         )
+        return run, notice
+
+    async def _take_files(
+        self, conversation: str, attachments: Sequence[discord.Attachment], base: ToolRegistry
+    ) -> tuple[str, ToolRegistry | None]:
+        """Reads a question's attachments into its conversation before the run starts;
+        returns the lines about refused files and the run's tools (None: ``base`` as it is)."""
+        files = self.services.files
+        if files is None:
+            return "", None
+        intake = await files.take(conversation, incoming_of(attachments, files.downloader))
+        return intake.notice(), await files.tools_for(conversation, base)
+
+    async def _say(self, channel_id: int | None, send: Coroutine[Any, Any, object]) -> None:
+        """One short extra message (the refused files); a failure is logged, not raised."""
+        try:
+            async with self.pacer.slot(str(channel_id), priority="first"):
+                await send
+        except discord.HTTPException:
+            log.warning("could not say which files were refused in channel %s", channel_id)
 
     # ---- stopping ------------------------------------------------------------------------
     async def stop_pressed(

@@ -44,6 +44,7 @@ from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
+from adapters.attachments import ConversationFiles
 from adapters.channels import ChannelChoices, ChoiceError
 from adapters.live import VERBOSITIES, LiveMessage, LiveStats, RunView, Verbosity
 from adapters.pacing import Budget, EditPacer, FallbackBudget, LocalBudget
@@ -54,6 +55,7 @@ from adapters.slack.approval import (
     may_decide,
     parse_button_value,
 )
+from adapters.slack.files import incoming_of
 from adapters.slack.modals import (
     INPUT_BLOCK,
     PERSONA_VIEW_ID,
@@ -97,7 +99,7 @@ from core.stores import (
     StopRequests,
     renewing,
 )
-from core.tools import needs_approval
+from core.tools import ToolRegistry, needs_approval
 
 log = logging.getLogger(__name__)
 
@@ -231,6 +233,7 @@ class SlackBot:
         choices: ChannelChoices | None = None,
         stream_budgets: Mapping[str, Budget] | None = None,
         client: AsyncWebClient | None = None,
+        files: ConversationFiles | None = None,
         trace_link: Callable[[str], str | None] | None = None,
     ) -> None:
         self.agent = agent
@@ -248,6 +251,8 @@ class SlackBot:
         self.choices = choices or ChannelChoices(self.channel_settings, tools=agent.tools)
         """Each channel's model, persona and tools (``/ask-settings model|prompt|tools``)."""
         self.broker = broker
+        self.files = files
+        """Attached files as knowledge for the conversation (``files.*``); None: ignored."""
         """The agent's approver: clicks on approval buttons are decided through it (None:
         the buttons are not shown). Not this bot's to close; see ``start``."""
         self._session: aiohttp.ClientSession | None = None
@@ -813,24 +818,32 @@ class SlackBot:
         except NotInChannel:
             await self._tell(question, INVITE)
             return
-        run = await self._start(question, root)
+        run, notice = await self._start(question, root)
+        if notice:
+            await self._note(question.channel, question.thread_ts or root, notice)
         if self._closing:  # shutdown began while the placeholder was being posted
             run.cancel(by=SHUTDOWN)
         await self._follow(question, run, root)
 
-    async def _start(self, question: Question, root: str) -> Run:
-        """A run with the channel's model, persona and tools (or the asker's ``--model``)."""
+    async def _start(self, question: Question, root: str) -> tuple[Run, str]:
+        """A run with the channel's model, persona and tools (or the asker's ``--model``),
+        the question's files read into the conversation first; and the lines about refused
+        files."""
         choice = await self.choices.for_run(
             settings_key(question.team, question.channel), model=question.model
         )
-        return self.agent.start(
+        conversation = question.conversation(root, per_thread=self.settings.per_thread)
+        base = choice.tools if choice.tools is not None else self.agent.tools
+        notice, tools = await self._take_files(question, conversation, base)
+        run = self.agent.start(
             question.text,
-            conversation=question.conversation(root, per_thread=self.settings.per_thread),
+            conversation=conversation,
             user=question.user,
             model=choice.model,
-            tools=choice.tools,
+            tools=tools or choice.tools,
             persona=choice.persona,
         )
+        return run, notice
 
     async def _count_tokens(self, question: Question, run: Run) -> None:
         await self.budgets.count(
@@ -896,7 +909,9 @@ class SlackBot:
                 "streaming is not available in %s (%s): using chat.update", question.channel, exc
             )
             return False
-        run = await self._start(question, thread)
+        run, notice = await self._start(question, thread)
+        if notice:
+            await self._note(question.channel, thread, notice)
         stream.run_id = run.trace.id
         if self._closing:
             run.cancel(by=SHUTDOWN)
@@ -962,6 +977,27 @@ class SlackBot:
             log.warning(
                 "could not set the assistant thread's status in %s: %s", question.channel, exc
             )
+
+    async def _take_files(
+        self, question: Question, conversation: str, base: ToolRegistry
+    ) -> tuple[str, ToolRegistry | None]:
+        """Reads the question's files into its conversation before the run starts; returns
+        the lines about refused files and the run's tools (None: ``base`` as it is)."""
+        if self.files is None:
+            return "", None
+        attached = incoming_of(question.files, self.files.downloader)
+        intake = await self.files.take(conversation, attached)
+        return intake.notice(), await self.files.tools_for(conversation, base)
+
+    async def _note(self, channel: str, thread_ts: str, text: str) -> None:
+        """One short message in the answer's thread (the refused files); never raises."""
+        try:
+            async with self.pacer.slot(channel, priority="first"):
+                await self.client.chat_postMessage(
+                    channel=channel, thread_ts=thread_ts, text=escape(text), unfurl_links=False
+                )
+        except SlackClientError as exc:
+            log.warning("could not say which files were refused in %s: %s", channel, exc)
 
     async def _tell(self, question: Question, text: str) -> None:
         """An ephemeral note to the asker: via response_url for commands (works even where

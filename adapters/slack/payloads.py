@@ -39,6 +39,7 @@ class MessageEvent(TypedDict):
     bot_id: NotRequired[str]
     subtype: NotRequired[str]
     channel_type: NotRequired[str]
+    files: NotRequired[list[dict[str, Any]]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +60,8 @@ class Question:
     """The asking message itself (events only): a streamed reply goes into its thread."""
     assistant: bool = False
     """Asked in a thread of Slack's assistant surface (status, title and streaming there)."""
+    files: tuple[dict[str, Any], ...] = ()
+    """Slack file objects attached to the message (``files``), at most ``MAX_FILES``."""
 
     @property
     def is_dm(self) -> bool:
@@ -75,6 +78,9 @@ class Question:
         base = f"slack:{self.team}:{self.channel}"
         return f"{base}:{thread}" if thread else base
 
+
+MAX_FILES = 20
+"""File objects kept from one event (Slack attaches at most 10 to a message)."""
 
 _BOT_MENTION = re.compile(r"<@([UW][A-Z0-9]+)(?:\|[^>]*)?>")
 _CHANNEL_REF = re.compile(r"<#([CG][A-Z0-9]+)(?:\|([^>]*))?>")
@@ -126,7 +132,7 @@ def ignored_reason(event: MessageEvent | dict[str, Any], *, bot_user_id: str | N
     """Why an event must not be answered, or ``None`` when it should be."""
     if event.get("bot_id"):
         return "sent by a bot"
-    if event.get("subtype"):
+    if event.get("subtype") and event.get("subtype") != "file_share":  # a DM with files
         return f"subtype {event['subtype']}"  # message_changed, message_deleted, joins...
     if not event.get("user"):
         return "no user"
@@ -154,6 +160,7 @@ def from_event(
     if not text:
         return None
     thread = event.get("thread_ts")
+    files = event.get("files")
     return Question(
         source="dm" if kind == "message" else "mention",
         team=str(event.get("team") or team),
@@ -163,4 +170,7 @@ def from_event(
         thread_ts=str(thread) if thread else None,
         claim_key=f"slack:event:{event_id}",
         message_ts=str(event["ts"]) if event.get("ts") else None,
+        files=tuple(f for f in files[:MAX_FILES] if isinstance(f, dict))
+        if isinstance(files, list)
+        else (),
     )

@@ -189,6 +189,12 @@ class GatewaySession:
         return self.ws is not None and not self.ws.closed
 
 
+@dataclass(frozen=True, slots=True)
+class CdnFile:
+    data: bytes
+    content_type: str
+
+
 class Refused(Exception):
     def __init__(self, refusal: Refusal) -> None:
         super().__init__(refusal.body.get("message", ""))
@@ -262,6 +268,10 @@ class FakeDiscord:
     _interactions: dict[str, InteractionToken] = field(default_factory=dict)
     _sockets: list[web.WebSocketResponse] = field(default_factory=list)
     _runner: web.AppRunner | None = None
+    files: dict[str, CdnFile] = field(default_factory=dict)
+    """Attachments served on the fake's CDN path, by path (``add_attachment``)."""
+    cdn_requests: list[str] = field(default_factory=list)
+    """Paths of every CDN request, served or not."""
 
     # ---- lifecycle --------------------------------------------------------------------------
     async def start(self) -> None:
@@ -269,6 +279,7 @@ class FakeDiscord:
         app.router.add_get("/gateway", self._gateway)
         app.router.add_get("/resume-gateway", self._gateway)
         app.router.add_route("*", API + "/{tail:.*}", self._rest)
+        app.router.add_get("/attachments/{tail:.*}", self._cdn)
         self._runner, self.port = await serve_locally(
             app, host=self.host, port=self.port, shutdown_timeout=60.0
         )
@@ -490,6 +501,7 @@ class FakeDiscord:
         mention_bot: bool = True,
         message_id: int | None = None,
         dm: bool = False,
+        attachments: list[Json] | None = None,
     ) -> Json:
         """A MESSAGE_CREATE payload in the fake guild (``<@bot>`` prepended when mentioning);
         ``dm``: a direct message instead (no guild, no member, the DM channel's id)."""
@@ -513,7 +525,7 @@ class FakeDiscord:
             "mention_everyone": False,
             "mentions": [user(BOT_ID, "reactbot", bot=True)] if mention_bot else [],
             "mention_roles": [],
-            "attachments": [],
+            "attachments": attachments or [],
             "embeds": [],
             "pinned": False,
             "type": 0,
@@ -552,10 +564,15 @@ class FakeDiscord:
         roles: tuple[int, ...] = (),
         interaction_id: int | None = None,
         subcommand: str | None = None,
+        attachments: dict[str, Json] | None = None,
     ) -> Json:
         """An INTERACTION_CREATE payload for the slash command ``name`` (``/name subcommand``
-        when given: the options then belong to the subcommand, type 1, as Discord nests them)."""
+        when given: the options then belong to the subcommand, type 1, as Discord nests them).
+        ``attachments``: attachment options (type 11) by option name, each an attachment
+        object (``add_attachment``); the option's value is its id, the object goes in
+        ``data.resolved.attachments`` as Discord sends it."""
         given = [{"name": k, "type": 3, "value": v} for k, v in (options or {}).items()]
+        given += [{"name": k, "type": 11, "value": a["id"]} for k, a in (attachments or {}).items()]
         data: Json = {
             "id": str(interaction_id or self.new_id()),
             "name": name,
@@ -564,6 +581,8 @@ class FakeDiscord:
             if subcommand is None
             else [{"name": subcommand, "type": 1, "options": given}],
         }
+        if attachments:
+            data["resolved"] = {"attachments": {a["id"]: a for a in attachments.values()}}
         return self._interaction(2, data, channel_id, author_id, user_name, roles, interaction_id)
 
     def button_press(
@@ -656,6 +675,43 @@ class FakeDiscord:
             "context": 0,
             "attachment_size_limit": 8 * 1024 * 1024,
         }
+
+    # ---- the CDN ---------------------------------------------------------------------------
+    def add_attachment(
+        self,
+        filename: str,
+        data: bytes,
+        *,
+        content_type: str = "application/octet-stream",
+        declared_size: int | None = None,
+        url: str | None = None,
+        channel_id: int = CHANNEL_ID,
+    ) -> Json:
+        """An attachment object (as in a message's ``attachments``) whose ``url`` this fake
+        serves on its own host, the way cdn.discordapp.com serves
+        ``/attachments/{channel}/{id}/{filename}?ex=..&is=..&hm=..``. ``declared_size`` is
+        what the object claims (a lie when it differs from the bytes); ``url`` points the
+        object elsewhere (a foreign host) instead."""
+        aid = self.new_id()
+        path = f"/attachments/{channel_id}/{aid}/{filename}"
+        self.files[path] = CdnFile(data, content_type)
+        base = f"http://{self.host}:{self.port}"
+        signed = f"{base}{path}?ex=65a1b2c3&is=65a06143&hm={'0' * 64}&"
+        return {
+            "id": str(aid),
+            "filename": filename,
+            "size": len(data) if declared_size is None else declared_size,
+            "url": url or signed,
+            "proxy_url": url or signed,
+            "content_type": content_type,
+        }
+
+    async def _cdn(self, request: web.Request) -> web.StreamResponse:
+        self.cdn_requests.append(request.path)
+        found = self.files.get(request.path)
+        if found is None:  # what the CDN answers for an unknown or expired attachment
+            return web.Response(status=404, text="This content is no longer available.")
+        return web.Response(body=found.data, content_type=found.content_type)
 
     def calls_to(self, method: str, path_part: str) -> list[Call]:
         return [c for c in self.calls if c.method == method and path_part in c.path]

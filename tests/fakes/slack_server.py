@@ -67,6 +67,7 @@ import itertools
 import json
 import math
 import time
+import urllib.parse
 from collections import defaultdict, deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -290,6 +291,10 @@ class FakeSlack:
         self._workspace_window = 60.0
         self._ts = itertools.count(1)
         self._runner: web.AppRunner | None = None
+        self.files: dict[str, tuple[bytes, str]] = {}
+        """Hosted files by ``url_private`` path: (bytes, mimetype) (``add_file``)."""
+        self.file_requests: list[tuple[str, str | None]] = []
+        """(path, Authorization header) of every request for a hosted file."""
 
     # ---- lifecycle ------------------------------------------------------------------------
     async def __aenter__(self) -> Self:
@@ -298,6 +303,7 @@ class FakeSlack:
         app.router.add_get("/api/{method}", self._api)  # slack_sdk reads some methods with GET
         app.router.add_post("/upload/{file_id}", self._upload)
         app.router.add_post("/response/{name}", self._response)
+        app.router.add_get("/files-pri/{tail:.*}", self._file)
         self._runner, self.port = await serve_locally(app, host=self.host, shutdown_timeout=60.0)
         return self
 
@@ -320,6 +326,56 @@ class FakeSlack:
 
     def response_url(self, name: str) -> str:
         return f"{self.url}/response/{name}"
+
+    def add_file(
+        self,
+        name: str,
+        data: bytes,
+        *,
+        mimetype: str = "text/plain",
+        declared_size: int | None = None,
+        url: str | None = None,
+    ) -> JSON:
+        """A file object as Slack puts it in a message event's ``files``, its
+        ``url_private`` served by this fake (``files.slack.com/files-pri/{team}-{id}/{name}``
+        in Slack) to the bot token only. ``declared_size`` is the ``size`` it claims (a lie
+        when it differs); ``url`` points it elsewhere (a foreign host) instead."""
+        file_id = f"F{next(self._ts):010d}"
+        path = f"/files-pri/{TEAM_ID}-{file_id}/{name}"
+        self.files[path] = (data, mimetype)
+        private = url or f"{self.url}{path}"
+        return {
+            "id": file_id,
+            "name": name,
+            "title": name,
+            "mimetype": mimetype,
+            "filetype": name.rsplit(".", 1)[-1],
+            "size": len(data) if declared_size is None else declared_size,
+            "mode": "hosted",
+            "is_external": False,
+            "url_private": private,
+            "url_private_download": url
+            or f"{self.url}/files-pri/{TEAM_ID}-{file_id}/download/{name}",
+        }
+
+    async def _file(self, request: web.Request) -> web.Response:
+        """``url_private``: the bytes for the bot token. Without a valid token Slack does
+        not answer 401: it redirects (302) to the workspace's sign-in page,
+        ``https://{workspace}.slack.com/?redir=%2Ffiles-pri%2F...`` (seen in
+        slackapi/deno-slack-sdk#285; the browser then lands on an HTML page)."""
+        auth = request.headers.get("Authorization")
+        self.file_requests.append((request.path, auth))
+        path = request.path.replace("/download/", "/", 1)
+        found = self.files.get(path)
+        if auth != f"Bearer {self.token}":
+            redirect = "https://fake-workspace.slack.com/?redir=" + urllib.parse.quote(
+                request.path, safe=""
+            )
+            return web.Response(status=302, headers={"Location": redirect}, text="Found")
+        if found is None:
+            return web.Response(status=404, text="File not found")
+        data, mimetype = found
+        return web.Response(body=data, content_type=mimetype)
 
     def trigger(self) -> str:
         """A new trigger id, as Slack puts in a click or a command payload."""

@@ -99,3 +99,22 @@ def test_plain_text_keeps_references_readable_and_decodes_last() -> None:
     assert (
         plain_text(text, bot_user_id=BOT) == "@U2 in #general see https://a.test/x <!channel> @here"
     )
+
+
+def test_files_on_an_event_are_kept_and_a_dm_with_files_is_answered() -> None:
+    file = {"id": "F1", "name": "a.pdf", "url_private": "https://files.slack.com/x/a.pdf"}
+    event = {
+        "type": "message",
+        "subtype": "file_share",  # how Slack sends a DM that carries files
+        "channel_type": "im",
+        "channel": "D1",
+        "user": "U1",
+        "text": "read this",
+        "ts": "1.1",
+        "files": [file, "junk", *([file] * 30)],
+    }
+    q = from_event(event, event_id="Ev4", team="T1", bot_user_id=BOT)
+    assert q is not None and q.files[0] == file
+    assert len(q.files) == 19  # the first 20 entries, the junk one dropped
+    no_files = from_event({**event, "files": "nope"}, event_id="Ev5", team="T1", bot_user_id=BOT)
+    assert no_files is not None and no_files.files == ()

@@ -1,0 +1,53 @@
+"""A conversation's attached files, for any surface: taken in before a run, searched by the
+run's ``lookup``, dropped by ``/reset``.
+
+A store outage never costs the question: the files are then said to be left out, and the
+run goes on with the default tools.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from adapters.downloads import Downloader
+from core.errors import StoreUnavailable
+from core.files import FileLimits, FileStore, Incoming, Intake, ingest, registry_with_files
+from core.tools import ToolRegistry
+
+__all__ = ["STORE_DOWN", "ConversationFiles"]
+
+log = logging.getLogger(__name__)
+
+STORE_DOWN = "⚠️ The attached files could not be stored right now; I answer without them."
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationFiles:
+    store: FileStore
+    downloader: Downloader
+    limits: FileLimits = field(default_factory=FileLimits)
+
+    async def take(self, conversation: str, incoming: Sequence[Incoming]) -> Intake:
+        """Downloads, reads and indexes ``incoming``; the intake says what was refused."""
+        if not incoming:
+            return Intake()
+        try:
+            return await ingest(conversation, incoming, store=self.store, limits=self.limits)
+        except StoreUnavailable as exc:
+            log.warning("files of %s not stored: %s", conversation, exc)
+            return Intake(refused=[STORE_DOWN])
+
+    async def tools_for(self, conversation: str, base: ToolRegistry) -> ToolRegistry | None:
+        """``base`` with a ``lookup`` that also searches the conversation's files; None when
+        the conversation has none (or they cannot be read now): the run keeps ``base``."""
+        try:
+            passages = await self.store.load(conversation)
+        except StoreUnavailable as exc:
+            log.warning("files of %s not searchable: %s", conversation, exc)
+            return None
+        return registry_with_files(base, passages) if passages else None
+
+    async def clear(self, conversation: str) -> None:
+        await self.store.clear(conversation)

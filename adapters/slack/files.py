@@ -1,0 +1,48 @@
+"""Slack files on a message as ``core.files.Incoming``: downloaded from ``url_private`` with
+the bot token (``files:read``), which the ``Downloader`` sends to Slack's file host (and the
+configured API base URL's origin) only."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from adapters.downloads import SLACK_FILE_HOSTS, Downloader
+from core.files import MB, Incoming
+
+__all__ = ["incoming_of", "slack_downloader"]
+
+
+def slack_downloader(
+    api_base_url: str | None, token: str, *, max_bytes: int = 10 * MB, timeout: float = 30.0
+) -> Downloader:
+    return Downloader(
+        SLACK_FILE_HOSTS,
+        api_base_url=api_base_url,
+        token=token,
+        token_hosts=SLACK_FILE_HOSTS,
+        max_bytes=max_bytes,
+        timeout=timeout,
+        platform="Slack",
+    )
+
+
+def incoming_of(files: Iterable[dict[str, Any]], downloader: Downloader) -> list[Incoming]:
+    """A file object's name, size, mimetype and ``url_private_download`` (else
+    ``url_private``); one without a URL (``file_access: check_file_info``) is refused by the
+    downloader like any URL off Slack's hosts."""
+    incoming = []
+    for file in files:
+        name = str(file.get("name") or file.get("title") or "file")
+        url = str(file.get("url_private_download") or file.get("url_private") or "")
+        size = file.get("size")
+        mimetype = file.get("mimetype")
+        incoming.append(
+            downloader.incoming(
+                name,
+                url,
+                size=size if isinstance(size, int) else None,
+                content_type=mimetype if isinstance(mimetype, str) else None,
+            )
+        )
+    return incoming

@@ -1,0 +1,605 @@
+"""Files people attach to a question, as knowledge for that conversation.
+
+A file becomes passages in three steps, none of which does I/O::
+
+    kind_of(name)            text | markdown | csv | html | pdf | code, or None
+    extract(name, data)      [(page or None, text)], or FileRefused (one clear line)
+    passages_of(name, pages) lookup Passages: file name, ("page 3",) for a PDF page, text
+
+The passages of a conversation live in a ``FileStore`` (in memory, bounded, here; on Redis
+in ``core.redis_store``) for as long as the conversation's history, and ``/reset`` drops them.
+``ConversationLookup`` is the ``lookup`` a run gets when its conversation has files: the
+shipped knowledge base and the conversation's passages, merged by score, each result saying
+which file and page (``report.pdf, page 3``).
+
+Errors::
+
+    FileRefused      a file (or a question's worth of files) is refused; ``str()`` is the line
+                     the person sees
+"""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import io
+import logging
+import re
+import unicodedata
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from html.parser import HTMLParser
+from pathlib import PurePosixPath
+from typing import Protocol
+
+from core.errors import ToolError
+from core.tools import ToolHints, ToolRegistry, ToolResult
+from core.tools.lookup import BM25Index, Hit, LookupTool, Passage, split_passages
+
+__all__ = [
+    "KINDS",
+    "ConversationLookup",
+    "FileLimits",
+    "FileRefused",
+    "FileStore",
+    "InMemoryFileStore",
+    "Incoming",
+    "Intake",
+    "extract",
+    "ingest",
+    "kind_of",
+    "passages_of",
+    "registry_with_files",
+]
+
+log = logging.getLogger(__name__)
+
+MB = 1024 * 1024
+MAX_PDF_PAGES = 2000
+SHOWN_PASSAGE_CHARS = 600
+
+_SUFFIXES: dict[str, str] = {
+    ".txt": "text",
+    ".text": "text",
+    ".log": "text",
+    ".md": "markdown",
+    ".markdown": "markdown",
+    ".csv": "csv",
+    ".tsv": "csv",
+    ".html": "html",
+    ".htm": "html",
+    ".pdf": "pdf",
+}
+_CODE_SUFFIXES = frozenset(
+    [
+        ".py",
+        ".pyi",
+        ".js",
+        ".mjs",
+        ".cjs",
+        ".ts",
+        ".tsx",
+        ".jsx",
+        ".java",
+        ".kt",
+        ".kts",
+        ".scala",
+        ".go",
+        ".rs",
+        ".c",
+        ".h",
+        ".cc",
+        ".cpp",
+        ".hpp",
+        ".cs",
+        ".rb",
+        ".php",
+        ".swift",
+        ".m",
+        ".sh",
+        ".bash",
+        ".zsh",
+        ".ps1",
+        ".sql",
+        ".r",
+        ".lua",
+        ".pl",
+        ".hs",
+        ".ex",
+        ".exs",
+        ".erl",
+        ".clj",
+        ".dart",
+        ".json",
+        ".yaml",
+        ".yml",
+        ".toml",
+        ".ini",
+        ".cfg",
+        ".xml",
+        ".css",
+        ".scss",
+        ".vue",
+        ".svelte",
+        ".proto",
+        ".graphql",
+        ".dockerfile",
+        ".makefile",
+        ".gradle",
+        ".tf",
+    ]
+)
+_IMAGE_SUFFIXES = frozenset([".png", ".jpg", ".jpeg", ".gif", ".webp", ".bmp"])
+KINDS = frozenset({"text", "markdown", "csv", "html", "pdf", "code"})
+
+
+class FileRefused(Exception):
+    """A file is not indexed; the message is one line the person sees, naming the file."""
+
+
+@dataclass(frozen=True, slots=True)
+class FileLimits:
+    """``files.*`` in the config."""
+
+    max_bytes: int = 10 * MB
+    max_per_question: int = 5
+    max_chars_per_conversation: int = 500_000
+    allowed_types: frozenset[str] = KINDS
+
+
+def kind_of(name: str) -> str | None:
+    """The kind of file by its name's extension; None when it is no kind we read."""
+    path = PurePosixPath(name.lower())
+    suffix = path.suffix or f".{path.name}"  # Makefile, Dockerfile
+    if suffix in _SUFFIXES:
+        return _SUFFIXES[suffix]
+    return "code" if suffix in _CODE_SUFFIXES else None
+
+
+def is_image(name: str, content_type: str | None = None) -> bool:
+    return (content_type or "").startswith("image/") or (
+        PurePosixPath(name.lower()).suffix in _IMAGE_SUFFIXES
+    )
+
+
+def safe_name(name: str) -> str:
+    """A file name fit to show and to cite: no path, no control or format characters,
+    no Markdown/mention syntax, at most 100 characters."""
+    name = name.replace("\\", "/").rsplit("/", 1)[-1]
+    name = "".join(c for c in name if unicodedata.category(c)[0] not in "CZ" or c == " ").strip()
+    name = re.sub(r"[`*_~|<>@\[\]()#]", "-", name)
+    return name[:100] or "file"
+
+
+# --- extraction ---------------------------------------------------------------------------
+
+Page = tuple[int | None, str]
+"""(page number for a PDF, else None; the page's text)."""
+
+
+def extract(name: str, data: bytes, *, max_chars: int = 500_000) -> list[Page]:
+    """The text of a file, per page for a PDF; at most ``max_chars`` characters in all.
+
+    Raises ``FileRefused`` for a kind we do not read, undecodable text, or a malformed or
+    encrypted PDF; nothing else.
+    """
+    kind = kind_of(name)
+    shown = safe_name(name)
+    if kind is None:
+        raise FileRefused(f"{shown}: I can't read this kind of file.")
+    if kind == "pdf":
+        pages = _pdf_pages(shown, data, max_chars=max_chars)
+    else:
+        text = _decode(shown, data)
+        if kind == "html":
+            text = html_text(text)
+        elif kind == "csv":
+            text = csv_text(text, delimiter="\t" if name.lower().endswith(".tsv") else ",")
+        pages = [(None, text)]
+    return _bounded(pages, max_chars)
+
+
+def _bounded(pages: Iterable[Page], max_chars: int) -> list[Page]:
+    out: list[Page] = []
+    left = max_chars
+    for number, text in pages:
+        text = _clean(text)
+        if not text.strip():
+            continue
+        if left <= 0:
+            break
+        out.append((number, text[:left]))
+        left -= len(text[:left])
+    return out
+
+
+def _clean(text: str) -> str:
+    # NUL and other C0 controls (but tabs and newlines) carry nothing and upset some stores.
+    return re.sub(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]", "", text.replace("\r\n", "\n"))
+
+
+def _decode(shown: str, data: bytes) -> str:
+    if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        try:
+            return data.decode("utf-16")
+        except UnicodeDecodeError:
+            pass
+    if b"\0" in data[:8192]:
+        raise FileRefused(f"{shown}: this looks like a binary file, not text.")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        pass
+    raise FileRefused(f"{shown}: not UTF-8 text; save it as UTF-8 and attach it again.")
+
+
+class _TextOfHtml(HTMLParser):
+    """Text of an HTML document: script, style and other non-content elements dropped
+    (never executed: this only reads tags), block elements end lines."""
+
+    _SKIP = frozenset({"script", "style", "noscript", "template", "svg", "head", "iframe"})
+    _BLOCK = frozenset(
+        [
+            "p",
+            "div",
+            "br",
+            "li",
+            "ul",
+            "ol",
+            "tr",
+            "table",
+            "h1",
+            "h2",
+            "h3",
+            "h4",
+            "h5",
+            "h6",
+            "section",
+            "article",
+            "header",
+            "footer",
+            "pre",
+            "blockquote",
+            "hr",
+            "dd",
+            "dt",
+        ]
+    )
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.parts: list[str] = []
+        self._skipping = 0
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in self._SKIP:
+            self._skipping += 1
+        elif tag in self._BLOCK:
+            self.parts.append("\n")
+        if tag in ("h1", "h2", "h3", "h4", "h5", "h6") and not self._skipping:
+            self.parts.append("#" * int(tag[1]) + " ")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in self._SKIP:
+            self._skipping = max(0, self._skipping - 1)
+        elif tag in self._BLOCK:
+            self.parts.append("\n")
+
+    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in self._BLOCK:
+            self.parts.append("\n")
+
+    def handle_data(self, data: str) -> None:
+        if not self._skipping:
+            self.parts.append(data)
+
+
+def html_text(html: str) -> str:
+    """The readable text of an HTML page, headings as Markdown headings."""
+    parser = _TextOfHtml()
+    parser.feed(html)
+    parser.close()
+    lines = (" ".join(line.split()) for line in "".join(parser.parts).splitlines())
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
+
+
+def csv_text(text: str, *, delimiter: str = ",") -> str:
+    """One line per row, cells joined by `` | ``, each row prefixed by the header's names
+    when the first row looks like one, so a passage found alone still says what is what."""
+    csv.field_size_limit(1_000_000)
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
+    lines: list[str] = []
+    header: list[str] | None = None
+    try:
+        for row in reader:
+            cells = [" ".join(cell.split()) for cell in row]
+            if header is None:
+                header = cells
+                lines.append(" | ".join(cells))
+            elif len(cells) == len(header):
+                lines.append("; ".join(f"{h}: {c}" for h, c in zip(header, cells, strict=True)))
+            else:
+                lines.append(" | ".join(cells))
+    except csv.Error:
+        return text  # not really CSV: its text is still worth indexing
+    # Blank lines between rows, so passages split between rows, never inside one.
+    return "\n\n".join(lines)
+
+
+def _pdf_pages(shown: str, data: bytes, *, max_chars: int) -> list[Page]:
+    from pypdf import PdfReader  # imported on use: most conversations never see a PDF
+    from pypdf.errors import PyPdfError
+
+    try:
+        reader = PdfReader(io.BytesIO(data), strict=False)
+        if reader.is_encrypted:
+            raise FileRefused(f"{shown}: the PDF is encrypted; attach an unprotected copy.")
+        pages: list[Page] = []
+        total = 0
+        for number, page in enumerate(reader.pages, start=1):
+            if number > MAX_PDF_PAGES or total >= max_chars:
+                break
+            text = page.extract_text() or ""
+            total += len(text)
+            pages.append((number, text))
+    except FileRefused:
+        raise
+    except (PyPdfError, ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
+        raise FileRefused(f"{shown}: the PDF could not be read ({type(exc).__name__}).") from exc
+    except RecursionError as exc:
+        raise FileRefused(f"{shown}: the PDF could not be read (too deeply nested).") from exc
+    if not any(text.strip() for _, text in pages):
+        raise FileRefused(f"{shown}: the PDF has no text to read (scanned pages?).")
+    return pages
+
+
+# --- passages -----------------------------------------------------------------------------
+
+
+def passages_of(name: str, pages: Sequence[Page]) -> list[Passage]:
+    """Lookup passages of a file's pages; a PDF page's passages carry ``("page N",)``."""
+    shown = safe_name(name)
+    markdown = kind_of(name) in ("markdown", "html")
+    out: list[Passage] = []
+    for number, text in pages:
+        for passage in split_passages(shown, text, markdown=markdown):
+            headings = passage.headings if number is None else (f"page {number}",)
+            out.append(Passage(shown, headings, passage.text))
+    return out
+
+
+def cite(passage: Passage) -> str:
+    """``report.pdf, page 3`` or ``notes.md › Setup``."""
+    if passage.headings and passage.headings[0].startswith("page "):
+        return f"{passage.file}, {passage.headings[0]}"
+    return passage.label
+
+
+# --- the store ----------------------------------------------------------------------------
+
+
+class FileStore(Protocol):
+    """The passages of the files attached in each conversation."""
+
+    async def load(self, conversation: str) -> list[Passage]: ...
+
+    async def add(self, conversation: str, passages: Sequence[Passage]) -> None: ...
+
+    async def clear(self, conversation: str) -> None: ...
+
+
+def indexed_chars(passages: Iterable[Passage]) -> int:
+    return sum(len(p.text) for p in passages)
+
+
+class InMemoryFileStore:
+    """Passages per conversation in this process, for at most ``max_conversations``
+    conversations (the least recently used forgotten first)."""
+
+    def __init__(self, *, max_conversations: int = 1000) -> None:
+        self._max = max_conversations
+        self._data: OrderedDict[str, list[Passage]] = OrderedDict()
+
+    async def load(self, conversation: str) -> list[Passage]:
+        passages = self._data.get(conversation)
+        if passages is None:
+            return []
+        self._data.move_to_end(conversation)
+        return list(passages)
+
+    async def add(self, conversation: str, passages: Sequence[Passage]) -> None:
+        if not passages:
+            return
+        self._data.setdefault(conversation, []).extend(passages)
+        self._data.move_to_end(conversation)
+        while len(self._data) > self._max:
+            self._data.popitem(last=False)
+
+    async def clear(self, conversation: str) -> None:
+        self._data.pop(conversation, None)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+
+# --- taking in a question's files ---------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Intake:
+    """What came of a question's attachments: lines for the reply, images set aside."""
+
+    refused: list[str] = field(default_factory=list)
+    indexed: list[str] = field(default_factory=list)
+    images: list[str] = field(default_factory=list)
+    """URLs of image attachments: the seam for models with vision (not used yet)."""
+
+    def notice(self, *, limit: int = 1800) -> str:
+        """One line per refused file (and one for images), at most ``limit`` characters
+        (a Discord message holds 2,000): lines that do not fit are counted instead."""
+        lines = [" ".join(line.split()) for line in self.refused]  # one line each
+        if self.images:
+            lines.append("🖼️ Images are ignored for now: this model reads text only.")
+        kept: list[str] = []
+        used = 0
+        for number, line in enumerate(lines):
+            rest = len(lines) - number
+            more = f"… and {rest} more refused." if rest > 1 else ""
+            if used + len(line) + 1 + len(more) > limit and (rest > 1 or used + len(line) > limit):
+                kept.append(f"… and {rest} more refused.")
+                break
+            kept.append(line[:limit])
+            used += len(line) + 1
+        return "\n".join(kept)
+
+
+def take(name: str, data: bytes, *, limits: FileLimits, room: int) -> list[Passage]:
+    """Passages of one downloaded file within ``room`` characters; ``FileRefused`` else."""
+    shown = safe_name(name)
+    kind = kind_of(name)
+    if kind is None or kind not in limits.allowed_types:
+        raise FileRefused(f"{shown}: this kind of file is not accepted here.")
+    if len(data) > limits.max_bytes:
+        raise FileRefused(f"{shown}: larger than {size_text(limits.max_bytes)}.")
+    if room <= 0:
+        raise FileRefused(
+            f"{shown}: this conversation already holds "
+            f"{limits.max_chars_per_conversation:,} characters of files; /reset to start over."
+        )
+    pages = extract(name, data, max_chars=room + 1)
+    chars = sum(len(text) for _, text in pages)
+    if chars > room:
+        raise FileRefused(
+            f"{shown}: too long; this conversation has room for {room:,} more characters of files."
+        )
+    return passages_of(name, pages)
+
+
+@dataclass(frozen=True, slots=True)
+class Incoming:
+    """An attachment as the platform describes it; ``fetch`` downloads it (within the size
+    limit, raising ``FileRefused`` otherwise)."""
+
+    name: str
+    size: int | None
+    content_type: str | None
+    url: str
+    fetch: Callable[[], Awaitable[bytes]]
+
+
+async def ingest(
+    conversation: str,
+    incoming: Sequence[Incoming],
+    *,
+    store: FileStore,
+    limits: FileLimits,
+) -> Intake:
+    """Downloads, reads and indexes a question's files into the conversation's store, before
+    the run starts. Each refused file gives one line; the others are kept."""
+    intake = Intake()
+    documents: list[Incoming] = []
+    for item in incoming:
+        if is_image(item.name, item.content_type):
+            intake.images.append(item.url)
+        else:
+            documents.append(item)
+    if not documents:
+        return intake
+    for item in documents[limits.max_per_question :]:
+        intake.refused.append(
+            f"⚠️ {safe_name(item.name)}: not read, at most {limits.max_per_question} files "
+            "per question."
+        )
+    stored = await store.load(conversation)
+    room = limits.max_chars_per_conversation - indexed_chars(stored)
+    for item in documents[: limits.max_per_question]:
+        try:
+            passages = await _take_one(item, limits=limits, room=room)
+        except FileRefused as refusal:
+            intake.refused.append(f"⚠️ {refusal}")
+            continue
+        await store.add(conversation, passages)
+        room -= indexed_chars(passages)
+        intake.indexed.append(safe_name(item.name))
+    return intake
+
+
+async def _take_one(item: Incoming, *, limits: FileLimits, room: int) -> list[Passage]:
+    shown = safe_name(item.name)
+    kind = kind_of(item.name)
+    if kind is None or kind not in limits.allowed_types:
+        raise FileRefused(f"{shown}: this kind of file is not accepted here.")
+    if item.size is not None and item.size > limits.max_bytes:
+        raise FileRefused(f"{shown}: larger than {size_text(limits.max_bytes)}.")
+    data = await item.fetch()
+    # Extraction (a PDF above all) is CPU work: off the event loop.
+    return await asyncio.to_thread(take, item.name, data, limits=limits, room=room)
+
+
+def size_text(n: int) -> str:
+    return f"{n / MB:g} MB" if n >= MB else f"{n:,} bytes"
+
+
+# --- the lookup a run gets -----------------------------------------------------------------
+
+
+class ConversationLookup:
+    """``lookup`` over the shipped knowledge base and the conversation's files."""
+
+    name = "lookup"
+    example = "lookup[payment terms in the contract]"
+    input_name = "query"
+    hints = ToolHints(read_only=True, destructive=False, open_world=False)
+
+    def __init__(
+        self,
+        files: Sequence[Passage],
+        *,
+        knowledge: LookupTool | None = None,
+        top_k: int = 3,
+    ) -> None:
+        self._files = BM25Index(files)
+        self._knowledge = knowledge
+        self._top_k = top_k
+        # File names are user text: they stay out of the tool's description (the system
+        # prompt) and reach the model only inside observations.
+        count = len({p.file for p in files})
+        self.description = (
+            f"searches the {count} file(s) attached in this conversation"
+            + (" and the local knowledge base" if knowledge is not None else "")
+            + "; returns the best passages with their file and page."
+        )
+
+    async def run(self, query: str) -> ToolResult:
+        query = " ".join(query.split()).strip("\"'")
+        if not query:
+            raise ToolError(f"lookup needs keywords, e.g. {self.example}")
+        hits = self._files.search(query, limit=self._top_k)
+        if self._knowledge is not None:
+            hits += await self._knowledge.search(query, limit=self._top_k)
+        hits = sorted(hits, key=lambda hit: -hit.score)[: self._top_k]
+        if not hits:
+            return ToolResult(f"no passage in the attached files matches '{query[:100]}'")
+        text = "\n\n".join(_render(number, hit) for number, hit in enumerate(hits, start=1))
+        return ToolResult(text, sources=tuple(dict.fromkeys(cite(h.passage) for h in hits)))
+
+
+def _render(number: int, hit: Hit) -> str:
+    text = re.sub(r"\n{3,}", "\n\n", hit.passage.text)
+    if len(text) > SHOWN_PASSAGE_CHARS:
+        text = text[: SHOWN_PASSAGE_CHARS - 1].rstrip() + "…"
+    return f"{number}. {cite(hit.passage)}\n{text}"
+
+
+def registry_with_files(base: ToolRegistry, files: Sequence[Passage]) -> ToolRegistry:
+    """A registry for one run: ``base``'s tools, with ``lookup`` also searching ``files``."""
+    registry = ToolRegistry()
+    knowledge: LookupTool | None = None
+    for tool in base:
+        if tool.name.lower() == "lookup":
+            knowledge = tool if isinstance(tool, LookupTool) else None
+            continue
+        registry.add(tool)
+    registry.add(ConversationLookup(files, knowledge=knowledge))
+    return registry

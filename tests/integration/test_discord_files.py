@@ -1,0 +1,250 @@
+"""Files attached to a Discord question, end to end: the real discord.py client against the
+fake (attachments served at CDN-like URLs on its own host), the downloader, the extraction,
+the conversation's store and the run's ``lookup``."""
+
+from __future__ import annotations
+
+import warnings
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", DeprecationWarning)
+    import discord  # noqa: F401
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+from aiohttp import web
+
+from adapters.attachments import ConversationFiles
+from adapters.channels import ChannelChoices
+from adapters.discord.client import create_bot
+from adapters.discord.cog import Services
+from adapters.discord.files import discord_downloader
+from adapters.discord.settings import DiscordSettings
+from core.agent import Agent
+from core.files import FileLimits, InMemoryFileStore
+from core.history import InMemoryHistoryStore
+from core.llm import ChatModel
+from core.scripted import ScriptedModel, Turn
+from core.stores import InMemoryEventClaims, InMemoryLocks, InMemoryTraceStore
+from tests.fakes.discord_server import CHANNEL_ID, Call, FakeDiscord
+from tests.fakes.local_server import serve_locally
+from tests.integration.test_discord import content_of, tools
+from tests.unit.test_files import make_pdf
+
+LIMIT = 50_000
+CONVERSATION = f"discord:{CHANNEL_ID}"
+
+LOOKUP_THEN_ANSWER = [
+    Turn("Thought: The answer should be in the attached report.\nAction: lookup[warranty months]"),
+    Turn("Thought: Page 2 says it.\nAction: finish[The warranty lasts 36 months.]"),
+]
+
+
+@dataclass
+class Harness:
+    fake: FakeDiscord
+    model: ScriptedModel
+    traces: InMemoryTraceStore
+    store: InMemoryFileStore
+    foreign_seen: list[str]
+    foreign_base: str
+    choices: ChannelChoices
+
+
+@contextlib.asynccontextmanager
+async def running(
+    turns: list[Turn | str], *, catalogue: dict[str, ChatModel] | None = None
+) -> AsyncIterator[Harness]:
+    fake = FakeDiscord()
+    fake.add_channel(CHANNEL_ID)
+    await fake.start()
+    foreign_seen: list[str] = []
+
+    async def foreign(request: web.Request) -> web.Response:
+        foreign_seen.append(request.path)
+        return web.Response(text="secret from the intranet")
+
+    app = web.Application()
+    app.router.add_get("/{tail:.*}", foreign)
+    foreign_runner, foreign_port = await serve_locally(app)
+    model = ScriptedModel(list(turns))
+    traces = InMemoryTraceStore()
+    agent = Agent(
+        model, tools(), history=InMemoryHistoryStore(), traces=traces, locks=InMemoryLocks()
+    )
+    store = InMemoryFileStore()
+    files = ConversationFiles(
+        store,
+        discord_downloader(fake.api_base_url, max_bytes=LIMIT, timeout=5),
+        FileLimits(max_bytes=LIMIT),
+    )
+    settings = DiscordSettings(
+        api_base_url=fake.api_base_url,
+        edit_interval=0.25,
+        tick=0.25,
+        guild_ready_timeout=0.05,
+        cooldown_seconds=0,
+        layout="text",  # these tests read the plain content; the cards: test_discord_components
+    )
+    services = Services(
+        agent, InMemoryHistoryStore(), traces, InMemoryEventClaims(), settings, files=files
+    )
+    services.choices = ChannelChoices(services.channel_settings, catalogue or {}, agent.tools)
+    bot = create_bot(services)
+    task = asyncio.create_task(bot.start("fake-token"))
+    try:
+        async with asyncio.timeout(10):
+            await fake.identified.wait()
+            await bot.wait_until_ready()
+        yield Harness(
+            fake,
+            model,
+            traces,
+            store,
+            foreign_seen,
+            f"http://127.0.0.1:{foreign_port}",
+            services.choices,
+        )
+    finally:
+        await bot.close()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await fake.stop()
+        await foreign_runner.cleanup()
+
+
+def _is_totals(call: Call) -> bool:
+    return call.method == "POST" and content_of(call).startswith("**Totals**")
+
+
+async def test_a_question_about_an_attached_pdf_is_answered_from_its_page() -> None:
+    async with running(LOOKUP_THEN_ANSWER) as h:
+        pdf = make_pdf(["Contents and intro", "The warranty lasts 36 months.", "Index"])
+        attachments = [
+            h.fake.add_attachment("report.pdf", pdf, content_type="application/pdf"),
+            h.fake.add_attachment("big.txt", b"x" * (LIMIT + 1), content_type="text/plain"),
+            # declares 10 bytes, holds more than the limit: stopped while reading
+            h.fake.add_attachment("lie.txt", b"y" * (LIMIT * 3), declared_size=10),
+            h.fake.add_attachment(
+                "foreign.txt", b"", url=f"{h.foreign_base}/attachments/1/2/foreign.txt"
+            ),
+            h.fake.add_attachment("photo.png", b"\x89PNG\r\n", content_type="image/png"),
+        ]
+        payload = h.fake.message_create("How long is the warranty?", attachments=attachments)
+        await h.fake.dispatch("MESSAGE_CREATE", payload)
+        await h.fake.wait_for_calls(_is_totals, 1, within=10)
+
+        trace = await h.traces.last(CONVERSATION)
+        assert trace is not None and trace.answer == "The warranty lasts 36 months."
+        (step, *_) = trace.steps
+        assert step.action == "lookup"
+        assert step.observation is not None
+        assert step.observation.startswith("1. report.pdf, page 2\nThe warranty lasts 36 months.")
+        assert "report.pdf, page 2" in step.sources
+        # The trace thread shows the passage used, file and page.
+        thread_posts = [c for c in h.fake.calls if c.method == "POST" and "/channels/" in c.path]
+        assert any("report.pdf, page 2" in content_of(c) for c in thread_posts)
+
+        notice = next(c for c in h.fake.calls if "big.txt" in content_of(c))
+        assert content_of(notice).splitlines() == [
+            "⚠️ big.txt: larger than 50,000 bytes.",
+            "⚠️ lie.txt: larger than 50,000 bytes.",
+            "⚠️ foreign.txt: not downloaded, it is not on Discord's file host.",
+            "🖼️ Images are ignored for now: this model reads text only.",
+        ]
+        assert notice.json["allowed_mentions"]["parse"] == []
+        # big.txt was refused on its declared size: never fetched; the foreign host never asked
+        assert not any(p.endswith("/big.txt") for p in h.fake.cdn_requests)
+        assert any(p.endswith("/lie.txt") for p in h.fake.cdn_requests)
+        assert h.foreign_seen == []
+        assert [p.file for p in await h.store.load(CONVERSATION)] == ["report.pdf"] * 3
+
+
+async def test_files_stay_with_the_conversation_until_reset() -> None:
+    later = [
+        Turn("Thought: Check the report.\nAction: lookup[warranty]"),
+        Turn("Thought: Done.\nAction: finish[36 months.]"),
+    ]
+    async with running(LOOKUP_THEN_ANSWER + later) as h:
+        pdf = make_pdf(["Intro", "The warranty lasts 36 months."])
+        first = h.fake.message_create(
+            "Warranty?", attachments=[h.fake.add_attachment("report.pdf", pdf)]
+        )
+        await h.fake.dispatch("MESSAGE_CREATE", first)
+        await h.fake.wait_for_calls(_is_totals, 1, within=10)
+        # A later question without attachments still searches the conversation's files.
+        await h.fake.dispatch("MESSAGE_CREATE", h.fake.message_create("And again?"))
+        await h.fake.wait_for_calls(_is_totals, 2, within=10)
+        trace = await h.traces.last(CONVERSATION)
+        assert trace is not None and trace.steps[0].observation is not None
+        assert "report.pdf, page 2" in trace.steps[0].observation
+
+        reset = h.fake.interaction_create("reset")
+        h.fake.remember_interaction(reset)
+        await h.fake.dispatch("INTERACTION_CREATE", reset)
+        await h.fake.wait_for_call(lambda c: "forgot" in content_of(c))
+        assert await h.store.load(CONVERSATION) == []
+
+
+async def test_slash_ask_takes_an_optional_file() -> None:
+    async with running(LOOKUP_THEN_ANSWER) as h:
+        pdf = make_pdf(["Intro", "The warranty lasts 36 months."])
+        attachment = h.fake.add_attachment("report.pdf", pdf, content_type="application/pdf")
+        payload = h.fake.interaction_create(
+            "ask", {"question": "How long is the warranty?"}, attachments={"file": attachment}
+        )
+        h.fake.remember_interaction(payload)
+        await h.fake.dispatch("INTERACTION_CREATE", payload)
+        await h.fake.wait_for_calls(_is_totals, 1, within=10)
+        trace = await h.traces.last(CONVERSATION)
+        assert trace is not None and trace.answer == "The warranty lasts 36 months."
+        assert (trace.steps[0].observation or "").startswith("1. report.pdf, page 2\n")
+        assert [c for c in h.fake.cdn_requests if c.endswith("/report.pdf")]
+
+
+async def test_slash_ask_says_in_a_follow_up_which_file_was_refused() -> None:
+    answer: list[Turn | str] = ["Thought: No file to read.\nAction: finish[Sorry, no file.]"]
+    async with running(answer) as h:
+        attachment = h.fake.add_attachment("huge.txt", b"z" * (LIMIT + 1))
+        payload = h.fake.interaction_create(
+            "ask", {"question": "Summarise this"}, attachments={"file": attachment}
+        )
+        h.fake.remember_interaction(payload)
+        await h.fake.dispatch("INTERACTION_CREATE", payload)
+        await h.fake.wait_for_calls(_is_totals, 1, within=10)
+        (notice,) = [c for c in h.fake.calls if "huge.txt" in content_of(c)]
+        assert content_of(notice) == "⚠️ huge.txt: larger than 50,000 bytes."
+        assert notice.method == "POST" and "/webhooks/" in notice.path  # the follow-up
+        assert notice.status == 200
+        trace = await h.traces.last(CONVERSATION)
+        assert trace is not None and trace.answer == "Sorry, no file."
+
+
+async def test_a_channel_on_another_model_with_a_persona_answers_from_an_attached_pdf() -> None:
+    # issue 16's "done when": the channel's catalogue model and persona, /ask with a PDF
+    # attached, a lookup into that PDF, and a trace that shows model, persona and passage
+    big = ScriptedModel(list(LOOKUP_THEN_ANSWER), model_name="big-model-v2")
+    async with running([], catalogue={"big": big}) as h:
+        pdf = make_pdf(["Contents", "The warranty lasts 36 months.", "Index"])
+        attachment = h.fake.add_attachment("report.pdf", pdf, content_type="application/pdf")
+        channel_key = f"discord:{CHANNEL_ID}"
+        await h.choices.set_model(channel_key, "big")
+        await h.choices.set_persona(channel_key, "Answer like a patient support engineer.")
+        payload = h.fake.interaction_create(
+            "ask", {"question": "How long is the warranty?"}, attachments={"file": attachment}
+        )
+        h.fake.remember_interaction(payload)
+        await h.fake.dispatch("INTERACTION_CREATE", payload)
+        await h.fake.wait_for_calls(_is_totals, 1, within=10)
+        trace = await h.traces.last(CONVERSATION)
+        assert trace is not None and trace.answer == "The warranty lasts 36 months."
+        assert trace.models == ["big-model-v2"] and h.model.calls == []
+        assert trace.persona == "Answer like a patient support engineer."
+        assert (trace.steps[0].observation or "").startswith("1. report.pdf, page 2")
+        system = big.calls[0].messages[0]["content"]
+        assert system.endswith("Answer like a patient support engineer.\nchannel persona>>>")
+        markdown = trace.to_markdown()
+        assert "**Channel persona:**" in markdown and "report.pdf, page 2" in markdown
