@@ -16,7 +16,9 @@ from bot.cli import run_cli
 from tests.fakes.openai_server import FakeOpenAI, FakeUsage
 
 REPO = Path(__file__).resolve().parents[2]
-REACTBOT = Path(sys.executable).with_name("reactbot")
+REACTBOT = [sys.executable, "-m", "bot"]
+"""The console script's entry point (``bot.__main__:main``), run from this checkout: the
+installed ``reactbot`` script may belong to another checkout sharing the virtualenv."""
 CLEAN_ENV = {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/tmp")}
 
 
@@ -24,7 +26,7 @@ def reactbot(
     *args: str, env: dict[str, str] | None = None, stdin: str = ""
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [str(REACTBOT), *args],
+        [*REACTBOT, *args],
         input=stdin,
         capture_output=True,
         text=True,

@@ -22,7 +22,7 @@ class Terminal:
     def __init__(self, *args: str) -> None:
         self.master, slave = pty.openpty()
         self.process = subprocess.Popen(
-            [str(REACTBOT), *args],
+            [*REACTBOT, *args],
             stdin=slave,
             stdout=slave,
             stderr=slave,
