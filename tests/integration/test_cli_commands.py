@@ -232,3 +232,65 @@ def test_question_args_keep_options_and_move_the_words_after_a_separator() -> No
         "--mode",
     ]
     assert question_args(["trace", "show", "-1"]) == ["trace", "show", "-1"]
+
+
+# ---- model errors (issue 15) ----------------------------------------------------------------
+
+SECRET = "sk-test-DO-NOT-PRINT-1234567890"
+
+
+async def test_a_model_error_names_the_endpoint_host_only(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    port = closed_port()
+    env = {
+        "REACTBOT_MODEL": "m",
+        "OPENAI_BASE_URL": f"http://user:{SECRET}@127.0.0.1:{port}/v1/secret-path?key=k",
+        "OPENAI_API_KEY": SECRET,
+    }
+    out = io.StringIO()
+    code = await run_cli(["ask", "hi"], env=env, stdout=out)
+    text = out.getvalue() + capsys.readouterr().err
+    assert code == 1
+    failure = [line for line in text.splitlines() if line.startswith("✗")]
+    assert failure == [f"✗ Could not reach the model provider at 127.0.0.1:{port}."], text
+    assert SECRET not in text and "secret-path" not in text and "key=k" not in text
+    assert "1 step" not in text and "no step completed" in text
+
+
+async def test_a_model_named_without_key_or_base_url_fails_at_once() -> None:
+    out = io.StringIO()
+    started = asyncio.get_running_loop().time()
+    code = await run_cli(["ask", "hi"], env={"REACTBOT_MODEL": "gpt-4o-mini"}, stdout=out)
+    took = asyncio.get_running_loop().time() - started
+    text = out.getvalue()
+    assert code == 1, text
+    assert "No API key for the model provider at api.openai.com" in text
+    assert "OPENAI_API_KEY" in text and "OPENAI_BASE_URL" in text
+    assert "retrying" not in text and "1 step" not in text
+    assert took < 3.0  # no retries (they took about 7 s)
+
+
+async def test_a_reply_with_no_usable_format_is_not_shown_as_a_thought() -> None:
+    from tests.fakes.openai_server import FakeOpenAI
+
+    async with FakeOpenAI(model="m") as fake:
+        for text in ("Just prose, no labels.", "More prose.", "Prose again."):
+            fake.reply(text)
+        fake.reply("I will compute it.\nAction: calculate[6*7]").reply("Answer: 42")
+        env = {"REACTBOT_MODEL": "m", "OPENAI_BASE_URL": fake.base_url, "OPENAI_API_KEY": "x"}
+        out = io.StringIO()
+        code = await run_cli(["ask", "hi"], env=env, stdout=out)
+        unformatted = out.getvalue()
+        out = io.StringIO()
+        assert await run_cli(["ask", "6*7?"], env=env, stdout=out) == 0
+        labelled_later = out.getvalue()
+        fake.assert_complete()
+    assert code == 0, unformatted
+    assert "Thought:" not in unformatted
+    assert "Unformatted reply: Just prose, no labels." in unformatted
+    assert "here it is unformatted:\nProse again." in unformatted
+    last = unformatted.rstrip().splitlines()[-1]
+    assert last.startswith("⚠ unformatted reply ·") and "0 steps" not in unformatted
+    # Text before a label that an Action then follows was the thought after all.
+    assert "Thought: I will compute it.\nAction: calculate[6*7]" in labelled_later
