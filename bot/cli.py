@@ -16,12 +16,15 @@ import re
 import signal
 import sys
 import threading
+import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 from urllib.parse import urlsplit
 
 from rich.console import Console
+from rich.markdown import Markdown
 
 from adapters.terminal.render import TerminalRenderer, printable
 from bot.app import App
@@ -32,6 +35,7 @@ from bot.trace_commands import export_trace, format_trace_list
 from core.agent import Run
 from core.approval import Decision
 from core.events import ApprovalRequested, FinalEvent, Finished, Mode
+from core.prompt import QUESTION_PREFIX
 from core.trace import Trace
 
 DEFAULT_CONVERSATION = "terminal"
@@ -188,6 +192,8 @@ async def run_cli(
     args = build_parser().parse_args(question_args(argv))
     console = Console(file=stdout or sys.stdout, highlight=False, soft_wrap=True)
     errors = Console(file=sys.stderr, highlight=False, soft_wrap=True)
+    for shown in (console, errors):  # a terminal wraps at words; piped lines stay whole
+        shown.soft_wrap = not shown.is_terminal
     if args.command == "trace" and args.trace_command is None:
         console.print(args.trace_help(), markup=False, end="")
         return 0
@@ -266,7 +272,12 @@ async def _answer(
     """Streams one run to the console; Ctrl-C stops the run, not the program."""
     renderer = TerminalRenderer(console)
     run = app.agent.start(question, conversation=conversation, user=_user(), mode=mode)
-    with _cancel_on_interrupt(run):
+
+    def stop() -> None:
+        renderer.interrupted()
+        run.cancel("you (Ctrl-C)")
+
+    with _on_interrupt(stop):
         async for event in run.events():
             renderer.handle(event)
             if isinstance(event, ApprovalRequested) and people is not None:
@@ -352,11 +363,12 @@ def _prefilled(text: str) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _cancel_on_interrupt(run: Run) -> Iterator[None]:
+def _on_interrupt(handle: Callable[[], None]) -> Iterator[None]:
+    """Ctrl-C calls ``handle`` (in the event loop) instead of ending the program."""
     loop = asyncio.get_running_loop()
     previous = signal.getsignal(signal.SIGINT)
     try:
-        loop.add_signal_handler(signal.SIGINT, run.cancel, "you (Ctrl-C)")
+        loop.add_signal_handler(signal.SIGINT, handle)
         installed = True
     except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, or Windows
         installed = False
@@ -375,7 +387,7 @@ _NO_REDIS_HINT = (
     "`reactbot chat`). Set REDIS_URL to keep them across commands."
 )
 
-CHAT_HELP = "commands: /reset  /history  /trace  /export FILE  /quit"
+CHAT_HELP = "/help lists the commands"
 
 
 async def chat(
@@ -391,37 +403,65 @@ async def chat(
     console.print(
         f"reactbot chat · {app.model.name} · {shown} mode · {CHAT_HELP}", style="dim", markup=False
     )
-    last: Trace | None = None
+    session = _ChatSession()
     read = _line_reader(stdin)
     while True:
         line = await read()
-        if line is None:  # end of input
+        if line is None:  # end of input: Ctrl-D, or Ctrl-C at the prompt
+            if console.is_terminal:
+                console.print()  # the prompt's line ends here, not in the shell's prompt
             return 0
         text = line.strip()
         if not text:
             continue
         if text.startswith("/"):
-            done = await _chat_command(app, text, conversation, console, last)
+            done = await _chat_command(app, text, conversation, console, session)
             if done:
                 return 0
             continue
         final = await _answer(app, text, conversation, console, mode=mode, people=people)
-        last = final.trace
+        session.last = final.trace
 
 
 def _line_reader(stdin: IO[str]) -> Callable[[], Awaitable[str | None]]:
-    """On a terminal, ``input()`` with readline (arrows, history); otherwise plain lines."""
+    """On a terminal, ``input()`` with readline (arrows, history), and Ctrl-C ends the chat
+    like Ctrl-D; otherwise plain lines."""
     if stdin is sys.stdin and stdin.isatty():
         with contextlib.suppress(ImportError):
             import readline  # noqa: F401  (importing it enables line editing for input())
 
-        return lambda: _read_in_daemon(lambda: input("› "))
+        async def prompt() -> str | None:
+            with _terminal_restored(stdin):
+                return await _read_in_daemon(lambda: input("› "), interruptible=True)
+
+        return prompt
     return lambda: _read_in_daemon(lambda: stdin.readline() or None)  # "" is end of input
 
 
-async def _read_in_daemon(read: Callable[[], str | None]) -> str | None:
+@contextlib.contextmanager
+def _terminal_restored(stdin: IO[str]) -> Iterator[None]:
+    """The terminal's settings as they were, should the prompt be left by Ctrl-C while
+    readline (in its thread) has the terminal in its own mode."""
+    try:
+        import termios
+
+        saved = termios.tcgetattr(stdin.fileno())
+    except (ImportError, OSError, ValueError):
+        yield
+        return
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError, ValueError, termios.error):
+            termios.tcsetattr(stdin.fileno(), termios.TCSANOW, saved)
+
+
+async def _read_in_daemon(
+    read: Callable[[], str | None], *, interruptible: bool = False
+) -> str | None:
     """One blocking read in a daemon thread: unlike ``asyncio.to_thread``, a thread stuck in
-    ``input()`` cannot hold up the exit after Ctrl-C. ``None`` means end of input."""
+    ``input()`` cannot hold up the exit after Ctrl-C. ``None`` means end of input, which
+    Ctrl-C is too when ``interruptible``."""
     loop = asyncio.get_running_loop()
     line: asyncio.Future[str | None] = loop.create_future()
 
@@ -436,17 +476,52 @@ async def _read_in_daemon(read: Callable[[], str | None]) -> str | None:
             value = None
         loop.call_soon_threadsafe(deliver, value)
 
-    threading.Thread(target=work, name="reactbot-stdin", daemon=True).start()
-    return await line
+    reader = threading.Thread(target=work, name="reactbot-stdin", daemon=True)
+    if not interruptible:
+        reader.start()
+        return await line
+    with _on_interrupt(lambda: deliver(None)):  # before the prompt shows
+        reader.start()
+        return await line
+
+
+@dataclass
+class _ChatSession:
+    last: Trace | None = None
+    """The trace of the last question asked in this chat."""
+    reset_at: float = 0.0
+    """When ``/reset`` was last typed: stored traces from before it are not "the last"."""
+
+    async def last_trace(self, app: App, conversation: str) -> Trace | None:
+        """This chat's last trace, else the conversation's last stored one (``--conversation``
+        with Redis: asked in an earlier command)."""
+        if self.last is not None:
+            return self.last
+        stored = await app.traces.last(conversation)
+        return stored if stored is not None and stored.started_at > self.reset_at else None
+
+
+CHAT_COMMANDS = (
+    ("/help", "this list"),
+    ("/reset", "forget this conversation's history"),
+    ("/history", "the conversation so far"),
+    ("/trace", "the last question's full trace"),
+    ("/export FILE", "save the last trace as FILE.json or FILE.md"),
+    ("/quit", "leave (Ctrl-D and Ctrl-C at the prompt too)"),
+)
 
 
 async def _chat_command(
-    app: App, text: str, conversation: str, console: Console, last: Trace | None
+    app: App, text: str, conversation: str, console: Console, session: _ChatSession
 ) -> bool:
     command, _, rest = text.partition(" ")
     match command:
         case "/quit" | "/exit":
             return True
+        case "/help":
+            width = max(len(name) for name, _ in CHAT_COMMANDS)
+            for name, what in CHAT_COMMANDS:
+                console.print(f"  {name:<{width}}  {what}", markup=False)
         case "/reset":
             await app.history.clear(conversation)
             if app.health is not None and app.health.degraded:
@@ -454,19 +529,26 @@ async def _chat_command(
                     "Memory is unavailable right now: nothing was cleared.", style="yellow"
                 )
             else:
+                session.last, session.reset_at = None, time.time()
                 console.print("History cleared for this conversation.", style="dim")
         case "/history":
             messages = await app.history.load(conversation)
             if not messages:
                 console.print("(no history)", style="dim")
             for message in messages:
-                console.print(printable(f"{message['role']}: {message['content']}"), markup=False)
+                content = message["content"]
+                if message["role"] == "user":
+                    content = content.removeprefix(QUESTION_PREFIX)
+                console.print(printable(f"{message['role']}: {content}"), markup=False)
         case "/trace":
+            last = await session.last_trace(app, conversation)
             if last is None:
                 console.print("No trace yet: ask something first.", style="dim")
             else:
-                console.print(printable(last.to_markdown()), markup=False)
+                markdown = printable(last.to_markdown())
+                console.print(Markdown(markdown, hyperlinks=False), soft_wrap=False)
         case "/export":
+            last = await session.last_trace(app, conversation)
             if last is None or not rest.strip():
                 console.print("Usage: /export FILE.json|FILE.md (after a question)", style="dim")
             else:
