@@ -258,7 +258,9 @@ async def test_a_model_error_names_the_endpoint_host_only(
     assert "1 step" not in text and "no step completed" in text
 
 
-async def test_a_model_named_without_key_or_base_url_fails_at_once() -> None:
+async def test_a_model_named_without_key_or_base_url_fails_at_once(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     out = io.StringIO()
     started = asyncio.get_running_loop().time()
     code = await run_cli(["ask", "hi"], env={"REACTBOT_MODEL": "gpt-4o-mini"}, stdout=out)
@@ -269,6 +271,8 @@ async def test_a_model_named_without_key_or_base_url_fails_at_once() -> None:
     assert "OPENAI_API_KEY" in text and "OPENAI_BASE_URL" in text
     assert "retrying" not in text and "1 step" not in text
     assert took < 3.0  # no retries (they took about 7 s)
+    err = capsys.readouterr().err  # and it is said at start, before any question
+    assert "REACTBOT_MODEL names 'gpt-4o-mini', but neither OPENAI_API_KEY nor" in err
 
 
 async def test_a_reply_with_no_usable_format_is_not_shown_as_a_thought() -> None:
