@@ -239,10 +239,11 @@ class TerminalRenderer:
 
     def interrupted(self) -> None:
         """Ctrl-C was pressed: the terminal echoed ``^C`` where the cursor was, so what
-        comes next (the stop notice) starts on a line of its own."""
+        comes next (the stop notice) starts on a line of its own. Piped output has no ``^C``
+        in it: the notice's own line break is enough there."""
         if self._open is not None:
             self._close()
-        else:
+        elif self.console.is_terminal:
             self.console.print()
 
     def _settle_unlabelled(self, event: Event) -> None:
