@@ -262,6 +262,12 @@ def _build_model(
             "real one."
         )
         return DemoModel(delay=demo_delay)
+    if config.secrets.openai_api_key is None and not config.model.base_url:
+        notes.append(
+            f"REACTBOT_MODEL names {config.model.name!r}, but neither OPENAI_API_KEY nor "
+            "OPENAI_BASE_URL is set, so no question can be answered: set OPENAI_API_KEY for "
+            "OpenAI, or OPENAI_BASE_URL for another OpenAI-compatible server."
+        )
     # The steps run on the small model when one is configured.
     return _openai_model(config, config.model.step_model or config.model.name, closers)
 

@@ -8,15 +8,23 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import importlib.metadata
+import itertools
+import logging
 import os
+import re
 import signal
 import sys
 import threading
+import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
+from urllib.parse import urlsplit
 
 from rich.console import Console
+from rich.markdown import Markdown
 
 from adapters.terminal.render import TerminalRenderer, printable
 from bot.app import App
@@ -27,10 +35,16 @@ from bot.trace_commands import export_trace, format_trace_list
 from core.agent import Run
 from core.approval import Decision
 from core.events import ApprovalRequested, FinalEvent, Finished, Mode
+from core.prompt import QUESTION_PREFIX
 from core.trace import Trace
 
 DEFAULT_CONVERSATION = "terminal"
 MODES = ("text", "tools", "json")
+CONFIG_HELP = "YAML config file (default: $REACTBOT_CONFIG)"
+CONVERSATION_HELP = (
+    "the conversation whose history the question continues (default: terminal); it lasts "
+    "across commands only with Redis (REDIS_URL)"
+)
 MODE_HELP = (
     "how the model is asked for its steps: ReAct text, native tool calls or a JSON object "
     "(default: agent.mode, text)"
@@ -43,13 +57,30 @@ def build_parser() -> argparse.ArgumentParser:
         description="A ReAct bot that shows its work. With no command: serve the configured "
         "platforms, or chat in this terminal when none is configured.",
     )
-    parser.add_argument("--config", help="YAML config file (default: $REACTBOT_CONFIG)")
+    parser.add_argument("--config", help=CONFIG_HELP)
     parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
-    sub = parser.add_subparsers(dest="command")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    # --config is accepted after the subcommand too; SUPPRESS keeps the global one otherwise.
+    config = argparse.ArgumentParser(add_help=False)
+    config.add_argument("--config", default=argparse.SUPPRESS, help=CONFIG_HELP)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    ask = sub.add_parser("ask", help="answer one question, streaming the reasoning")
-    ask.add_argument("question", nargs="+")
-    ask.add_argument("--conversation", default=DEFAULT_CONVERSATION)
+    ask = sub.add_parser(
+        "ask",
+        parents=[config],
+        help="answer one question, streaming the reasoning",
+        description="Answer one question, printing each Thought, Action and Observation as "
+        "it happens, then the Answer. Exit 0 when answered, 1 with a one-line reason "
+        "otherwise.",
+    )
+    ask.add_argument(
+        "question",
+        nargs="*",
+        metavar="QUESTION",
+        help="the question (several words are joined with spaces; quoting is optional, and "
+        "a question may start with '-')",
+    )
+    ask.add_argument("--conversation", metavar="ID", help=CONVERSATION_HELP)
     ask.add_argument("--mode", choices=MODES, help=MODE_HELP)
     ask.add_argument(
         "--approve",
@@ -58,36 +89,49 @@ def build_parser() -> argparse.ArgumentParser:
         "without it, a terminal asks, and piped input denies with a note",
     )
 
-    chat = sub.add_parser("chat", help="interactive terminal chat")
-    chat.add_argument("--conversation", default=DEFAULT_CONVERSATION)
+    chat = sub.add_parser("chat", parents=[config], help="interactive terminal chat")
+    chat.add_argument("--conversation", metavar="ID", help=CONVERSATION_HELP)
     chat.add_argument("--mode", choices=MODES, help=MODE_HELP)
 
-    serve = sub.add_parser("serve", help="run the configured Discord and/or Slack bots")
+    serve = sub.add_parser(
+        "serve", parents=[config], help="run the configured Discord and/or Slack bots"
+    )
     serve.add_argument("--platform", choices=["discord", "slack"])
 
     sub.add_parser(
         "tools",
+        parents=[config],
         help="list every tool (built-in or from which MCP server), its input and whether it "
         "needs approval; exit 1 when an MCP server is not up",
     )
 
-    trace = sub.add_parser("trace", help="read stored traces")
-    tsub = trace.add_subparsers(dest="trace_command", required=True)
-    tlist = tsub.add_parser("list", help="recent traces of a conversation")
-    tlist.add_argument("--conversation", default=DEFAULT_CONVERSATION)
-    tlist.add_argument("--limit", type=int, default=20)
-    tshow = tsub.add_parser("show", help="print one trace as Markdown")
-    tshow.add_argument("trace_id")
-    texport = tsub.add_parser("export", help="write a trace to FILE (.json or .md)")
-    texport.add_argument("trace_id")
-    texport.add_argument("file")
+    trace = sub.add_parser("trace", parents=[config], help="read stored traces")
+    trace.set_defaults(trace_help=trace.format_help)
+    tsub = trace.add_subparsers(dest="trace_command", metavar="SUBCOMMAND")
+    tlist = tsub.add_parser(
+        "list",
+        parents=[config],
+        help="recent traces, newest first: of every conversation, or of one",
+    )
+    tlist.add_argument(
+        "--conversation", metavar="ID", help="only this conversation's traces (default: all)"
+    )
+    tlist.add_argument("--limit", type=int, default=20, help="at most this many (default 20)")
+    tshow = tsub.add_parser("show", parents=[config], help="print one trace as Markdown")
+    tshow.add_argument("trace_id", metavar="ID")
+    texport = tsub.add_parser(
+        "export", parents=[config], help="write a trace to FILE (.json or .md)"
+    )
+    texport.add_argument("trace_id", metavar="ID")
+    texport.add_argument("file", metavar="FILE")
     # trace replay / trace diff (issue 15): the work is in bot/trace_commands.py
     treplay = tsub.add_parser(
         "replay",
+        parents=[config],
         help="ask a stored trace's question again with another model, mode or system prompt, "
         "answering the tool calls it made from the trace; compare the two runs",
     )
-    treplay.add_argument("trace_id")
+    treplay.add_argument("trace_id", metavar="ID")
     treplay.add_argument(
         "--model", help="a model name on the configured endpoint (default: the configured model)"
     )
@@ -103,10 +147,64 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="run tool calls the trace does not hold (without it, the replay stops at the first)",
     )
-    tdiff = tsub.add_parser("diff", help="compare two stored traces step by step")
-    tdiff.add_argument("trace_a")
-    tdiff.add_argument("trace_b")
+    tdiff = tsub.add_parser("diff", parents=[config], help="compare two stored traces step by step")
+    tdiff.add_argument("trace_a", metavar="A")
+    tdiff.add_argument("trace_b", metavar="B")
     return parser
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("reactbot")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+_ASK_OPTIONS_WITH_VALUE = frozenset({"--conversation", "--mode", "--approve", "--config"})
+_GLOBAL_OPTIONS_WITH_VALUE = frozenset({"--config"})
+_LONG_OPTION = re.compile(r"--[a-z][a-z-]*(=.*)?")
+
+
+def question_args(argv: Sequence[str]) -> list[str]:
+    """``argv`` with the words of an ``ask`` question after a ``--``, so that a question
+    starting with ``-`` (``ask -5+3``) is read as the question, not as an option.
+
+    Options of ``ask`` may come before or after the question; a word that looks like a long
+    option but is none stays where it is, so argparse names the typo."""
+    args = list(argv)
+    at = _command_index(args)
+    if at is None or args[at] != "ask":
+        return args
+    options: list[str] = []
+    words: list[str] = []
+    rest = iter(args[at + 1 :])
+    for word in rest:
+        if word == "--":
+            words.extend(rest)
+            break
+        name = word.split("=", 1)[0]
+        if name in _ASK_OPTIONS_WITH_VALUE:
+            options.append(word)
+            if "=" not in word:
+                options.extend(itertools.islice(rest, 1))
+        elif word in ("-h", "--help") or _LONG_OPTION.fullmatch(word):
+            options.append(word)
+        else:
+            words.append(word)
+    return [*args[: at + 1], *options, "--", *words]
+
+
+def _command_index(args: Sequence[str]) -> int | None:
+    """Where the subcommand is in ``args``: the first word that is no global option."""
+    skip = False
+    for index, word in enumerate(args):
+        if skip:
+            skip = False
+        elif word in _GLOBAL_OPTIONS_WITH_VALUE:
+            skip = True
+        elif not word.startswith("-"):
+            return index
+    return None
 
 
 async def run_cli(
@@ -117,16 +215,25 @@ async def run_cli(
     stdout: IO[str] | None = None,
 ) -> int:
     env = os.environ if env is None else env
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_args(question_args(argv))
     console = Console(file=stdout or sys.stdout, highlight=False, soft_wrap=True)
     errors = Console(file=sys.stderr, highlight=False, soft_wrap=True)
+    for shown in (console, errors):  # a terminal wraps at words; piped lines stay whole
+        shown.soft_wrap = not shown.is_terminal
+    if args.command == "trace" and args.trace_command is None:
+        console.print(args.trace_help(), markup=False, end="")
+        return 0
+    question = " ".join(getattr(args, "question", None) or ()).strip()
+    if args.command == "ask" and not question:
+        errors.print('empty question: say what to ask, e.g. reactbot ask "What is 6*7?"')
+        return 1
     try:
         config = load_config(args.config, env)
     except ConfigError as exc:
         errors.print(str(exc), markup=False)
         return 2
     interactive = args.command in (None, "chat", "ask", "tools")
-    setup_logging(config, verbose=args.verbose, quiet=interactive)
+    setup_logging(config, verbose=args.verbose, quiet=interactive or args.command == "trace")
     command = args.command or (
         "serve" if config.discord_enabled or config.slack_enabled else "chat"
     )
@@ -137,25 +244,33 @@ async def run_cli(
     tty = console.is_terminal
     app = App.create(config, demo_delay=0.015 if tty else 0.0)
     try:
-        if command != "trace":  # reading stored traces needs no tool
-            await app.start()
+        if command == "trace":  # reading stored traces needs no tool, model or note
+            with _quiet_store_warnings(unless=args.verbose):
+                return await trace_command(app, args, console, errors)
+        await app.start()
         for note in app.notes:
             errors.print(f"note: {note}", style="dim", markup=False)
-        conversation = getattr(args, "conversation", DEFAULT_CONVERSATION)
+        chosen = getattr(args, "conversation", None)
+        conversation = chosen or DEFAULT_CONVERSATION
         mode: Mode | None = getattr(args, "mode", None)
         people = Approvals(app, console, stdin or sys.stdin, flag=getattr(args, "approve", None))
         if command == "ask":
-            question = " ".join(args.question)
+            if chosen is not None and config.redis.url is None:
+                errors.print(f"note: {_PROCESS_ONLY_HISTORY}", style="dim", markup=False)
             return await ask(app, question, conversation, console, mode=mode, people=people)
         if command == "chat":
             return await chat(
                 app, conversation, console, stdin or sys.stdin, mode=mode, people=people
             )
-        if command == "tools":
-            return tools_command(app, console)
-        return await trace_command(app, args, console)
+        return tools_command(app, console)
     finally:
         await app.aclose()
+
+
+_PROCESS_ONLY_HISTORY = (
+    "Without Redis, the conversation's history lasts only for this process: this answer "
+    "will not be remembered by the next command. Set REDIS_URL to keep it."
+)
 
 
 async def ask(
@@ -183,7 +298,12 @@ async def _answer(
     """Streams one run to the console; Ctrl-C stops the run, not the program."""
     renderer = TerminalRenderer(console)
     run = app.agent.start(question, conversation=conversation, user=_user(), mode=mode)
-    with _cancel_on_interrupt(run):
+
+    def stop() -> None:
+        renderer.interrupted()
+        run.cancel("you (Ctrl-C)")
+
+    with _on_interrupt(stop):
         async for event in run.events():
             renderer.handle(event)
             if isinstance(event, ApprovalRequested) and people is not None:
@@ -269,11 +389,12 @@ def _prefilled(text: str) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _cancel_on_interrupt(run: Run) -> Iterator[None]:
+def _on_interrupt(handle: Callable[[], None]) -> Iterator[None]:
+    """Ctrl-C calls ``handle`` (in the event loop) instead of ending the program."""
     loop = asyncio.get_running_loop()
     previous = signal.getsignal(signal.SIGINT)
     try:
-        loop.add_signal_handler(signal.SIGINT, run.cancel, "you (Ctrl-C)")
+        loop.add_signal_handler(signal.SIGINT, handle)
         installed = True
     except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, or Windows
         installed = False
@@ -292,7 +413,7 @@ _NO_REDIS_HINT = (
     "`reactbot chat`). Set REDIS_URL to keep them across commands."
 )
 
-CHAT_HELP = "commands: /reset  /history  /trace  /export FILE  /quit"
+CHAT_HELP = "/help lists the commands"
 
 
 async def chat(
@@ -308,37 +429,65 @@ async def chat(
     console.print(
         f"reactbot chat · {app.model.name} · {shown} mode · {CHAT_HELP}", style="dim", markup=False
     )
-    last: Trace | None = None
+    session = _ChatSession()
     read = _line_reader(stdin)
     while True:
         line = await read()
-        if line is None:  # end of input
+        if line is None:  # end of input: Ctrl-D, or Ctrl-C at the prompt
+            if console.is_terminal:
+                console.print()  # the prompt's line ends here, not in the shell's prompt
             return 0
         text = line.strip()
         if not text:
             continue
         if text.startswith("/"):
-            done = await _chat_command(app, text, conversation, console, last)
+            done = await _chat_command(app, text, conversation, console, session)
             if done:
                 return 0
             continue
         final = await _answer(app, text, conversation, console, mode=mode, people=people)
-        last = final.trace
+        session.last = final.trace
 
 
 def _line_reader(stdin: IO[str]) -> Callable[[], Awaitable[str | None]]:
-    """On a terminal, ``input()`` with readline (arrows, history); otherwise plain lines."""
+    """On a terminal, ``input()`` with readline (arrows, history), and Ctrl-C ends the chat
+    like Ctrl-D; otherwise plain lines."""
     if stdin is sys.stdin and stdin.isatty():
         with contextlib.suppress(ImportError):
             import readline  # noqa: F401  (importing it enables line editing for input())
 
-        return lambda: _read_in_daemon(lambda: input("› "))
+        async def prompt() -> str | None:
+            with _terminal_restored(stdin):
+                return await _read_in_daemon(lambda: input("› "), interruptible=True)
+
+        return prompt
     return lambda: _read_in_daemon(lambda: stdin.readline() or None)  # "" is end of input
 
 
-async def _read_in_daemon(read: Callable[[], str | None]) -> str | None:
+@contextlib.contextmanager
+def _terminal_restored(stdin: IO[str]) -> Iterator[None]:
+    """The terminal's settings as they were, should the prompt be left by Ctrl-C while
+    readline (in its thread) has the terminal in its own mode."""
+    try:
+        import termios
+
+        saved = termios.tcgetattr(stdin.fileno())
+    except (ImportError, OSError, ValueError):
+        yield
+        return
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError, ValueError, termios.error):
+            termios.tcsetattr(stdin.fileno(), termios.TCSANOW, saved)
+
+
+async def _read_in_daemon(
+    read: Callable[[], str | None], *, interruptible: bool = False
+) -> str | None:
     """One blocking read in a daemon thread: unlike ``asyncio.to_thread``, a thread stuck in
-    ``input()`` cannot hold up the exit after Ctrl-C. ``None`` means end of input."""
+    ``input()`` cannot hold up the exit after Ctrl-C. ``None`` means end of input, which
+    Ctrl-C is too when ``interruptible``."""
     loop = asyncio.get_running_loop()
     line: asyncio.Future[str | None] = loop.create_future()
 
@@ -353,17 +502,52 @@ async def _read_in_daemon(read: Callable[[], str | None]) -> str | None:
             value = None
         loop.call_soon_threadsafe(deliver, value)
 
-    threading.Thread(target=work, name="reactbot-stdin", daemon=True).start()
-    return await line
+    reader = threading.Thread(target=work, name="reactbot-stdin", daemon=True)
+    if not interruptible:
+        reader.start()
+        return await line
+    with _on_interrupt(lambda: deliver(None)):  # before the prompt shows
+        reader.start()
+        return await line
+
+
+@dataclass
+class _ChatSession:
+    last: Trace | None = None
+    """The trace of the last question asked in this chat."""
+    reset_at: float = 0.0
+    """When ``/reset`` was last typed: stored traces from before it are not "the last"."""
+
+    async def last_trace(self, app: App, conversation: str) -> Trace | None:
+        """This chat's last trace, else the conversation's last stored one (``--conversation``
+        with Redis: asked in an earlier command)."""
+        if self.last is not None:
+            return self.last
+        stored = await app.traces.last(conversation)
+        return stored if stored is not None and stored.started_at > self.reset_at else None
+
+
+CHAT_COMMANDS = (
+    ("/help", "this list"),
+    ("/reset", "forget this conversation's history"),
+    ("/history", "the conversation so far"),
+    ("/trace", "the last question's full trace"),
+    ("/export FILE", "save the last trace as FILE.json or FILE.md"),
+    ("/quit", "leave (Ctrl-D and Ctrl-C at the prompt too)"),
+)
 
 
 async def _chat_command(
-    app: App, text: str, conversation: str, console: Console, last: Trace | None
+    app: App, text: str, conversation: str, console: Console, session: _ChatSession
 ) -> bool:
     command, _, rest = text.partition(" ")
     match command:
         case "/quit" | "/exit":
             return True
+        case "/help":
+            width = max(len(name) for name, _ in CHAT_COMMANDS)
+            for name, what in CHAT_COMMANDS:
+                console.print(f"  {name:<{width}}  {what}", markup=False)
         case "/reset":
             await app.history.clear(conversation)
             await app.files.clear(conversation)
@@ -372,19 +556,26 @@ async def _chat_command(
                     "Memory is unavailable right now: nothing was cleared.", style="yellow"
                 )
             else:
+                session.last, session.reset_at = None, time.time()
                 console.print("History cleared for this conversation.", style="dim")
         case "/history":
             messages = await app.history.load(conversation)
             if not messages:
                 console.print("(no history)", style="dim")
             for message in messages:
-                console.print(printable(f"{message['role']}: {message['content']}"), markup=False)
+                content = message["content"]
+                if message["role"] == "user":
+                    content = content.removeprefix(QUESTION_PREFIX)
+                console.print(printable(f"{message['role']}: {content}"), markup=False)
         case "/trace":
+            last = await session.last_trace(app, conversation)
             if last is None:
                 console.print("No trace yet: ask something first.", style="dim")
             else:
-                console.print(printable(last.to_markdown()), markup=False)
+                markdown = printable(last.to_markdown())
+                console.print(Markdown(markdown, hyperlinks=False), soft_wrap=False)
         case "/export":
+            last = await session.last_trace(app, conversation)
             if last is None or not rest.strip():
                 console.print("Usage: /export FILE.json|FILE.md (after a question)", style="dim")
             else:
@@ -435,7 +626,9 @@ def _lifetime(seconds: int) -> str:
     return f"{seconds} seconds"
 
 
-async def trace_command(app: App, args: argparse.Namespace, console: Console) -> int:
+async def trace_command(
+    app: App, args: argparse.Namespace, console: Console, errors: Console
+) -> int:
     if args.trace_command == "replay":  # replay and diff: see bot/trace_commands.py
         from bot.trace_commands import replay_command
 
@@ -453,16 +646,24 @@ async def trace_command(app: App, args: argparse.Namespace, console: Console) ->
 
         return await diff_command(app, console, args.trace_a, args.trace_b)
     if args.trace_command == "list":
-        traces = await app.traces.list(args.conversation, limit=args.limit)
-        console.print(printable(format_trace_list(traces)), markup=False)
+        if args.conversation is None:
+            traces = await app.traces.recent(limit=args.limit)
+        else:
+            traces = await app.traces.list(args.conversation, limit=args.limit)
+        if _store_unreachable(app, errors):
+            return 1
+        text = format_trace_list(traces, conversations=args.conversation is None)
+        console.print(printable(text), markup=False)
         if not traces and app.config.redis.url is None:
             console.print(_NO_REDIS_HINT, style="dim", markup=False)
         return 0
     trace = await app.traces.get(args.trace_id)
+    if trace is None and _store_unreachable(app, errors):
+        return 1
     if trace is None:
-        console.print(f"No stored trace with id {args.trace_id}.", style="red", markup=False)
+        errors.print(f"No stored trace with id {args.trace_id}.", style="red", markup=False)
         if app.config.redis.url is None:
-            console.print(_NO_REDIS_HINT, style="dim", markup=False)
+            errors.print(_NO_REDIS_HINT, style="dim", markup=False)
         return 1
     if args.trace_command == "show":
         console.print(printable(trace.to_markdown()), markup=False)
@@ -471,10 +672,46 @@ async def trace_command(app: App, args: argparse.Namespace, console: Console) ->
     try:
         path = export_trace(trace, Path(args.file))
     except (OSError, ValueError) as exc:
-        console.print(f"Could not export: {exc}", style="red", markup=False)
+        errors.print(f"Could not export: {exc}", style="red", markup=False)
         return 1
     console.print(f"Trace {trace.id} written to {path}", markup=False)
     return 0
+
+
+def _store_unreachable(app: App, errors: Console) -> bool:
+    """True, having said so, when Redis did not answer: the traces are not gone, just out of
+    reach, and "No stored traces." would say otherwise."""
+    if app.health is None or not app.health.degraded or app.config.redis.url is None:
+        return False
+    errors.print(
+        f"cannot reach Redis at {redis_address(app.config.redis.url)}: stored traces cannot be "
+        "read until it answers",
+        style="red",
+        markup=False,
+    )
+    return True
+
+
+@contextlib.contextmanager
+def _quiet_store_warnings(*, unless: bool) -> Iterator[None]:
+    """The store's "answering without memory" warning is about runs; trace commands say
+    "cannot reach Redis" themselves."""
+    logger = logging.getLogger("core.resilient")
+    previous = logger.level
+    if not unless:
+        logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(previous)
+
+
+def redis_address(url: str) -> str:
+    """``HOST:PORT`` (or the socket path) of a Redis URL; never its credentials."""
+    parts = urlsplit(url)
+    if parts.scheme == "unix":
+        return parts.path
+    return f"{parts.hostname or 'localhost'}:{parts.port or 6379}"
 
 
 def _user() -> str:

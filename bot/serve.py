@@ -23,18 +23,76 @@ No platform is configured, so there is nothing to serve.
            or SLACK_SIGNING_SECRET for slack.mode: http.
 To try the bot without a platform: reactbot chat"""
 
+PLATFORM_NAMES = {"discord": "Discord", "slack": "Slack"}
+
+
+def missing_variables(config: Config, platform: str) -> list[str]:
+    """The environment variables ``platform`` still needs, each with what it is for."""
+    secrets = config.secrets
+    if platform == "discord":
+        return [] if secrets.discord_token else ["DISCORD_TOKEN (the bot token)"]
+    missing = [] if secrets.slack_bot_token else ["SLACK_BOT_TOKEN (the xoxb- bot token)"]
+    if config.slack.mode == "socket" and secrets.slack_app_token is None:
+        missing.append("SLACK_APP_TOKEN (the xapp- app-level token, for Socket Mode)")
+    if config.slack.mode == "http" and secrets.slack_signing_secret is None:
+        missing.append("SLACK_SIGNING_SECRET (for slack.mode: http)")
+    return missing
+
+
+def not_configured(config: Config, platform: str | None) -> str | None:
+    """Why there is nothing to serve for this request, or None when there is: the platform
+    asked for and the variables it lacks; with no platform asked for and none configured,
+    what each would need (naming what a half-configured one lacks)."""
+    enabled = {"discord": config.discord_enabled, "slack": config.slack_enabled}
+    if platform is None and any(enabled.values()):
+        return None
+    if platform is not None and enabled[platform]:
+        return None
+    if platform is not None:
+        lines = [
+            f"{PLATFORM_NAMES[platform]} is not configured: set "
+            + _and(missing_variables(config, platform))
+            + "."
+        ]
+        others = [name for name, on in enabled.items() if on and name != platform]
+        lines += [
+            f"{PLATFORM_NAMES[name]} is configured: reactbot serve --platform {name}"
+            for name in others
+        ]
+        return "\n".join(lines)
+    started = [name for name in enabled if _partly_configured(config, name)]
+    if not started:
+        return HOW_TO_ENABLE
+    return "\n".join(
+        f"{PLATFORM_NAMES[name]} is not configured yet: set "
+        + _and(missing_variables(config, name))
+        + "."
+        for name in started
+    )
+
+
+def _partly_configured(config: Config, platform: str) -> bool:
+    s = config.secrets
+    if platform == "discord":
+        return s.discord_token is not None
+    return any(
+        v is not None for v in (s.slack_bot_token, s.slack_app_token, s.slack_signing_secret)
+    )
+
+
+def _and(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
 
 async def serve(config: Config, *, platform: str | None, console: Console) -> int:
+    problem = not_configured(config, platform)
+    if problem is not None:
+        console.print(problem, markup=False)
+        return 2
     wanted = {
         "discord": config.discord_enabled,
         "slack": config.slack_enabled,
     }
-    if platform is not None and not wanted[platform]:
-        console.print(HOW_TO_ENABLE, markup=False)
-        return 2
-    if not any(wanted.values()):
-        console.print(HOW_TO_ENABLE, markup=False)
-        return 2
     chosen = [name for name, on in wanted.items() if on and platform in (None, name)]
     app = App.create(config)
     redact = RedactSecrets(secret_values(config)).redact

@@ -35,27 +35,30 @@ if TYPE_CHECKING:
     from bot.app import App
 
 QUESTION_WIDTH = 60
+CONVERSATION_WIDTH = 30
 _EXPORTERS = {".json": "json", ".md": "markdown", ".markdown": "markdown"}
 
 
-def format_trace_list(traces: Sequence[Trace]) -> str:
-    """One line per trace, newest first as given: id, time, status, question, totals."""
+def format_trace_list(traces: Sequence[Trace], *, conversations: bool = False) -> str:
+    """One line per trace, newest first as given: id, time, status, question, totals;
+    with ``conversations``, each trace's conversation after its time."""
     if not traces:
         return "No stored traces."
-    return "\n".join(_list_line(trace) for trace in traces)
+    return "\n".join(_list_line(trace, conversations=conversations) for trace in traces)
 
 
-def _list_line(trace: Trace) -> str:
+def _list_line(trace: Trace, *, conversations: bool) -> str:
     when = utc_iso(trace.started_at) if trace.started_at else "-"
     question = _shorten(trace.question)
-    return f"{trace.id}  {when}  {trace.status:<11}  {question}  ({summary_line(trace)})"
+    where = f"  {_shorten(trace.conversation or '-', CONVERSATION_WIDTH)}" if conversations else ""
+    return f"{trace.id}  {when}{where}  {trace.status:<11}  {question}  ({summary_line(trace)})"
 
 
-def _shorten(text: str) -> str:
+def _shorten(text: str, width: int = QUESTION_WIDTH) -> str:
     one_line = " ".join(text.split())
-    if len(one_line) <= QUESTION_WIDTH:
+    if len(one_line) <= width:
         return one_line
-    return one_line[: QUESTION_WIDTH - 1] + "…"
+    return one_line[: width - 1] + "…"
 
 
 def export_trace(trace: Trace, path: str | Path) -> Path:
@@ -211,11 +214,16 @@ async def replay_command(
 async def _show_replay(run: Run, replaying: ReplayingTools, console: Console) -> FinalEvent:
     """The replay streamed like ``ask``, each observation taken from the trace said so;
     Ctrl-C stops the replay (which is still compared and stored), not the program."""
-    from bot.cli import _cancel_on_interrupt  # bot.cli imports this module
+    from bot.cli import _on_interrupt  # bot.cli imports this module
 
     renderer = TerminalRenderer(console)
     inputs: dict[tuple[int, int], str] = {}
-    with _cancel_on_interrupt(run):
+
+    def stop() -> None:
+        renderer.interrupted()
+        run.cancel("you (Ctrl-C)")
+
+    with _on_interrupt(stop):
         async for event in run.events():
             renderer.handle(event)
             if isinstance(event, ActionDecided):

@@ -246,8 +246,11 @@ class _TextRun:
     kind: type[TextDelta]
     step: int
     parts: list[str]
+    labelled: bool = True
 
     def event(self) -> TextDelta:
+        if not self.labelled:
+            return ThoughtDelta(self.step, "".join(self.parts), labelled=False)
         return self.kind(self.step, "".join(self.parts))
 
 
@@ -347,7 +350,7 @@ class Run:
         pending = self._pending
         if pending:
             last = pending[-1]
-            if type(last) is _TextRun and last.kind is kind and last.step == n:
+            if type(last) is _TextRun and last.kind is kind and last.step == n and last.labelled:
                 last.parts.append(text)
                 return
         pending.append(_TextRun(kind, n, [text]))
@@ -706,10 +709,16 @@ class Run:
                 continue
             pending = self._pending  # _emit_text, inline: this runs for nearly every chunk
             last = pending[-1] if pending else None
-            if type(last) is _TextRun and last.kind is delta and last.step == n:
+            labelled = not (type(event) is ThoughtText and not event.labelled)
+            if (
+                type(last) is _TextRun
+                and last.kind is delta
+                and last.step == n
+                and last.labelled is labelled
+            ):
                 last.parts.append(event.text)  # type: ignore[union-attr]
             else:
-                pending.append(_TextRun(delta, n, [event.text]))  # type: ignore[union-attr]
+                pending.append(_TextRun(delta, n, [event.text], labelled))  # type: ignore[union-attr]
                 self._arrived.set()
 
     async def _act(self, n: int, action: Action, state: _State) -> None:

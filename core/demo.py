@@ -3,9 +3,11 @@
 Used when no model is configured, so a fresh clone shows the whole loop with no key and no
 network. It is not a language model and says so in its first thought:
 
-- arithmetic in the question -> ``calculate`` -> answer with the result;
+- arithmetic in the question (a percentage of a number too) -> ``calculate`` -> answer with
+  the result;
 - a question about the bot itself -> ``lookup`` in the bundled knowledge base -> quote it;
-- anything else -> an answer that explains how to configure a real model.
+- anything else -> an answer that says plainly it cannot answer, what it can do, and how to
+  configure a real model.
 
 It speaks all three modes: ReAct text, native tool calls (when it is given ``tools``) and a
 JSON object (when it is given a ``response_format``), deciding the same way in each.
@@ -39,7 +41,17 @@ _ABOUT_BOT = re.compile(
     re.IGNORECASE,
 )
 _CJK = re.compile(r"[\u3400-\u9fff]")
+_NUMBER = r"\d[\d_]*(?:\.\d+)?"
+_PERCENT_OF = re.compile(
+    rf"(?P<rate>{_NUMBER})\s*(?:%|％|percent\b|per cent\b)\s*of\s+(?P<base>{_NUMBER})",
+    re.IGNORECASE,
+)
+_OF_PERCENT = re.compile(
+    rf"(?P<base>{_NUMBER})\s*的\s*(?:百分之(?P<zh>{_NUMBER})|(?P<rate>{_NUMBER})\s*[%％])"
+)
 _OBSERVATION = re.compile(r"<observation>\n?(.*?)\n?</observation>", re.DOTALL)
+_NEXT_RESULT = re.compile(r"\n\s*\n2\. [^\n]*\.(?:md|markdown|txt)\b")
+"""Where lookup's second result starts: its number and the file it is from."""
 _REACT_ACTION = re.compile(r"Action: (\w+)\[(.*)\]\s*$", re.DOTALL)
 
 
@@ -206,12 +218,16 @@ def _answer_from(turn: _Turn, observation: str, chinese: bool) -> Decision:
                 else f"The calculator could not evaluate {expression}: {observation}"
             )
             return Decision("The calculator refused the expression.", answer=answer)
-        answer = f"{expression} = {observation}"
+        percentage = _percentage(turn.question)
+        said = expression
+        if percentage is not None and percentage[2] == expression:
+            rate, base, _ = percentage
+            said = f"{base} 的 {rate}%" if chinese else f"{rate}% of {base}"
+        answer = f"{said} = {observation}"
         thought = "计算器给出了结果。" if chinese else "The calculator returned the result."
         return Decision(thought, answer=answer)
-    passage = re.split(r"\n\s*\n2\. ", observation.strip(), maxsplit=1)[0]  # the best passage
-    if len(passage) > 900:
-        passage = passage[:900].rsplit(" ", 1)[0] + " …"
+    # The best section, whole (the tool bounds it): every step of a how-to, not its first line.
+    passage = _NEXT_RESULT.split(observation.strip(), maxsplit=1)[0]
     if passage.startswith("no passage") or passage.startswith("Error"):
         return Decision("The knowledge base has nothing on this.", answer=_no_model_answer(chinese))
     lead = "知识库中的相关内容：" if chinese else "Here is what the reactbot knowledge base says:"
@@ -219,7 +235,20 @@ def _answer_from(turn: _Turn, observation: str, chinese: bool) -> Decision:
     return Decision(thought, answer=f"{lead}\n{passage}")
 
 
+def _percentage(question: str) -> tuple[str, str, str] | None:
+    """``("15", "80", "15/100*80")`` for a percentage of a number (English or Chinese)."""
+    found = _PERCENT_OF.search(question) or _OF_PERCENT.search(question)
+    if found is None:
+        return None
+    rate = found.group("rate") or found.group("zh")
+    base = found.group("base")
+    return rate, base, f"{rate}/100*{base}"
+
+
 def _find_expression(question: str) -> str | None:
+    percentage = _percentage(question)
+    if percentage is not None:
+        return percentage[2]
     candidates = [m.group(0).strip(" ,.") for m in _MATH.finditer(question)]
     usable = [c for c in candidates if re.search(r"\d", c) and _OPERATOR.search(c)]
     return max(usable, key=len) if usable else None
@@ -236,13 +265,16 @@ def _no_model_thought(chinese: bool) -> str:
 def _no_model_answer(chinese: bool) -> str:
     if chinese:
         return (
-            "我现在是离线演示模型，只能做算术和查询 reactbot 的知识库。要回答这个问题，请配置一个真正的模型："
-            "设置 OPENAI_API_KEY 和 REACTBOT_MODEL（例如 gpt-4o-mini），或用 OPENAI_BASE_URL 指向 "
+            "这个问题我回答不了。我是离线演示模型，不是语言模型：只能做算术（包括百分比）和查询 "
+            "reactbot 的知识库，不能回答其他问题，也不能上网搜索。要回答这个问题，请配置一个真正的模型："
+            "设置 REACTBOT_MODEL（例如 gpt-4o-mini）和 OPENAI_API_KEY，或用 OPENAI_BASE_URL 指向 "
             "Ollama、vLLM、llama.cpp 等兼容 OpenAI 的服务，然后再问一次。"
         )
     return (
-        "I am running as the offline demo model, which can only do arithmetic and look things up "
-        "in reactbot's own knowledge base. To answer this, configure a real model: set "
-        "OPENAI_API_KEY and REACTBOT_MODEL (e.g. gpt-4o-mini), or point OPENAI_BASE_URL at any "
-        "OpenAI-compatible server (Ollama, vLLM, llama.cpp), then ask again."
+        "I can't answer this. I am the offline demo model, not a language model: I can only do "
+        "arithmetic (percentages too) and look things up in reactbot's own knowledge base; I "
+        "cannot answer other questions or search the web. To answer this, configure a real "
+        "model: set REACTBOT_MODEL (e.g. gpt-4o-mini) and OPENAI_API_KEY, or point "
+        "OPENAI_BASE_URL at any OpenAI-compatible server (Ollama, vLLM, llama.cpp), then ask "
+        "again."
     )

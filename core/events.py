@@ -46,6 +46,10 @@ class StepStarted:
 class ThoughtDelta:
     step: int
     text: str
+    labelled: bool = True
+    """False for text the model wrote before any label (``Thought:``, ``Action:``...): a
+    thought that omits its label, or a reply with no usable format (a ``FormatRetry`` or an
+    ``unformatted`` finish then follows)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,6 +22,7 @@ from collections.abc import AsyncGenerator, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any, cast
+from urllib.parse import urlsplit
 
 import openai
 from openai import AsyncOpenAI, AsyncStream, omit
@@ -48,6 +49,8 @@ __all__ = ["OpenAIChatModel", "ThinkSplitter"]
 
 # Local servers (Ollama, llama.cpp) ignore the key, but the SDK refuses to run without one.
 _PLACEHOLDER_KEY = "not-needed"
+OPENAI_HOST = "api.openai.com"
+"""Where the SDK sends requests when no ``base_url`` is given."""
 # A server asking us to wait longer than this is better answered with an error the user sees
 # than with a chat that silently hangs.
 _MAX_RETRY_AFTER = 30.0
@@ -102,6 +105,20 @@ class OpenAIChatModel:
     def __repr__(self) -> str:
         return f"OpenAIChatModel(model={self._model!r}, base_url={self._base_url!r})"
 
+    @property
+    def endpoint(self) -> str:
+        """The provider's host (and port), for messages: never a path, query or credentials."""
+        if not self._base_url:
+            return OPENAI_HOST
+        parts = urlsplit(self._base_url)
+        host = parts.hostname or "?"
+        try:
+            port = parts.port
+        except ValueError:
+            port = None
+        host = f"[{host}]" if ":" in host else host
+        return f"{host}:{port}" if port else host
+
     async def aclose(self) -> None:
         if self._client is not None:
             client, self._client = self._client, None
@@ -117,6 +134,12 @@ class OpenAIChatModel:
     ) -> AsyncGenerator[ModelChunk, None]:
         # An AsyncGenerator (still an AsyncIterator for the protocol), so callers can aclose()
         # it to release the connection when they stop early.
+        if self._api_key is None and self._base_url is None:
+            # OpenAI itself always wants a key: say so now rather than after the retries.
+            raise ModelAuthError(
+                f"No API key for the model provider at {OPENAI_HOST}: set OPENAI_API_KEY, or "
+                "OPENAI_BASE_URL to use another OpenAI-compatible server."
+            )
         attempts = self._max_retries + 1
         for attempt in range(1, attempts + 1):
             started = False
@@ -131,7 +154,7 @@ class OpenAIChatModel:
                 delay = None if started or attempt == attempts else self._retry_delay(exc, attempt)
                 if delay is None:
                     raise self._map_error(exc, started=started) from exc
-                notice = f"{_retry_reason(exc)}; retrying in {delay:.1f} s "
+                notice = f"{_retry_reason(exc, self.endpoint)}; retrying in {delay:.1f} s "
                 notice += f"(attempt {attempt + 1}/{attempts})"
             # Outside the except block: yielding there would keep the exception context alive
             # across the consumer's code and the sleep.
@@ -153,7 +176,9 @@ class OpenAIChatModel:
                     for piece in _translate(chunk, splitter):
                         yield piece
             except json.JSONDecodeError as exc:
-                raise ModelUnavailable("The model provider sent a malformed stream.") from exc
+                raise ModelUnavailable(
+                    f"The model provider at {self.endpoint} sent a malformed stream."
+                ) from exc
         for piece in splitter.close():
             yield piece
         if usage is not None:
@@ -236,29 +261,40 @@ class OpenAIChatModel:
         detail = self._provider_message(exc)
         if isinstance(exc, openai.APITimeoutError):
             return ModelTimeout(
-                f"The model provider did not answer within {self._request_timeout:g} s."
+                f"The model provider at {self.endpoint} did not answer within {self._request_timeout:g} s."
             )
         if isinstance(exc, openai.APIConnectionError):
             if started:
                 return ModelUnavailable(
-                    "The connection to the model provider dropped in the middle of the reply."
+                    f"The connection to the model provider at {self.endpoint} dropped in the "
+                    "middle of the reply."
                 )
-            return ModelUnavailable("Could not reach the model provider.")
+            return ModelUnavailable(f"Could not reach the model provider at {self.endpoint}.")
         if not isinstance(exc, openai.APIStatusError):
-            return ModelUnavailable(f"The model provider reported an error{detail}")
+            return ModelUnavailable(
+                f"The model provider at {self.endpoint} reported an error{detail}"
+            )
         status = exc.status_code
         if status == 429:
-            return ModelRateLimited(f"The model provider is rate-limiting us (HTTP 429){detail}")
+            return ModelRateLimited(
+                f"The model provider at {self.endpoint} is rate-limiting us (HTTP 429){detail}"
+            )
         if status in (401, 403):
             return ModelAuthError(
-                f"The model provider refused the credentials (HTTP {status}){detail} "
+                f"The model provider at {self.endpoint} refused the credentials (HTTP {status}){detail} "
                 "Check the API key."
             )
         if status == 408:
-            return ModelTimeout(f"The model provider timed out (HTTP 408){detail}")
+            return ModelTimeout(
+                f"The model provider at {self.endpoint} timed out (HTTP 408){detail}"
+            )
         if status >= 500:
-            return ModelUnavailable(f"The model provider is unavailable (HTTP {status}){detail}")
-        return ModelBadRequest(f"The model provider rejected the request (HTTP {status}){detail}")
+            return ModelUnavailable(
+                f"The model provider at {self.endpoint} is unavailable (HTTP {status}){detail}"
+            )
+        return ModelBadRequest(
+            f"The model provider at {self.endpoint} rejected the request (HTTP {status}){detail}"
+        )
 
     def _provider_message(self, exc: openai.APIError) -> str:
         """``": <provider's message>."`` trimmed and with secrets removed, or ``"."``."""
@@ -276,11 +312,11 @@ class OpenAIChatModel:
         return f": {text.rstrip('.')}."
 
 
-def _retry_reason(exc: openai.APIError) -> str:
+def _retry_reason(exc: openai.APIError, endpoint: str) -> str:
     if isinstance(exc, openai.APITimeoutError):
-        return "the model provider timed out"
+        return f"the model provider at {endpoint} timed out"
     if isinstance(exc, openai.APIConnectionError):
-        return "could not reach the model provider"
+        return f"could not reach the model provider at {endpoint}"
     if isinstance(exc, openai.RateLimitError):
         return "rate-limited by the provider"
     status = exc.status_code if isinstance(exc, openai.APIStatusError) else "?"

@@ -75,6 +75,9 @@ class Step:
 @dataclass(slots=True)
 class ThoughtText:
     text: str
+    labelled: bool = True
+    """False for text before any label: it may turn out to be a reply with no usable
+    format, so a display may hold it back until the reply says which it is."""
 
 
 @dataclass(slots=True)
@@ -540,7 +543,7 @@ class StreamParser:
                 # The commonest chunk of all: more of a thought that has begun. Events are
                 # only ever pending inside feed() and close(), so this chunk's is the only one.
                 self._thought.append(chunk)
-                return [ThoughtText(chunk)]
+                return [ThoughtText(chunk, self._saw_label)]
             if (
                 state is _State.BRACKET
                 and self._answer
@@ -801,7 +804,7 @@ class StreamParser:
             if not text:
                 return
         self._thought.append(text)
-        self._events.append(ThoughtText(text))
+        self._events.append(ThoughtText(text, self._saw_label))
 
     # a bare "name[input]" reply
 

@@ -243,8 +243,12 @@ Example:
 )
 
 
+QUESTION_PREFIX = "Question: "
+"""How a question is put to the model (and kept in history)."""
+
+
 def question_message(question: str) -> Message:
-    return {"role": "user", "content": f"Question: {question}"}
+    return {"role": "user", "content": f"{QUESTION_PREFIX}{question}"}
 
 
 def fence(text: str, tag: str = "observation") -> str:

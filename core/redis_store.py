@@ -277,6 +277,11 @@ class RedisTraceStore(_RedisBase):
                 pipe.zremrangebyscore(index, "-inf", f"({now - self._ttl}")
                 pipe.zremrangebyrank(index, 0, -self._max_indexed - 1)
                 pipe.expire(index, self._ttl)
+                recent = self._recent_key()
+                pipe.zadd(recent, {trace.id: score})
+                pipe.zremrangebyscore(recent, "-inf", f"({now - self._ttl}")
+                pipe.zremrangebyrank(recent, 0, -self._max_indexed - 1)
+                pipe.expire(recent, self._ttl)
                 await pipe.execute()
 
     async def get(self, trace_id: str) -> Trace | None:
@@ -285,9 +290,11 @@ class RedisTraceStore(_RedisBase):
         return Trace.from_json(raw) if raw is not None else None
 
     async def list(self, conversation: str, *, limit: int = 20) -> builtins.list[Trace]:
+        return await self._indexed(self._key("traces", conversation), limit)
+
+    async def _indexed(self, index: str, limit: int) -> builtins.list[Trace]:
         if limit <= 0:
             return []
-        index = self._key("traces", conversation)
         with self._unavailable("list traces"):
             ids = cast(builtins.list[str], await self._client.zrevrange(index, 0, limit - 1))
             if not ids:
@@ -297,6 +304,15 @@ class RedisTraceStore(_RedisBase):
                 await self._client.mget([self._key("trace", i) for i in ids]),
             )
         return [Trace.from_json(raw) for raw in raws if raw is not None]
+
+    async def recent(self, *, limit: int = 20) -> builtins.list[Trace]:
+        """Newest first across conversations, from one index of every saved trace (bounded
+        like a conversation's; traces saved before it existed are not in it)."""
+        return await self._indexed(self._recent_key(), limit)
+
+    def _recent_key(self) -> str:
+        # Not under "traces:", where each conversation's index lives: no name can clash.
+        return f"{self._prefix}recent-traces"
 
     async def last(self, conversation: str) -> Trace | None:
         recent = await self.list(conversation, limit=1)

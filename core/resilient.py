@@ -214,6 +214,14 @@ class ResilientTraceStore:
         local = await self.fallback.list(conversation, limit=limit)
         return _newest_first(found, local)[:limit]
 
+    async def recent(self, *, limit: int = 20) -> builtins.list[Trace]:
+        try:
+            found = await self.health.call(None, lambda: self.inner.recent(limit=limit))
+        except StoreUnavailable:
+            found = []
+        local = await self.fallback.recent(limit=limit)
+        return _newest_first(found, local)[: max(0, limit)]
+
     async def last(self, conversation: str) -> Trace | None:
         recent = await self.list(conversation, limit=1)
         return recent[0] if recent else None

@@ -46,6 +46,10 @@ class TraceStore(Protocol):
         """The conversation's most recent traces, newest first."""
         ...
 
+    async def recent(self, *, limit: int = 20) -> builtins.list[Trace]:
+        """The most recent traces of every conversation, newest first."""
+        ...
+
     async def last(self, conversation: str) -> Trace | None: ...
 
 
@@ -179,6 +183,11 @@ class InMemoryTraceStore:
         self._drop_expired()
         found = [s.trace for s in reversed(self._traces.values())]
         return [t for t in found if t.conversation == conversation][:limit]
+
+    async def recent(self, *, limit: int = 20) -> builtins.list[Trace]:
+        self._drop_expired()
+        found = [s.trace for s in self._traces.values()]
+        return sorted(found, key=lambda t: t.started_at, reverse=True)[: max(0, limit)]
 
     async def last(self, conversation: str) -> Trace | None:
         recent = await self.list(conversation, limit=1)

@@ -334,10 +334,14 @@ def source_domain(url: str) -> str:
 
 
 def summary_line(trace: Trace) -> str:
-    parts = [
-        f"{trace.step_count} step{'s' if trace.step_count != 1 else ''}",
-        f"{trace.seconds:.1f} s",
-    ]
+    made = steps_made(trace)
+    if made:
+        counted = f"{made} step{'s' if made != 1 else ''}"
+    elif trace.status == "unformatted":
+        counted = "unformatted reply"
+    else:
+        counted = "no step completed"
+    parts = [counted, f"{trace.seconds:.1f} s"]
     if trace.total_tokens:
         parts.append(f"{trace.total_tokens:,} tokens")
     if trace.models:
@@ -346,6 +350,18 @@ def summary_line(trace: Trace) -> str:
     if trace.persona:
         parts.append("channel persona")
     return " · ".join(parts)
+
+
+def steps_made(trace: Trace) -> int:
+    """Steps that produced something (a thought, an action, an answer or an observation):
+    a model call that failed before writing anything is not a step anyone saw."""
+    return sum(
+        1
+        for s in trace.steps
+        if s.kind != "format_error"
+        and not s.call
+        and (s.thought or s.raw or s.action or s.observation is not None or s.reasoning)
+    )
 
 
 def _fence(text: str) -> str:

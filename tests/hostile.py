@@ -179,7 +179,7 @@ def runs(draw: st.DrawFn, *, max_steps: int = 50, finished: bool | None = None) 
         events.append(StepStarted(n, limit))
         if draw(st.booleans()):
             events.append(ReasoningDelta(n, draw(text)))
-        events.append(ThoughtDelta(n, thought))
+        events.append(ThoughtDelta(n, thought, labelled=draw(st.booleans())))
         if draw(st.integers(min_value=0, max_value=9)) == 0:
             events.append(FormatRetry(n, 1, draw(text)))
         events.append(ActionDecided(n, action, arg))

@@ -40,6 +40,8 @@ MARKDOWN_SUFFIXES = frozenset({".md", ".markdown"})
 MAX_FILE_BYTES = 1_000_000
 MAX_PASSAGE_CHARS = 1000
 SHOWN_PASSAGE_CHARS = 600
+MAX_SECTION_CHARS = 4000
+"""The best hit's whole section is returned up to this; further hits show their passage."""
 
 # --- tokenizer ---------------------------------------------------------------------------------
 
@@ -309,7 +311,9 @@ def _decode_document(path: Path) -> str:
 
 
 class LookupTool:
-    """Searches a folder of Markdown and text files; returns the best passages with their place."""
+    """Searches a folder of Markdown and text files; returns the best hit's whole section
+    (the heading that matches the question, with all that is under it), then the next best
+    passages, each with its place."""
 
     name = "lookup"
     example = "lookup[connect to Slack]"
@@ -360,8 +364,14 @@ class LookupTool:
         hits = index.search(query, limit=self._top_k)
         if not hits:
             return ToolResult(f"no passage in the knowledge base matches '{query[:100]}'")
-        text = "\n\n".join(_render(number, hit) for number, hit in enumerate(hits, start=1))
-        return ToolResult(text, sources=tuple(dict.fromkeys(hit.passage.file for hit in hits)))
+        file, path = section_of(hits[0].passage, query)
+        blocks = [_render_section(index, file, path)]
+        others = [h for h in hits[1:] if not _inside(h.passage, file, path)]
+        blocks += [_render(number, hit) for number, hit in enumerate(others, start=2)]
+        shown = [hits[0], *others]
+        return ToolResult(
+            "\n\n".join(blocks), sources=tuple(dict.fromkeys(hit.passage.file for hit in shown))
+        )
 
     async def _fresh_index(self) -> BM25Index:
         async with self._lock:
@@ -385,6 +395,50 @@ class LookupTool:
             len(self._snapshot),
             len(self._index),
         )
+
+
+def section_of(passage: Passage, query: str) -> tuple[str, tuple[str, ...]]:
+    """The section a hit stands for: of the headings above the passage, the one that says
+    most of what was asked, at least two thirds of its terms ("How do I connect you to
+    Slack?" -> "Connect reactbot to Slack", every step under it), the deepest on a tie; else
+    the passage's own section."""
+    terms = set(tokenize(query, query=True))
+    headings = passage.headings
+    best, best_cover = len(headings), 0
+    for depth, heading in enumerate(headings, start=1):
+        cover = len(terms & set(tokenize(heading)))
+        if 3 * cover < 2 * len(terms):  # a heading above says most of the question, or none
+            continue
+        if cover > best_cover or (cover == best_cover and depth > best):
+            best, best_cover = depth, cover
+    return passage.file, headings[:best]
+
+
+def _inside(passage: Passage, file: str, path: tuple[str, ...]) -> bool:
+    return passage.file == file and bool(path) and passage.headings[: len(path)] == path
+
+
+def _render_section(index: BM25Index, file: str, path: tuple[str, ...]) -> str:
+    """``1. file › heading path`` and everything under that heading: its paragraphs and
+    lists, and its subsections with their headings; at most ``MAX_SECTION_CHARS``."""
+    parts: list[str] = []
+    previous: tuple[str, ...] = ()
+    for passage in index.passages:
+        if passage.file != file or (path and passage.headings[: len(path)] != path):
+            continue
+        if not path and passage.headings:  # a file with no heading: only its own text
+            continue
+        below = passage.headings[len(path) :]
+        for depth, title in enumerate(below):
+            if below[: depth + 1] != previous[: depth + 1]:
+                parts.append("#" * (len(path) + depth + 1) + " " + title)
+        previous = below
+        parts.append(passage.text)
+    text = re.sub(r"\n{3,}", "\n\n", "\n\n".join(parts))
+    if len(text) > MAX_SECTION_CHARS:
+        text = text[: MAX_SECTION_CHARS - 1].rstrip() + "…"
+    label = " › ".join((file, *path))
+    return f"1. {label}\n{text}"
 
 
 def _render(number: int, hit: Hit) -> str:

@@ -16,7 +16,9 @@ from bot.cli import run_cli
 from tests.fakes.openai_server import FakeOpenAI, FakeUsage
 
 REPO = Path(__file__).resolve().parents[2]
-REACTBOT = Path(sys.executable).with_name("reactbot")
+REACTBOT = [sys.executable, "-m", "bot"]
+"""The console script's entry point (``bot.__main__:main``), run from this checkout: the
+installed ``reactbot`` script may belong to another checkout sharing the virtualenv."""
 CLEAN_ENV = {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/tmp")}
 
 
@@ -24,7 +26,7 @@ def reactbot(
     *args: str, env: dict[str, str] | None = None, stdin: str = ""
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [str(REACTBOT), *args],
+        [*REACTBOT, *args],
         input=stdin,
         capture_output=True,
         text=True,
@@ -101,9 +103,12 @@ def test_chat_repl_with_scripted_input(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     out = result.stdout
     assert "Answer: 2+2 = 4" in out
-    assert "user: Question: What is 2+2?" in out and "assistant: 2+2 = 4" in out
+    assert "user: What is 2+2?" in out and "assistant: 2+2 = 4" in out
+    history = out.split("Answer: 2+2 = 4", 1)[1].split("Trace written", 1)[0]
+    assert "Question:" not in history  # the prompt's prefix is the model's business
     assert "History cleared" in out and "(no history)" in out
-    assert "# Trace " in out and "**Action:** `calculate[2+2]`" in out
+    assert "Trace " in out and "Action: calculate[2+2]" in out  # Markdown rendered by rich
+    assert "**Action:**" not in out
     assert "Unknown command /nope" in out
     data = json.loads(export.read_text())
     assert data["answer"] == "2+2 = 4" and data["steps"][0]["observation"] == "4"

@@ -293,7 +293,8 @@ async def test_a_proxy_html_page_is_not_shown_to_the_user(
     with pytest.raises(ModelUnavailable) as caught:
         await collect(make_model(max_retries=0))
 
-    assert str(caught.value) == "The model provider is unavailable (HTTP 502)."
+    host = fake.base_url.split("/")[2]
+    assert str(caught.value) == f"The model provider at {host} is unavailable (HTTP 502)."
 
 
 async def test_every_error_message_is_free_of_the_key(
@@ -350,7 +351,8 @@ async def test_read_timeout_before_the_first_chunk_is_retried(
 
     chunks = await collect(model)
 
-    assert notices(chunks)[0].startswith("the model provider timed out; retrying")
+    host = fake.base_url.split("/")[2]
+    assert notices(chunks)[0].startswith(f"the model provider at {host} timed out; retrying")
     assert text_of(chunks) == "Answer: 4"
 
 
@@ -376,7 +378,10 @@ async def test_an_error_event_inside_the_stream_is_unavailable(
     with pytest.raises(ModelUnavailable, match="Upstream provider crashed") as caught:
         async for chunk in make_model().stream(MESSAGES, stop=STOP):
             seen.append(chunk)
-    assert str(caught.value) == "The model provider reported an error: Upstream provider crashed."
+    host = fake.base_url.split("/")[2]
+    assert str(caught.value) == (
+        f"The model provider at {host} reported an error: Upstream provider crashed."
+    )
     assert text_of(seen) == "Thought: "
     assert len(fake.requests) == 1
 

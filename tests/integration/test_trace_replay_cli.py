@@ -313,5 +313,5 @@ def test_the_readme_command_table_covers_replay_and_diff() -> None:
     trace_parser = subparsers["trace"]
     replay_parser = trace_parser._subparsers._group_actions[0].choices["replay"]  # type: ignore[union-attr]
     flags = {s for a in replay_parser._actions for s in a.option_strings if s.startswith("--")}
-    assert flags == {"--help", "--model", "--mode", "--prompt", "--live-tools"}
-    assert all(flag in replay for flag in flags - {"--help"})
+    assert flags == {"--help", "--config", "--model", "--mode", "--prompt", "--live-tools"}
+    assert all(flag in replay for flag in flags - {"--help", "--config"})  # (global options)

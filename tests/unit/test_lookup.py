@@ -4,18 +4,24 @@ from __future__ import annotations
 
 import logging
 import os
+import re
+import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import bot
 from core.errors import ToolError
 from core.tools import Tool, ToolResult
 from core.tools.lookup import (
     MAX_PASSAGE_CHARS,
+    MAX_SECTION_CHARS,
     BM25Index,
     LookupTool,
     Passage,
+    section_of,
     split_passages,
     tokenize,
 )
@@ -196,9 +202,69 @@ async def test_results_are_capped_and_trimmed(tmp_path: Path) -> None:
     for i in range(5):
         write(tmp_path, f"f{i}.md", f"# Topic {i}\n\n" + "widget " * 150)
     result = await LookupTool(tmp_path, top_k=3).run("widget")
-    blocks = result.text.split("\n\n")
+    blocks = re.split(r"\n\n(?=\d\. f\d\.md)", result.text)
     assert len(blocks) == 3
-    assert all(len(block) < 700 and block.endswith("…") for block in blocks)
+    # The best hit's whole section (paragraphs of it past one passage too), the others cut.
+    assert blocks[0].count("widget") == 150 and not blocks[0].endswith("…")
+    assert all(len(block) < 700 and block.endswith("…") for block in blocks[1:])
+
+
+async def test_the_best_hit_is_its_whole_section_under_the_heading_the_question_names(
+    tmp_path: Path,
+) -> None:
+    write(
+        tmp_path,
+        "guide.md",
+        "# Connect the widget\n\nIntro line.\n\n## 1. Make it\n\n1. First.\n2. Second.\n\n"
+        "## 2. Plug it in\n\n- Red wire.\n- Blue wire.\n\n### Details\n\nUse the socket.\n\n"
+        "# Other topic\n\nUnrelated text about widgets.",
+    )
+    result = await LookupTool(tmp_path).run("how do I connect the widget")
+    first = result.text.split("\n\n2. ", 1)[0]
+    assert first.startswith("1. guide.md › Connect the widget\n")
+    for part in ("Intro line.", "## 1. Make it", "2. Second.", "## 2. Plug it in", "- Blue wire."):
+        assert part in first
+    assert "### Details\n\nUse the socket." in first and "Unrelated" not in first
+    # A question that names no heading above the hit gets the hit's own section.
+    wires = await LookupTool(tmp_path).run("blue wire")
+    assert first_label(wires) == "guide.md › Connect the widget › 2. Plug it in"
+    assert "Red wire" in wires.text and "Make it" not in wires.text.split("\n\n2. ")[0]
+
+
+@given(st.text(max_size=200), st.lists(st.text(max_size=30), max_size=4))
+@settings(max_examples=300, deadline=None)
+def test_the_section_chosen_is_the_hit_or_a_heading_above_that_says_most_of_the_question(
+    query: str, headings: list[str]
+) -> None:
+    passage = Passage("f.md", tuple(headings), "text")
+    file, path = section_of(passage, query)
+    assert file == "f.md" and passage.headings[: len(path)] == path
+    if len(path) < len(headings):
+        terms = set(tokenize(query, query=True))
+        assert 3 * len(terms & set(tokenize(path[-1]))) >= 2 * len(terms) > 0
+
+
+MARKDOWN = st.lists(
+    st.sampled_from(
+        ["# A b\n", "## C d\n", "### E\n", "word ", "widget ", "\n\n", "```\n", "- x\n"]
+    ),
+    max_size=600,
+).map("".join)
+
+
+@given(MARKDOWN, st.sampled_from(["a b widget", "c d", "widget", "e x", "word"]))
+@settings(max_examples=200, deadline=None)
+async def test_a_section_is_bounded_whatever_the_file(text: str, query: str) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        write(Path(folder), "doc.md", text)
+        try:
+            result = await LookupTool(folder).run(query)
+        except ToolError:
+            return  # nothing indexed
+    first = (
+        result.text.split("\n", 1)[1].split("\n\n2. doc.md", 1)[0] if "\n" in result.text else ""
+    )
+    assert len(first) <= MAX_SECTION_CHARS
 
 
 async def test_empty_query_is_refused(english_kb: Path) -> None:

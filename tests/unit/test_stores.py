@@ -353,6 +353,19 @@ async def test_resilient_traces_keep_unsaved_traces_in_this_process() -> None:
     assert last is not None and last.id == kept.id
 
 
+async def test_recent_traces_of_every_conversation_newest_first() -> None:
+    shared = InMemoryTraceStore()
+    for conversation, started in (("a", 1), ("b", 3), ("a", 2)):
+        await shared.save(trace(conversation, f"q{started}", started_at=started))
+    assert [t.question for t in await shared.recent(limit=10)] == ["q3", "q2", "q1"]
+    assert [t.question for t in await shared.recent(limit=2)] == ["q3", "q2"]
+    assert await shared.recent(limit=0) == []
+    # With the shared store down, the traces this process kept are still listed, merged.
+    traces = ResilientTraceStore(DownTraces())
+    await traces.save(trace("c", "here", started_at=9))
+    assert [t.question for t in await traces.recent()] == ["here"]
+
+
 # ---- token budget -------------------------------------------------------------------------
 
 
