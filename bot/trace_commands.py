@@ -97,11 +97,13 @@ class ReplayError(Exception):
 def replay_model(app: App, name: str | None) -> tuple[ChatModel, ChatModel | None, bool]:
     """The model a replay runs on: ``(steps model, answer model, opened here)``.
 
-    Without ``--model``, the configured models. With it, for now, that model name on the
-    configured endpoint (the one place to change when models come from a catalogue).
+    Without ``--model``, the configured models. With it, a catalogue name (``models:``);
+    any other name is taken as a model name on the configured endpoint.
     """
     if name is None:
         return app.model, app.agent.answer_model, False
+    if name in app.catalogue:  # opened by the app, which closes it
+        return app.catalogue[name], None, False
     if not app.config.model_configured:
         raise ReplayError(
             f"--model {name} needs a model endpoint: set REACTBOT_MODEL and OPENAI_API_KEY "

@@ -315,3 +315,25 @@ def test_the_readme_command_table_covers_replay_and_diff() -> None:
     flags = {s for a in replay_parser._actions for s in a.option_strings if s.startswith("--")}
     assert flags == {"--help", "--config", "--model", "--mode", "--prompt", "--live-tools"}
     assert all(flag in replay for flag in flags - {"--help", "--config"})  # (global options)
+
+
+@pytest.fixture
+def catalogue_config(config: Path) -> Path:
+    config.write_text(
+        config.read_text() + "models:\n  big: {name: catalogue-model}\n", encoding="utf-8"
+    )
+    return config
+
+
+async def test_replay_model_names_a_catalogue_entry(
+    catalogue_config: Path, redis_env: dict[str, str]
+) -> None:
+    config = catalogue_config
+    async with FakeOpenAI(model="fake-model") as fake:
+        env = fake_env(fake, redis_env)
+        original = await record_original(fake, config, env)
+        fake.reply("Thought: Same.\nAction: calculate[6*7]").reply("Answer: 42")
+        code, out = await cli("trace", "replay", original, "--model", "big", config=config, env=env)
+        fake.assert_complete()
+    assert code == 0, out
+    assert [r["model"] for r in fake.requests][-2:] == ["catalogue-model"] * 2
