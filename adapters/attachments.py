@@ -13,7 +13,16 @@ from dataclasses import dataclass, field
 
 from adapters.downloads import Downloader
 from core.errors import StoreUnavailable
-from core.files import FileLimits, FileStore, Incoming, Intake, ingest, registry_with_files
+from core.files import (
+    FileLimits,
+    FileStore,
+    Incoming,
+    Intake,
+    ingest,
+    is_image,
+    registry_with_files,
+    see,
+)
 from core.tools import ToolRegistry
 
 __all__ = ["STORE_DOWN", "ConversationFiles"]
@@ -29,15 +38,23 @@ class ConversationFiles:
     downloader: Downloader
     limits: FileLimits = field(default_factory=FileLimits)
 
-    async def take(self, conversation: str, incoming: Sequence[Incoming]) -> Intake:
-        """Downloads, reads and indexes ``incoming``; the intake says what was refused."""
+    async def take(
+        self, conversation: str, incoming: Sequence[Incoming], *, vision: bool = False
+    ) -> Intake:
+        """Downloads, reads and indexes ``incoming``; the intake says what was refused. With
+        ``vision`` (the run's model reads images), the images are fetched for it too
+        (``intake.shown``); else the intake's notice says they are ignored."""
         if not incoming:
             return Intake()
         try:
-            return await ingest(conversation, incoming, store=self.store, limits=self.limits)
+            intake = await ingest(conversation, incoming, store=self.store, limits=self.limits)
         except StoreUnavailable as exc:
             log.warning("files of %s not stored: %s", conversation, exc)
-            return Intake(refused=[STORE_DOWN])
+            intake = Intake(refused=[STORE_DOWN])
+            intake.images = [i for i in incoming if is_image(i.name, i.content_type)]
+        if vision and intake.images:
+            await see(intake, max_images=self.limits.max_per_question)
+        return intake
 
     async def tools_for(self, conversation: str, base: ToolRegistry) -> ToolRegistry | None:
         """``base`` with a ``lookup`` that also searches the conversation's files; None when

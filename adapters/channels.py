@@ -41,6 +41,8 @@ class RunChoice:
     model: ChatModel | None = None
     tools: ToolRegistry | None = None
     persona: str = ""
+    vision: bool = False
+    """The run's model reads images (``vision: true`` in the config)."""
 
 
 @dataclass(slots=True)
@@ -50,6 +52,10 @@ class ChannelChoices:
     tools: ToolRegistry = field(default_factory=ToolRegistry)
     default_model: str = ""
     """The default model's name, to show in the settings."""
+    vision: frozenset[str] = frozenset()
+    """Catalogue names of the models that read images."""
+    default_vision: bool = False
+    """The default model reads images (``model.vision``)."""
 
     # ---- reading ------------------------------------------------------------------------
     async def stored(self, key: str) -> dict[str, str]:
@@ -64,9 +70,10 @@ class ChannelChoices:
         Raises ``ChoiceError`` for a ``model`` the catalogue does not have."""
         stored = await self.stored(key)
         chosen: ChatModel | None = None
+        name = model if model is not None else stored.get("model")
         if model is not None:
             chosen = self.model(model)
-        elif (name := stored.get("model")) is not None:
+        elif name is not None:
             chosen = self.catalogue.get(name)
             if chosen is None:  # taken out of the config since an admin chose it
                 log.warning(
@@ -74,7 +81,8 @@ class ChannelChoices:
                 )
         off = _names(stored.get("tools_off", ""))
         tools = self._subset(off) if off else None
-        return RunChoice(chosen, tools, stored.get("prompt", ""))
+        vision = name.strip() in self.vision if chosen is not None and name else self.default_vision
+        return RunChoice(chosen, tools, stored.get("prompt", ""), vision)
 
     def model(self, name: str) -> ChatModel:
         found = self.catalogue.get(name.strip())

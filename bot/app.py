@@ -131,7 +131,12 @@ class App:
         from adapters.channels import ChannelChoices
 
         return ChannelChoices(
-            self.channel_settings, self.catalogue, self.tools, default_model=self.model.name
+            self.channel_settings,
+            self.catalogue,
+            self.tools,
+            default_model=self.model.name,
+            vision=frozenset(n for n, entry in self.config.models.items() if entry.vision),
+            default_vision=self.config.model.vision and self.config.model_configured,
         )
 
     @classmethod

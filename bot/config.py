@@ -144,6 +144,8 @@ class ModelConfig(_Section):
     step_model: str | None = None
     max_tokens: int = Field(default=2048, ge=1, le=1_000_000)
     """Per model call: a reply can never run away with the budget."""
+    vision: bool = False
+    """The model reads images: attached images go to it with the question."""
 
     _http_url = field_validator("base_url")(_check_http_url)
     _not_blank = field_validator("answer_model", "step_model")(_check_not_blank)

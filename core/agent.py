@@ -193,10 +193,12 @@ class Agent:
         model: ChatModel | None = None,
         tools: ToolRegistry | None = None,
         persona: str = "",
+        images: Sequence[str] = (),
     ) -> Run:
         """A running answer to ``question``. For this run only: ``mode`` overrides the
-        settings' mode, ``model`` and ``tools`` the agent's own (a channel's choice), and
-        ``persona`` is added below the core instructions (``prompt.persona_section``)."""
+        settings' mode, ``model`` and ``tools`` the agent's own (a channel's choice),
+        ``persona`` is added below the core instructions (``prompt.persona_section``), and
+        ``images`` (``data:`` URLs) go with the question to a model that reads images."""
         problem = self.question_problem(question)
         if problem is not None:  # the trace keeps what is needed to see why, not megabytes
             question = question[: self.settings.max_question_chars] + "…"
@@ -211,7 +213,11 @@ class Agent:
             persona=persona.strip()[: prompt.PERSONA_CHARS],
         )
         trace.system_prompt = self.settings.system_prompt
-        return Run(self, trace, refusal=problem, model=model, tools=tools)
+        if images:
+            trace.notices.append(f"{len(images)} attached image(s) shown to the model")
+        run = Run(self, trace, refusal=problem, model=model, tools=tools)
+        run.images = list(images)
+        return run
 
     def run(
         self, question: str, *, conversation: str = "", user: str = "", mode: Mode | None = None
@@ -274,6 +280,8 @@ class Run:
         self.trace = trace
         self.model = model or agent.model
         self.tools = tools if tools is not None else agent.tools
+        self.images: list[str] = []
+        """Sent with the question (not kept in the history: the next turn has its text)."""
         self._refusal = refusal
         """Why the question is refused before any model call (``Agent.question_problem``)."""
         self.settings = agent.settings
@@ -1006,7 +1014,7 @@ class Run:
             except StoreUnavailable:
                 self._memory_unavailable()
             self._check_memory_health()
-        return prompt.build_messages(
+        messages = prompt.build_messages(
             self.tools,
             history,
             self.trace.question,
@@ -1014,6 +1022,9 @@ class Run:
             persona=self.trace.persona,
             template=self.settings.system_prompt,
         )
+        if self.images:
+            messages[-1]["images"] = self.images
+        return messages
 
     def _check_memory_health(self) -> None:
         health = self.agent.memory_health

@@ -21,6 +21,7 @@ Errors::
 from __future__ import annotations
 
 import asyncio
+import base64
 import csv
 import io
 import logging
@@ -432,15 +433,19 @@ class Intake:
 
     refused: list[str] = field(default_factory=list)
     indexed: list[str] = field(default_factory=list)
-    images: list[str] = field(default_factory=list)
-    """URLs of image attachments: the seam for models with vision (not used yet)."""
+    images: list[Incoming] = field(default_factory=list)
+    """Image attachments: shown to a model that reads images (``see``), else ignored."""
+    images_shown: bool = False
+    shown: list[str] = field(default_factory=list)
+    """The images as ``data:`` URLs for a model that reads them (``see``)."""
 
     def notice(self, *, limit: int = 1800) -> str:
-        """One line per refused file (and one for images), at most ``limit`` characters
-        (a Discord message holds 2,000): lines that do not fit are counted instead."""
+        """One line per refused file (and one for images a text-only model cannot read), at
+        most ``limit`` characters (a Discord message holds 2,000): lines that do not fit are
+        counted instead."""
         lines = [" ".join(line.split()) for line in self.refused]  # one line each
-        if self.images:
-            lines.append("🖼️ Images are ignored for now: this model reads text only.")
+        if self.images and not self.images_shown:
+            lines.append("🖼️ Images are ignored: this channel's model reads text only.")
         kept: list[str] = []
         used = 0
         for number, line in enumerate(lines):
@@ -501,7 +506,7 @@ async def ingest(
     documents: list[Incoming] = []
     for item in incoming:
         if is_image(item.name, item.content_type):
-            intake.images.append(item.url)
+            intake.images.append(item)
         else:
             documents.append(item)
     if not documents:
@@ -603,3 +608,45 @@ def registry_with_files(base: ToolRegistry, files: Sequence[Passage]) -> ToolReg
         registry.add(tool)
     registry.add(ConversationLookup(files, knowledge=knowledge))
     return registry
+
+
+IMAGE_TYPES = {
+    ".png": "image/png",
+    ".jpg": "image/jpeg",
+    ".jpeg": "image/jpeg",
+    ".gif": "image/gif",
+    ".webp": "image/webp",
+}
+"""What OpenAI-compatible vision endpoints take (PNG, JPEG, WEBP, non-animated GIF)."""
+
+
+async def see(intake: Intake, *, max_images: int) -> list[str]:
+    """The intake's images as ``data:`` URLs for a model that reads images (downloaded within
+    the size limit), also kept in ``intake.shown``; a refused one gets its line, as a
+    document would."""
+    urls: list[str] = []
+    for item in intake.images[:max_images]:
+        kind = _image_type(item)
+        if kind is None:
+            intake.refused.append(f"⚠️ {safe_name(item.name)}: not an image type models read.")
+            continue
+        try:
+            data = await item.fetch()
+        except FileRefused as refusal:
+            intake.refused.append(f"⚠️ {refusal}")
+            continue
+        urls.append(f"data:{kind};base64,{base64.b64encode(data).decode('ascii')}")
+    for item in intake.images[max_images:]:
+        intake.refused.append(
+            f"⚠️ {safe_name(item.name)}: not shown, at most {max_images} images per question."
+        )
+    intake.images_shown = True
+    intake.shown = urls
+    return urls
+
+
+def _image_type(item: Incoming) -> str | None:
+    declared = (item.content_type or "").split(";")[0].strip().lower()
+    if declared in IMAGE_TYPES.values():
+        return declared
+    return IMAGE_TYPES.get(PurePosixPath(item.name.lower()).suffix)

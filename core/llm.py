@@ -34,6 +34,9 @@ class Message(TypedDict):
     content: str
     tool_calls: NotRequired[list[ToolCallMessage]]
     tool_call_id: NotRequired[str]
+    images: NotRequired[list[str]]
+    """On the question, for a model that reads images: ``data:`` URLs of the attached images
+    (a model client sends them as image parts of that message; others ignore them)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -215,7 +215,7 @@ class OpenAIChatModel:
         return await self._get_client().chat.completions.create(
             model=self._model,
             # Message is a subset of the SDK's message union; TypedDicts do not widen by themselves.
-            messages=cast(list[ChatCompletionMessageParam], list(request.messages)),
+            messages=cast(list[ChatCompletionMessageParam], wire_messages(request.messages)),
             stream=True,
             stop=list(request.stop) if request.stop else omit,
             stream_options={"include_usage": True} if self._send_stream_options else omit,
@@ -457,3 +457,19 @@ def _partial_tag_length(text: str, tag: str) -> int:
         if text.endswith(tag[:length]):
             return length
     return 0
+
+
+def wire_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    """The messages as the API takes them: a message with ``images`` becomes content parts,
+    its text first, then one ``image_url`` part per image."""
+    wired: list[dict[str, Any]] = []
+    for message in messages:
+        images = message.get("images")
+        if not images:
+            wired.append(dict(message))
+            continue
+        parts: list[dict[str, Any]] = [{"type": "text", "text": message["content"]}]
+        parts += [{"type": "image_url", "image_url": {"url": url}} for url in images]
+        plain = {k: v for k, v in message.items() if k != "images"}
+        wired.append({**plain, "content": parts})
+    return wired

@@ -73,6 +73,7 @@ from core.agent import Agent, Run
 from core.approval import ApprovalBroker, ApprovalRequest, Decision, Verdict
 from core.budgets import InMemoryUsageCounters, TokenBudgets
 from core.errors import StoreUnavailable
+from core.files import Intake
 from core.history import HistoryStore
 from core.prompt import PERSONA_CHARS
 from core.stores import (
@@ -1032,7 +1033,7 @@ class AskCog(commands.Cog):
         )
         choice = await self._choices.for_run(settings_key(channel, channel_id or 0), model=model)
         base = choice.tools if choice.tools is not None else self.services.agent.tools
-        notice, tools = await self._take_files(conversation, attachments, base)
+        intake, tools = await self._take_files(conversation, attachments, base, choice.vision)
         run = self.services.agent.start(
             question,
             conversation=conversation,
@@ -1040,19 +1041,26 @@ class AskCog(commands.Cog):
             model=choice.model,
             tools=tools or choice.tools,
             persona=choice.persona,
+            images=intake.shown,
         )
-        return run, notice
+        return run, intake.notice()
 
     async def _take_files(
-        self, conversation: str, attachments: Sequence[discord.Attachment], base: ToolRegistry
-    ) -> tuple[str, ToolRegistry | None]:
-        """Reads a question's attachments into its conversation before the run starts;
-        returns the lines about refused files and the run's tools (None: ``base`` as it is)."""
+        self,
+        conversation: str,
+        attachments: Sequence[discord.Attachment],
+        base: ToolRegistry,
+        vision: bool,
+    ) -> tuple[Intake, ToolRegistry | None]:
+        """Reads a question's attachments into its conversation before the run starts (its
+        images too, for a model with ``vision``); returns what came of them and the run's
+        tools (None: ``base`` as it is)."""
         files = self.services.files
         if files is None:
-            return "", None
-        intake = await files.take(conversation, incoming_of(attachments, files.downloader))
-        return intake.notice(), await files.tools_for(conversation, base)
+            return Intake(), None
+        incoming = incoming_of(attachments, files.downloader)
+        intake = await files.take(conversation, incoming, vision=vision)
+        return intake, await files.tools_for(conversation, base)
 
     async def _say(self, channel_id: int | None, send: Coroutine[Any, Any, object]) -> None:
         """One short extra message (the refused files); a failure is logged, not raised."""

@@ -86,6 +86,7 @@ from core.approval import ApprovalBroker, ApprovalRequest, Decision
 from core.budgets import InMemoryUsageCounters, TokenBudgets
 from core.errors import StoreUnavailable
 from core.events import ActionDecided, AnswerDelta, Event, StepStarted
+from core.files import Intake
 from core.prompt import PERSONA_CHARS
 from core.stores import (
     ChannelSettings,
@@ -834,7 +835,7 @@ class SlackBot:
         )
         conversation = question.conversation(root, per_thread=self.settings.per_thread)
         base = choice.tools if choice.tools is not None else self.agent.tools
-        notice, tools = await self._take_files(question, conversation, base)
+        intake, tools = await self._take_files(question, conversation, base, choice.vision)
         run = self.agent.start(
             question.text,
             conversation=conversation,
@@ -842,8 +843,9 @@ class SlackBot:
             model=choice.model,
             tools=tools or choice.tools,
             persona=choice.persona,
+            images=intake.shown,
         )
-        return run, notice
+        return run, intake.notice()
 
     async def _count_tokens(self, question: Question, run: Run) -> None:
         await self.budgets.count(
@@ -979,15 +981,16 @@ class SlackBot:
             )
 
     async def _take_files(
-        self, question: Question, conversation: str, base: ToolRegistry
-    ) -> tuple[str, ToolRegistry | None]:
-        """Reads the question's files into its conversation before the run starts; returns
-        the lines about refused files and the run's tools (None: ``base`` as it is)."""
+        self, question: Question, conversation: str, base: ToolRegistry, vision: bool
+    ) -> tuple[Intake, ToolRegistry | None]:
+        """Reads the question's files into its conversation before the run starts (its
+        images too, for a model with ``vision``); returns what came of them and the run's
+        tools (None: ``base`` as it is)."""
         if self.files is None:
-            return "", None
+            return Intake(), None
         attached = incoming_of(question.files, self.files.downloader)
-        intake = await self.files.take(conversation, attached)
-        return intake.notice(), await self.files.tools_for(conversation, base)
+        intake = await self.files.take(conversation, attached, vision=vision)
+        return intake, await self.files.tools_for(conversation, base)
 
     async def _note(self, channel: str, thread_ts: str, text: str) -> None:
         """One short message in the answer's thread (the refused files); never raises."""

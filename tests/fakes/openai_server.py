@@ -149,8 +149,11 @@ class FakeOpenAI:
         model: str = "fake-model",
         unsupported: Sequence[str] = (),
         response_formats: Sequence[str] = ("text", "json_object", "json_schema"),
+        vision: bool = False,
     ) -> None:
         self.model = model
+        self.vision = vision
+        """The model reads ``image_url`` content parts; without it they are refused (400)."""
         self.response_formats = frozenset(response_formats)
         """The ``response_format`` types this model takes; others get OpenAI's 400."""
         self.unsupported = frozenset(unsupported)
@@ -312,6 +315,9 @@ class FakeOpenAI:
         refused = sorted(self.unsupported & body.keys())
         if refused:
             return _unsupported(refused[0])
+        problem = _message_problem(body.get("messages"), vision=self.vision)
+        if problem is not None:
+            return _invalid(*problem)
         kind = (body.get("response_format") or {}).get("type")
         if kind is not None and kind not in self.response_formats:
             return _unsupported_format(kind)
@@ -554,3 +560,56 @@ def _estimate_usage(body: JSON, reply: Reply) -> FakeUsage:
     prompt = sum(len(str(m.get("content", "")).split()) for m in body.get("messages", []))
     completion = len(reply.chunks) + len(reply.reasoning)
     return FakeUsage(prompt_tokens=max(prompt, 1), completion_tokens=completion)
+
+
+MESSAGE_KEYS = frozenset({"role", "content", "name", "tool_calls", "tool_call_id", "refusal"})
+"""What a chat message may hold; OpenAI refuses any other key with a 400."""
+
+
+def _message_problem(messages: Any, *, vision: bool) -> tuple[str, str] | None:
+    """Why OpenAI would refuse these messages (message, param), or None. Content is a string
+    or a list of parts: ``text`` parts with a string, ``image_url`` parts with an https or a
+    ``data:image/...;base64,`` URL, and those only for a model that reads images."""
+    if not isinstance(messages, list) or not messages:
+        return "'messages' must be a non-empty array", "messages"
+    for i, message in enumerate(messages):
+        extra = sorted(set(message) - MESSAGE_KEYS)
+        if extra:
+            return f"Additional properties are not allowed ('{extra[0]}' was unexpected)", (
+                f"messages.[{i}]"
+            )
+        content = message.get("content")
+        if content is None or isinstance(content, str):
+            continue
+        if not isinstance(content, list) or not content:
+            return "Invalid type for 'content'", f"messages.[{i}].content"
+        for j, part in enumerate(content):
+            where = f"messages.[{i}].content.[{j}]"
+            kind = part.get("type") if isinstance(part, dict) else None
+            if kind == "text" and isinstance(part.get("text"), str):
+                continue
+            if kind != "image_url":
+                return f"Invalid value: '{kind}'. Supported values are: 'text' and 'image_url'.", (
+                    f"{where}.type"
+                )
+            if not vision:
+                return "Invalid content type. image_url is only supported by certain models.", (
+                    f"{where}.type"
+                )
+            url = (part.get("image_url") or {}).get("url")
+            if not isinstance(url, str) or not (
+                url.startswith("https://")
+                or re.match(r"data:image/[a-z]+;base64,[A-Za-z0-9+/=]+$", url)
+            ):
+                return (
+                    "Invalid image URL: expected a URL or a base64 data URL.",
+                    f"{where}.image_url.url",
+                )
+    return None
+
+
+def _invalid(message: str, param: str) -> web.Response:
+    payload = {
+        "error": {"message": message, "type": "invalid_request_error", "param": param, "code": None}
+    }
+    return web.json_response(payload, status=400)

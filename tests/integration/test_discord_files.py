@@ -153,7 +153,7 @@ async def test_a_question_about_an_attached_pdf_is_answered_from_its_page() -> N
             "⚠️ big.txt: larger than 50,000 bytes.",
             "⚠️ lie.txt: larger than 50,000 bytes.",
             "⚠️ foreign.txt: not downloaded, it is not on Discord's file host.",
-            "🖼️ Images are ignored for now: this model reads text only.",
+            "🖼️ Images are ignored: this channel's model reads text only.",
         ]
         assert notice.json["allowed_mentions"]["parse"] == []
         # big.txt was refused on its declared size: never fetched; the foreign host never asked

@@ -167,7 +167,7 @@ async def test_ingest_counts_limits_and_keeps_the_rest() -> None:
     )
     assert fetched == ["a.txt"]
     assert intake.indexed == ["a.txt"]
-    assert intake.images == ["u/p.png"]
+    assert [i.url for i in intake.images] == ["u/p.png"]
     assert len(intake.refused) == 2
     assert any("big.txt: larger than 1,000 bytes" in line for line in intake.refused)
     assert any("c.txt: not read, at most 2 files" in line for line in intake.refused)
