@@ -284,11 +284,12 @@ def _build_catalogue(
     for name, entry in config.models.items():
         key = config.secrets.openai_api_key
         if entry.api_key_env is not None:
+            # Only the variable the entry names: OPENAI_API_KEY is never sent to its endpoint.
             key = config.secrets.models.get(entry.api_key_env)
             if key is None:
                 notes.append(f"models.{name}: {entry.api_key_env} is not set")
         catalogue[name] = _openai_model(
-            config, entry.name, closers, base_url=entry.base_url, key=key
+            config, entry.name, closers, base_url=entry.base_url, key=key, default_key=False
         )
     return catalogue
 
@@ -300,10 +301,13 @@ def _openai_model(
     *,
     base_url: str | None = None,
     key: SecretStr | None = None,
+    default_key: bool = True,
 ) -> ChatModel:
+    """``default_key``: without ``key``, use ``OPENAI_API_KEY`` (off: send no key)."""
     from core.openai_model import OpenAIChatModel
 
-    key = key or config.secrets.openai_api_key
+    if key is None and default_key:
+        key = config.secrets.openai_api_key
     model = OpenAIChatModel(
         model=name,
         base_url=base_url or config.model.base_url,

@@ -279,6 +279,9 @@ class Run:
         self.agent = agent
         self.trace = trace
         self.model = model or agent.model
+        self.answer_model = agent.answer_model if model is None else None
+        """The default model's answer model; a run on its own model (a channel's or a
+        question's pick) answers with that model, as chosen."""
         self.tools = tools if tools is not None else agent.tools
         self.images: list[str] = []
         """Sent with the question (not kept in the history: the next turn has its text)."""
@@ -474,7 +477,7 @@ class Run:
                 await self._act_calls(n, reply.calls, state)
                 continue
             if reply.step.answer is not None:
-                if self.agent.answer_model is not None:
+                if self.answer_model is not None:
                     return await self._rewrite_answer(n + 1, reply.step.answer, state)
                 return await self._finish(reply.step.answer, "answered", state)
             assert reply.step.action is not None
@@ -491,7 +494,7 @@ class Run:
 
     async def _rewrite_answer(self, n: int, draft: str, state: _State) -> Finished:
         """The larger answer model writes the final answer from the steps and the draft."""
-        model = self.agent.answer_model
+        model = self.answer_model
         assert model is not None
         self.trace.models.append(model.name)
         state.messages.append(prompt.final_answer_message(draft, self.mode))

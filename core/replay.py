@@ -215,12 +215,19 @@ def start_replay(
     user: str = "",
 ) -> Run:
     """Ask ``original``'s question again on ``agent`` (built with ``replaying.registry``),
-    in ``mode`` (default: the original's). The run keeps no history and stores no trace:
-    ``finish_replay`` completes its Trace, which the caller stores."""
+    in ``mode`` (default: the original's), with the channel persona it ran with. The run
+    keeps no history and stores no trace: ``finish_replay`` completes its Trace, which the
+    caller stores."""
     if agent.tools is not replaying.registry:
         raise ValueError("the replay's agent must use the replaying registry")
     chosen = mode or next((m for m in MODES if m == original.mode), "text")
-    run = agent.start(original.question, conversation=original.conversation, user=user, mode=chosen)
+    run = agent.start(
+        original.question,
+        conversation=original.conversation,
+        user=user,
+        mode=chosen,
+        persona=original.persona,
+    )
     run.trace.replay_of = original.id
     replaying.bind(lambda: run.cancel(STOPPED_BY))
     return run

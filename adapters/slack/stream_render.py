@@ -226,6 +226,8 @@ def totals_line(view: RunView) -> str:
         parts.append(f"{view.tokens:,} tokens")
     if view.model:
         parts.append(clamp(view.model, 60))
+    if view.trace is not None and view.trace.persona:
+        parts.append("channel persona")
     return " · ".join(parts)
 
 

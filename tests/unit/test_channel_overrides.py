@@ -85,3 +85,23 @@ def test_no_persona_can_close_its_fence_or_displace_the_core_prompt(
     assert section.endswith(prompt.PERSONA_CLOSE)
     body = section.split(prompt.PERSONA_OPEN + "\n", 1)[1]
     assert len(body) <= prompt.PERSONA_CHARS + len(prompt.PERSONA_CLOSE) + 1 + 16
+
+
+async def test_a_channels_model_writes_its_own_answer_not_the_default_answer_model() -> None:
+    """``model.answer_model`` polishes the default model's answers; a run on a channel's (or
+    a question's) own model is that model's run from the first step to the answer, so a
+    comparison across channels compares the models chosen, and a vision model's images never
+    reach a default answer model that cannot read them."""
+    default = ScriptedModel([], model_name="default-model")
+    large = ScriptedModel([], model_name="default-answer-model")
+    channel = ScriptedModel(["Thought: easy.\nAction: finish[4]"], model_name="channel-model")
+    agent = Agent(default, registry("calculate"), answer_model=large)
+    final = await agent.start("2+2?", model=channel, images=["data:image/png;base64,AAAA"]).wait()
+    assert isinstance(final, Finished) and final.answer == "4"
+    assert large.calls == [], "the default answer model was not asked"
+    assert final.trace.models == ["channel-model"]
+    channel.assert_complete()
+    polished = ScriptedModel(["Thought: polish\nAction: finish[Four.]"], model_name="large")
+    steps = ScriptedModel(["Thought: ok\nAction: finish[4]"], model_name="small")
+    done = await Agent(steps, registry(), answer_model=polished).start("2+2?").wait()
+    assert done.trace.models == ["small", "large"], "the default's answer model still answers"

@@ -14,6 +14,7 @@ from rich.cells import cell_len
 from rich.console import Console
 
 from bot.trace_commands import render_diff
+from core import prompt
 from core.agent import REPEAT_NOTE, Agent, AgentSettings
 from core.errors import ToolError
 from core.events import Cancelled, Finished
@@ -340,6 +341,27 @@ async def test_a_custom_system_prompt_replaces_the_built_in_one_and_is_kept() ->
     assert system["content"].startswith("Be terse. Tools:\n- calculate: Arithmetic.")
     assert "{tools}" not in system["content"]
     assert final.trace.system_prompt == template
+
+
+async def test_a_replay_keeps_the_channel_persona_the_original_ran_with() -> None:
+    """A trace asked in a channel with a persona is replayed with that persona (below the
+    core instructions, as it ran), so the comparison changes only what the replay asked for."""
+    original = original_trace()
+    original.persona = "Answer like a pirate."
+    replaying = ReplayingTools(Counter().registry(), original)
+    model = ScriptedModel(["Thought: easy\nAction: finish[42]"])
+    run = start_replay(_agent(model, replaying), original, replaying)
+    final = await run.wait()
+    system = model.calls[0].messages[0]["content"]
+    assert system.endswith(prompt.persona_section("Answer like a pirate."))
+    assert final.trace.persona == "Answer like a pirate."
+    plain = ReplayingTools(Counter().registry(), original_trace())
+    model = ScriptedModel(["Thought: easy\nAction: finish[42]"])
+    final = await start_replay(_agent(model, plain), plain.original, plain).wait()
+    assert (
+        final.trace.persona == ""
+        and prompt.PERSONA_OPEN not in model.calls[0].messages[0]["content"]
+    )
 
 
 def test_new_fields_round_trip_and_old_traces_still_load() -> None:
