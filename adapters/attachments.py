@@ -56,9 +56,14 @@ class ConversationFiles:
             await see(intake, max_images=self.limits.max_per_question)
         return intake
 
-    async def tools_for(self, conversation: str, base: ToolRegistry) -> ToolRegistry | None:
+    async def tools_for(
+        self, conversation: str, base: ToolRegistry, *, lookup_off: bool = False
+    ) -> ToolRegistry | None:
         """``base`` with a ``lookup`` that also searches the conversation's files; None when
-        the conversation has none (or they cannot be read now): the run keeps ``base``."""
+        the conversation has none (or they cannot be read now), or when the channel turned
+        ``lookup`` off (its files are kept, not searched): the run keeps ``base``."""
+        if lookup_off:
+            return None
         try:
             passages = await self.store.load(conversation)
         except StoreUnavailable as exc:

@@ -43,6 +43,8 @@ class RunChoice:
     persona: str = ""
     vision: bool = False
     """The run's model reads images (``vision: true`` in the config)."""
+    off: frozenset[str] = frozenset()
+    """Tools the channel turned off (lower-cased names)."""
 
 
 @dataclass(slots=True)
@@ -82,7 +84,7 @@ class ChannelChoices:
         off = _names(stored.get("tools_off", ""))
         tools = self._subset(off) if off else None
         vision = name.strip() in self.vision if chosen is not None and name else self.default_vision
-        return RunChoice(chosen, tools, stored.get("prompt", ""), vision)
+        return RunChoice(chosen, tools, stored.get("prompt", ""), vision, frozenset(off))
 
     def model(self, name: str) -> ChatModel:
         found = self.catalogue.get(name.strip())

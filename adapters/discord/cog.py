@@ -29,7 +29,7 @@ from discord import app_commands
 from discord.ext import commands
 
 from adapters.attachments import ConversationFiles
-from adapters.channels import ChannelChoices, ChoiceError
+from adapters.channels import ChannelChoices, ChoiceError, RunChoice
 from adapters.discord.access import (
     Asker,
     Membership,
@@ -1033,7 +1033,7 @@ class AskCog(commands.Cog):
         )
         choice = await self._choices.for_run(settings_key(channel, channel_id or 0), model=model)
         base = choice.tools if choice.tools is not None else self.services.agent.tools
-        intake, tools = await self._take_files(conversation, attachments, base, choice.vision)
+        intake, tools = await self._take_files(conversation, attachments, base, choice)
         run = self.services.agent.start(
             question,
             conversation=conversation,
@@ -1050,7 +1050,7 @@ class AskCog(commands.Cog):
         conversation: str,
         attachments: Sequence[discord.Attachment],
         base: ToolRegistry,
-        vision: bool,
+        choice: RunChoice,
     ) -> tuple[Intake, ToolRegistry | None]:
         """Reads a question's attachments into its conversation before the run starts (its
         images too, for a model with ``vision``); returns what came of them and the run's
@@ -1059,8 +1059,9 @@ class AskCog(commands.Cog):
         if files is None:
             return Intake(), None
         incoming = incoming_of(attachments, files.downloader)
-        intake = await files.take(conversation, incoming, vision=vision)
-        return intake, await files.tools_for(conversation, base)
+        intake = await files.take(conversation, incoming, vision=choice.vision)
+        off = "lookup" in choice.off
+        return intake, await files.tools_for(conversation, base, lookup_off=off)
 
     async def _say(self, channel_id: int | None, send: Coroutine[Any, Any, object]) -> None:
         """One short extra message (the refused files); a failure is logged, not raised."""
@@ -1226,9 +1227,10 @@ class AskCog(commands.Cog):
         finally:
             self._runs.pop(run.trace.id, None)
             stop.stop()
-            if run.done:
-                where = settings_key(surface.message.channel, surface.message.channel.id)
-                await self.services.budgets.count(_user_key(asker), where, run.trace)
+            if not run.done:  # only when this task itself was cancelled mid-run (shutdown)
+                await run.aclose()
+            where = settings_key(surface.message.channel, surface.message.channel.id)
+            await self.services.budgets.count(_user_key(asker), where, run.trace)
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(work)

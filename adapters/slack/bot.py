@@ -45,7 +45,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from adapters.attachments import ConversationFiles
-from adapters.channels import ChannelChoices, ChoiceError
+from adapters.channels import ChannelChoices, ChoiceError, RunChoice
 from adapters.live import VERBOSITIES, LiveMessage, LiveStats, RunView, Verbosity
 from adapters.pacing import Budget, EditPacer, FallbackBudget, LocalBudget
 from adapters.slack.approval import (
@@ -835,7 +835,7 @@ class SlackBot:
         )
         conversation = question.conversation(root, per_thread=self.settings.per_thread)
         base = choice.tools if choice.tools is not None else self.agent.tools
-        intake, tools = await self._take_files(question, conversation, base, choice.vision)
+        intake, tools = await self._take_files(question, conversation, base, choice)
         run = self.agent.start(
             question.text,
             conversation=conversation,
@@ -981,7 +981,7 @@ class SlackBot:
             )
 
     async def _take_files(
-        self, question: Question, conversation: str, base: ToolRegistry, vision: bool
+        self, question: Question, conversation: str, base: ToolRegistry, choice: RunChoice
     ) -> tuple[Intake, ToolRegistry | None]:
         """Reads the question's files into its conversation before the run starts (its
         images too, for a model with ``vision``); returns what came of them and the run's
@@ -989,8 +989,9 @@ class SlackBot:
         if self.files is None:
             return Intake(), None
         attached = incoming_of(question.files, self.files.downloader)
-        intake = await self.files.take(conversation, attached, vision=vision)
-        return intake, await self.files.tools_for(conversation, base)
+        intake = await self.files.take(conversation, attached, vision=choice.vision)
+        off = "lookup" in choice.off
+        return intake, await self.files.tools_for(conversation, base, lookup_off=off)
 
     async def _note(self, channel: str, thread_ts: str, text: str) -> None:
         """One short message in the answer's thread (the refused files); never raises."""

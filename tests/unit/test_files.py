@@ -277,7 +277,33 @@ async def test_a_store_outage_costs_the_files_not_the_question() -> None:
     files = ConversationFiles(DownStore(), Downloader(DISCORD_FILE_HOSTS))
     intake = await files.take("c", [Incoming("a.txt", 5, None, "u", fetch)])
     assert intake.refused == [STORE_DOWN]
-    assert await files.tools_for("c", ToolRegistry()) is None  # the run keeps its own tools
+    assert await files.tools_for("c", with_lookup()) is None  # the run keeps its own tools
+
+
+def with_lookup() -> ToolRegistry:
+    from core.tools import FunctionTool
+
+    async def lookup(arg: str) -> str:
+        return "from the knowledge base"
+
+    registry = ToolRegistry()
+    registry.add(FunctionTool("lookup", lookup, "Searches the knowledge base.", "lookup[x]"))
+    return registry
+
+
+async def test_a_channel_that_turned_lookup_off_keeps_its_files_unsearched() -> None:
+    from adapters.attachments import ConversationFiles
+    from adapters.downloads import DISCORD_FILE_HOSTS, Downloader
+
+    async def fetch() -> bytes:
+        return b"The warranty lasts 36 months."
+
+    files = ConversationFiles(InMemoryFileStore(), Downloader(DISCORD_FILE_HOSTS))
+    intake = await files.take("c", [Incoming("a.txt", 30, None, "u", fetch)])
+    assert intake.indexed == ["a.txt"]
+    assert await files.tools_for("c", with_lookup(), lookup_off=True) is None, "stays off"
+    searched = await files.tools_for("c", ToolRegistry())
+    assert searched is not None and searched.get("lookup") is not None
 
 
 @settings(max_examples=200, deadline=None)
