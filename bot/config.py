@@ -53,6 +53,7 @@ __all__ = [
     "MCPConfig",
     "MCPServerConfig",
     "ModelConfig",
+    "OpsConfig",
     "RedisConfig",
     "SearchConfig",
     "Secrets",
@@ -367,6 +368,16 @@ class SlackConfig(_Section):
     _http_url = field_validator("api_base_url")(_check_http_url)
 
 
+class OpsConfig(_Section):
+    """The operator's HTTP endpoint (``/healthz``, ``/readyz``, ``/metrics``) of ``serve``."""
+
+    enabled: bool = True
+    host: str = Field(default="0.0.0.0", min_length=1)
+    """All interfaces, so a container's published port reaches it; on a shared host bind
+    127.0.0.1 (or publish the port on the loopback only, as compose.yaml does)."""
+    port: int = Field(default=9464, ge=1, le=65535)
+
+
 class Secrets(_Section):
     """Credentials, from the environment only; each is ``None`` when unset or empty."""
 
@@ -407,7 +418,10 @@ class Config(_Section):
     redis: RedisConfig = RedisConfig()
     discord: DiscordConfig = DiscordConfig()
     slack: SlackConfig = SlackConfig()
+    ops: OpsConfig = OpsConfig()
     log_level: LogLevel = "INFO"
+    log_format: Literal["text", "json"] = "text"
+    """``json``: one JSON object per line, a run's lines carrying its id and conversation."""
     secrets: Secrets = Secrets()
 
     @field_validator("log_level", mode="before")

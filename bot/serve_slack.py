@@ -7,7 +7,7 @@ from pydantic import SecretStr
 from adapters.slack.bot import SlackBot
 from adapters.slack.server import run
 from adapters.slack.settings import SlackSettings
-from bot.app import App, longest_run
+from bot.app import App, PlatformLink, longest_run
 from bot.config import Config
 
 
@@ -57,4 +57,14 @@ async def serve_slack(app: App) -> None:
         if per_minute > 0
         else None,
     )
+    app.platforms["slack"] = PlatformLink(
+        connected=lambda: _connected(bot),
+        edits=lambda: bot.pacer.stats.edits,
+        # 429s to chat.update, which the live messages see; slack_sdk retries the others
+        rate_limited=lambda: bot.pacer.stats.rate_limited,
+    )
     await run(bot)
+
+
+async def _connected(bot: SlackBot) -> bool:
+    return bot.connection is not None and await bot.connection()

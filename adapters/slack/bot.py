@@ -30,7 +30,7 @@ import contextlib
 import logging
 import time
 from collections import deque
-from collections.abc import Coroutine, Iterable
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from typing import Any
@@ -210,6 +210,9 @@ class SlackBot:
             request_verification_enabled=True,
         )
         self.stats: deque[LiveStats] = deque(maxlen=10_000)
+        self.connection: Callable[[], Awaitable[bool]] | None = None
+        """Whether Slack reaches the bot now: set by ``adapters.slack.server`` once it listens
+        (HTTP mode) or its socket is open (Socket Mode); None before and after."""
         """LiveMessage counters of finished runs (for benchmarks and diagnostics)."""
         self._tasks: set[asyncio.Task[None]] = set()
         self._active: dict[str, _Active] = {}
