@@ -123,7 +123,12 @@ class JsonFormatter(logging.Formatter):
             entry["exception"] = record.exc_text
         if record.stack_info:
             entry["stack"] = self.formatStack(record.stack_info)
-        return json.dumps(entry, ensure_ascii=False, default=str)
+        line = json.dumps(entry, ensure_ascii=False, default=str)
+        # JSON leaves these unescaped, yet many readers take them for line breaks
+        return line.translate(_LINE_BREAKS)
+
+
+_LINE_BREAKS = str.maketrans({"\u2028": "\\u2028", "\u2029": "\\u2029", "\x85": "\\u0085"})
 
 
 def setup_logging(config: Config, *, verbose: bool = False, quiet: bool = False) -> None:
