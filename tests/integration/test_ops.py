@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
+import signal
 import socket
 import time
 import urllib.parse
@@ -15,6 +17,7 @@ from pathlib import Path
 
 import aiohttp
 import pytest
+from aiohttp import web
 from prometheus_client.parser import text_string_to_metric_families
 from slack_sdk.signature import SignatureVerifier
 
@@ -22,6 +25,7 @@ from bot.app import App, PlatformLink
 from bot.cli import run_cli
 from bot.config import Config, OpsConfig, RedisConfig, load_config
 from bot.ops import Metrics, OpsServer, build_ops_app
+from tests.fakes.discord_server import CHANNEL_ID, FakeDiscord
 from tests.fakes.openai_server import FakeOpenAI, FakeUsage
 from tests.fakes.slack_server import FakeSlack, message_text
 from tests.integration.conftest import RedisServer
@@ -191,6 +195,56 @@ async def test_metrics_after_a_real_slack_run_and_health_and_readiness(tmp_path:
     assert found[("reactbot_redis_errors_total", ())] == 0
 
 
+async def test_discord_edits_429s_readiness_and_a_clean_shutdown(tmp_path: Path) -> None:
+    ops_port = free_port()
+    fake = FakeDiscord(token="ops-token")
+    fake.add_channel(CHANNEL_ID)
+    await fake.start()
+    text = (
+        f"discord:\n  api_base_url: {fake.api_base_url}\n  cooldown_seconds: 0\n"
+        f"  edit_interval: 0.25\nops:\n  host: 127.0.0.1\n  port: {ops_port}\n"
+    )
+    base = f"http://127.0.0.1:{ops_port}"
+    edits = f"/channels/{CHANNEL_ID}/messages/"
+    try:
+        async with serving(text, tmp_path, env={"DISCORD_TOKEN": "ops-token"}) as task:
+            await eventually(lambda: answers(f"{base}/readyz"), within=30)
+            fake.rate_limit_next("PATCH", edits, retry_after=0.3)
+            await fake.dispatch("MESSAGE_CREATE", fake.message_create("What is 17*23+4?"))
+            await fake.wait_for_call(lambda c: "**Totals**" in str(c.json), within=30)
+
+            async def counted() -> bool:
+                found = samples((await get(f"{base}/metrics"))[2])
+                return found.get(runs, 0) == 1
+
+            runs = ("reactbot_runs_total", (("outcome", "answered"), ("platform", "discord")))
+            await eventually(counted)
+            found = samples((await get(f"{base}/metrics"))[2])
+            patched = [c for c in fake.calls if c.method == "PATCH" and edits in c.path]
+
+            await fake.stop()  # the gateway goes away: no longer ready, still healthy
+
+            async def not_ready() -> bool:
+                status, _, body = await get(f"{base}/readyz")
+                return status == 503 and json.loads(body)["reasons"] == ["discord: not connected"]
+
+            await eventually(not_ready)
+            assert (await get(f"{base}/healthz"))[0] == 200
+
+            os.kill(os.getpid(), signal.SIGTERM)  # what `docker stop` sends
+            async with asyncio.timeout(15):
+                assert await task == 0
+    finally:
+        await fake.stop()
+    discord = (("platform", "discord"),)
+    assert found[("reactbot_live_edits_total", discord)] == sum(c.status < 300 for c in patched)
+    assert found[("reactbot_live_edits_total", discord)] >= 1
+    assert found[("reactbot_rate_limited_total", discord)] == 1 == fake.rate_limited
+    assert found[("reactbot_runs_in_flight", discord)] == 0
+    with pytest.raises(aiohttp.ClientConnectionError):  # the endpoint closed with serve
+        await get(f"{base}/healthz")
+
+
 async def test_readyz_says_503_with_the_reasons_when_redis_stops(
     redis_server: RedisServer,
 ) -> None:
@@ -274,3 +328,26 @@ def test_the_ops_keys_load_from_a_file(tmp_path: Path) -> None:
     assert (config.ops.enabled, config.ops.port, config.ops.host) == (False, 9100, "127.0.0.1")
     assert config.log_format == "json"
     assert Config().ops == OpsConfig(enabled=True, host="0.0.0.0", port=9464)
+
+
+async def test_other_pages_mount_on_the_same_server() -> None:
+    app = App.create(Config())
+    metrics = Metrics(app)
+
+    def add_page(web_app: web.Application) -> None:
+        async def page(_: web.Request) -> web.Response:
+            return web.Response(text="a trace page")
+
+        web_app.router.add_get("/traces/x", page)
+
+    server = OpsServer(
+        build_ops_app(app, metrics=metrics, extra=[add_page]), host="127.0.0.1", port=0
+    )
+    port = await server.start()
+    try:
+        assert (await get(f"http://127.0.0.1:{port}/traces/x"))[2] == "a trace page"
+        status, _, body = await get(f"http://127.0.0.1:{port}/readyz")
+        assert (status, json.loads(body)) == (200, {"ready": True, "platforms": []})
+    finally:
+        await server.stop()
+        await app.aclose()
