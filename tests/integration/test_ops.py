@@ -25,6 +25,7 @@ from bot.app import App, PlatformLink
 from bot.cli import run_cli
 from bot.config import Config, OpsConfig, RedisConfig, load_config
 from bot.ops import Metrics, OpsServer, build_ops_app
+from core.events import Finished
 from tests.fakes.discord_server import CHANNEL_ID, FakeDiscord
 from tests.fakes.openai_server import FakeOpenAI, FakeUsage
 from tests.fakes.slack_server import FakeSlack, message_text
@@ -275,6 +276,17 @@ async def test_readyz_says_503_with_the_reasons_when_redis_stops(
         assert len(reasons) == 3 and reasons[2].startswith("redis: Redis at 127.0.0.1:")
         assert "does not answer" in reasons[2]
         assert (await get(f"{base}/healthz"))[0] == 200  # the process itself still answers
+
+        # a terminal run meanwhile: answered without memory, the failed Redis calls counted
+        app.agent.observers.append(metrics.observer)
+        events = [e async for e in app.agent.run("What is 6*7?", conversation="terminal")]
+        assert isinstance(events[-1], Finished)
+        found = samples((await get(f"{base}/metrics"))[2])
+        terminal = ("reactbot_runs_total", (("outcome", "answered"), ("platform", "terminal")))
+        assert found[terminal] == 1
+        assert found[("reactbot_redis_errors_total", ())] >= 1
+        assert app.health is not None
+        assert found[("reactbot_redis_errors_total", ())] == app.health.failures
     finally:
         await server.stop()
         await app.aclose()
