@@ -119,6 +119,7 @@ class BotFigures:
     lags: list[float] = field(default_factory=list)
     rss_warm: int = 0
     rss_end: int = 0
+    redis_errors: int = 0
     runs_warm: int = 0
     runs_end: int = 0
 
@@ -192,6 +193,7 @@ async def soak(platform: str, conversations: int, minutes: float, think: float) 
         gc.collect()
         figures.rss_end, figures.runs_end = rss_bytes(), counter.ended
         line = await driver.stdout.readline()  # the driver's figures, after the drain
+        figures.redis_errors = app.health.failures if app.health is not None else 0
     finally:
         lag_task.cancel()
         serve_task.cancel()  # the bot shuts down first, its fake still answering
@@ -243,6 +245,8 @@ def _figures(
         "minutes": minutes,
         "runs_sent": driven["sent"],
         "runs_final": driven["final"],
+        "answered": driven["answered"],
+        "refused": driven["refused"],
         "lost": driven["sent"] - driven["final"],
         "reply_p50": percentile(replies, 0.5),
         "reply_p99": percentile(replies, 0.99),
@@ -255,6 +259,7 @@ def _figures(
         "rss_end_mb": bot.rss_end / 2**20,
         "runs_warm_to_end": runs,
         "rss_growth_mb_per_1000": growth,
+        "redis_errors": bot.redis_errors,
     }
 
 
@@ -267,7 +272,9 @@ def report(f: dict[str, Any]) -> str:
             f"== {f['platform']}: {f['conversations']} conversations at once for "
             f"{f['minutes']:g} min, Redis, about {f['think']:g} s between answer and next"
             " question ==",
-            f"runs                          {f['runs_sent']} asked, {f['runs_final']} final",
+            f"runs                          {f['runs_sent']} asked, {f['runs_final']} final:"
+            f" {f['answered']} answered, {f['refused']} told to ask again later,"
+            f" {f['runs_final'] - f['answered'] - f['refused']} failed or stopped",
             f"question -> reply shown       p50 {f['reply_p50'] * 1000:.0f} ms"
             f" · p99 {f['reply_p99'] * 1000:.0f} ms",
             f"question -> first live edit   p50 {f['first_p50'] * 1000:.0f} ms"
@@ -279,6 +286,7 @@ def report(f: dict[str, Any]) -> str:
             f" ({f['rss_warm_mb']:.0f} -> {f['rss_end_mb']:.0f} MB over"
             f" {f['runs_warm_to_end']} runs; {rss_ok}: < 5 MB)",
             f"final states lost             {f['lost']} ({lost_ok}: must be 0)",
+            f"Redis calls failed            {f['redis_errors']}",
         ]
     )
 
@@ -291,6 +299,9 @@ class Conversation:
     index: int
     sent: int = 0
     final: int = 0
+    answered: int = 0
+    refused: int = 0
+    """Told to ask again later (the replica's ``max_concurrent_runs``), a final state too."""
     replies: list[float] = field(default_factory=list)
     """Question sent -> the bot's reply (its placeholder) on the platform, per run."""
     first_updates: list[float] = field(default_factory=list)
@@ -337,6 +348,8 @@ async def _converse(
         run = _Watch(lambda handle=handle: outcome(handle), sent_at)
         if await _until(stop_at + DRAIN_SECONDS, run.settled):
             conversation.final += 1
+            conversation.answered += run.state == "answered"
+            conversation.refused += run.state == "refused"
         if run.reply is not None:
             conversation.replies.append(run.reply)
         if run.first is not None:
@@ -352,14 +365,25 @@ class _Watch:
     sent_at: float
     reply: float | None = None
     first: float | None = None
+    state: str | None = None
 
     def settled(self) -> bool:
-        reply_at, first_at, final = self.outcome()
+        """``outcome()``: when the reply and its first edit came, and the final state the
+        platform shows (``answered``; ``ended``: failed or stopped; ``refused``), or None."""
+        reply_at, first_at, state = self.outcome()
         if reply_at is not None and self.reply is None:
             self.reply = reply_at - self.sent_at
         if first_at is not None and self.first is None:
             self.first = first_at - self.sent_at
-        return bool(final)
+        self.state = state
+        return state is not None
+
+
+def _state(shown: str, stop_marker: str) -> str | None:
+    """The final state a message shows, or None while its Stop button is still there."""
+    if stop_marker in shown:
+        return None
+    return "answered" if ANSWER in shown else "ended"
 
 
 def asker(talk: Conversation) -> int:
@@ -372,6 +396,8 @@ def _summary(talks: Sequence[Conversation]) -> dict[str, Any]:
     return {
         "sent": sum(c.sent for c in talks),
         "final": sum(c.final for c in talks),
+        "answered": sum(c.answered for c in talks),
+        "refused": sum(c.refused for c in talks),
         "replies": [x for c in talks for x in c.replies],
         "first_updates": [x for c in talks for x in c.first_updates],
     }
@@ -421,15 +447,14 @@ async def _drive_discord(conversations: int, seconds: float, think: float) -> No
         await fake.dispatch("MESSAGE_CREATE", payload)
         return str(payload["id"])
 
-    def outcome(question: str) -> tuple[float | None, float | None, bool]:
+    def outcome(question: str) -> tuple[float | None, float | None, str | None]:
         index_replies()
         index_calls()
         mid = replies.get(question)
         if mid is None:
-            return posted.get(question), None, False
+            return posted.get(question), None, None
         message = json.dumps(fake.messages[mid])
-        final = ANSWER in message and "reactbot:stop:" not in message
-        return posted.get(question), edits.get(mid), final
+        return posted.get(question), edits.get(mid), _state(message, "reactbot:stop:")
 
     try:
         async with asyncio.timeout(60):
@@ -462,9 +487,10 @@ async def _drive_slack(conversations: int, seconds: float, bot_port: int, think:
                             break
                 await asyncio.sleep(0.1)
 
-        async def ask(talk: Conversation) -> tuple[str, int]:
+        async def ask(talk: Conversation) -> tuple[str, int, str]:
             channel = f"C{talk.index:06d}"
             count = len(fake.roots(channel))
+            name = f"soak-{talk.index}-{talk.sent}"
             body = urllib.parse.urlencode(
                 {
                     "command": "/ask",
@@ -474,7 +500,7 @@ async def _drive_slack(conversations: int, seconds: float, bot_port: int, think:
                     "channel_id": channel,
                     "team_id": "T0TEAM",
                     "trigger_id": fake.trigger(),
-                    "response_url": fake.response_url(f"soak-{talk.index}-{talk.sent}"),
+                    "response_url": fake.response_url(name),
                 }
             )
             stamp = str(int(time.time()))
@@ -485,18 +511,22 @@ async def _drive_slack(conversations: int, seconds: float, bot_port: int, think:
             }
             async with session.post(url, data=body, headers=headers) as response:
                 await response.read()
-            return channel, count
+            return channel, count, name
 
-        def outcome(handle: tuple[str, int]) -> tuple[float | None, float | None, bool]:
-            channel, count = handle
+        told: set[str] = set()  # response_url names the bot answered (each run its own)
+
+        def outcome(handle: tuple[str, int, str]) -> tuple[float | None, float | None, str | None]:
+            channel, count, name = handle
             roots = fake.roots(channel)
             if len(roots) <= count:
-                return None, None, False
+                told.update(n for n, _ in fake.responses[len(told) :])
+                return None, None, "refused" if name in told else None
             root: Message = roots[count]
             posted = root.versions[0][0] if root.versions else None
             first = root.versions[1][0] if len(root.versions) > 1 else None
-            shown = json.dumps([root.text, root.blocks])
-            return posted, first, ANSWER in shown and "reactbot_stop" not in shown
+            if first is None:  # the placeholder (posted before the run has a Stop button)
+                return posted, None, None
+            return posted, first, _state(json.dumps([root.text, root.blocks]), "reactbot_stop")
 
         talks = [Conversation(n) for n in range(conversations)]
         stop_at = time.monotonic() + seconds
