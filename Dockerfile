@@ -17,4 +17,6 @@ ENV PATH=/venv/bin:$PATH PYTHONUNBUFFERED=1
 # Configure with environment variables (secrets) and an optional mounted config file:
 #   docker run -e DISCORD_TOKEN=... -e OPENAI_API_KEY=... -e REACTBOT_MODEL=... \
 #     -v $PWD/config.yaml:/config.yaml -e REACTBOT_CONFIG=/config.yaml reactbot
+# 3000: Slack HTTP mode (slack.port); 9464: the ops endpoint (ops.port).
+EXPOSE 3000 9464
 CMD ["reactbot", "serve"]

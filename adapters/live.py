@@ -488,6 +488,7 @@ class LiveMessage(Generic[P]):
         self._shown_pending = pending
         now = time.monotonic()
         self.stats.edits += 1
+        self.pacer.stats.edits += 1
         self.stats.edit_times.append(now)
         if self.stats.first_visible_at is None and self.stats.first_text_at is not None:
             self.stats.first_visible_at = now

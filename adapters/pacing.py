@@ -292,6 +292,8 @@ class ChannelState:
 class PacerStats:
     rate_limited: int = 0
     """429s heard of, from any channel."""
+    edits: int = 0
+    """Live-message edits the platform took (live updates and finals; metrics)."""
     waits: dict[str, int] = field(default_factory=lambda: {"final": 0, "first": 0, "live": 0})
     """Edits that could not go at once, by priority."""
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from pydantic import SecretStr
 
 from bot.config import Config, MCPServerConfig
+from bot.logs import RunLogContext
 from core.agent import Agent, AgentSettings
 from core.approval import (
     Allowances,
@@ -71,6 +72,18 @@ MCP_MARGIN = 5.0
 timeout (which cancels the call on the server and says so) always comes first."""
 
 
+@dataclass(slots=True)
+class PlatformLink:
+    """A platform being served, as the ops endpoint sees it (``serve_*`` registers it)."""
+
+    connected: Callable[[], Awaitable[bool]]
+    """Whether the platform reaches the bot now (gateway or socket open, site listening)."""
+    edits: Callable[[], int]
+    """Live-message edits the platform took so far."""
+    rate_limited: Callable[[], int]
+    """429s the platform answered so far."""
+
+
 @dataclass
 class App:
     config: Config
@@ -115,6 +128,9 @@ class App:
             max_chars_per_conversation=files.max_chars_per_conversation,
             allowed_types=frozenset(files.allowed_types),
         )
+
+    platforms: dict[str, PlatformLink] = field(default_factory=dict)
+    """The platforms ``serve`` started, by name (``discord``, ``slack``)."""
 
     def rate_budget(self, name: str, *, limit: int, per: float = 60.0) -> RedisRateBudget | None:
         """A rate budget every process shares (in Redis), or None without Redis."""
@@ -181,6 +197,8 @@ class App:
                 approval_remember=approval.remember,
             ),
         )
+        if config.log_format == "json":  # a run's log lines name the run
+            agent.observers.append(RunLogContext())
         return cls(
             config,
             agent,

@@ -612,6 +612,12 @@ def _print_page_link(config: Config, trace_id: str, console: Console) -> None:
         console.print(f"Page: {link}  (valid {lifetime})", markup=False, soft_wrap=True)
     elif config.secrets.link_secret is None:
         console.print("No page link: REACTBOT_LINK_SECRET is not set.", style="dim", markup=False)
+    elif not config.ops.enabled:
+        console.print(
+            "No page link: ops.enabled is false (the ops server serves the pages).",
+            style="dim",
+            markup=False,
+        )
     else:
         console.print("No page link: web.enabled is false.", style="dim", markup=False)
 

@@ -54,6 +54,7 @@ __all__ = [
     "MCPConfig",
     "MCPServerConfig",
     "ModelConfig",
+    "OpsConfig",
     "RedisConfig",
     "SearchConfig",
     "Secrets",
@@ -467,6 +468,16 @@ class WebConfig(_Section):
         return value
 
 
+class OpsConfig(_Section):
+    """The operator's HTTP endpoint (``/healthz``, ``/readyz``, ``/metrics``) of ``serve``."""
+
+    enabled: bool = True
+    host: str = Field(default="0.0.0.0", min_length=1)
+    """All interfaces, so a container's published port reaches it; on a shared host bind
+    127.0.0.1 (or publish the port on the loopback only, as compose.yaml does)."""
+    port: int = Field(default=9464, ge=1, le=65535)
+
+
 class Secrets(_Section):
     """Credentials, from the environment only; each is ``None`` when unset or empty."""
 
@@ -567,7 +578,10 @@ class Config(_Section):
     telemetry: TelemetryConfig = TelemetryConfig()
     web: WebConfig = WebConfig()
     files: FilesConfig = FilesConfig()
+    ops: OpsConfig = OpsConfig()
     log_level: LogLevel = "INFO"
+    log_format: Literal["text", "json"] = "text"
+    """``json``: one JSON object per line, a run's lines carrying its id and conversation."""
     secrets: Secrets = Secrets()
 
     @field_validator("models")

@@ -7,12 +7,17 @@ import contextlib
 import logging
 import signal
 from collections.abc import Callable, Iterator
+from functools import partial
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
 from bot.app import App
 from bot.config import Config
 from bot.logs import RedactSecrets, secret_values
+
+if TYPE_CHECKING:  # prometheus_client loads only when the ops endpoint is on
+    from bot.ops import OpsServer
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +101,16 @@ async def serve(config: Config, *, platform: str | None, console: Console) -> in
     chosen = [name for name, on in wanted.items() if on and platform in (None, name)]
     app = App.create(config)
     redact = RedactSecrets(secret_values(config)).redact
+    ops: OpsServer | None = None
     try:
+        if config.ops.enabled:
+            from bot.ops import OpsError
+
+            try:
+                ops = await _start_ops(app, chosen)
+            except OpsError as exc:
+                console.print(f"ops: {redact(str(exc))}", style="red", markup=False)
+                return 1
         await app.start()
         for note in app.notes:
             console.print(f"note: {note}", style="dim", markup=False)
@@ -110,8 +124,28 @@ async def serve(config: Config, *, platform: str | None, console: Console) -> in
                 console.print("Stopped (SIGTERM).", markup=False)
                 return 0
     finally:
+        if ops is not None:
+            await ops.stop()
         await app.aclose()
     return 0 if all(run.result() for run in runs) else 1
+
+
+async def _start_ops(app: App, chosen: list[str]) -> OpsServer:
+    """The ops endpoint, serving before the platforms start (``/readyz`` says so meanwhile)."""
+    from bot.ops import Metrics, OpsServer, build_ops_app
+
+    metrics = Metrics(app)
+    app.agent.observers.append(metrics.observer)
+    extra = []
+    if app.config.web.enabled:  # the trace pages (issue 17) on the same server
+        from bot.web import LinkSigner, add_trace_pages
+
+        signer = LinkSigner.from_config(app.config)
+        extra.append(partial(add_trace_pages, traces=app.traces, signer=signer))
+    web_app = build_ops_app(app, metrics=metrics, expected=chosen, extra=extra)
+    server = OpsServer(web_app, host=app.config.ops.host, port=app.config.ops.port, metrics=metrics)
+    await server.start()
+    return server
 
 
 async def _run(name: str, app: App, console: Console, redact: Callable[[str], str]) -> bool:

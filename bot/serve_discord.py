@@ -10,11 +10,11 @@ import asyncio
 import logging
 
 from adapters.attachments import ConversationFiles
-from adapters.discord.client import create_bot
+from adapters.discord.client import ReactBot, create_bot
 from adapters.discord.cog import Services
 from adapters.discord.files import discord_downloader
 from adapters.discord.settings import DiscordSettings
-from bot.app import App, longest_run
+from bot.app import App, PlatformLink, longest_run
 from bot.web import LinkSigner
 
 log = logging.getLogger(__name__)
@@ -75,6 +75,11 @@ async def serve_discord(app: App) -> None:
         files=discord_files(app),
     )
     bot = create_bot(services)
+    app.platforms["discord"] = PlatformLink(
+        connected=lambda: _connected(bot),
+        edits=lambda: bot.cog.pacer.stats.edits if bot.cog is not None else 0,
+        rate_limited=lambda: bot.watch.hits,  # every 429 from Discord's API, once
+    )
     try:
         await bot.start(token.get_secret_value())
     except asyncio.CancelledError:
@@ -83,3 +88,10 @@ async def serve_discord(app: App) -> None:
     finally:
         if not bot.is_closed():
             await bot.close()
+
+
+async def _connected(bot: ReactBot) -> bool:
+    """Ready once, and every shard's gateway socket open now."""
+    if not bot.is_ready() or bot.is_closed():
+        return False
+    return all(not shard.is_closed() for shard in bot.shards.values())

@@ -13,7 +13,7 @@ from adapters.slack.files import slack_downloader
 from adapters.slack.server import run
 from adapters.slack.settings import SlackSettings
 from adapters.slack.streaming import TIERS
-from bot.app import App, longest_run
+from bot.app import App, PlatformLink, longest_run
 from bot.config import Config
 from bot.web import LinkSigner
 
@@ -99,4 +99,14 @@ async def serve_slack(app: App) -> None:
         # the streaming methods' tiers, likewise shared by every replica
         stream_budgets=stream_budgets(app),
     )
+    app.platforms["slack"] = PlatformLink(
+        connected=lambda: _connected(bot),
+        edits=lambda: bot.pacer.stats.edits,
+        # 429s to chat.update, which the live messages see; slack_sdk retries the others
+        rate_limited=lambda: bot.pacer.stats.rate_limited,
+    )
     await run(bot)
+
+
+async def _connected(bot: SlackBot) -> bool:
+    return bot.connection is not None and await bot.connection()

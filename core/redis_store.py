@@ -71,6 +71,8 @@ DEFAULT_PREFIX = "reactbot:"
 DEFAULT_MAX_TURNS = 10
 DEFAULT_HISTORY_TTL = 7 * 24 * 3600
 DEFAULT_TIMEOUT = 0.5
+MAX_CONNECTIONS = 100
+"""Connections per process; more concurrent commands wait for one (see ``create_client``)."""
 MAX_TRACES_PER_CONVERSATION = 200
 
 STOP_POLL = 1.0
@@ -929,14 +931,20 @@ def create_client(url: str, *, timeout: float = DEFAULT_TIMEOUT) -> aioredis.Red
     redis-py's defaults (5 s socket timeouts, 10 retries with backoff) can stall a turn
     for many seconds; here a dead or hanging server costs two short attempts.
     """
-    return aioredis.Redis.from_url(
+    # redis-py's pool refuses a command outright ("Too many connections") once
+    # max_connections (100 by default) are busy: a burst of conversations would lose their
+    # memory. This pool makes a command wait for a free connection instead, up to ``timeout``.
+    pool = aioredis.BlockingConnectionPool.from_url(
         url,
+        max_connections=MAX_CONNECTIONS,
+        timeout=timeout,
         decode_responses=True,
         socket_timeout=timeout,
         socket_connect_timeout=timeout,
         retry=Retry(ExponentialBackoff(cap=0.2, base=0.05), 1),
         health_check_interval=30,
     )
+    return aioredis.Redis.from_pool(pool)
 
 
 def connect(

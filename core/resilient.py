@@ -95,6 +95,8 @@ class StoreHealth:
         self._pending: set[str] = set()
         self.degraded = False
         self.last_error: StoreUnavailable | None = None
+        self.failures = 0
+        """Calls the store failed (not those skipped while it is presumed down): metrics."""
 
     async def call(self, conversation: str | None, action: Callable[[], Awaitable[T]]) -> T:
         """Run ``action`` on the real store, or raise ``StoreUnavailable`` (recorded).
@@ -122,6 +124,7 @@ class StoreHealth:
         return False
 
     def _failed(self, conversation: str | None, exc: StoreUnavailable) -> None:
+        self.failures += 1
         if not self.degraded:  # once per outage, not once per call
             log.warning(
                 "%s is unavailable (%s): answering without memory, shared state kept in "

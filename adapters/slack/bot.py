@@ -31,7 +31,15 @@ import dataclasses
 import logging
 import time
 from collections import deque
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine, Iterable, Mapping
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Coroutine,
+    Iterable,
+    Mapping,
+)
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from typing import Any
@@ -276,6 +284,9 @@ class SlackBot:
             request_verification_enabled=True,
         )
         self.stats: deque[LiveStats] = deque(maxlen=10_000)
+        self.connection: Callable[[], Awaitable[bool]] | None = None
+        """Whether Slack reaches the bot now: set by ``adapters.slack.server`` once it listens
+        (HTTP mode) or its socket is open (Socket Mode); None before and after."""
         """LiveMessage counters of finished runs (for benchmarks and diagnostics)."""
         self._tasks: set[asyncio.Task[None]] = set()
         self._active: dict[str, _Active] = {}

@@ -81,12 +81,18 @@ async def run_http(bot: SlackBot) -> None:
         await bot.start()
         port = await server.start()
         log.info("Slack HTTP mode: listening on %s:%d%s", s.host, port, s.path)
+        bot.connection = _listening
         try:
             await asyncio.Event().wait()
         finally:
+            bot.connection = None
             await server.stop()
     finally:
         await bot.aclose()
+
+
+async def _listening() -> bool:
+    return True  # the site is up for as long as this is set
 
 
 async def run_socket(bot: SlackBot) -> None:
@@ -100,8 +106,10 @@ async def run_socket(bot: SlackBot) -> None:
         await bot.start()
         await handler.connect_async()  # type: ignore[no-untyped-call]
         log.info("Slack Socket Mode: connected")
+        bot.connection = handler.client.is_connected
         await asyncio.Event().wait()
     finally:
+        bot.connection = None
         await handler.close_async()  # type: ignore[no-untyped-call]
         await bot.aclose()
 

@@ -99,9 +99,10 @@ class LinkSigner:
 
     @classmethod
     def from_config(cls, config: Config) -> LinkSigner:
-        """Off (no links, no pages) unless ``web.enabled`` and ``REACTBOT_LINK_SECRET``."""
+        """Off (no links, no pages) unless ``web.enabled``, ``REACTBOT_LINK_SECRET`` and the
+        ops server that serves the pages (``ops.enabled``)."""
         secret = config.secrets.link_secret
-        if not config.web.enabled or secret is None:
+        if not config.web.enabled or not config.ops.enabled or secret is None:
             return cls(None, public_url=None, ttl=config.web.link_ttl)
         return cls(
             secret.get_secret_value(), public_url=config.web.public_url, ttl=config.web.link_ttl

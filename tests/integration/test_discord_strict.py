@@ -150,7 +150,9 @@ async def test_serve_reports_a_wrong_token_in_one_line_without_the_token(
     await fake.start()
     try:
         config = tmp_path / "c.yaml"
-        config.write_text(f"discord:\n  api_base_url: {fake.api_base_url}\n")
+        config.write_text(
+            f"discord:\n  api_base_url: {fake.api_base_url}\nops:\n  enabled: false\n"
+        )
         token = "wrong-discord-token-never-printed"
         out = io.StringIO()
         async with asyncio.timeout(30):

@@ -82,7 +82,9 @@ async def launch(
     path = tmp_path / "config.yaml"
     # Its own keys on the shared Redis: the fakes' ids repeat from run to run, and a claim an
     # earlier run left would make this process skip the event as handled elsewhere.
-    path.write_text(config + f"redis:\n  prefix: '{redis_prefix(tmp_path)}'\n")
+    path.write_text(
+        config + f"redis:\n  prefix: '{redis_prefix(tmp_path)}'\nops:\n  enabled: false\n"
+    )
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "REACTBOT_"))}
     for name in ("DISCORD_TOKEN", "SLACK_BOT_TOKEN", "SLACK_APP_TOKEN", "TAVILY_API_KEY"):
         clean.pop(name, None)

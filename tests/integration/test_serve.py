@@ -46,6 +46,7 @@ async def test_sigterm_stops_serving_gracefully(
         config = tmp_path / "c.yaml"
         config.write_text(
             f"slack:\n  mode: http\n  port: {port}\n  api_base_url: {fake.base_url.rstrip('/')}\n"
+            "ops:\n  enabled: false\n"
         )
         env = {"SLACK_BOT_TOKEN": "xoxb-test", "SLACK_SIGNING_SECRET": "s3cret-signing"}
         serving = asyncio.create_task(run_cli(["--config", str(config), "serve"], env=env))
@@ -62,7 +63,7 @@ async def test_a_platform_that_cannot_start_is_reported_in_one_line(
 ) -> None:
     dead = f"http://127.0.0.1:{free_port()}/api/v10"  # nothing listens there
     config = tmp_path / "c.yaml"
-    config.write_text(f"discord:\n  api_base_url: {dead}\n")
+    config.write_text(f"discord:\n  api_base_url: {dead}\nops:\n  enabled: false\n")
     token = "discord-token-never-printed"
     out = io.StringIO()
     async with asyncio.timeout(30):
@@ -103,6 +104,7 @@ async def test_serve_starts_the_mcp_servers_and_leaves_no_child_behind(
         config = tmp_path / "c.yaml"
         config.write_text(
             f"slack:\n  mode: http\n  port: {port}\n  api_base_url: {fake.base_url.rstrip('/')}\n"
+            "ops:\n  enabled: false\n"
             "tools:\n  mcp:\n    servers:\n"
             f"      - name: demo\n        command: {json.dumps(sys.executable)}\n"
             f"        args: [-m, tests.fakes.mcp_server]\n        cwd: {json.dumps(str(REPO))}\n"

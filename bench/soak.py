@@ -1,0 +1,569 @@
+"""Soak: N conversations at once for T minutes through the Discord or Slack fake, with Redis.
+
+    scripts/with-redis .venv/bin/python -m bench.soak [--platform discord|slack|all]
+        [--conversations 1000] [--minutes 2]
+
+The bot runs in this process exactly as ``reactbot serve`` wires it (``App.create``, Redis
+stores, ``serve_discord`` / ``serve_slack``, the offline demo model streaming its steps: a
+calculate step, then the answer). The platform's fake runs in a child process together with
+the driver that plays the users, so neither its work nor its growing call log counts against
+the bot's event loop or memory. Each conversation has its own channel and user, and asks its
+next question as soon as the previous answer is final on the platform, until T is up; then
+every run still going gets up to a minute to end.
+
+Printed per platform:
+- first visible update: the question sent -> the first edit of the bot's reply that the
+  platform took (p50, p99);
+- event-loop lag: how late a 50 ms sleep woke in the bot's process (p50, p99, max);
+- RSS growth per 1,000 runs once warm: RSS after the first third of T and at the end of T
+  (each after a full collection), divided by the runs that ended between;
+- final states lost: runs whose message, on the platform, never reached a final state (the
+  answer, without a Stop button). Must be 0.
+
+Targets (issue 14): 1,000 concurrent conversations with loop lag p99 under 100 ms, RSS growth
+under 5 MB per 1,000 runs once warm, 0 final states lost.
+
+Slack runs with no workspace ``chat.update`` budget (``slack_load`` measures the bot within
+it; at 1,000 conversations the budget, not the process, would set the pace).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import gc
+import json
+import os
+import random
+import socket
+import sys
+import time
+import urllib.parse
+import uuid
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+QUESTION = "What is 17*23+4?"
+ANSWER = "395"
+DEMO_DELAY = 0.02
+"""Seconds between the demo model's chunks (a few dozen chunks per run)."""
+LAG_INTERVAL = 0.05
+DRAIN_SECONDS = 60.0
+SLACK_SECRET = "soak-signing-secret-0123456789"
+DISCORD_TOKEN = "soak-token"
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def rss_bytes() -> int:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+# ---- the bot's side (this process) ----------------------------------------------------------
+
+
+class _Quiet:
+    """Watches nothing inside a run."""
+
+    def model_call(self, step: int, model: str) -> _Quiet:
+        return _Quiet()
+
+    def tool_call(self, step: int, call_id: str | None, name: str, input: str) -> _Quiet:
+        return _Quiet()
+
+    def first_chunk(self) -> None:
+        pass
+
+    def chunk(self, usage: Any, finish: str | None) -> None:
+        pass
+
+    def end(self, *_: Any) -> None:
+        pass
+
+
+class _RunEnd(_Quiet):
+    def __init__(self, counter: RunCounter) -> None:
+        self._counter = counter
+
+    def end(self, *_: Any) -> None:
+        self._counter.ended += 1
+
+
+@dataclass
+class RunCounter:
+    """A run observer that counts the runs ended (a run observer, ``core.observe``)."""
+
+    ended: int = 0
+
+    def start(self, trace: Any) -> _RunEnd:
+        return _RunEnd(self)
+
+
+@dataclass
+class BotFigures:
+    lags: list[float] = field(default_factory=list)
+    rss_warm: int = 0
+    rss_end: int = 0
+    redis_errors: int = 0
+    runs_warm: int = 0
+    runs_end: int = 0
+
+
+async def sample_lag(figures: BotFigures) -> None:
+    loop = asyncio.get_running_loop()
+    while True:
+        started = loop.time()
+        await asyncio.sleep(LAG_INTERVAL)
+        figures.lags.append(max(0.0, loop.time() - started - LAG_INTERVAL))
+
+
+async def soak(platform: str, conversations: int, minutes: float, think: float) -> dict[str, Any]:
+    from bot.app import App
+    from bot.config import Config, Secrets
+
+    seconds = minutes * 60
+    slack_port = free_port()
+    driver = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "bench.soak",
+        "--drive",
+        platform,
+        "--conversations",
+        str(conversations),
+        "--seconds",
+        str(seconds),
+        "--bot-port",
+        str(slack_port),
+        "--think",
+        str(think),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        limit=256 * 2**20,  # the figures come as one line: a few numbers per run
+    )
+    assert driver.stdout is not None
+    hello = json.loads(await driver.stdout.readline())
+    prefix = f"reactbot-soak:{uuid.uuid4().hex[:8]}:"
+    redis_url = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+    settings: dict[str, Any] = {
+        "redis": {"url": redis_url, "prefix": prefix},
+        "ops": {"enabled": False},
+    }
+    if platform == "discord":
+        settings["discord"] = {"api_base_url": hello["api_base_url"], "cooldown_seconds": 0}
+        env = {"DISCORD_TOKEN": DISCORD_TOKEN}
+    else:
+        settings["slack"] = {
+            "mode": "http",
+            "port": slack_port,
+            "api_base_url": hello["api_base_url"],
+            "cooldown_seconds": 0,
+            "workspace_updates_per_minute": 0,
+        }
+        env = {"SLACK_BOT_TOKEN": "xoxb-test", "SLACK_SIGNING_SECRET": SLACK_SECRET}
+    config = Config.model_validate({**settings, "secrets": Secrets.from_env(env)})
+
+    app = App.create(config, demo_delay=DEMO_DELAY)
+    counter = RunCounter()
+    app.agent.observers.append(counter)
+    figures = BotFigures()
+    serve_task = asyncio.create_task(_serve(platform, app))
+    lag_task = asyncio.create_task(sample_lag(figures))
+    try:
+        started = time.monotonic()
+        await asyncio.sleep(seconds / 3)
+        gc.collect()
+        figures.rss_warm, figures.runs_warm = rss_bytes(), counter.ended
+        await asyncio.sleep(max(0.0, started + seconds - time.monotonic()))
+        gc.collect()
+        figures.rss_end, figures.runs_end = rss_bytes(), counter.ended
+        line = await driver.stdout.readline()  # the driver's figures, after the drain
+        figures.redis_errors = app.health.failures if app.health is not None else 0
+    finally:
+        lag_task.cancel()
+        serve_task.cancel()  # the bot shuts down first, its fake still answering
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await serve_task
+        await app.aclose()
+        with contextlib.suppress(Exception):
+            await driver.communicate(b"done\n")  # now the fake may stop
+        if driver.returncode is None:
+            driver.kill()
+        await _forget(redis_url, prefix)
+    driven = json.loads(line)
+    return {**_figures(platform, conversations, minutes, figures, driven), "think": think}
+
+
+async def _serve(platform: str, app: Any) -> None:
+    if platform == "discord":
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            from bot.serve_discord import serve_discord
+        await serve_discord(app)
+    else:
+        from bot.serve_slack import serve_slack
+
+        await serve_slack(app)
+
+
+async def _forget(url: str, prefix: str) -> None:
+    import redis.asyncio as aioredis
+
+    client = aioredis.from_url(url)
+    try:
+        keys = [k async for k in client.scan_iter(match=prefix + "*", count=1000)]
+        for start in range(0, len(keys), 1000):
+            await client.delete(*keys[start : start + 1000])
+    finally:
+        await client.aclose()
+
+
+def _figures(
+    platform: str, conversations: int, minutes: float, bot: BotFigures, driven: dict[str, Any]
+) -> dict[str, Any]:
+    runs = bot.runs_end - bot.runs_warm
+    growth = (bot.rss_end - bot.rss_warm) / runs * 1000 / 2**20 if runs else float("nan")
+    firsts, replies = driven["first_updates"], driven["replies"]
+    return {
+        "platform": platform,
+        "conversations": conversations,
+        "minutes": minutes,
+        "runs_sent": driven["sent"],
+        "runs_final": driven["final"],
+        "answered": driven["answered"],
+        "refused": driven["refused"],
+        "lost": driven["sent"] - driven["final"],
+        "reply_p50": percentile(replies, 0.5),
+        "reply_p99": percentile(replies, 0.99),
+        "first_p50": percentile(firsts, 0.5),
+        "first_p99": percentile(firsts, 0.99),
+        "lag_p50": percentile(bot.lags, 0.5),
+        "lag_p99": percentile(bot.lags, 0.99),
+        "lag_max": max(bot.lags, default=float("nan")),
+        "rss_warm_mb": bot.rss_warm / 2**20,
+        "rss_end_mb": bot.rss_end / 2**20,
+        "runs_warm_to_end": runs,
+        "rss_growth_mb_per_1000": growth,
+        "redis_errors": bot.redis_errors,
+    }
+
+
+def report(f: dict[str, Any]) -> str:
+    lag_ok = "OK" if f["lag_p99"] < 0.1 else "over target"
+    rss_ok = "OK" if f["rss_growth_mb_per_1000"] < 5 else "over target"
+    lost_ok = "OK" if f["lost"] == 0 else "FAIL"
+    return "\n".join(
+        [
+            f"== {f['platform']}: {f['conversations']} conversations at once for "
+            f"{f['minutes']:g} min, Redis, about {f['think']:g} s between answer and next"
+            " question ==",
+            f"runs                          {f['runs_sent']} asked, {f['runs_final']} final:"
+            f" {f['answered']} answered, {f['refused']} told to ask again later,"
+            f" {f['runs_final'] - f['answered'] - f['refused']} failed or stopped",
+            f"question -> reply shown       p50 {f['reply_p50'] * 1000:.0f} ms"
+            f" · p99 {f['reply_p99'] * 1000:.0f} ms",
+            f"question -> first live edit   p50 {f['first_p50'] * 1000:.0f} ms"
+            f" · p99 {f['first_p99'] * 1000:.0f} ms",
+            f"event-loop lag                p50 {f['lag_p50'] * 1000:.1f} ms"
+            f" · p99 {f['lag_p99'] * 1000:.1f} ms · max {f['lag_max'] * 1000:.0f} ms"
+            f" ({lag_ok}: p99 < 100 ms)",
+            f"RSS growth once warm          {f['rss_growth_mb_per_1000']:.2f} MB per 1,000 runs"
+            f" ({f['rss_warm_mb']:.0f} -> {f['rss_end_mb']:.0f} MB over"
+            f" {f['runs_warm_to_end']} runs; {rss_ok}: < 5 MB)",
+            f"final states lost             {f['lost']} ({lost_ok}: must be 0)",
+            f"Redis calls failed            {f['redis_errors']}",
+        ]
+    )
+
+
+# ---- the platform's side (the child process) -------------------------------------------------
+
+
+@dataclass
+class Conversation:
+    index: int
+    sent: int = 0
+    final: int = 0
+    answered: int = 0
+    refused: int = 0
+    """Told to ask again later (the replica's ``max_concurrent_runs``), a final state too."""
+    replies: list[float] = field(default_factory=list)
+    """Question sent -> the bot's reply (its placeholder) on the platform, per run."""
+    first_updates: list[float] = field(default_factory=list)
+    """Question sent -> the reply's first edit the platform took, per run."""
+
+
+async def drive(
+    platform: str, conversations: int, seconds: float, bot_port: int, think: float
+) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        if platform == "discord":
+            await _drive_discord(conversations, seconds, think)
+        else:
+            await _drive_slack(conversations, seconds, bot_port, think)
+
+
+def _say(data: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(data) + "\n")
+    sys.stdout.flush()
+
+
+async def _until_the_bot_is_gone() -> None:
+    """The bot's process says so on stdin once it has shut down (the fake serves till then)."""
+    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
+
+
+async def _until(deadline: float, check: Any, *, poll: float = 0.05) -> bool:
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        await asyncio.sleep(poll)
+    return bool(check())
+
+
+async def _converse(
+    conversation: Conversation, stop_at: float, ask: Any, outcome: Any, think: float
+) -> None:
+    """Ask, wait for the final state, ask again, until ``stop_at``; the last run gets the drain."""
+    while time.monotonic() < stop_at:
+        sent_at = time.monotonic()
+        handle = await ask(conversation)
+        conversation.sent += 1
+        run = _Watch(lambda handle=handle: outcome(handle), sent_at)
+        if await _until(stop_at + DRAIN_SECONDS, run.settled):
+            conversation.final += 1
+            conversation.answered += run.state == "answered"
+            conversation.refused += run.state == "refused"
+        if run.reply is not None:
+            conversation.replies.append(run.reply)
+        if run.first is not None:
+            conversation.first_updates.append(run.first)
+        await asyncio.sleep(think * (0.5 + random.random()))  # reading the answer
+
+
+@dataclass
+class _Watch:
+    """One run as the platform shows it: when its reply and first edit came, whether final."""
+
+    outcome: Any
+    sent_at: float
+    reply: float | None = None
+    first: float | None = None
+    state: str | None = None
+
+    def settled(self) -> bool:
+        """``outcome()``: when the reply and its first edit came, and the final state the
+        platform shows (``answered``; ``ended``: failed or stopped; ``refused``), or None."""
+        reply_at, first_at, state = self.outcome()
+        if reply_at is not None and self.reply is None:
+            self.reply = reply_at - self.sent_at
+        if first_at is not None and self.first is None:
+            self.first = first_at - self.sent_at
+        self.state = state
+        return state is not None
+
+
+def _state(shown: str, stop_marker: str) -> str | None:
+    """The final state a message shows, or None while its Stop button is still there."""
+    if stop_marker in shown:
+        return None
+    return "answered" if ANSWER in shown else "ended"
+
+
+def asker(talk: Conversation) -> int:
+    """A new person for every question: the per-user run limit counts a run until its trace
+    is posted, after the final state this driver waits for."""
+    return 5000 + talk.index * 100_000 + talk.sent
+
+
+def _summary(talks: Sequence[Conversation]) -> dict[str, Any]:
+    return {
+        "sent": sum(c.sent for c in talks),
+        "final": sum(c.final for c in talks),
+        "answered": sum(c.answered for c in talks),
+        "refused": sum(c.refused for c in talks),
+        "replies": [x for c in talks for x in c.replies],
+        "first_updates": [x for c in talks for x in c.first_updates],
+    }
+
+
+async def _drive_discord(conversations: int, seconds: float, think: float) -> None:
+    from tests.fakes.discord_server import CHANNEL_ID, FakeDiscord
+
+    fake = FakeDiscord(token=DISCORD_TOKEN, channel_limit=(5, 5.0))
+    for n in range(conversations):
+        fake.add_channel(CHANNEL_ID + n)
+    await fake.start()
+    _say({"api_base_url": fake.api_base_url})
+    replies: dict[str, int] = {}  # question id -> the bot's reply
+    seen = 0
+
+    def index_replies() -> None:
+        nonlocal seen
+        for mid in fake.created[seen:]:
+            ref = fake.messages.get(mid, {}).get("message_reference") or {}
+            if ref.get("message_id"):
+                replies[str(ref["message_id"])] = mid
+        seen = len(fake.created)
+
+    edits: dict[int, float] = {}  # reply id -> when its first edit was taken
+    posted: dict[str, float] = {}  # question id -> when the reply to it was taken
+    scanned = 0
+
+    def index_calls() -> None:
+        nonlocal scanned
+        calls = fake.calls
+        for call in calls[scanned:]:
+            if call.status >= 300 or not isinstance(call.json, dict):
+                continue
+            if call.method == "PATCH" and "/messages/" in call.path:
+                edits.setdefault(int(call.path.rsplit("/", 1)[-1]), call.at)
+            elif call.method == "POST" and call.path.endswith("/messages"):
+                ref = call.json.get("message_reference") or {}
+                if ref.get("message_id"):
+                    posted.setdefault(str(ref["message_id"]), call.at)
+        scanned = len(calls)
+
+    async def ask(talk: Conversation) -> str:
+        payload = fake.message_create(
+            QUESTION, channel_id=CHANNEL_ID + talk.index, author_id=asker(talk)
+        )
+        await fake.dispatch("MESSAGE_CREATE", payload)
+        return str(payload["id"])
+
+    def outcome(question: str) -> tuple[float | None, float | None, str | None]:
+        index_replies()
+        index_calls()
+        mid = replies.get(question)
+        if mid is None:
+            return posted.get(question), None, None
+        message = json.dumps(fake.messages[mid])
+        return posted.get(question), edits.get(mid), _state(message, "reactbot:stop:")
+
+    try:
+        async with asyncio.timeout(60):
+            await fake.identified.wait()
+        await asyncio.sleep(1.0)  # the guild arrives after READY
+        talks = [Conversation(n) for n in range(conversations)]
+        stop_at = time.monotonic() + seconds
+        await asyncio.gather(*(_converse(t, stop_at, ask, outcome, think) for t in talks))
+        _say(_summary(talks))
+        await _until_the_bot_is_gone()
+    finally:
+        await fake.stop()
+
+
+async def _drive_slack(conversations: int, seconds: float, bot_port: int, think: float) -> None:
+    import aiohttp
+    from slack_sdk.signature import SignatureVerifier
+
+    from tests.fakes.slack_server import FakeSlack, Message
+
+    signer = SignatureVerifier(SLACK_SECRET)
+    url = f"http://127.0.0.1:{bot_port}/slack/events"
+    async with FakeSlack() as fake, aiohttp.ClientSession() as session:
+        _say({"api_base_url": fake.base_url.rstrip("/")})
+        async with asyncio.timeout(60):
+            while True:
+                with contextlib.suppress(aiohttp.ClientError):
+                    async with session.get(f"http://127.0.0.1:{bot_port}/healthz") as r:
+                        if r.status == 200:
+                            break
+                await asyncio.sleep(0.1)
+
+        async def ask(talk: Conversation) -> tuple[str, int, str]:
+            channel = f"C{talk.index:06d}"
+            count = len(fake.roots(channel))
+            name = f"soak-{talk.index}-{talk.sent}"
+            body = urllib.parse.urlencode(
+                {
+                    "command": "/ask",
+                    "text": QUESTION,
+                    "user_id": f"U{asker(talk)}",
+                    "user_name": f"user{talk.index}",
+                    "channel_id": channel,
+                    "team_id": "T0TEAM",
+                    "trigger_id": fake.trigger(),
+                    "response_url": fake.response_url(name),
+                }
+            )
+            stamp = str(int(time.time()))
+            headers = {
+                "Content-Type": "application/x-www-form-urlencoded",
+                "X-Slack-Request-Timestamp": stamp,
+                "X-Slack-Signature": signer.generate_signature(timestamp=stamp, body=body) or "",
+            }
+            async with session.post(url, data=body, headers=headers) as response:
+                await response.read()
+            return channel, count, name
+
+        told: set[str] = set()  # response_url names the bot answered (each run its own)
+
+        def outcome(handle: tuple[str, int, str]) -> tuple[float | None, float | None, str | None]:
+            channel, count, name = handle
+            roots = fake.roots(channel)
+            if len(roots) <= count:
+                told.update(n for n, _ in fake.responses[len(told) :])
+                return None, None, "refused" if name in told else None
+            root: Message = roots[count]
+            posted = root.versions[0][0] if root.versions else None
+            first = root.versions[1][0] if len(root.versions) > 1 else None
+            if first is None:  # the placeholder (posted before the run has a Stop button)
+                return posted, None, None
+            return posted, first, _state(json.dumps([root.text, root.blocks]), "reactbot_stop")
+
+        talks = [Conversation(n) for n in range(conversations)]
+        stop_at = time.monotonic() + seconds
+        await asyncio.gather(*(_converse(t, stop_at, ask, outcome, think) for t in talks))
+        _say(_summary(talks))
+        await _until_the_bot_is_gone()
+
+
+# ---- the command ---------------------------------------------------------------------------
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--platform", choices=["discord", "slack", "all"], default="all")
+    parser.add_argument("--conversations", type=int, default=1000)
+    parser.add_argument("--minutes", type=float, default=2.0)
+    parser.add_argument(
+        "--think",
+        type=float,
+        default=5.0,
+        help="mean seconds a person reads an answer before asking again (0.5x to 1.5x)",
+    )
+    parser.add_argument("--drive", choices=["discord", "slack"], help=argparse.SUPPRESS)
+    parser.add_argument("--seconds", type=float, help=argparse.SUPPRESS)
+    parser.add_argument("--bot-port", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.drive:
+        asyncio.run(drive(args.drive, args.conversations, args.seconds, args.bot_port, args.think))
+        return 0
+    platforms = ["discord", "slack"] if args.platform == "all" else [args.platform]
+    failed = False
+    for platform in platforms:
+        figures = asyncio.run(soak(platform, args.conversations, args.minutes, args.think))
+        print(report(figures), flush=True)
+        failed |= figures["lost"] != 0
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,27 @@
+"""More concurrent commands than the pool has connections wait for one instead of failing:
+redis-py's default pool refuses the 101st at once ("Too many connections"), which under a
+burst of conversations (bench/soak.py at 200) made the bot answer without memory."""
+
+from __future__ import annotations
+
+import asyncio
+
+from core.history import Message
+from core.redis_store import MAX_CONNECTIONS, connect
+
+
+async def test_a_burst_beyond_the_pool_waits_instead_of_failing(
+    redis_url: str, redis_prefix: str
+) -> None:
+    stores = connect(redis_url, prefix=redis_prefix)
+    turns = MAX_CONNECTIONS * 6
+
+    async def one(n: int) -> list[Message]:
+        await stores.history.append(f"c{n}", {"role": "user", "content": f"q{n}"})
+        return await stores.history.load(f"c{n}")
+
+    try:
+        loaded = await asyncio.gather(*(one(n) for n in range(turns)))
+    finally:
+        await stores.aclose()
+    assert [history[-1]["content"] for history in loaded] == [f"q{n}" for n in range(turns)]

@@ -1,0 +1,79 @@
+"""The metrics observer and the loop-lag sampler, without a server."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from prometheus_client import CollectorRegistry
+
+from bot.app import App
+from bot.config import Config
+from bot.ops import Metrics
+from core.agent import Agent
+from core.events import Cancelled, Finished
+from core.scripted import ScriptedModel, Turn
+from core.tools import FunctionTool
+
+
+def value(metrics: Metrics, name: str, **labels: str) -> float:
+    found = metrics.registry.get_sample_value(name, labels)
+    return 0.0 if found is None else found
+
+
+async def test_loop_lag_records_how_long_the_loop_was_blocked() -> None:
+    metrics = Metrics(App.create(Config()))
+    sampler = asyncio.get_running_loop().create_task(metrics.watch_loop_lag(interval=0.05))
+    await asyncio.sleep(0.12)
+    time.sleep(0.3)  # noqa: ASYNC251 - blocking the loop is the point
+    await asyncio.sleep(0.12)
+    sampler.cancel()
+    await asyncio.gather(sampler, return_exceptions=True)
+    assert value(metrics, "reactbot_event_loop_lag_seconds_count") >= 3
+    assert value(metrics, "reactbot_event_loop_lag_seconds_sum") >= 0.2
+    assert value(metrics, "reactbot_event_loop_lag_seconds_bucket", le="0.1") >= 2
+
+
+async def test_each_metrics_object_has_its_own_registry() -> None:
+    app = App.create(Config())
+    first, second = Metrics(app), Metrics(app, registry=CollectorRegistry())
+    assert first.registry is not second.registry  # no clash with the global default either
+
+
+async def test_a_stopped_run_leaves_nothing_in_flight_and_counts_its_stopped_tool() -> None:
+    started = asyncio.Event()
+
+    async def slow(arg: str) -> str:
+        started.set()
+        await asyncio.sleep(30)
+        return "never"
+
+    app = App.create(Config())
+    app.tools.add(FunctionTool("slow", slow, description="waits", example="slow[x]"))
+    metrics = Metrics(app)
+    model = ScriptedModel([Turn("Thought: wait.\nAction: slow[x]")])
+    agent = Agent(model, app.tools, observers=[metrics.observer])
+    run = agent.start("wait", conversation="discord:1:2")
+    await started.wait()
+    assert value(metrics, "reactbot_runs_in_flight", platform="discord") == 1
+    run.cancel(by="ada")
+    events = [e async for e in run.events()]
+    assert isinstance(events[-1], Cancelled)
+    assert value(metrics, "reactbot_runs_in_flight", platform="discord") == 0
+    assert value(metrics, "reactbot_runs_total", platform="discord", outcome="cancelled") == 1
+    assert value(metrics, "reactbot_tool_calls_total", tool="slow", outcome="error") == 1
+
+
+async def test_a_tool_name_from_the_model_is_no_label() -> None:
+    app = App.create(Config())
+    metrics = Metrics(app)
+    hostile = "everyone_" + "x" * 500
+    model = ScriptedModel(
+        [f"Thought: try.\nAction: {hostile}[1]", "Thought: ok.\nAction: finish[done]"]
+    )
+    agent = Agent(model, app.tools, observers=[metrics.observer])
+    events = [e async for e in agent.run("q", conversation="slack:C1:1.0")]
+    assert isinstance(events[-1], Finished)
+    text = metrics.exposition().decode()
+    assert "everyone" not in text and "xxxx" not in text
+    assert value(metrics, "reactbot_tool_calls_total", tool="unknown", outcome="error") == 1
