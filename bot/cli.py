@@ -298,12 +298,7 @@ async def _answer(
     """Streams one run to the console; Ctrl-C stops the run, not the program."""
     renderer = TerminalRenderer(console)
     run = app.agent.start(question, conversation=conversation, user=_user(), mode=mode)
-
-    def stop() -> None:
-        renderer.interrupted()
-        run.cancel("you (Ctrl-C)")
-
-    with _on_interrupt(stop):
+    with stopped_by_interrupt(run, renderer):
         async for event in run.events():
             renderer.handle(event)
             if isinstance(event, ApprovalRequested) and people is not None:
@@ -386,6 +381,18 @@ def _prefilled(text: str) -> Iterator[None]:
         yield
     finally:
         readline.set_startup_hook(None)
+
+
+def stopped_by_interrupt(
+    run: Run, renderer: TerminalRenderer
+) -> contextlib.AbstractContextManager[None]:
+    """Ctrl-C stops ``run`` (its notice starting on a line of its own), not the program."""
+
+    def stop() -> None:
+        renderer.interrupted()
+        run.cancel("you (Ctrl-C)")
+
+    return _on_interrupt(stop)
 
 
 @contextlib.contextmanager

@@ -216,16 +216,11 @@ async def replay_command(
 async def _show_replay(run: Run, replaying: ReplayingTools, console: Console) -> FinalEvent:
     """The replay streamed like ``ask``, each observation taken from the trace said so;
     Ctrl-C stops the replay (which is still compared and stored), not the program."""
-    from bot.cli import _on_interrupt  # bot.cli imports this module
+    from bot.cli import stopped_by_interrupt  # bot.cli imports this module
 
     renderer = TerminalRenderer(console)
     inputs: dict[tuple[int, int], str] = {}
-
-    def stop() -> None:
-        renderer.interrupted()
-        run.cancel("you (Ctrl-C)")
-
-    with _on_interrupt(stop):
+    with stopped_by_interrupt(run, renderer):
         async for event in run.events():
             renderer.handle(event)
             if isinstance(event, ActionDecided):
