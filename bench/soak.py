@@ -487,6 +487,8 @@ async def _drive_slack(conversations: int, seconds: float, bot_port: int, think:
                             break
                 await asyncio.sleep(0.1)
 
+        told: set[str] = set()  # the questions whose ack said to ask again later
+
         async def ask(talk: Conversation) -> tuple[str, int, str]:
             channel = f"C{talk.index:06d}"
             count = len(fake.roots(channel))
@@ -510,16 +512,15 @@ async def _drive_slack(conversations: int, seconds: float, bot_port: int, think:
                 "X-Slack-Signature": signer.generate_signature(timestamp=stamp, body=body) or "",
             }
             async with session.post(url, data=body, headers=headers) as response:
-                await response.read()
+                acked = await response.text()
+            if "ask again" in acked:  # the ack itself says no (this replica is full)
+                told.add(name)
             return channel, count, name
-
-        told: set[str] = set()  # response_url names the bot answered (each run its own)
 
         def outcome(handle: tuple[str, int, str]) -> tuple[float | None, float | None, str | None]:
             channel, count, name = handle
             roots = fake.roots(channel)
             if len(roots) <= count:
-                told.update(n for n, _ in fake.responses[len(told) :])
                 return None, None, "refused" if name in told else None
             root: Message = roots[count]
             posted = root.versions[0][0] if root.versions else None

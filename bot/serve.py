@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import logging
 import signal
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -17,7 +17,7 @@ from bot.config import Config
 from bot.logs import RedactSecrets, secret_values
 
 if TYPE_CHECKING:  # prometheus_client loads only when the ops endpoint is on
-    from bot.ops import OpsServer
+    from bot.ops import OpsServer, RouteAdder
 
 log = logging.getLogger(__name__)
 
@@ -130,19 +130,20 @@ async def serve(config: Config, *, platform: str | None, console: Console) -> in
     return 0 if all(run.result() for run in runs) else 1
 
 
-async def _start_ops(app: App, chosen: list[str]) -> OpsServer:
-    """The ops endpoint, serving before the platforms start (``/readyz`` says so meanwhile)."""
+async def _start_ops(app: App, chosen: list[str], *, extra: Sequence[RouteAdder] = ()) -> OpsServer:
+    """The ops endpoint, serving before the platforms start (``/readyz`` says so meanwhile);
+    ``extra`` adds further pages to the same server (``build_ops_app``)."""
     from bot.ops import Metrics, OpsServer, build_ops_app
 
     metrics = Metrics(app)
     app.agent.observers.append(metrics.observer)
-    extra = []
+    pages = list(extra)
     if app.config.web.enabled:  # the trace pages (issue 17) on the same server
         from bot.web import LinkSigner, add_trace_pages
 
         signer = LinkSigner.from_config(app.config)
-        extra.append(partial(add_trace_pages, traces=app.traces, signer=signer))
-    web_app = build_ops_app(app, metrics=metrics, expected=chosen, extra=extra)
+        pages.append(partial(add_trace_pages, traces=app.traces, signer=signer))
+    web_app = build_ops_app(app, metrics=metrics, expected=chosen, extra=pages)
     server = OpsServer(web_app, host=app.config.ops.host, port=app.config.ops.port, metrics=metrics)
     await server.start()
     return server
