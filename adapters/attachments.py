@@ -71,5 +71,11 @@ class ConversationFiles:
             return None
         return registry_with_files(base, passages) if passages else None
 
-    async def clear(self, conversation: str) -> None:
-        await self.store.clear(conversation)
+    async def clear(self, conversation: str) -> bool:
+        """Drops the conversation's files; False when the store cannot be reached now."""
+        try:
+            await self.store.clear(conversation)
+        except StoreUnavailable as exc:
+            log.warning("files of %s not dropped: %s", conversation, exc)
+            return False
+        return True

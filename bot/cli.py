@@ -34,6 +34,7 @@ from bot.tools_command import ServerLine, format_tools, server_lines
 from bot.trace_commands import export_trace, format_trace_list
 from core.agent import Run
 from core.approval import Decision
+from core.errors import StoreUnavailable
 from core.events import ApprovalRequested, FinalEvent, Finished, Mode
 from core.prompt import QUESTION_PREFIX
 from core.trace import Trace
@@ -557,8 +558,12 @@ async def _chat_command(
                 console.print(f"  {name:<{width}}  {what}", markup=False)
         case "/reset":
             await app.history.clear(conversation)
-            await app.files.clear(conversation)
-            if app.health is not None and app.health.degraded:
+            try:
+                await app.files.clear(conversation)
+                files_kept = False
+            except StoreUnavailable:
+                files_kept = True
+            if files_kept or (app.health is not None and app.health.degraded):
                 console.print(
                     "Memory is unavailable right now: nothing was cleared.", style="yellow"
                 )
