@@ -352,6 +352,8 @@ class RedisLocks(_RedisBase):
         self._poll_max = poll_max
         self._release_script = client.register_script(_RELEASE_LUA)
         self._renew_script = client.register_script(_RENEW_LUA)
+        self._releasing: set[asyncio.Task[None]] = set()
+        """Releases retried in the background (``_release_soon``)."""
 
     @asynccontextmanager
     async def hold(
@@ -386,16 +388,42 @@ class RedisLocks(_RedisBase):
             delay = min(delay * 2, self._poll_max)
 
     async def _try_set(self, key: str, token: str) -> bool:
-        with self._unavailable("take the conversation lock"):
-            return bool(await self._client.set(key, token, nx=True, px=self._lease_ms))
+        try:
+            with self._unavailable("take the conversation lock"):
+                return bool(await self._client.set(key, token, nx=True, px=self._lease_ms))
+        except StoreUnavailable:
+            # A reply that timed out may hide a SET that took: the lock would then block the
+            # conversation for a whole lease. Our token is ours alone, so deleting it is safe.
+            self._release_soon(key, token)
+            raise
 
     async def _release(self, key: str, token: str) -> None:
         try:
             with self._unavailable("release the conversation lock"):
                 await self._release_script(keys=[key], args=[token])
         except StoreUnavailable:
-            # The lease expires by itself; failing here would hide the run's own outcome.
-            pass
+            # Failing here would hide the run's own outcome; the next question in this
+            # conversation would wait out the lease: try again in the background.
+            self._release_soon(key, token)
+
+    RELEASE_RETRIES = (0.2, 1.0, 3.0, 10.0)
+    """Seconds before each background attempt to release a lock (then the lease decides)."""
+
+    def _release_soon(self, key: str, token: str) -> None:
+        async def retry() -> None:
+            for pause in self.RELEASE_RETRIES:
+                await asyncio.sleep(pause)
+                try:
+                    with self._unavailable("release the conversation lock"):
+                        await self._release_script(keys=[key], args=[token])
+                except StoreUnavailable:
+                    continue
+                return
+            log.warning("a conversation lock was not released; its lease will free it")
+
+        task = asyncio.get_running_loop().create_task(retry())
+        self._releasing.add(task)
+        task.add_done_callback(self._releasing.discard)
 
 
 # ---- event claims -------------------------------------------------------------------------

@@ -8,9 +8,10 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import pytest
+import redis.exceptions
 
 from core.errors import StoreUnavailable
 from core.history import Message
@@ -126,3 +127,39 @@ async def test_hung_server_costs_about_a_second_per_turn(
     await asyncio.sleep(0.3)
     assert await wrapped.history.load("c") == turn(1)
     assert not wrapped.health.degraded
+
+
+class _LostReplies:
+    """A real client whose SET takes on the server but whose reply never arrives (a socket
+    timeout under load): the ambiguous case a lock must clean up after."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+    async def set(self, *args: Any, **kwargs: Any) -> Any:
+        await self._client.set(*args, **kwargs)
+        raise redis.exceptions.TimeoutError("Timeout reading from socket")
+
+
+async def test_a_lock_whose_set_reply_was_lost_is_released_in_the_background(
+    redis_url: str, redis_prefix: str
+) -> None:
+    from core.redis_store import RedisLocks, create_client
+
+    client = create_client(redis_url)
+    locks = RedisLocks(client, prefix=redis_prefix, lease_seconds=120.0)
+    locks._client = _LostReplies(client)  # type: ignore[assignment]
+    try:
+        with pytest.raises(StoreUnavailable):
+            async with locks.hold("c1"):
+                pass
+        key = f"{redis_prefix}lock:c1"
+        assert await client.exists(key) == 1, "the SET took, though its caller never knew"
+        async with asyncio.timeout(5):  # not the 120 s lease
+            while await client.exists(key):  # noqa: ASYNC110 - polls Redis
+                await asyncio.sleep(0.05)
+    finally:
+        await client.aclose()
