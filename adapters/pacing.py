@@ -321,6 +321,8 @@ class EditPacer:
         self.shared = shared
         self._clock = clock
         self._channels: dict[str, ChannelState] = {}
+        self._kept = 0
+        """Channels still busy after the last sweep (``_forget_idle``)."""
         self._shared_blocked_until = -math.inf
         self.running = 0
         """Runs whose live message is following them (their finals are still to come)."""
@@ -407,11 +409,15 @@ class EditPacer:
         state.last_edit = now
 
     def _forget_idle(self) -> None:
-        if len(self._channels) <= MAX_IDLE_CHANNELS:
+        """Drops idle channels once there are more than ``MAX_IDLE_CHANNELS`` and twice as
+        many as the last sweep kept: a sweep costs one look at every channel, so with many
+        busy channels it must not run on every edit (amortised O(1) per edit)."""
+        if len(self._channels) <= max(MAX_IDLE_CHANNELS, 2 * self._kept):
             return
         now = self._clock()
         for key in [k for k, s in self._channels.items() if s.idle(now, self.live_interval)]:
             del self._channels[key]
+        self._kept = len(self._channels)
 
     def observe(
         self,

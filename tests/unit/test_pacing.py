@@ -240,13 +240,17 @@ async def test_live_updates_of_two_runs_in_one_channel_take_turns() -> None:
 
 
 async def test_idle_channels_are_forgotten_beyond_a_bound() -> None:
-    pacer = EditPacer(0.0, channel_window=(5, 0.01))
-    for i in range(1500):
+    now = [0.0]
+    pacer = EditPacer(0.0, channel_window=(5, 1.0), clock=lambda: now[0])
+    for i in range(1500):  # all still in their windows: none may be forgotten yet
         async with pacer.slot(f"c{i}", priority="final"):
             pass
-    await asyncio.sleep(0.02)
-    async with pacer.slot("last", priority="final"):
-        pass
+    assert len(pacer._channels) == 1500 and pacer._kept == 1025
+    now[0] += 2.0  # every window is over
+    for i in range(600):
+        async with pacer.slot(f"d{i}", priority="final"):
+            pass
+    assert "c0" not in pacer._channels, "the idle ones went at the next sweep"
     assert len(pacer._channels) <= 1025
 
 
@@ -355,3 +359,44 @@ async def test_without_its_store_a_shared_budget_keeps_to_its_limit_locally(
     for _ in range(4):  # the three local grants end locally, the shared one in the store
         await budget.done()
     assert shared.finished == 1
+
+
+async def test_idle_channels_are_forgotten_and_a_sweep_is_not_paid_on_every_edit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import adapters.pacing as pacing
+
+    looked = 0
+    idle = pacing.ChannelState.idle
+
+    def counted(self: pacing.ChannelState, now: float, interval: float) -> bool:
+        nonlocal looked
+        looked += 1
+        return idle(self, now, interval)
+
+    monkeypatch.setattr(pacing.ChannelState, "idle", counted)
+    pacer = EditPacer(0.0)
+    busy = [f"busy{i}" for i in range(pacing.MAX_IDLE_CHANNELS + 200)]
+    held = asyncio.Event()
+    entered = 0
+
+    async def hold(channel: str) -> None:
+        nonlocal entered
+        async with pacer.slot(channel, priority="final"):
+            entered += 1
+            await held.wait()
+
+    holders = [asyncio.ensure_future(hold(c)) for c in busy]
+    while entered < len(busy):  # noqa: ASYNC110 - waits for every slot to be entered
+        await asyncio.sleep(0.01)
+    for n in range(3000):  # edits in other channels while all those stay busy
+        async with pacer.slot(f"quick{n}", priority="final"):
+            pass
+    assert looked < 3000 * 10, "a sweep over ~1,200 busy channels is not paid per edit"
+    assert len(pacer._channels) <= 2 * (len(busy) + 1)
+    held.set()
+    await asyncio.gather(*holders)
+    for n in range(3000):
+        async with pacer.slot(f"later{n}", priority="final"):
+            pass
+    assert len(pacer._channels) <= 2 * len(busy) + 2, "idle ones were dropped"
