@@ -71,6 +71,8 @@ DEFAULT_PREFIX = "reactbot:"
 DEFAULT_MAX_TURNS = 10
 DEFAULT_HISTORY_TTL = 7 * 24 * 3600
 DEFAULT_TIMEOUT = 0.5
+POOL_WAIT = 3.0
+"""Seconds a command may wait for a free pooled connection (all of them busy)."""
 MAX_CONNECTIONS = 100
 """Connections per process; more concurrent commands wait for one (see ``create_client``)."""
 MAX_TRACES_PER_CONVERSATION = 200
@@ -961,11 +963,13 @@ def create_client(url: str, *, timeout: float = DEFAULT_TIMEOUT) -> aioredis.Red
     """
     # redis-py's pool refuses a command outright ("Too many connections") once
     # max_connections (100 by default) are busy: a burst of conversations would lose their
-    # memory. This pool makes a command wait for a free connection instead, up to ``timeout``.
+    # memory. This pool makes a command wait for a free connection instead. That wait is not
+    # a sign of a dead server (each busy connection gives up within ``timeout``), so it may
+    # last longer: under a burst, failing it would send the bot "without memory" for a while.
     pool = aioredis.BlockingConnectionPool.from_url(
         url,
         max_connections=MAX_CONNECTIONS,
-        timeout=timeout,
+        timeout=max(POOL_WAIT, timeout),
         decode_responses=True,
         socket_timeout=timeout,
         socket_connect_timeout=timeout,
