@@ -37,6 +37,7 @@ from adapters.discord.render import (
     fit,
     footer,
     one_line,
+    page_link_line,
     question_posts,
     render_brief,
     sanitize,
@@ -378,10 +379,8 @@ class ComponentsRenderer:
         overflow = whole_answer_parts(trace) if whole_answer else card_overflow(trace, verbosity)
         posts = card_trace_posts(trace, overflow, steps=steps)
         link = self._trace_link(trace.id) if steps and self._trace_link is not None else None
-        if link is not None:  # our own URL, whole, in <> (no embed), in a card of its own
-            posts.append(
-                DiscordPayload("", card=Card(GREY, (Text(f"-# 📄 Full trace page: <{link}>"),)))
-            )
+        if link is not None:  # in a card of its own
+            posts.append(DiscordPayload("", card=Card(GREY, (Text(page_link_line(link)),))))
         return posts
 
     def plain(self, text: str) -> DiscordPayload:

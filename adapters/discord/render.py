@@ -640,10 +640,16 @@ def question_posts(trace: Trace) -> list[DiscordPayload]:
     return asked_posts
 
 
+def page_link_line(link: str) -> str:
+    """The trace page's link as a post shows it: in ``<>``, our own URL, shown whole, with no
+    embed under it."""
+    return f"-# 📄 Full trace page: <{link}>"
+
+
 def with_page_link(posts: list[DiscordPayload], link: str) -> list[DiscordPayload]:
     """The trace page's link as the last line of the last post (a post of its own when that
-    one is full). In ``<>``: our own URL, shown whole, with no embed under it."""
-    line = f"-# 📄 Full trace page: <{link}>"
+    one is full)."""
+    line = page_link_line(link)
     last = posts[-1] if posts else None
     # Not after a code block left open (a hostile reason's ```): it would show as code.
     fits = last is not None and len(last.content) + 1 + len(line) <= CONTENT_LIMIT
