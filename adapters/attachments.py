@@ -11,6 +11,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from adapters.channels import RunChoice
 from adapters.downloads import Downloader
 from core.errors import StoreUnavailable
 from core.files import (
@@ -56,20 +57,31 @@ class ConversationFiles:
             await see(intake, max_images=self.limits.max_per_question)
         return intake
 
-    async def tools_for(
-        self, conversation: str, base: ToolRegistry, *, lookup_off: bool = False
-    ) -> ToolRegistry | None:
-        """``base`` with a ``lookup`` that also searches the conversation's files; None when
-        the conversation has none (or they cannot be read now), or when the channel turned
-        ``lookup`` off (its files are kept, not searched): the run keeps ``base``."""
-        if lookup_off:
-            return None
-        try:
-            passages = await self.store.load(conversation)
-        except StoreUnavailable as exc:
-            log.warning("files of %s not searchable: %s", conversation, exc)
-            return None
-        return registry_with_files(base, passages) if passages else None
+    async def prepare(
+        self,
+        conversation: str,
+        incoming: Sequence[Incoming],
+        choice: RunChoice,
+        default_tools: ToolRegistry,
+    ) -> tuple[Intake, ToolRegistry | None]:
+        """Before a run: ``incoming`` read into the conversation (images fetched for a model
+        that reads them), and the run's tools: the channel's choice (else ``default_tools``)
+        with a ``lookup`` that also searches the conversation's files, unless the channel
+        turned ``lookup`` off (its files are kept, not searched). None: the agent's own."""
+        intake = await self.take(conversation, incoming, vision=choice.vision)
+        if "lookup" in choice.off:
+            return intake, choice.tools
+        passages = intake.passages
+        if passages is None:  # nothing was read now: the files of earlier questions
+            try:
+                passages = await self.store.load(conversation)
+            except StoreUnavailable as exc:
+                log.warning("files of %s not searchable: %s", conversation, exc)
+                return intake, choice.tools
+        if not passages:
+            return intake, choice.tools
+        base = choice.tools if choice.tools is not None else default_tools
+        return intake, registry_with_files(base, passages)
 
     async def clear(self, conversation: str) -> bool:
         """Drops the conversation's files; False when the store cannot be reached now."""

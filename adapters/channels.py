@@ -18,6 +18,7 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from adapters.live import VERBOSITIES, Verbosity
 from core.errors import StoreUnavailable
 from core.llm import ChatModel
 from core.prompt import PERSONA_CHARS
@@ -45,6 +46,8 @@ class RunChoice:
     """The run's model reads images (``vision: true`` in the config)."""
     off: frozenset[str] = frozenset()
     """Tools the channel turned off (lower-cased names)."""
+    verbosity: Verbosity | None = None
+    """What an admin set for the channel (None: the platform's default)."""
 
 
 @dataclass(slots=True)
@@ -84,7 +87,12 @@ class ChannelChoices:
         off = _names(stored.get("tools_off", ""))
         tools = self._subset(off) if off else None
         vision = name.strip() in self.vision if chosen is not None and name else self.default_vision
-        return RunChoice(chosen, tools, stored.get("prompt", ""), vision, frozenset(off))
+        persona = stored.get("prompt", "")
+        return RunChoice(chosen, tools, persona, vision, frozenset(off), verbosity_of(stored))
+
+    async def verbosity(self, key: str) -> Verbosity | None:
+        """What an admin set for channel ``key`` (None: the platform's default)."""
+        return verbosity_of(await self.stored(key))
 
     def model(self, name: str) -> ChatModel:
         found = self.catalogue.get(name.strip())
@@ -100,8 +108,11 @@ class ChannelChoices:
 
     def matching(self, typed: str) -> list[str]:
         """Catalogue names for autocomplete: those containing ``typed``, at most 25."""
-        needle = typed.strip().lower()
-        return [n for n in sorted(self.catalogue) if needle in n.lower()][:25]
+        return _containing(sorted(self.catalogue), typed)
+
+    def matching_tools(self, typed: str) -> list[str]:
+        """Tool names for autocomplete, likewise."""
+        return _containing([t.name for t in self.tools], typed)
 
     def _subset(self, off: set[str]) -> ToolRegistry:
         subset = ToolRegistry()
@@ -110,24 +121,31 @@ class ChannelChoices:
                 subset.add(tool)
         return subset
 
-    async def describe(self, key: str, verbosity_line: str) -> list[str]:
-        """The settings, one line each, for ``settings``/``show``: verbosity (given), model,
-        persona and tools. The persona is the admins' text: the caller shows it escaped."""
+    async def describe(self, key: str, default_verbosity: str) -> list[str]:
+        """The settings, one line each, for ``settings``/``show``: verbosity, model, tools
+        and the persona's length (never its text)."""
         stored = await self.stored(key)
+        level = verbosity_of(stored)
+        shown = f"{level} (set by an admin)" if level else f"{default_verbosity} (the default)"
         name = stored.get("model")
         model = f"{name} (set by an admin)" if name else f"{self.default_model or 'the default'}"
+        prompt = stored.get("prompt", "")
+        return [
+            f"Verbosity: {shown}",
+            f"Model: {model}",
+            self._tools_line(stored),
+            f"Persona: {len(prompt):,} characters" if prompt else "Persona: none",
+        ]
+
+    async def tools_line(self, key: str) -> str:
+        """``Tools: search (off here: calculate)``."""
+        return self._tools_line(await self.stored(key))
+
+    def _tools_line(self, stored: dict[str, str]) -> str:
         off = _names(stored.get("tools_off", ""))
         on = [t.name for t in self.tools if t.name.lower() not in off]
-        lines = [
-            f"Verbosity: {verbosity_line}",
-            f"Model: {model}",
-            "Tools: " + (", ".join(on) if on else "none"),
-        ]
-        if off:
-            lines[-1] += " (off here: " + ", ".join(sorted(off)) + ")"
-        prompt = stored.get("prompt", "")
-        lines.append(f"Persona: {len(prompt):,} characters" if prompt else "Persona: none")
-        return lines
+        line = "Tools: " + (", ".join(on) if on else "none")
+        return line + (" (off here: " + ", ".join(sorted(off)) + ")" if off else "")
 
     async def persona(self, key: str) -> str:
         return (await self.stored(key)).get("prompt", "")
@@ -170,6 +188,16 @@ class ChannelChoices:
             await self.settings.put(key, name, value)
         except StoreUnavailable as exc:
             raise ChoiceError(UNSAVED) from exc
+
+
+def verbosity_of(stored: dict[str, str]) -> Verbosity | None:
+    level = stored.get("verbosity")
+    return next((known for known in VERBOSITIES if level == known), None)
+
+
+def _containing(names: list[str], typed: str) -> list[str]:
+    needle = typed.strip().lower()
+    return [n for n in names if needle in n.lower()][:25]
 
 
 def _names(joined: str) -> set[str]:

@@ -25,6 +25,8 @@ from core.trace import Trace
 
 log = logging.getLogger(__name__)
 
+UNREADABLE = "I cannot read the counts right now: the shared store is unavailable."
+
 
 class UsageCounters(Protocol):
     """Integer counters that vanish at a given time (the end of their day)."""
@@ -160,6 +162,16 @@ class TokenBudgets:
 
     def describe(self, usage: Usage) -> str:
         return usage.describe(self._clock())
+
+    async def report(self, user: str, channel: str, *, admin: bool) -> str:
+        """What ``/reactbot usage`` and ``/ask-settings usage`` answer (``UNREADABLE`` while
+        the counts cannot be read)."""
+        try:
+            used = await self.usage(user, channel)
+        except StoreUnavailable:
+            return UNREADABLE
+        text = self.describe(used)
+        return text + " (Admins are not limited.)" if admin and used.user_limit else text
 
 
 def run_tokens(trace: Trace) -> int:

@@ -438,6 +438,8 @@ class Intake:
     images_shown: bool = False
     shown: list[str] = field(default_factory=list)
     """The images as ``data:`` URLs for a model that reads them (``see``)."""
+    passages: list[Passage] | None = None
+    """All the conversation's passages once these files were added (None: not read here)."""
 
     def notice(self, *, limit: int = 1800) -> str:
         """One line per refused file (and one for images a text-only model cannot read), at
@@ -525,8 +527,10 @@ async def ingest(
             intake.refused.append(f"⚠️ {refusal}")
             continue
         await store.add(conversation, passages)
+        stored += passages
         room -= indexed_chars(passages)
         intake.indexed.append(safe_name(item.name))
+    intake.passages = stored
     return intake
 
 

@@ -29,7 +29,7 @@ from discord import app_commands
 from discord.ext import commands
 
 from adapters.attachments import ConversationFiles
-from adapters.channels import ChannelChoices, ChoiceError, RunChoice
+from adapters.channels import ChannelChoices, ChoiceError
 from adapters.discord.access import (
     Asker,
     Membership,
@@ -71,7 +71,7 @@ from adapters.live import VERBOSITIES, LiveMessage, RunView, Verbosity
 from adapters.pacing import DISCORD_CHANNEL_WRITES, EditPacer
 from core.agent import Agent, Run
 from core.approval import ApprovalBroker, ApprovalRequest, Decision, Verdict
-from core.budgets import InMemoryUsageCounters, TokenBudgets
+from core.budgets import UNREADABLE, InMemoryUsageCounters, TokenBudgets
 from core.errors import StoreUnavailable
 from core.files import Intake
 from core.history import HistoryStore
@@ -89,7 +89,6 @@ from core.stores import (
     TraceStore,
     renewing,
 )
-from core.tools import ToolRegistry
 from core.trace import summary_line
 
 log = logging.getLogger(__name__)
@@ -599,7 +598,7 @@ class AskCog(commands.Cog):
         self._spawn(self._holding(asker, slot, self._answer_message(message, question, asker)))
 
     async def _answer_message(self, message: discord.Message, question: str, asker: Asker) -> None:
-        run, notice = await self._start(
+        run, notice, verbosity = await self._start(
             question,
             message.channel,
             message.channel.id,
@@ -638,7 +637,7 @@ class AskCog(commands.Cog):
             controls=self._controls(run, asker),
             cards=self._cards(run, asker),
         )
-        await self._follow(run, surface, stop, asker)
+        await self._follow(run, surface, stop, asker, verbosity)
 
     # ---- app commands ---------------------------------------------------------------------
     @app_commands.command(name="ask", description="Ask a question; watch the reasoning live.")
@@ -694,7 +693,7 @@ class AskCog(commands.Cog):
         model: str | None = None,
         attachments: Sequence[discord.Attachment] = (),
     ) -> None:
-        run, notice = await self._start(
+        run, notice, verbosity = await self._start(
             question,
             interaction.channel,
             interaction.channel_id,
@@ -731,7 +730,7 @@ class AskCog(commands.Cog):
             controls=self._controls(run, asker),
             cards=self._cards(run, asker),
         )
-        await self._follow(run, surface, stop, asker)
+        await self._follow(run, surface, stop, asker, verbosity)
 
     @app_commands.command(name="reset", description="Forget this channel's conversation history.")
     async def reset(self, interaction: discord.Interaction) -> None:
@@ -802,10 +801,7 @@ class AskCog(commands.Cog):
         if await self._admit(interaction, cooldown=False) is None:
             return
         key = settings_key(interaction.channel, interaction.channel_id or 0)
-        stored = await self._stored_settings(key)
-        level = stored.get("verbosity")
-        line = f"{level} (set by an admin)" if level else f"{self.settings.verbosity} (the default)"
-        lines = await self._choices.describe(key, line)
+        lines = await self._choices.describe(key, self.settings.verbosity)
         await interaction.response.send_message(
             fit(sanitize("\n".join(lines)), 2000), ephemeral=True, allowed_mentions=NO_MENTIONS
         )
@@ -829,9 +825,9 @@ class AskCog(commands.Cog):
             if await self._admit(interaction, cooldown=False) is None:
                 return
             key = settings_key(interaction.channel, interaction.channel_id or 0)
-            lines = await self._choices.describe(key, "")
+            line = await self._choices.tools_line(key)
             await interaction.response.send_message(
-                fit(sanitize(lines[2]), 2000), ephemeral=True, allowed_mentions=NO_MENTIONS
+                fit(sanitize(line), 2000), ephemeral=True, allowed_mentions=NO_MENTIONS
             )
             return
         await self._change(interaction, lambda key: self._choices.toggle_tool(key, tool))
@@ -840,8 +836,7 @@ class AskCog(commands.Cog):
     async def _tool_names(
         self, interaction: discord.Interaction, current: str
     ) -> list[app_commands.Choice[str]]:
-        typed = current.strip().lower()
-        names = [t.name for t in self._choices.tools if typed in t.name.lower()][:25]
+        names = self._choices.matching_tools(current)
         return [app_commands.Choice(name=n, value=n) for n in names]
 
     @reactbot.command(name="prompt", description="This channel's persona (opens a form).")
@@ -891,30 +886,11 @@ class AskCog(commands.Cog):
         if asker is None:
             return
         where = settings_key(interaction.channel, interaction.channel_id or 0)
-        budgets = self.services.budgets
-        try:
-            used = await budgets.usage(_user_key(asker), where)
-        except StoreUnavailable:
-            text = "⚠️ I cannot read the counts right now: the shared store is unavailable."
-        else:
-            text = budgets.describe(used)
-            if is_admin(self.settings, asker) and used.user_limit:
-                text += " (Admins are not limited.)"
-        await interaction.response.send_message(text, ephemeral=True)
-
-    async def _stored_settings(self, key: str) -> dict[str, str]:
-        try:
-            return await self.services.channel_settings.get(key)
-        except StoreUnavailable:  # the defaults, rather than no answer
-            return {}
-
-    async def _verbosity(self, channel: Channel) -> Verbosity:
-        channel_id = getattr(channel, "id", 0) or 0
-        level = (await self._stored_settings(settings_key(channel, channel_id))).get("verbosity")
-        for known in VERBOSITIES:
-            if level == known:
-                return known
-        return self.settings.verbosity
+        admin = is_admin(self.settings, asker)
+        text = await self.services.budgets.report(_user_key(asker), where, admin=admin)
+        await interaction.response.send_message(
+            f"⚠️ {text}" if text == UNREADABLE else text, ephemeral=True
+        )
 
     # ---- shared steps ---------------------------------------------------------------------
     async def _admit(
@@ -1025,43 +1001,30 @@ class AskCog(commands.Cog):
         model: str | None = None,
         *,
         attachments: Sequence[discord.Attachment] = (),
-    ) -> tuple[Run, str]:
+    ) -> tuple[Run, str, Verbosity]:
         """A run with the channel's model, persona and tools (``model``: the asker's pick),
-        its attachments read into the conversation first; and the lines about refused files."""
+        its attachments read into the conversation first; the lines about refused files; and
+        the channel's verbosity (one read of its settings for all of it)."""
         conversation = conversation_id(
             channel, channel_id or 0, per_thread=self.settings.per_thread
         )
         choice = await self._choices.for_run(settings_key(channel, channel_id or 0), model=model)
-        base = choice.tools if choice.tools is not None else self.services.agent.tools
-        intake, tools = await self._take_files(conversation, attachments, base, choice)
-        run = self.services.agent.start(
+        agent = self.services.agent
+        intake, tools = Intake(), choice.tools
+        files = self.services.files
+        if files is not None:
+            incoming = incoming_of(attachments, files.downloader)
+            intake, tools = await files.prepare(conversation, incoming, choice, agent.tools)
+        run = agent.start(
             question,
             conversation=conversation,
             user=user.display_name,
             model=choice.model,
-            tools=tools or choice.tools,
+            tools=tools,
             persona=choice.persona,
             images=intake.shown,
         )
-        return run, intake.notice()
-
-    async def _take_files(
-        self,
-        conversation: str,
-        attachments: Sequence[discord.Attachment],
-        base: ToolRegistry,
-        choice: RunChoice,
-    ) -> tuple[Intake, ToolRegistry | None]:
-        """Reads a question's attachments into its conversation before the run starts (its
-        images too, for a model with ``vision``); returns what came of them and the run's
-        tools (None: ``base`` as it is)."""
-        files = self.services.files
-        if files is None:
-            return Intake(), None
-        incoming = incoming_of(attachments, files.downloader)
-        intake = await files.take(conversation, incoming, vision=choice.vision)
-        off = "lookup" in choice.off
-        return intake, await files.tools_for(conversation, base, lookup_off=off)
+        return run, intake.notice(), choice.verbosity or self.settings.verbosity
 
     async def _say(self, channel_id: int | None, send: Coroutine[Any, Any, object]) -> None:
         """One short extra message (the refused files); a failure is logged, not raised."""
@@ -1206,6 +1169,7 @@ class AskCog(commands.Cog):
         surface: DiscordSurface,
         stop: discord.ui.View | discord.ui.LayoutView,
         asker: Asker,
+        verbosity: Verbosity,
     ) -> None:
         live: Live = LiveMessage(
             surface,
@@ -1215,7 +1179,7 @@ class AskCog(commands.Cog):
                 question=run.trace.question,
                 asker=str(asker.user_id),
                 approvers=self.settings.approvers,
-                verbosity=await self._verbosity(surface.message.channel),
+                verbosity=verbosity,
             ),
             tick=self.settings.tick,
         )

@@ -91,7 +91,7 @@ from adapters.slack.streaming import NativeStream, StreamPacers, StreamUnsupport
 from adapters.slack.surface import NotInChannel, SlackSurface, make_client, post_root
 from core.agent import Agent, Run
 from core.approval import ApprovalBroker, ApprovalRequest, Decision
-from core.budgets import InMemoryUsageCounters, TokenBudgets
+from core.budgets import UNREADABLE, InMemoryUsageCounters, TokenBudgets
 from core.errors import StoreUnavailable
 from core.events import ActionDecided, AnswerDelta, Event, StepStarted
 from core.files import Intake
@@ -108,7 +108,7 @@ from core.stores import (
     StopRequests,
     renewing,
 )
-from core.tools import ToolRegistry, needs_approval
+from core.tools import needs_approval
 
 log = logging.getLogger(__name__)
 
@@ -431,18 +431,14 @@ class SlackBot:
             await self._change_setting(ack, command, words)
             return
         if words == ["usage"]:
-            team, channel = str(command.get("team_id", "")), str(command.get("channel_id", ""))
-            await ack(text=await self._usage(user, team, channel), response_type="ephemeral")
+            team = str(command.get("team_id", ""))
+            admin = user in self.settings.admin_users
+            text = await self.budgets.report(f"slack:{team}:{user}", key, admin=admin)
+            shown = f":warning: {text}" if text == UNREADABLE else text
+            await ack(text=shown, response_type="ephemeral")
             return
         if words in ([], ["show"]):
-            stored = await self._stored_settings(key)
-            level = stored.get("verbosity")
-            line = (
-                f"{level} (set by an admin)"
-                if level
-                else f"{self.settings.verbosity} (the default)"
-            )
-            lines = await self.choices.describe(key, line)
+            lines = await self.choices.describe(key, self.settings.verbosity)
             await ack(text=escape("\n".join(lines)), response_type="ephemeral")
             return
         choices = (*VERBOSITIES, "default")
@@ -473,8 +469,7 @@ class SlackBot:
         team, channel = str(command.get("team_id", "")), str(command.get("channel_id", ""))
         key, user = settings_key(team, channel), str(command.get("user_id", ""))
         if words == ["tools"]:
-            lines = await self.choices.describe(key, "")
-            await ack(text=escape(lines[2]), response_type="ephemeral")
+            await ack(text=escape(await self.choices.tools_line(key)), response_type="ephemeral")
             return
         if words[0] == "model" and len(words) == 1:
             await ack(text=escape(self.choices.choices()), response_type="ephemeral")
@@ -519,29 +514,6 @@ class SlackBot:
             return
         await ack()
         await self._ephemeral(channel, user, reply)
-
-    async def _usage(self, user: str, team: str, channel: str) -> str:
-        try:
-            used = await self.budgets.usage(f"slack:{team}:{user}", settings_key(team, channel))
-        except StoreUnavailable:
-            return ":warning: I cannot read the counts right now: the shared store is unavailable."
-        text = self.budgets.describe(used)
-        if user in self.settings.admin_users and used.user_limit:
-            text += " (Admins are not limited.)"
-        return text
-
-    async def _stored_settings(self, key: str) -> dict[str, str]:
-        try:
-            return await self.channel_settings.get(key)
-        except StoreUnavailable:  # the defaults, rather than no answer
-            return {}
-
-    async def _verbosity(self, team: str, channel: str) -> Verbosity:
-        level = (await self._stored_settings(settings_key(team, channel))).get("verbosity")
-        for known in VERBOSITIES:
-            if level == known:
-                return known
-        return self.settings.verbosity
 
     async def _on_event(
         self,
@@ -816,8 +788,12 @@ class SlackBot:
     async def _answer(self, question: Question) -> None:
         if question.assistant:
             await self._assistant_status(question, "is thinking…", title=True)
+        choice = await self.choices.for_run(
+            settings_key(question.team, question.channel), model=question.model
+        )  # (the one read of the channel's settings this question makes)
+        verbosity = choice.verbosity or self.settings.verbosity
         thread = self._stream_thread(question)
-        if thread is not None and await self._answer_streamed(question, thread):
+        if thread is not None and await self._answer_streamed(question, thread, choice):
             return
         placeholder = SlackRenderer().live(RunView(question=question.text, asker=question.user))
         try:
@@ -830,29 +806,30 @@ class SlackBot:
         except NotInChannel:
             await self._tell(question, INVITE)
             return
-        run, notice = await self._start(question, root)
+        run, notice = await self._start(question, root, choice)
         if notice:
             await self._note(question.channel, question.thread_ts or root, notice)
         if self._closing:  # shutdown began while the placeholder was being posted
             run.cancel(by=SHUTDOWN)
-        await self._follow(question, run, root)
+        await self._follow(question, run, root, verbosity)
 
-    async def _start(self, question: Question, root: str) -> tuple[Run, str]:
+    async def _start(self, question: Question, root: str, choice: RunChoice) -> tuple[Run, str]:
         """A run with the channel's model, persona and tools (or the asker's ``--model``),
         the question's files read into the conversation first; and the lines about refused
         files."""
-        choice = await self.choices.for_run(
-            settings_key(question.team, question.channel), model=question.model
-        )
         conversation = question.conversation(root, per_thread=self.settings.per_thread)
-        base = choice.tools if choice.tools is not None else self.agent.tools
-        intake, tools = await self._take_files(question, conversation, base, choice)
+        intake, tools = Intake(), choice.tools
+        if self.files is not None:
+            incoming = incoming_of(question.files, self.files.downloader)
+            intake, tools = await self.files.prepare(
+                conversation, incoming, choice, self.agent.tools
+            )
         run = self.agent.start(
             question.text,
             conversation=conversation,
             user=question.user,
             model=choice.model,
-            tools=tools or choice.tools,
+            tools=tools,
             persona=choice.persona,
             images=intake.shown,
         )
@@ -863,7 +840,7 @@ class SlackBot:
             _user_key(question), settings_key(question.team, question.channel), run.trace
         )
 
-    async def _follow(self, question: Question, run: Run, root: str) -> None:
+    async def _follow(self, question: Question, run: Run, root: str, verbosity: Verbosity) -> None:
         self._active[run.trace.id] = _Active(run, question.user, question.channel)
         surface = SlackSurface(
             self.client, channel=question.channel, ts=root, thread_ts=question.thread_ts
@@ -882,7 +859,7 @@ class SlackBot:
                 question=question.text,
                 asker=question.user,
                 approvers=self.settings.approvers,
-                verbosity=await self._verbosity(question.team, question.channel),
+                verbosity=verbosity,
             ),
             tick=max(1.0, self.settings.update_interval),
         )
@@ -895,14 +872,14 @@ class SlackBot:
                 await run.aclose()
             await self._count_tokens(question, run)
 
-    async def _answer_streamed(self, question: Question, thread: str) -> bool:
+    async def _answer_streamed(self, question: Question, thread: str, choice: RunChoice) -> bool:
         """Answer with Slack's agent streaming; False when Slack will not stream here (the
         caller answers with chat.update instead)."""
         view = RunView(
             question=question.text,
             asker=question.user,
             approvers=self.settings.approvers,
-            verbosity=await self._verbosity(question.team, question.channel),
+            verbosity=choice.verbosity or self.settings.verbosity,
         )
         stream = NativeStream(
             self.client,
@@ -922,7 +899,7 @@ class SlackBot:
                 "streaming is not available in %s (%s): using chat.update", question.channel, exc
             )
             return False
-        run, notice = await self._start(question, thread)
+        run, notice = await self._start(question, thread, choice)
         if notice:
             await self._note(question.channel, thread, notice)
         stream.run_id = run.trace.id
@@ -990,19 +967,6 @@ class SlackBot:
             log.warning(
                 "could not set the assistant thread's status in %s: %s", question.channel, exc
             )
-
-    async def _take_files(
-        self, question: Question, conversation: str, base: ToolRegistry, choice: RunChoice
-    ) -> tuple[Intake, ToolRegistry | None]:
-        """Reads the question's files into its conversation before the run starts (its
-        images too, for a model with ``vision``); returns what came of them and the run's
-        tools (None: ``base`` as it is)."""
-        if self.files is None:
-            return Intake(), None
-        attached = incoming_of(question.files, self.files.downloader)
-        intake = await self.files.take(conversation, attached, vision=choice.vision)
-        off = "lookup" in choice.off
-        return intake, await self.files.tools_for(conversation, base, lookup_off=off)
 
     async def _note(self, channel: str, thread_ts: str, text: str) -> None:
         """One short message in the answer's thread (the refused files); never raises."""

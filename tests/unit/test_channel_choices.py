@@ -89,7 +89,7 @@ async def test_the_persona_is_bounded_and_empty_clears_it() -> None:
 
 async def test_settings_describe_each_choice_in_a_line() -> None:
     c = choices()
-    assert await c.describe("k", "full (the default)") == [
+    assert await c.describe("k", "full") == [
         "Verbosity: full (the default)",
         "Model: d",
         "Tools: search, calculate",
@@ -98,11 +98,18 @@ async def test_settings_describe_each_choice_in_a_line() -> None:
     await c.set_model("k", "big")
     await c.toggle_tool("k", "calculate")
     await c.set_persona("k", "Be brief.")
-    assert (await c.describe("k", "compact"))[1:] == [
+    assert (await c.describe("k", "full"))[1:] == [
         "Model: big (set by an admin)",
         "Tools: search (off here: calculate)",
         "Persona: 9 characters",
     ]
+    assert await c.tools_line("k") == "Tools: search (off here: calculate)"
+    assert c.matching_tools("CALC") == ["calculate"]
+    await c.settings.put("k", "verbosity", "answer")
+    assert (await c.describe("k", "full"))[0] == "Verbosity: answer (set by an admin)"
+    assert (await c.for_run("k")).verbosity == "answer"
+    await c.settings.put("k", "verbosity", "loud")  # not a level: the platform's default
+    assert (await c.for_run("k")).verbosity is None
 
 
 class Down(InMemoryChannelSettings):

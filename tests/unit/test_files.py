@@ -277,7 +277,10 @@ async def test_a_store_outage_costs_the_files_not_the_question() -> None:
     files = ConversationFiles(DownStore(), Downloader(DISCORD_FILE_HOSTS))
     intake = await files.take("c", [Incoming("a.txt", 5, None, "u", fetch)])
     assert intake.refused == [STORE_DOWN]
-    assert await files.tools_for("c", with_lookup()) is None  # the run keeps its own tools
+    from adapters.channels import RunChoice
+
+    _, tools = await files.prepare("c", [], RunChoice(), with_lookup())
+    assert tools is None  # the run keeps its own tools
 
 
 def with_lookup() -> ToolRegistry:
@@ -298,11 +301,18 @@ async def test_a_channel_that_turned_lookup_off_keeps_its_files_unsearched() -> 
     async def fetch() -> bytes:
         return b"The warranty lasts 36 months."
 
+    from adapters.channels import RunChoice
+
     files = ConversationFiles(InMemoryFileStore(), Downloader(DISCORD_FILE_HOSTS))
-    intake = await files.take("c", [Incoming("a.txt", 30, None, "u", fetch)])
+    intake, tools = await files.prepare(
+        "c",
+        [Incoming("a.txt", 30, None, "u", fetch)],
+        RunChoice(off=frozenset({"lookup"})),
+        with_lookup(),
+    )
     assert intake.indexed == ["a.txt"]
-    assert await files.tools_for("c", with_lookup(), lookup_off=True) is None, "stays off"
-    searched = await files.tools_for("c", ToolRegistry())
+    assert tools is None, "stays off"
+    _, searched = await files.prepare("c", [], RunChoice(), ToolRegistry())
     assert searched is not None and searched.get("lookup") is not None
 
 
