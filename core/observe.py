@@ -12,14 +12,17 @@ a run never changes how it ends. With no observers the agent pays nothing per ch
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Sequence
-from typing import Protocol
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from typing import Protocol, TypeVar
 
 from core.events import FinalEvent
 from core.llm import ChatModel, Message, ModelChunk, ResponseFormat, ToolSpec, Usage
 from core.trace import Trace
 
 log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
+_R = TypeVar("_R")
 
 
 class ModelCallProbe(Protocol):
@@ -70,6 +73,16 @@ class _Guarded:
             log.exception("a run observer failed (%s); it is ignored for this run", what)
         self._broken = True
 
+    def _each(self, items: Iterable[_T], what: str, call: Callable[[_T], _R]) -> list[_R]:
+        """``call`` on every item, in order; an item whose call raises is left out (logged)."""
+        results = []
+        for item in items:
+            try:
+                results.append(call(item))
+            except Exception:
+                self._failed(what)
+        return results
+
 
 class _ModelCall(_Guarded):
     __slots__ = ("_probes",)
@@ -79,25 +92,13 @@ class _ModelCall(_Guarded):
         self._probes = probes
 
     def first_chunk(self) -> None:
-        for probe in self._probes:
-            try:
-                probe.first_chunk()
-            except Exception:
-                self._failed("first chunk")
+        self._each(self._probes, "first chunk", lambda probe: probe.first_chunk())
 
     def chunk(self, usage: Usage | None, finish: str | None) -> None:
-        for probe in self._probes:
-            try:
-                probe.chunk(usage, finish)
-            except Exception:
-                self._failed("chunk")
+        self._each(self._probes, "chunk", lambda probe: probe.chunk(usage, finish))
 
     def end(self, error: BaseException | None) -> None:
-        for probe in self._probes:
-            try:
-                probe.end(error)
-            except Exception:
-                self._failed("model call end")
+        self._each(self._probes, "model call end", lambda probe: probe.end(error))
 
 
 class _ToolCall(_Guarded):
@@ -108,11 +109,7 @@ class _ToolCall(_Guarded):
         self._probes = probes
 
     def end(self, text: str, error: bool) -> None:
-        for probe in self._probes:
-            try:
-                probe.end(text, error)
-            except Exception:
-                self._failed("tool call end")
+        self._each(self._probes, "tool call end", lambda probe: probe.end(text, error))
 
 
 class Probes(_Guarded):
@@ -122,37 +119,23 @@ class Probes(_Guarded):
 
     def __init__(self, observers: Sequence[RunObserver], trace: Trace) -> None:
         super().__init__()
-        self._probes: list[RunProbe] = []
-        for observer in observers:
-            try:
-                self._probes.append(observer.start(trace))
-            except Exception:
-                self._failed("run start")
+        self._probes: list[RunProbe] = self._each(
+            observers, "run start", lambda observer: observer.start(trace)
+        )
 
     def model_call(self, step: int, model: str) -> _ModelCall:
-        probes = []
-        for probe in self._probes:
-            try:
-                probes.append(probe.model_call(step, model))
-            except Exception:
-                self._failed("model call")
-        return _ModelCall(probes)
+        return _ModelCall(
+            self._each(self._probes, "model call", lambda probe: probe.model_call(step, model))
+        )
 
     def tool_call(self, step: int, call_id: str | None, name: str, input: str) -> _ToolCall:
-        probes = []
-        for probe in self._probes:
-            try:
-                probes.append(probe.tool_call(step, call_id, name, input))
-            except Exception:
-                self._failed("tool call")
+        probes = self._each(
+            self._probes, "tool call", lambda probe: probe.tool_call(step, call_id, name, input)
+        )
         return _ToolCall(probes)
 
     def end(self, final: FinalEvent) -> None:
-        for probe in self._probes:
-            try:
-                probe.end(final)
-            except Exception:
-                self._failed("run end")
+        self._each(self._probes, "run end", lambda probe: probe.end(final))
 
 
 class WatchedModel:

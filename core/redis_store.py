@@ -275,17 +275,14 @@ class RedisTraceStore(_RedisBase):
         with self._unavailable("save the trace"):
             async with self._client.pipeline(transaction=True) as pipe:
                 pipe.set(self._key("trace", trace.id), trace.to_json(), ex=self._ttl)
-                pipe.zadd(index, {trace.id: score})
+                # The conversation's index and the index of recent traces of every one.
                 # Index entries outlive nothing: drop those whose trace has expired, and
-                # keep the index bounded for very chatty conversations.
-                pipe.zremrangebyscore(index, "-inf", f"({now - self._ttl}")
-                pipe.zremrangebyrank(index, 0, -self._max_indexed - 1)
-                pipe.expire(index, self._ttl)
-                recent = self._recent_key()
-                pipe.zadd(recent, {trace.id: score})
-                pipe.zremrangebyscore(recent, "-inf", f"({now - self._ttl}")
-                pipe.zremrangebyrank(recent, 0, -self._max_indexed - 1)
-                pipe.expire(recent, self._ttl)
+                # keep each index bounded for very chatty conversations.
+                for key in (index, self._recent_key()):
+                    pipe.zadd(key, {trace.id: score})
+                    pipe.zremrangebyscore(key, "-inf", f"({now - self._ttl}")
+                    pipe.zremrangebyrank(key, 0, -self._max_indexed - 1)
+                    pipe.expire(key, self._ttl)
                 await pipe.execute()
 
     async def get(self, trace_id: str) -> Trace | None:
@@ -399,10 +396,13 @@ class RedisLocks(_RedisBase):
             self._release_soon(key, token)
             raise
 
+    async def _release_once(self, key: str, token: str) -> None:
+        with self._unavailable("release the conversation lock"):
+            await self._release_script(keys=[key], args=[token])
+
     async def _release(self, key: str, token: str) -> None:
         try:
-            with self._unavailable("release the conversation lock"):
-                await self._release_script(keys=[key], args=[token])
+            await self._release_once(key, token)
         except StoreUnavailable:
             # Failing here would hide the run's own outcome; the next question in this
             # conversation would wait out the lease: try again in the background.
@@ -416,8 +416,7 @@ class RedisLocks(_RedisBase):
             for pause in self.RELEASE_RETRIES:
                 await asyncio.sleep(pause)
                 try:
-                    with self._unavailable("release the conversation lock"):
-                        await self._release_script(keys=[key], args=[token])
+                    await self._release_once(key, token)
                 except StoreUnavailable:
                     continue
                 return
