@@ -269,6 +269,13 @@ class FallbackBudget:
         self._down = False
 
 
+def per_minute(limit: int, shared: Budget | None = None) -> Budget:
+    """At most ``limit`` requests in any minute: shared by every replica when ``shared``
+    (Redis) is given, each replica keeping to it alone while Redis is away."""
+    local = LocalBudget(max(1, limit), 60.0)
+    return local if shared is None else FallbackBudget(shared, local)
+
+
 @dataclass(slots=True)
 class ChannelState:
     window: Window | None

@@ -30,7 +30,6 @@ from urllib.parse import quote
 from adapters.discord.render import (
     MAX_FILES,
     DiscordPayload,
-    PendingButtons,
     approval_block,
     current_step_block,
     final_body,
@@ -38,6 +37,7 @@ from adapters.discord.render import (
     footer,
     one_line,
     page_link_line,
+    pending_buttons,
     question_posts,
     render_brief,
     sanitize,
@@ -352,13 +352,9 @@ class ComponentsRenderer:
         """The signed page of a trace (``bot.web``), posted last in its thread; None: none."""
 
     def live(self, view: RunView) -> DiscordPayload:
-        pending = view.pending
-        buttons = (
-            PendingButtons(pending.step, pending.call, pending.remember, pending.json_input)
-            if pending is not None
-            else None
+        return DiscordPayload(
+            "", approval=pending_buttons(view), card=live_card(view, self._clock())
         )
-        return DiscordPayload("", approval=buttons, card=live_card(view, self._clock()))
 
     def final(self, view: RunView) -> DiscordPayload:
         return DiscordPayload(

@@ -640,6 +640,14 @@ def question_posts(trace: Trace) -> list[DiscordPayload]:
     return asked_posts
 
 
+def pending_buttons(view: RunView) -> PendingButtons | None:
+    """The decision buttons a pending approval needs (None: no approval waits)."""
+    pending = view.pending
+    if pending is None:
+        return None
+    return PendingButtons(pending.step, pending.call, pending.remember, pending.json_input)
+
+
 def page_link_line(link: str) -> str:
     """The trace page's link as a post shows it: in ``<>``, our own URL, shown whole, with no
     embed under it."""
@@ -680,12 +688,7 @@ class DiscordRenderer:
         carries it."""
 
     def live(self, view: RunView) -> DiscordPayload:
-        pending = view.pending
-        buttons = (
-            PendingButtons(pending.step, pending.call, pending.remember, pending.json_input)
-            if pending is not None
-            else None
-        )
+        buttons = pending_buttons(view)
         return DiscordPayload(fit(render_live(view, self._clock())), approval=buttons)
 
     def final(self, view: RunView) -> DiscordPayload:

@@ -55,7 +55,7 @@ from slack_sdk.webhook.async_client import AsyncWebhookClient
 from adapters.attachments import ConversationFiles
 from adapters.channels import ChannelChoices, ChoiceError, RunChoice
 from adapters.live import VERBOSITIES, LiveMessage, LiveStats, RunView, Verbosity
-from adapters.pacing import Budget, EditPacer, FallbackBudget, LocalBudget
+from adapters.pacing import Budget, EditPacer, per_minute
 from adapters.slack.approval import (
     APPROVAL_VIEW_ID,
     VERDICT_OF_ACTION,
@@ -216,11 +216,8 @@ def workspace_budget(settings: SlackSettings, shared: Budget | None = None) -> B
     """Slack limits ``chat.update`` per workspace (Tier 3, "50+ per minute"), so every channel
     draws on one budget: at most that many in any minute, across every replica when
     ``shared`` (Redis) is given, with each replica keeping to it alone while Redis is away."""
-    per_minute = settings.workspace_updates_per_minute
-    if per_minute <= 0:
-        return None
-    local = LocalBudget(max(1, int(per_minute)), 60.0)
-    return local if shared is None else FallbackBudget(shared, local)
+    limit = settings.workspace_updates_per_minute
+    return per_minute(int(limit), shared) if limit > 0 else None
 
 
 class SlackBot:

@@ -38,7 +38,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.live import LiveStats, RunView
-from adapters.pacing import Budget, EditPacer, FallbackBudget, LocalBudget, Priority
+from adapters.pacing import Budget, EditPacer, Priority, per_minute
 from adapters.slack.render import SlackRenderer
 from adapters.slack.stream_render import (
     MARKDOWN_LIMIT,
@@ -95,9 +95,7 @@ class StreamPacers:
         cls, live_interval: float, shared: Mapping[str, Budget] | None = None
     ) -> StreamPacers:
         def budget(method: str) -> Budget:
-            local = LocalBudget(TIERS[method], 60.0)
-            remote = (shared or {}).get(method)
-            return local if remote is None else FallbackBudget(remote, local)
+            return per_minute(TIERS[method], (shared or {}).get(method))
 
         return cls(
             start=EditPacer(0.0, shared=budget(START)),
