@@ -29,7 +29,7 @@ from core.replay import (
     finish_replay,
     start_replay,
 )
-from core.trace import Trace, summary_line, utc_iso
+from core.trace import Trace, one_line, summary_line, utc_iso
 
 if TYPE_CHECKING:
     from bot.app import App
@@ -49,16 +49,9 @@ def format_trace_list(traces: Sequence[Trace], *, conversations: bool = False) -
 
 def _list_line(trace: Trace, *, conversations: bool) -> str:
     when = utc_iso(trace.started_at) if trace.started_at else "-"
-    question = _shorten(trace.question)
-    where = f"  {_shorten(trace.conversation or '-', CONVERSATION_WIDTH)}" if conversations else ""
+    question = one_line(trace.question, QUESTION_WIDTH)
+    where = f"  {one_line(trace.conversation or '-', CONVERSATION_WIDTH)}" if conversations else ""
     return f"{trace.id}  {when}{where}  {trace.status:<11}  {question}  ({summary_line(trace)})"
-
-
-def _shorten(text: str, width: int = QUESTION_WIDTH) -> str:
-    one_line = " ".join(text.split())
-    if len(one_line) <= width:
-        return one_line
-    return one_line[: width - 1] + "…"
 
 
 def export_trace(trace: Trace, path: str | Path) -> Path:

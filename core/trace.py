@@ -333,6 +333,14 @@ def source_domain(url: str) -> str:
     return host if _HOST.fullmatch(host) else ""
 
 
+def one_line(text: str, width: int) -> str:
+    """``text`` on one line (runs of white space as one space), at most ``width`` characters,
+    an ellipsis marking a cut."""
+    flat = " ".join(text.split())
+    width = max(1, width)
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
 def summary_line(trace: Trace) -> str:
     made = steps_made(trace)
     if made:

@@ -35,7 +35,6 @@ from adapters.discord.render import (
     final_body,
     fit,
     footer,
-    one_line,
     page_link_line,
     pending_buttons,
     question_posts,
@@ -51,7 +50,7 @@ from adapters.discord.render import (
     whole_answer_parts,
 )
 from adapters.live import Phase, RunView, Verbosity
-from core.trace import Trace, TraceStep, source_domain
+from core.trace import Trace, TraceStep, one_line, source_domain
 
 MAX_COMPONENTS = 40
 TEXT_LIMIT = 4000

@@ -21,7 +21,7 @@ from urllib.parse import quote
 
 from adapters.live import RunView, StepView, Verbosity, approval_words
 from core.events import ApprovalRequested
-from core.trace import Trace, TraceStep, source_domain
+from core.trace import Trace, TraceStep, one_line, source_domain
 
 if TYPE_CHECKING:
     from adapters.discord.layout import Card
@@ -113,12 +113,6 @@ def inline_code(text: str, *, width: int = LINE_WIDTH) -> str:
 def defuse_fences(text: str) -> str:
     """Text for inside a code block: a ``` in it would end the block early."""
     return text.replace(FENCE, "`\u200b``")
-
-
-def one_line(text: str, width: int) -> str:
-    flat = " ".join(text.split())
-    width = max(1, width)
-    return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
 def balance_fences(text: str, *, cut_inside: bool = False) -> str:

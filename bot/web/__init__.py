@@ -30,7 +30,7 @@ import markupsafe
 from aiohttp import web
 
 from core.stores import TraceStore
-from core.trace import Trace, TraceStep, source_domain, summary_line, utc_iso
+from core.trace import Trace, TraceStep, one_line, source_domain, summary_line, utc_iso
 
 if TYPE_CHECKING:
     from bot.config import Config
@@ -254,13 +254,8 @@ def _bar(seconds: float, longest: float) -> int:
     return max(1, min(BAR_STEPS, round(seconds / longest * BAR_STEPS)))
 
 
-def one_line(text: str, limit: int = INPUT_SHOWN) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
-
-
 def _step_view(step: TraceStep, longest: float, *, models: int, room: Room) -> dict[str, Any]:
-    short = one_line(step.action_input) if step.action_input else ""
+    short = one_line(step.action_input, INPUT_SHOWN) if step.action_input else ""
     return {
         "step": step,
         "input_short": short,
