@@ -657,8 +657,10 @@ class AskCog(commands.Cog):
         if model is not None:
             try:
                 self._choices.model(model)
-            except ChoiceError as exc:
-                await interaction.response.send_message(str(exc), ephemeral=True)
+            except ChoiceError as exc:  # it quotes the asker's text: made inert
+                await interaction.response.send_message(
+                    fit(sanitize(str(exc)), 2000), ephemeral=True, allowed_mentions=NO_MENTIONS
+                )
                 return
         slot = f"interaction:{interaction.id}"
         asker = await self._admit(interaction, question=question, slot=slot)

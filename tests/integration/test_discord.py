@@ -501,3 +501,19 @@ async def test_an_admin_sets_the_channels_model_persona_and_tools() -> None:
         assert "- calculate:" not in system and "Answer in French." in system
         final = next(m for m in h.fake.messages.values() if "from big" in m["content"])
         assert "`big-model-v2`" in final["content"] and "channel persona" in final["content"]
+
+
+async def test_an_unknown_model_asked_for_is_quoted_inert() -> None:
+    async with running([], catalogue={"big": finishing("x", "big")}) as h:
+        hostile = "[Verify your account](https://evil.example) @everyone"
+        payload = h.fake.interaction_create("ask", {"question": "hi", "model": hostile})
+        h.fake.remember_interaction(payload)
+        await h.fake.dispatch("INTERACTION_CREATE", payload)
+        call = await h.fake.wait_for_call(
+            lambda c: c.path.endswith("/callback") and f"/interactions/{payload['id']}/" in c.path
+        )
+        text = call.json["data"]["content"]
+        assert text.startswith("There is no model named") and "Models: `big`" in text
+        assert "](" not in text and "@everyone" not in text  # no masked link, no ping
+        assert call.json["data"]["allowed_mentions"]["parse"] == []
+        assert h.model.calls == []
