@@ -3,7 +3,7 @@
     scripts/with-redis .venv/bin/python -m bench.soak [--platform discord|slack|all]
         [--conversations 1000] [--minutes 2]
 
-The bot runs in this process exactly as ``reactbot serve`` wires it (``App.create``, Redis
+The bot runs in this process exactly as ``reactbot serve`` wires it (``App.create``, ``settle_heap``, Redis
 stores, ``serve_discord`` / ``serve_slack``, the offline demo model streaming its steps: a
 calculate step, then the answer). The platform's fake runs in a child process together with
 the driver that plays the users, so neither its work nor its growing call log counts against
@@ -210,14 +210,18 @@ async def soak(platform: str, conversations: int, minutes: float, think: float) 
 
 
 async def _serve(platform: str, app: Any) -> None:
+    from bot.serve import settle_heap
+
     if platform == "discord":
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)
             from bot.serve_discord import serve_discord
+        settle_heap()
         await serve_discord(app)
     else:
         from bot.serve_slack import serve_slack
 
+        settle_heap()
         await serve_slack(app)
 
 
