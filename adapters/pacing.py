@@ -40,9 +40,12 @@ import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from core.errors import StoreUnavailable
+
+if TYPE_CHECKING:
+    from core.resilient import StoreHealth
 
 log = logging.getLogger(__name__)
 
@@ -267,6 +270,30 @@ class FallbackBudget:
         if self._down:
             log.warning("the shared update budget answers again")
         self._down = False
+
+
+class CheckedBudget:
+    """A shared ``Budget`` through the shared store's ``StoreHealth``: its failures count and
+    are logged with the other stores', and while the store is presumed down ``take`` fails
+    at once (``FallbackBudget`` then keeps to the local share) instead of waiting out
+    another timeout."""
+
+    def __init__(self, inner: Budget, health: StoreHealth) -> None:
+        self.inner = inner
+        self.health = health
+
+    @property
+    def limit(self) -> int:
+        return self.inner.limit
+
+    async def take(self, reserve: int) -> float:
+        return await self.health.call(None, lambda: self.inner.take(reserve))
+
+    async def done(self) -> None:
+        await self.health.call(None, self.inner.done)
+
+    async def charge(self, count: int) -> None:
+        await self.health.call(None, lambda: self.inner.charge(count))
 
 
 def per_minute(limit: int, shared: Budget | None = None) -> Budget:

@@ -58,7 +58,7 @@ if TYPE_CHECKING:  # the search, redis and MCP modules load only when configured
     from redis.asyncio import Redis
 
     from adapters.channels import ChannelChoices
-    from core.redis_store import RedisRateBudget
+    from adapters.pacing import Budget
     from core.resilient import StoreHealth
     from core.tools.mcp import MCPTools, ServerSpec
     from core.tools.search import SearchTool
@@ -132,15 +132,17 @@ class App:
     platforms: dict[str, PlatformLink] = field(default_factory=dict)
     """The platforms ``serve`` started, by name (``discord``, ``slack``)."""
 
-    def rate_budget(self, name: str, *, limit: int, per: float = 60.0) -> RedisRateBudget | None:
+    def rate_budget(self, name: str, *, limit: int, per: float = 60.0) -> Budget | None:
         """A rate budget every process shares (in Redis), or None without Redis."""
         if self.redis_client is None:
             return None
+        from adapters.pacing import CheckedBudget
         from core.redis_store import RedisRateBudget
 
-        return RedisRateBudget(
+        shared = RedisRateBudget(
             self.redis_client, name, limit=limit, per=per, prefix=self.config.redis.prefix
         )
+        return shared if self.health is None else CheckedBudget(shared, self.health)
 
     def channel_choices(self) -> ChannelChoices:
         """Each channel's model, persona and tools, over the shared channel settings."""
@@ -218,9 +220,9 @@ class App:
             closers,
             mcp,
             redis_client=stores.redis_client,
-            budgets=_build_budgets(config, stores.redis_client),
+            budgets=_build_budgets(config, stores),
             catalogue=_build_catalogue(config, notes, closers),
-            files=_build_file_store(config, stores.redis_client),
+            files=_build_file_store(config, stores),
         )
 
     async def start(self) -> None:
@@ -467,24 +469,28 @@ def _search_tool(config: Config, api_key: str, redis_client: Redis | None) -> Se
     )
 
 
-def _build_file_store(config: Config, redis_client: Redis | None) -> FileStore:
-    if redis_client is None:
+def _build_file_store(config: Config, stores: _Stores) -> FileStore:
+    if stores.redis_client is None or stores.health is None:
         return InMemoryFileStore()
     from core.redis_store import RedisFileStore
+    from core.resilient import CheckedFileStore
 
-    return RedisFileStore(
-        redis_client,
+    shared = RedisFileStore(
+        stores.redis_client,
         prefix=config.redis.prefix,
         ttl_seconds=int(config.redis.history_ttl_days * 86400),
     )
+    return CheckedFileStore(shared, health=stores.health)
 
 
-def _build_budgets(config: Config, redis_client: Redis | None) -> TokenBudgets:
+def _build_budgets(config: Config, stores: _Stores) -> TokenBudgets:
     counters: UsageCounters
-    if redis_client is not None:
+    if stores.redis_client is not None and stores.health is not None:
         from core.redis_store import RedisUsageCounters
+        from core.resilient import CheckedUsageCounters
 
-        counters = RedisUsageCounters(redis_client, prefix=config.redis.prefix)
+        shared = RedisUsageCounters(stores.redis_client, prefix=config.redis.prefix)
+        counters = CheckedUsageCounters(shared, health=stores.health)
     else:
         counters = InMemoryUsageCounters()
     budgets = config.budgets

@@ -235,12 +235,11 @@ class _ToolCallProbe:
 # Readiness
 
 
-async def readiness(app: App, expected: Sequence[str]) -> list[str]:
-    """Why the bot is not ready (each reason one line), or nothing."""
+async def readiness(app: App, expected: Sequence[str], redact: Callable[[str], str]) -> list[str]:
+    """Why the bot is not ready (each reason one line, ``redact``-ed), or nothing."""
     checks: list[Awaitable[str | None]] = [_platform_problem(app, name) for name in expected]
     if app.redis_client is not None:
         checks.append(_redis_problem(app))
-    redact = RedactSecrets(secret_values(app.config)).redact
     return [redact(problem) for problem in await asyncio.gather(*checks) if problem]
 
 
@@ -293,8 +292,10 @@ def build_ops_app(
     async def healthz(_: web.Request) -> web.Response:
         return web.json_response({"ok": True})
 
+    redact = RedactSecrets(secret_values(app.config)).redact
+
     async def readyz(_: web.Request) -> web.Response:
-        reasons = await readiness(app, expected)
+        reasons = await readiness(app, expected, redact)
         if reasons:
             return web.json_response({"ready": False, "reasons": reasons}, status=503)
         return web.json_response({"ready": True, "platforms": list(expected)})

@@ -23,7 +23,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager, suppress
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from core.approval import (
     Allowances,
@@ -62,6 +62,11 @@ from core.stores import (
     notify_wait,
 )
 from core.trace import Trace
+
+if TYPE_CHECKING:
+    from core.budgets import UsageCounters
+    from core.files import FileStore
+    from core.tools.lookup import Passage
 
 T = TypeVar("T")
 
@@ -503,6 +508,43 @@ class ResilientAllowances:
             await self.health.call(
                 conversation, lambda: self.inner.allow(conversation, tool, by=by)
             )
+
+
+class CheckedUsageCounters:
+    """Token counters in the shared store, through its ``StoreHealth``: a failure counts and
+    is logged with the other stores', and while the store is presumed down a call fails at
+    once with ``StoreUnavailable`` (which ``TokenBudgets`` handles) instead of waiting out
+    another timeout."""
+
+    def __init__(self, inner: UsageCounters, *, health: StoreHealth) -> None:
+        self.inner = inner
+        self.health = health
+
+    async def add(self, key: str, amount: int, *, expire_at: float) -> int:
+        return await self.health.call(
+            None, lambda: self.inner.add(key, amount, expire_at=expire_at)
+        )
+
+    async def get(self, keys: Sequence[str]) -> builtins.list[int]:
+        return await self.health.call(None, lambda: self.inner.get(keys))
+
+
+class CheckedFileStore:
+    """A conversation's file passages in the shared store, through its ``StoreHealth`` (see
+    ``CheckedUsageCounters``; ``ConversationFiles`` handles the ``StoreUnavailable``)."""
+
+    def __init__(self, inner: FileStore, *, health: StoreHealth) -> None:
+        self.inner = inner
+        self.health = health
+
+    async def load(self, conversation: str) -> builtins.list[Passage]:
+        return await self.health.call(None, lambda: self.inner.load(conversation))
+
+    async def add(self, conversation: str, passages: Sequence[Passage]) -> None:
+        await self.health.call(None, lambda: self.inner.add(conversation, passages))
+
+    async def clear(self, conversation: str) -> None:
+        await self.health.call(None, lambda: self.inner.clear(conversation))
 
 
 @dataclass(frozen=True, slots=True)

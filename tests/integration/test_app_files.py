@@ -12,6 +12,7 @@ from bot.serve_discord import discord_files
 from bot.serve_slack import slack_files, slack_settings
 from core.files import passages_of
 from core.redis_store import RedisFileStore
+from core.resilient import CheckedFileStore
 
 
 async def test_files_config_reaches_the_store_and_the_downloaders(
@@ -28,7 +29,8 @@ async def test_files_config_reaches_the_store_and_the_downloaders(
     env = {"REDIS_URL": redis_url, "SLACK_BOT_TOKEN": "xoxb-1", "SLACK_APP_TOKEN": "xapp-1"}
     app = App.create(load_config(path, env))
     try:
-        assert isinstance(app.files, RedisFileStore)
+        assert isinstance(app.files, CheckedFileStore)  # Redis, through the stores' health
+        assert isinstance(app.files.inner, RedisFileStore)
         await app.files.add("c", passages_of("a.txt", [(None, "hello")]))
         assert app.redis_client is not None
         assert 2 * 86400 - 10 < await app.redis_client.ttl(f"{redis_prefix}files:c") <= 2 * 86400

@@ -163,3 +163,46 @@ async def test_a_lock_whose_set_reply_was_lost_is_released_in_the_background(
                 await asyncio.sleep(0.05)
     finally:
         await client.aclose()
+
+
+async def test_token_counts_files_and_the_shared_update_budget_share_the_stores_health(
+    redis_server: RedisServer,
+) -> None:
+    """The app's other Redis users go through the same ``StoreHealth`` as its stores: a hung
+    server costs one timeout, is counted once (``reactbot_redis_errors``), and the calls
+    after it fail at once until the store is tried again."""
+    from bot.app import App
+    from bot.config import Config, Secrets
+
+    config = Config.model_validate(
+        {
+            "redis": {"url": redis_server.url, "prefix": "fault:"},
+            "budgets": {"tokens_per_user_per_day": 1000},
+            "secrets": Secrets.from_env({}),
+        }
+    )
+    app = App.create(config)
+    try:
+        budget = app.rate_budget("slack:chat.update", limit=50)
+        assert app.health is not None and budget is not None
+        assert await app.files.load("c") == []  # answering
+        redis_server.pause()
+        try:
+            _, seconds = await timed(lambda: _refused(app.files.load("c")))
+            assert seconds < FAST and app.health.failures == 1
+            refusal, seconds = await timed(lambda: app.budgets.refusal("u", "channel"))
+            assert refusal is None and seconds < 0.05  # not checked, rather than not answered
+            _, seconds = await timed(lambda: _refused(budget.take(0)))
+            assert seconds < 0.05
+            _, seconds = await timed(lambda: _refused(app.files.add("c", [])))
+            assert seconds < 0.05
+            assert app.health.failures == 1 and app.health.degraded
+        finally:
+            redis_server.resume()
+    finally:
+        await app.aclose()
+
+
+async def _refused(call: Awaitable[Any]) -> None:
+    with pytest.raises(StoreUnavailable):
+        await call
