@@ -3,11 +3,11 @@
     scripts/with-redis .venv/bin/python -m bench.soak [--platform discord|slack|all]
         [--conversations 1000] [--minutes 2]
 
-The bot runs in this process exactly as ``reactbot serve`` wires it (``App.create``, ``settle_heap``, Redis
-stores, ``serve_discord`` / ``serve_slack``, the offline demo model streaming its steps: a
-calculate step, then the answer). The platform's fake runs in a child process together with
-the driver that plays the users, so neither its work nor its growing call log counts against
-the bot's event loop or memory. Each conversation has its own channel and user, and asks its
+The bot runs in this process exactly as ``reactbot serve`` wires it (``App.create``, Redis
+stores, ``settle_heap``, ``serve_discord`` / ``serve_slack``, the offline demo model
+streaming its steps: a calculate step, then the answer). The platform's fake runs in a child
+process together with the driver that plays the users, so neither its work nor its growing
+call log counts against the bot's event loop or memory. Each conversation has its own channel and user, and asks its
 next question as soon as the previous answer is final on the platform, until T is up; then
 every run still going gets up to a minute to end.
 
@@ -212,17 +212,13 @@ async def soak(platform: str, conversations: int, minutes: float, think: float) 
 async def _serve(platform: str, app: Any) -> None:
     from bot.serve import settle_heap
 
-    if platform == "discord":
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", DeprecationWarning)
-            from bot.serve_discord import serve_discord
-        settle_heap()
-        await serve_discord(app)
-    else:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # discord.py imports audioop
+        from bot.serve_discord import serve_discord
         from bot.serve_slack import serve_slack
 
-        settle_heap()
-        await serve_slack(app)
+    settle_heap()
+    await (serve_discord if platform == "discord" else serve_slack)(app)
 
 
 async def _forget(url: str, prefix: str) -> None:
