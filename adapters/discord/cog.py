@@ -604,6 +604,7 @@ class AskCog(commands.Cog):
             message.channel.id,
             message.author,
             attachments=message.attachments,
+            typing=message.channel,
         )
         first, stop = self._first(run, asker, question)
         try:
@@ -1003,10 +1004,14 @@ class AskCog(commands.Cog):
         model: str | None = None,
         *,
         attachments: Sequence[discord.Attachment] = (),
+        typing: discord.abc.Messageable | None = None,
     ) -> tuple[Run, str, Verbosity]:
         """A run with the channel's model, persona and tools (``model``: the asker's pick),
         its attachments read into the conversation first; the lines about refused files; and
-        the channel's verbosity (one read of its settings for all of it)."""
+        the channel's verbosity (one read of its settings for all of it).
+
+        While attachments are read, ``typing`` (a mention's channel; a slash command shows
+        its own "thinking…") shows "reactbot is typing…", since no reply is posted yet."""
         conversation = conversation_id(
             channel, channel_id or 0, per_thread=self.settings.per_thread
         )
@@ -1016,7 +1021,10 @@ class AskCog(commands.Cog):
         files = self.services.files
         if files is not None:
             incoming = incoming_of(attachments, files.downloader)
-            intake, tools = await files.prepare(conversation, incoming, choice, agent.tools)
+            async with AsyncExitStack() as stack:
+                if incoming and typing is not None:
+                    await _typing_in(stack, typing)
+                intake, tools = await files.prepare(conversation, incoming, choice, agent.tools)
         run = agent.start(
             question,
             conversation=conversation,
@@ -1214,3 +1222,12 @@ class AskCog(commands.Cog):
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.gather(*pending, return_exceptions=True)
         await self._listening.aclose()
+
+
+async def _typing_in(stack: AsyncExitStack, channel: discord.abc.Messageable) -> None:
+    """Discord's typing indicator in ``channel`` until ``stack`` closes (discord.py renews
+    it every 5 s); best effort: a refused trigger is logged and the work goes on."""
+    try:
+        await stack.enter_async_context(channel.typing())
+    except discord.HTTPException as exc:
+        log.warning("could not show typing in channel %s: %s", getattr(channel, "id", "?"), exc)

@@ -68,6 +68,7 @@ from tests.fakes.discord_limits import (
     MISSING_PERMISSIONS,
     THREAD_EXISTS,
     UNAUTHORIZED,
+    UNKNOWN_CHANNEL,
     UNKNOWN_INTERACTION,
     UNKNOWN_MESSAGE,
     Refusal,
@@ -253,6 +254,8 @@ class FakeDiscord:
     globally_limited: int = 0
     created: list[int] = field(default_factory=list)
     """Ids of the messages the bot created, in order."""
+    typing: list[int] = field(default_factory=list)
+    """The channels the bot showed "is typing…" in (``POST /channels/{id}/typing``), in order."""
     identified: asyncio.Event = field(default_factory=asyncio.Event)
     identifies: int = 0
     resumes: list[tuple[str, int]] = field(default_factory=list)
@@ -862,6 +865,8 @@ class FakeDiscord:
             data = self._route(method, parts, body, files)
         except Refused as exc:
             return _refused(exc.refusal, headers)
+        if data is NO_CONTENT:
+            return web.Response(status=204, headers=headers)
         return _json(data, headers=headers)
 
     def _global_wait(self, now: float) -> float | None:
@@ -954,6 +959,11 @@ class FakeDiscord:
                     }
                     for c in body
                 ]
+            case ("POST", ["channels", cid, "typing"]):  # Trigger Typing Indicator: 204
+                if not cid.isdigit() or int(cid) not in self.channels:
+                    raise Refused(UNKNOWN_CHANNEL)
+                self.typing.append(int(cid))
+                return NO_CONTENT
             case ("POST", ["channels", cid, "messages"]):
                 _check(message_refusal(body, len(files)))
                 flags = int(body.get("flags") or 0) & CREATE_FLAGS
@@ -1066,9 +1076,15 @@ class FakeDiscord:
 CHANNEL_WRITES = "channel message writes"
 
 
+NO_CONTENT = object()
+"""What a route returns for Discord's 204 No Content (an empty body)."""
+
+
 def bucket_of(method: str, parts: list[str]) -> tuple[str, str]:
     """A request's rate-limit bucket and top-level resource (Discord's major parameter)."""
     match parts:
+        case ["channels", channel, "typing"]:  # a route (and bucket) of its own
+            return f"{method} typing", channel
         case ["channels", channel, *_] if method in ("POST", "PATCH"):
             return CHANNEL_WRITES, channel
         case ["channels", channel, *_]:

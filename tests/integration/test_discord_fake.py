@@ -28,7 +28,14 @@ from discord.webhook.async_ import (
 )
 
 from tests.fakes.discord_limits import invalid_form
-from tests.fakes.discord_server import APP_ID, CHANNEL_ID, TOKEN, FakeDiscord
+from tests.fakes.discord_server import (
+    APP_ID,
+    CHANNEL_ID,
+    CHANNEL_WRITES,
+    TOKEN,
+    FakeDiscord,
+    bucket_of,
+)
 
 Json = dict[str, Any]
 
@@ -457,3 +464,14 @@ async def test_invalid_sessions_and_identify_spacing() -> None:
             await fake.invalidate_session(resumable=True)
             assert await client.receive() == {"op": 9, "d": True}
             assert len(fake.sessions) == 1  # still resumable
+
+
+async def test_typing_is_204_in_a_known_channel_and_unknown_channel_elsewhere() -> None:
+    async with fake_discord() as fake, logged_in() as http:
+        assert await http.send_typing(CHANNEL_ID) == ""  # 204, no body
+        with pytest.raises(discord.NotFound) as refused:
+            await http.send_typing(CHANNEL_ID + 99)
+        assert refused.value.code == 10003 and "Unknown Channel" in refused.value.text
+        assert fake.typing == [CHANNEL_ID]
+    # a route of its own: typing does not spend the channel's message writes
+    assert bucket_of("POST", ["channels", "1", "typing"])[0] != CHANNEL_WRITES

@@ -29,6 +29,7 @@ from core.history import InMemoryHistoryStore
 from core.llm import ChatModel
 from core.scripted import ScriptedModel, Turn
 from core.stores import InMemoryEventClaims, InMemoryLocks, InMemoryTraceStore
+from tests.fakes.discord_limits import MISSING_PERMISSIONS
 from tests.fakes.discord_server import CHANNEL_ID, Call, FakeDiscord
 from tests.fakes.local_server import serve_locally
 from tests.integration.test_discord import content_of, tools
@@ -248,3 +249,43 @@ async def test_a_channel_on_another_model_with_a_persona_answers_from_an_attache
         assert system.endswith("Answer like a patient support engineer.\nchannel persona>>>")
         markdown = trace.to_markdown()
         assert "**Channel persona:**" in markdown and "report.pdf, page 2" in markdown
+
+
+def _is_reply(call: Call) -> bool:
+    return call.method == "POST" and call.path == f"/channels/{CHANNEL_ID}/messages"
+
+
+async def test_a_mention_with_files_shows_typing_while_they_are_read() -> None:
+    """No reply is posted until the files are read, so Discord shows "is typing…" meanwhile;
+    a question without files posts its reply at once and shows nothing."""
+    later = [Turn("Thought: Done.\nAction: finish[36 months.]")]
+    async with running(LOOKUP_THEN_ANSWER + later) as h:
+        pdf = make_pdf(["Intro", "The warranty lasts 36 months."])
+        first = h.fake.message_create(
+            "Warranty?", attachments=[h.fake.add_attachment("report.pdf", pdf)]
+        )
+        await h.fake.dispatch("MESSAGE_CREATE", first)
+        await h.fake.wait_for_calls(_is_totals, 1, within=10)
+        calls = h.fake.calls
+        typing = next(i for i, c in enumerate(calls) if c.path.endswith("/typing"))
+        reply = next(i for i, c in enumerate(calls) if _is_reply(c))
+        assert typing < reply and h.fake.typing == [CHANNEL_ID]
+
+        await h.fake.dispatch("MESSAGE_CREATE", h.fake.message_create("And again?"))
+        await h.fake.wait_for_calls(_is_totals, 2, within=10)
+        assert h.fake.typing == [CHANNEL_ID]  # no files this time: no typing
+
+
+async def test_files_are_read_and_answered_when_typing_is_refused() -> None:
+    async with running(LOOKUP_THEN_ANSWER) as h:
+        h.fake.refuse_next("POST", "/typing", MISSING_PERMISSIONS, count=None)
+        pdf = make_pdf(["Intro", "The warranty lasts 36 months."])
+        payload = h.fake.message_create(
+            "Warranty?", attachments=[h.fake.add_attachment("report.pdf", pdf)]
+        )
+        await h.fake.dispatch("MESSAGE_CREATE", payload)
+        await h.fake.wait_for_calls(_is_totals, 1, within=10)
+        refused = [c for c in h.fake.calls if c.path.endswith("/typing")]
+        assert [c.status for c in refused] == [403]
+        trace = await h.traces.last(CONVERSATION)
+        assert trace is not None and trace.answer == "The warranty lasts 36 months."
