@@ -3,6 +3,7 @@ against the fake Slack, which serves ``url_private`` to the bot token only."""
 
 from __future__ import annotations
 
+import base64
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -11,19 +12,29 @@ import pytest
 from aiohttp import web
 
 from adapters.attachments import ConversationFiles
-from adapters.slack.bot import SlackBot
+from adapters.channels import ChannelChoices
+from adapters.slack.bot import SlackBot, settings_key
 from adapters.slack.files import slack_downloader
 from adapters.slack.server import HttpServer
 from adapters.slack.settings import SlackSettings
 from core.agent import Agent, AgentSettings
 from core.files import FileLimits, InMemoryFileStore
 from core.history import InMemoryHistoryStore
+from core.llm import ChatModel
+from core.openai_model import OpenAIChatModel
 from core.scripted import ScriptedModel, Turn
-from core.stores import InMemoryEventClaims, InMemoryLocks, InMemoryTraceStore
+from core.stores import (
+    InMemoryChannelSettings,
+    InMemoryEventClaims,
+    InMemoryLocks,
+    InMemoryTraceStore,
+)
 from core.tools import FunctionTool, ToolRegistry
 from tests.fakes.local_server import serve_locally
+from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.slack_server import BOT_USER_ID, FakeSlack, message_text
 from tests.integration.test_slack_app import ASKER, CHANNEL, SECRET, Harness, calculate
+from tests.integration.test_vision import PNG
 from tests.unit.test_files import make_pdf
 
 LIMIT = 50_000
@@ -60,7 +71,10 @@ async def served() -> AsyncIterator[Callable[..., Any]]:
     opened: list[tuple[HttpServer, SlackBot, aiohttp.ClientSession, FakeSlack]] = []
 
     async def build(
-        turns: list[Turn | str], *, download_token: str = "xoxb-test"
+        turns: list[Turn | str],
+        *,
+        download_token: str = "xoxb-test",
+        catalogue: dict[str, ChatModel] | None = None,
     ) -> tuple[Harness, InMemoryTraceStore, InMemoryFileStore]:
         fake = FakeSlack()
         await fake.__aenter__()
@@ -92,7 +106,16 @@ async def served() -> AsyncIterator[Callable[..., Any]]:
             slack_downloader(fake.base_url, download_token, max_bytes=LIMIT, timeout=5),
             FileLimits(max_bytes=LIMIT),
         )
-        bot = SlackBot(agent, claims=InMemoryEventClaims(), settings=settings, files=files)
+        channel_settings = InMemoryChannelSettings()
+        choices = ChannelChoices(channel_settings, catalogue or {}, agent.tools)
+        bot = SlackBot(
+            agent,
+            claims=InMemoryEventClaims(),
+            settings=settings,
+            files=files,
+            channel_settings=channel_settings,
+            choices=choices,
+        )
         await bot.start()
         server = HttpServer(bot, host="127.0.0.1", port=0, path=settings.path)
         port = await server.start()
@@ -172,3 +195,35 @@ async def test_without_a_valid_token_slack_redirects_and_the_file_is_refused(
     assert any("No file." in t for t in texts)  # the question itself was still answered
     assert [a for _, a in h.fake.file_requests] == ["Bearer xoxb-revoked"]  # no hop followed
     assert await store.load(f"slack:T0TEAM:{CHANNEL}:{h.root().ts}") == []
+
+
+@pytest.mark.parametrize("vision", [True, False])
+async def test_a_slack_channel_on_a_vision_model_shows_it_the_attached_image(
+    served: Callable[..., Any], vision: bool
+) -> None:
+    """The image goes with the question as an image part, through the real openai client to
+    a fake that refuses image parts for a text-only model (as OpenAI does); a text-only
+    model's channel is told once that images are ignored, and the question is answered."""
+    async with FakeOpenAI(model="eyes", vision=vision) as openai:
+        openai.reply("Thought: Looked.\nAction: finish[It is a PNG.]")
+        model = OpenAIChatModel(model="eyes", base_url=openai.base_url, api_key="sk-test")
+        try:
+            h, traces, _ = await served([], catalogue={"eyes": model})
+            h.bot.choices.vision = frozenset({"eyes"}) if vision else frozenset()
+            await h.bot.choices.set_model(settings_key("T0TEAM", CHANNEL), "eyes")
+            photo = h.fake.add_file("photo.png", PNG, mimetype="image/png")
+            status, _, _ = await h.event(mention("What is in it?", [photo]), event_id="EvV1")
+            assert status == 200
+            await h.settled()
+        finally:
+            await model.aclose()
+    trace = await traces.last(f"slack:T0TEAM:{CHANNEL}:{h.root().ts}")
+    assert trace is not None and trace.answer == "It is a PNG."
+    content = openai.requests[0]["messages"][-1]["content"]
+    said = [t for t in (message_text(m) for m in h.fake.messages.values()) if "Images" in t]
+    if vision:
+        expected = f"data:image/png;base64,{base64.b64encode(PNG).decode()}"
+        assert content[1]["image_url"]["url"] == expected and said == []
+    else:
+        assert isinstance(content, str) and len(said) == 1
+        assert said[0] == "🖼️ Images are ignored: this channel's model reads text only."
