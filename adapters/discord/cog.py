@@ -51,7 +51,6 @@ from adapters.discord.layout import (
 from adapters.discord.render import (
     DiscordPayload,
     DiscordRenderer,
-    FileSpec,
     PendingButtons,
     fit,
     placeholder,
@@ -89,7 +88,6 @@ from core.stores import (
     TraceStore,
     renewing,
 )
-from core.trace import summary_line
 
 log = logging.getLogger(__name__)
 
@@ -754,14 +752,18 @@ class AskCog(commands.Cog):
         if trace is None:
             await interaction.followup.send("No trace yet in this conversation.")
             return
-        files = [
-            FileSpec(f"trace-{trace.id}.md", trace.to_markdown().encode()),
-            FileSpec(f"trace-{trace.id}.json", trace.to_json(indent=2).encode()),
-        ]
-        posts = self.renderer.trace_posts(trace)
+        reply = self.renderer.trace_reply(trace)
+        if reply.card is not None:  # a card names its files; it carries no content
+            await interaction.followup.send(
+                view=card_view(trace.id, interaction.user.id, reply),
+                files=to_files(reply.files),
+                allowed_mentions=NO_MENTIONS,
+                suppress_embeds=True,
+            )
+            return
         await interaction.followup.send(
-            content=fit(f"{posts[0].content}\n-# {summary_line(trace)}", 1500),
-            files=to_files(files),
+            content=reply.content,
+            files=to_files(reply.files),
             allowed_mentions=NO_MENTIONS,
             suppress_embeds=True,
         )

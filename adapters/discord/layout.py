@@ -47,6 +47,7 @@ from adapters.discord.render import (
     thread_name,
     totals_post,
     trace_posts,
+    trace_reply_parts,
     whole_answer_parts,
 )
 from adapters.live import Phase, RunView, Verbosity
@@ -377,6 +378,14 @@ class ComponentsRenderer:
         if link is not None:  # in a card of its own
             posts.append(DiscordPayload("", card=Card(GREY, (Text(page_link_line(link)),))))
         return posts
+
+    def trace_reply(self, trace: Trace) -> DiscordPayload:
+        """A card in the run's colour: the question, the run's numbers; the files under it."""
+        link = self._trace_link(trace.id) if self._trace_link is not None else None
+        numbers, question, files = trace_reply_parts(trace, link)
+        blocks = (Text(fit(question, ANSWER_LIMIT)), Text(fit(numbers, HEAD_LIMIT)))
+        card = Card(STATUS_ACCENTS.get(trace.status, AMBER), blocks)
+        return DiscordPayload("", files, stop_button="remove", card=card)
 
     def plain(self, text: str) -> DiscordPayload:
         card = Card(GREY, (Text(fit(sanitize(text), PLAIN_LIMIT) or "…"),))

@@ -21,7 +21,7 @@ from urllib.parse import quote
 
 from adapters.live import RunView, StepView, Verbosity, approval_words
 from core.events import ApprovalRequested
-from core.trace import Trace, TraceStep, one_line, source_domain
+from core.trace import Trace, TraceStep, one_line, source_domain, summary_line
 
 if TYPE_CHECKING:
     from adapters.discord.layout import Card
@@ -648,6 +648,22 @@ def page_link_line(link: str) -> str:
     return f"-# 📄 Full trace page: <{link}>"
 
 
+TRACE_REPLY_LIMIT = 1500
+
+
+def trace_reply_parts(trace: Trace, link: str | None) -> tuple[str, str, tuple[FileSpec, ...]]:
+    """``/trace``'s reply: a subtext line of the run's numbers (and the trace page's link),
+    the question and who asked, and the whole trace as ``.md`` and ``.json``."""
+    numbers = f"-# {summary_line(trace)}"
+    if link is not None:
+        numbers += "\n" + page_link_line(link)
+    files = (
+        FileSpec(f"trace-{trace.id}.md", trace.to_markdown().encode()),
+        FileSpec(f"trace-{trace.id}.json", trace.to_json(indent=2).encode()),
+    )
+    return numbers, question_posts(trace)[0].content, files
+
+
 def with_page_link(posts: list[DiscordPayload], link: str) -> list[DiscordPayload]:
     """The trace page's link as the last line of the last post (a post of its own when that
     one is full)."""
@@ -705,6 +721,12 @@ class DiscordRenderer:
         if link is not None:
             posts = with_page_link(posts, link)
         return [DiscordPayload(fit(p.content), p.files[:MAX_FILES]) for p in posts]
+
+    def trace_reply(self, trace: Trace) -> DiscordPayload:
+        """The numbers first: a question's open code fence cannot swallow them."""
+        link = self._trace_link(trace.id) if self._trace_link is not None else None
+        numbers, question, files = trace_reply_parts(trace, link)
+        return DiscordPayload(fit(f"{numbers}\n{question}", TRACE_REPLY_LIMIT), files)
 
     def plain(self, text: str) -> DiscordPayload:
         return DiscordPayload(fit(sanitize(text)), stop_button="remove")

@@ -274,3 +274,59 @@ async def test_a_card_outliving_its_interaction_token_goes_on_with_the_bot_token
         assert container(by_bot[-1])["accent_color"] == GREEN
         assert h.fake.messages[original]["flags"] == IS_COMPONENTS_V2 | SUPPRESS_EMBEDS
         assert_all_cards(h.fake, besides=401)
+
+
+# ---- /trace ---------------------------------------------------------------------------------
+
+HOSTILE_QUESTION = "what is 17*23+4? @everyone ```py\nunclosed [x](https://evil.example)"
+
+
+async def trace_reply(h: Harness) -> Call:
+    payload = h.fake.interaction_create("trace")
+    h.fake.remember_interaction(payload)
+    await h.fake.dispatch("INTERACTION_CREATE", payload)
+    token = payload["token"]
+    return await h.fake.wait_for_call(
+        lambda c: c.method == "POST" and c.path.endswith(f"/{token}") and c.status == 200
+    )
+
+
+async def test_slash_trace_is_a_card_with_the_question_the_numbers_and_the_files() -> None:
+    async with running(CALC_THEN_ANSWER, layout="components") as h:
+        await h.mention(HOSTILE_QUESTION)
+        await finished(h)
+        trace = await h.traces.last(f"discord:{CHANNEL_ID}")
+        assert trace is not None
+        call = await trace_reply(h)
+        body = body_of(call)
+        assert body["flags"] & IS_COMPONENTS_V2 and body["flags"] & SUPPRESS_EMBEDS
+        assert not body.get("content") and body["allowed_mentions"]["parse"] == []
+        assert container(call)["accent_color"] == GREEN
+        question, numbers = components_text(body["components"])[:2]
+        assert question.startswith("**Question** what is 17*23+4?")
+        assert "@everyone" not in question and "](https://" not in question  # inert
+        assert numbers.startswith("-# 2 steps") and "540 tokens" in numbers
+        named = [c["file"]["url"] for c in walk(body["components"]) if c["type"] == 13]
+        assert named == [f"attachment://trace-{trace.id}.md", f"attachment://trace-{trace.id}.json"]
+        assert call.files == (f"trace-{trace.id}.md", f"trace-{trace.id}.json")
+        assert_all_cards(h.fake)
+
+
+async def test_slash_trace_in_the_text_layout_puts_the_numbers_above_the_question() -> None:
+    async with running(CALC_THEN_ANSWER, layout="text") as h:
+        await h.mention(HOSTILE_QUESTION)
+        await h.finished()
+        call = await trace_reply(h)
+        body = body_of(call)
+        numbers, question = body["content"].split("\n", 1)
+        assert numbers.startswith("-# 2 steps")  # before the question's open ``` fence
+        assert question.startswith("**Question** what is 17*23+4?")
+        assert body["content"].count("```") % 2 == 0  # the fence is closed
+        assert body["allowed_mentions"]["parse"] == [] and body["flags"] & SUPPRESS_EMBEDS
+        assert len(call.files) == 2
+
+
+async def test_slash_trace_without_a_run_says_there_is_none_yet() -> None:
+    async with running([], layout="components") as h:
+        call = await trace_reply(h)
+        assert body_of(call)["content"] == "No trace yet in this conversation."

@@ -107,6 +107,8 @@ def test_final_compact_plain_and_thread_cards_fit(run: DrawnRun, verbosity: Verb
     assert posts
     for post in posts:
         check_card(post)
+    reply = bounded(lambda: renderer.trace_reply(run.trace))  # /trace
+    assert len(check_card(reply)) and len(reply.files) == 2
 
 
 @PROPERTY
@@ -160,5 +162,6 @@ def test_huge_inputs_render_in_bounded_time_and_memory() -> None:
     posts = bounded(lambda: renderer.trace_posts(trace), seconds=20, megabytes=400)
     for post in posts:
         check_card(post)
+    check_card(bounded(lambda: renderer.trace_reply(trace), seconds=20, megabytes=400))
     listed = sources_list(trace.cited)
     assert listed.endswith("more in the trace") and len(listed) <= 1900

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from adapters.discord.render import (
     CONTENT_LIMIT,
     FENCE,
+    TRACE_REPLY_LIMIT,
     DiscordPayload,
     DiscordRenderer,
     answer_overflow,
@@ -118,6 +119,9 @@ def test_final_compact_plain_and_thread_fit(run: DrawnRun, verbosity: Verbosity)
     assert posts
     for post in posts:
         check(post)
+    reply = bounded(lambda: renderer.trace_reply(run.trace))  # /trace
+    check(reply, limit=TRACE_REPLY_LIMIT)
+    assert reply.content.startswith("-# ") and len(reply.files) == 2
 
 
 @PROPERTY
