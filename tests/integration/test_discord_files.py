@@ -121,6 +121,10 @@ def _is_totals(call: Call) -> bool:
     return call.method == "POST" and content_of(call).startswith("**Totals**")
 
 
+def _is_reply(call: Call) -> bool:
+    return call.method == "POST" and call.path == f"/channels/{CHANNEL_ID}/messages"
+
+
 async def test_a_question_about_an_attached_pdf_is_answered_from_its_page() -> None:
     async with running(LOOKUP_THEN_ANSWER) as h:
         pdf = make_pdf(["Contents and intro", "The warranty lasts 36 months.", "Index"])
@@ -176,9 +180,15 @@ async def test_files_stay_with_the_conversation_until_reset() -> None:
         )
         await h.fake.dispatch("MESSAGE_CREATE", first)
         await h.fake.wait_for_calls(_is_totals, 1, within=10)
+        # No reply is posted until the files are read: Discord shows "is typing…" meanwhile.
+        calls = h.fake.calls
+        typing = next(i for i, c in enumerate(calls) if c.path.endswith("/typing"))
+        reply = next(i for i, c in enumerate(calls) if _is_reply(c))
+        assert typing < reply and h.fake.typing == [CHANNEL_ID]
         # A later question without attachments still searches the conversation's files.
         await h.fake.dispatch("MESSAGE_CREATE", h.fake.message_create("And again?"))
         await h.fake.wait_for_calls(_is_totals, 2, within=10)
+        assert h.fake.typing == [CHANNEL_ID]  # no files this time: its reply came at once
         trace = await h.traces.last(CONVERSATION)
         assert trace is not None and trace.steps[0].observation is not None
         assert "report.pdf, page 2" in trace.steps[0].observation
@@ -249,31 +259,6 @@ async def test_a_channel_on_another_model_with_a_persona_answers_from_an_attache
         assert system.endswith("Answer like a patient support engineer.\nchannel persona>>>")
         markdown = trace.to_markdown()
         assert "**Channel persona:**" in markdown and "report.pdf, page 2" in markdown
-
-
-def _is_reply(call: Call) -> bool:
-    return call.method == "POST" and call.path == f"/channels/{CHANNEL_ID}/messages"
-
-
-async def test_a_mention_with_files_shows_typing_while_they_are_read() -> None:
-    """No reply is posted until the files are read, so Discord shows "is typing…" meanwhile;
-    a question without files posts its reply at once and shows nothing."""
-    later = [Turn("Thought: Done.\nAction: finish[36 months.]")]
-    async with running(LOOKUP_THEN_ANSWER + later) as h:
-        pdf = make_pdf(["Intro", "The warranty lasts 36 months."])
-        first = h.fake.message_create(
-            "Warranty?", attachments=[h.fake.add_attachment("report.pdf", pdf)]
-        )
-        await h.fake.dispatch("MESSAGE_CREATE", first)
-        await h.fake.wait_for_calls(_is_totals, 1, within=10)
-        calls = h.fake.calls
-        typing = next(i for i, c in enumerate(calls) if c.path.endswith("/typing"))
-        reply = next(i for i, c in enumerate(calls) if _is_reply(c))
-        assert typing < reply and h.fake.typing == [CHANNEL_ID]
-
-        await h.fake.dispatch("MESSAGE_CREATE", h.fake.message_create("And again?"))
-        await h.fake.wait_for_calls(_is_totals, 2, within=10)
-        assert h.fake.typing == [CHANNEL_ID]  # no files this time: no typing
 
 
 async def test_files_are_read_and_answered_when_typing_is_refused() -> None:
