@@ -8,8 +8,8 @@ the bot logs in and restored when it closes.
 
 from __future__ import annotations
 
+import asyncio
 import logging
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -17,7 +17,7 @@ import discord
 import yarl
 from discord.ext import commands
 from discord.gateway import DiscordWebSocket
-from discord.http import Route
+from discord.http import Ratelimit, Route
 
 from adapters.discord.cog import AskCog, Services
 from adapters.discord.surface import NO_MENTIONS, RateLimitWatch
@@ -29,37 +29,71 @@ MAX_RATELIMIT_WAIT = 30.0
 
 
 BUCKET_SWEEP_SECONDS = 30.0
-"""How often discord.py's scan for idle rate-limit buckets may run (see ``BucketSweep``)."""
+"""How often idle rate-limit buckets are looked for (see ``BucketSweep``)."""
+BUCKET_IDLE_SECONDS = 30.0
+"""A bucket unused this long, whose window has reset, is dropped (discord.py: 5 minutes)."""
 
 
 class BucketSweep:
-    """discord.py's ``HTTPClient`` keeps a rate-limit bucket per route and channel, and once
-    it holds 256 it scans every bucket for ones idle 5 minutes each time it makes a new one.
-    Each answer's trace thread is a new channel, so a busy bot makes new buckets all the time
-    and the scan grows with them: at 1,000 conversations (``bench/soak.py``) it took 15% of
-    the process. This runs the same scan at most once every ``BUCKET_SWEEP_SECONDS``, so idle
-    buckets still go, at most that much later.
+    """discord.py's ``HTTPClient`` keeps a rate-limit bucket per route and channel. Once it
+    holds 256, it scans every bucket each time it makes a new one, and drops those unused
+    for 5 minutes. Each answer's trace thread is a new channel, so a busy bot makes a bucket
+    per answer: at 1,000 conversations (``bench/soak.py``) the scan took 15% of the process,
+    and the buckets of the last 5 minutes (tens of thousands, four objects each) lengthened
+    every full garbage collection.
+
+    This replaces that scan: at most once every ``BUCKET_SWEEP_SECONDS``, it drops the
+    buckets unused for ``BUCKET_IDLE_SECONDS`` with nothing in flight or waiting and whose
+    window has reset. Such a bucket holds nothing discord.py would not learn again from the
+    next answer's headers (a window that has reset is reset by discord.py before its next
+    use anyway).
     """
 
-    def __init__(self, sweep: Callable[[], None], clock: Callable[[], float]) -> None:
-        self._sweep = sweep
+    def __init__(self, buckets: dict[str, Any], clock: Callable[[], float]) -> None:
+        self._buckets = buckets
         self._clock = clock
         self._next = 0.0
 
     @classmethod
     def install(cls, http: Any) -> bool:
-        """Wrap ``http``'s scan; False (and left alone) if this discord.py has none."""
-        sweep = getattr(http, "_try_clear_expired_ratelimits", None)
-        if not callable(sweep):
+        """Replace ``http``'s scan; False (and left alone) if this discord.py has none."""
+        buckets = getattr(http, "_buckets", None)
+        if not callable(getattr(http, "_try_clear_expired_ratelimits", None)):
             return False
-        http._try_clear_expired_ratelimits = cls(sweep, time.monotonic)
+        if not isinstance(buckets, dict) or not _slots(Ratelimit) >= _BUCKET_FIELDS:
+            return False
+        http._try_clear_expired_ratelimits = cls(buckets, _loop_time)
         return True
 
     def __call__(self) -> None:
         now = self._clock()
-        if now >= self._next:
-            self._next = now + BUCKET_SWEEP_SECONDS
-            self._sweep()
+        if now < self._next:
+            return
+        self._next = now + BUCKET_SWEEP_SECONDS
+        idle = [key for key, bucket in self._buckets.items() if _idle(bucket, now)]
+        for key in idle:
+            del self._buckets[key]
+
+
+_BUCKET_FIELDS = frozenset({"outgoing", "expires", "_last_request", "_pending_requests"})
+
+
+def _loop_time() -> float:
+    """The clock discord.py stamps its buckets with (called from its requests, in the loop)."""
+    return asyncio.get_running_loop().time()
+
+
+def _slots(cls: type) -> frozenset[str]:
+    return frozenset(getattr(cls, "__slots__", ()))
+
+
+def _idle(bucket: Ratelimit, now: float) -> bool:
+    return (
+        bucket.outgoing == 0
+        and not bucket._pending_requests
+        and now - bucket._last_request >= BUCKET_IDLE_SECONDS
+        and (bucket.expires is None or bucket.expires <= now)
+    )
 
 
 def intents() -> discord.Intents:

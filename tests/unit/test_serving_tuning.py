@@ -10,7 +10,7 @@ import sys
 
 from discord.http import HTTPClient
 
-from adapters.discord.client import BUCKET_SWEEP_SECONDS, BucketSweep
+from adapters.discord.client import BUCKET_IDLE_SECONDS, BucketSweep
 
 
 def test_serving_freezes_the_start_up_heap_and_collects_young_objects_less_often() -> None:
@@ -29,20 +29,25 @@ def test_serving_freezes_the_start_up_heap_and_collects_young_objects_less_often
     assert frozen > 10_000  # the modules and the app, out of every later collection
 
 
-async def test_idle_rate_limit_buckets_still_go_but_are_scanned_at_most_every_interval() -> None:
-    http = HTTPClient(asyncio.get_running_loop())
-    scan = http._try_clear_expired_ratelimits
-    assert BucketSweep.install(http)  # this discord.py still has the scan we bound
+async def test_idle_buckets_whose_window_reset_go_within_a_sweep_and_no_scan_per_bucket() -> None:
+    loop = asyncio.get_running_loop()
+    http = HTTPClient(loop)
+    assert BucketSweep.install(http)  # this discord.py still has what the sweep relies on
     assert isinstance(http._try_clear_expired_ratelimits, BucketSweep)
-    now = [1000.0]
-    http._try_clear_expired_ratelimits = BucketSweep(scan, lambda: now[0])  # type: ignore[method-assign]
-    for n in range(300):  # past 256 buckets discord.py scans on every new one
-        http.get_ratelimit(f"channel:{n}")
-    for bucket in http._buckets.values():
-        bucket._last_request -= 301  # idle for more than discord.py's 5 minutes
-    http.get_ratelimit("thread:1")
-    assert len(http._buckets) == 301  # the last scan was moments ago (at the 256th)
+    http.get_ratelimit("first")  # the first new bucket sweeps (nothing idle yet)
 
-    now[0] += BUCKET_SWEEP_SECONDS
-    http.get_ratelimit("thread:2")
-    assert set(http._buckets) == {"thread:1", "thread:2"}  # the idle ones are gone
+    for n in range(300):
+        http.get_ratelimit(f"thread:{n}")
+    busy, waiting, limited = (http.get_ratelimit(k) for k in ("busy", "waiting", "limited"))
+    for bucket in http._buckets.values():
+        bucket._last_request -= BUCKET_IDLE_SECONDS  # unused that long
+    busy.outgoing = 1  # a request in flight
+    waiting._pending_requests.append(loop.create_future())
+    limited.expires = loop.time() + 5  # its window has not reset: discord.py must keep waiting
+    http.get_ratelimit("new:1")
+    assert len(http._buckets) == 305  # the last sweep was moments ago: nothing scanned
+
+    # A sweep whose interval is up: the idle buckets go, the others and the new ones stay.
+    http._try_clear_expired_ratelimits = BucketSweep(http._buckets, loop.time)  # type: ignore[method-assign]
+    http.get_ratelimit("new:2")
+    assert set(http._buckets) == {"busy", "waiting", "limited", "new:1", "new:2"}
