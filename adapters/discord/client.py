@@ -114,6 +114,10 @@ class ReactBot(commands.AutoShardedBot):
             max_ratelimit_timeout=MAX_RATELIMIT_WAIT,
             http_trace=self.watch.trace_config,
             guild_ready_timeout=services.settings.guild_ready_timeout,
+            # No message cache: the bot reads no cached message (replies, edits and buttons
+            # come with their own payloads), and discord.py's default 1,000 messages are
+            # objects every full garbage collection walks.
+            max_messages=None,
             **options,
         )
         BucketSweep.install(self.http)
