@@ -49,20 +49,20 @@ class BucketSweep:
     use anyway).
     """
 
-    def __init__(self, buckets: dict[str, Any], clock: Callable[[], float]) -> None:
-        self._buckets = buckets
+    def __init__(self, http: Any, clock: Callable[[], float]) -> None:
+        self._http = http  # its ``_buckets`` is read at each sweep, never kept
         self._clock = clock
         self._next = 0.0
 
     @classmethod
     def install(cls, http: Any) -> bool:
         """Replace ``http``'s scan; False (and left alone) if this discord.py has none."""
-        buckets = getattr(http, "_buckets", None)
         if not callable(getattr(http, "_try_clear_expired_ratelimits", None)):
             return False
+        buckets = getattr(http, "_buckets", None)
         if not isinstance(buckets, dict) or not _slots(Ratelimit) >= _BUCKET_FIELDS:
             return False
-        http._try_clear_expired_ratelimits = cls(buckets, _loop_time)
+        http._try_clear_expired_ratelimits = cls(http, _loop_time)
         return True
 
     def __call__(self) -> None:
@@ -70,9 +70,9 @@ class BucketSweep:
         if now < self._next:
             return
         self._next = now + BUCKET_SWEEP_SECONDS
-        idle = [key for key, bucket in self._buckets.items() if _idle(bucket, now)]
-        for key in idle:
-            del self._buckets[key]
+        buckets = self._http._buckets
+        for key in [key for key, bucket in buckets.items() if _idle(bucket, now)]:
+            del buckets[key]
 
 
 _BUCKET_FIELDS = frozenset({"outgoing", "expires", "_last_request", "_pending_requests"})

@@ -48,6 +48,6 @@ async def test_idle_buckets_whose_window_reset_go_within_a_sweep_and_no_scan_per
     assert len(http._buckets) == 305  # the last sweep was moments ago: nothing scanned
 
     # A sweep whose interval is up: the idle buckets go, the others and the new ones stay.
-    http._try_clear_expired_ratelimits = BucketSweep(http._buckets, loop.time)  # type: ignore[method-assign]
+    http._try_clear_expired_ratelimits = BucketSweep(http, loop.time)  # type: ignore[method-assign]
     http.get_ratelimit("new:2")
     assert set(http._buckets) == {"busy", "waiting", "limited", "new:1", "new:2"}
