@@ -30,7 +30,7 @@ from core.events import Finished
 from core.trace import Trace, TraceStep
 from tests.fakes.discord_limits import IS_COMPONENTS_V2, message_refusal
 from tests.hostile import DrawnRun, hostile_text, runs, url, urls
-from tests.unit.test_discord_render_props import PROPERTY, bounded
+from tests.unit.test_discord_render_props import PROPERTY, bounded, view_of
 
 _PING = re.compile(r"@(everyone|here)|<@[!&]?\d")
 _MASKED = re.compile(r"\]\s*\(")
@@ -68,13 +68,6 @@ def check_card(payload: DiscordPayload) -> list[dict[str, Any]]:
         assert not _MASKED.search(text), text
         assert text.count(FENCE) % 2 == 0, "a code block is left open"
     return components
-
-
-def view_of(run: DrawnRun, upto: int | None = None, verbosity: Verbosity = "full") -> RunView:
-    view = RunView(started_at=0.0, verbosity=verbosity)
-    for event in run.events[:upto]:
-        view.apply(event)
-    return view
 
 
 @PROPERTY
