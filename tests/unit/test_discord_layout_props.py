@@ -29,8 +29,8 @@ from adapters.live import VERBOSITIES, RunView, Verbosity, fallback_text
 from core.events import Finished
 from core.trace import Trace, TraceStep
 from tests.fakes.discord_limits import IS_COMPONENTS_V2, message_refusal
-from tests.hostile import DrawnRun, hostile_text, runs, url, urls
-from tests.unit.test_discord_render_props import PROPERTY, bounded, view_of
+from tests.hostile import DrawnRun, hostile_text, runs, urls
+from tests.unit.test_discord_render_props import HUGE, PROPERTY, bounded, huge_trace, view_of
 
 _PING = re.compile(r"@(everyone|here)|<@[!&]?\d")
 _MASKED = re.compile(r"\]\s*\(")
@@ -134,20 +134,8 @@ def test_any_answer_is_shown_first_and_its_rest_goes_to_the_thread(answer: str) 
 
 
 def test_huge_inputs_render_in_bounded_time_and_memory() -> None:
-    big = "x" * 1_000_000
-    trace = Trace(question=big, models=["m"], answer=big, status="answered")
-    for n in range(1, 51):
-        trace.steps.append(
-            TraceStep(
-                n,
-                thought=big[:100_000],
-                action="search",
-                action_input=big,
-                observation=big[:100_000] + FENCE,
-                sources=[url(5000)],
-            )
-        )
-    trace.cited = [url(5000)] * 3 + [f"https://site{n}.example/x" for n in range(200)]
+    big, trace = HUGE, huge_trace()
+    trace.cited += [f"https://site{n}.example/x" for n in range(200)]
     view = RunView()
     view.apply(Finished(trace, big, "answered"))
     renderer = ComponentsRenderer()

@@ -170,21 +170,30 @@ def test_a_1900_character_url_in_the_sources_no_longer_freezes_discord() -> None
     check(bounded(lambda: DiscordRenderer().final(three), seconds=2))
 
 
-def test_huge_inputs_render_in_bounded_time_and_memory() -> None:
-    big = "x" * 1_000_000
-    trace = Trace(question=big, models=["m"], answer=big, status="answered")
+HUGE = "x" * 1_000_000
+
+
+def huge_trace() -> Trace:
+    """A 1 MB question and answer, 50 steps of 100 KB thoughts, 1 MB inputs, observations
+    ending in an open fence, 5,000-character source URLs."""
+    trace = Trace(question=HUGE, models=["m"], answer=HUGE, status="answered")
     for n in range(1, 51):
         trace.steps.append(
             TraceStep(
                 n,
-                thought=big[:100_000],
+                thought=HUGE[:100_000],
                 action="search",
-                action_input=big,
-                observation=big[:100_000] + FENCE,
+                action_input=HUGE,
+                observation=HUGE[:100_000] + FENCE,
                 sources=[url(5000)],
             )
         )
     trace.cited = [url(5000)] * 3
+    return trace
+
+
+def test_huge_inputs_render_in_bounded_time_and_memory() -> None:
+    big, trace = HUGE, huge_trace()
     view = RunView()
     view.apply(Finished(trace, big, "answered"))
     renderer = DiscordRenderer()
@@ -197,6 +206,8 @@ def test_huge_inputs_render_in_bounded_time_and_memory() -> None:
     assert {"answer-continued.md", "question.md", "step-1-thought.md"} <= attached
     for post in posts:
         check(post)
+    reply = bounded(lambda: renderer.trace_reply(trace), seconds=20, megabytes=400)
+    check(reply, limit=TRACE_REPLY_LIMIT)
 
 
 def test_masked_links_from_a_tool_are_shown_not_clickable() -> None:
