@@ -226,6 +226,19 @@ def member(user_id: int, name: str, *, roles: tuple[int, ...] = (), bot: bool = 
 
 
 @dataclass
+class ManualClock:
+    """A clock that moves only when told: expiries are tested without waiting for them."""
+
+    now: float = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@dataclass
 class FakeDiscord:
     """The fake's state. ``channels`` maps channel id -> channel JSON (text channels and threads)."""
 
@@ -240,6 +253,9 @@ class FakeDiscord:
     interaction_callback_window: float = 3.0
     identify_interval: float = 5.0
     """Least time between IDENTIFYs (``max_concurrency`` 1 per 5 s); 0 disables the check."""
+    clock: Callable[[], float] = time.monotonic
+    """The fake's time (REST requests, interaction tokens): a test that needs minutes to pass
+    hands in a clock it moves itself (``ManualClock``)."""
     calls: list[Call] = field(default_factory=list)
     messages: dict[int, Json] = field(default_factory=dict)
     members: dict[int, Json] = field(default_factory=dict)
@@ -433,6 +449,11 @@ class FakeDiscord:
     ) -> None:
         self.rules.append(RateLimitRule(method, path_part, count, retry_after))
 
+    @property
+    def global_limit_ends(self) -> float:
+        """When the last global rate limit ended (or ends), on the fake's clock (``Call.at``)."""
+        return self._global_until
+
     def rate_limit_global(self, retry_after: float) -> None:
         """The next request bound by the global limit starts ``retry_after`` seconds in which
         every such request gets a global 429 (interaction endpoints are not bound by it)."""
@@ -489,7 +510,7 @@ class FakeDiscord:
     def remember_interaction(self, payload: Json) -> None:
         """Kept for older tests: interaction payloads register their token when built."""
         self._interactions.setdefault(
-            payload["token"], InteractionToken(int(payload["channel_id"]), time.monotonic())
+            payload["token"], InteractionToken(int(payload["channel_id"]), self.clock())
         )
 
     def message_create(
@@ -656,9 +677,7 @@ class FakeDiscord:
     ) -> Json:
         iid = interaction_id or self.new_id()
         permissions = "8" if ROLE_ID in roles else "3072"
-        self._interactions[f"token-{iid}"] = InteractionToken(
-            channel_id, time.monotonic(), kind=kind
-        )
+        self._interactions[f"token-{iid}"] = InteractionToken(channel_id, self.clock(), kind=kind)
         return {
             "id": str(iid),
             "application_id": str(APP_ID),
@@ -824,7 +843,7 @@ class FakeDiscord:
 
     async def _send_dispatch(self, session: GatewaySession, event: str, data: Json) -> None:
         if event == "INTERACTION_CREATE" and data.get("token") in self._interactions:
-            self._interactions[data["token"]].issued = time.monotonic()  # sent now
+            self._interactions[data["token"]].issued = self.clock()  # sent now
         text = session.frame(event, data)
         if session.ws is not None and not session.ws.closed:
             with contextlib.suppress(ConnectionError):
@@ -840,7 +859,7 @@ class FakeDiscord:
     async def _rest(self, request: web.Request) -> web.StreamResponse:
         path = "/" + request.match_info["tail"]
         body, files = await _read_body(request)
-        now = time.monotonic()
+        now = self.clock()
         response = self._answer(request, path, body, files, now)
         self.calls.append(Call(now, request.method, path, body, files, response.status))
         return response
@@ -1135,31 +1154,41 @@ def _bucket_headers(
     }
 
 
+def _wait_of(retry_after: float) -> tuple[str, float]:
+    """Discord's two forms of one wait: the ``Retry-After`` header in whole seconds, rounded
+    up, and the body's exact float. Both come from one value rounded to milliseconds, so a
+    float a hair above a whole second (``until - now``) cannot round the header up alone."""
+    exact = round(retry_after, 3)
+    return str(math.ceil(exact)), exact
+
+
 def _too_many(retry_after: float, headers: dict[str, str]) -> web.Response:
+    header, exact = _wait_of(retry_after)
     headers = {
         **headers,
-        "Retry-After": str(math.ceil(retry_after)),
+        "Retry-After": header,
         "X-RateLimit-Scope": "user",
         "Via": "1.1 google",  # without it discord.py treats a 429 as a Cloudflare ban
     }
     body = {
         "message": "You are being rate limited.",
-        "retry_after": round(retry_after, 3),
+        "retry_after": exact,
         "global": False,
     }
     return _json(body, status=429, headers=headers)
 
 
 def _too_many_globally(retry_after: float) -> web.Response:
+    header, exact = _wait_of(retry_after)
     headers = {
-        "Retry-After": str(math.ceil(retry_after)),
+        "Retry-After": header,
         "X-RateLimit-Global": "true",
         "X-RateLimit-Scope": "global",
         "Via": "1.1 google",
     }
     body = {
         "message": "You are being rate limited.",
-        "retry_after": round(retry_after, 3),
+        "retry_after": exact,
         "global": True,
     }
     return _json(body, status=429, headers=headers)
