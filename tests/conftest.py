@@ -11,6 +11,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+import tests.properties  # noqa: F401  (loads the Hypothesis profile: HYPOTHESIS_PROFILE)
+
 
 @pytest.fixture
 def redis_url() -> str:

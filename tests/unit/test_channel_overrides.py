@@ -3,7 +3,7 @@ are, the persona sits below every core instruction, and the trace says what was 
 
 from __future__ import annotations
 
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from core import prompt
@@ -12,6 +12,7 @@ from core.events import Finished
 from core.scripted import ScriptedModel
 from core.tools import FunctionTool, ToolRegistry
 from core.trace import Trace
+from tests.properties import property_settings
 
 
 def registry(*names: str) -> ToolRegistry:
@@ -68,7 +69,7 @@ async def test_the_persona_comes_after_the_core_instructions_and_is_kept_in_the_
     assert Trace.from_dict(old).persona == "", "traces from before personas still load"
 
 
-@settings(max_examples=200, deadline=None)
+@property_settings(200)
 @given(persona=st.text(max_size=3000), mode=st.sampled_from(["text", "tools", "json"]))
 def test_no_persona_can_close_its_fence_or_displace_the_core_prompt(
     persona: str, mode: str

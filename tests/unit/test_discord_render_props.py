@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TypeVar
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from adapters.discord.render import (
@@ -33,10 +33,11 @@ from adapters.live import VERBOSITIES, RunView, Verbosity, fallback_text
 from core.events import Finished
 from core.trace import Trace, TraceStep, source_domain
 from tests.hostile import DrawnRun, hostile_text, runs, url, urls
+from tests.properties import property_settings
 
 T = TypeVar("T")
 
-PROPERTY = settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+PROPERTY = property_settings(500)
 
 _PING = re.compile(r"@(everyone|here)|<@[!&]?\d")
 _LINK = re.compile(r"\[([^\[\]\n]*)\]\(\s*<?([^()<>\s]*)>?\s*\)")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from pypdf import PdfWriter
 from pypdf.generic import DecodedStreamObject, DictionaryObject, NameObject
@@ -28,6 +28,7 @@ from core.files import (
 )
 from core.tools import FunctionTool, ToolRegistry
 from core.tools.lookup import LookupTool, Passage
+from tests.properties import property_settings
 
 
 def make_pdf(pages: list[str], *, password: str | None = None) -> bytes:
@@ -216,7 +217,7 @@ async def test_lookup_merges_files_and_knowledge_base(tmp_path: object) -> None:
 NAMES = st.sampled_from(["a.txt", "b.md", "c.csv", "d.html", "e.py", "f.pdf", "g.tsv"])
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@property_settings(200)
 @given(name=NAMES, data=st.binary(max_size=4000), limit=st.integers(1, 3000))
 def test_extract_terminates_bounded_or_refuses(name: str, data: bytes, limit: int) -> None:
     try:
@@ -229,7 +230,7 @@ def test_extract_terminates_bounded_or_refuses(name: str, data: bytes, limit: in
         assert 0 < len(passage.text) <= 1000
 
 
-@settings(max_examples=200, deadline=None)
+@property_settings(200)
 @given(
     text=st.lists(
         st.sampled_from([*"<>/=\"' ab#\n\t&;-,", "<script>", "</script>", "<p>", "&#0;", "\u202e"]),
@@ -243,7 +244,7 @@ def test_html_and_markdown_of_any_text(text: str) -> None:
         assert all(len(p.text) <= 1000 for p in passages_of(name, pages))
 
 
-@settings(max_examples=60, deadline=None)
+@property_settings(60)
 @given(cut=st.integers(0, 2000), junk=st.binary(max_size=64))
 def test_damaged_pdfs_are_refused_not_crashing(cut: int, junk: bytes) -> None:
     data = make_pdf(["one page", "two page"])
@@ -316,7 +317,7 @@ async def test_a_channel_that_turned_lookup_off_keeps_its_files_unsearched() -> 
     assert searched is not None and searched.get("lookup") is not None
 
 
-@settings(max_examples=200, deadline=None)
+@property_settings(200)
 @given(
     refused=st.lists(st.text(max_size=400), max_size=30),
     images=st.lists(st.just("u"), max_size=3),

@@ -9,7 +9,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 import bot
@@ -19,6 +19,7 @@ from core.events import Finished
 from core.tools import ToolRegistry
 from core.tools.calculator import CalculatorTool, evaluate
 from core.tools.lookup import LookupTool
+from tests.properties import property_settings
 
 KNOWLEDGE = Path(bot.__file__).parent / "knowledge"
 REPO = Path(__file__).resolve().parents[2]
@@ -93,7 +94,7 @@ async def test_the_demo_says_plainly_what_it_cannot_do(question: str, plain: str
 
 
 @given(st.text(max_size=300))
-@settings(max_examples=300, deadline=None)
+@property_settings(300)
 def test_any_question_gives_no_expression_or_one_the_calculator_takes(question: str) -> None:
     expression = _find_expression(question)
     if expression is not None:

@@ -9,7 +9,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 import bot
@@ -25,6 +25,7 @@ from core.tools.lookup import (
     split_passages,
     tokenize,
 )
+from tests.properties import property_settings
 
 SHIPPED_KNOWLEDGE = Path(bot.__file__).parent / "knowledge"
 
@@ -232,7 +233,7 @@ async def test_the_best_hit_is_its_whole_section_under_the_heading_the_question_
 
 
 @given(st.text(max_size=200), st.lists(st.text(max_size=30), max_size=4))
-@settings(max_examples=300, deadline=None)
+@property_settings(300)
 def test_the_section_chosen_is_the_hit_or_a_heading_above_that_says_most_of_the_question(
     query: str, headings: list[str]
 ) -> None:
@@ -253,7 +254,7 @@ MARKDOWN = st.lists(
 
 
 @given(MARKDOWN, st.sampled_from(["a b widget", "c d", "widget", "e x", "word"]))
-@settings(max_examples=200, deadline=None)
+@property_settings(200)
 async def test_a_section_is_bounded_whatever_the_file(text: str, query: str) -> None:
     with tempfile.TemporaryDirectory() as folder:
         write(Path(folder), "doc.md", text)

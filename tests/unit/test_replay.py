@@ -8,7 +8,7 @@ import io
 import json
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from rich.cells import cell_len
 from rich.console import Console
@@ -32,8 +32,9 @@ from core.scripted import ScriptedModel, Turn
 from core.tools import FunctionTool, ToolHints, ToolRegistry, ToolResult
 from core.trace import ApprovalRecord, Trace, TraceStep
 from tests.hostile import hostile_text
+from tests.properties import property_settings
 
-PROPERTY = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+PROPERTY = property_settings(200)
 
 
 class Counter:

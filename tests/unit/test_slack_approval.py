@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from adapters.slack.approval import ApprovalRef, may_decide, parse_button_value
@@ -22,12 +22,13 @@ from adapters.slack.modals import (
 )
 from core.approval import ApprovalRequest, Decision
 from tests.fakes.slack_server import PRIVATE_METADATA, validate_view
+from tests.properties import property_settings
 
 REF = ApprovalRef("3f2a9c1e0b7d", 2, 1, "U1ADA")
 REQUEST = ApprovalRequest(
     "3f2a9c1e0b7d", "c", "U1ADA", 2, 1, "", "files_delete", '{"path": "q3.md"}', True, 300, True
 )
-PROPERTY = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+PROPERTY = property_settings(300)
 
 
 def submitted(view: dict[str, Any], values: dict[str, str | None]) -> dict[str, Any]:

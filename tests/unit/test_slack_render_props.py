@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from adapters.live import VERBOSITIES, RunView, Verbosity
@@ -51,13 +51,10 @@ from core.events import (
 )
 from core.trace import ApprovalRecord, Trace, TraceStep, source_domain
 from tests.fakes.slack_server import TEXT_LIMIT, validate_message
+from tests.properties import property_settings
 
 CLOCK = lambda: 1000.0  # noqa: E731 - a fixed clock keeps elapsed seconds stable
-PROPERTY = settings(
-    max_examples=500,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+PROPERTY = property_settings(500)
 
 # ---- strategies -----------------------------------------------------------------------------
 

@@ -10,7 +10,7 @@ import re
 import time
 import tracemalloc
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from adapters.live import VERBOSITIES, RunView, Verbosity
@@ -28,12 +28,9 @@ from adapters.slack.stream_render import (
 )
 from tests.fakes.slack_server import block_errors, validate_chunks
 from tests.hostile import DrawnRun, hostile_text, runs
+from tests.properties import property_settings
 
-PROPERTY = settings(
-    max_examples=300,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+PROPERTY = property_settings(300)
 
 PING = re.compile(r"<[!@#]|<https?:|@(channel|here|everyone)\b", re.IGNORECASE)
 MASKED_LINK = re.compile(r"\]\(")

@@ -7,16 +7,17 @@ from __future__ import annotations
 import io
 import re
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from rich.cells import cell_len
 from rich.console import Console
 
 from adapters.terminal.render import TerminalRenderer, WordWrap, fold, open_fence, printable
 from tests.hostile import DrawnRun, runs
+from tests.properties import property_settings
 from tests.unit.test_discord_render_props import bounded
 
-PROPERTY = settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+PROPERTY = property_settings(500)
 ESCAPES = ["\x1b]8;;https://evil.example\x1b\\click\x1b]8;;\x1b\\", "\x1b[2J", "\x1b]0;title\x07"]
 _RICH_STYLE = re.compile(r"\x1b\[[0-9;]*m")  # the styling rich itself adds on a terminal
 
@@ -105,7 +106,7 @@ def test_a_folded_lookup_result_closes_its_fence() -> None:
     )
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@property_settings(150)
 @given(runs(), st.integers(min_value=20, max_value=100))
 def test_on_a_terminal_no_line_is_wider_than_the_terminal(run: DrawnRun, width: int) -> None:
     out = io.StringIO()

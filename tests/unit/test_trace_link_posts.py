@@ -3,13 +3,14 @@ Discord and Slack accept (checked by the fakes' own rules), and the link is the 
 
 from __future__ import annotations
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 
 from adapters.discord.render import DiscordRenderer
 from adapters.slack.render import SlackRenderer
 from tests.fakes.discord_limits import message_refusal
 from tests.fakes.slack_server import validate_message
 from tests.hostile import DrawnRun, runs
+from tests.properties import property_settings
 
 LINK = "https://bot.example.com/t/0123456789ab?exp=1800000000&sig=" + "f" * 64
 
@@ -18,7 +19,7 @@ def link_for(trace_id: str) -> str:
     return LINK
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@property_settings(60)
 @given(runs(max_steps=12, finished=True))
 def test_discord_threads_end_with_the_link_and_stay_valid(run: DrawnRun) -> None:
     plain = DiscordRenderer().trace_posts(run.trace)
@@ -33,7 +34,7 @@ def test_discord_threads_end_with_the_link_and_stay_valid(run: DrawnRun) -> None
     assert posts[: len(plain) - 1] == plain[: len(plain) - 1]
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@property_settings(60)
 @given(runs(max_steps=12, finished=True))
 def test_slack_threads_end_with_the_link_and_stay_valid(run: DrawnRun) -> None:
     plain = SlackRenderer().trace_posts(run.trace)

@@ -8,7 +8,7 @@ from urllib.parse import urlsplit
 import jinja2
 import markupsafe
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from bot.web import (
@@ -22,6 +22,7 @@ from bot.web import (
 )
 from core.trace import ApprovalRecord, Trace, TraceAttachment, TraceStep
 from tests.hostile import hostile_text
+from tests.properties import property_settings
 
 ATTACK = [
     "<script>alert(1)</script>",
@@ -176,7 +177,7 @@ def _all_text(trace: Trace) -> list[str]:
     return out
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@property_settings(150)
 @given(trace=hostile_traces())
 def test_every_field_is_escaped_and_only_http_sources_are_links(
     env: jinja2.Environment, trace: Trace
@@ -185,7 +186,7 @@ def test_every_field_is_escaped_and_only_http_sources_are_links(
     check_page(render_trace(env, trace, query=query), [trace], query=query)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@property_settings(60)
 @given(a=hostile_traces(), b=hostile_traces())
 def test_the_comparison_is_escaped_too(env: jinja2.Environment, a: Trace, b: Trace) -> None:
     query = "exp=1&sig=" + "b" * 64
