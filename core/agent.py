@@ -173,8 +173,8 @@ class Agent:
         self.observers = list(observers)
         """Told about each run's model calls, tool calls and end (metrics, telemetry)."""
         self._clock = clock
-        self.json_format: JsonFormat | None = "json_schema"
-        """The strictest ``response_format`` the endpoint took; None: it took none (text)."""
+        self.json_formats = modes.JsonFormats()
+        """The strictest ``response_format`` each model took, by model name."""
 
     def question_problem(self, question: str) -> str | None:
         """Why ``question`` is refused before any model call, in one sentence; else None."""
@@ -203,8 +203,8 @@ class Agent:
         if problem is not None:  # the trace keeps what is needed to see why, not megabytes
             question = question[: self.settings.max_question_chars] + "…"
         chosen = mode or self.settings.mode
-        if chosen == "json" and self.json_format is None:
-            chosen = "text"  # the endpoint refused every JSON format before
+        if chosen == "json" and self.json_formats.for_model((model or self.model).name) is None:
+            chosen = "text"  # this model's endpoint refused every JSON format before
         trace = Trace(
             question=question,
             conversation=conversation,
@@ -609,11 +609,12 @@ class Run:
         return _Reply("", None, "the reply was cut off" if cut_off else "the reply is empty")
 
     async def _call_json(self, n: int, step: TraceStep, state: _State, model: ChatModel) -> _Reply:
-        while (json_format := self.agent.json_format) is not None:
+        formats = self.agent.json_formats
+        while (json_format := formats.for_model(model.name)) is not None:
             try:
                 return await self._json_attempt(n, step, state.messages, model, json_format)
             except ResponseFormatRefused:
-                self._json_refused(json_format, state)
+                self._json_refused(formats.refused(model.name, json_format), state)
         return await self._call_text(n, step, state.messages, model)
 
     async def _json_attempt(
@@ -645,13 +646,12 @@ class Run:
         except ParseError as exc:
             return _Reply(text, None, str(exc))
 
-    def _json_refused(self, refused: JsonFormat, state: _State) -> None:
-        """Fall back one format, said once; past ``json_object``, the run goes on as text."""
-        if refused == "json_schema":
-            self.agent.json_format = "json_object"
+    def _json_refused(self, fallback: JsonFormat | None, state: _State) -> None:
+        """Say the fall back to ``fallback``, once; past ``json_object``, the run goes on as
+        text."""
+        if fallback == "json_object":
             text = "the model endpoint does not take JSON schemas; asking for a JSON object"
         else:
-            self.agent.json_format = None
             self.trace.mode = "text"
             state.messages[0] = {
                 "role": "system",

@@ -51,6 +51,27 @@ def response_format(kind: JsonFormat) -> ResponseFormat:
     }
 
 
+class JsonFormats:
+    """The strictest ``response_format`` each model took, remembered by model name.
+
+    A capability belongs to the model it describes: when one endpoint refuses ``json_schema``,
+    that model falls back to ``json_object`` (then to text), and every other model, in any
+    channel, is still asked for ``json_schema``. One per Agent, shared by its runs."""
+
+    def __init__(self) -> None:
+        self._taken: dict[str, JsonFormat | None] = {}
+
+    def for_model(self, name: str) -> JsonFormat | None:
+        """The format to ask ``name`` for; None: it took no JSON format (answer in text)."""
+        return self._taken.get(name, "json_schema")
+
+    def refused(self, name: str, refused: JsonFormat) -> JsonFormat | None:
+        """``name`` refused ``refused``: remember and return the next plainer format."""
+        fallback: JsonFormat | None = "json_object" if refused == "json_schema" else None
+        self._taken[name] = fallback
+        return fallback
+
+
 # ---- native tool calls ----------------------------------------------------------------------
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -226,3 +227,32 @@ async def test_a_multi_argument_tool_is_called_natively_and_checked(fake: FakeOp
     answers = [e for e in events if type(e).__name__ == "AnswerDelta"]
     assert len(answers) > 1  # a long answer streams as it comes, over real HTTP
     fake.assert_complete()
+
+
+async def test_a_refused_json_schema_is_remembered_for_that_model_only(tmp_path: Path) -> None:
+    # Two channels on two catalogue models, one Agent: "small" refuses json_schema; the
+    # other channel's next question must still ask "big" for json_schema.
+    async with (
+        FakeOpenAI(model="small", response_formats=("text", "json_object")) as small,
+        FakeOpenAI(model="big") as big,
+    ):
+        config = tmp_path / "models.yaml"
+        config.write_text(
+            "models:\n"
+            f"  small: {{name: small, base_url: '{small.base_url}', api_key_env: SMALL_KEY}}\n"
+            f"  big: {{name: big, base_url: '{big.base_url}', api_key_env: BIG_KEY}}\n"
+        )
+        env = {**env_for(big), "SMALL_KEY": "sk-small", "BIG_KEY": "sk-big"}
+        app = App.create(load_config(str(config), env))
+        answer = json.dumps({"thought": "t", "action": None, "answer": "42"})
+        try:
+            for fake, name in ((small, "small"), (big, "big"), (small, "small")):
+                fake.reply(answer)
+                run = app.agent.start("What is 6*7?", mode="json", model=app.catalogue[name])
+                events = [e async for e in run.events()]
+                assert isinstance(events[-1], Finished) and events[-1].trace.answer == "42"
+        finally:
+            await app.aclose()
+        kinds = [r["response_format"]["type"] for r in small.requests]
+        assert kinds == ["json_schema", "json_object", "json_object"]  # refused once, remembered
+        assert [r["response_format"]["type"] for r in big.requests] == ["json_schema"]
