@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from adapters.live import VERBOSITIES, Verbosity
-from core.errors import StoreUnavailable
+from core.errors import ReactbotError, StoreUnavailable
 from core.llm import ChatModel
 from core.prompt import PERSONA_CHARS
 from core.stores import ChannelSettings
@@ -31,7 +31,7 @@ DEFAULT = "default"
 UNSAVED = "I could not save that: the shared store is unavailable. Try again soon."
 
 
-class ChoiceError(ValueError):
+class ChoiceError(ReactbotError):
     """A choice that cannot be made (an unknown model or tool); the message says why."""
 
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Generic, Literal, Protocol, TypeVar, assert_never
 
 from adapters.pacing import EditPacer, Priority
+from core.errors import ReactbotError
 from core.events import (
     ActionDecided,
     AnswerDelta,
@@ -76,7 +77,7 @@ FINAL_PHASES: frozenset[Phase] = frozenset(
 )
 
 
-class EditDeferred(Exception):
+class EditDeferred(ReactbotError):
     """Raised by a Surface when an edit should be tried again after ``retry_after`` seconds
     (a 5xx, a dropped connection). The next edit carries the latest state anyway."""
 
@@ -85,7 +86,7 @@ class EditDeferred(Exception):
         self.retry_after = retry_after
 
 
-class EditRejected(Exception):
+class EditRejected(ReactbotError):
     """Raised by a Surface when the platform refused the payload itself (a 4xx other than
     429: too long, invalid blocks, a field over its limit). Sending it again cannot help; a
     smaller rendering may, so the final edit falls back to ``compact`` and then ``plain``."""

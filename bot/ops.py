@@ -28,6 +28,7 @@ from prometheus_client.metrics_core import Metric
 
 from bot.app import App
 from bot.logs import RedactSecrets, platform_of, secret_values
+from core.errors import ReactbotError
 from core.events import FinalEvent
 from core.llm import Usage
 from core.trace import Trace
@@ -48,7 +49,7 @@ SECONDS_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 3, 5, 10, 20, 30, 60, 120)
 LAG_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5)
 
 
-class OpsError(Exception):
+class OpsError(ReactbotError):
     """The endpoint cannot start; ``str(error)`` is one line saying why and what to change."""
 
 

@@ -16,7 +16,7 @@ from rich.text import Text
 
 from adapters.terminal.render import TerminalRenderer, printable
 from core.agent import Agent, Run
-from core.errors import StoreUnavailable
+from core.errors import ReactbotError, StoreUnavailable
 from core.events import ActionDecided, FinalEvent, Finished, Mode, ObservationReady
 from core.llm import ChatModel
 from core.replay import (
@@ -83,7 +83,7 @@ SHOWN_ROWS = 60
 """Rows a comparison prints; the rest is counted."""
 
 
-class ReplayError(Exception):
+class ReplayError(ReactbotError):
     """What stops ``trace replay`` before it starts, said in one line (exit 2)."""
 
 

@@ -10,7 +10,19 @@
     │   └── ModelUnavailable       5xx or connection errors that outlasted the retries
     ├── ToolError                  a tool could not do what was asked (becomes an Observation)
     │   └── ToolTimeout
-    └── StoreUnavailable           Redis (or another store) cannot be reached
+    ├── StoreUnavailable           Redis (or another store) cannot be reached
+    ├── FileRefused                core.files: a file is not indexed (one line naming it)
+    ├── ConfigError                bot.config: the config is invalid (names the key and fix)
+    ├── ChoiceError                adapters.channels: an unknown model or tool was chosen
+    ├── EditDeferred               adapters.live: a platform write to try again later
+    │   └── RateLimited            ... after the platform's Retry-After
+    ├── EditRejected               adapters.live: the platform refused the payload itself
+    ├── ReplayError                bot.trace_commands: ``trace replay`` cannot start
+    └── OpsError                   bot.ops: the ops endpoint cannot start
+
+Classes outside core derive from ``ReactbotError`` in their own modules (core imports no
+adapter or bot module); a test walks every module and checks that no exception class the
+project defines stands outside this tree.
 
 Third-party errors are mapped at the boundary with ``raise ... from exc``; messages are written
 for the person reading the chat, and never contain secrets.

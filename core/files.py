@@ -34,7 +34,7 @@ from html.parser import HTMLParser
 from pathlib import PurePosixPath
 from typing import Protocol
 
-from core.errors import ToolError
+from core.errors import ReactbotError, ToolError
 from core.tools import ToolHints, ToolRegistry, ToolResult
 from core.tools.lookup import BM25Index, Hit, LookupTool, Passage, split_passages
 
@@ -135,7 +135,7 @@ _IMAGE_SUFFIXES = frozenset([".png", ".jpg", ".jpeg", ".gif", ".webp", ".bmp"])
 KINDS = frozenset({"text", "markdown", "csv", "html", "pdf", "code"})
 
 
-class FileRefused(Exception):
+class FileRefused(ReactbotError):
     """A file is not indexed; the message is one line the person sees, naming the file."""
 
 

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.errors import ToolError
+from core.errors import ReactbotError, ToolError
 from core.tools import ToolHints, ToolResult
 
 __all__ = ["BM25Index", "Hit", "LookupTool", "Passage", "build_index", "split_passages", "tokenize"]
@@ -279,7 +279,7 @@ def build_index(root: Path) -> BM25Index:
     return BM25Index(passages)
 
 
-class _Unusable(Exception):
+class _Unusable(ReactbotError):
     """Why a file in the knowledge-base folder is not indexed."""
 
 

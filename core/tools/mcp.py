@@ -52,7 +52,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
-from core.errors import ToolError, ToolTimeout
+from core.errors import ReactbotError, ToolError, ToolTimeout
 from core.tools import Attachment, ToolHints, ToolRegistry, ToolResult
 
 if TYPE_CHECKING:
@@ -719,7 +719,7 @@ class _Link:
         return text
 
 
-class _Refused(Exception):
+class _Refused(ReactbotError):
     """A server that cannot even be tried, with the reason."""
 
 
