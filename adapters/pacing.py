@@ -366,6 +366,20 @@ class EditPacer:
     def rate_limited(self) -> int:
         return self.stats.rate_limited
 
+    @property
+    def channels(self) -> int:
+        """How many channels the pacer keeps a state for (idle ones are forgotten past a
+        bound, at the next sweep)."""
+        return len(self._channels)
+
+    def tracks(self, channel: str) -> bool:
+        return channel in self._channels
+
+    def remaining(self, channel: str) -> int | None:
+        """Writes left in ``channel``'s current window; None: no window is known for it."""
+        state = self._channels.get(channel)
+        return None if state is None or state.window is None else state.window.remaining
+
     def _state(self, channel: str) -> ChannelState:
         state = self._channels.get(channel)
         if state is None:

@@ -1213,6 +1213,16 @@ class AskCog(commands.Cog):
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
+    @property
+    def running(self) -> tuple[str, ...]:
+        """The ids of the runs this process is answering now."""
+        return tuple(self._runs)
+
+    async def settled(self) -> None:
+        """Return once every task this cog spawned (runs, their threads and counts) is done."""
+        while self._tasks:
+            await asyncio.wait(set(self._tasks))
+
     async def shutdown(self, *, grace: float = 5.0) -> None:
         """Stop every run and let its message reach a final state before the session closes."""
         for run in list(self._runs.values()):

@@ -294,6 +294,11 @@ class SlackBot:
         self._closing = False
         self._register()
 
+    @property
+    def running(self) -> tuple[str, ...]:
+        """The ids of the runs this process is answering now (stopped ones leave at once)."""
+        return tuple(self._active)
+
     async def start(self) -> None:
         """Hear stop requests and decisions from other replicas; call once before serving.
 

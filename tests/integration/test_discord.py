@@ -66,6 +66,12 @@ class Harness:
         """Wait until ``count`` runs posted their trace totals."""
         await self.fake.wait_for_calls(_is_totals, count, within=within)
 
+    async def settled(self, *, within: float = 10.0) -> None:
+        """Wait until every run the bot started has ended, its thread and counts included."""
+        assert self.bot.cog is not None
+        async with asyncio.timeout(within):
+            await self.bot.cog.settled()
+
     def edits(self, message_id: object) -> list[Call]:
         return [
             c for c in self.fake.calls_to("PATCH", f"/messages/{message_id}") if c.status == 200
@@ -299,7 +305,7 @@ async def test_an_unauthorized_user_is_refused_and_nothing_runs() -> None:
         reply = await h.fake.wait_for_call(lambda c: c.method == "POST" and "/messages" in c.path)
         assert "not on the list" in reply.json["content"]
         assert reply.json["message_reference"]["message_id"] == int(str(asked["id"]))
-        await asyncio.sleep(0.1)
+        await h.settled()
         assert h.model.calls == []
 
 
@@ -318,7 +324,7 @@ async def test_a_replayed_event_is_answered_once_and_bots_are_ignored() -> None:
         await h.fake.dispatch("MESSAGE_CREATE", payload)  # a reconnect replays it
         await h.mention("from a bot", author_id=4004, bot=True)
         await h.finished()
-        await asyncio.sleep(0.2)
+        await h.settled()
         placeholders = [
             c for c in h.fake.calls_to("POST", "/messages") if "Starting" in content_of(c)
         ]
@@ -392,7 +398,7 @@ async def test_answer_verbosity_shows_only_the_answer_and_opens_no_thread() -> N
         await set_verbosity(h, "answer")
         await h.mention("what is 17*23+4?")
         await h.fake.wait_for_call(lambda c: content_of(c) == "17*23+4 = 395")
-        await asyncio.sleep(0.3)  # a thread would have been opened by now
+        await h.settled()  # the run is over: a thread, had it one, was opened before this
         assert not h.fake.calls_to("POST", "/threads")
         trace = await h.traces.last(f"discord:{CHANNEL_ID}")
         assert trace is not None and trace.answer == "17*23+4 = 395"  # still stored

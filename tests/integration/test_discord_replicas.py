@@ -112,12 +112,12 @@ async def test_a_stop_click_on_another_process_stops_the_run(
         assert refusal.json["data"]["flags"] == 64  # ephemeral, answered by the other process
         assert "Only the person who asked" in refusal.json["data"]["content"]
         await asyncio.sleep(0.2)
-        assert owner.bot.cog is not None and owner.bot.cog._runs, "still running"
+        assert owner.bot.cog is not None and owner.bot.cog.running, "still running"
 
         pressed = time.monotonic()
         await r.send(1, "INTERACTION_CREATE", r.fake.button_press(reply_id, custom_id))
         async with asyncio.timeout(2):
-            while owner.bot.cog._runs:  # noqa: ASYNC110 - the owner's runs, emptied on stop
+            while owner.bot.cog.running:  # noqa: ASYNC110 - the owner's runs, emptied on stop
                 await asyncio.sleep(0.005)
         assert time.monotonic() - pressed < 0.5
         await r.fake.wait_for_call(lambda c: content_of(c).startswith("**Totals**"))

@@ -28,11 +28,11 @@ async def test_a_burst_from_one_user_gets_max_runs_per_user(make: Any) -> None: 
     busy = [t for t in texts if "Working on it" not in t]
     assert len(busy) == 6
     assert all("You already have 2 questions running" in t for t in busy)
-    await eventually(lambda: len(h.bot._active) == 2)
+    await eventually(lambda: len(h.bot.running) == 2)
     _, body, _ = await h.ask("another user", user="U2BOB")
     assert "Working on it" in json.loads(body)["text"], "the limit is per user"
-    await eventually(lambda: len(h.bot._active) == 3)
-    for run_id in list(h.bot._active):
+    await eventually(lambda: len(h.bot.running) == 3)
+    for run_id in list(h.bot.running):
         await h.press_stop(run_id, user="UADMIN")
     await h.settled()
     # the slots were given back: the same user may ask again
@@ -48,7 +48,7 @@ async def test_the_replicas_own_limit_holds_for_a_burst(make: Any) -> None:  # n
     texts = [json.loads(body)["text"] for _, body, _ in answers]
     assert sum("Working on it" in t for t in texts) == 3
     assert sum("answering a lot of questions" in t for t in texts) == 7
-    await eventually(lambda: len(h.bot._active) == 3)
+    await eventually(lambda: len(h.bot.running) == 3)
     await h.bot.aclose()
 
 

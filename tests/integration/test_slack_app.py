@@ -512,14 +512,14 @@ async def test_stop_button_only_for_the_asker_or_an_admin(make: Any) -> None:
         [Turn("Thought: thinking very hard about this", chunk_size=4, stall_after=3)]
     )
     await h.ask("a hard one")
-    await eventually(lambda: bool(h.bot._active))
-    run_id = next(iter(h.bot._active))
+    await eventually(lambda: bool(h.bot.running))
+    run_id = next(iter(h.bot.running))
     await eventually(lambda: any(STOP_ACTION_ID in json.dumps(m.blocks) for m in h.fake.roots()))
     status, _, _ = await h.press_stop(run_id, user="U2BOB")
     assert status == 200
     await eventually(lambda: bool(h.fake.calls("chat.postEphemeral")))
     assert "Only <@U1ADA> or an admin" in h.fake.calls("chat.postEphemeral")[0].args["text"]
-    assert h.bot._active, "a stranger's press does not stop the run"
+    assert h.bot.running, "a stranger's press does not stop the run"
     await h.press_stop(run_id, user=ASKER)
     await h.settled()
     assert "Stopped by <@U1ADA> after step 1." in message_text(h.root())
@@ -541,7 +541,7 @@ async def test_model_output_cannot_ping_the_channel(make: Any) -> None:
 async def test_shutdown_stops_running_answers_visibly(make: Any) -> None:
     h: Harness = await make([Turn("Thought: slow", chunk_size=2, stall_after=1)])
     await h.ask("q")
-    await eventually(lambda: bool(h.bot._active))
+    await eventually(lambda: bool(h.bot.running))
     await h.bot.aclose()
     assert h.bot.in_flight == 0
     assert "restarting" in message_text(h.root())
@@ -570,14 +570,14 @@ async def test_a_stop_pressed_on_another_replica_stops_the_run(
     assert status == 200
     await eventually(lambda: bool(runs.fake.calls("chat.postEphemeral")))
     assert "Only <@U1ADA> or an admin" in runs.fake.calls("chat.postEphemeral")[0].args["text"]
-    assert runs.bot._active, "the replica that got the press refused a stranger"
+    assert runs.bot.running, "the replica that got the press refused a stranger"
     pressed = time.monotonic()
     await elsewhere.press_stop(button["value"], user=ASKER)
-    await eventually(lambda: not runs.bot._active, within=2.0)
+    await eventually(lambda: not runs.bot.running, within=2.0)
     assert time.monotonic() - pressed < 0.5
     await runs.settled()
     assert "Stopped by <@U1ADA> after step 1." in message_text(runs.root())
-    assert not elsewhere.bot._active and elsewhere.model.calls == []
+    assert not elsewhere.bot.running and elsewhere.model.calls == []
 
 
 async def test_replicas_share_one_cooldown(make: Any, two_processes: list[RedisStores]) -> None:

@@ -451,7 +451,7 @@ async def test_stop_works_while_waiting_for_a_decision(make: Any) -> None:
     h: ApprovalHarness = await make([DELETE])
     await h.ask("Delete the Q3 draft")
     await eventually(waiting(h.fake))
-    (run_id,) = h.bot._active
+    (run_id,) = h.bot.running
     pressed = time.monotonic()
     await h.press_stop(f"{run_id}:{ASKER}", user=ASKER)
     await h.settled()
@@ -563,7 +563,7 @@ async def test_a_click_on_the_other_replica_decides_the_run(
     await runs.settled()
     assert runs.ran == [{"path": "drafts/q3-old.md"}]
     assert "✏️ edited by <@U1ADA>" in thread_text(runs)
-    assert not elsewhere.bot._active and elsewhere.model.calls == []
+    assert not elsewhere.bot.running and elsewhere.model.calls == []
     await elsewhere.click(APPROVE_ACTION_ID, user=ASKER, message=root)  # a stale copy
     await eventually(lambda: len(elsewhere.ephemerals()) == 2)
     assert elsewhere.ephemerals()[-1] == "This action is no longer waiting for a decision."

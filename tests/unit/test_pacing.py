@@ -7,7 +7,7 @@ import itertools
 import time
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from adapters.pacing import (
@@ -19,6 +19,7 @@ from adapters.pacing import (
     Window,
 )
 from core.errors import StoreUnavailable
+from tests.properties import property_settings
 
 SOON = 0.15
 """A slot that goes 'at once' is granted within this (a loaded machine's scheduling)."""
@@ -87,7 +88,7 @@ def test_a_reserve_as_large_as_the_budget_holds_live_updates_until_runs_end() ->
     assert window.wait(0.0, reserve=1) == 0
 
 
-@settings(max_examples=300, deadline=None)
+@property_settings(300)
 @given(
     limit=st.integers(1, 8),
     per=st.floats(0.5, 10.0),
@@ -114,7 +115,7 @@ def test_a_sliding_window_granted_at_its_own_times_never_exceeds_its_limit(
         assert len(inside) <= limit
 
 
-@settings(max_examples=300, deadline=None)
+@property_settings(300)
 @given(
     limit=st.integers(1, 8),
     gaps=st.lists(st.floats(0.0, 3.0), min_size=1, max_size=60),
@@ -245,13 +246,13 @@ async def test_idle_channels_are_forgotten_beyond_a_bound() -> None:
     for i in range(1500):  # all still in their windows: none may be forgotten yet
         async with pacer.slot(f"c{i}", priority="final"):
             pass
-    assert len(pacer._channels) == 1500 and pacer._kept == 1025
+    assert pacer.channels == 1500
     now[0] += 2.0  # every window is over
     for i in range(600):
         async with pacer.slot(f"d{i}", priority="final"):
             pass
-    assert "c0" not in pacer._channels, "the idle ones went at the next sweep"
-    assert len(pacer._channels) <= 1025
+    assert not pacer.tracks("c0"), "the idle ones went at the next sweep"
+    assert pacer.channels <= 1025
 
 
 # ---- found in review --------------------------------------------------------------------------
@@ -291,8 +292,7 @@ async def test_a_429_before_any_window_started_holds_for_its_retry_after_only() 
 async def test_requests_an_edit_made_beyond_its_slot_are_charged() -> None:
     pacer = EditPacer(0.0, channel_window=(5, 5.0))
     await pacer.charge("c", 3)
-    assert pacer._channels["c"].window is not None
-    assert pacer._channels["c"].window.remaining == 2
+    assert pacer.remaining("c") == 2
     shared = LocalBudget(10, 60.0)
     await EditPacer(0.0, shared=shared).charge("c", 3)
     assert shared.window.used(time.monotonic()) == 3
