@@ -8,6 +8,7 @@ import io
 import os
 import signal
 import socket
+import time
 from pathlib import Path
 
 import aiohttp
@@ -25,9 +26,12 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-async def wait_for_http(url: str) -> None:
+async def wait_for_http(url: str, *, within: float = 30.0) -> None:
+    """Poll ``url`` until it answers 200: a server starting on a loaded machine (four test
+    workers on two cores) may take several seconds, so the bound is generous."""
+    deadline = time.monotonic() + within
     async with aiohttp.ClientSession() as session:
-        for _ in range(250):
+        while time.monotonic() < deadline:
             try:
                 async with session.get(url) as response:
                     if response.status == 200:

@@ -17,6 +17,7 @@ from bot.config import AgentConfig, ApprovalConfig, Config, Secrets, SlackConfig
 from bot.serve_slack import serve_slack, slack_settings
 from core.stores import InMemoryEventClaims
 from tests.fakes.slack_server import FakeSlack
+from tests.integration.test_serve import wait_for_http
 
 
 def free_port() -> int:
@@ -63,16 +64,7 @@ async def test_http_mode_serves_until_cancelled_then_shuts_down_cleanly() -> Non
         app = App.create(config(port=port, base_url=fake.base_url))
         task = asyncio.get_running_loop().create_task(serve_slack(app))
         try:
-            async with aiohttp.ClientSession() as session:
-                for _ in range(200):
-                    try:
-                        async with session.get(f"http://127.0.0.1:{port}/healthz") as response:
-                            assert response.status == 200
-                            break
-                    except aiohttp.ClientConnectionError:
-                        await asyncio.sleep(0.02)
-                else:
-                    pytest.fail("the HTTP server did not come up")
+            await wait_for_http(f"http://127.0.0.1:{port}/healthz")
             task.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await task
@@ -155,15 +147,11 @@ async def test_reactbot_serve_streams_a_dm_natively_through_slack(
                 "X-Slack-Request-Timestamp": stamp,
                 "X-Slack-Signature": signature or "",
             }
+            await wait_for_http(f"http://127.0.0.1:{port}/healthz")
             async with aiohttp.ClientSession() as session:
-                for _ in range(200):
-                    try:
-                        url = f"http://127.0.0.1:{port}/slack/events"
-                        async with session.post(url, data=body, headers=headers) as response:
-                            assert response.status == 200
-                            break
-                    except aiohttp.ClientConnectionError:
-                        await asyncio.sleep(0.02)
+                url = f"http://127.0.0.1:{port}/slack/events"
+                async with session.post(url, data=body, headers=headers) as response:
+                    assert response.status == 200
             async with asyncio.timeout(20):
                 while not (fake.streams and not next(iter(fake.streams.values())).streaming):  # noqa: ASYNC110 - polls the fake
                     await asyncio.sleep(0.05)
