@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test lint typecheck bench clean
+.PHONY: run test test-thorough lint typecheck bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -17,21 +17,40 @@ $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $@ $(VENV)/.installed
 
+# Debian's Chromium for the trace-page browser test: part of installing, not of the suite's time
+# (where it cannot be installed, the test says so and skips).
+$(VENV)/.chromium: | $(BIN)/python
+	scripts/ensure-chromium >/dev/null || true
+	touch $@
+
 ## run: start the bot (configured platforms, else terminal chat with the offline demo model)
 run: $(VENV)/.installed
 	$(BIN)/reactbot $(ARGS)
 
-# The coverage gate is on core, the part every surface relies on.
-PYTEST_ARGS ?= --cov=core --cov-report=term:skip-covered --cov-fail-under=90
+# The coverage gate is on core, the part every surface relies on. Four workers on two cores:
+# much of an integration test is waiting on a socket or a subprocess. Tests run in random
+# order: pytest-randomly prints the seed, and `make test SEED=N` replays that order.
+SEED ?=
+WORKERS ?= 4
+PYTEST_ARGS ?= -n $(WORKERS) $(if $(SEED),--randomly-seed=$(SEED)) --cov=core --cov-report=term:skip-covered --cov-fail-under=90
+# Bytecode is cached even where the environment turns it off (PYTHONDONTWRITEBYTECODE):
+# without it every worker and every `reactbot` a test starts compiles the whole tree again.
+TEST_ENV = PYTHONDONTWRITEBYTECODE= PYTHON=$(BIN)/python
 
 ## test: the whole suite, with a Redis that answers (started if needed)
-test: $(VENV)/.installed-dev
-	PYTHON=$(BIN)/python scripts/with-redis $(BIN)/python -m pytest $(PYTEST_ARGS)
+test: $(VENV)/.installed-dev $(VENV)/.chromium
+	$(TEST_ENV) scripts/with-redis $(BIN)/python -m pytest $(PYTEST_ARGS)
 
+## test-thorough: the same suite with every property test at its full number of examples
+test-thorough: $(VENV)/.installed-dev $(VENV)/.chromium
+	HYPOTHESIS_PROFILE=thorough $(TEST_ENV) scripts/with-redis $(BIN)/python -m pytest $(PYTEST_ARGS)
+
+## lint: ruff, the formatter, mypy (strict) and the import-linter layer contracts
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 bench: $(VENV)/.installed-dev
 	$(BIN)/python bench/core_overhead.py
