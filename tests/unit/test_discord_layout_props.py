@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -31,6 +32,10 @@ from core.trace import Trace, TraceStep
 from tests.fakes.discord_limits import IS_COMPONENTS_V2, message_refusal
 from tests.hostile import DrawnRun, hostile_text, runs, urls
 from tests.unit.test_discord_render_props import HUGE, PROPERTY, bounded, huge_trace, view_of
+
+# Renderers outside core, on drawn runs: the coverage gate is on core, and tracing
+# every call of rich and Hypothesis made these six times slower.
+pytestmark = pytest.mark.no_cover
 
 _PING = re.compile(r"@(everyone|here)|<@[!&]?\d")
 _MASKED = re.compile(r"\]\s*\(")

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -52,6 +53,10 @@ from core.events import (
 from core.trace import ApprovalRecord, Trace, TraceStep, source_domain
 from tests.fakes.slack_server import TEXT_LIMIT, validate_message
 from tests.properties import property_settings
+
+# Renderers outside core, on drawn runs: the coverage gate is on core, and tracing
+# every call of rich and Hypothesis made these six times slower.
+pytestmark = pytest.mark.no_cover
 
 CLOCK = lambda: 1000.0  # noqa: E731 - a fixed clock keeps elapsed seconds stable
 PROPERTY = property_settings(500)
@@ -628,13 +633,13 @@ def test_huge_inputs_render_fast_and_small() -> None:
         ]
 
     tracemalloc.start()
-    started = time.perf_counter()
+    started = time.process_time()  # CPU time: the work is fixed, the machine's load is not
     try:
-        messages = within(10.0, render_all)
+        messages = within(60.0, render_all)  # a hang guard; the CPU bound is below
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    seconds = time.perf_counter() - started
+    seconds = time.process_time() - started
     assert isinstance(messages, list)
     assert seconds < 5.0, seconds
     # The inputs hold ~17 MB (50 steps of ~330 KB, a 1 MB page); rendering them takes ~2 MB

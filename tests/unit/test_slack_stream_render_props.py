@@ -10,6 +10,7 @@ import re
 import time
 import tracemalloc
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -29,6 +30,10 @@ from adapters.slack.stream_render import (
 from tests.fakes.slack_server import block_errors, validate_chunks
 from tests.hostile import DrawnRun, hostile_text, runs
 from tests.properties import property_settings
+
+# Renderers outside core, on drawn runs: the coverage gate is on core, and tracing
+# every call of rich and Hypothesis made these six times slower.
+pytestmark = pytest.mark.no_cover
 
 PROPERTY = property_settings(300)
 
@@ -138,10 +143,10 @@ def test_huge_inputs_render_fast_and_small() -> None:
         view.apply(ActionDecided(n, "search", "[x](https://evil.example) " * 10_000))
         view.apply(ObservationReady(n, "search", "line\n" * 50_000, False, 0.1, ()))
     tracemalloc.start()
-    started = time.perf_counter()
+    started = time.process_time()  # CPU time: the work is fixed, the machine's load is not
     chunks = task_chunks(view)
     pieces = list(markdown_pieces("@here " * 200_000))
-    seconds = time.perf_counter() - started
+    seconds = time.process_time() - started
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     assert validate_chunks(chunks) == []

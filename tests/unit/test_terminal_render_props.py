@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import re
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from rich.cells import cell_len
@@ -16,6 +17,10 @@ from adapters.terminal.render import TerminalRenderer, WordWrap, fold, open_fenc
 from tests.hostile import DrawnRun, runs
 from tests.properties import property_settings
 from tests.unit.test_discord_render_props import bounded
+
+# Renderers outside core, on drawn runs: the coverage gate is on core, and tracing
+# every call of rich and Hypothesis made these six times slower.
+pytestmark = pytest.mark.no_cover
 
 PROPERTY = property_settings(500)
 ESCAPES = ["\x1b]8;;https://evil.example\x1b\\click\x1b]8;;\x1b\\", "\x1b[2J", "\x1b]0;title\x07"]

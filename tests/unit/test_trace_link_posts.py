@@ -3,6 +3,7 @@ Discord and Slack accept (checked by the fakes' own rules), and the link is the 
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 
 from adapters.discord.render import DiscordRenderer
@@ -11,6 +12,10 @@ from tests.fakes.discord_limits import message_refusal
 from tests.fakes.slack_server import validate_message
 from tests.hostile import DrawnRun, runs
 from tests.properties import property_settings
+
+# Renderers outside core, on drawn runs: the coverage gate is on core, and tracing
+# every call of rich and Hypothesis made these six times slower.
+pytestmark = pytest.mark.no_cover
 
 LINK = "https://bot.example.com/t/0123456789ab?exp=1800000000&sig=" + "f" * 64
 

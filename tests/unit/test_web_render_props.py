@@ -24,6 +24,10 @@ from core.trace import ApprovalRecord, Trace, TraceAttachment, TraceStep
 from tests.hostile import hostile_text
 from tests.properties import property_settings
 
+# Renderers outside core, on drawn runs: the coverage gate is on core, and tracing
+# every call of rich and Hypothesis made these six times slower.
+pytestmark = pytest.mark.no_cover
+
 ATTACK = [
     "<script>alert(1)</script>",
     "<SCRIPT SRC=//evil.example/x.js></SCRIPT>",
