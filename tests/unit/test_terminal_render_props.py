@@ -111,7 +111,7 @@ def test_a_folded_lookup_result_closes_its_fence() -> None:
     )
 
 
-@property_settings(150)
+@property_settings(150, ci=8)  # each example renders a whole run through rich, twice
 @given(runs(), st.integers(min_value=20, max_value=100))
 def test_on_a_terminal_no_line_is_wider_than_the_terminal(run: DrawnRun, width: int) -> None:
     out = io.StringIO()
