@@ -30,6 +30,7 @@ from core.events import (
     ThoughtDelta,
 )
 from core.trace import Trace, TraceStep
+from tests.properties import PROFILE
 
 FENCE = "```"
 
@@ -160,9 +161,18 @@ def _short(value: object) -> str:
     return _REPR.repr(value) if not isinstance(value, Trace) else "<trace>"
 
 
+RUN_STEPS = 50 if PROFILE == "thorough" else 25
+"""The most steps a drawn run has unless a test says: 50 (``agent.max_steps``' ceiling) under
+the thorough profile; 25 under ``ci``, where each example costs half as much to draw and
+render (the 40-component and 50-step limits have tests of their own on built runs)."""
+
+
 @st.composite
-def runs(draw: st.DrawFn, *, max_steps: int = 50, finished: bool | None = None) -> DrawnRun:
+def runs(
+    draw: st.DrawFn, *, max_steps: int | None = None, finished: bool | None = None
+) -> DrawnRun:
     """A whole run as events, and its Trace; ``finished=None`` may leave it mid-way."""
+    max_steps = RUN_STEPS if max_steps is None else max_steps
     text = hostile_text()
     question = draw(text)
     limit = draw(st.integers(min_value=1, max_value=max_steps))
