@@ -30,6 +30,8 @@ from adapters.terminal.render import TerminalRenderer, printable
 from bot.app import App
 from bot.config import Config, ConfigError, load_config
 from bot.logs import setup_logging
+from bot.platforms import PLATFORMS
+from bot.platforms import enabled as enabled_platforms
 from bot.tools_command import ServerLine, format_tools, server_lines
 from bot.trace_commands import export_trace, format_trace_list
 from core.agent import Run
@@ -97,7 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve = sub.add_parser(
         "serve", parents=[config], help="run the configured Discord and/or Slack bots"
     )
-    serve.add_argument("--platform", choices=["discord", "slack"])
+    serve.add_argument("--platform", choices=[p.name for p in PLATFORMS])
 
     sub.add_parser(
         "tools",
@@ -235,9 +237,7 @@ async def run_cli(
         return 2
     interactive = args.command in (None, "chat", "ask", "tools")
     setup_logging(config, verbose=args.verbose, quiet=interactive or args.command == "trace")
-    command = args.command or (
-        "serve" if config.discord_enabled or config.slack_enabled else "chat"
-    )
+    command = args.command or ("serve" if enabled_platforms(config) else "chat")
     if command == "serve":
         from bot.serve import serve
 

@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from urllib.parse import unquote, urlsplit
 
 from bot.config import Config
+from bot.platforms import BY_NAME
 from core.trace import Trace
 
 REDACTED = "***"
@@ -69,9 +70,10 @@ RUN_FIELDS: ContextVar[RunFields | None] = ContextVar("reactbot_run_fields", def
 
 
 def platform_of(conversation: str) -> str:
-    """``discord`` or ``slack`` from the conversation's prefix; anything else: ``terminal``."""
+    """The served platform named by the conversation's prefix (``discord:…``); anything
+    else: ``terminal``."""
     head = conversation.split(":", 1)[0]
-    return head if head in ("discord", "slack") else "terminal"
+    return head if head in BY_NAME else "terminal"
 
 
 class _NoProbe:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
-import importlib
 import logging
 import signal
 from collections.abc import Callable, Iterator, Sequence
@@ -17,20 +16,21 @@ from rich.console import Console
 from bot.app import App
 from bot.config import Config
 from bot.logs import RedactSecrets, secret_values
+from bot.platforms import BY_NAME, PLATFORMS, Serve, enabled
 
 if TYPE_CHECKING:  # prometheus_client loads only when the ops endpoint is on
     from bot.ops import OpsServer, RouteAdder
 
 log = logging.getLogger(__name__)
 
-HOW_TO_ENABLE = """\
-No platform is configured, so there is nothing to serve.
-  Discord: set DISCORD_TOKEN (bot token; enable the Message Content intent).
-  Slack:   set SLACK_BOT_TOKEN, and SLACK_APP_TOKEN for slack.mode: socket (the default)
-           or SLACK_SIGNING_SECRET for slack.mode: http.
-To try the bot without a platform: reactbot chat"""
 
-PLATFORM_NAMES = {"discord": "Discord", "slack": "Slack"}
+def how_to_enable() -> str:
+    """What to set, platform by platform, when none is configured."""
+    lines = ["No platform is configured, so there is nothing to serve."]
+    lines += ["  " + line for p in PLATFORMS for line in p.how_to_enable.splitlines()]
+    lines.append("To try the bot without a platform: reactbot chat")
+    return "\n".join(lines)
+
 
 GC_THRESHOLDS = (10_000, 5)
 """Allocations between two collections of the youngest generation, and young collections
@@ -39,59 +39,31 @@ between two of the middle one (CPython's defaults: 700 and 10)."""
 
 def missing_variables(config: Config, platform: str) -> list[str]:
     """The environment variables ``platform`` still needs, each with what it is for."""
-    secrets = config.secrets
-    if platform == "discord":
-        return [] if secrets.discord_token else ["DISCORD_TOKEN (the bot token)"]
-    missing = [] if secrets.slack_bot_token else ["SLACK_BOT_TOKEN (the xoxb- bot token)"]
-    if config.slack.mode == "socket" and secrets.slack_app_token is None:
-        missing.append("SLACK_APP_TOKEN (the xapp- app-level token, for Socket Mode)")
-    if config.slack.mode == "http" and secrets.slack_signing_secret is None:
-        missing.append("SLACK_SIGNING_SECRET (for slack.mode: http)")
-    return missing
+    return BY_NAME[platform].missing(config)
 
 
 def not_configured(config: Config, platform: str | None) -> str | None:
     """Why there is nothing to serve for this request, or None when there is: the platform
     asked for and the variables it lacks; with no platform asked for and none configured,
     what each would need (naming what a half-configured one lacks)."""
-    enabled = _enabled(config)
-    if platform is None and any(enabled.values()):
+    ready = enabled(config)
+    if platform is None and ready:
         return None
-    if platform is not None and enabled[platform]:
+    if platform is not None and BY_NAME[platform] in ready:
         return None
     if platform is not None:
-        lines = [
-            f"{PLATFORM_NAMES[platform]} is not configured: set "
-            + _and(missing_variables(config, platform))
-            + "."
-        ]
-        others = [name for name, on in enabled.items() if on and name != platform]
+        asked = BY_NAME[platform]
+        lines = [f"{asked.title} is not configured: set {_and(asked.missing(config))}."]
         lines += [
-            f"{PLATFORM_NAMES[name]} is configured: reactbot serve --platform {name}"
-            for name in others
+            f"{other.title} is configured: reactbot serve --platform {other.name}"
+            for other in ready
         ]
         return "\n".join(lines)
-    started = [name for name in enabled if _partly_configured(config, name)]
+    started = [p for p in PLATFORMS if p.started(config)]
     if not started:
-        return HOW_TO_ENABLE
+        return how_to_enable()
     return "\n".join(
-        f"{PLATFORM_NAMES[name]} is not configured yet: set "
-        + _and(missing_variables(config, name))
-        + "."
-        for name in started
-    )
-
-
-def _enabled(config: Config) -> dict[str, bool]:
-    return {"discord": config.discord_enabled, "slack": config.slack_enabled}
-
-
-def _partly_configured(config: Config, platform: str) -> bool:
-    s = config.secrets
-    if platform == "discord":
-        return s.discord_token is not None
-    return any(
-        v is not None for v in (s.slack_bot_token, s.slack_app_token, s.slack_signing_secret)
+        f"{p.title} is not configured yet: set {_and(p.missing(config))}." for p in started
     )
 
 
@@ -121,10 +93,9 @@ async def serve(config: Config, *, platform: str | None, console: Console) -> in
     if problem is not None:
         console.print(problem, markup=False)
         return 2
-    chosen = [name for name, on in _enabled(config).items() if on and platform in (None, name)]
+    chosen = [p for p in enabled(config) if platform in (None, p.name)]
     app = App.create(config)
-    for name in chosen:  # discord.py or slack-bolt, loaded before the heap is settled
-        importlib.import_module(f"bot.serve_{name}")
+    servers = {p.name: p.load() for p in chosen}  # their SDKs, loaded before the heap settles
     settle_heap()
     redact = RedactSecrets(secret_values(config)).redact
     ops: OpsServer | None = None
@@ -133,7 +104,7 @@ async def serve(config: Config, *, platform: str | None, console: Console) -> in
             from bot.ops import OpsError
 
             try:
-                ops = await _start_ops(app, chosen)
+                ops = await _start_ops(app, list(servers))
             except OpsError as exc:
                 console.print(f"ops: {redact(str(exc))}", style="red", markup=False)
                 return 1
@@ -143,7 +114,10 @@ async def serve(config: Config, *, platform: str | None, console: Console) -> in
         with _cancel_on_sigterm() as terminated:
             try:
                 async with asyncio.TaskGroup() as group:
-                    runs = [group.create_task(_run(name, app, console, redact)) for name in chosen]
+                    runs = [
+                        group.create_task(_run(name, serve_it, app, console, redact))
+                        for name, serve_it in servers.items()
+                    ]
             except asyncio.CancelledError:
                 if not terminated.is_set():
                     raise
@@ -175,11 +149,13 @@ async def _start_ops(app: App, chosen: list[str], *, extra: Sequence[RouteAdder]
     return server
 
 
-async def _run(name: str, app: App, console: Console, redact: Callable[[str], str]) -> bool:
+async def _run(
+    name: str, serve_it: Serve, app: App, console: Console, redact: Callable[[str], str]
+) -> bool:
     """One platform; its failure (a bad token, no network) is reported in one line and does
     not take the other platform down."""
     try:
-        await _RUNNERS[name](app)
+        await serve_it(app)
     except Exception as exc:
         log.debug("%s stopped", name, exc_info=True)
         console.print(f"{name}: stopped: {redact(_describe(exc))}", style="red", markup=False)
@@ -215,18 +191,3 @@ def _cancel_on_sigterm() -> Iterator[asyncio.Event]:
     finally:
         if installed:
             loop.remove_signal_handler(signal.SIGTERM)
-
-
-async def _serve_discord(app: App) -> None:
-    from bot.serve_discord import serve_discord
-
-    await serve_discord(app)
-
-
-async def _serve_slack(app: App) -> None:
-    from bot.serve_slack import serve_slack
-
-    await serve_slack(app)
-
-
-_RUNNERS = {"discord": _serve_discord, "slack": _serve_slack}
