@@ -68,6 +68,7 @@ from adapters.discord.surface import (
 )
 from adapters.live import VERBOSITIES, LiveMessage, RunView, Verbosity
 from adapters.pacing import DISCORD_CHANNEL_WRITES, EditPacer
+from adapters.tasks import Tasks
 from core.agent import Agent, Run
 from core.approval import ApprovalBroker, ApprovalRequest, Decision, Verdict
 from core.budgets import UNREADABLE, InMemoryUsageCounters, TokenBudgets
@@ -556,7 +557,7 @@ class AskCog(commands.Cog):
             if services.settings.layout == "components"
             else DiscordRenderer(trace_link=services.trace_link)
         )
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks = Tasks("Discord")
         self._runs: dict[str, Run] = {}
         self._listening = AsyncExitStack()
         self._memberships = DmMemberships(bot, services.settings)
@@ -939,8 +940,8 @@ class AskCog(commands.Cog):
             problem = await self.services.budgets.refusal(
                 _user_key(asker), where, exempt=is_admin(self.settings, asker)
             )
-        if problem is None and cooldown:
-            key = f"discord:{asker.user_id}"
+        if problem is None and cooldown and not is_admin(self.settings, asker):
+            key = f"discord:{asker.user_id}"  # admins are exempt, as on every surface
             left = await self.services.cooldowns.hit(key, self.settings.cooldown_seconds)
             problem = cooldown_message(left) if left > 0 else None
         if problem is None and slot is not None:
@@ -1209,9 +1210,7 @@ class AskCog(commands.Cog):
             await self.services.budgets.count(_user_key(asker), where, run.trace)
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.get_running_loop().create_task(work)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._tasks.spawn(work)  # guarded: a failure is logged, the other answers go on
 
     @property
     def running(self) -> tuple[str, ...]:
@@ -1220,15 +1219,14 @@ class AskCog(commands.Cog):
 
     async def settled(self) -> None:
         """Return once every task this cog spawned (runs, their threads and counts) is done."""
-        while self._tasks:
-            await asyncio.wait(set(self._tasks))
+        await self._tasks.settled()
 
     async def shutdown(self, *, grace: float = 5.0) -> None:
         """Stop every run and let its message reach a final state before the session closes."""
         for run in list(self._runs.values()):
             run.cancel(by="a bot restart")
         if self._tasks:
-            _, pending = await asyncio.wait(set(self._tasks), timeout=grace)
+            _, pending = await asyncio.wait(self._tasks.pending(), timeout=grace)
             for task in pending:
                 task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -89,6 +89,7 @@ from adapters.slack.settings import SlackSettings
 from adapters.slack.stream_render import FEEDBACK_ACTION_ID, parse_feedback
 from adapters.slack.streaming import NativeStream, StreamPacers, StreamUnsupported
 from adapters.slack.surface import NotInChannel, SlackSurface, make_client, post_root
+from adapters.tasks import Tasks
 from core.agent import Agent, Run
 from core.approval import ApprovalBroker, ApprovalRequest, Decision
 from core.budgets import UNREADABLE, InMemoryUsageCounters, TokenBudgets
@@ -285,7 +286,7 @@ class SlackBot:
         """Whether Slack reaches the bot now: set by ``adapters.slack.server`` once it listens
         (HTTP mode) or its socket is open (Socket Mode); None before and after."""
         """LiveMessage counters of finished runs (for benchmarks and diagnostics)."""
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks = Tasks("Slack")
         self._active: dict[str, _Active] = {}
         self._admitted = 0
         """Questions past the gate and not yet finished (the ``max_concurrent_runs`` count)."""
@@ -1005,18 +1006,7 @@ class SlackBot:
 
     # ---- tasks ----------------------------------------------------------------------------
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.get_running_loop().create_task(self._guarded(work))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    @staticmethod
-    async def _guarded(work: Coroutine[Any, Any, None]) -> None:
-        try:
-            await work
-        except asyncio.CancelledError:
-            raise
-        except Exception:  # one question's failure must not go unseen, nor stop the others
-            log.exception("a Slack task failed")
+        self._tasks.spawn(work)
 
     @property
     def in_flight(self) -> int:
@@ -1028,7 +1018,9 @@ class SlackBot:
         for active in list(self._active.values()):
             active.run.cancel(by=SHUTDOWN)
         if self._tasks:
-            _, pending = await asyncio.wait(set(self._tasks), timeout=self.settings.shutdown_grace)
+            _, pending = await asyncio.wait(
+                self._tasks.pending(), timeout=self.settings.shutdown_grace
+            )
             for task in pending:
                 task.cancel()
             for task in pending:
