@@ -318,6 +318,15 @@ async def test_cooldown_answers_kindly() -> None:
         await h.finished()
 
 
+async def test_admins_are_not_held_by_the_cooldown_as_on_every_surface() -> None:
+    async with running(CALC_THEN_ANSWER * 2, cooldown_seconds=60, admin_roles=(ROLE_ID,)) as h:
+        await h.mention("first", roles=(ROLE_ID,))
+        await h.mention("second", roles=(ROLE_ID,))
+        await h.finished(2)
+        assert not [c for c in h.fake.calls if "One moment" in content_of(c)]
+        h.model.assert_complete()
+
+
 async def test_a_replayed_event_is_answered_once_and_bots_are_ignored() -> None:
     async with running(CALC_THEN_ANSWER) as h:
         payload = await h.mention("what is 17*23+4?")
