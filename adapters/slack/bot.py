@@ -1012,6 +1012,10 @@ class SlackBot:
     def in_flight(self) -> int:
         return len(self._tasks)
 
+    async def settled(self) -> None:
+        """Return once every task this bot spawned (answers, their threads) is done."""
+        await self._tasks.settled()
+
     async def aclose(self) -> None:
         """Stop runs (their messages say so), then wait for every task, up to the grace."""
         self._closing = True

@@ -146,7 +146,8 @@ class Harness:
 
     async def settled(self) -> None:
         """Every task the bot started has ended (final edits and trace posts included)."""
-        await eventually(lambda: self.bot.in_flight == 0)
+        async with asyncio.timeout(10):
+            await self.bot.settled()
 
     def root(self, channel: str = CHANNEL) -> Message:
         roots = self.fake.roots(channel)
