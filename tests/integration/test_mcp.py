@@ -461,4 +461,4 @@ async def test_closing_while_a_server_restarts_ends_quickly() -> None:
     await until(lambda: state_of(mcp, "demo") == "down", "the server marked down")
     started = time.monotonic()
     await mcp.aclose()  # in the middle of a 30 s backoff
-    assert time.monotonic() - started < 2
+    assert time.monotonic() - started < 10, "the 30 s backoff was not waited out"

@@ -139,7 +139,7 @@ async def test_subscribing_while_redis_is_down_does_not_block_start() -> None:
         started = time.monotonic()
         async with down.stops.subscribe(lambda run, by: None):
             pass
-        assert time.monotonic() - started < 1.5
+        assert time.monotonic() - started < 3.0  # a blocking connect retries for ~4.7 s
     finally:
         await down.aclose()
 

@@ -412,7 +412,7 @@ async def test_exit_waits_a_bounded_time_for_a_collector_that_is_down(
     started = time.monotonic()
     with caplog.at_level(logging.WARNING, logger="bot.telemetry"):
         await shutdown()
-    assert time.monotonic() - started < 2.0
+    assert time.monotonic() - started < 5.0  # bounded by shutdown_seconds, not the retries
     (said,) = [r.getMessage() for r in caplog.records if r.name == "bot.telemetry"]
     assert f"the collector at 127.0.0.1:{port} did not take the last spans within 0.5 s" in said
     assert "hunter22" not in caplog.text
