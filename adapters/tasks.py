@@ -35,9 +35,6 @@ class Tasks:
     def __len__(self) -> int:
         return len(self._tasks)
 
-    def __bool__(self) -> bool:
-        return bool(self._tasks)
-
     def pending(self) -> set[asyncio.Task[None]]:
         return set(self._tasks)
 

@@ -609,16 +609,6 @@ class Config(_Section):
     def search_enabled(self) -> bool:
         return self.tools.search.enabled and self.secrets.tavily_api_key is not None
 
-    @property
-    def discord_enabled(self) -> bool:
-        return self.secrets.discord_token is not None
-
-    @property
-    def slack_enabled(self) -> bool:
-        s = self.secrets
-        second = s.slack_app_token if self.slack.mode == "socket" else s.slack_signing_secret
-        return s.slack_bot_token is not None and second is not None
-
 
 # Top-level keys that are not read from the file.
 _NOT_FROM_FILE = frozenset({"secrets"})

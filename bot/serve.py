@@ -37,11 +37,6 @@ GC_THRESHOLDS = (10_000, 5)
 between two of the middle one (CPython's defaults: 700 and 10)."""
 
 
-def missing_variables(config: Config, platform: str) -> list[str]:
-    """The environment variables ``platform`` still needs, each with what it is for."""
-    return BY_NAME[platform].missing(config)
-
-
 def not_configured(config: Config, platform: str | None) -> str | None:
     """Why there is nothing to serve for this request, or None when there is: the platform
     asked for and the variables it lacks; with no platform asked for and none configured,

@@ -21,6 +21,7 @@ from bot.config import (
     load_config,
     resolve_config_path,
 )
+from bot.platforms import platform
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "config.example.yaml"
 
@@ -71,8 +72,8 @@ def test_no_file_and_empty_env_gives_the_embedded_defaults() -> None:
     assert config.secrets == Secrets()
     assert not config.model_configured
     assert not config.search_enabled
-    assert not config.discord_enabled
-    assert not config.slack_enabled
+    assert not platform("discord").enabled(config)
+    assert not platform("slack").enabled(config)
 
 
 def test_an_empty_file_gives_the_defaults(tmp_path: Path) -> None:
@@ -178,8 +179,8 @@ def test_secrets_come_from_the_environment() -> None:
     assert secrets.slack_signing_secret is not None
     assert secrets.slack_signing_secret.get_secret_value() == SECRET_ENV["SLACK_SIGNING_SECRET"]
     assert config.search_enabled
-    assert config.discord_enabled
-    assert config.slack_enabled
+    assert platform("discord").enabled(config)
+    assert platform("slack").enabled(config)
 
 
 @pytest.mark.parametrize(
@@ -198,7 +199,7 @@ def test_slack_enabled_needs_the_tokens_of_its_mode(
 ) -> None:
     env = {name: SECRET_ENV[name] for name in env_names}
     config = load_config(write(tmp_path, f"slack: {{mode: {mode}}}\n"), env)
-    assert config.slack_enabled is enabled
+    assert platform("slack").enabled(config) is enabled
 
 
 def test_search_is_enabled_only_with_a_key_and_when_not_switched_off(tmp_path: Path) -> None:
