@@ -1,7 +1,6 @@
 """Who may ask where: pure decisions over ids, no discord.py objects.
 
-How often is ``core.stores.Cooldowns`` (shared by every shard when Redis is configured);
-``cooldown_message`` words its refusal.
+How often one may ask is the answering pipeline's (``adapters.answering``), for every surface.
 
 The cog turns a message or interaction into an ``Asker``; these functions decide. Empty
 allow-lists mean "everyone"; admins (``admin_users``, ``admin_roles`` or a guild
@@ -16,7 +15,6 @@ memberships up (``Asker.memberships``); deciding stays here.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from adapters.discord.settings import DiscordSettings
@@ -97,7 +95,3 @@ def _dm_refused() -> str:
 
 def _not_allowed() -> str:
     return "Sorry, you're not on the list of people who can ask me questions here."
-
-
-def cooldown_message(seconds_left: float) -> str:
-    return f"⏳ One moment: you can ask again in {math.ceil(seconds_left)} s."

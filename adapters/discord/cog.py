@@ -12,7 +12,6 @@ it. Cooldowns live in the shared ``Cooldowns`` store, so shards do not multiply 
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import logging
@@ -20,7 +19,7 @@ import re
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
-from contextlib import AsyncExitStack
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -28,12 +27,12 @@ import discord
 from discord import app_commands
 from discord.ext import commands
 
+from adapters.answering import Answering, Ask, Policy, Refusal, may_decide, may_stop
 from adapters.attachments import ConversationFiles
 from adapters.channels import ChannelChoices, ChoiceError
 from adapters.discord.access import (
     Asker,
     Membership,
-    cooldown_message,
     is_admin,
     refusal,
     restricted,
@@ -68,12 +67,10 @@ from adapters.discord.surface import (
 )
 from adapters.live import VERBOSITIES, LiveMessage, RunView, Verbosity
 from adapters.pacing import DISCORD_CHANNEL_WRITES, EditPacer
-from adapters.tasks import Tasks
 from core.agent import Agent, Run
 from core.approval import ApprovalBroker, ApprovalRequest, Decision, Verdict
 from core.budgets import UNREADABLE, InMemoryUsageCounters, TokenBudgets
 from core.errors import StoreUnavailable
-from core.files import Intake
 from core.history import HistoryStore
 from core.prompt import PERSONA_CHARS
 from core.stores import (
@@ -87,7 +84,6 @@ from core.stores import (
     RunSlots,
     StopRequests,
     TraceStore,
-    renewing,
 )
 
 log = logging.getLogger(__name__)
@@ -206,11 +202,6 @@ ONLY_ADMINS = "Only an admin can change this channel's settings."
 
 def _user_key(asker: Asker) -> str:
     return f"discord:{asker.user_id}"
-
-
-def busy_message(limit: int) -> str:
-    runs = "a question" if limit == 1 else f"{limit} questions"
-    return f"⏳ You already have {runs} running; ask again when one has finished."
 
 
 class DmMemberships:
@@ -557,23 +548,32 @@ class AskCog(commands.Cog):
             if services.settings.layout == "components"
             else DiscordRenderer(trace_link=services.trace_link)
         )
-        self._tasks = Tasks("Discord")
-        self._runs: dict[str, Run] = {}
-        self._listening = AsyncExitStack()
         self._memberships = DmMemberships(bot, services.settings)
+        self.answering: Answering[Asker] = Answering(
+            services.agent,
+            surface="Discord",
+            access=self._access,
+            policy=Policy.of(services.settings),
+            cooldowns=services.cooldowns,
+            slots=services.slots,
+            stops=services.stops,
+            budgets=services.budgets,
+            choices=self._choices,
+            files=services.files,
+            broker=services.broker,
+            empty_question="Ask me something after the mention.",
+            quote=lambda text: fit(sanitize(text), 2000),
+            shutdown_by="a bot restart",
+        )
 
     async def cog_load(self) -> None:
         # Registered for the whole bot: clicks on messages another process posted land here.
         self.bot.add_dynamic_items(StopButton, DecisionButton, SourcesButton)
-        await self._listening.enter_async_context(
-            self.services.stops.subscribe(self._stop_requested)
-        )
-        if self.services.broker is not None:
-            await self.services.broker.start()  # decisions made on other processes reach us
+        await self.answering.start()  # stops and decisions made on other processes reach us
 
     async def cog_unload(self) -> None:
         self.bot.remove_dynamic_items(StopButton, DecisionButton, SourcesButton)
-        await self._listening.aclose()
+        await self.answering.aclose(grace=0)
 
     # ---- mentions and DMs -----------------------------------------------------------------
     @commands.Cog.listener()
@@ -585,59 +585,22 @@ class AskCog(commands.Cog):
             return
         if not await self.services.claims.claim(f"discord:message:{message.id}"):
             return
-        question = question_from(message.content, me.id)
-        asker = await self._asker(message.author, message.channel, message.channel.id)
-        slot = f"message:{message.id}"
-        where = settings_key(message.channel, message.channel.id)
-        problem = await self._gate(asker, question=question, slot=slot, where=where)
-        if problem:
-            async with self.pacer.slot(str(message.channel.id), priority="first"):
-                await message.reply(problem, mention_author=False, allowed_mentions=NO_MENTIONS)
-            return
-        self._spawn(self._holding(asker, slot, self._answer_message(message, question, asker)))
-
-    async def _answer_message(self, message: discord.Message, question: str, asker: Asker) -> None:
-        run, notice, verbosity = await self._start(
-            question,
+        ask = await self._ask(
+            message.author,
             message.channel,
             message.channel.id,
-            message.author,
+            question_from(message.content, me.id),
+            ident=f"message:{message.id}",
             attachments=message.attachments,
-            typing=message.channel,
         )
-        first, stop = self._first(run, asker, question)
-        try:
-            # a write in the channel's bucket like the edits: it leaves the finals their write
+        admitted = await self.answering.admit(ask)
+        if isinstance(admitted, Refusal):
             async with self.pacer.slot(str(message.channel.id), priority="first"):
-                if isinstance(stop, discord.ui.LayoutView):  # a card carries no content
-                    reply = await message.reply(
-                        view=stop,
-                        mention_author=False,
-                        allowed_mentions=NO_MENTIONS,
-                        suppress_embeds=True,
-                    )
-                else:
-                    reply = await message.reply(
-                        first.content,
-                        view=stop,
-                        mention_author=False,
-                        allowed_mentions=NO_MENTIONS,
-                        suppress_embeds=True,  # URLs from tools are shown, never previewed
-                    )
-        except discord.HTTPException:
-            log.exception("could not post the placeholder in channel %s", message.channel.id)
-            await run.aclose()
+                await message.reply(
+                    admitted.text, mention_author=False, allowed_mentions=NO_MENTIONS
+                )
             return
-        if notice:
-            await self._say(message.channel.id, message.reply(notice, **QUIET))
-        surface = DiscordSurface(
-            reply,
-            watch=self.watch,
-            pacer=self.pacer,
-            controls=self._controls(run, asker),
-            cards=self._cards(run, asker),
-        )
-        await self._follow(run, surface, stop, asker, verbosity)
+        self.answering.spawn(self.answering.answer(admitted, MentionReply(self, message, ask)))
 
     # ---- app commands ---------------------------------------------------------------------
     @app_commands.command(name="ask", description="Ask a question; watch the reasoning live.")
@@ -653,28 +616,30 @@ class AskCog(commands.Cog):
         model: str | None = None,
         file: discord.Attachment | None = None,
     ) -> None:
-        question = question.strip()
-        if model is not None:
-            try:
-                self._choices.model(model)
-            except ChoiceError as exc:  # it quotes the asker's text: made inert
-                await interaction.response.send_message(
-                    fit(sanitize(str(exc)), 2000), ephemeral=True, allowed_mentions=NO_MENTIONS
-                )
-                return
-        slot = f"interaction:{interaction.id}"
-        asker = await self._admit(interaction, question=question, slot=slot)
-        if asker is None:
+        if not await self.services.claims.claim(f"discord:interaction:{interaction.id}"):
+            return
+        ask = await self._ask(
+            interaction.user,
+            interaction.channel,
+            interaction.channel_id or 0,
+            question.strip(),
+            ident=f"interaction:{interaction.id}",
+            model=model,
+            attachments=[file] if file else [],
+        )
+        admitted = await self.answering.admit(ask)
+        if isinstance(admitted, Refusal):
+            await interaction.response.send_message(
+                admitted.text, ephemeral=True, allowed_mentions=NO_MENTIONS
+            )
             return
         try:
             await interaction.response.defer(thinking=True)  # the 3-second rule: ack first
         except BaseException:
-            await self._give_back(asker, slot)
+            await admitted.give_back()
             raise
-        answer = self._answer_interaction(
-            interaction, question, asker, model, [file] if file else []
-        )
-        self._spawn(self._holding(asker, slot, answer))
+        reply = InteractionReply(self, interaction, ask)
+        self.answering.spawn(self.answering.answer(admitted, reply))
 
     @ask.autocomplete("model")
     async def _model_names(
@@ -687,56 +652,9 @@ class AskCog(commands.Cog):
         assert self.services.choices is not None  # set in Services.__post_init__
         return self.services.choices
 
-    async def _answer_interaction(
-        self,
-        interaction: discord.Interaction,
-        question: str,
-        asker: Asker,
-        model: str | None = None,
-        attachments: Sequence[discord.Attachment] = (),
-    ) -> None:
-        run, notice, verbosity = await self._start(
-            question,
-            interaction.channel,
-            interaction.channel_id,
-            interaction.user,
-            model,
-            attachments=attachments,
-        )
-        first, stop = self._first(run, asker, question)
-        try:
-            # A deferred response becomes a card through this edit, not the callback (the
-            # only flag a deferral may carry is EPHEMERAL).
-            if not isinstance(stop, discord.ui.LayoutView):
-                message = await interaction.edit_original_response(
-                    content=first.content, view=stop, allowed_mentions=NO_MENTIONS
-                )
-            else:
-                message = await interaction.edit_original_response(
-                    view=stop, allowed_mentions=NO_MENTIONS
-                )
-            if not message.flags.suppress_embeds:  # a bot-token write in the channel's bucket
-                async with self.pacer.slot(str(interaction.channel_id), priority="first"):
-                    await suppress_embeds(message)
-        except discord.HTTPException:
-            log.exception("could not post the placeholder for interaction %s", interaction.id)
-            await run.aclose()
-            return
-        if notice:
-            await self._say(interaction.channel_id, interaction.followup.send(notice, **QUIET))
-        surface = DiscordSurface(
-            message,
-            watch=self.watch,
-            pacer=self.pacer,
-            channel_key=str(interaction.channel_id),
-            controls=self._controls(run, asker),
-            cards=self._cards(run, asker),
-        )
-        await self._follow(run, surface, stop, asker, verbosity)
-
     @app_commands.command(name="reset", description="Forget this channel's conversation history.")
     async def reset(self, interaction: discord.Interaction) -> None:
-        if await self._admit(interaction, cooldown=False) is None:
+        if await self._admit(interaction) is None:
             return
         await interaction.response.defer(ephemeral=True, thinking=True)
         await self.services.history.clear(self._conversation_of(interaction))
@@ -746,7 +664,7 @@ class AskCog(commands.Cog):
 
     @app_commands.command(name="trace", description="Post the last trace of this conversation.")
     async def trace(self, interaction: discord.Interaction) -> None:
-        if await self._admit(interaction, cooldown=False) is None:
+        if await self._admit(interaction) is None:
             return
         await interaction.response.defer(thinking=True)
         trace = await self.services.traces.last(self._conversation_of(interaction))
@@ -781,7 +699,7 @@ class AskCog(commands.Cog):
     async def verbosity(
         self, interaction: discord.Interaction, level: app_commands.Choice[str]
     ) -> None:
-        if await self._admit(interaction, cooldown=False) is None:
+        if await self._admit(interaction) is None:
             return
         if not self._is_admin(interaction):
             await interaction.response.send_message(ONLY_ADMINS, ephemeral=True)
@@ -804,7 +722,7 @@ class AskCog(commands.Cog):
 
     @reactbot.command(name="settings", description="Show reactbot's settings for this channel.")
     async def show_settings(self, interaction: discord.Interaction) -> None:
-        if await self._admit(interaction, cooldown=False) is None:
+        if await self._admit(interaction) is None:
             return
         key = settings_key(interaction.channel, interaction.channel_id or 0)
         lines = await self._choices.describe(key, self.settings.verbosity)
@@ -828,7 +746,7 @@ class AskCog(commands.Cog):
     @app_commands.describe(tool="The tool to turn on or off (leave out to list them)")
     async def toggle_tool(self, interaction: discord.Interaction, tool: str | None = None) -> None:
         if tool is None:
-            if await self._admit(interaction, cooldown=False) is None:
+            if await self._admit(interaction) is None:
                 return
             key = settings_key(interaction.channel, interaction.channel_id or 0)
             line = await self._choices.tools_line(key)
@@ -847,7 +765,7 @@ class AskCog(commands.Cog):
 
     @reactbot.command(name="prompt", description="This channel's persona (opens a form).")
     async def set_prompt(self, interaction: discord.Interaction) -> None:
-        if await self._admit(interaction, cooldown=False) is None:
+        if await self._admit(interaction) is None:
             return
         if not self._is_admin(interaction):
             await interaction.response.send_message(ONLY_ADMINS, ephemeral=True)
@@ -873,7 +791,7 @@ class AskCog(commands.Cog):
         self, interaction: discord.Interaction, change: Callable[[str], Awaitable[str]]
     ) -> None:
         """An admin's change of this channel's settings; the reply says what it is now."""
-        if await self._admit(interaction, cooldown=False) is None:
+        if await self._admit(interaction) is None:
             return
         if not self._is_admin(interaction):
             await interaction.response.send_message(ONLY_ADMINS, ephemeral=True)
@@ -888,7 +806,7 @@ class AskCog(commands.Cog):
 
     @reactbot.command(name="usage", description="The tokens you have used today.")
     async def usage(self, interaction: discord.Interaction) -> None:
-        asker = await self._admit(interaction, cooldown=False)
+        asker = await self._admit(interaction)
         if asker is None:
             return
         where = settings_key(interaction.channel, interaction.channel_id or 0)
@@ -899,91 +817,48 @@ class AskCog(commands.Cog):
         )
 
     # ---- shared steps ---------------------------------------------------------------------
-    async def _admit(
-        self,
-        interaction: discord.Interaction,
-        *,
-        cooldown: bool = True,
-        question: str | None = None,
-        slot: str | None = None,
-    ) -> Asker | None:
-        """Claim the interaction and check access; refusals are answered privately."""
+    async def _admit(self, interaction: discord.Interaction) -> Asker | None:
+        """A command that starts no run: claim the interaction and check access alone;
+        a refusal is answered privately."""
         if not await self.services.claims.claim(f"discord:interaction:{interaction.id}"):
             return None
         channel_id = interaction.channel_id or 0
         asker = await self._asker(interaction.user, interaction.channel, channel_id)
-        where = settings_key(interaction.channel, channel_id)
-        problem = await self._gate(
-            asker, cooldown=cooldown, question=question, slot=slot, where=where
-        )
+        problem = await self.answering.refusal(asker)
         if problem:
             await interaction.response.send_message(problem, ephemeral=True)
             return None
         return asker
 
-    async def _gate(
+    async def _access(self, asker: Asker) -> str | None:
+        return refusal(self.settings, asker)
+
+    async def _ask(
         self,
-        asker: Asker,
+        user: discord.User | discord.Member,
+        channel: Channel,
+        channel_id: int,
+        question: str,
         *,
-        cooldown: bool = True,
-        question: str | None = None,
-        slot: str | None = None,
-        where: str = "",
-    ) -> str | None:
-        """Why this asker is refused, or None. Cheap checks first; with ``slot``, a run slot
-        is taken last (the caller gives it back when the run ends: ``_holding``). ``where``:
-        the channel whose token budget a question spends (``settings_key``)."""
-        problem = refusal(self.settings, asker)
-        if problem is None and question is not None:
-            problem = self._question_problem(question)
-        if problem is None and question is not None:
-            problem = await self.services.budgets.refusal(
-                _user_key(asker), where, exempt=is_admin(self.settings, asker)
-            )
-        if problem is None and cooldown and not is_admin(self.settings, asker):
-            key = f"discord:{asker.user_id}"  # admins are exempt, as on every surface
-            left = await self.services.cooldowns.hit(key, self.settings.cooldown_seconds)
-            problem = cooldown_message(left) if left > 0 else None
-        if problem is None and slot is not None:
-            limit = self.settings.max_runs_per_user
-            taken = await self.services.slots.take(
-                _user_key(asker), slot, limit=limit, lease=self.settings.run_lease
-            )
-            if not taken:
-                problem = busy_message(limit)
-        return problem
-
-    def _question_problem(self, question: str) -> str | None:
-        if not question:
-            return "Ask me something after the mention."
-        problem = self.services.agent.question_problem(question)
-        return f"⚠️ {problem} Please shorten it and ask again." if problem else None
-
-    async def _holding(self, asker: Asker, slot: str, work: Coroutine[Any, Any, None]) -> None:
-        """Run ``work``, renewing the run slot meanwhile, and give it back however it ends."""
-        s = self.settings
-
-        async def renew() -> None:
-            await self.services.slots.take(
-                _user_key(asker), slot, limit=s.max_runs_per_user, lease=s.run_lease
-            )
-
-        try:
-            async with renewing(
-                renew,
-                every=s.run_lease / 3,
-                until=s.run_hold_at_most - s.run_lease,
-                what=f"run slot {slot}",
-            ):
-                await work
-        finally:
-            await self._give_back(asker, slot)
-
-    async def _give_back(self, asker: Asker, slot: str) -> None:
-        try:
-            await self.services.slots.give_back(_user_key(asker), slot)
-        except Exception:  # the lease frees it anyway
-            log.exception("could not give back run slot %s", slot)
+        ident: str,
+        model: str | None = None,
+        attachments: Sequence[discord.Attachment] = (),
+    ) -> Ask[Asker]:
+        """The event as the answering pipeline reads it."""
+        asker = await self._asker(user, channel, channel_id)
+        files = self.services.files
+        return Ask(
+            who=asker,
+            user=str(asker.user_id),
+            key=_user_key(asker),
+            name=user.display_name,
+            admin=is_admin(self.settings, asker),
+            place=settings_key(channel, channel_id),
+            question=question,
+            ident=ident,
+            model=model,
+            files=incoming_of(attachments, files.downloader) if files is not None else (),
+        )
 
     async def _asker(
         self, user: discord.User | discord.Member, channel: Channel, channel_id: int
@@ -998,72 +873,19 @@ class AskCog(commands.Cog):
             interaction.channel, interaction.channel_id or 0, per_thread=self.settings.per_thread
         )
 
-    async def _start(
-        self,
-        question: str,
-        channel: Channel,
-        channel_id: int | None,
-        user: discord.User | discord.Member,
-        model: str | None = None,
-        *,
-        attachments: Sequence[discord.Attachment] = (),
-        typing: discord.abc.Messageable | None = None,
-    ) -> tuple[Run, str, Verbosity]:
-        """A run with the channel's model, persona and tools (``model``: the asker's pick),
-        its attachments read into the conversation first; the lines about refused files; and
-        the channel's verbosity (one read of its settings for all of it).
-
-        While attachments are read, ``typing`` (a mention's channel; a slash command shows
-        its own "thinking…") shows "reactbot is typing…", since no reply is posted yet."""
-        conversation = conversation_id(
-            channel, channel_id or 0, per_thread=self.settings.per_thread
-        )
-        choice = await self._choices.for_run(settings_key(channel, channel_id or 0), model=model)
-        agent = self.services.agent
-        intake, tools = Intake(), choice.tools
-        files = self.services.files
-        if files is not None:
-            incoming = incoming_of(attachments, files.downloader)
-            async with AsyncExitStack() as stack:
-                if incoming and typing is not None:
-                    await _typing_in(stack, typing)
-                intake, tools = await files.prepare(conversation, incoming, choice, agent.tools)
-        run = agent.start(
-            question,
-            conversation=conversation,
-            user=user.display_name,
-            model=choice.model,
-            tools=tools,
-            persona=choice.persona,
-            images=intake.shown,
-        )
-        return run, intake.notice(), choice.verbosity or self.settings.verbosity
-
-    async def _say(self, channel_id: int | None, send: Coroutine[Any, Any, object]) -> None:
-        """One short extra message (the refused files); a failure is logged, not raised."""
-        try:
-            async with self.pacer.slot(str(channel_id), priority="first"):
-                await send
-        except discord.HTTPException:
-            log.warning("could not say which files were refused in channel %s", channel_id)
-
     # ---- stopping ------------------------------------------------------------------------
     async def stop_pressed(
         self, interaction: discord.Interaction, run_id: str, asker_id: int
     ) -> None:
         """Checked here, where the click arrived; the run may belong to another process."""
-        if interaction.user.id != asker_id and not self._is_admin(interaction):
+        admin = self._is_admin(interaction)
+        if not may_stop(user=str(interaction.user.id), asker=str(asker_id), admin=admin):
             await interaction.response.send_message(
                 "Only the person who asked (or an admin) can stop this run.", ephemeral=True
             )
             return
         await interaction.response.defer()  # the live message shows the stop itself
-        by = interaction.user.display_name
-        run = self._runs.get(run_id)
-        if run is not None:
-            run.cancel(by=by)
-        else:
-            await self.services.stops.request(run_id, by=by)
+        await self.answering.stop(run_id, by=interaction.user.display_name)
 
     # ---- the components layout -----------------------------------------------------------
     def _first(
@@ -1156,88 +978,158 @@ class AskCog(commands.Cog):
         await broker.decide(modal.pressed.key, decision)
 
     def _may_decide(self, interaction: discord.Interaction, asker_id: int) -> bool:
-        policy = self.settings.approvers
-        if policy == "anyone":
-            return True
-        admin = self._is_admin(interaction)
-        return admin if policy == "admins" else admin or interaction.user.id == asker_id
+        return may_decide(
+            self.settings.approvers,
+            user=str(interaction.user.id),
+            asker=str(asker_id),
+            admin=self._is_admin(interaction),
+        )
 
     def _deciders(self, asker_id: int) -> str:
         if self.settings.approvers == "admins":
             return "an admin"
         return f"<@{asker_id}> (who asked) or an admin"
 
-    def _stop_requested(self, run_id: str, by: str) -> None:
-        run = self._runs.get(run_id)
-        if run is not None:
-            run.cancel(by=by)
-
     def _is_admin(self, interaction: discord.Interaction) -> bool:
         channel_id = interaction.channel_id or 0
         return is_admin(self.settings, asker_of(interaction.user, interaction.channel, channel_id))
 
-    async def _follow(
-        self,
-        run: Run,
-        surface: DiscordSurface,
-        stop: discord.ui.View | discord.ui.LayoutView,
-        asker: Asker,
-        verbosity: Verbosity,
-    ) -> None:
+    def _live(self, run: Run, message: discord.Message, view: RunView, reply: MentionReply) -> Live:
+        """The follower of ``run`` into its posted placeholder ``message``."""
+        surface = DiscordSurface(
+            message,
+            watch=self.watch,
+            pacer=self.pacer,
+            channel_key=str(reply.channel_id),
+            controls=self._controls(run, reply.ask.who),
+            cards=self._cards(run, reply.ask.who),
+        )
         live: Live = LiveMessage(
-            surface,
-            self.renderer,
-            self.pacer,
-            view=RunView(
-                question=run.trace.question,
-                asker=str(asker.user_id),
-                approvers=self.settings.approvers,
-                verbosity=verbosity,
-            ),
-            tick=self.settings.tick,
+            surface, self.renderer, self.pacer, view=view, tick=self.settings.tick
         )
         if self.services.on_live is not None:
             self.services.on_live(live)
-        self._runs[run.trace.id] = run
-        try:
-            await live.follow(run.events())
-        finally:
-            self._runs.pop(run.trace.id, None)
-            stop.stop()
-            if not run.done:  # only when this task itself was cancelled mid-run (shutdown)
-                await run.aclose()
-            where = settings_key(surface.message.channel, surface.message.channel.id)
-            await self.services.budgets.count(_user_key(asker), where, run.trace)
+        return live
 
-    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
-        self._tasks.spawn(work)  # guarded: a failure is logged, the other answers go on
+    async def _say(self, channel_id: int, send: Coroutine[Any, Any, object]) -> None:
+        """One short extra message (the refused files); a failure is logged, not raised."""
+        try:
+            async with self.pacer.slot(str(channel_id), priority="first"):
+                await send
+        except discord.HTTPException:
+            log.warning("could not say which files were refused in channel %s", channel_id)
 
     @property
     def running(self) -> tuple[str, ...]:
         """The ids of the runs this process is answering now."""
-        return tuple(self._runs)
+        return self.answering.running
 
     async def settled(self) -> None:
         """Return once every task this cog spawned (runs, their threads and counts) is done."""
-        await self._tasks.settled()
+        await self.answering.settled()
 
     async def shutdown(self, *, grace: float = 5.0) -> None:
         """Stop every run and let its message reach a final state before the session closes."""
-        for run in list(self._runs.values()):
-            run.cancel(by="a bot restart")
-        if self._tasks:
-            _, pending = await asyncio.wait(self._tasks.pending(), timeout=grace)
-            for task in pending:
-                task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await asyncio.gather(*pending, return_exceptions=True)
-        await self._listening.aclose()
+        await self.answering.aclose(grace=grace)
 
 
-async def _typing_in(stack: AsyncExitStack, channel: discord.abc.Messageable) -> None:
-    """Discord's typing indicator in ``channel`` until ``stack`` closes (discord.py renews
-    it every 5 s); best effort: a refused trigger is logged and the work goes on."""
-    try:
-        await stack.enter_async_context(channel.typing())
-    except discord.HTTPException as exc:
-        log.warning("could not show typing in channel %s: %s", getattr(channel, "id", "?"), exc)
+class MentionReply:
+    """An answer to a mention or DM: a reply to the message, "typing…" while its files are
+    read (no reply is posted yet), the refused files said in a reply too."""
+
+    def __init__(self, cog: AskCog, message: discord.Message, ask: Ask[Asker]) -> None:
+        self.cog, self.message, self.ask = cog, message, ask
+        self.channel_id = message.channel.id
+        self._view: discord.ui.View | discord.ui.LayoutView | None = None
+
+    async def open(self, verbosity: Verbosity) -> str | None:
+        per_thread = self.cog.settings.per_thread
+        return conversation_id(self.message.channel, self.channel_id, per_thread=per_thread)
+
+    def reading(self) -> AbstractAsyncContextManager[object]:
+        return _typing(self.message.channel)
+
+    async def show(self, run: Run, view: RunView) -> Live | None:
+        first, controls = self.cog._first(run, self.ask.who, view.question)
+        try:
+            # a write in the channel's bucket like the edits: it leaves the finals their write
+            async with self.cog.pacer.slot(str(self.channel_id), priority="first"):
+                message = await self._post(first, controls)
+        except discord.HTTPException:
+            log.exception("could not post the placeholder in channel %s", self.channel_id)
+            return None
+        self._view = controls
+        return self.cog._live(run, message, view, self)
+
+    async def _post(
+        self, first: DiscordPayload, controls: discord.ui.View | discord.ui.LayoutView
+    ) -> discord.Message:
+        quiet: dict[str, Any] = {"mention_author": False, **QUIET}  # URLs shown, not previewed
+        if isinstance(controls, discord.ui.LayoutView):  # a card carries no content
+            return await self.message.reply(view=controls, **quiet)
+        return await self.message.reply(first.content, view=controls, **quiet)
+
+    async def note(self, text: str) -> None:
+        await self.cog._say(self.channel_id, self.message.reply(text, **QUIET))
+
+    async def ended(self, run: Run) -> None:
+        if self._view is not None:
+            self._view.stop()
+
+    async def after(self, view: RunView) -> None:
+        return None
+
+
+class InteractionReply(MentionReply):
+    """An answer to ``/ask``: the deferred response becomes the live message (Discord shows
+    its own "thinking…" while files are read), the refused files said in a follow-up."""
+
+    def __init__(self, cog: AskCog, interaction: discord.Interaction, ask: Ask[Asker]) -> None:
+        self.cog, self.interaction, self.ask = cog, interaction, ask
+        self.channel_id = interaction.channel_id or 0
+        self._view = None
+
+    async def open(self, verbosity: Verbosity) -> str | None:
+        return self.cog._conversation_of(self.interaction)
+
+    def reading(self) -> AbstractAsyncContextManager[object]:
+        return contextlib.nullcontext()
+
+    async def show(self, run: Run, view: RunView) -> Live | None:
+        first, controls = self.cog._first(run, self.ask.who, view.question)
+        interaction = self.interaction
+        try:
+            # A deferred response becomes a card through this edit, not the callback (the
+            # only flag a deferral may carry is EPHEMERAL).
+            if not isinstance(controls, discord.ui.LayoutView):
+                message = await interaction.edit_original_response(
+                    content=first.content, view=controls, allowed_mentions=NO_MENTIONS
+                )
+            else:
+                message = await interaction.edit_original_response(
+                    view=controls, allowed_mentions=NO_MENTIONS
+                )
+            if not message.flags.suppress_embeds:  # a bot-token write in the channel's bucket
+                async with self.cog.pacer.slot(str(self.channel_id), priority="first"):
+                    await suppress_embeds(message)
+        except discord.HTTPException:
+            log.exception("could not post the placeholder for interaction %s", interaction.id)
+            return None
+        self._view = controls
+        return self.cog._live(run, message, view, self)
+
+    async def note(self, text: str) -> None:
+        await self.cog._say(self.channel_id, self.interaction.followup.send(text, **QUIET))
+
+
+@contextlib.asynccontextmanager
+async def _typing(channel: discord.abc.Messageable) -> AsyncIterator[None]:
+    """Discord's typing indicator in ``channel`` while the block runs (discord.py renews it
+    every 5 s); best effort: a refused trigger is logged and the work goes on."""
+    async with AsyncExitStack() as stack:
+        try:
+            await stack.enter_async_context(channel.typing())
+        except discord.HTTPException as exc:
+            where = getattr(channel, "id", "?")
+            log.warning("could not show typing in channel %s: %s", where, exc)
+        yield

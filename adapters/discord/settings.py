@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from adapters.answering import Approvers
 from adapters.live import Verbosity
 
 Layout = Literal["components", "text"]
@@ -41,10 +42,12 @@ class DiscordSettings:
     ``text``: plain message content (``adapters.discord.render``)."""
     guild_ready_timeout: float = 2.0
     """How long discord.py waits for more GUILD_CREATEs before it is ready."""
-    approvers: str = "asker"
+    approvers: Approvers = "asker"
     """Who may decide on an action that needs approval: asker (or an admin), admins, anyone."""
     max_runs_per_user: int = 2
     """Questions one user may have running at once (across shards, through ``RunSlots``)."""
+    max_concurrent_runs: int = 500
+    """Questions this process answers at once (as on every surface)."""
     run_lease: float = 240.0
     """Seconds a run slot outlives its last renewal (a shard that died mid-run frees it then)."""
     run_hold_at_most: float = 240.0

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from adapters.discord.access import Asker, cooldown_message, is_admin, refusal
+from adapters.answering import cooldown_message
+from adapters.discord.access import Asker, is_admin, refusal
 from adapters.discord.settings import DiscordSettings
 
 GUILD, CHANNEL, CATEGORY, THREAD = 10, 20, 30, 40

@@ -1,0 +1,489 @@
+"""The answering pipeline: a question's life once its surface has read it, written once.
+
+::
+
+    platform event --(the surface translates)--> Ask
+      -> Answering.admit(ask): one check per concern, cheapest first, each "go on" or a Refusal
+           closing, access (the surface's own rule), question bounds, model, daily budgets,
+           cooldown (admins exempt), runs in this process, runs per person
+         -> a Refusal (its text is shown by the surface) or a Ticket (the room it holds)
+      -> Answering.answer(ticket, reply): the channel's choices, files, start, follow,
+         renew the run slot, count tokens, release; the run is registered meanwhile, so a
+         Stop from any process and a shutdown find it
+
+A surface brings its ``Access`` rule (who may ask where, in its own terms), and for each
+question a ``Reply``: the few steps only it knows (post or stream the message, say a short
+note, tidy up). Everything else is here, so each policy is one policy on every surface:
+admins pass the cooldown, the per-process cap holds, every task is guarded and logged, and
+one rule says who may stop a run or decide on an action (``may_stop``, ``may_decide``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
+from dataclasses import dataclass, field
+from typing import Any, Generic, Literal, Protocol, TypeVar
+
+from adapters.attachments import ConversationFiles
+from adapters.channels import ChannelChoices, ChoiceError
+from adapters.live import LiveStats, RunView, Verbosity
+from adapters.tasks import Tasks
+from core.agent import Agent, Run
+from core.approval import ApprovalBroker
+from core.budgets import TokenBudgets
+from core.events import Event
+from core.files import Incoming, Intake
+from core.stores import Cooldowns, RunSlots, StopRequests, renewing
+
+log = logging.getLogger(__name__)
+
+A = TypeVar("A")
+"""The surface's own record of who asks (Discord: roles and places; Slack: the question)."""
+
+Reason = Literal["closing", "access", "question", "model", "budget", "cooldown", "busy", "capacity"]
+Approvers = Literal["asker", "admins", "anyone"]
+
+RESTARTING = "reactbot is restarting; ask again in a moment."
+SHUTDOWN = "reactbot:shutdown"
+"""``Run.cancel(by=SHUTDOWN)``: stopped because the bot is shutting down."""
+CAPACITY = "I'm answering a lot of questions right now; please ask again in a minute."
+
+
+def too_long(problem: str) -> str:
+    return f"⚠️ {problem} Please shorten it and ask again."
+
+
+def cooldown_message(seconds_left: float) -> str:
+    return f"⏳ One moment: you can ask again in {math.ceil(seconds_left)} s."
+
+
+def busy_message(limit: int) -> str:
+    runs = "a question" if limit == 1 else f"{limit} questions"
+    return f"⏳ You already have {runs} running; ask again when one has finished."
+
+
+def may_stop(*, user: str, asker: str, admin: bool) -> bool:
+    """Who may stop a run, on every surface: the person who asked, or an admin."""
+    return admin or user == asker
+
+
+def may_decide(approvers: str, *, user: str, asker: str | None, admin: bool) -> bool:
+    """The ``agent.approval.approvers`` policy, on every surface: ``asker`` (the asker or an
+    admin), ``admins``, or ``anyone``."""
+    if approvers == "anyone" or admin:
+        return True
+    return approvers == "asker" and asker is not None and user == asker
+
+
+@dataclass(frozen=True, slots=True)
+class Ask(Generic[A]):
+    """One question, as a surface read it from its event."""
+
+    who: A
+    """The surface's own record of the asker, for its ``Access`` rule."""
+    user: str
+    """The asker's id on the platform (the view and the buttons name it)."""
+    key: str
+    """The asker across processes (``discord:1``, ``slack:T:U``): budgets, cooldowns and run
+    slots count under it."""
+    name: str
+    """The asker as the trace shows them."""
+    admin: bool
+    place: str
+    """Where the channel's settings are kept; the channel whose budget the question spends."""
+    question: str
+    ident: str
+    """This ask, unique (the event's claim key): its run slot's id."""
+    model: str | None = None
+    """A catalogue model for this question only (``/ask model:``)."""
+    files: Sequence[Incoming] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """Why a question is not answered: the reason for code, the text for the asker."""
+
+    reason: Reason
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """The limits a surface's settings give the pipeline (the same fields on every surface)."""
+
+    cooldown_seconds: float = 5.0
+    max_runs_per_user: int = 2
+    max_concurrent_runs: int = 500
+    """Questions this process answers at once."""
+    run_lease: float = 240.0
+    """Seconds a run slot outlives its last renewal (a process that died mid-run frees it)."""
+    run_hold_at_most: float = 240.0
+    """The longest a live run keeps renewing its slot (its deadline plus approval waits)."""
+    approvers: Approvers = "asker"
+    verbosity: Verbosity = "full"
+    """What a channel sees unless an admin chose for it."""
+
+    @classmethod
+    def of(cls, settings: PolicyFields) -> Policy:
+        """The policy fields of a surface's settings (they carry these names on each)."""
+        return cls(
+            cooldown_seconds=settings.cooldown_seconds,
+            max_runs_per_user=settings.max_runs_per_user,
+            max_concurrent_runs=settings.max_concurrent_runs,
+            run_lease=settings.run_lease,
+            run_hold_at_most=settings.run_hold_at_most,
+            approvers=settings.approvers,
+            verbosity=settings.verbosity,
+        )
+
+
+class PolicyFields(Protocol):
+    @property
+    def cooldown_seconds(self) -> float: ...
+    @property
+    def max_runs_per_user(self) -> int: ...
+    @property
+    def max_concurrent_runs(self) -> int: ...
+    @property
+    def run_lease(self) -> float: ...
+    @property
+    def run_hold_at_most(self) -> float: ...
+    @property
+    def approvers(self) -> Approvers: ...
+    @property
+    def verbosity(self) -> Verbosity: ...
+
+
+Access = Callable[[A], Awaitable[str | None]]
+"""A surface's rule of who may ask where: None, or the refusal in the surface's words."""
+
+
+@dataclass(slots=True)
+class Ticket(Generic[A]):
+    """An admitted ask and the room it holds (a place in this process, a run slot), given
+    back exactly once: by ``Answering.answer`` when the answer ends, or ``give_back``."""
+
+    ask: Ask[A]
+    _owner: Answering[A] = field(repr=False)
+    _held: bool = True
+
+    async def give_back(self) -> None:
+        if self._held:
+            self._held = False
+            await self._owner._release(self.ask)
+
+
+class Follower(Protocol):
+    """What drives the message from the run's events to its final state (``LiveMessage``,
+    Slack's ``NativeStream``)."""
+
+    @property
+    def stats(self) -> LiveStats: ...
+
+    async def follow(self, events: AsyncIterator[Event]) -> object: ...
+
+
+class Reply(Protocol):
+    """The surface's half of one answer: only what it alone knows how to do."""
+
+    async def open(self, verbosity: Verbosity) -> str | None:
+        """Make room before the run starts (Slack posts its root or starts its stream here);
+        the conversation the run belongs to, or None when it cannot be answered (the asker
+        was told why)."""
+        ...
+
+    def reading(self) -> AbstractAsyncContextManager[object]:
+        """Held while the question's files are read (Discord shows "typing…")."""
+        ...
+
+    async def show(self, run: Run, view: RunView) -> Follower | None:
+        """The message the run is followed into (posted now if not yet); None when it could
+        not be posted (logged; the run is closed)."""
+        ...
+
+    async def note(self, text: str) -> None:
+        """One short extra message near the answer (the refused files); never raises."""
+        ...
+
+    async def ended(self, run: Run) -> None:
+        """The run ended, however (views stopped, a thread status cleared); never raises."""
+        ...
+
+    async def after(self, view: RunView) -> None:
+        """The message reached its final state normally (Slack's stream posts its trace)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Running(Generic[A]):
+    run: Run
+    ask: Ask[A]
+
+
+class Answering(Generic[A]):
+    """Admission, the run's life and release for one surface, over shared stores."""
+
+    def __init__(
+        self,
+        agent: Agent,
+        *,
+        surface: str,
+        access: Access[A],
+        policy: Policy,
+        cooldowns: Cooldowns,
+        slots: RunSlots,
+        stops: StopRequests,
+        budgets: TokenBudgets,
+        choices: ChannelChoices,
+        empty_question: str,
+        quote: Callable[[str], str],
+        files: ConversationFiles | None = None,
+        broker: ApprovalBroker | None = None,
+        shutdown_by: str = SHUTDOWN,
+    ) -> None:
+        self.agent = agent
+        self.policy = policy
+        self.cooldowns = cooldowns
+        self.slots = slots
+        self.stops = stops
+        self.budgets = budgets
+        self.choices = choices
+        self.files = files
+        self.broker = broker
+        """The agent's approver, started here (it is the application's to close)."""
+        self.stats: deque[LiveStats] = deque(maxlen=10_000)
+        """The followers' counters of finished runs (benchmarks and diagnostics)."""
+        self.tasks = Tasks(surface)
+        self.closing = False
+        self.shutdown_by = shutdown_by
+        """``Run.cancel(by=…)`` at shutdown, as the surface's renderer words it."""
+        self._access = access
+        self._empty_question = empty_question
+        self._quote = quote
+        self._running: dict[str, Running[A]] = {}
+        self._admitted = 0
+        """Asks past the gate whose answer has not ended (``max_concurrent_runs``)."""
+        self._listening = AsyncExitStack()
+        self._started = False
+        self.checks: tuple[Callable[[Ask[A]], Awaitable[Refusal | None]], ...] = (
+            self._open,
+            self._allowed,
+            self._bounded,
+            self._known_model,
+            self._within_budget,
+            self._cooled_down,
+            self._room_here,
+            self._slot_for_person,
+        )
+        """The admission chain, in order; the last two take room that ``Ticket`` holds."""
+
+    # ---- admission ----------------------------------------------------------------------
+    async def admit(self, ask: Ask[A]) -> Ticket[A] | Refusal:
+        """The first refusal of the chain, or a ticket the caller must hand to ``answer``
+        (or ``give_back`` if it cannot)."""
+        for check in self.checks:
+            refused = await check(ask)
+            if refused is not None:
+                return refused
+        return Ticket(ask, self)
+
+    async def refusal(self, who: A) -> str | None:
+        """The access rule alone, for commands that start no run (``/reset``, ``/trace``)."""
+        return await self._access(who)
+
+    async def _open(self, ask: Ask[A]) -> Refusal | None:
+        return Refusal("closing", RESTARTING) if self.closing else None
+
+    async def _allowed(self, ask: Ask[A]) -> Refusal | None:
+        text = await self._access(ask.who)
+        return Refusal("access", text) if text is not None else None
+
+    async def _bounded(self, ask: Ask[A]) -> Refusal | None:
+        if not ask.question:
+            return Refusal("question", self._empty_question)
+        problem = self.agent.question_problem(ask.question)
+        return Refusal("question", too_long(problem)) if problem is not None else None
+
+    async def _known_model(self, ask: Ask[A]) -> Refusal | None:
+        if ask.model is None:
+            return None
+        try:
+            self.choices.model(ask.model)
+        except ChoiceError as exc:  # it quotes the asker's text: made inert for the surface
+            return Refusal("model", self._quote(str(exc)))
+        return None
+
+    async def _within_budget(self, ask: Ask[A]) -> Refusal | None:
+        text = await self.budgets.refusal(ask.key, ask.place, exempt=ask.admin)
+        return Refusal("budget", text) if text is not None else None
+
+    async def _cooled_down(self, ask: Ask[A]) -> Refusal | None:
+        """Shared by every process, so N replicas still allow one question per window."""
+        if ask.admin:
+            return None
+        left = await self.cooldowns.hit(ask.key, self.policy.cooldown_seconds)
+        return Refusal("cooldown", cooldown_message(left)) if left > 0 else None
+
+    async def _room_here(self, ask: Ask[A]) -> Refusal | None:
+        """Checked and reserved with no await between, so a burst cannot overshoot it."""
+        if self._admitted >= self.policy.max_concurrent_runs:
+            return Refusal("capacity", CAPACITY)
+        self._admitted += 1
+        return None
+
+    async def _slot_for_person(self, ask: Ask[A]) -> Refusal | None:
+        """The asker's own slot, shared by every process; the place here is given back when
+        it is refused (or the store fails)."""
+        try:
+            taken = await self._take_slot(ask)
+        except BaseException:
+            self._admitted -= 1
+            raise
+        if not taken:
+            self._admitted -= 1
+            return Refusal("busy", busy_message(self.policy.max_runs_per_user))
+        return None
+
+    async def _take_slot(self, ask: Ask[A]) -> bool:
+        p = self.policy
+        return await self.slots.take(
+            ask.key, ask.ident, limit=p.max_runs_per_user, lease=p.run_lease
+        )
+
+    async def _release(self, ask: Ask[A]) -> None:
+        self._admitted -= 1
+        try:
+            await self.slots.give_back(ask.key, ask.ident)
+        except Exception:  # its lease frees it anyway
+            log.exception("could not give back the run slot of %s", ask.ident)
+
+    # ---- the run's life -----------------------------------------------------------------
+    async def answer(self, ticket: Ticket[A], reply: Reply) -> None:
+        """Answer an admitted ask through ``reply``, renewing its run slot meanwhile, and give
+        its room back however it ends."""
+        p = self.policy
+        try:
+            async with renewing(
+                lambda: self._take_slot(ticket.ask),
+                every=p.run_lease / 3,
+                until=p.run_hold_at_most - p.run_lease,
+                what=f"run slot {ticket.ask.ident}",
+            ):
+                await self._answer(ticket.ask, reply)
+        finally:
+            await ticket.give_back()
+
+    async def _answer(self, ask: Ask[A], reply: Reply) -> None:
+        choice = await self.choices.for_run(ask.place, model=ask.model)  # one read of them
+        verbosity = choice.verbosity or self.policy.verbosity
+        conversation = await reply.open(verbosity)
+        if conversation is None:
+            return
+        intake, tools = Intake(), choice.tools
+        if self.files is not None:
+            incoming = ask.files
+            async with reply.reading() if incoming else contextlib.nullcontext():
+                intake, tools = await self.files.prepare(
+                    conversation, incoming, choice, self.agent.tools
+                )
+        run = self.agent.start(
+            ask.question,
+            conversation=conversation,
+            user=ask.name,
+            model=choice.model,
+            tools=tools,
+            persona=choice.persona,
+            images=intake.shown,
+        )
+        view = RunView(
+            question=run.trace.question,
+            asker=ask.user,
+            approvers=self.policy.approvers,
+            verbosity=verbosity,
+        )
+        follower = await reply.show(run, view)
+        if follower is None:
+            await run.aclose()
+            return
+        if notice := intake.notice():
+            await reply.note(notice)
+        if self.closing:  # shutdown began while the message was being posted
+            run.cancel(by=self.shutdown_by)
+        await self._follow(ask, run, reply, follower)
+        await reply.after(view)
+
+    async def _follow(self, ask: Ask[A], run: Run, reply: Reply, follower: Follower) -> None:
+        self._running[run.trace.id] = Running(run, ask)
+        try:
+            await follower.follow(run.events())
+        finally:
+            self._running.pop(run.trace.id, None)
+            self.stats.append(follower.stats)
+            if not run.done:  # only when this task itself was cancelled mid-run (shutdown)
+                await run.aclose()
+            await self.budgets.count(ask.key, ask.place, run.trace)
+            await reply.ended(run)
+
+    # ---- runs in flight -----------------------------------------------------------------
+    @property
+    def running(self) -> tuple[str, ...]:
+        """The ids of the runs this process is answering now (stopped ones leave at once)."""
+        return tuple(self._running)
+
+    def ask_of(self, run_id: str) -> Ask[A] | None:
+        """Who asked the run ``run_id``, when this process runs it."""
+        running = self._running.get(run_id)
+        return running.ask if running is not None else None
+
+    async def stop(self, run_id: str, *, by: str) -> None:
+        """Stop ``run_id`` here, or ask the process running it (already permitted by the
+        caller: ``may_stop``)."""
+        running = self._running.get(run_id)
+        if running is not None:
+            running.run.cancel(by=by)
+        else:  # another process runs it (or it already ended, and nobody will act)
+            await self.stops.request(run_id, by=by)
+
+    def _stop_requested(self, run_id: str, by: str) -> None:
+        running = self._running.get(run_id)
+        if running is not None:
+            running.run.cancel(by=by)
+
+    # ---- tasks and the process's life ---------------------------------------------------
+    def spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run ``work`` in a task this pipeline owns; a failure is logged, the others go on."""
+        self.tasks.spawn(work)
+
+    async def settled(self) -> None:
+        """Return once every task spawned so far (answers, their threads) is done."""
+        await self.tasks.settled()
+
+    async def start(self) -> None:
+        """Hear stop requests (and decisions) from other processes; once, before serving.
+        The broker is the application's, shared by every platform this process serves: it
+        is started here (a no-op once started) and closed by whoever made it."""
+        if not self._started:
+            self._started = True
+            await self._listening.enter_async_context(self.stops.subscribe(self._stop_requested))
+            if self.broker is not None:
+                await self.broker.start()
+
+    async def aclose(self, *, grace: float) -> None:
+        """Refuse new asks, stop every run (its message ends in a visible "stopped" state),
+        and wait up to ``grace`` seconds for the answers' tasks before cutting them off."""
+        self.closing = True
+        for running in list(self._running.values()):
+            running.run.cancel(by=self.shutdown_by)
+        if self.tasks:
+            _, pending = await asyncio.wait(self.tasks.pending(), timeout=grace)
+            for task in pending:
+                task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.gather(*pending, return_exceptions=True)
+        await self._listening.aclose()
