@@ -68,9 +68,9 @@ def busy_message(limit: int) -> str:
     return f"⏳ You already have {runs} running; ask again when one has finished."
 
 
-def may_stop(*, user: str, asker: str, admin: bool) -> bool:
+def may_stop(*, user: str, asker: str | None, admin: bool) -> bool:
     """Who may stop a run, on every surface: the person who asked, or an admin."""
-    return admin or user == asker
+    return admin or (asker is not None and user == asker)
 
 
 def may_decide(approvers: str, *, user: str, asker: str | None, admin: bool) -> bool:

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Literal, TypeGuard
+from typing import Any, TypeGuard
 
 from core.approval import RequestKey, Verdict
 
-Approvers = Literal["asker", "admins", "anyone"]
 """``agent.approval.approvers``: who may decide (``asker``: the asker or an admin)."""
 
 APPROVE_ACTION_ID = "reactbot_approve"
@@ -93,12 +92,3 @@ def parse_button_value(value: str) -> ApprovalRef | None:
 def editable(text: str) -> bool:
     """Whether an input fits the Edit modal's field (else Edit is not offered)."""
     return len(text) <= EDIT_LIMIT
-
-
-def may_decide(approvers: Approvers, user: str, asker: str | None, admins: frozenset[str]) -> bool:
-    """The ``agent.approval.approvers`` policy: the asker or an admin, admins, or anyone."""
-    if approvers == "anyone":
-        return True
-    if user in admins:
-        return True
-    return approvers == "asker" and asker is not None and user == asker

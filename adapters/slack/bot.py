@@ -25,12 +25,10 @@ awaits every task, so a shutdown never leaves a message saying "thinking" foreve
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import dataclasses
 import logging
 import time
-from collections import deque
 from collections.abc import (
     AsyncGenerator,
     AsyncIterator,
@@ -40,8 +38,7 @@ from collections.abc import (
     Iterable,
     Mapping,
 )
-from contextlib import AsyncExitStack
-from dataclasses import dataclass
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import aiohttp
@@ -52,15 +49,24 @@ from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
+from adapters.answering import (
+    SHUTDOWN,
+    Answering,
+    Ask,
+    Follower,
+    Policy,
+    Refusal,
+    may_decide,
+    may_stop,
+)
 from adapters.attachments import ConversationFiles
-from adapters.channels import ChannelChoices, ChoiceError, RunChoice
+from adapters.channels import ChannelChoices, ChoiceError
 from adapters.live import VERBOSITIES, LiveMessage, LiveStats, RunView, Verbosity
 from adapters.pacing import Budget, EditPacer, per_minute
 from adapters.slack.approval import (
     APPROVAL_VIEW_ID,
     VERDICT_OF_ACTION,
     ApprovalRef,
-    may_decide,
     parse_button_value,
 )
 from adapters.slack.files import incoming_of
@@ -77,7 +83,6 @@ from adapters.slack.modals import (
 )
 from adapters.slack.payloads import Question, from_command, from_event, plain_text
 from adapters.slack.render import (
-    SHUTDOWN,
     STOP_ACTION_ID,
     SlackRenderer,
     deciders,
@@ -89,13 +94,11 @@ from adapters.slack.settings import SlackSettings
 from adapters.slack.stream_render import FEEDBACK_ACTION_ID, parse_feedback
 from adapters.slack.streaming import NativeStream, StreamPacers, StreamUnsupported
 from adapters.slack.surface import NotInChannel, SlackSurface, make_client, post_root
-from adapters.tasks import Tasks
 from core.agent import Agent, Run
 from core.approval import ApprovalBroker, ApprovalRequest, Decision
 from core.budgets import UNREADABLE, InMemoryUsageCounters, TokenBudgets
 from core.errors import StoreUnavailable
 from core.events import ActionDecided, AnswerDelta, Event, StepStarted
-from core.files import Intake
 from core.prompt import PERSONA_CHARS
 from core.stores import (
     ChannelSettings,
@@ -107,7 +110,6 @@ from core.stores import (
     InMemoryStopRequests,
     RunSlots,
     StopRequests,
-    renewing,
 )
 from core.tools import needs_approval
 
@@ -201,13 +203,6 @@ class ChannelMembers:
         return found
 
 
-@dataclass(slots=True)
-class _Active:
-    run: Run
-    asker: str
-    channel: str
-
-
 def settings_key(team: str, channel: str) -> str:
     """Where a channel's settings are kept: ``slack:{team}:{channel}``."""
     return f"slack:{team}:{channel}"
@@ -281,24 +276,34 @@ class SlackBot:
             signing_secret=settings.signing_secret or "",
             request_verification_enabled=True,
         )
-        self.stats: deque[LiveStats] = deque(maxlen=10_000)
+        self._started = False
         self.connection: Callable[[], Awaitable[bool]] | None = None
         """Whether Slack reaches the bot now: set by ``adapters.slack.server`` once it listens
         (HTTP mode) or its socket is open (Socket Mode); None before and after."""
-        """LiveMessage counters of finished runs (for benchmarks and diagnostics)."""
-        self._tasks = Tasks("Slack")
-        self._active: dict[str, _Active] = {}
-        self._admitted = 0
-        """Questions past the gate and not yet finished (the ``max_concurrent_runs`` count)."""
-        self._listening = AsyncExitStack()
-        self._started = False
-        self._closing = False
+        self.answering: Answering[Question] = Answering(
+            agent,
+            surface="Slack",
+            access=self._access,
+            policy=Policy.of(settings),
+            cooldowns=self.cooldowns,
+            slots=self.slots,
+            stops=self.stops,
+            budgets=self.budgets,
+            choices=self.choices,
+            files=files,
+            broker=broker,
+            empty_question=USAGE,
+            quote=escape,
+            shutdown_by=SHUTDOWN,
+        )
+        self.stats = self.answering.stats
+        """The live messages' counters of finished runs (for benchmarks and diagnostics)."""
         self._register()
 
     @property
     def running(self) -> tuple[str, ...]:
         """The ids of the runs this process is answering now (stopped ones leave at once)."""
-        return tuple(self._active)
+        return self.answering.running
 
     async def start(self) -> None:
         """Hear stop requests and decisions from other replicas; call once before serving.
@@ -309,14 +314,13 @@ class SlackBot:
         early does not cut Discord off from decisions made on other replicas."""
         if not self._started:
             self._started = True
-            await self._listening.enter_async_context(self.stops.subscribe(self._stop_requested))
-            if self.broker is not None:
-                await self.broker.start()
-                if self.settings.approvers == "admins" and not self.settings.admin_users:
-                    log.warning(
-                        "agent.approval.approvers is 'admins' but slack.admin_users is empty: "
-                        "nobody can approve, so every action that needs approval times out"
-                    )
+            await self.answering.start()
+            s = self.settings
+            if self.broker is not None and s.approvers == "admins" and not s.admin_users:
+                log.warning(
+                    "agent.approval.approvers is 'admins' but slack.admin_users is empty: "
+                    "nobody can approve, so every action that needs approval times out"
+                )
 
     # ---- listeners ------------------------------------------------------------------------
     def _register(self) -> None:
@@ -416,14 +420,14 @@ class SlackBot:
         if not await self.claims.claim(question.claim_key):
             await ack()  # a duplicate delivery: the first one is being answered
             return
-        refusal = await self._admit(question)
-        if refusal is not None:
-            await ack(text=refusal, response_type="ephemeral")
+        admitted = await self.answering.admit(self._ask(question))
+        if isinstance(admitted, Refusal):
+            await ack(text=admitted.text, response_type="ephemeral")
             return
         try:
             await ack(text=WORKING, response_type="ephemeral")
         finally:  # whatever happens to the ack, the admitted question is answered and let go
-            self._spawn(self._answer_admitted(question))
+            self._spawn(self.answering.answer(admitted, SlackReply(self, question)))
 
     async def _on_settings(self, ack: AsyncAck, command: dict[str, Any]) -> None:
         """``/ask-settings [show]`` for anyone; ``/ask-settings verbosity LEVEL`` for admins."""
@@ -539,27 +543,24 @@ class SlackBot:
         if not await self.claims.claim(question.claim_key):
             log.info("dropping a repeat delivery of %s", question.claim_key)
             return
-        refusal = await self._admit(question)
-        if refusal is not None:
-            await self._tell(question, refusal)
+        admitted = await self.answering.admit(self._ask(question))
+        if isinstance(admitted, Refusal):
+            await self._tell(question, admitted.text)
             return
-        await self._answer_admitted(question)
+        await self.answering.answer(admitted, SlackReply(self, question))
 
     async def _on_stop(self, body: dict[str, Any], action: dict[str, Any]) -> None:
         user = str(body.get("user", {}).get("id", ""))
         run_id, asker = parse_stop_value(str(action.get("value", "")))
-        active = self._active.get(run_id)
+        active = self.answering.ask_of(run_id)
         if active is not None:
-            asker = active.asker
-        if user != asker and user not in self.settings.admin_users:
-            channel = active.channel if active else str(body.get("channel", {}).get("id", ""))
+            asker = active.user
+        if not may_stop(user=user, asker=asker, admin=user in self.settings.admin_users):
+            channel = active.who.channel if active else str(body.get("channel", {}).get("id", ""))
             who = mention(asker) if asker else "the person who asked"
             await self._ephemeral(channel, user, f"Only {who} or an admin can stop this run.")
             return
-        if active is not None:
-            active.run.cancel(by=user)
-        else:  # another replica runs it (or it already ended, and nobody will act)
-            await self.stops.request(run_id, by=user)
+        await self.answering.stop(run_id, by=user)
 
     async def _on_approval(self, body: dict[str, Any], action: dict[str, Any]) -> None:
         """A click on an approval button: check who clicked and that the action still waits,
@@ -621,7 +622,8 @@ class SlackBot:
             return UNREACHABLE
         asker = request.asker if request is not None else ref.asker
         approvers = self.settings.approvers
-        if not may_decide(approvers, user, asker or None, self.settings.admin_users):
+        admin = user in self.settings.admin_users
+        if not may_decide(approvers, user=user, asker=asker or None, admin=admin):
             return f"Only {deciders(approvers, asker or None)} can decide on this action."
         return request if request is not None else GONE
 
@@ -649,55 +651,43 @@ class SlackBot:
 
     def _where_clicked(self, body: dict[str, Any], ref: ApprovalRef) -> tuple[str, str | None]:
         """The channel (and thread) of the message whose button was clicked."""
-        active = self._active.get(ref.run_id)
+        active = self.answering.ask_of(ref.run_id)
         container = body.get("container") or {}
-        channel = active.channel if active is not None else ""
+        channel = active.who.channel if active is not None else ""
         channel = channel or str(
             (body.get("channel") or {}).get("id") or container.get("channel_id") or ""
         )
         thread_ts = container.get("thread_ts") or (body.get("message") or {}).get("thread_ts")
         return channel, str(thread_ts) if thread_ts else None
 
-    def _stop_requested(self, run_id: str, by: str) -> None:
-        """A stop request from any replica, already permitted where the press arrived."""
-        active = self._active.get(run_id)
-        if active is not None:
-            active.run.cancel(by=by)
-
     # ---- policy ---------------------------------------------------------------------------
-    async def _admit(self, question: Question) -> str | None:
-        """Why this question is not answered, said kindly; ``None`` admits it, and then the
-        caller must answer it through ``_answer_admitted`` (which lets its slots go)."""
-        s = self.settings
-        admin = question.user in s.admin_users
-        if self._closing:
-            return RESTARTING
-        if not question.text:
-            return USAGE
-        problem = self.agent.question_problem(question.text)
-        if problem is not None:
-            return f":warning: {problem} Please shorten it and ask again."
-        if question.model is not None:
-            try:
-                self.choices.model(question.model)
-            except ChoiceError as exc:
-                return escape(str(exc))
-        if not admin:
-            place = await self._place_refusal(question)
-            if place is not None:
-                return place
-        if s.allowed_users and question.user not in s.allowed_users and not admin:
-            return "Sorry, you are not on the list of people who can ask reactbot here."
-        spent = await self.budgets.refusal(
-            _user_key(question), settings_key(question.team, question.channel), exempt=admin
+    def _ask(self, question: Question) -> Ask[Question]:
+        """The question as the answering pipeline reads it."""
+        files = self.files
+        return Ask(
+            who=question,
+            user=question.user,
+            key=_user_key(question),
+            name=question.user,
+            admin=question.user in self.settings.admin_users,
+            place=settings_key(question.team, question.channel),
+            question=question.text,
+            ident=question.claim_key,
+            model=question.model,
+            files=incoming_of(question.files, files.downloader) if files is not None else (),
         )
-        if spent is not None:
-            return spent
-        if not admin:
-            wait = await self._cooldown(question.user)
-            if wait is not None:
-                return wait
-        return await self._take_slots(question)
+
+    async def _access(self, question: Question) -> str | None:
+        """Slack's rule of who may ask where; admins may ask anywhere."""
+        s = self.settings
+        if question.user in s.admin_users:
+            return None
+        place = await self._place_refusal(question)
+        if place is not None:
+            return place
+        if s.allowed_users and question.user not in s.allowed_users:
+            return "Sorry, you are not on the list of people who can ask reactbot here."
+        return None
 
     async def _place_refusal(self, question: Question) -> str | None:
         """Channels: only the allowed ones. DMs, when channels are restricted: only for the
@@ -713,62 +703,6 @@ class SlackBot:
         if await self.members.in_any(question.user, allowed):
             return None
         return f"I answer direct messages only for members of {where}; ask me there."
-
-    async def _cooldown(self, user: str) -> str | None:
-        """Shared by every replica, so N replicas still allow one question per window."""
-        wait = await self.cooldowns.hit(f"slack:{user}", self.settings.cooldown_seconds)
-        if wait > 0:
-            return f"One question at a time: you can ask again in {max(1, round(wait))} s."
-        return None
-
-    async def _take_slots(self, question: Question) -> str | None:
-        """This replica's room (counted without an await between check and reserve, so a
-        burst cannot overshoot it), then the asker's own slot, shared by every replica."""
-        s = self.settings
-        if self._admitted >= s.max_concurrent_runs:
-            return "I'm answering a lot of questions right now; please ask again in a minute."
-        self._admitted += 1
-        try:
-            taken = await self.slots.take(
-                _user_key(question),
-                question.claim_key,
-                limit=s.max_runs_per_user,
-                lease=s.run_lease,
-            )
-        except BaseException:
-            self._admitted -= 1
-            raise
-        if not taken:
-            self._admitted -= 1
-            runs = "a question" if s.max_runs_per_user == 1 else f"{s.max_runs_per_user} questions"
-            return f"You already have {runs} running; ask again when one has finished."
-        return None
-
-    async def _answer_admitted(self, question: Question) -> None:
-        s = self.settings
-
-        async def renew() -> None:
-            await self.slots.take(
-                _user_key(question),
-                question.claim_key,
-                limit=s.max_runs_per_user,
-                lease=s.run_lease,
-            )
-
-        try:
-            async with renewing(
-                renew,
-                every=s.run_lease / 3,
-                until=s.run_hold_at_most - s.run_lease,
-                what=f"run slot {question.claim_key}",
-            ):
-                await self._answer(question)
-        finally:
-            self._admitted -= 1
-            try:
-                await self.slots.give_back(_user_key(question), question.claim_key)
-            except Exception:  # its lease frees it anyway
-                log.exception("could not give back the run slot of %s", question.claim_key)
 
     # ---- answering ------------------------------------------------------------------------
     def _stream_thread(self, question: Question) -> str | None:
@@ -787,141 +721,6 @@ class SlackBot:
         if self.broker is not None and any(needs_approval(t, listed) for t in self.agent.tools):
             return None
         return thread
-
-    async def _answer(self, question: Question) -> None:
-        if question.assistant:
-            await self._assistant_status(question, "is thinking…", title=True)
-        choice = await self.choices.for_run(
-            settings_key(question.team, question.channel), model=question.model
-        )  # (the one read of the channel's settings this question makes)
-        verbosity = choice.verbosity or self.settings.verbosity
-        thread = self._stream_thread(question)
-        if thread is not None and await self._answer_streamed(question, thread, choice):
-            return
-        placeholder = SlackRenderer().live(RunView(question=question.text, asker=question.user))
-        try:
-            root = await post_root(
-                self.client,
-                channel=question.channel,
-                thread_ts=question.thread_ts,
-                message=placeholder,
-            )
-        except NotInChannel:
-            await self._tell(question, INVITE)
-            return
-        run, notice = await self._start(question, root, choice)
-        if notice:
-            await self._note(question.channel, question.thread_ts or root, notice)
-        if self._closing:  # shutdown began while the placeholder was being posted
-            run.cancel(by=SHUTDOWN)
-        await self._follow(question, run, root, verbosity)
-
-    async def _start(self, question: Question, root: str, choice: RunChoice) -> tuple[Run, str]:
-        """A run with the channel's model, persona and tools (or the asker's ``--model``),
-        the question's files read into the conversation first; and the lines about refused
-        files."""
-        conversation = question.conversation(root, per_thread=self.settings.per_thread)
-        intake, tools = Intake(), choice.tools
-        if self.files is not None:
-            incoming = incoming_of(question.files, self.files.downloader)
-            intake, tools = await self.files.prepare(
-                conversation, incoming, choice, self.agent.tools
-            )
-        run = self.agent.start(
-            question.text,
-            conversation=conversation,
-            user=question.user,
-            model=choice.model,
-            tools=tools,
-            persona=choice.persona,
-            images=intake.shown,
-        )
-        return run, intake.notice()
-
-    async def _count_tokens(self, question: Question, run: Run) -> None:
-        await self.budgets.count(
-            _user_key(question), settings_key(question.team, question.channel), run.trace
-        )
-
-    async def _follow(self, question: Question, run: Run, root: str, verbosity: Verbosity) -> None:
-        self._active[run.trace.id] = _Active(run, question.user, question.channel)
-        surface = SlackSurface(
-            self.client, channel=question.channel, ts=root, thread_ts=question.thread_ts
-        )
-        renderer = SlackRenderer(
-            run_id=run.trace.id,
-            approvals=self.broker is not None,
-            approval_timeout=self.agent.settings.approval_timeout,
-            trace_link=self.trace_link,
-        )
-        live = LiveMessage(
-            surface,
-            renderer,
-            self.pacer,
-            view=RunView(
-                question=question.text,
-                asker=question.user,
-                approvers=self.settings.approvers,
-                verbosity=verbosity,
-            ),
-            tick=max(1.0, self.settings.update_interval),
-        )
-        try:
-            await live.follow(run.events())
-        finally:
-            self._active.pop(run.trace.id, None)
-            self.stats.append(live.stats)
-            if not run.done:  # only when this task itself was cancelled mid-run
-                await run.aclose()
-            await self._count_tokens(question, run)
-
-    async def _answer_streamed(self, question: Question, thread: str, choice: RunChoice) -> bool:
-        """Answer with Slack's agent streaming; False when Slack will not stream here (the
-        caller answers with chat.update instead)."""
-        view = RunView(
-            question=question.text,
-            asker=question.user,
-            approvers=self.settings.approvers,
-            verbosity=choice.verbosity or self.settings.verbosity,
-        )
-        stream = NativeStream(
-            self.client,
-            self.stream_pacers,
-            channel=question.channel,
-            thread_ts=thread,
-            recipient_user_id=question.user,
-            recipient_team_id=question.team,
-            view=view,
-            run_id="",  # known once the run starts, after the stream did
-            tick=max(1.0, self.settings.update_interval),
-        )
-        try:
-            await stream.start()
-        except StreamUnsupported as exc:
-            log.info(
-                "streaming is not available in %s (%s): using chat.update", question.channel, exc
-            )
-            return False
-        run, notice = await self._start(question, thread, choice)
-        if notice:
-            await self._note(question.channel, thread, notice)
-        stream.run_id = run.trace.id
-        if self._closing:
-            run.cancel(by=SHUTDOWN)
-        self._active[run.trace.id] = _Active(run, question.user, question.channel)
-        try:
-            async with contextlib.aclosing(self._with_status(question, run.events())) as events:
-                await stream.follow(events)
-        finally:
-            self._active.pop(run.trace.id, None)
-            self.stats.append(stream.stats)
-            if not run.done:
-                await run.aclose()
-            await self._count_tokens(question, run)
-            if question.assistant:
-                await self._assistant_status(question, "")
-        await self._post_trace(stream, view)
-        return True
 
     async def _post_trace(self, stream: NativeStream, view: RunView) -> None:
         trace = view.trace
@@ -1006,30 +805,113 @@ class SlackBot:
 
     # ---- tasks ----------------------------------------------------------------------------
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
-        self._tasks.spawn(work)
+        self.answering.spawn(work)
 
     @property
     def in_flight(self) -> int:
-        return len(self._tasks)
+        return len(self.answering.tasks)
 
     async def settled(self) -> None:
         """Return once every task this bot spawned (answers, their threads) is done."""
-        await self._tasks.settled()
+        await self.answering.settled()
 
     async def aclose(self) -> None:
         """Stop runs (their messages say so), then wait for every task, up to the grace."""
-        self._closing = True
-        for active in list(self._active.values()):
-            active.run.cancel(by=SHUTDOWN)
-        if self._tasks:
-            _, pending = await asyncio.wait(
-                self._tasks.pending(), timeout=self.settings.shutdown_grace
-            )
-            for task in pending:
-                task.cancel()
-            for task in pending:
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-        await self._listening.aclose()
+        await self.answering.aclose(grace=self.settings.shutdown_grace)
         if self._session is not None:
             await self._session.close()
+
+
+class SlackReply:
+    """An answer on Slack: natively streamed into its thread where Slack allows it (DMs and
+    assistant threads under ``auto``), else a root message kept current with chat.update."""
+
+    def __init__(self, bot: SlackBot, question: Question) -> None:
+        self.bot, self.question = bot, question
+        self.root = ""
+        """The root message (chat.update), or the thread the stream replies in."""
+        self.stream: NativeStream | None = None
+
+    async def open(self, verbosity: Verbosity) -> str | None:
+        q, bot = self.question, self.bot
+        if q.assistant:
+            await bot._assistant_status(q, "is thinking…", title=True)
+        thread = bot._stream_thread(q)
+        if thread is None or not await self._stream_into(thread, verbosity):
+            placeholder = SlackRenderer().live(RunView(question=q.text, asker=q.user))
+            try:
+                self.root = await post_root(
+                    bot.client, channel=q.channel, thread_ts=q.thread_ts, message=placeholder
+                )
+            except NotInChannel:
+                await bot._tell(q, INVITE)
+                return None
+        return q.conversation(self.root, per_thread=bot.settings.per_thread)
+
+    async def _stream_into(self, thread: str, verbosity: Verbosity) -> bool:
+        """Start Slack's agent stream in ``thread``; False when Slack will not stream here
+        (the answer goes by chat.update instead)."""
+        q, bot = self.question, self.bot
+        stream = NativeStream(
+            bot.client,
+            bot.stream_pacers,
+            channel=q.channel,
+            thread_ts=thread,
+            recipient_user_id=q.user,
+            recipient_team_id=q.team,
+            view=RunView(question=q.text, asker=q.user, verbosity=verbosity),
+            run_id="",  # known once the run starts, after the stream did
+            tick=max(1.0, bot.settings.update_interval),
+        )
+        try:
+            await stream.start()
+        except StreamUnsupported as exc:
+            log.info("streaming is not available in %s (%s): using chat.update", q.channel, exc)
+            return False
+        self.stream, self.root = stream, thread
+        return True
+
+    def reading(self) -> AbstractAsyncContextManager[object]:
+        return contextlib.nullcontext()
+
+    async def show(self, run: Run, view: RunView) -> Follower:
+        q, bot = self.question, self.bot
+        if self.stream is not None:
+            self.stream.view, self.stream.run_id = view, run.trace.id
+            return _StatusShown(self.stream, bot, q) if q.assistant else self.stream
+        surface = SlackSurface(bot.client, channel=q.channel, ts=self.root, thread_ts=q.thread_ts)
+        renderer = SlackRenderer(
+            run_id=run.trace.id,
+            approvals=bot.broker is not None,
+            approval_timeout=bot.agent.settings.approval_timeout,
+            trace_link=bot.trace_link,
+        )
+        tick = max(1.0, bot.settings.update_interval)
+        return LiveMessage(surface, renderer, bot.pacer, view=view, tick=tick)
+
+    async def note(self, text: str) -> None:
+        await self.bot._note(self.question.channel, self.question.thread_ts or self.root, text)
+
+    async def ended(self, run: Run) -> None:
+        if self.stream is not None and self.question.assistant:
+            await self.bot._assistant_status(self.question, "")
+
+    async def after(self, view: RunView) -> None:
+        if self.stream is not None:
+            await self.bot._post_trace(self.stream, view)
+
+
+class _StatusShown:
+    """A stream that also shows the run's phase as its assistant thread's status."""
+
+    def __init__(self, stream: NativeStream, bot: SlackBot, question: Question) -> None:
+        self.stream, self.bot, self.question = stream, bot, question
+
+    @property
+    def stats(self) -> LiveStats:
+        return self.stream.stats
+
+    async def follow(self, events: AsyncIterator[Event]) -> RunView:
+        shown = self.bot._with_status(self.question, events)
+        async with contextlib.aclosing(shown) as watched:
+            return await self.stream.follow(watched)

@@ -36,6 +36,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from adapters.answering import SHUTDOWN
 from adapters.live import Phase, RunView, StepView
 from adapters.slack.approval import (
     ALWAYS_ACTION_ID,
@@ -51,8 +52,6 @@ from core.trace import ApprovalRecord, Trace, TraceStep, source_domain, summary_
 Block = dict[str, Any]
 
 STOP_ACTION_ID = "reactbot_stop"
-SHUTDOWN = "reactbot:shutdown"
-"""``Run.cancel(by=SHUTDOWN)``: the run was stopped because the bot is shutting down."""
 
 SECTION_LIMIT = 3000
 MAX_BLOCKS = 50

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from adapters.answering import Approvers
 from adapters.live import Verbosity
-from adapters.slack.approval import Approvers
 
 Streaming = Literal["auto", "native", "update"]
 

@@ -22,8 +22,8 @@ import urllib.parse
 from collections.abc import Iterator
 from typing import Any, Literal
 
+from adapters.answering import SHUTDOWN
 from adapters.live import RunView, StepView, approval_words
-from adapters.slack.render import SHUTDOWN
 from core.trace import source_domain
 
 TaskStatus = Literal["pending", "in_progress", "complete", "error"]

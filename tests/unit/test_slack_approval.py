@@ -9,7 +9,8 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from adapters.slack.approval import ApprovalRef, may_decide, parse_button_value
+from adapters.answering import may_decide, may_stop
+from adapters.slack.approval import ApprovalRef, parse_button_value
 from adapters.slack.modals import (
     INPUT_BLOCK,
     REASON_BLOCK,
@@ -63,15 +64,18 @@ def test_an_asker_too_long_to_be_a_user_id_is_left_out() -> None:
     assert len(long.encode()) < 100
 
 
-def test_who_may_decide() -> None:
-    admins = frozenset({"UADMIN"})
-    assert may_decide("asker", "U1ADA", "U1ADA", admins)
-    assert may_decide("asker", "UADMIN", "U1ADA", admins)
-    assert not may_decide("asker", "U2BOB", "U1ADA", admins)
-    assert not may_decide("asker", "U2BOB", None, admins)
-    assert not may_decide("admins", "U1ADA", "U1ADA", admins)
-    assert may_decide("admins", "UADMIN", "U1ADA", admins)
-    assert may_decide("anyone", "U2BOB", "U1ADA", frozenset())
+def test_who_may_decide_and_who_may_stop_one_rule_on_every_surface() -> None:
+    assert may_decide("asker", user="U1ADA", asker="U1ADA", admin=False)
+    assert may_decide("asker", user="UADMIN", asker="U1ADA", admin=True)
+    assert not may_decide("asker", user="U2BOB", asker="U1ADA", admin=False)
+    assert not may_decide("asker", user="U2BOB", asker=None, admin=False)
+    assert not may_decide("admins", user="U1ADA", asker="U1ADA", admin=False)
+    assert may_decide("admins", user="UADMIN", asker="U1ADA", admin=True)
+    assert may_decide("anyone", user="U2BOB", asker="U1ADA", admin=False)
+    assert may_stop(user="U1ADA", asker="U1ADA", admin=False)
+    assert may_stop(user="UADMIN", asker="U1ADA", admin=True)
+    assert not may_stop(user="U2BOB", asker="U1ADA", admin=False)
+    assert not may_stop(user="U2BOB", asker=None, admin=False)
 
 
 def test_the_edit_modal_is_prefilled_and_an_edit_decides_the_edited_input() -> None:

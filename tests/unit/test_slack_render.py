@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from adapters.answering import SHUTDOWN
 from adapters.live import RunView
 from adapters.slack.approval import (
     ALWAYS_ACTION_ID,
@@ -21,7 +22,6 @@ from adapters.slack.render import (
     MESSAGE_BUDGET,
     OBSERVATION_PARTS,
     SECTION_LIMIT,
-    SHUTDOWN,
     STOP_ACTION_ID,
     SlackMessage,
     SlackRenderer,

@@ -19,13 +19,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from adapters.answering import SHUTDOWN, Approvers
 from adapters.live import VERBOSITIES, RunView, Verbosity
-from adapters.slack.approval import EDIT_LIMIT, Approvers, parse_button_value
+from adapters.slack.approval import EDIT_LIMIT, parse_button_value
 from adapters.slack.render import (
     ANSWER_PARTS,
     MAX_BLOCKS,
     MESSAGE_BUDGET,
-    SHUTDOWN,
     SlackMessage,
     SlackRenderer,
     answer_is_cut,
