@@ -24,7 +24,7 @@ import asyncio
 import contextlib
 import logging
 import math
-from collections import deque
+from collections import Counter, deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from dataclasses import dataclass, field
@@ -259,6 +259,8 @@ class Answering(Generic[A]):
         """The agent's approver, started here (it is the application's to close)."""
         self.stats: deque[LiveStats] = deque(maxlen=10_000)
         """The followers' counters of finished runs (benchmarks and diagnostics)."""
+        self.decisions: Counter[Reason | Literal["admitted"]] = Counter()
+        """How many asks were admitted, and refused by each check, since start."""
         self.tasks = Tasks(surface)
         self.closing = False
         self.shutdown_by = shutdown_by
@@ -290,7 +292,9 @@ class Answering(Generic[A]):
         for check in self.checks:
             refused = await check(ask)
             if refused is not None:
+                self.decisions[refused.reason] += 1
                 return refused
+        self.decisions["admitted"] += 1
         return Ticket(ask, self)
 
     async def refusal(self, who: A) -> str | None:
