@@ -21,10 +21,8 @@ from core.scripted import Turn
 from tests.fakes.discord_server import CHANNEL_ID, ROLE_ID
 from tests.integration.test_discord import Harness as DiscordHarness
 from tests.integration.test_discord import content_of, running
-from tests.integration.test_slack_app import (  # noqa: F401 - fixtures
-    Harness as SlackHarness,
-)
-from tests.integration.test_slack_app import fake, make
+from tests.integration.test_slack_app import Harness as SlackHarness
+from tests.integration.test_slack_app import fake, make  # noqa: F401 - fixtures
 
 QUICK = Turn("Thought: easy.\nAction: finish[ok]", usage=Usage(500, 40))
 STALLING = Turn("Thought: thinking for a long while", chunk_size=4, stall_after=2)
@@ -126,7 +124,7 @@ def cog_of(h: DiscordHarness) -> Any:
 
 
 async def through_slack(
-    row: Row, make: Callable[..., Awaitable[SlackHarness]]
+    row: Row, build: Callable[..., Awaitable[SlackHarness]]
 ) -> tuple[Counter[str], list[str]]:
     overrides: dict[str, Any] = {
         "cooldown_seconds": row.cooldown,
@@ -138,7 +136,7 @@ async def through_slack(
     if row.elsewhere:
         overrides["allowed_channels"] = frozenset({"C0ELSEWHERE"})
     budgets = TokenBudgets(InMemoryUsageCounters(), per_user=row.budget)
-    h = await make(list(row.turns), budgets=budgets, **overrides)
+    h = await build(list(row.turns), budgets=budgets, **overrides)
     refusals = []
     for persona, question in row.asks:
         _, body, _ = await h.ask(question, user=SLACK[persona])
