@@ -19,27 +19,21 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from core import modes, prompt
-from core.approval import Allowances, ApprovalRequest, Approver, Decision
+from core.acting import Approvals, Outcome, Tools
+from core.approval import Allowances, Approver
 from core.errors import (
     ModelError,
     ModelTimeout,
-    ResponseFormatRefused,
     StoreUnavailable,
-    ToolError,
 )
 from core.events import (
     ActionDecided,
-    AnswerDelta,
-    ApprovalDecided,
-    ApprovalOutcome,
-    ApprovalRequested,
     Cancelled,
     Event,
     Failed,
@@ -49,25 +43,22 @@ from core.events import (
     Mode,
     Notice,
     ObservationReady,
-    ReasoningDelta,
     RunStarted,
     StepKind,
     StepStarted,
-    ThoughtDelta,
-    UsageCounted,
 )
+from core.formats import Reply, Request, assistant_message, formats_for
 from core.history import HistoryStore
-from core.llm import ChatModel, Message, ModelChunk
+from core.llm import ChatModel, Message
 from core.memory import HistoryCompactor, answer_message
-from core.modes import JsonFieldStreamer, JsonFormat, ToolCall, ToolCallAssembler
+from core.modes import ToolCall
 from core.observe import Probes, RunObserver, WatchedModel
-from core.parser import Action, ActionFound, AnswerText, ParseError, Step, StreamParser, ThoughtText
+from core.outbox import Outbox, ReplyReader, TextRun
+from core.parser import Action
 from core.stores import ConversationLocks, TraceStore
-from core.tools import Attachment, Tool, ToolRegistry, ToolResult, needs_approval
-from core.tools.schema import parameters_of, tool_input, tool_specs
+from core.tools import Attachment, ToolRegistry
 from core.trace import (
     ATTACHMENT_BYTES_PER_TRACE,
-    ApprovalRecord,
     Trace,
     TraceAttachment,
     TraceStep,
@@ -113,29 +104,9 @@ class MemoryHealth(Protocol):
 
 
 @dataclass(slots=True)
-class _Reply:
-    text: str
-    step: Step | None
-    error: str | None
-    calls: list[ToolCall] = field(default_factory=list)
-    """Native tool calls (``tools`` mode): the step's actions, in index order."""
-
-
-@dataclass(slots=True)
 class _State:
     messages: list[Message]
     last_actions: frozenset[tuple[str, str]] = frozenset()
-
-
-@dataclass(slots=True)
-class _Outcome:
-    """What running one action gave: the Observation and how long it took."""
-
-    text: str
-    error: bool
-    sources: tuple[str, ...] = ()
-    seconds: float = 0.0
-    attachments: tuple[Attachment, ...] = ()
 
 
 class Agent:
@@ -228,37 +199,8 @@ class Agent:
 
 
 INTERNAL_ERROR = "Something went wrong inside reactbot (logged)."
-REPEAT_NOTE = (
-    "Note: this is the same action with the same input as your previous step, so it "
-    "gives no new information. Use a different input, another tool, or finish.\n"
-)
-"""Put before the Observation of an action that repeats the previous step's."""
 EDIT_NOTE = "Note: a person edited the input before it ran; it ran as "
 """How the Observation of an action a person edited begins (then ``name[input].``)."""
-
-TextDelta = ThoughtDelta | AnswerDelta | ReasoningDelta
-
-_DELTAS: dict[type, type[ThoughtDelta] | type[AnswerDelta]] = {
-    ThoughtText: ThoughtDelta,
-    AnswerText: AnswerDelta,
-}
-"""The parser's text events as the run's events (a look-up: it runs for every chunk)."""
-
-
-@dataclass(slots=True)
-class _TextRun:
-    """Text of one kind and step waiting for the consumer, in pieces: ``Run._emit_text``."""
-
-    kind: type[TextDelta]
-    step: int
-    parts: list[str]
-    labelled: bool = True
-
-    def event(self) -> TextDelta:
-        if not self.labelled:
-            return ThoughtDelta(self.step, "".join(self.parts), labelled=False)
-        return self.kind(self.step, "".join(self.parts))
-
 
 _FINAL_EVENTS = (Finished, Failed, Cancelled)
 """As a tuple: ``isinstance`` with ``A | B | C`` builds the union anew for every event."""
@@ -287,16 +229,31 @@ class Run:
         """Sent with the question (not kept in the history: the next turn has its text)."""
         self._refusal = refusal
         """Why the question is refused before any model call (``Agent.question_problem``)."""
-        self.settings = agent.settings
-        # A deque and one wake-up event: cheaper per event than asyncio.Queue, and the run
-        # has exactly one consumer.
-        self._pending: deque[Event | _TextRun] = deque()
-        self._arrived = asyncio.Event()
+        self.settings = settings = agent.settings
+        self._outbox = outbox = Outbox()
+        self._reader = ReplyReader(outbox, trace, model_timeout=settings.model_timeout)
+        self._formats = formats_for(agent.json_formats, self._to_text)
         self._stopped_by: str | None = None
         self._cancel_requested = False
         self._final: FinalEvent | None = None
         self._deadline: asyncio.Timeout | None = None
         self._probes = Probes(agent.observers, trace) if agent.observers else None
+        self._tools = Tools(
+            self.tools, timeout=settings.tool_timeout, clock=agent._clock, probes=self._probes
+        )
+        self._approvals = Approvals(
+            trace=trace,
+            tools=self.tools,
+            outbox=outbox,
+            approve=agent.approve,
+            allowances=agent.allowances,
+            listed=settings.approval_tools,
+            timeout=settings.approval_timeout,
+            remember=settings.approval_remember,
+            clock=agent._clock,
+            deadline=lambda: self._deadline,
+            redecide=lambda n, step, action, call: self._decide(n, step, action, call=call),
+        )
         self._task = asyncio.get_running_loop().create_task(self._main())
         self._task.add_done_callback(self._ensure_final)
 
@@ -317,13 +274,14 @@ class Run:
     async def events(self) -> AsyncIterator[Event]:
         """The run's events up to and including the final one. A consumer that stops early
         (breaks, is cancelled, closes the iterator) stops the run: nobody is listening."""
+        pending, arrived = self._outbox.pending, self._outbox.arrived
         try:
             while True:
-                while not self._pending:
-                    self._arrived.clear()
-                    await self._arrived.wait()
-                event = self._pending.popleft()
-                if type(event) is _TextRun:
+                while not pending:
+                    arrived.clear()
+                    await arrived.wait()
+                event = pending.popleft()
+                if type(event) is TextRun:
                     event = event.event()
                 yield event  # type: ignore[misc]
                 if isinstance(event, _FINAL_EVENTS):
@@ -351,21 +309,7 @@ class Run:
 
     # ---- plumbing -----------------------------------------------------------------------
     def _emit(self, event: Event) -> None:
-        self._pending.append(event)
-        self._arrived.set()
-
-    def _emit_text(self, kind: type[TextDelta], n: int, text: str) -> None:
-        """Text for the consumer; merged into the text of the same kind and step that it
-        has not taken yet, so a consumer that falls behind the model takes what piled up
-        as one event instead of one per chunk."""
-        pending = self._pending
-        if pending:
-            last = pending[-1]
-            if type(last) is _TextRun and last.kind is kind and last.step == n and last.labelled:
-                last.parts.append(text)
-                return
-        pending.append(_TextRun(kind, n, [text]))
-        self._arrived.set()
+        self._outbox.emit(event)
 
     async def _end(self, event: FinalEvent) -> None:
         """Publish the outcome first (the user should not wait for storage), then store it."""
@@ -505,7 +449,7 @@ class Run:
 
     async def _step(
         self, n: int, state: _State, *, kind: StepKind = "step", model: ChatModel | None = None
-    ) -> _Reply:
+    ) -> Reply:
         """One model turn, re-asked up to ``format_retries`` times when the format is wrong."""
         model = model or self.model
         if self._probes is not None:
@@ -515,7 +459,7 @@ class Run:
             step = self._open_step(n, "step" if kind == "step" else "final", model)
             reply = await self._call_model(n, step, state, model, final=kind != "step")
             step.ended_at = self.agent._clock()
-            state.messages.append(_assistant_message(reply))
+            state.messages.append(assistant_message(reply))
             if reply.step is not None:
                 step.thought = reply.step.thought or ""
                 return reply
@@ -525,7 +469,7 @@ class Run:
             reason = reply.error or "unreadable reply"
             self._emit(FormatRetry(n, attempt + 1, reason))
             state.messages.append(prompt.correction_message(reason, self.mode))
-        return _Reply(reply.text, None, reply.error)
+        return Reply(reply.text, None, reply.error)
 
     def _open_step(self, n: int, kind: Literal["step", "final"], model: ChatModel) -> TraceStep:
         step = TraceStep(index=n, kind=kind, started_at=self.agent._clock(), model=model.name)
@@ -534,210 +478,27 @@ class Run:
 
     async def _call_model(
         self, n: int, step: TraceStep, state: _State, model: ChatModel, *, final: bool
-    ) -> _Reply:
+    ) -> Reply:
         """One request in the run's mode; ``final``: the answer is due, offer no tools."""
-        if self.mode == "tools":
-            return await self._call_tools(n, step, state.messages, model, offer_tools=not final)
-        if self.mode == "json":
-            return await self._call_json(n, step, state, model)
-        return await self._call_text(n, step, state.messages, model)
+        request = Request(n, step, state.messages, model, self.tools, final)
+        return await self._formats[self.mode].read(self._reader, request)
 
-    async def _call_text(
-        self, n: int, step: TraceStep, messages: Sequence[Message], model: ChatModel
-    ) -> _Reply:
-        parser = StreamParser()
-        parse = parser.feed  # bound once: it runs for every chunk
-        parts: list[str] = []
-        keep = parts.append
-        stream = model.stream(messages, stop=prompt.STOP)
-        # The commonest loop of all, written out rather than through _consume's callback.
-        async with self._reading(stream) as kick:
-            async for chunk in stream:
-                kick(chunk.pause)
-                if chunk.notice or chunk.reasoning or chunk.usage is not None:
-                    self._absorb(n, step, chunk)
-                if chunk.text:
-                    keep(chunk.text)
-                    parsed = parse(chunk.text)
-                    if parsed:
-                        self._emit_parsed(n, parsed)
-                    if parser.observed:  # a provider that ignores stop: the rest is invented
-                        break
-        self._emit_parsed(n, parser.close())
-        raw = step.raw = _cut_at_stop("".join(parts))
-        try:
-            return _Reply(raw, parser.result(), None)
-        except ParseError as exc:
-            return _Reply(raw, None, str(exc))
-
-    async def _call_tools(
-        self,
-        n: int,
-        step: TraceStep,
-        messages: Sequence[Message],
-        model: ChatModel,
-        *,
-        offer_tools: bool,
-    ) -> _Reply:
-        assembler = ToolCallAssembler()
-        parts: list[str] = []
-        finish: list[str] = []
-        label = _ContentLabel(n, self._emit_text, answer_only=not offer_tools)
-
-        def on_chunk(chunk: ModelChunk) -> bool:
-            if chunk.text:
-                parts.append(chunk.text)
-                label.text(chunk.text)
-            if chunk.tool_calls:
-                label.call()
-                assembler.feed(chunk.tool_calls)
-            if chunk.finish:
-                finish.append(chunk.finish)
-            return False
-
-        specs = tool_specs(self.tools) if offer_tools and len(self.tools) else None
-        await self._consume(n, step, model.stream(messages, stop=(), tools=specs), on_chunk)
-        label.end()
-        content = "".join(parts).strip()
-        step.raw = content
-        calls = assembler.calls()
-        if calls:
-            return _Reply(content, Step(content or None, None, None), None, calls)
-        if content:
-            return _Reply(content, Step(None, None, content), None)
-        cut_off = finish and finish[-1] == "length"
-        return _Reply("", None, "the reply was cut off" if cut_off else "the reply is empty")
-
-    async def _call_json(self, n: int, step: TraceStep, state: _State, model: ChatModel) -> _Reply:
-        formats = self.agent.json_formats
-        while (json_format := formats.for_model(model.name)) is not None:
-            try:
-                return await self._json_attempt(n, step, state.messages, model, json_format)
-            except ResponseFormatRefused:
-                self._json_refused(formats.refused(model.name, json_format), state)
-        return await self._call_text(n, step, state.messages, model)
-
-    async def _json_attempt(
-        self,
-        n: int,
-        step: TraceStep,
-        messages: Sequence[Message],
-        model: ChatModel,
-        json_format: JsonFormat,
-    ) -> _Reply:
-        streamer = JsonFieldStreamer()
-        parts: list[str] = []
-
-        def on_chunk(chunk: ModelChunk) -> bool:
-            if chunk.text:
-                parts.append(chunk.text)
-                for name, text in streamer.feed(chunk.text):
-                    self._emit_text(ThoughtDelta if name == "thought" else AnswerDelta, n, text)
-            return False
-
-        format_ = modes.response_format(json_format)
-        await self._consume(
-            n, step, model.stream(messages, stop=(), response_format=format_), on_chunk
-        )
-        text = "".join(parts)
-        step.raw = text
-        try:
-            return _Reply(text, modes.json_step(text), None)
-        except ParseError as exc:
-            return _Reply(text, None, str(exc))
-
-    def _json_refused(self, fallback: JsonFormat | None, state: _State) -> None:
-        """Say the fall back to ``fallback``, once; past ``json_object``, the run goes on as
-        text."""
-        if fallback == "json_object":
-            text = "the model endpoint does not take JSON schemas; asking for a JSON object"
-        else:
-            self.trace.mode = "text"
-            state.messages[0] = {
-                "role": "system",
-                "content": prompt.system_prompt(
-                    self.tools, "text", self.trace.persona, self.settings.system_prompt
-                ),
-            }
-            text = "the model endpoint does not take JSON output; answering in text mode"
-        self.trace.notices.append(text)
-        self._emit(Notice("info", text))
-
-    async def _consume(
-        self,
-        n: int,
-        step: TraceStep,
-        stream: AsyncIterator[ModelChunk],
-        on_chunk: Callable[[ModelChunk], bool],
-    ) -> None:
-        """Read one reply's stream to its end (or until ``on_chunk`` says stop)."""
-        async with self._reading(stream) as kick:
-            async for chunk in stream:
-                kick(chunk.pause)
-                if chunk.notice or chunk.reasoning or chunk.usage is not None:
-                    self._absorb(n, step, chunk)
-                if on_chunk(chunk):
-                    break
-
-    @contextlib.asynccontextmanager
-    async def _reading(
-        self, stream: AsyncIterator[ModelChunk]
-    ) -> AsyncIterator[Callable[[float], None]]:
-        """Around the reading of one reply: the stall watchdog (its ``kick`` is handed out:
-        call it for every chunk) and the stream closed however the reading ends."""
-        watchdog = _StallWatchdog(self.settings.model_timeout)
-        try:
-            with watchdog:
-                yield watchdog.kick
-        except TimeoutError as exc:  # the run's deadline arrives here as CancelledError
-            if not watchdog.fired:
-                raise ModelTimeout("The model call timed out (provider timeout).") from exc
-            raise ModelTimeout(
-                f"The model sent nothing for {self.settings.model_timeout:g} s (provider timeout)."
-            ) from exc
-        finally:
-            await _close_quietly(stream)
-
-    def _absorb(self, n: int, step: TraceStep, chunk: ModelChunk) -> None:
-        """Everything in a chunk besides the reply text: notices, reasoning, usage."""
-        if chunk.notice:
-            self.trace.notices.append(chunk.notice)
-            self._emit(Notice("retrying", chunk.notice))
-        if chunk.reasoning:
-            step.reasoning += chunk.reasoning
-            self._emit_text(ReasoningDelta, n, chunk.reasoning)
-        if chunk.usage is not None:
-            usage = chunk.usage
-            step.prompt_tokens = (step.prompt_tokens or 0) + usage.prompt_tokens
-            step.completion_tokens = (step.completion_tokens or 0) + usage.completion_tokens
-            self._emit(UsageCounted(n, usage))
-
-    def _emit_parsed(self, n: int, events: list[ThoughtText | AnswerText | ActionFound]) -> None:
-        # _emit, inline: all of the batch is queued, then the consumer is woken once.
-        for event in events:
-            delta = _DELTAS.get(type(event))
-            if delta is None:  # ActionFound: announced once the whole reply is in
-                continue
-            pending = self._pending  # _emit_text, inline: this runs for nearly every chunk
-            last = pending[-1] if pending else None
-            labelled = not (type(event) is ThoughtText and not event.labelled)
-            if (
-                type(last) is _TextRun
-                and last.kind is delta
-                and last.step == n
-                and last.labelled is labelled
-            ):
-                last.parts.append(event.text)  # type: ignore[union-attr]
-            else:
-                pending.append(_TextRun(delta, n, [event.text], labelled))  # type: ignore[union-attr]
-                self._arrived.set()
+    def _to_text(self, messages: list[Message]) -> None:
+        """The endpoint takes no JSON format: the run goes on in text mode."""
+        self.trace.mode = "text"
+        messages[0] = {
+            "role": "system",
+            "content": prompt.system_prompt(
+                self.tools, "text", self.trace.persona, self.settings.system_prompt
+            ),
+        }
 
     async def _act(self, n: int, action: Action, state: _State) -> None:
         step = self.trace.steps[-1]
         self._decide(n, step, action)
-        approved, outcome = await self._approved(n, step, action, step.thought)
+        approved, outcome = await self._approvals.approved(n, step, action, step.thought)
         if outcome is None:
-            outcome = await self._run_tool(approved, state, n)
+            outcome = await self._tools.run(approved, n, repeated=self._repeats(approved, state))
         state.last_actions = frozenset({(approved.name, approved.input)})
         self._record_observation(n, step, approved, outcome, state)
 
@@ -745,30 +506,35 @@ class Run:
         """A reply's native tool calls: each an action of step ``n``, run concurrently (at
         most ``parallel_tools`` at once), answered in order by a ``tool`` message each."""
         first = self.trace.steps[-1]
-        planned: list[tuple[TraceStep, Action, _Outcome | None]] = []
+        planned: list[tuple[TraceStep, Action, Outcome | None]] = []
         for k, call in enumerate(calls):
             step = first if k == 0 else self._call_step(first, k)
             step.call_id = call.id
-            action, problem = self._native_action(call)
+            action, problem = self._tools.native_action(call)
             self._decide(n, step, action, call=k)
             planned.append((step, action, problem))
-        approved: list[tuple[TraceStep, Action, _Outcome | None]] = []
+        approved: list[tuple[TraceStep, Action, Outcome | None]] = []
         for step, action, problem in planned:  # a person decides one action at a time
             if problem is None:
-                action, problem = await self._approved(n, step, action, first.thought)
+                action, problem = await self._approvals.approved(n, step, action, first.thought)
             approved.append((step, action, problem))
         limit = asyncio.Semaphore(max(1, self.settings.parallel_tools))
 
-        async def run(step: TraceStep, action: Action, ready: _Outcome | None) -> _Outcome:
+        async def run(step: TraceStep, action: Action, ready: Outcome | None) -> Outcome:
             if ready is not None:
                 return ready
             async with limit:
-                return await self._run_tool(action, state, n, step.call_id)
+                repeated = self._repeats(action, state)
+                return await self._tools.run(action, n, repeated=repeated, call_id=step.call_id)
 
         outcomes = await asyncio.gather(*(run(s, a, ready) for s, a, ready in approved))
         state.last_actions = frozenset((a.name, a.input) for _, a, _ in approved)
         for (step, action, _), outcome in zip(approved, outcomes, strict=True):
             self._record_observation(n, step, action, outcome, state, call=step.call)
+
+    @staticmethod
+    def _repeats(action: Action, state: _State) -> bool:
+        return (action.name, action.input) in state.last_actions
 
     def _call_step(self, first: TraceStep, call: int) -> TraceStep:
         """The trace record of a further native call in the same reply (not a model step)."""
@@ -782,139 +548,6 @@ class Run:
         self.trace.steps.append(step)
         return step
 
-    def _native_action(self, call: ToolCall) -> tuple[Action, _Outcome | None]:
-        """The Action a native call stands for, its input as ``Tool.run`` takes it (the
-        string itself for a one-string tool, so the trace reads as in text mode); with an
-        Observation already decided when the call cannot run as written."""
-        name = call.name.strip()
-        tool = self.tools.get(name)
-        if tool is None:
-            return Action(name, call.arguments), None  # _run_tool names the real tools
-        try:
-            return Action(tool.name, tool_input(tool, call.arguments, native=True)), None
-        except ToolError as exc:
-            return Action(tool.name, call.arguments), _Outcome(f"Error: {exc}", True)
-
-    async def _approved(
-        self, n: int, step: TraceStep, action: Action, thought: str = ""
-    ) -> tuple[Action, _Outcome | None]:
-        """The action as a person decided on it, when its tool needs approval: approved
-        (perhaps edited), or denied with the Observation the model will read."""
-        tool = self.tools.get(action.name)
-        if tool is None or not needs_approval(tool, self.settings.approval_tools):
-            return action, None
-        conversation = self.trace.conversation
-        allowances = self.agent.allowances
-        if allowances is not None and conversation:
-            by = await self._allowed_by(allowances, conversation, tool.name)
-            if by is not None:
-                self._record_decision(n, step, "allowed", by, action.input)
-                return action, None
-        if self.agent.approve is None:
-            note = "This tool needs a person's approval, and nobody here can give it."
-            self._record_decision(n, step, "denied", None, action.input, note)
-            return action, _Outcome(note, True)
-        decision = await self._ask(n, step, tool, action, thought)
-        if decision is None:
-            limit = self.settings.approval_timeout
-            self._record_decision(n, step, "timeout", None, action.input)
-            return action, _Outcome(
-                f"No decision within {limit:g} s, so the action was not run.", True
-            )
-        if decision.verdict == "deny":
-            self._record_decision(n, step, "denied", decision.by, action.input, decision.reason)
-            reason = f" Their reason: {decision.reason}" if decision.reason else ""
-            return action, _Outcome("The user denied this action." + reason, True)
-        if decision.verdict == "always" and allowances is not None and conversation:
-            with contextlib.suppress(StoreUnavailable):
-                await allowances.allow(conversation, tool.name, by=decision.by)
-        if decision.verdict == "edit" and decision.input is not None:
-            edited = Action(action.name, decision.input)
-            self._record_decision(n, step, "edited", decision.by, edited.input, decision.reason)
-            assert step.approval is not None
-            step.approval.input = action.input
-            self._decide(n, step, edited, call=step.call)
-            return edited, None
-        remembered = decision.verdict == "always"
-        self._record_decision(n, step, "approved", decision.by, action.input, remembered=remembered)
-        return action, None
-
-    async def _ask(
-        self, n: int, step: TraceStep, tool: Tool, action: Action, thought: str
-    ) -> Decision | None:
-        """Ask the approver; None when nobody decided in time. The run's deadline stands
-        still while a person is deciding."""
-        assert self.agent.approve is not None
-        limit = self.settings.approval_timeout
-        request = ApprovalRequest(
-            run_id=self.trace.id,
-            conversation=self.trace.conversation,
-            asker=self.trace.user,
-            step=n,
-            call=step.call,
-            thought=thought or step.thought,
-            name=tool.name,
-            input=action.input,
-            json_input=parameters_of(tool) is not None,
-            timeout=limit,
-            remember=self.settings.approval_remember and bool(self.trace.conversation),
-        )
-        self._emit(
-            ApprovalRequested(
-                n,
-                step.call,
-                tool.name,
-                action.input,
-                request.thought,
-                limit,
-                request.json_input,
-                request.remember,
-            )
-        )
-        with self._deadline_paused():
-            try:
-                async with asyncio.timeout(limit):
-                    return await self.agent.approve(request)
-            except TimeoutError:
-                return None
-
-    @contextlib.contextmanager
-    def _deadline_paused(self) -> Iterator[None]:
-        """The run's deadline stands still while a person decides: it is lifted, then set
-        again as far ahead as the wait took."""
-        deadline = self._deadline
-        when = deadline.when() if deadline is not None else None
-        if deadline is None or when is None:
-            yield
-            return
-        loop = asyncio.get_running_loop()
-        paused = loop.time()
-        deadline.reschedule(None)
-        try:
-            yield
-        finally:
-            deadline.reschedule(when + (loop.time() - paused))
-
-    async def _allowed_by(self, allowances: Allowances, conversation: str, tool: str) -> str | None:
-        try:
-            return await allowances.allowed(conversation, tool)
-        except StoreUnavailable:
-            return None
-
-    def _record_decision(
-        self,
-        n: int,
-        step: TraceStep,
-        outcome: ApprovalOutcome,
-        by: str | None,
-        runs: str,
-        reason: str = "",
-        *,
-        remembered: bool = False,
-    ) -> None:
-        step.approval = ApprovalRecord(outcome, by, self.agent._clock(), None, reason, remembered)
-        self._emit(ApprovalDecided(n, step.call, outcome, by, runs, reason, remembered))
-
     def _decide(self, n: int, step: TraceStep, action: Action, *, call: int = 0) -> None:
         step.action, step.action_input = action.name, action.input
         self._emit(ActionDecided(n, action.name, action.input, call))
@@ -924,7 +557,7 @@ class Run:
         n: int,
         step: TraceStep,
         action: Action,
-        outcome: _Outcome,
+        outcome: Outcome,
         state: _State,
         *,
         call: int = 0,
@@ -947,54 +580,6 @@ class Run:
             state.messages.append(prompt.tool_message(step.call_id, for_model))
         else:
             state.messages.append(prompt.observation_message(for_model))
-
-    async def _run_tool(
-        self, action: Action, state: _State, n: int, call_id: str | None = None
-    ) -> _Outcome:
-        """Runs one tool; whatever goes wrong becomes text the model can act on."""
-        started = self.agent._clock()
-        if self._probes is None:
-            outcome = await self._tool_outcome(action)
-        else:
-            probe = self._probes.tool_call(n, call_id, action.name, action.input)
-            try:
-                outcome = await self._tool_outcome(action)
-            except BaseException:  # the run was stopped (tool errors are outcomes)
-                probe.end("cancelled", True)
-                raise
-            probe.end(outcome.text, outcome.error)
-        if (action.name, action.input) in state.last_actions:
-            outcome.text = REPEAT_NOTE + outcome.text
-        outcome.seconds = self.agent._clock() - started
-        return outcome
-
-    async def _tool_outcome(self, action: Action) -> _Outcome:
-        tool = self.tools.get(action.name)
-        if tool is None:
-            names = ", ".join([*self.tools.names, "finish"])
-            return _Outcome(
-                f"Unknown action '{action.name}'. Available actions: {names}. "
-                "Write one of them as Action: name[input].",
-                True,
-            )
-        try:
-            argument = tool_input(tool, action.input)
-            async with asyncio.timeout(self.settings.tool_timeout):
-                result = await tool.run(argument)
-        except TimeoutError:
-            return _Outcome(
-                f"Error: {tool.name} did not finish within {self.settings.tool_timeout:g} s.", True
-            )
-        except ToolError as exc:
-            return _Outcome(f"Error: {exc}", True)
-        except Exception as exc:
-            log.exception("tool %s raised", tool.name)
-            return _Outcome(
-                f"Error: the {tool.name} tool failed unexpectedly ({type(exc).__name__}).", True
-            )
-        if isinstance(result, ToolResult):
-            return _Outcome(result.text, False, result.sources, attachments=result.attachments)
-        return _Outcome(result, False)
 
     def _for_model(self, text: str) -> str:
         limit = self.settings.observation_limit
@@ -1087,124 +672,3 @@ def cited_sources(answer: str, trace: Trace, *, limit: int = 3) -> list[str]:
 def _names_domain(answer: str, url: str) -> bool:
     domain = source_domain(url)
     return bool(domain) and domain in answer
-
-
-class _ContentLabel:
-    """Is a ``tools``-mode reply's text its Thought (a tool call follows) or its Answer (none
-    does)? Only the end of the reply tells, so the text is held until a call starts (then it
-    was the thought), or until it outgrows one short sentence (the prompt asks for one
-    before a call; longer is the answer streaming), or until the reply ends (the answer)."""
-
-    LONGEST_THOUGHT = 240
-
-    def __init__(
-        self, n: int, emit: Callable[[type[TextDelta], int, str], None], *, answer_only: bool
-    ) -> None:
-        self._n = n
-        self._emit = emit
-        self._held: list[str] = []
-        self._size = 0
-        self._kind: type[ThoughtDelta] | type[AnswerDelta] | None = (
-            AnswerDelta if answer_only else None
-        )
-
-    def text(self, text: str) -> None:
-        if self._kind is not None:
-            self._emit(self._kind, self._n, text)
-            return
-        self._held.append(text)
-        self._size += len(text)
-        if self._size > self.LONGEST_THOUGHT:
-            self._release(AnswerDelta)
-
-    def call(self) -> None:
-        if self._kind is None:
-            self._release(ThoughtDelta)
-
-    def end(self) -> None:
-        if self._kind is None:
-            self._release(AnswerDelta)
-
-    def _release(self, kind: type[ThoughtDelta] | type[AnswerDelta]) -> None:
-        self._kind = kind
-        held = "".join(self._held)
-        self._held.clear()
-        if held.strip():
-            self._emit(kind, self._n, held)
-
-
-def _assistant_message(reply: _Reply) -> Message:
-    """The model's reply as it goes back into the conversation (with its native calls)."""
-    message: Message = {"role": "assistant", "content": reply.text}
-    if reply.calls:
-        message["tool_calls"] = [
-            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
-            for c in reply.calls
-        ]
-    return message
-
-
-async def _close_quietly(stream: AsyncIterator[ModelChunk]) -> None:
-    """Release an abandoned stream (and its HTTP connection) at once."""
-    aclose = getattr(stream, "aclose", None)
-    if aclose is not None:
-        with contextlib.suppress(Exception):
-            await aclose()
-
-
-class _StallWatchdog:
-    """Cancels the current task when no chunk arrived for ``seconds``; raises TimeoutError.
-
-    One timer per model call, re-armed only when it fires, instead of a new timeout per chunk
-    (a per-chunk ``asyncio.timeout`` was the largest single cost of the loop).
-    """
-
-    def __init__(self, seconds: float) -> None:
-        self.seconds = seconds
-        self.fired = False
-        self._loop = asyncio.get_running_loop()
-        # kick() runs for every chunk: the default loop's time() is time.monotonic(), so call
-        # that directly rather than through one more Python frame.
-        default_clock = type(self._loop).time is asyncio.BaseEventLoop.time
-        self._time: Callable[[], float] = time.monotonic if default_clock else self._loop.time
-        self._last = 0.0
-        self._handle: asyncio.TimerHandle | None = None
-        self._task: asyncio.Task[object] | None = None
-        self._cancelling = 0
-
-    def __enter__(self) -> _StallWatchdog:
-        self._task = asyncio.current_task()
-        assert self._task is not None
-        self._cancelling = self._task.cancelling()
-        self.kick()
-        self._handle = self._loop.call_at(self._last + self.seconds, self._check)
-        return self
-
-    def kick(self, grace: float = 0.0) -> None:
-        """A chunk arrived; ``grace`` extends the next deadline (an announced back-off)."""
-        self._last = self._time() + grace
-
-    def _check(self) -> None:
-        due = self._last + self.seconds
-        if self._loop.time() >= due:
-            self.fired = True
-            assert self._task is not None
-            self._task.cancel()
-        else:
-            self._handle = self._loop.call_at(due, self._check)
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object
-    ) -> None:
-        if self._handle is not None:
-            self._handle.cancel()
-        if self.fired and exc_type is asyncio.CancelledError:
-            assert self._task is not None
-            if self._task.uncancel() <= self._cancelling:
-                raise TimeoutError from exc
-
-
-def _cut_at_stop(text: str) -> str:
-    """The reply up to the first stop marker (what a provider honouring ``stop`` sends)."""
-    found = [at for marker in prompt.STOP if (at := text.find(marker)) != -1]
-    return text[: min(found)] if found else text

@@ -24,7 +24,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal, NoReturn
 
-from core.agent import EDIT_NOTE, REPEAT_NOTE, Agent, Run
+from core.acting import REPEAT_NOTE
+from core.agent import EDIT_NOTE, Agent, Run
 from core.events import Mode
 from core.tools import Attachment, Tool, ToolError, ToolRegistry, ToolResult, needs_approval
 from core.tools.schema import MAX_ARGUMENTS, input_name, parameters_of

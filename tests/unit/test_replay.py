@@ -15,7 +15,8 @@ from rich.console import Console
 
 from bot.trace_commands import render_diff
 from core import prompt
-from core.agent import REPEAT_NOTE, Agent, AgentSettings
+from core.acting import REPEAT_NOTE
+from core.agent import Agent, AgentSettings
 from core.errors import ToolError
 from core.events import Cancelled, Finished
 from core.replay import (

@@ -1,0 +1,220 @@
+"""A run's events on their way to its one consumer, and the reading of one model reply.
+
+``Outbox`` holds what the run produced and the consumer has not taken yet: a deque and one
+wake-up event, cheaper per event than ``asyncio.Queue`` (a run has exactly one consumer).
+Text of one kind and step that the consumer has not taken is merged, so a consumer that
+falls behind the model takes what piled up as one event instead of one per chunk.
+
+``ReplyReader`` reads one reply's stream for a step format: the stall watchdog, the stream
+closed however the reading ends, and everything in a chunk besides the reply text (notices,
+reasoning, usage) recorded on the step and sent out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+
+from core.errors import ModelTimeout
+from core.events import (
+    AnswerDelta,
+    Event,
+    Notice,
+    ReasoningDelta,
+    ThoughtDelta,
+    UsageCounted,
+)
+from core.llm import ModelChunk
+from core.parser import ActionFound, AnswerText, ThoughtText
+from core.trace import Trace, TraceStep
+
+TextDelta = ThoughtDelta | AnswerDelta | ReasoningDelta
+
+_DELTAS: dict[type, type[ThoughtDelta] | type[AnswerDelta]] = {
+    ThoughtText: ThoughtDelta,
+    AnswerText: AnswerDelta,
+}
+"""The parser's text events as the run's events (a look-up: it runs for every chunk)."""
+
+
+@dataclass(slots=True)
+class TextRun:
+    """Text of one kind and step waiting for the consumer, in pieces."""
+
+    kind: type[TextDelta]
+    step: int
+    parts: list[str]
+    labelled: bool = True
+
+    def event(self) -> TextDelta:
+        if not self.labelled:
+            return ThoughtDelta(self.step, "".join(self.parts), labelled=False)
+        return self.kind(self.step, "".join(self.parts))
+
+
+class Outbox:
+    """The run's events not yet taken by its consumer (``Run.events`` drains it)."""
+
+    __slots__ = ("arrived", "pending")
+
+    def __init__(self) -> None:
+        self.pending: deque[Event | TextRun] = deque()
+        self.arrived = asyncio.Event()
+
+    def emit(self, event: Event) -> None:
+        self.pending.append(event)
+        self.arrived.set()
+
+    def emit_text(self, kind: type[TextDelta], n: int, text: str) -> None:
+        """Text for the consumer, merged into the same kind and step's text not taken yet."""
+        pending = self.pending
+        if pending:
+            last = pending[-1]
+            if type(last) is TextRun and last.kind is kind and last.step == n and last.labelled:
+                last.parts.append(text)
+                return
+        pending.append(TextRun(kind, n, [text]))
+        self.arrived.set()
+
+    def emit_parsed(self, n: int, events: list[ThoughtText | AnswerText | ActionFound]) -> None:
+        """The parser's text events: all of the batch is queued, then the consumer is woken
+        once (``emit_text``, inline: this runs for nearly every chunk)."""
+        pending = self.pending
+        for event in events:
+            delta = _DELTAS.get(type(event))
+            if delta is None:  # ActionFound: announced once the whole reply is in
+                continue
+            last = pending[-1] if pending else None
+            labelled = not (type(event) is ThoughtText and not event.labelled)
+            if (
+                type(last) is TextRun
+                and last.kind is delta
+                and last.step == n
+                and last.labelled is labelled
+            ):
+                last.parts.append(event.text)  # type: ignore[union-attr]
+            else:
+                pending.append(TextRun(delta, n, [event.text], labelled))  # type: ignore[union-attr]
+                self.arrived.set()
+
+
+class ReplyReader:
+    """Reads one model reply's stream on behalf of a step format."""
+
+    def __init__(self, outbox: Outbox, trace: Trace, *, model_timeout: float) -> None:
+        self.outbox = outbox
+        self.trace = trace
+        self.model_timeout = model_timeout
+
+    async def consume(
+        self,
+        n: int,
+        step: TraceStep,
+        stream: AsyncIterator[ModelChunk],
+        on_chunk: Callable[[ModelChunk], bool],
+    ) -> None:
+        """Read the stream to its end (or until ``on_chunk`` says stop)."""
+        async with self.reading(stream) as kick:
+            async for chunk in stream:
+                kick(chunk.pause)
+                if chunk.notice or chunk.reasoning or chunk.usage is not None:
+                    self.absorb(n, step, chunk)
+                if on_chunk(chunk):
+                    break
+
+    @contextlib.asynccontextmanager
+    async def reading(
+        self, stream: AsyncIterator[ModelChunk]
+    ) -> AsyncIterator[Callable[[float], None]]:
+        """Around the reading of one reply: the stall watchdog (its ``kick`` is handed out:
+        call it for every chunk) and the stream closed however the reading ends."""
+        watchdog = StallWatchdog(self.model_timeout)
+        try:
+            with watchdog:
+                yield watchdog.kick
+        except TimeoutError as exc:  # the run's deadline arrives here as CancelledError
+            if not watchdog.fired:
+                raise ModelTimeout("The model call timed out (provider timeout).") from exc
+            raise ModelTimeout(
+                f"The model sent nothing for {self.model_timeout:g} s (provider timeout)."
+            ) from exc
+        finally:
+            await _close_quietly(stream)
+
+    def absorb(self, n: int, step: TraceStep, chunk: ModelChunk) -> None:
+        """Everything in a chunk besides the reply text: notices, reasoning, usage."""
+        if chunk.notice:
+            self.trace.notices.append(chunk.notice)
+            self.outbox.emit(Notice("retrying", chunk.notice))
+        if chunk.reasoning:
+            step.reasoning += chunk.reasoning
+            self.outbox.emit_text(ReasoningDelta, n, chunk.reasoning)
+        if chunk.usage is not None:
+            usage = chunk.usage
+            step.prompt_tokens = (step.prompt_tokens or 0) + usage.prompt_tokens
+            step.completion_tokens = (step.completion_tokens or 0) + usage.completion_tokens
+            self.outbox.emit(UsageCounted(n, usage))
+
+
+async def _close_quietly(stream: AsyncIterator[ModelChunk]) -> None:
+    """Release an abandoned stream (and its HTTP connection) at once."""
+    aclose = getattr(stream, "aclose", None)
+    if aclose is not None:
+        with contextlib.suppress(Exception):
+            await aclose()
+
+
+class StallWatchdog:
+    """Cancels the current task when no chunk arrived for ``seconds``; raises TimeoutError.
+
+    One timer per model call, re-armed only when it fires, instead of a new timeout per chunk
+    (a per-chunk ``asyncio.timeout`` was the largest single cost of the loop).
+    """
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.fired = False
+        self._loop = asyncio.get_running_loop()
+        # kick() runs for every chunk: the default loop's time() is time.monotonic(), so call
+        # that directly rather than through one more Python frame.
+        default_clock = type(self._loop).time is asyncio.BaseEventLoop.time
+        self._time: Callable[[], float] = time.monotonic if default_clock else self._loop.time
+        self._last = 0.0
+        self._handle: asyncio.TimerHandle | None = None
+        self._task: asyncio.Task[object] | None = None
+        self._cancelling = 0
+
+    def __enter__(self) -> StallWatchdog:
+        self._task = asyncio.current_task()
+        assert self._task is not None
+        self._cancelling = self._task.cancelling()
+        self.kick()
+        self._handle = self._loop.call_at(self._last + self.seconds, self._check)
+        return self
+
+    def kick(self, grace: float = 0.0) -> None:
+        """A chunk arrived; ``grace`` extends the next deadline (an announced back-off)."""
+        self._last = self._time() + grace
+
+    def _check(self) -> None:
+        due = self._last + self.seconds
+        if self._loop.time() >= due:
+            self.fired = True
+            assert self._task is not None
+            self._task.cancel()
+        else:
+            self._handle = self._loop.call_at(due, self._check)
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object
+    ) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+        if self.fired and exc_type is asyncio.CancelledError:
+            assert self._task is not None
+            if self._task.uncancel() <= self._cancelling:
+                raise TimeoutError from exc
