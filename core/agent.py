@@ -22,7 +22,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Literal
 
 from core import modes, prompt
 from core.acting import Approvals, Outcome, Tools
@@ -50,7 +50,7 @@ from core.events import (
 from core.formats import Reply, Request, assistant_message, formats_for
 from core.history import HistoryStore
 from core.llm import ChatModel, Message
-from core.memory import HistoryCompactor, answer_message
+from core.memory import HistoryCompactor, Memory, MemoryHealth
 from core.modes import ToolCall
 from core.observe import Probes, RunObserver, WatchedModel
 from core.outbox import Outbox, ReplyReader, TextRun
@@ -95,12 +95,6 @@ class AgentSettings:
     """Native tool calls of one reply that run at the same time."""
     system_prompt: str | None = None
     """A custom system prompt (``prompt.system_prompt``'s template); None: the built-in one."""
-
-
-class MemoryHealth(Protocol):
-    """Reports, once per failure, that a conversation's memory was unavailable."""
-
-    def take_notice(self, conversation: str) -> bool: ...
 
 
 @dataclass(slots=True)
@@ -240,6 +234,14 @@ class Run:
         self._probes = Probes(agent.observers, trace) if agent.observers else None
         self._tools = Tools(
             self.tools, timeout=settings.tool_timeout, clock=agent._clock, probes=self._probes
+        )
+        self._memory = Memory(
+            agent.history,
+            trace,
+            outbox.emit,
+            compactor=agent.compactor,
+            health=agent.memory_health,
+            with_steps=settings.store_steps,
         )
         self._approvals = Approvals(
             trace=trace,
@@ -412,7 +414,17 @@ class Run:
 
     # ---- the loop -----------------------------------------------------------------------
     async def _loop(self) -> Finished:
-        state = _State(await self._initial_messages())
+        messages = prompt.build_messages(
+            self.tools,
+            await self._memory.load(),
+            self.trace.question,
+            mode=self.mode,
+            persona=self.trace.persona,
+            template=self.settings.system_prompt,
+        )
+        if self.images:
+            messages[-1]["images"] = self.images
+        state = _State(messages)
         for n in range(1, self.settings.max_steps + 1):
             reply = await self._step(n, state)
             if reply.step is None:
@@ -590,57 +602,13 @@ class Run:
             + f"\n[… {len(text) - limit} more characters cut; the trace keeps the full text]"
         )
 
-    # ---- history ------------------------------------------------------------------------
-    async def _initial_messages(self) -> list[Message]:
-        history: list[Message] = []
-        store, conversation = self.agent.history, self.trace.conversation
-        if store is not None and conversation:
-            try:
-                history = await store.load(conversation)
-                if self.agent.compactor is not None:
-                    history = await self.agent.compactor.fit(conversation, history, store=store)
-            except StoreUnavailable:
-                self._memory_unavailable()
-            self._check_memory_health()
-        messages = prompt.build_messages(
-            self.tools,
-            history,
-            self.trace.question,
-            mode=self.mode,
-            persona=self.trace.persona,
-            template=self.settings.system_prompt,
-        )
-        if self.images:
-            messages[-1]["images"] = self.images
-        return messages
-
-    def _check_memory_health(self) -> None:
-        health = self.agent.memory_health
-        if health is not None and health.take_notice(self.trace.conversation):
-            self._memory_unavailable()
-
-    def _memory_unavailable(self) -> None:
-        text = "memory unavailable: answering without the conversation's history"
-        if text not in self.trace.notices:
-            self.trace.notices.append(text)
-            self._emit(Notice("memory", text))
-
     async def _finish(
         self, answer: str, status: Literal["answered", "unformatted", "best_effort"], state: _State
     ) -> Finished:
         answer = answer.strip()
         self.trace.answer, self.trace.status = answer, status
         self.trace.cited = cited_sources(answer, self.trace)
-        if self.agent.history is not None and self.trace.conversation:
-            try:
-                await self.agent.history.append(
-                    self.trace.conversation,
-                    prompt.question_message(self.trace.question),
-                    answer_message(self.trace, with_steps=self.settings.store_steps),
-                )
-            except StoreUnavailable:
-                self._memory_unavailable()
-            self._check_memory_health()
+        await self._memory.remember()
         return Finished(self.trace, answer, status)
 
 

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Protocol
 
 from core import prompt
-from core.errors import ModelError
+from core.errors import ModelError, StoreUnavailable
+from core.events import Event, Notice
 from core.history import HistoryStore, Message
 from core.llm import ChatModel
 from core.stores import ReplaceableHistory
@@ -164,3 +166,73 @@ async def _store(store: HistoryStore, conversation: str, messages: Sequence[Mess
     else:
         await store.clear(conversation)
         await store.append(conversation, *messages)
+
+
+class MemoryHealth(Protocol):
+    """Reports, once per failure, that a conversation's memory was unavailable."""
+
+    def take_notice(self, conversation: str) -> bool: ...
+
+
+UNAVAILABLE = "memory unavailable: answering without the conversation's history"
+
+
+class Memory:
+    """One run's conversation history: loaded (and compacted) before its first step, the
+    question and its answer appended after it. A store that cannot be reached is said once
+    (a notice on the trace and an event), never raised: the run answers without memory."""
+
+    def __init__(
+        self,
+        store: HistoryStore | None,
+        trace: Trace,
+        emit: Callable[[Event], None],
+        *,
+        compactor: HistoryCompactor | None = None,
+        health: MemoryHealth | None = None,
+        with_steps: bool = False,
+    ) -> None:
+        self.store = store
+        self.trace = trace
+        self._emit = emit
+        self.compactor = compactor
+        self.health = health
+        self.with_steps = with_steps
+
+    async def load(self) -> list[Message]:
+        store, conversation = self.store, self.trace.conversation
+        if store is None or not conversation:
+            return []
+        history: list[Message] = []
+        try:
+            history = await store.load(conversation)
+            if self.compactor is not None:
+                history = await self.compactor.fit(conversation, history, store=store)
+        except StoreUnavailable:
+            self._unavailable()
+        self._check_health()
+        return history
+
+    async def remember(self) -> None:
+        """The question and the trace's answer, appended to the conversation."""
+        store, trace = self.store, self.trace
+        if store is None or not trace.conversation:
+            return
+        try:
+            await store.append(
+                trace.conversation,
+                prompt.question_message(trace.question),
+                answer_message(trace, with_steps=self.with_steps),
+            )
+        except StoreUnavailable:
+            self._unavailable()
+        self._check_health()
+
+    def _check_health(self) -> None:
+        if self.health is not None and self.health.take_notice(self.trace.conversation):
+            self._unavailable()
+
+    def _unavailable(self) -> None:
+        if UNAVAILABLE not in self.trace.notices:
+            self.trace.notices.append(UNAVAILABLE)
+            self._emit(Notice("memory", UNAVAILABLE))
