@@ -39,7 +39,8 @@ from core.approval import ApprovalBroker
 from core.budgets import TokenBudgets
 from core.events import Event
 from core.files import Incoming, Intake
-from core.stores import Cooldowns, RunSlots, StopRequests, renewing
+from core.storage import Stores
+from core.stores import renewing
 
 log = logging.getLogger(__name__)
 
@@ -236,9 +237,7 @@ class Answering(Generic[A]):
         surface: str,
         access: Access[A],
         policy: Policy,
-        cooldowns: Cooldowns,
-        slots: RunSlots,
-        stops: StopRequests,
+        stores: Stores,
         budgets: TokenBudgets,
         choices: ChannelChoices,
         empty_question: str,
@@ -249,9 +248,9 @@ class Answering(Generic[A]):
     ) -> None:
         self.agent = agent
         self.policy = policy
-        self.cooldowns = cooldowns
-        self.slots = slots
-        self.stops = stops
+        self.cooldowns = stores.cooldowns
+        self.slots = stores.slots
+        self.stops = stores.stops
         self.budgets = budgets
         self.choices = choices
         self.files = files

@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import json
 import statistics
 import sys
@@ -36,7 +37,8 @@ from typing import TYPE_CHECKING
 from bench.models import StepScriptModel
 from core.agent import Agent
 from core.history import InMemoryHistoryStore
-from core.stores import InMemoryEventClaims, InMemoryLocks, InMemoryTraceStore
+from core.storage import Stores
+from core.stores import InMemoryLocks, InMemoryTraceStore
 from core.tools import FunctionTool, ToolRegistry
 
 if TYPE_CHECKING:  # the Discord adapter and its fake load only when that section runs
@@ -124,7 +126,12 @@ async def discord_section(options: Options) -> Figures:
         guild_ready_timeout=0.05,
     )
     bot = create_bot(
-        Services(agent, history, traces, InMemoryEventClaims(), settings, lives.append)
+        Services(
+            agent,
+            dataclasses.replace(Stores.in_memory(), history=history, traces=traces),
+            settings,
+            lives.append,
+        )
     )
     task = asyncio.create_task(bot.start("bench-token"))
     try:

@@ -44,7 +44,8 @@ from bench.models import StepScriptModel
 from core.agent import Agent, AgentSettings
 from core.history import InMemoryHistoryStore
 from core.llm import Usage
-from core.stores import InMemoryEventClaims, InMemoryLocks, InMemoryTraceStore
+from core.storage import Stores
+from core.stores import InMemoryLocks, InMemoryTraceStore
 from core.tools import FunctionTool, ToolRegistry
 from tests.fakes.slack_server import TEAM_ID, FakeSlack
 
@@ -147,7 +148,7 @@ async def run(
             cooldown_seconds=0.0,
             shutdown_grace=60.0,
         )
-        bot = SlackBot(agent, claims=InMemoryEventClaims(), settings=settings)
+        bot = SlackBot(agent, stores=Stores.in_memory(), settings=settings)
         server = HttpServer(bot, host="127.0.0.1", port=0, path=settings.path)
         port = await server.start()
         url = f"http://127.0.0.1:{port}{settings.path}"

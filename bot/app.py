@@ -20,37 +20,15 @@ from bot.config import Config, MCPServerConfig
 from bot.logs import RunLogContext
 from core.agent import Agent, AgentSettings
 from core.approval import (
-    Allowances,
     ApprovalBroker,
-    DecisionChannel,
-    InMemoryAllowances,
-    InMemoryDecisions,
-    InMemoryPending,
-    PendingRequests,
 )
-from core.budgets import InMemoryUsageCounters, TokenBudgets, UsageCounters
+from core.budgets import TokenBudgets
 from core.demo import DemoModel
-from core.files import FileLimits, FileStore, InMemoryFileStore
-from core.history import HistoryStore, InMemoryHistoryStore
+from core.files import FileLimits
 from core.llm import ChatModel
 from core.memory import HistoryCompactor
 from core.observe import RunObserver
-from core.stores import (
-    ChannelSettings,
-    ConversationLocks,
-    Cooldowns,
-    EventClaims,
-    InMemoryChannelSettings,
-    InMemoryCooldowns,
-    InMemoryEventClaims,
-    InMemoryLocks,
-    InMemoryRunSlots,
-    InMemoryStopRequests,
-    InMemoryTraceStore,
-    RunSlots,
-    StopRequests,
-    TraceStore,
-)
+from core.storage import Stores
 from core.tools import ToolRegistry
 from core.tools.calculator import CalculatorTool
 
@@ -84,41 +62,38 @@ class PlatformLink:
     """429s the platform answered so far."""
 
 
-@dataclass
+@dataclass(kw_only=True)
 class App:
     config: Config
     agent: Agent
     model: ChatModel
     tools: ToolRegistry
-    history: HistoryStore
-    traces: TraceStore
-    locks: ConversationLocks
-    claims: EventClaims
-    cooldowns: Cooldowns
-    stops: StopRequests
-    """Stop clicks received by one process reach the process running the run."""
-    slots: RunSlots
-    """Runs in flight per user (``agent.max_runs_per_user``), across processes."""
+    stores: Stores
+    """Every store (history, traces, locks, claims, slots, settings, files...), in memory or
+    on Redis behind one resilient wrapper."""
     broker: ApprovalBroker
     """Carries a person's decision on an action to the run waiting for it, from any process."""
-    channel_settings: ChannelSettings
-    """What admins set per channel (verbosity), shared by every process."""
-    health: StoreHealth | None = None
-    """Whether the shared store (Redis) answered lately; None without one."""
+    budgets: TokenBudgets
+    """Daily token limits per user and per channel (``budgets.*``), over ``stores.usage``."""
     notes: list[str] = field(default_factory=list)
     """Things to tell the operator once at start (search disabled, demo model, ...)."""
     _closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     mcp: MCPTools | None = None
     """The MCP servers, when any is configured; connected by ``start``."""
     _started: bool = False
-    redis_client: Redis | None = None
-    """The shared store's client, when one is configured."""
-    budgets: TokenBudgets = field(default_factory=lambda: TokenBudgets(InMemoryUsageCounters()))
-    """Daily token limits per user and per channel (``budgets.*``)."""
     catalogue: dict[str, ChatModel] = field(default_factory=dict)
     """The models a channel or a question may pick (``models:``), by catalogue name."""
-    files: FileStore = field(default_factory=InMemoryFileStore)
-    """Passages of the files attached in each conversation (``files.*``)."""
+
+    @property
+    def health(self) -> StoreHealth | None:
+        """Whether the shared store (Redis) answered lately; None without one."""
+        return self.stores.health
+
+    @property
+    def redis_client(self) -> Redis | None:
+        """The shared store's client, when one is configured."""
+        client: Redis | None = self.stores.client
+        return client
 
     def file_limits(self) -> FileLimits:
         files = self.config.files
@@ -149,7 +124,7 @@ class App:
         from adapters.channels import ChannelChoices
 
         return ChannelChoices(
-            self.channel_settings,
+            self.stores.channel_settings,
             self.catalogue,
             self.tools,
             default_model=self.model.name,
@@ -164,7 +139,7 @@ class App:
         observers = _build_telemetry(config, notes, closers)  # first: it closes last
         model = _build_model(config, notes, closers, demo_delay)
         stores = _build_stores(config, closers)
-        tools = _build_tools(config, notes, closers, redis_client=stores.redis_client)
+        tools = _build_tools(config, notes, closers, redis_client=stores.client)
         mcp = _build_mcp(config, tools, closers)
         broker = ApprovalBroker(stores.decisions, stores.pending)
         closers.append(broker.aclose)
@@ -172,12 +147,8 @@ class App:
         agent = Agent(
             model,
             tools,
-            history=stores.history,
-            traces=stores.traces,
-            locks=stores.locks,
-            memory_health=stores.health,
+            stores=stores,
             approve=broker,
-            allowances=stores.allowances,
             observers=observers,
             answer_model=_build_answer_model(config, closers),
             compactor=_build_compactor(config, model),
@@ -202,27 +173,17 @@ class App:
         if config.log_format == "json":  # a run's log lines name the run
             agent.observers.append(RunLogContext())
         return cls(
-            config,
-            agent,
-            model,
-            tools,
-            stores.history,
-            stores.traces,
-            stores.locks,
-            stores.claims,
-            stores.cooldowns,
-            stores.stops,
-            stores.slots,
-            broker,
-            stores.channel_settings,
-            stores.health,
-            notes,
-            closers,
-            mcp,
-            redis_client=stores.redis_client,
+            config=config,
+            agent=agent,
+            model=model,
+            tools=tools,
+            stores=stores,
+            broker=broker,
             budgets=_build_budgets(config, stores),
+            notes=notes,
+            _closers=closers,
+            mcp=mcp,
             catalogue=_build_catalogue(config, notes, closers),
-            files=_build_file_store(config, stores),
         )
 
     async def start(self) -> None:
@@ -469,53 +430,13 @@ def _search_tool(config: Config, api_key: str, redis_client: Redis | None) -> Se
     )
 
 
-def _build_file_store(config: Config, stores: _Stores) -> FileStore:
-    if stores.redis_client is None or stores.health is None:
-        return InMemoryFileStore()
-    from core.redis_store import RedisFileStore
-    from core.resilient import CheckedFileStore
-
-    shared = RedisFileStore(
-        stores.redis_client,
-        prefix=config.redis.prefix,
-        ttl_seconds=int(config.redis.history_ttl_days * 86400),
-    )
-    return CheckedFileStore(shared, health=stores.health)
-
-
-def _build_budgets(config: Config, stores: _Stores) -> TokenBudgets:
-    counters: UsageCounters
-    if stores.redis_client is not None and stores.health is not None:
-        from core.redis_store import RedisUsageCounters
-        from core.resilient import CheckedUsageCounters
-
-        shared = RedisUsageCounters(stores.redis_client, prefix=config.redis.prefix)
-        counters = CheckedUsageCounters(shared, health=stores.health)
-    else:
-        counters = InMemoryUsageCounters()
+def _build_budgets(config: Config, stores: Stores) -> TokenBudgets:
     budgets = config.budgets
     return TokenBudgets(
-        counters,
+        stores.usage,
         per_user=budgets.tokens_per_user_per_day,
         per_channel=budgets.tokens_per_channel_per_day,
     )
-
-
-@dataclass(frozen=True, slots=True)
-class _Stores:
-    history: HistoryStore
-    traces: TraceStore
-    locks: ConversationLocks
-    claims: EventClaims
-    cooldowns: Cooldowns
-    stops: StopRequests
-    slots: RunSlots
-    decisions: DecisionChannel
-    pending: PendingRequests
-    allowances: Allowances
-    channel_settings: ChannelSettings
-    health: StoreHealth | None = None
-    redis_client: Redis | None = None
 
 
 def longest_run(config: Config) -> float:
@@ -527,28 +448,15 @@ def longest_run(config: Config) -> float:
     return agent.deadline + 60 + actions * agent.approval.timeout
 
 
-def _build_stores(config: Config, closers: list[Callable[[], Awaitable[None]]]) -> _Stores:
+def _build_stores(config: Config, closers: list[Callable[[], Awaitable[None]]]) -> Stores:
     redis = config.redis
     lease = config.agent.deadline + 60  # a crashed holder frees its conversation by then
     longest = longest_run(config)  # a live holder renews its lease for up to this
     if redis.url is None:
-        return _Stores(
-            InMemoryHistoryStore(max_turns=redis.history_turns),
-            InMemoryTraceStore(),
-            InMemoryLocks(lease_seconds=lease, hold_at_most=longest),
-            InMemoryEventClaims(),
-            InMemoryCooldowns(),
-            InMemoryStopRequests(),
-            InMemoryRunSlots(),
-            InMemoryDecisions(),
-            InMemoryPending(),
-            InMemoryAllowances(),
-            InMemoryChannelSettings(),
+        return Stores.in_memory(
+            max_turns=redis.history_turns, lock_lease=lease, lock_hold_at_most=longest
         )
-    from core.redis_store import connect
-    from core.resilient import ResilientStores
-
-    stores = connect(
+    stores = Stores.redis(
         redis.url,
         prefix=redis.prefix,
         max_turns=redis.history_turns,
@@ -562,34 +470,4 @@ def _build_stores(config: Config, closers: list[Callable[[], Awaitable[None]]]) 
     # While Redis is away the bot answers without memory (and says so), keeps traces and
     # claims in this process, and skips Redis for a few seconds so a hung server costs one
     # timeout, not one per call.
-    wrapped = ResilientStores.wrap(
-        history=stores.history,
-        traces=stores.traces,
-        locks=stores.locks,
-        claims=stores.claims,
-        cooldowns=stores.cooldowns,
-        stops=stores.stops,
-        slots=stores.slots,
-        decisions=stores.decisions,
-        pending=stores.pending,
-        allowances=stores.allowances,
-        channel_settings=stores.channel_settings,
-        lock_lease=lease,
-        lock_hold_at_most=longest,
-        name=stores.address,
-    )
-    return _Stores(
-        wrapped.history,
-        wrapped.traces,
-        wrapped.locks,
-        wrapped.claims,
-        wrapped.cooldowns,
-        wrapped.stops,
-        wrapped.slots,
-        wrapped.decisions,
-        wrapped.pending,
-        wrapped.allowances,
-        wrapped.channel_settings,
-        wrapped.health,
-        stores.client,
-    )
+    return stores.resilient(lock_lease=lease, lock_hold_at_most=longest)

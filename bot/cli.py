@@ -531,7 +531,7 @@ class _ChatSession:
         with Redis: asked in an earlier command)."""
         if self.last is not None:
             return self.last
-        stored = await app.traces.last(conversation)
+        stored = await app.stores.traces.last(conversation)
         return stored if stored is not None and stored.started_at > self.reset_at else None
 
 
@@ -557,9 +557,9 @@ async def _chat_command(
             for name, what in CHAT_COMMANDS:
                 console.print(f"  {name:<{width}}  {what}", markup=False)
         case "/reset":
-            await app.history.clear(conversation)
+            await app.stores.history.clear(conversation)
             try:
-                await app.files.clear(conversation)
+                await app.stores.files.clear(conversation)
                 files_kept = False
             except StoreUnavailable:
                 files_kept = True
@@ -571,7 +571,7 @@ async def _chat_command(
                 session.last, session.reset_at = None, time.time()
                 console.print("History cleared for this conversation.", style="dim")
         case "/history":
-            messages = await app.history.load(conversation)
+            messages = await app.stores.history.load(conversation)
             if not messages:
                 console.print("(no history)", style="dim")
             for message in messages:
@@ -665,9 +665,9 @@ async def trace_command(
         return await diff_command(app, console, args.trace_a, args.trace_b)
     if args.trace_command == "list":
         if args.conversation is None:
-            traces = await app.traces.recent(limit=args.limit)
+            traces = await app.stores.traces.recent(limit=args.limit)
         else:
-            traces = await app.traces.list(args.conversation, limit=args.limit)
+            traces = await app.stores.traces.list(args.conversation, limit=args.limit)
         if _store_unreachable(app, errors):
             return 1
         text = format_trace_list(traces, conversations=args.conversation is None)
@@ -675,7 +675,7 @@ async def trace_command(
         if not traces and app.config.redis.url is None:
             console.print(_NO_REDIS_HINT, style="dim", markup=False)
         return 0
-    trace = await app.traces.get(args.trace_id)
+    trace = await app.stores.traces.get(args.trace_id)
     if trace is None and _store_unreachable(app, errors):
         return 1
     if trace is None:

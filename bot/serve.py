@@ -137,7 +137,7 @@ async def _start_ops(app: App, chosen: list[str], *, extra: Sequence[RouteAdder]
         from bot.web import LinkSigner, add_trace_pages
 
         signer = LinkSigner.from_config(app.config)
-        pages.append(partial(add_trace_pages, traces=app.traces, signer=signer))
+        pages.append(partial(add_trace_pages, traces=app.stores.traces, signer=signer))
     web_app = build_ops_app(app, metrics=metrics, expected=chosen, extra=pages)
     server = OpsServer(web_app, host=app.config.ops.host, port=app.config.ops.port, metrics=metrics)
     await server.start()

@@ -51,7 +51,7 @@ def discord_files(app: App) -> ConversationFiles | None:
     downloader = discord_downloader(
         app.config.discord.api_base_url, max_bytes=files.max_bytes, timeout=files.download_timeout
     )
-    return ConversationFiles(app.files, downloader, app.file_limits())
+    return ConversationFiles(app.stores.files, downloader, app.file_limits())
 
 
 async def serve_discord(app: App) -> None:
@@ -60,14 +60,8 @@ async def serve_discord(app: App) -> None:
         raise RuntimeError("DISCORD_TOKEN is not set")
     services = Services(
         agent=app.agent,
-        history=app.history,
-        traces=app.traces,
-        claims=app.claims,
+        stores=app.stores,
         settings=discord_settings(app),
-        cooldowns=app.cooldowns,
-        stops=app.stops,
-        slots=app.slots,
-        channel_settings=app.channel_settings,
         budgets=app.budgets,
         choices=app.channel_choices(),
         broker=app.broker,

@@ -70,7 +70,7 @@ def slack_files(app: App, settings: SlackSettings) -> ConversationFiles | None:
         max_bytes=files.max_bytes,
         timeout=files.download_timeout,
     )
-    return ConversationFiles(app.files, downloader, app.file_limits())
+    return ConversationFiles(app.stores.files, downloader, app.file_limits())
 
 
 async def serve_slack(app: App) -> None:
@@ -81,12 +81,8 @@ async def serve_slack(app: App) -> None:
     per_minute = int(settings.workspace_updates_per_minute)
     bot = SlackBot(
         app.agent,
-        claims=app.claims,
-        cooldowns=app.cooldowns,
-        stops=app.stops,
-        slots=app.slots,
+        stores=app.stores,
         broker=app.broker,
-        channel_settings=app.channel_settings,
         budgets=app.budgets,
         choices=app.channel_choices(),
         files=slack_files(app, settings),

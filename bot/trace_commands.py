@@ -126,7 +126,7 @@ def read_prompt(path: str) -> str:
 
 async def find_trace(app: App, trace_id: str, console: Console) -> Trace | None:
     """The stored trace, or None after saying why it is not there."""
-    trace = await app.traces.get(trace_id)
+    trace = await app.stores.traces.get(trace_id)
     if trace is not None:
         return trace
     if app.health is not None and app.health.degraded:
@@ -195,7 +195,7 @@ async def replay_command(
         console.print(why, style="yellow", markup=False, soft_wrap=False)
     stored = f"Replay stored as trace {replay.id} (replay of {original.id})."
     try:
-        await app.traces.save(replay)
+        await app.stores.traces.save(replay)
     except StoreUnavailable:
         stored = "The replay could not be stored: the trace store is unavailable."
     if app.health is not None and app.health.degraded:

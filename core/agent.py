@@ -55,6 +55,7 @@ from core.modes import ToolCall
 from core.observe import Probes, RunObserver, WatchedModel
 from core.outbox import Outbox, ReplyReader, TextRun
 from core.parser import Action
+from core.storage import Stores
 from core.stores import ConversationLocks, TraceStore
 from core.tools import Attachment, ToolRegistry
 from core.trace import (
@@ -109,6 +110,7 @@ class Agent:
         model: ChatModel,
         tools: ToolRegistry,
         *,
+        stores: Stores | None = None,
         history: HistoryStore | None = None,
         traces: TraceStore | None = None,
         locks: ConversationLocks | None = None,
@@ -123,6 +125,14 @@ class Agent:
     ) -> None:
         self.model = model
         self.tools = tools
+        # The bundle every surface shares; a single keyword stands for one store (a bare
+        # agent in a test that needs only history, say) and wins over the bundle's.
+        if stores is not None:
+            history = history or stores.history
+            traces = traces or stores.traces
+            locks = locks or stores.locks
+            allowances = allowances or stores.allowances
+            memory_health = memory_health or stores.health
         self.history = history
         self.traces = traces
         self.locks = locks

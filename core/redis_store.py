@@ -939,6 +939,7 @@ class RedisStores:
     allowances: RedisAllowances
     channel_settings: RedisChannelSettings
     files: RedisFileStore
+    usage: RedisUsageCounters
 
     @property
     def address(self) -> str:
@@ -1016,4 +1017,5 @@ def connect(
         allowances=RedisAllowances(client, prefix=prefix, ttl_seconds=history_ttl),
         channel_settings=RedisChannelSettings(client, prefix=prefix),
         files=RedisFileStore(client, prefix=prefix, ttl_seconds=history_ttl),
+        usage=RedisUsageCounters(client, prefix=prefix),
     )

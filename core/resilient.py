@@ -40,7 +40,6 @@ from core.approval import (
 from core.errors import StoreUnavailable
 from core.history import HistoryStore, Message
 from core.stores import (
-    DEFAULT_LOCK_LEASE,
     ChannelSettings,
     Clock,
     ConversationLocks,
@@ -545,65 +544,3 @@ class CheckedFileStore:
 
     async def clear(self, conversation: str) -> None:
         await self.health.call(None, lambda: self.inner.clear(conversation))
-
-
-@dataclass(frozen=True, slots=True)
-class ResilientStores:
-    """The stores wrapped to degrade, sharing one ``StoreHealth``."""
-
-    history: ResilientHistory
-    traces: ResilientTraceStore
-    locks: ResilientLocks
-    claims: ResilientEventClaims
-    cooldowns: ResilientCooldowns
-    stops: ResilientStopRequests
-    slots: ResilientRunSlots
-    decisions: ResilientDecisions
-    pending: ResilientPending
-    allowances: ResilientAllowances
-    channel_settings: ResilientChannelSettings
-    health: StoreHealth
-
-    @classmethod
-    def wrap(
-        cls,
-        *,
-        history: HistoryStore,
-        traces: TraceStore,
-        locks: ConversationLocks,
-        claims: EventClaims,
-        cooldowns: Cooldowns,
-        stops: StopRequests,
-        slots: RunSlots,
-        decisions: DecisionChannel,
-        pending: PendingRequests,
-        allowances: Allowances,
-        channel_settings: ChannelSettings | None = None,
-        retry_after: float = DEFAULT_RETRY_AFTER,
-        on_unavailable: OnUnavailable | None = None,
-        lock_lease: float = DEFAULT_LOCK_LEASE,
-        lock_hold_at_most: float | None = None,
-        name: str = "the shared store",
-    ) -> ResilientStores:
-        """``lock_lease`` and ``lock_hold_at_most`` bound the in-process locks too."""
-        health = StoreHealth(retry_after=retry_after, on_unavailable=on_unavailable, name=name)
-        return cls(
-            history=ResilientHistory(history, health=health),
-            traces=ResilientTraceStore(traces, health=health),
-            locks=ResilientLocks(
-                locks,
-                health=health,
-                local=InMemoryLocks(lease_seconds=lock_lease, hold_at_most=lock_hold_at_most),
-            ),
-            claims=ResilientEventClaims(inner=claims, health=health),
-            cooldowns=ResilientCooldowns(cooldowns, health=health),
-            stops=ResilientStopRequests(stops, health=health),
-            slots=ResilientRunSlots(slots, health=health),
-            decisions=ResilientDecisions(decisions, health=health),
-            pending=ResilientPending(pending, health=health),
-            allowances=ResilientAllowances(allowances, health=health),
-            channel_settings=ResilientChannelSettings(
-                channel_settings or InMemoryChannelSettings(), health=health
-            ),
-            health=health,
-        )

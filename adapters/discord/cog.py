@@ -71,20 +71,8 @@ from core.agent import Agent, Run
 from core.approval import ApprovalBroker, ApprovalRequest, Decision, Verdict
 from core.budgets import UNREADABLE, InMemoryUsageCounters, TokenBudgets
 from core.errors import StoreUnavailable
-from core.history import HistoryStore
 from core.prompt import PERSONA_CHARS
-from core.stores import (
-    ChannelSettings,
-    Cooldowns,
-    EventClaims,
-    InMemoryChannelSettings,
-    InMemoryCooldowns,
-    InMemoryRunSlots,
-    InMemoryStopRequests,
-    RunSlots,
-    StopRequests,
-    TraceStore,
-)
+from core.storage import Stores
 
 log = logging.getLogger(__name__)
 
@@ -97,34 +85,26 @@ class Services:
     """What the adapter is given by the application (it opens no stores of its own)."""
 
     agent: Agent
-    history: HistoryStore
-    traces: TraceStore
-    claims: EventClaims
+    stores: Stores
+    """Every store, shared with the other shards/processes when Redis is configured."""
     settings: DiscordSettings
     on_live: Callable[[Live], None] | None = None
     """Called with each new LiveMessage (benchmarks and tests read its stats)."""
-    cooldowns: Cooldowns = field(default_factory=InMemoryCooldowns)
-    stops: StopRequests = field(default_factory=InMemoryStopRequests)
-    """Shared with the other shards/processes when Redis is configured."""
-    slots: RunSlots = field(default_factory=InMemoryRunSlots)
-    """Runs in flight per user, shared likewise."""
     broker: ApprovalBroker | None = None
     """Carries a decision on a pending action to its run (the agent's approver)."""
-    channel_settings: ChannelSettings = field(default_factory=InMemoryChannelSettings)
-    """What admins set per channel (``/reactbot``), shared likewise."""
     trace_link: Callable[[str], str | None] | None = None
     """The signed page of a trace, posted last in its thread (None: no links)."""
     budgets: TokenBudgets = field(default_factory=lambda: TokenBudgets(InMemoryUsageCounters()))
-    """Daily token limits per user and channel (``budgets.*``), shared likewise."""
+    """Daily token limits per user and channel (``budgets.*``); unlimited by default."""
     files: ConversationFiles | None = None
     """Attached files as knowledge for the conversation (``files.*``); None: ignored."""
     choices: ChannelChoices | None = None
     """Each channel's model, persona and tools (``/reactbot model|prompt|tools``); None: the
-    agent's defaults everywhere, over ``channel_settings``."""
+    agent's defaults everywhere, over ``stores.channel_settings``."""
 
     def __post_init__(self) -> None:
         if self.choices is None:
-            self.choices = ChannelChoices(self.channel_settings, tools=self.agent.tools)
+            self.choices = ChannelChoices(self.stores.channel_settings, tools=self.agent.tools)
 
 
 # ---- translating Discord objects ----------------------------------------------------------
@@ -554,9 +534,7 @@ class AskCog(commands.Cog):
             surface="Discord",
             access=self._access,
             policy=Policy.of(services.settings),
-            cooldowns=services.cooldowns,
-            slots=services.slots,
-            stops=services.stops,
+            stores=services.stores,
             budgets=services.budgets,
             choices=self._choices,
             files=services.files,
@@ -583,7 +561,7 @@ class AskCog(commands.Cog):
             return
         if message.guild is not None and me not in message.mentions:
             return
-        if not await self.services.claims.claim(f"discord:message:{message.id}"):
+        if not await self.services.stores.claims.claim(f"discord:message:{message.id}"):
             return
         ask = await self._ask(
             message.author,
@@ -616,7 +594,7 @@ class AskCog(commands.Cog):
         model: str | None = None,
         file: discord.Attachment | None = None,
     ) -> None:
-        if not await self.services.claims.claim(f"discord:interaction:{interaction.id}"):
+        if not await self.services.stores.claims.claim(f"discord:interaction:{interaction.id}"):
             return
         ask = await self._ask(
             interaction.user,
@@ -657,7 +635,7 @@ class AskCog(commands.Cog):
         if await self._admit(interaction) is None:
             return
         await interaction.response.defer(ephemeral=True, thinking=True)
-        await self.services.history.clear(self._conversation_of(interaction))
+        await self.services.stores.history.clear(self._conversation_of(interaction))
         if self.services.files is not None:
             await self.services.files.clear(self._conversation_of(interaction))
         await interaction.followup.send("🧹 I forgot this conversation's history.", ephemeral=True)
@@ -667,7 +645,7 @@ class AskCog(commands.Cog):
         if await self._admit(interaction) is None:
             return
         await interaction.response.defer(thinking=True)
-        trace = await self.services.traces.last(self._conversation_of(interaction))
+        trace = await self.services.stores.traces.last(self._conversation_of(interaction))
         if trace is None:
             await interaction.followup.send("No trace yet in this conversation.")
             return
@@ -706,7 +684,7 @@ class AskCog(commands.Cog):
             return
         value = None if level.value == "default" else level.value
         try:
-            await self.services.channel_settings.put(
+            await self.services.stores.channel_settings.put(
                 settings_key(interaction.channel, interaction.channel_id or 0), "verbosity", value
             )
         except StoreUnavailable:
@@ -820,7 +798,7 @@ class AskCog(commands.Cog):
     async def _admit(self, interaction: discord.Interaction) -> Asker | None:
         """A command that starts no run: claim the interaction and check access alone;
         a refusal is answered privately."""
-        if not await self.services.claims.claim(f"discord:interaction:{interaction.id}"):
+        if not await self.services.stores.claims.claim(f"discord:interaction:{interaction.id}"):
             return None
         channel_id = interaction.channel_id or 0
         asker = await self._asker(interaction.user, interaction.channel, channel_id)
@@ -907,7 +885,7 @@ class AskCog(commands.Cog):
     async def sources_pressed(self, interaction: discord.Interaction, run_id: str) -> None:
         """Anyone may ask; the answer is private, the links written out, nobody pinged."""
         try:
-            trace = await self.services.traces.get(run_id)
+            trace = await self.services.stores.traces.get(run_id)
         except StoreUnavailable:
             trace = None
         text = (

@@ -100,17 +100,7 @@ from core.budgets import UNREADABLE, InMemoryUsageCounters, TokenBudgets
 from core.errors import StoreUnavailable
 from core.events import ActionDecided, AnswerDelta, Event, StepStarted
 from core.prompt import PERSONA_CHARS
-from core.stores import (
-    ChannelSettings,
-    Cooldowns,
-    EventClaims,
-    InMemoryChannelSettings,
-    InMemoryCooldowns,
-    InMemoryRunSlots,
-    InMemoryStopRequests,
-    RunSlots,
-    StopRequests,
-)
+from core.storage import Stores
 from core.tools import needs_approval
 
 log = logging.getLogger(__name__)
@@ -223,13 +213,9 @@ class SlackBot:
         self,
         agent: Agent,
         *,
-        claims: EventClaims,
+        stores: Stores,
         settings: SlackSettings,
-        cooldowns: Cooldowns | None = None,
-        stops: StopRequests | None = None,
-        slots: RunSlots | None = None,
         broker: ApprovalBroker | None = None,
-        channel_settings: ChannelSettings | None = None,
         update_budget: Budget | None = None,
         budgets: TokenBudgets | None = None,
         choices: ChannelChoices | None = None,
@@ -241,16 +227,12 @@ class SlackBot:
         self.agent = agent
         self.trace_link = trace_link
         """The signed page of a trace, posted last in its thread (None: no links)."""
-        self.claims = claims
+        self.stores = stores
+        """Every store, shared by every replica when Redis is configured."""
         self.settings = settings
-        self.cooldowns = cooldowns or InMemoryCooldowns()
-        self.stops = stops or InMemoryStopRequests()
-        self.slots = slots or InMemoryRunSlots()
-        self.channel_settings = channel_settings or InMemoryChannelSettings()
-        """What admins set per channel (``/ask-settings``), shared by every replica."""
         self.budgets = budgets or TokenBudgets(InMemoryUsageCounters())
         """Daily token limits per user and channel (``budgets.*``), shared likewise."""
-        self.choices = choices or ChannelChoices(self.channel_settings, tools=agent.tools)
+        self.choices = choices or ChannelChoices(stores.channel_settings, tools=agent.tools)
         """Each channel's model, persona and tools (``/ask-settings model|prompt|tools``)."""
         self.broker = broker
         self.files = files
@@ -285,9 +267,7 @@ class SlackBot:
             surface="Slack",
             access=self._access,
             policy=Policy.of(settings),
-            cooldowns=self.cooldowns,
-            slots=self.slots,
-            stops=self.stops,
+            stores=stores,
             budgets=self.budgets,
             choices=self.choices,
             files=files,
@@ -417,7 +397,7 @@ class SlackBot:
 
     async def _on_command(self, ack: AsyncAck, command: dict[str, Any]) -> None:
         question = from_command(command)
-        if not await self.claims.claim(question.claim_key):
+        if not await self.stores.claims.claim(question.claim_key):
             await ack()  # a duplicate delivery: the first one is being answered
             return
         admitted = await self.answering.admit(self._ask(question))
@@ -458,7 +438,7 @@ class SlackBot:
             return
         value = None if words[1] == "default" else words[1]
         try:
-            await self.channel_settings.put(key, "verbosity", value)
+            await self.stores.channel_settings.put(key, "verbosity", value)
         except StoreUnavailable:
             await ack(
                 text=":warning: I could not save that: the shared store is unavailable. Try again soon.",
@@ -540,7 +520,7 @@ class SlackBot:
             return
         if assistant:
             question = dataclasses.replace(question, assistant=True)
-        if not await self.claims.claim(question.claim_key):
+        if not await self.stores.claims.claim(question.claim_key):
             log.info("dropping a repeat delivery of %s", question.claim_key)
             return
         admitted = await self.answering.admit(self._ask(question))

@@ -29,9 +29,9 @@ async def test_files_config_reaches_the_store_and_the_downloaders(
     env = {"REDIS_URL": redis_url, "SLACK_BOT_TOKEN": "xoxb-1", "SLACK_APP_TOKEN": "xapp-1"}
     app = App.create(load_config(path, env))
     try:
-        assert isinstance(app.files, CheckedFileStore)  # Redis, through the stores' health
-        assert isinstance(app.files.inner, RedisFileStore)
-        await app.files.add("c", passages_of("a.txt", [(None, "hello")]))
+        assert isinstance(app.stores.files, CheckedFileStore)  # Redis, through the stores' health
+        assert isinstance(app.stores.files.inner, RedisFileStore)
+        await app.stores.files.add("c", passages_of("a.txt", [(None, "hello")]))
         assert app.redis_client is not None
         assert 2 * 86400 - 10 < await app.redis_client.ttl(f"{redis_prefix}files:c") <= 2 * 86400
         discord = discord_files(app)

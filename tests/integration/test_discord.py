@@ -30,9 +30,10 @@ from core.errors import ModelUnavailable
 from core.history import InMemoryHistoryStore
 from core.llm import ChatModel, Usage
 from core.scripted import ScriptedModel, Turn
-from core.stores import InMemoryEventClaims, InMemoryLocks, InMemoryTraceStore
+from core.stores import InMemoryLocks, InMemoryTraceStore
 from core.tools import FunctionTool, ToolRegistry
 from tests.fakes.discord_server import CHANNEL_ID, ROLE_ID, Call, FakeDiscord
+from tests.stores import in_memory_stores
 
 INTERVAL = 0.25
 TOLERANCE = 0.05
@@ -130,15 +131,15 @@ async def running(
     harness_lives: list[Live] = []
     services = Services(
         agent,
-        history,
-        traces,
-        InMemoryEventClaims(),
+        in_memory_stores(history=history, traces=traces),
         replace(base, **settings),  # type: ignore[arg-type]
         on_live=harness_lives.append,
     )
     if budgets is not None:
         services.budgets = budgets
-    services.choices = ChannelChoices(services.channel_settings, catalogue or {}, agent.tools)
+    services.choices = ChannelChoices(
+        services.stores.channel_settings, catalogue or {}, agent.tools
+    )
     bot = create_bot(services)
     task = asyncio.create_task(bot.start("fake-token"))
     try:

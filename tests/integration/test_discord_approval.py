@@ -26,12 +26,13 @@ from core.approval import ApprovalBroker, InMemoryAllowances, InMemoryDecisions,
 from core.history import InMemoryHistoryStore
 from core.redis_store import connect
 from core.scripted import ScriptedModel, Turn
-from core.stores import InMemoryEventClaims, InMemoryLocks, InMemoryTraceStore
+from core.stores import InMemoryLocks, InMemoryTraceStore
 from core.tools import FunctionTool, ToolHints, ToolRegistry
 from core.trace import Trace
 from tests.fakes.discord_limits import invalid_form, max_length
 from tests.fakes.discord_server import CHANNEL_ID, ROLE_ID, Call, FakeDiscord
 from tests.integration.test_discord import content_of
+from tests.stores import in_memory_stores
 
 SAVE = "Thought: I will save the note.\nAction: save_note[buy milk]"
 DONE = "Thought: done.\nAction: finish[Saved.]"
@@ -136,9 +137,7 @@ async def bots(
             )
             services = Services(
                 agent,
-                history,
-                traces,
-                InMemoryEventClaims(),
+                in_memory_stores(history=history, traces=traces),
                 DiscordSettings(
                     api_base_url=fake.api_base_url,
                     edit_interval=0.25,

@@ -28,11 +28,12 @@ from core.files import FileLimits, InMemoryFileStore
 from core.history import InMemoryHistoryStore
 from core.llm import ChatModel
 from core.scripted import ScriptedModel, Turn
-from core.stores import InMemoryEventClaims, InMemoryLocks, InMemoryTraceStore
+from core.stores import InMemoryLocks, InMemoryTraceStore
 from tests.fakes.discord_limits import MISSING_PERMISSIONS
 from tests.fakes.discord_server import CHANNEL_ID, Call, FakeDiscord
 from tests.fakes.local_server import serve_locally
 from tests.integration.test_discord import content_of, tools
+from tests.stores import in_memory_stores
 from tests.unit.test_files import make_pdf
 
 LIMIT = 50_000
@@ -91,9 +92,14 @@ async def running(
         layout="text",  # these tests read the plain content; the cards: test_discord_components
     )
     services = Services(
-        agent, InMemoryHistoryStore(), traces, InMemoryEventClaims(), settings, files=files
+        agent,
+        in_memory_stores(history=InMemoryHistoryStore(), traces=traces),
+        settings,
+        files=files,
     )
-    services.choices = ChannelChoices(services.channel_settings, catalogue or {}, agent.tools)
+    services.choices = ChannelChoices(
+        services.stores.channel_settings, catalogue or {}, agent.tools
+    )
     bot = create_bot(services)
     task = asyncio.create_task(bot.start("fake-token"))
     try:

@@ -21,9 +21,10 @@ from core.agent import Agent
 from core.history import InMemoryHistoryStore
 from core.redis_store import connect
 from core.scripted import ScriptedModel, Turn
-from core.stores import InMemoryEventClaims, InMemoryLocks, InMemoryTraceStore
+from core.stores import InMemoryLocks, InMemoryTraceStore
 from tests.fakes.discord_server import CHANNEL_ID, FakeDiscord
 from tests.integration.test_discord import CALC_THEN_ANSWER, content_of, tools
+from tests.stores import in_memory_stores
 
 STALLING = [Turn("Thought: let me think about this for a long time", chunk_size=5, stall_after=3)]
 
@@ -62,11 +63,12 @@ async def replicas(
             model, traces = ScriptedModel(list(script)), InMemoryTraceStore()
             history = InMemoryHistoryStore()
             agent = Agent(model, tools(), history=history, traces=traces, locks=InMemoryLocks())
+            shared = in_memory_stores(
+                history=history, traces=traces, cooldowns=stores.cooldowns, stops=stores.stops
+            )
             services = Services(
                 agent,
-                history,
-                traces,
-                InMemoryEventClaims(),
+                shared,
                 DiscordSettings(
                     api_base_url=fake.api_base_url,
                     edit_interval=0.25,
@@ -75,8 +77,6 @@ async def replicas(
                     layout="text",
                     **settings,  # type: ignore[arg-type]
                 ),
-                cooldowns=stores.cooldowns,
-                stops=stores.stops,
             )
             bot = create_bot(services)
             tasks.append(asyncio.create_task(bot.start("fake-token")))

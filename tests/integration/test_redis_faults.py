@@ -16,7 +16,8 @@ import redis.exceptions
 from core.errors import StoreUnavailable
 from core.history import Message
 from core.redis_store import RedisStores, connect
-from core.resilient import ResilientStores
+from core.resilient import StoreHealth
+from core.storage import Stores
 from core.trace import Trace
 from tests.integration.conftest import RedisServer
 
@@ -34,20 +35,8 @@ async def timed(action: Callable[[], Awaitable[T]]) -> tuple[T, float]:
     return result, time.monotonic() - started
 
 
-def wrap(stores: RedisStores, *, retry_after: float) -> ResilientStores:
-    return ResilientStores.wrap(
-        history=stores.history,
-        traces=stores.traces,
-        locks=stores.locks,
-        claims=stores.claims,
-        cooldowns=stores.cooldowns,
-        stops=stores.stops,
-        slots=stores.slots,
-        decisions=stores.decisions,
-        pending=stores.pending,
-        allowances=stores.allowances,
-        retry_after=retry_after,
-    )
+def wrap(stores: RedisStores, *, retry_after: float) -> Stores:
+    return Stores.on(stores).resilient(health=StoreHealth(retry_after=retry_after))
 
 
 @pytest.fixture
@@ -185,16 +174,16 @@ async def test_token_counts_files_and_the_shared_update_budget_share_the_stores_
     try:
         budget = app.rate_budget("slack:chat.update", limit=50)
         assert app.health is not None and budget is not None
-        assert await app.files.load("c") == []  # answering
+        assert await app.stores.files.load("c") == []  # answering
         redis_server.pause()
         try:
-            _, seconds = await timed(lambda: _refused(app.files.load("c")))
+            _, seconds = await timed(lambda: _refused(app.stores.files.load("c")))
             assert seconds < FAST and app.health.failures == 1
             refusal, seconds = await timed(lambda: app.budgets.refusal("u", "channel"))
             assert refusal is None and seconds < 0.05  # not checked, rather than not answered
             _, seconds = await timed(lambda: _refused(budget.take(0)))
             assert seconds < 0.05
-            _, seconds = await timed(lambda: _refused(app.files.add("c", [])))
+            _, seconds = await timed(lambda: _refused(app.stores.files.add("c", [])))
             assert seconds < 0.05
             assert app.health.failures == 1 and app.health.degraded
         finally:

@@ -33,14 +33,13 @@ from core.redis_store import RedisRateBudget, RedisStores
 from core.scripted import ScriptedModel, Turn
 from core.stores import (
     Cooldowns,
-    InMemoryChannelSettings,
-    InMemoryEventClaims,
     InMemoryLocks,
     InMemoryTraceStore,
     StopRequests,
 )
 from core.tools import FunctionTool, ToolRegistry, ToolResult
 from tests.fakes.slack_server import BOT_USER_ID, TEAM_ID, FakeSlack, Message, message_text
+from tests.stores import in_memory_stores
 
 SECRET = "test-signing-secret-0123456789"
 INTERVAL = 0.25
@@ -212,15 +211,14 @@ async def make(fake: FakeSlack) -> AsyncIterator[Callable[..., Any]]:
             shutdown_grace=3.0,
         )
         settings = replace(settings, **overrides)
+        stores = in_memory_stores(cooldowns=cooldowns, stops=stops)
+        shared = stores.channel_settings
         bot = SlackBot(
             agent,
-            claims=InMemoryEventClaims(),
+            stores=stores,
             settings=settings,
-            cooldowns=cooldowns,
-            stops=stops,
             update_budget=update_budget,
             budgets=budgets,
-            channel_settings=(shared := InMemoryChannelSettings()),
             choices=ChannelChoices(shared, catalogue or {}, tools, default_model=model.name),
         )
         await bot.start()

@@ -45,7 +45,7 @@ from core.errors import StoreUnavailable
 from core.history import InMemoryHistoryStore
 from core.redis_store import RedisStores
 from core.scripted import ScriptedModel, Turn
-from core.stores import InMemoryEventClaims, InMemoryLocks, InMemoryTraceStore
+from core.stores import InMemoryLocks, InMemoryTraceStore
 from core.tools import FunctionTool, ToolHints, ToolRegistry
 from tests.fakes.slack_server import (
     BOT_USER_ID,
@@ -57,6 +57,7 @@ from tests.fakes.slack_server import (
     validate_view,
 )
 from tests.integration.test_slack_app import ASKER, CHANNEL, SECRET, Harness, eventually
+from tests.stores import in_memory_stores
 
 PATH = '{"path": "drafts/q3.md"}'
 THOUGHT = "The user asked me to delete the draft; the tool can do it."
@@ -231,7 +232,7 @@ async def make(fake: FakeSlack) -> AsyncIterator[Callable[..., Any]]:
         )
         bot = SlackBot(
             agent,
-            claims=InMemoryEventClaims(),
+            stores=in_memory_stores(),
             settings=replace(settings, **overrides),
             broker=broker,
         )

@@ -25,7 +25,6 @@ from core.openai_model import OpenAIChatModel
 from core.scripted import ScriptedModel, Turn
 from core.stores import (
     InMemoryChannelSettings,
-    InMemoryEventClaims,
     InMemoryLocks,
     InMemoryTraceStore,
 )
@@ -35,6 +34,7 @@ from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.slack_server import BOT_USER_ID, FakeSlack, message_text
 from tests.integration.test_slack_app import ASKER, CHANNEL, SECRET, Harness, calculate
 from tests.integration.test_vision import PNG
+from tests.stores import in_memory_stores
 from tests.unit.test_files import make_pdf
 
 LIMIT = 50_000
@@ -110,10 +110,9 @@ async def served() -> AsyncIterator[Callable[..., Any]]:
         choices = ChannelChoices(channel_settings, catalogue or {}, agent.tools)
         bot = SlackBot(
             agent,
-            claims=InMemoryEventClaims(),
+            stores=in_memory_stores(channel_settings=channel_settings),
             settings=settings,
             files=files,
-            channel_settings=channel_settings,
             choices=choices,
         )
         await bot.start()

@@ -15,7 +15,6 @@ from adapters.slack.settings import SlackSettings
 from bot.app import App
 from bot.config import AgentConfig, ApprovalConfig, Config, Secrets, SlackConfig
 from bot.serve_slack import serve_slack, slack_settings
-from core.stores import InMemoryEventClaims
 from tests.fakes.slack_server import FakeSlack
 from tests.integration.test_serve import wait_for_http
 
@@ -78,7 +77,7 @@ async def test_socket_mode_handler_is_built_from_the_app_token() -> None:
     app = App.create(Config())
     try:
         settings = SlackSettings(bot_token="xoxb-test", app_token="xapp-test", mode="socket")
-        bot = SlackBot(app.agent, claims=InMemoryEventClaims(), settings=settings)
+        bot = SlackBot(app.agent, stores=app.stores, settings=settings)
         handler = AsyncSocketModeHandler(bot.app, settings.app_token)
         assert handler.client.app_token == "xapp-test"
         assert handler.client.web_client is bot.client  # same base_url and retry handlers

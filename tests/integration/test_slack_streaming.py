@@ -305,7 +305,7 @@ async def test_answer_verbosity_streams_only_the_answer_and_opens_no_thread(
     from adapters.slack.bot import settings_key
 
     h: Harness = await make(tool_then_answer())
-    await h.bot.channel_settings.put(settings_key(TEAM_ID, DM), "verbosity", "answer")
+    await h.bot.stores.channel_settings.put(settings_key(TEAM_ID, DM), "verbosity", "answer")
     asked = await dm(h, "What is 17*23?")
     await h.settled()
     stream = only_stream(fake)
@@ -318,7 +318,7 @@ async def test_compact_verbosity_shows_task_titles_only(make: Any, fake: FakeSla
     from adapters.slack.bot import settings_key
 
     h: Harness = await make(tool_then_answer(delay=0.02))
-    await h.bot.channel_settings.put(settings_key(TEAM_ID, DM), "verbosity", "compact")
+    await h.bot.stores.channel_settings.put(settings_key(TEAM_ID, DM), "verbosity", "compact")
     await dm(h, "What is 17*23?")
     await h.settled()
     stream = only_stream(fake)

@@ -32,13 +32,14 @@ from core.agent import Agent
 from core.history import InMemoryHistoryStore
 from core.redis_store import RedisTraceStore
 from core.scripted import ScriptedModel
-from core.stores import InMemoryEventClaims, InMemoryLocks, InMemoryTraceStore, TraceStore
+from core.stores import InMemoryLocks, InMemoryTraceStore, TraceStore
 from tests.fakes.discord_server import CHANNEL_ID, FakeDiscord
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.slack_server import message_text
 from tests.integration import test_slack_app
 from tests.integration.test_discord import CALC_THEN_ANSWER, content_of, tools
 from tests.integration.test_slack_app import CHANNEL, Harness, tool_then_answer
+from tests.stores import in_memory_stores
 
 fake = test_slack_app.fake  # the Slack harness's fixtures, used here by name
 make = test_slack_app.make
@@ -87,7 +88,10 @@ async def test_the_last_post_of_a_discord_trace_thread_links_to_the_page() -> No
             layout="text",  # the components layout's link: test_discord_layout.py
         )
         services = Services(
-            agent, history, traces, InMemoryEventClaims(), settings, trace_link=signer.link
+            agent,
+            in_memory_stores(history=history, traces=traces),
+            settings,
+            trace_link=signer.link,
         )
         bot = create_bot(services)
         task = asyncio.create_task(bot.start("fake-token"))
