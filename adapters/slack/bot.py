@@ -92,7 +92,13 @@ from adapters.slack.render import (
 )
 from adapters.slack.settings import SlackSettings
 from adapters.slack.stream_render import FEEDBACK_ACTION_ID, parse_feedback
-from adapters.slack.streaming import NativeStream, StreamPacers, StreamUnsupported
+from adapters.slack.streaming import (
+    StreamPacers,
+    StreamPayload,
+    StreamRenderer,
+    StreamSurface,
+    StreamUnsupported,
+)
 from adapters.slack.surface import NotInChannel, SlackSurface, make_client, post_root
 from core.agent import Agent, Run
 from core.approval import ApprovalBroker, ApprovalRequest, Decision
@@ -702,17 +708,6 @@ class SlackBot:
             return None
         return thread
 
-    async def _post_trace(self, stream: NativeStream, view: RunView) -> None:
-        trace = view.trace
-        if trace is None or view.verbosity == "answer":
-            return  # stored; `/trace` and `reactbot trace show` have it
-        try:
-            renderer = SlackRenderer(run_id=trace.id, trace_link=self.trace_link)
-            posts = renderer.trace_posts(trace, whole_answer=False)
-            await stream.trace_surface(self.client).post_trace(trace, posts)
-        except Exception:  # the answer is already visible; a missing thread is logged
-            log.exception("could not post the trace of run %s", trace.id)
-
     async def _with_status(
         self, question: Question, events: AsyncIterator[Event]
     ) -> AsyncGenerator[Event, None]:
@@ -810,7 +805,7 @@ class SlackReply:
         self.bot, self.question = bot, question
         self.root = ""
         """The root message (chat.update), or the thread the stream replies in."""
-        self.stream: NativeStream | None = None
+        self.stream: StreamSurface | None = None
 
     async def open(self, verbosity: Verbosity) -> str | None:
         q, bot = self.question, self.bot
@@ -832,19 +827,16 @@ class SlackReply:
         """Start Slack's agent stream in ``thread``; False when Slack will not stream here
         (the answer goes by chat.update instead)."""
         q, bot = self.question, self.bot
-        stream = NativeStream(
+        stream = StreamSurface(
             bot.client,
             bot.stream_pacers,
             channel=q.channel,
             thread_ts=thread,
             recipient_user_id=q.user,
             recipient_team_id=q.team,
-            view=RunView(question=q.text, asker=q.user, verbosity=verbosity),
-            run_id="",  # known once the run starts, after the stream did
-            tick=max(1.0, bot.settings.update_interval),
         )
         try:
-            await stream.start()
+            await stream.start(RunView(question=q.text, asker=q.user, verbosity=verbosity))
         except StreamUnsupported as exc:
             log.info("streaming is not available in %s (%s): using chat.update", q.channel, exc)
             return False
@@ -856,9 +848,16 @@ class SlackReply:
 
     async def show(self, run: Run, view: RunView) -> Follower:
         q, bot = self.question, self.bot
+        tick = max(1.0, bot.settings.update_interval)
         if self.stream is not None:
-            self.stream.view, self.stream.run_id = view, run.trace.id
-            return _StatusShown(self.stream, bot, q) if q.assistant else self.stream
+            streamed: LiveMessage[StreamPayload] = LiveMessage(
+                self.stream,
+                StreamRenderer(run.trace.id, trace_link=bot.trace_link),
+                bot.stream_pacers.append,
+                view=view,
+                tick=tick,
+            )
+            return _StatusShown(streamed, bot, q) if q.assistant else streamed
         surface = SlackSurface(bot.client, channel=q.channel, ts=self.root, thread_ts=q.thread_ts)
         renderer = SlackRenderer(
             run_id=run.trace.id,
@@ -866,7 +865,6 @@ class SlackReply:
             approval_timeout=bot.agent.settings.approval_timeout,
             trace_link=bot.trace_link,
         )
-        tick = max(1.0, bot.settings.update_interval)
         return LiveMessage(surface, renderer, bot.pacer, view=view, tick=tick)
 
     async def note(self, text: str) -> None:
@@ -877,14 +875,15 @@ class SlackReply:
             await self.bot._assistant_status(self.question, "")
 
     async def after(self, view: RunView) -> None:
-        if self.stream is not None:
-            await self.bot._post_trace(self.stream, view)
+        return None  # the follower posted the trace thread
 
 
 class _StatusShown:
     """A stream that also shows the run's phase as its assistant thread's status."""
 
-    def __init__(self, stream: NativeStream, bot: SlackBot, question: Question) -> None:
+    def __init__(
+        self, stream: LiveMessage[StreamPayload], bot: SlackBot, question: Question
+    ) -> None:
         self.stream, self.bot, self.question = stream, bot, question
 
     @property

@@ -3,6 +3,12 @@
 ``adapters.slack.stream_render``: a plan of task cards, one per step, updated live, then the
 answer streaming in, and at stop the totals and 👍 / 👎.
 
+It is a surface of ``adapters.live.LiveMessage`` like every other: LiveMessage owns the
+pacing loop (the dirty flag, the live-edit grace, first/live/final priorities, the final
+attempts and the trace thread); ``StreamRenderer`` turns the run's view into the state the
+reply should show, and ``StreamSurface`` *appends* to the reply what that state adds to what
+it already sent (a ``chat.update`` surface replaces its message instead).
+
 Paced by each method's rate tier, per workspace (``StreamPacers``): ``chat.appendStream``
 Tier 4 (100+ per minute) with the channel's live interval between appends,
 ``chat.startStream`` and ``chat.stopStream`` Tier 2 (20+ per minute). Appends coalesce: each
@@ -25,21 +31,18 @@ What Slack answers, and what happens::
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
-import time
-from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import aiohttp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from adapters.live import LiveStats, RunView
-from adapters.pacing import Budget, EditPacer, Priority, per_minute
-from adapters.slack.render import SlackRenderer
+from adapters.live import EditDeferred, EditRejected, RateLimited, RunView
+from adapters.pacing import Budget, EditPacer, per_minute
+from adapters.slack.render import SlackMessage, SlackRenderer
 from adapters.slack.stream_render import (
     MARKDOWN_LIMIT,
     Chunk,
@@ -62,7 +65,7 @@ from adapters.slack.surface import (
     retry_after,
 )
 from core.errors import ReactbotError
-from core.events import AnswerDelta, Event, ThoughtDelta
+from core.trace import Trace
 
 log = logging.getLogger(__name__)
 
@@ -104,13 +107,75 @@ class StreamPacers:
         )
 
 
-Outcome = Literal["sent", "retry", "dropped", "dead"]
+@dataclass(frozen=True, slots=True)
+class StreamState:
+    """What the streamed reply should show now: LiveMessage's payload for this surface."""
+
+    tasks: tuple[Chunk, ...]
+    """Every task card as it should read (``task_chunks``)."""
+    answer: str
+    """The answer so far, as the model wrote it (made safe when sent)."""
+    final: bool = False
+    ending: str = ""
+    """What a failed or stopped run adds at the end (already safe)."""
+    blocks: tuple[Chunk, ...] = ()
+    """Below the finished reply: the totals and 👍 / 👎 (``stop_blocks``)."""
+    fallback: SlackMessage | None = None
+    """The final state as a message of its own, for a stream that died."""
 
 
-class NativeStream:
-    """Streams one run into one reply of a thread."""
+StreamPayload = StreamState | SlackMessage
+"""A stream surface is edited with states; its trace thread is posted as messages."""
 
-    LIVE_GRACE = 5.0
+
+class StreamRenderer:
+    """``adapters.live.Renderer`` for a streamed reply: the view as a ``StreamState``."""
+
+    def __init__(
+        self, run_id: str = "", *, trace_link: Callable[[str], str | None] | None = None
+    ) -> None:
+        self.run_id = run_id
+        self.trace_link = trace_link
+
+    def live(self, view: RunView) -> StreamState:
+        return StreamState(tuple(task_chunks(view)), view.answer)
+
+    def final(self, view: RunView) -> StreamState:
+        return StreamState(
+            tuple(task_chunks(view)),
+            view.answer,
+            final=True,
+            ending=ending_markdown(view),
+            blocks=tuple(stop_blocks(view, self.run_id)),
+            fallback=SlackRenderer(run_id=self.run_id).final(view),
+        )
+
+    def compact(self, view: RunView) -> StreamState:
+        return replace(self.final(view), blocks=())
+
+    def plain(self, text: str) -> StreamState:
+        fallback = SlackRenderer(run_id=self.run_id).plain(text)
+        ending = safe_markdown(text.strip()[: MARKDOWN_LIMIT // 2])
+        return StreamState((), "", final=True, ending=ending, fallback=fallback)
+
+    def trace_posts(
+        self, trace: Trace, *, whole_answer: bool = False, steps: bool = True
+    ) -> list[StreamPayload]:
+        """The thread under the reply; none at ``answer`` verbosity (the stream carried the
+        whole answer, so it never needs repeating there)."""
+        if not steps:
+            return []
+        renderer = SlackRenderer(run_id=trace.id, trace_link=self.trace_link)
+        return list(renderer.trace_posts(trace, whole_answer=False))
+
+
+Failure = Literal["rate_limited", "transient", "dead", "refused"]
+
+
+class StreamSurface:
+    """``adapters.live.Surface`` that appends: each edit sends what the new state adds to what
+    the reply already shows (the tasks that changed, then the answer text not sent yet), and
+    the final edit ends the stream (or, once it died, posts the final state anew)."""
 
     def __init__(
         self,
@@ -121,9 +186,6 @@ class NativeStream:
         thread_ts: str,
         recipient_user_id: str,
         recipient_team_id: str,
-        view: RunView,
-        run_id: str,
-        tick: float = 1.0,
     ) -> None:
         self.client = client
         self.pacers = pacers
@@ -131,33 +193,33 @@ class NativeStream:
         self.thread_ts = thread_ts
         self.recipient_user_id = recipient_user_id or None
         self.recipient_team_id = recipient_team_id or None
-        self.view = view
-        self.run_id = run_id
-        self.tick = tick
         self.ts: str | None = None
         """The streamed message (after a continuation, the newest one)."""
         self.messages: list[str] = []
-        self.stats = LiveStats()
+        self.extra_requests = 0
+        """Requests beyond one per edit (LiveMessage charges them to the channel's pace)."""
         self._sent_tasks: dict[str, Chunk] = {}
         self._answer_base = ""
         """The answer text a prefix of which was streamed (it may start over)."""
         self._answer_sent = 0
         self._separator = ""
+        self._ending_sent = False
         self._dead = False
         self._fresh = False
         """The stream was just continued in a new message: no answer text taken by it yet."""
         self._piece_limit = MARKDOWN_LIMIT
-        self._dirty = asyncio.Event()
-        self._stopping = False
-        self._pushing = False
+
+    @property
+    def channel_key(self) -> str:
+        return self.channel
 
     # ---- start ----------------------------------------------------------------------------
-    async def start(self) -> None:
+    async def start(self, view: RunView) -> None:
         """Open the stream with the plan's title; StreamUnsupported if Slack will not."""
         async with self.pacers.start.slot(self.channel, priority="first"):
             try:
-                plan = [{"type": "plan_update", "title": plan_title(self.view)}]
-                shown = self.view.verbosity != "answer"  # there, only the answer appears
+                plan = [{"type": "plan_update", "title": plan_title(view)}]
+                shown = view.verbosity != "answer"  # there, only the answer appears
                 self.ts = await self._start_stream(**({"chunks": plan} if shown else {}))
             except SlackApiError as exc:
                 if is_rate_limited(exc):
@@ -179,63 +241,52 @@ class NativeStream:
         self.messages.append(ts)
         return ts
 
-    # ---- follow ---------------------------------------------------------------------------
-    async def follow(self, events: AsyncIterator[Event]) -> RunView:
-        """Stream the run's events until the final one; the reply ends in a final state."""
-        with self.pacers.append.following():
-            flusher = asyncio.get_running_loop().create_task(self._flush_loop())
-            try:
-                async for event in events:
-                    if self.stats.first_text_at is None and isinstance(
-                        event, ThoughtDelta | AnswerDelta
-                    ):
-                        self.stats.first_text_at = time.monotonic()
-                    self.view.apply(event)
-                    self._dirty.set()
-                    if self.view.is_final:
-                        break
-            finally:
-                await self._stop_flusher(flusher)
-            if not self.view.is_final:
-                self.view.phase, self.view.reason = "failed", "The run ended without a result."
-            self.stats.final_at = time.monotonic()
-            await self._finish()
-        return self.view
+    # ---- edits ----------------------------------------------------------------------------
+    async def edit(self, payload: StreamPayload) -> None:
+        if not isinstance(payload, StreamState):
+            raise EditRejected("a streamed reply is edited with stream states only")
+        if payload.final:
+            await self._finish(payload)
+        else:
+            await self._push(payload)
 
-    async def _stop_flusher(self, flusher: asyncio.Task[None]) -> None:
-        self._stopping = True
-        if self._pushing:  # an append already sent: let it land before the final ones
-            with contextlib.suppress(Exception, asyncio.CancelledError):
-                await asyncio.wait_for(asyncio.shield(flusher), self.LIVE_GRACE)
-        flusher.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            try:
-                await flusher
-            except Exception:
-                log.exception("live streaming failed")
+    async def _push(self, state: StreamState) -> None:
+        """Every task that changed, then the rest of the answer in pieces Slack takes."""
+        requests = 0
+        while not self._dead:
+            content, advance = self._next(state)
+            if content is None:
+                return
+            if requests:
+                self.extra_requests += 1
+            requests += 1
+            if await self._append(content):
+                advance()
 
-    async def _flush_loop(self) -> None:
-        while not self._stopping and not self._dead:
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self.tick):
-                    await self._dirty.wait()
-            self._dirty.clear()
-            if not self._pending():
-                continue
-            priority: Priority = "first" if self.stats.edits == 0 else "live"
-            async with self.pacers.append.slot(self.channel, priority=priority):
-                if self._stopping:
-                    return
-                self._pushing = True
-                try:
-                    await self._push()
-                finally:
-                    self._pushing = False
+    def _next(self, state: StreamState) -> tuple[dict[str, Any] | None, Callable[[], None]]:
+        """The next append's content, and what to mark sent once Slack took (or refused) it."""
+        tasks = self._changed_tasks(state.tasks)
+        if tasks:
 
-    def _changed_tasks(self) -> list[Chunk]:
+            def tasks_sent() -> None:
+                self._sent_tasks.update((c["id"], c) for c in tasks)
+
+            return {"chunks": tasks}, tasks_sent
+        rest = self._answer_rest(state.answer)
+        if not rest:
+            return None, lambda: None
+        end = fitting_end(rest, 0, self._piece_limit - len(self._separator))
+
+        def piece_sent() -> None:
+            self._answer_sent += end
+            self._separator = ""
+            self._fresh = False
+
+        return {"markdown_text": self._separator + safe_markdown(rest[:end])}, piece_sent
+
+    def _changed_tasks(self, current: tuple[Chunk, ...]) -> list[Chunk]:
         """The cards to send: each that changed, and each shown earlier that the run has
         since moved past (a step's thinking that became the answer) as complete."""
-        current = task_chunks(self.view)
         ids = {c["id"] for c in current}
         passed = [
             {**chunk, "status": "complete"}
@@ -244,8 +295,7 @@ class NativeStream:
         ]
         return passed + [c for c in current if self._sent_tasks.get(c["id"]) != c]
 
-    def _answer_rest(self) -> str:
-        answer = self.view.answer
+    def _answer_rest(self, answer: str) -> str:
         if not answer.startswith(self._answer_base[: self._answer_sent]):
             # The answer started over (a format retry, the answer model): what was streamed
             # stays; the new text follows it, set apart.
@@ -254,72 +304,50 @@ class NativeStream:
         self._answer_base = answer
         return answer[self._answer_sent :]
 
-    def _pending(self) -> bool:
-        return bool(self._changed_tasks()) or bool(self._answer_rest())
-
-    async def _push(self) -> Outcome:
-        """One append: the tasks that changed, else the next piece of the answer."""
-        tasks = self._changed_tasks()
-        if tasks:
-            outcome = await self._append(chunks=tasks)
-            if outcome in ("sent", "dropped"):
-                self._sent_tasks.update((c["id"], c) for c in tasks)
-            return outcome
-        rest = self._answer_rest()
-        if not rest:
-            return "sent"
-        room = self._piece_limit - len(self._separator)
-        end = fitting_end(rest, 0, room)
-        outcome = await self._append(markdown_text=self._separator + safe_markdown(rest[:end]))
-        if outcome in ("sent", "dropped"):
-            self._answer_sent += end
-            self._separator = ""
-            self._fresh = False
-        return outcome
-
-    async def _append(self, **content: Any) -> Outcome:
-        if self._dead or self.ts is None:
-            return "dead"
+    async def _append(self, content: dict[str, Any]) -> bool:
+        """One ``chat.appendStream``; True when its content is done with (sent, or refused
+        and skipped), False when it is to be sent again (the stream went on in a new
+        message). Rate limits and transient faults are raised for LiveMessage to pace."""
         try:
-            await self.client.chat_appendStream(channel=self.channel, ts=self.ts, **content)
+            await self.client.chat_appendStream(channel=self.channel, ts=self.ts or "", **content)
         except SlackApiError as exc:
-            error = api_error(exc)
-            if error == NOT_STREAMING:
-                return await self._continue()
-            return self._failed(APPEND, self.pacers.append, exc)
+            if api_error(exc) == NOT_STREAMING:
+                await self._continue()
+                return False
+            return self._failed(APPEND, exc)
         except (aiohttp.ClientError, TimeoutError) as exc:
-            log.warning("chat.appendStream in %s failed: %r", self.channel, exc)
-            self.pacers.append.postpone(self.channel, TRANSIENT_BACKOFF)
-            return "retry"
-        self._sent()
-        return "sent"
+            raise EditDeferred(TRANSIENT_BACKOFF, f"chat.appendStream failed: {exc!r}") from exc
+        return True
 
-    def _sent(self) -> None:
-        now = time.monotonic()
-        self.stats.edits += 1
-        self.stats.edit_times.append(now)
-        if self.stats.first_visible_at is None and self.stats.first_text_at is not None:
-            self.stats.first_visible_at = now
+    def _failed(self, method: str, exc: SlackApiError) -> bool:
+        match self._kind(exc):
+            case "rate_limited":
+                raise RateLimited(retry_after(exc), shared=True) from exc
+            case "transient":
+                raise EditDeferred(TRANSIENT_BACKOFF, f"{method}: {api_error(exc)}") from exc
+            case "dead":
+                self._gone(method, exc)
+            case "refused":
+                log.error("%s refused what reactbot sent (%s): skipped", method, exc)
+        return True
 
-    def _failed(self, method: str, pacer: EditPacer, exc: SlackApiError) -> Outcome:
+    def _kind(self, exc: SlackApiError) -> Failure:
         error = api_error(exc)
         if is_rate_limited(exc):
-            self.stats.rate_limited += 1
-            pacer.rate_limit_hit(self.channel, retry_after(exc), shared=True)
-            return "retry"
+            return "rate_limited"
         if error in _TRANSIENT or getattr(exc.response, "status_code", 200) >= 500:
-            pacer.postpone(self.channel, TRANSIENT_BACKOFF)
-            return "retry"
+            return "transient"
         if error in _GONE or error in _AUTH:
-            level = logging.WARNING if error in _GONE else logging.ERROR
-            log.log(level, "%s of %s in %s failed: %s", method, self.ts, self.channel, error)
-            self._dead = True
             return "dead"
-        self.stats.rejected += 1
-        log.error("%s refused what reactbot sent (%s): skipped", method, error or exc)
-        return "dropped"
+        return "refused"
 
-    async def _continue(self) -> Outcome:
+    def _gone(self, method: str, exc: SlackApiError) -> None:
+        error = api_error(exc)
+        level = logging.WARNING if error in _GONE else logging.ERROR
+        log.log(level, "%s of %s in %s failed: %s", method, self.ts, self.channel, error)
+        self._dead = True
+
+    async def _continue(self) -> None:
         """Slack closed the stream: the reply goes on in a new message of the same thread
         (the caller sends what was refused again). Refused on a new message too, the pieces
         get smaller; at the smallest, the stream is given up (the final state is posted)."""
@@ -328,7 +356,7 @@ class NativeStream:
             if self._piece_limit < MIN_PIECE:
                 log.warning("Slack keeps closing the stream in %s; giving up", self.channel)
                 self._dead = True
-                return "dead"
+                return
         log.info("the stream %s in %s was closed by Slack; continuing", self.ts, self.channel)
         self._sent_tasks.clear()  # the new message shows the tasks again as they change
         try:
@@ -336,32 +364,22 @@ class NativeStream:
         except (SlackApiError, aiohttp.ClientError, TimeoutError) as exc:
             log.warning("could not continue the stream in %s: %r", self.channel, exc)
             self._dead = True
-            return "dead"
+            return
         self._fresh = True
-        return "retry"
 
     # ---- the end --------------------------------------------------------------------------
-    async def _finish(self) -> None:
+    async def _finish(self, state: StreamState) -> None:
         """Every task in its final status, the rest of the answer, how it ended, then stop
-        with the totals and the feedback buttons."""
-        attempts = 0
-        while not self._dead and self._pending() and attempts < FINAL_ATTEMPTS * 4:
-            async with self.pacers.append.slot(self.channel, priority="final"):
-                outcome = await self._push()
-            attempts += outcome == "retry"
-        ending = ending_markdown(self.view)
-        if ending and not self._dead:
-            for _ in range(FINAL_ATTEMPTS):
-                async with self.pacers.append.slot(self.channel, priority="final"):
-                    if await self._append(markdown_text=ending) != "retry":
-                        break
-        if not self._dead and await self._stop():
-            self.stats.final_visible_at = time.monotonic()
+        with the totals and the feedback buttons; a dead stream's final state is posted."""
+        await self._push(state)
+        if state.ending and not self._dead and not self._ending_sent:
+            self.extra_requests += 1
+            self._ending_sent = await self._append({"markdown_text": state.ending})
+        if not self._dead and await self._stop(list(state.blocks)):
             return
-        await self._post_final()
+        await self._post_final(state.fallback)
 
-    async def _stop(self) -> bool:
-        blocks = stop_blocks(self.view, self.run_id)
+    async def _stop(self, blocks: list[Chunk]) -> bool:
         for _ in range(FINAL_ATTEMPTS):
             async with self.pacers.stop.slot(self.channel, priority="final"):
                 try:
@@ -372,15 +390,20 @@ class NativeStream:
                 except SlackApiError as exc:
                     if api_error(exc) == NOT_STREAMING:  # closed by Slack meanwhile
                         return await self._stop_in_new_message(blocks)
-                    outcome = self._failed(STOP, self.pacers.stop, exc)
+                    kind = self._kind(exc)
+                    if kind == "rate_limited":
+                        self.pacers.stop.rate_limit_hit(self.channel, retry_after(exc), shared=True)
+                    elif kind == "transient":
+                        self.pacers.stop.postpone(self.channel, TRANSIENT_BACKOFF)
+                    elif kind == "dead":
+                        self._gone(STOP, exc)
+                        return False
+                    else:
+                        log.error("chat.stopStream refused its blocks (%s): stopping without", exc)
+                        blocks = []
                 except (aiohttp.ClientError, TimeoutError) as exc:
                     log.warning("chat.stopStream in %s failed: %r", self.channel, exc)
                     self.pacers.stop.postpone(self.channel, TRANSIENT_BACKOFF)
-                    outcome = "retry"
-            if outcome == "dropped":
-                blocks = []  # the blocks refused: stop without them
-            elif outcome == "dead":
-                return False
         log.error("gave up stopping the stream %s in %s", self.ts, self.channel)
         return False
 
@@ -393,21 +416,24 @@ class NativeStream:
             return False
         return True
 
-    async def _post_final(self) -> None:
+    async def _post_final(self, message: SlackMessage | None) -> None:
         """The stream died: the final state as a message of its own, so nothing is lost."""
+        if message is None:
+            return
         try:
             await post_root(
-                self.client,
-                channel=self.channel,
-                thread_ts=self.thread_ts,
-                message=SlackRenderer(run_id=self.run_id).final(self.view),
+                self.client, channel=self.channel, thread_ts=self.thread_ts, message=message
             )
-            self.stats.final_visible_at = time.monotonic()
         except Exception:  # the log is all that is left
-            log.exception("could not post the final state of run %s", self.run_id)
+            log.exception("could not post the final state in %s", self.channel)
 
-    def trace_surface(self, client: AsyncWebClient) -> SlackSurface:
-        """Where the trace goes: the thread the reply is in."""
-        return SlackSurface(
-            client, channel=self.channel, ts=self.ts or self.thread_ts, thread_ts=self.thread_ts
+    async def post_trace(self, trace: Trace, posts: Sequence[StreamPayload]) -> None:
+        """The trace thread: the thread the reply is in."""
+        messages = [p for p in posts if isinstance(p, SlackMessage)]
+        surface = SlackSurface(
+            self.client,
+            channel=self.channel,
+            ts=self.ts or self.thread_ts,
+            thread_ts=self.thread_ts,
         )
+        await surface.post_trace(trace, messages)
