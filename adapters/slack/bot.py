@@ -60,8 +60,8 @@ from adapters.answering import (
     may_stop,
 )
 from adapters.attachments import ConversationFiles
-from adapters.channels import ChannelChoices, ChoiceError
-from adapters.live import VERBOSITIES, LiveMessage, LiveStats, RunView, Verbosity
+from adapters.channels import ChannelChoices
+from adapters.live import LiveMessage, LiveStats, RunView, Verbosity
 from adapters.pacing import Budget, EditPacer, per_minute
 from adapters.slack.approval import (
     APPROVAL_VIEW_ID,
@@ -71,17 +71,14 @@ from adapters.slack.approval import (
 )
 from adapters.slack.files import incoming_of
 from adapters.slack.modals import (
-    INPUT_BLOCK,
     PERSONA_VIEW_ID,
     FieldErrors,
     decision_for,
     deny_modal,
     edit_modal,
-    persona_modal,
-    read_persona,
     read_submission,
 )
-from adapters.slack.payloads import Question, from_command, from_event, plain_text
+from adapters.slack.payloads import Question, from_command, from_event
 from adapters.slack.render import (
     STOP_ACTION_ID,
     SlackRenderer,
@@ -91,6 +88,7 @@ from adapters.slack.render import (
     parse_stop_value,
 )
 from adapters.slack.settings import SlackSettings
+from adapters.slack.settings_commands import SettingsCommands, settings_key
 from adapters.slack.stream_render import FEEDBACK_ACTION_ID, parse_feedback
 from adapters.slack.streaming import (
     StreamPacers,
@@ -102,10 +100,8 @@ from adapters.slack.streaming import (
 from adapters.slack.surface import NotInChannel, SlackSurface, make_client, post_root
 from core.agent import Agent, Run
 from core.approval import ApprovalBroker, ApprovalRequest, Decision
-from core.budgets import UNREADABLE, InMemoryUsageCounters, TokenBudgets
-from core.errors import StoreUnavailable
+from core.budgets import InMemoryUsageCounters, TokenBudgets
 from core.events import ActionDecided, AnswerDelta, Event, StepStarted
-from core.prompt import PERSONA_CHARS
 from core.storage import Stores
 from core.tools import needs_approval
 
@@ -121,14 +117,6 @@ USAGE = "Ask me something, for example: `/ask What is 17*23+4?`"
 GONE = "This action is no longer waiting for a decision."
 UNREACHABLE = "I could not look this action up just now; try again in a moment."
 NO_APPROVALS = "Approvals are not set up on this bot, so nobody can decide here."
-
-
-ONLY_ADMINS = "Only an admin can change this channel's settings."
-SETTINGS_USAGE = (
-    "Usage: `/ask-settings show`, `/ask-settings usage`, "
-    "`/ask-settings verbosity full|compact|answer|default`, `/ask-settings model NAME|default`, "
-    "`/ask-settings prompt` or `/ask-settings tools [NAME]`"
-)
 
 
 LOADING_MESSAGES = ("Reading the question…", "Thinking it through…", "Checking the sources…")
@@ -197,11 +185,6 @@ class ChannelMembers:
         found = frozenset(members)
         self._known[channel] = (now + self._ttl, found)
         return found
-
-
-def settings_key(team: str, channel: str) -> str:
-    """Where a channel's settings are kept: ``slack:{team}:{channel}``."""
-    return f"slack:{team}:{channel}"
 
 
 def workspace_budget(settings: SlackSettings, shared: Budget | None = None) -> Budget | None:
@@ -284,6 +267,7 @@ class SlackBot:
         )
         self.stats = self.answering.stats
         """The live messages' counters of finished runs (for benchmarks and diagnostics)."""
+        self.commands = SettingsCommands(self)
         self._register()
 
     @property
@@ -331,7 +315,7 @@ class SlackBot:
             await self._on_submission(ack, body, view)
 
         async def on_settings(ack: AsyncAck, command: dict[str, Any]) -> None:
-            await self._on_settings(ack, command)
+            await self.commands.on_settings(ack, command)
 
         async def on_feedback(ack: AsyncAck, body: dict[str, Any], action: dict[str, Any]) -> None:
             await ack()
@@ -349,7 +333,7 @@ class SlackBot:
         self.app.view_submission(APPROVAL_VIEW_ID)(on_submission)
 
         async def on_persona(ack: AsyncAck, body: dict[str, Any], view: dict[str, Any]) -> None:
-            await self._on_persona(ack, body, view)
+            await self.commands.on_persona(ack, body, view)
 
         self.app.view_submission(PERSONA_VIEW_ID)(on_persona)
 
@@ -414,99 +398,6 @@ class SlackBot:
             await ack(text=WORKING, response_type="ephemeral")
         finally:  # whatever happens to the ack, the admitted question is answered and let go
             self._spawn(self.answering.answer(admitted, SlackReply(self, question)))
-
-    async def _on_settings(self, ack: AsyncAck, command: dict[str, Any]) -> None:
-        """``/ask-settings [show]`` for anyone; ``/ask-settings verbosity LEVEL`` for admins."""
-        words = plain_text(str(command.get("text", ""))).split()
-        key = settings_key(str(command.get("team_id", "")), str(command.get("channel_id", "")))
-        user = str(command.get("user_id", ""))
-        if words and words[0] in ("model", "prompt", "tools"):
-            await self._change_setting(ack, command, words)
-            return
-        if words == ["usage"]:
-            team = str(command.get("team_id", ""))
-            admin = user in self.settings.admin_users
-            text = await self.budgets.report(f"slack:{team}:{user}", key, admin=admin)
-            shown = f":warning: {text}" if text == UNREADABLE else text
-            await ack(text=shown, response_type="ephemeral")
-            return
-        if words in ([], ["show"]):
-            lines = await self.choices.describe(key, self.settings.verbosity)
-            await ack(text=escape("\n".join(lines)), response_type="ephemeral")
-            return
-        choices = (*VERBOSITIES, "default")
-        if len(words) != 2 or words[0] != "verbosity" or words[1] not in choices:
-            usage = SETTINGS_USAGE
-            await ack(text=usage, response_type="ephemeral")
-            return
-        if user not in self.settings.admin_users:
-            await ack(text=ONLY_ADMINS, response_type="ephemeral")
-            return
-        value = None if words[1] == "default" else words[1]
-        try:
-            await self.stores.channel_settings.put(key, "verbosity", value)
-        except StoreUnavailable:
-            await ack(
-                text=":warning: I could not save that: the shared store is unavailable. Try again soon.",
-                response_type="ephemeral",
-            )
-            return
-        shown = value or f"{self.settings.verbosity} (the default)"
-        await ack(text=f"This channel now sees: *{shown}*.", response_type="ephemeral")
-
-    async def _change_setting(
-        self, ack: AsyncAck, command: dict[str, Any], words: list[str]
-    ) -> None:
-        """``model NAME|default``, ``prompt`` (a modal), ``tools [NAME]``; changes need an
-        admin, listing the tools does not."""
-        team, channel = str(command.get("team_id", "")), str(command.get("channel_id", ""))
-        key, user = settings_key(team, channel), str(command.get("user_id", ""))
-        if words == ["tools"]:
-            await ack(text=escape(await self.choices.tools_line(key)), response_type="ephemeral")
-            return
-        if words[0] == "model" and len(words) == 1:
-            await ack(text=escape(self.choices.choices()), response_type="ephemeral")
-            return
-        if len(words) > 2 or (words[0] == "prompt" and len(words) != 1):
-            await ack(text=SETTINGS_USAGE, response_type="ephemeral")
-            return
-        if user not in self.settings.admin_users:
-            await ack(text=ONLY_ADMINS, response_type="ephemeral")
-            return
-        if words[0] == "prompt":
-            await ack()
-            current = await self.choices.persona(key)
-            view = persona_modal(key, channel, current, PERSONA_CHARS)
-            problem = await self._open_modal(str(command.get("trigger_id", "")), view)
-            if problem is not None:
-                await self._ephemeral(channel, user, f"I could not open the form: {problem}.")
-            return
-        try:
-            if words[0] == "model":
-                reply = await self.choices.set_model(key, words[1])
-            else:
-                reply = await self.choices.toggle_tool(key, words[1])
-        except ChoiceError as exc:
-            reply = f":warning: {exc}"
-        await ack(text=escape(reply), response_type="ephemeral")
-
-    async def _on_persona(self, ack: AsyncAck, body: dict[str, Any], view: dict[str, Any]) -> None:
-        read = read_persona(view)
-        user = str(body.get("user", {}).get("id", ""))
-        if read is None:
-            await ack()
-            return
-        key, channel, text = read
-        if user not in self.settings.admin_users:  # an admin list may change meanwhile
-            await ack(response_action="errors", errors={INPUT_BLOCK: ONLY_ADMINS})
-            return
-        try:
-            reply = await self.choices.set_persona(key, text)
-        except ChoiceError as exc:
-            await ack(response_action="errors", errors={INPUT_BLOCK: str(exc)})
-            return
-        await ack()
-        await self._ephemeral(channel, user, reply)
 
     async def _on_event(
         self,

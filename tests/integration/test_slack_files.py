@@ -13,10 +13,11 @@ from aiohttp import web
 
 from adapters.attachments import ConversationFiles
 from adapters.channels import ChannelChoices
-from adapters.slack.bot import SlackBot, settings_key
+from adapters.slack.bot import SlackBot
 from adapters.slack.files import slack_downloader
 from adapters.slack.server import HttpServer
 from adapters.slack.settings import SlackSettings
+from adapters.slack.settings_commands import settings_key
 from core.agent import Agent, AgentSettings
 from core.files import FileLimits, InMemoryFileStore
 from core.history import InMemoryHistoryStore

@@ -302,7 +302,7 @@ async def test_hostile_pages_and_answers_stream_without_pings_or_masked_links(
 async def test_answer_verbosity_streams_only_the_answer_and_opens_no_thread(
     make: Any, fake: FakeSlack
 ) -> None:
-    from adapters.slack.bot import settings_key
+    from adapters.slack.settings_commands import settings_key
 
     h: Harness = await make(tool_then_answer())
     await h.bot.stores.channel_settings.put(settings_key(TEAM_ID, DM), "verbosity", "answer")
@@ -315,7 +315,7 @@ async def test_answer_verbosity_streams_only_the_answer_and_opens_no_thread(
 
 
 async def test_compact_verbosity_shows_task_titles_only(make: Any, fake: FakeSlack) -> None:
-    from adapters.slack.bot import settings_key
+    from adapters.slack.settings_commands import settings_key
 
     h: Harness = await make(tool_then_answer(delay=0.02))
     await h.bot.stores.channel_settings.put(settings_key(TEAM_ID, DM), "verbosity", "compact")

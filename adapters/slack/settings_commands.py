@@ -1,0 +1,138 @@
+"""``/ask-settings``: a channel's verbosity, model, persona and tools, and today's usage.
+
+Anyone may read them (``show``, ``usage``, ``tools``, ``model``); changing them needs an
+admin (``slack.admin_users``). The persona is edited in a modal; its submission is checked
+again, since the admin list may change while it is open.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from slack_bolt.context.ack.async_ack import AsyncAck
+
+from adapters.channels import ChoiceError
+from adapters.live import VERBOSITIES
+from adapters.slack.modals import INPUT_BLOCK, persona_modal, read_persona
+from adapters.slack.payloads import plain_text
+from adapters.slack.render import escape
+from core.budgets import UNREADABLE
+from core.errors import StoreUnavailable
+from core.prompt import PERSONA_CHARS
+
+if TYPE_CHECKING:
+    from adapters.slack.bot import SlackBot
+
+ONLY_ADMINS = "Only an admin can change this channel's settings."
+SETTINGS_USAGE = (
+    "Usage: `/ask-settings show`, `/ask-settings usage`, "
+    "`/ask-settings verbosity full|compact|answer|default`, `/ask-settings model NAME|default`, "
+    "`/ask-settings prompt` or `/ask-settings tools [NAME]`"
+)
+
+
+def settings_key(team: str, channel: str) -> str:
+    """Where a channel's settings are kept: ``slack:{team}:{channel}``."""
+    return f"slack:{team}:{channel}"
+
+
+class SettingsCommands:
+    """The ``/ask-settings`` command and the persona modal, for one bot."""
+
+    def __init__(self, bot: SlackBot) -> None:
+        self.bot = bot
+
+    async def on_settings(self, ack: AsyncAck, command: dict[str, Any]) -> None:
+        """``/ask-settings [show]`` for anyone; ``/ask-settings verbosity LEVEL`` for admins."""
+        words = plain_text(str(command.get("text", ""))).split()
+        key = settings_key(str(command.get("team_id", "")), str(command.get("channel_id", "")))
+        user = str(command.get("user_id", ""))
+        if words and words[0] in ("model", "prompt", "tools"):
+            await self._change_setting(ack, command, words)
+            return
+        if words == ["usage"]:
+            team = str(command.get("team_id", ""))
+            admin = user in self.bot.settings.admin_users
+            text = await self.bot.budgets.report(f"slack:{team}:{user}", key, admin=admin)
+            shown = f":warning: {text}" if text == UNREADABLE else text
+            await ack(text=shown, response_type="ephemeral")
+            return
+        if words in ([], ["show"]):
+            lines = await self.bot.choices.describe(key, self.bot.settings.verbosity)
+            await ack(text=escape("\n".join(lines)), response_type="ephemeral")
+            return
+        choices = (*VERBOSITIES, "default")
+        if len(words) != 2 or words[0] != "verbosity" or words[1] not in choices:
+            usage = SETTINGS_USAGE
+            await ack(text=usage, response_type="ephemeral")
+            return
+        if user not in self.bot.settings.admin_users:
+            await ack(text=ONLY_ADMINS, response_type="ephemeral")
+            return
+        value = None if words[1] == "default" else words[1]
+        try:
+            await self.bot.stores.channel_settings.put(key, "verbosity", value)
+        except StoreUnavailable:
+            await ack(
+                text=":warning: I could not save that: the shared store is unavailable. Try again soon.",
+                response_type="ephemeral",
+            )
+            return
+        shown = value or f"{self.bot.settings.verbosity} (the default)"
+        await ack(text=f"This channel now sees: *{shown}*.", response_type="ephemeral")
+
+    async def _change_setting(
+        self, ack: AsyncAck, command: dict[str, Any], words: list[str]
+    ) -> None:
+        """``model NAME|default``, ``prompt`` (a modal), ``tools [NAME]``; changes need an
+        admin, listing the tools does not."""
+        team, channel = str(command.get("team_id", "")), str(command.get("channel_id", ""))
+        key, user = settings_key(team, channel), str(command.get("user_id", ""))
+        if words == ["tools"]:
+            await ack(
+                text=escape(await self.bot.choices.tools_line(key)), response_type="ephemeral"
+            )
+            return
+        if words[0] == "model" and len(words) == 1:
+            await ack(text=escape(self.bot.choices.choices()), response_type="ephemeral")
+            return
+        if len(words) > 2 or (words[0] == "prompt" and len(words) != 1):
+            await ack(text=SETTINGS_USAGE, response_type="ephemeral")
+            return
+        if user not in self.bot.settings.admin_users:
+            await ack(text=ONLY_ADMINS, response_type="ephemeral")
+            return
+        if words[0] == "prompt":
+            await ack()
+            current = await self.bot.choices.persona(key)
+            view = persona_modal(key, channel, current, PERSONA_CHARS)
+            problem = await self.bot._open_modal(str(command.get("trigger_id", "")), view)
+            if problem is not None:
+                await self.bot._ephemeral(channel, user, f"I could not open the form: {problem}.")
+            return
+        try:
+            if words[0] == "model":
+                reply = await self.bot.choices.set_model(key, words[1])
+            else:
+                reply = await self.bot.choices.toggle_tool(key, words[1])
+        except ChoiceError as exc:
+            reply = f":warning: {exc}"
+        await ack(text=escape(reply), response_type="ephemeral")
+
+    async def on_persona(self, ack: AsyncAck, body: dict[str, Any], view: dict[str, Any]) -> None:
+        read = read_persona(view)
+        user = str(body.get("user", {}).get("id", ""))
+        if read is None:
+            await ack()
+            return
+        key, channel, text = read
+        if user not in self.bot.settings.admin_users:  # an admin list may change meanwhile
+            await ack(response_action="errors", errors={INPUT_BLOCK: ONLY_ADMINS})
+            return
+        try:
+            reply = await self.bot.choices.set_persona(key, text)
+        except ChoiceError as exc:
+            await ack(response_action="errors", errors={INPUT_BLOCK: str(exc)})
+            return
+        await ack()
+        await self.bot._ephemeral(channel, user, reply)
