@@ -111,11 +111,19 @@ async def through_discord(row: Row) -> tuple[Counter[str], list[str]]:
             await decided(answering, n)
             if row.budget:
                 await h.settled()  # its tokens are counted before the next is asked
-        texts = [content_of(c) for c in h.fake.calls_to("POST", f"/{CHANNEL_ID}/messages")]
-        refusals = [t for t in texts if t and "Starting" not in t]
+        refused = sum(r != "admitted" for r in row.expected)
+        async with asyncio.timeout(10):  # a refusal is replied to after it is decided
+            while len(refusals := replies(h)) < refused:  # noqa: ASYNC110 - the fake's record
+                await asyncio.sleep(0.01)
         for run_id in answering.running:
             await answering.stop(run_id, by="the test")
         return Counter(answering.decisions), refusals
+
+
+def replies(h: DiscordHarness) -> list[str]:
+    """What the bot wrote in the channel besides its placeholders: the refusals."""
+    texts = [content_of(c) for c in h.fake.calls_to("POST", f"/{CHANNEL_ID}/messages")]
+    return [t for t in texts if t and "Starting" not in t]
 
 
 def cog_of(h: DiscordHarness) -> Any:
