@@ -20,7 +20,7 @@ import contextlib
 import logging
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
@@ -62,6 +62,7 @@ from core.memory import HistoryCompactor, answer_message
 from core.modes import JsonFieldStreamer, JsonFormat, ToolCall, ToolCallAssembler
 from core.observe import Probes, RunObserver, WatchedModel
 from core.parser import Action, ActionFound, AnswerText, ParseError, Step, StreamParser, ThoughtText
+from core.pricing import Price
 from core.stores import ConversationLocks, TraceStore
 from core.tools import Attachment, Tool, ToolRegistry, ToolResult, needs_approval
 from core.tools.schema import parameters_of, tool_input, tool_specs
@@ -155,6 +156,7 @@ class Agent:
         allowances: Allowances | None = None,
         observers: Sequence[RunObserver] = (),
         clock: Callable[[], float] = time.time,
+        prices: Mapping[str, Price] | None = None,
     ) -> None:
         self.model = model
         self.tools = tools
@@ -173,6 +175,8 @@ class Agent:
         self.observers = list(observers)
         """Told about each run's model calls, tool calls and end (metrics, telemetry)."""
         self._clock = clock
+        self.prices: dict[str, Price] = dict(prices or {})
+        """Each priced model's price, by model name: a step's cost is counted from it."""
         self.json_formats = modes.JsonFormats()
         """The strictest ``response_format`` each model took, by model name."""
 
@@ -710,6 +714,9 @@ class Run:
             usage = chunk.usage
             step.prompt_tokens = (step.prompt_tokens or 0) + usage.prompt_tokens
             step.completion_tokens = (step.completion_tokens or 0) + usage.completion_tokens
+            price = self.agent.prices.get(step.model)
+            if price is not None:
+                step.cost_usd = (step.cost_usd or 0.0) + price.cost(usage)
             self._emit(UsageCounted(n, usage))
 
     def _emit_parsed(self, n: int, events: list[ThoughtText | AnswerText | ActionFound]) -> None:
