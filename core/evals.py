@@ -55,7 +55,7 @@ class Expect:
         """What is wanted, for the list of failures: ``42``, ``42 ± 0.5``, ``/^ok/``."""
         match self.kind:
             case "number":
-                shown = f"{self.value:g}" if isinstance(self.value, float) else str(self.value)
+                shown = f"{self.value:.12g}" if isinstance(self.value, float) else str(self.value)
                 return shown + (f" ± {self.tolerance:g}" if self.tolerance else "")
             case "regex":
                 return f"/{self.value}/"
