@@ -46,8 +46,9 @@ def format_usd(usd: float) -> str:
         return "$0"
     if usd >= 1:
         return f"${usd:,.2f}"
-    if usd >= 0.01:
-        return f"${usd:.3f}"
+    if usd >= 0.01:  # $0.011, $0.05 (not $0.050)
+        shown = f"{usd:.3f}"
+        return "$" + (shown[:-1] if shown.endswith("0") else shown)
     # two significant digits, at least four decimals: $0.0004, $0.00012, $0.0000003
     decimals = min(10, max(4, 1 - math.floor(math.log10(usd))))
     return f"${usd:.{decimals}f}".rstrip("0").rstrip(".")
