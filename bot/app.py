@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import SecretStr
 
-from bot.config import Config, MCPServerConfig
+from bot.config import Config, MCPServerConfig, model_prices
 from bot.logs import RunLogContext
 from core.agent import Agent, AgentSettings
 from core.approval import (
@@ -152,6 +152,7 @@ class App:
             observers=observers,
             answer_model=_build_answer_model(config, closers),
             compactor=_build_compactor(config, model),
+            prices=model_prices(config),
             settings=AgentSettings(
                 max_steps=config.agent.max_steps,
                 # A backstop behind the SDK's own read timeout (which it retries): connect
@@ -436,6 +437,8 @@ def _build_budgets(config: Config, stores: Stores) -> TokenBudgets:
         stores.usage,
         per_user=budgets.tokens_per_user_per_day,
         per_channel=budgets.tokens_per_channel_per_day,
+        usd_per_user=budgets.usd_per_user_per_day,
+        usd_per_channel=budgets.usd_per_channel_per_day,
     )
 
 

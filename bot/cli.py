@@ -20,7 +20,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 from urllib.parse import urlsplit
 
 from rich.console import Console
@@ -153,7 +153,57 @@ def build_parser() -> argparse.ArgumentParser:
     tdiff = tsub.add_parser("diff", parents=[config], help="compare two stored traces step by step")
     tdiff.add_argument("trace_a", metavar="A")
     tdiff.add_argument("trace_b", metavar="B")
+    _add_eval_parser(sub, config)
     return parser
+
+
+def _add_eval_parser(sub: argparse._SubParsersAction[Any], config: argparse.ArgumentParser) -> None:
+    evals = sub.add_parser(
+        "eval",
+        parents=[config],
+        help="ask every case of a case file, for each model, mode and prompt; a table per "
+        "combination, the failures, and with --out results.json and report.html",
+        description="Run every case of FILE (JSONL or YAML) for each combination of --model, "
+        "--mode and --prompt, --repeat times. Exit 0 when all is well; 1 on a regression "
+        "against --baseline or an accuracy below --min-accuracy; 2 when the eval cannot "
+        "start; 130 when stopped by Ctrl-C (what finished is still shown and written).",
+    )
+    evals.add_argument("file", metavar="FILE", help="the cases: a .jsonl or .yaml file")
+    evals.add_argument(
+        "--model",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a catalogue name (models:) or a model on the configured endpoint; repeat it "
+        "to compare models (default: the configured model)",
+    )
+    evals.add_argument(
+        "--mode", action="append", default=[], choices=MODES, help="repeat it to compare modes"
+    )
+    evals.add_argument(
+        "--prompt",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="a system prompt instead of the built-in one ({tools} stands for the tools); "
+        "repeat it to compare prompts",
+    )
+    evals.add_argument("--repeat", type=int, default=1, metavar="N", help="runs per case (1)")
+    evals.add_argument(
+        "--concurrency", type=int, default=4, metavar="N", help="runs at once (default 4)"
+    )
+    evals.add_argument("--out", metavar="DIR", help="write results.json and report.html here")
+    evals.add_argument(
+        "--baseline",
+        metavar="RESULTS.json",
+        help="an earlier results.json: a case that passed there and fails now is a "
+        "regression (exit 1)",
+    )
+    evals.add_argument(
+        "--min-accuracy",
+        metavar="X",
+        help="exit 1 when the share of runs that pass is below X (0.9 or 90%%)",
+    )
 
 
 def _version() -> str:
@@ -235,7 +285,7 @@ async def run_cli(
     except ConfigError as exc:
         errors.print(str(exc), markup=False)
         return 2
-    interactive = args.command in (None, "chat", "ask", "tools")
+    interactive = args.command in (None, "chat", "ask", "tools", "eval")
     setup_logging(config, verbose=args.verbose, quiet=interactive or args.command == "trace")
     command = args.command or ("serve" if enabled_platforms(config) else "chat")
     if command == "serve":
@@ -243,8 +293,12 @@ async def run_cli(
 
         return await serve(config, platform=getattr(args, "platform", None), console=errors)
     tty = console.is_terminal
-    app = App.create(config, demo_delay=0.015 if tty else 0.0)
+    app = App.create(config, demo_delay=0.015 if tty and command != "eval" else 0.0)
     try:
+        if command == "eval":  # the work is in bot/evals.py
+            from bot.evals import eval_command, options_of
+
+            return await eval_command(app, options_of(args), console, errors)
         if command == "trace":  # reading stored traces needs no tool, model or note
             with _quiet_store_warnings(unless=args.verbose):
                 return await trace_command(app, args, console, errors)

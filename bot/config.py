@@ -42,6 +42,7 @@ from pydantic import (
 from pydantic_core import ErrorDetails
 
 from core.errors import ReactbotError
+from core.pricing import Price
 
 __all__ = [
     "AgentConfig",
@@ -135,6 +136,15 @@ class _Section(BaseModel):
         return {k: _redact_url(v) if isinstance(v, str) else v for k, v in data.items()}
 
 
+class PriceConfig(_Section):
+    """What a model costs, in US dollars per million tokens (``model.price``, ``models.*.price``)."""
+
+    input: float = Field(ge=0, le=100_000)
+    output: float = Field(ge=0, le=100_000)
+    cached_input: float | None = Field(default=None, ge=0, le=100_000)
+    """Prompt tokens served from the provider's cache; without it they cost ``input``."""
+
+
 class ModelConfig(_Section):
     name: str = ""
     base_url: str | None = None
@@ -147,6 +157,9 @@ class ModelConfig(_Section):
     """Per model call: a reply can never run away with the budget."""
     vision: bool = False
     """The model reads images: attached images go to it with the question."""
+    price: PriceConfig | None = None
+    """The price of the configured model(s) (``name``, ``step_model``, ``answer_model``);
+    without it, runs show tokens only."""
 
     _http_url = field_validator("base_url")(_check_http_url)
     _not_blank = field_validator("answer_model", "step_model")(_check_not_blank)
@@ -527,6 +540,7 @@ class CatalogueModel(_Section):
     base_url: str | None = None
     api_key_env: str | None = None
     vision: bool = False
+    price: PriceConfig | None = None
 
     _http_url = field_validator("base_url")(_check_http_url)
 
@@ -539,11 +553,14 @@ class CatalogueModel(_Section):
 
 
 class BudgetsConfig(_Section):
-    """Daily token limits (0: none), counted from the usage the model reports, per UTC day,
+    """Daily token and dollar limits (0: none), counted from the usage the model reports, per UTC day,
     shared by every replica through Redis; admins are exempt."""
 
     tokens_per_user_per_day: int = Field(default=0, ge=0)
     tokens_per_channel_per_day: int = Field(default=0, ge=0)
+    usd_per_user_per_day: float = Field(default=0.0, ge=0, le=1_000_000)
+    """US dollars a person may spend a day (0: no limit), from the models' ``price``."""
+    usd_per_channel_per_day: float = Field(default=0.0, ge=0, le=1_000_000)
 
 
 FileKind = Literal["text", "markdown", "csv", "html", "pdf", "code"]
@@ -608,6 +625,26 @@ class Config(_Section):
     @property
     def search_enabled(self) -> bool:
         return self.tools.search.enabled and self.secrets.tavily_api_key is not None
+
+
+def model_prices(config: Config) -> dict[str, Price]:
+    """Each priced model's price by the name its runs record: ``model.price`` for the
+    configured model(s), each catalogue entry's ``price`` for its model (it wins when both
+    name the same model)."""
+    prices: dict[str, Price] = {}
+    section = config.model
+    if section.price is not None and config.model_configured:
+        for name in (section.name, section.step_model, section.answer_model):
+            if name:
+                prices[name] = _price(section.price)
+    for entry in config.models.values():
+        if entry.price is not None:
+            prices[entry.name] = _price(entry.price)
+    return prices
+
+
+def _price(price: PriceConfig) -> Price:
+    return Price(price.input, price.output, price.cached_input)
 
 
 # Top-level keys that are not read from the file.

@@ -31,6 +31,7 @@ from bot.logs import RedactSecrets, platform_of, secret_values
 from core.errors import ReactbotError
 from core.events import FinalEvent
 from core.llm import Usage
+from core.pricing import Price
 from core.trace import Trace
 
 log = logging.getLogger(__name__)
@@ -104,6 +105,12 @@ class Metrics:
             "reactbot_model_tokens",
             "Tokens the model reported, by model and direction (input: prompt; output: reply)",
             ["model", "direction"],
+            registry=r,
+        )
+        self.cost = Counter(
+            "reactbot_model_cost_usd",
+            "US dollars the model calls cost, by model (only models with a price)",
+            ["model"],
             registry=r,
         )
         self.loop_lag = Histogram(
@@ -180,7 +187,8 @@ class _RunProbe:
         self._ended = False
 
     def model_call(self, step: int, model: str) -> _ModelCallProbe:
-        return _ModelCallProbe(self._metrics, _label(model))
+        price = self._metrics.app.agent.prices.get(model)
+        return _ModelCallProbe(self._metrics, _label(model), price)
 
     def tool_call(self, step: int, call_id: str | None, name: str, input: str) -> _ToolCallProbe:
         return _ToolCallProbe(self._metrics, self._metrics.known_tool(name))
@@ -196,11 +204,12 @@ class _RunProbe:
 
 
 class _ModelCallProbe:
-    __slots__ = ("_metrics", "_model", "_started", "_usage")
+    __slots__ = ("_metrics", "_model", "_price", "_started", "_usage")
 
-    def __init__(self, metrics: Metrics, model: str) -> None:
+    def __init__(self, metrics: Metrics, model: str, price: Price | None = None) -> None:
         self._metrics = metrics
         self._model = model
+        self._price = price
         self._started = time.perf_counter()
         self._usage: Usage | None = None
 
@@ -219,6 +228,8 @@ class _ModelCallProbe:
         if self._usage is not None:
             m.tokens.labels(self._model, "input").inc(self._usage.prompt_tokens)
             m.tokens.labels(self._model, "output").inc(self._usage.completion_tokens)
+            if self._price is not None:
+                m.cost.labels(self._model).inc(self._price.cost(self._usage))
 
 
 class _ToolCallProbe:

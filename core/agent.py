@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Literal
@@ -55,6 +55,7 @@ from core.modes import ToolCall
 from core.observe import Probes, RunObserver, WatchedModel
 from core.outbox import Outbox, ReplyReader, TextRun
 from core.parser import Action
+from core.pricing import Price
 from core.storage import Stores
 from core.stores import ConversationLocks, TraceStore
 from core.tools import Attachment, ToolRegistry
@@ -122,6 +123,7 @@ class Agent:
         allowances: Allowances | None = None,
         observers: Sequence[RunObserver] = (),
         clock: Callable[[], float] = time.time,
+        prices: Mapping[str, Price] | None = None,
     ) -> None:
         self.model = model
         self.tools = tools
@@ -148,6 +150,8 @@ class Agent:
         self.observers = list(observers)
         """Told about each run's model calls, tool calls and end (metrics, telemetry)."""
         self._clock = clock
+        self.prices: dict[str, Price] = dict(prices or {})
+        """Each priced model's price, by model name: a step's cost is counted from it."""
         self.json_formats = modes.JsonFormats()
         """The strictest ``response_format`` each model took, by model name."""
 
@@ -235,7 +239,9 @@ class Run:
         """Why the question is refused before any model call (``Agent.question_problem``)."""
         self.settings = settings = agent.settings
         self._outbox = outbox = Outbox()
-        self._reader = ReplyReader(outbox, trace, model_timeout=settings.model_timeout)
+        self._reader = ReplyReader(
+            outbox, trace, model_timeout=settings.model_timeout, prices=agent.prices
+        )
         self._formats = formats_for(agent.json_formats, self._to_text)
         self._stopped_by: str | None = None
         self._cancel_requested = False

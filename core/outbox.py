@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 
 from core.errors import ModelTimeout
@@ -30,6 +30,7 @@ from core.events import (
 )
 from core.llm import ModelChunk
 from core.parser import ActionFound, AnswerText, ThoughtText
+from core.pricing import Price
 from core.trace import Trace, TraceStep
 
 TextDelta = ThoughtDelta | AnswerDelta | ReasoningDelta
@@ -105,10 +106,19 @@ class Outbox:
 class ReplyReader:
     """Reads one model reply's stream on behalf of a step format."""
 
-    def __init__(self, outbox: Outbox, trace: Trace, *, model_timeout: float) -> None:
+    def __init__(
+        self,
+        outbox: Outbox,
+        trace: Trace,
+        *,
+        model_timeout: float,
+        prices: Mapping[str, Price] | None = None,
+    ) -> None:
         self.outbox = outbox
         self.trace = trace
         self.model_timeout = model_timeout
+        self.prices = prices or {}
+        """Each priced model's price, by model name: a step's cost is counted from it."""
 
     async def consume(
         self,
@@ -157,6 +167,9 @@ class ReplyReader:
             usage = chunk.usage
             step.prompt_tokens = (step.prompt_tokens or 0) + usage.prompt_tokens
             step.completion_tokens = (step.completion_tokens or 0) + usage.completion_tokens
+            price = self.prices.get(step.model)
+            if price is not None:
+                step.cost_usd = (step.cost_usd or 0.0) + price.cost(usage)
             self.outbox.emit(UsageCounted(n, usage))
 
 

@@ -13,6 +13,8 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
+from core.pricing import format_usd
+
 Status = Literal["running", "answered", "unformatted", "best_effort", "failed", "cancelled"]
 StepKind = Literal["step", "format_error", "final"]
 
@@ -119,6 +121,8 @@ class TraceStep:
     model: str = ""
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    cost_usd: float | None = None
+    """What this step's model calls cost in US dollars; None when the model has no price."""
     call: int = 0
     """0 for a model step's (first) action; 1, 2, ... for the further native tool calls made
     in the same reply, recorded as steps of the same ``index`` (they are not model calls)."""
@@ -198,6 +202,12 @@ class Trace:
     @property
     def total_tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
+
+    @property
+    def cost_usd(self) -> float | None:
+        """What the run's model calls cost in US dollars; None when no step had a price."""
+        costs = [s.cost_usd for s in self.steps if s.cost_usd is not None]
+        return sum(costs) if costs else None
 
     @property
     def tool_steps(self) -> list[TraceStep]:
@@ -288,6 +298,8 @@ def render_step_markdown(step: TraceStep) -> list[str]:
     meta = f"{step.seconds:.2f} s"
     if step.tokens is not None:
         meta += f" · {step.tokens:,} tokens"
+    if step.cost_usd is not None:
+        meta += f" · {format_usd(step.cost_usd)}"
     if step.model:
         meta += f" · {step.model}"
     out = [head, "", f"_{meta}_", ""]
@@ -352,6 +364,9 @@ def summary_line(trace: Trace) -> str:
     parts = [counted, f"{trace.seconds:.1f} s"]
     if trace.total_tokens:
         parts.append(f"{trace.total_tokens:,} tokens")
+    cost = trace.cost_usd
+    if cost is not None:
+        parts.append(format_usd(cost))
     if trace.models:
         parts.append(", ".join(dict.fromkeys(trace.models)))
     parts.append(f"{trace.mode} mode")

@@ -77,3 +77,21 @@ async def test_a_tool_name_from_the_model_is_no_label() -> None:
     text = metrics.exposition().decode()
     assert "everyone" not in text and "xxxx" not in text
     assert value(metrics, "reactbot_tool_calls_total", tool="unknown", outcome="error") == 1
+
+
+async def test_a_priced_model_counts_its_cost_and_an_unpriced_one_only_tokens() -> None:
+    from core.llm import Usage
+    from core.pricing import Price
+
+    app = App.create(Config())
+    app.agent.prices["priced"] = Price(input=1.0, output=2.0)
+    metrics = Metrics(app)
+    for name in ("priced", "free"):
+        model = ScriptedModel(
+            [Turn("Thought: ok.\nAction: finish[4]", usage=Usage(1000, 500))], model_name=name
+        )
+        agent = Agent(model, app.tools, observers=[metrics.observer])
+        _ = [e async for e in agent.run("2+2?", conversation="slack:C1:1.0")]
+    assert value(metrics, "reactbot_model_cost_usd_total", model="priced") == 0.002
+    assert value(metrics, "reactbot_model_cost_usd_total", model="free") == 0.0
+    assert value(metrics, "reactbot_model_tokens_total", model="free", direction="input") == 1000
