@@ -30,6 +30,7 @@ from core.approval import (
 )
 from core.budgets import InMemoryUsageCounters, TokenBudgets, UsageCounters
 from core.demo import DemoModel
+from core.file_workers import FileReaders
 from core.files import FileLimits, FileStore, InMemoryFileStore
 from core.history import HistoryStore, InMemoryHistoryStore
 from core.llm import ChatModel
@@ -119,6 +120,8 @@ class App:
     """The models a channel or a question may pick (``models:``), by catalogue name."""
     files: FileStore = field(default_factory=InMemoryFileStore)
     """Passages of the files attached in each conversation (``files.*``)."""
+    file_readers: FileReaders = field(default_factory=FileReaders)
+    """The worker processes that read attached files (``files.max_parallel``, ...)."""
 
     def file_limits(self) -> FileLimits:
         files = self.config.files
@@ -223,6 +226,7 @@ class App:
             budgets=_build_budgets(config, stores),
             catalogue=_build_catalogue(config, notes, closers),
             files=_build_file_store(config, stores),
+            file_readers=_build_file_readers(config, closers),
         )
 
     async def start(self) -> None:
@@ -481,6 +485,19 @@ def _build_file_store(config: Config, stores: _Stores) -> FileStore:
         ttl_seconds=int(config.redis.history_ttl_days * 86400),
     )
     return CheckedFileStore(shared, health=stores.health)
+
+
+def _build_file_readers(
+    config: Config, closers: list[Callable[[], Awaitable[None]]]
+) -> FileReaders:
+    files = config.files
+    readers = FileReaders(
+        max_parallel=files.max_parallel,
+        parse_seconds=files.parse_seconds,
+        parse_memory_mb=files.parse_memory_mb,
+    )
+    closers.append(readers.aclose)  # workers start on the first file, end with the app
+    return readers
 
 
 def _build_budgets(config: Config, stores: _Stores) -> TokenBudgets:

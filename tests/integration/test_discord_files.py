@@ -24,6 +24,7 @@ from adapters.discord.cog import Services
 from adapters.discord.files import discord_downloader
 from adapters.discord.settings import DiscordSettings
 from core.agent import Agent
+from core.file_workers import FileReaders
 from core.files import FileLimits, InMemoryFileStore
 from core.history import InMemoryHistoryStore
 from core.llm import ChatModel
@@ -77,10 +78,12 @@ async def running(
         model, tools(), history=InMemoryHistoryStore(), traces=traces, locks=InMemoryLocks()
     )
     store = InMemoryFileStore()
+    readers = FileReaders(parse_seconds=5)
     files = ConversationFiles(
         store,
         discord_downloader(fake.api_base_url, max_bytes=LIMIT, timeout=5),
         FileLimits(max_bytes=LIMIT),
+        reader=readers,
     )
     settings = DiscordSettings(
         api_base_url=fake.api_base_url,
@@ -115,6 +118,7 @@ async def running(
             await task
         await fake.stop()
         await foreign_runner.cleanup()
+        await readers.aclose()
 
 
 def _is_totals(call: Call) -> bool:
