@@ -31,6 +31,7 @@ import os
 import signal
 import struct
 import sys
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,8 +46,6 @@ _MEMORY_REPLY = b'{"memory": true}'
 # A worker's own start (the interpreter, pypdf) needs this much address space on top of the
 # file's; below it no file could be read at all.
 _BASE_MEMORY_MB = 64
-# SIGKILL (our deadline), SIGXCPU (the kernel's CPU limit), as asyncio reports them
-_KILL_SIGNALS = frozenset({-signal.SIGKILL, -signal.SIGXCPU})
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,8 +116,9 @@ class FileReaders:
         self._closed = False
         self.started = 0
         """Workers started so far (a killed one is replaced by a new start)."""
-        self.killed = 0
-        """Workers killed: past a limit, cancelled, or broken."""
+        self.outcomes: Counter[str] = Counter()
+        """Files whose worker was ended, by why: ``cpu`` (the kernel's CPU limit),
+        ``memory``, ``stalled`` (the wall-clock deadline), ``crashed``, ``cancelled``."""
 
     @property
     def pids(self) -> list[int]:
@@ -145,20 +145,23 @@ class FileReaders:
                 worker.ask(job, cpu_seconds=self.parse_seconds), timeout=deadline
             )
         except TimeoutError:
-            await self._discard(worker)
-            return {"killed": True}
+            return await self._discard(worker, "stalled")
         except (asyncio.IncompleteReadError, ConnectionError, ValueError):
-            # It died: by a limit (its exit code says which) or a crash.
-            await self._discard(worker, grace=1.0)
-            return {"killed": worker.process.returncode in _KILL_SIGNALS}
+            # It died: by the CPU limit (its exit code says so) or a crash.
+            await self._discard(worker, None, grace=1.0)
+            died_of_cpu = worker.process.returncode == -signal.SIGXCPU
+            return self._count("cpu" if died_of_cpu else "crashed")
         except BaseException:  # cancelled (Stop, shutdown): the reading ends now
-            await asyncio.shield(self._discard(worker))
+            await asyncio.shield(self._discard(worker, "cancelled"))
             raise
-        if reply.get("memory"):
-            await self._discard(worker)  # after a MemoryError its heap is not to be trusted
-        else:
-            self._idle.append(worker)
+        if reply.get("memory"):  # after a MemoryError its heap is not to be trusted
+            return await self._discard(worker, "memory")
+        self._idle.append(worker)
         return reply
+
+    def _count(self, outcome: str) -> dict[str, Any]:
+        self.outcomes[outcome] += 1
+        return {"outcome": outcome}
 
     async def _start(self) -> _Worker:
         process = await asyncio.create_subprocess_exec(
@@ -176,15 +179,17 @@ class FileReaders:
         self.started += 1
         return worker
 
-    async def _discard(self, worker: _Worker, *, grace: float = 0.0) -> None:
+    async def _discard(
+        self, worker: _Worker, outcome: str | None, *, grace: float = 0.0
+    ) -> dict[str, Any]:
         """Kills ``worker`` (after ``grace`` seconds to exit by itself, so that its exit
         code is its own) and forgets it; the next read starts a fresh one."""
         self._all.discard(worker)
-        self.killed += 1
         if grace:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.shield(worker.process.wait()), timeout=grace)
         await worker.kill()
+        return {} if outcome is None else self._count(outcome)
 
     async def aclose(self) -> None:
         """Ends every worker: idle ones by closing their input, busy ones by killing them
@@ -204,9 +209,10 @@ def _pages(name: str, reply: dict[str, Any], *, memory_mb: int) -> list[Page]:
         return [(number, text) for number, text in reply["pages"]]
     if "refused" in reply:
         raise FileRefused(str(reply["refused"]))
-    if reply.get("memory"):
+    outcome = reply.get("outcome")
+    if outcome == "memory":
         raise FileRefused(f"{shown}: needs more than {memory_mb} MB to read, skipped.")
-    if reply.get("killed"):
+    if outcome in ("cpu", "stalled"):
         raise FileRefused(f"{shown}: took too long to read, skipped.")
     raise FileRefused(f"{shown}: could not be read (the reader stopped), skipped.")
 
