@@ -16,6 +16,7 @@ from adapters.downloads import Downloader
 from core.errors import StoreUnavailable
 from core.files import (
     FileLimits,
+    FileReader,
     FileStore,
     Incoming,
     Intake,
@@ -38,6 +39,8 @@ class ConversationFiles:
     store: FileStore
     downloader: Downloader
     limits: FileLimits = field(default_factory=FileLimits)
+    reader: FileReader = field(kw_only=True)
+    """Reads each file (in a worker process: ``core.file_workers.FileReaders``)."""
 
     async def take(
         self, conversation: str, incoming: Sequence[Incoming], *, vision: bool = False
@@ -48,7 +51,9 @@ class ConversationFiles:
         if not incoming:
             return Intake()
         try:
-            intake = await ingest(conversation, incoming, store=self.store, limits=self.limits)
+            intake = await ingest(
+                conversation, incoming, store=self.store, limits=self.limits, reader=self.reader
+            )
         except StoreUnavailable as exc:
             log.warning("files of %s not stored: %s", conversation, exc)
             intake = Intake(refused=[STORE_DOWN])

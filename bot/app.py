@@ -24,6 +24,7 @@ from core.approval import (
 )
 from core.budgets import TokenBudgets
 from core.demo import DemoModel
+from core.file_workers import FileReaders
 from core.files import FileLimits
 from core.llm import ChatModel
 from core.memory import HistoryCompactor
@@ -94,6 +95,9 @@ class App:
         """The shared store's client, when one is configured."""
         client: Redis | None = self.stores.client
         return client
+
+    file_readers: FileReaders = field(default_factory=FileReaders)
+    """The worker processes that read attached files (``files.max_parallel``, ...)."""
 
     def file_limits(self) -> FileLimits:
         files = self.config.files
@@ -185,6 +189,7 @@ class App:
             _closers=closers,
             mcp=mcp,
             catalogue=_build_catalogue(config, notes, closers),
+            file_readers=_build_file_readers(config, closers),
         )
 
     async def start(self) -> None:
@@ -429,6 +434,19 @@ def _search_tool(config: Config, api_key: str, redis_client: Redis | None) -> Se
         cache=cache,
         cache_ttl=search.cache_ttl,
     )
+
+
+def _build_file_readers(
+    config: Config, closers: list[Callable[[], Awaitable[None]]]
+) -> FileReaders:
+    files = config.files
+    readers = FileReaders(
+        max_parallel=files.max_parallel,
+        parse_seconds=files.parse_seconds,
+        parse_memory_mb=files.parse_memory_mb,
+    )
+    closers.append(readers.aclose)  # workers start on the first file, end with the app
+    return readers
 
 
 def _build_budgets(config: Config, stores: Stores) -> TokenBudgets:

@@ -51,7 +51,9 @@ def discord_files(app: App) -> ConversationFiles | None:
     downloader = discord_downloader(
         app.config.discord.api_base_url, max_bytes=files.max_bytes, timeout=files.download_timeout
     )
-    return ConversationFiles(app.stores.files, downloader, app.file_limits())
+    return ConversationFiles(
+        app.stores.files, downloader, app.file_limits(), reader=app.file_readers
+    )
 
 
 async def serve_discord(app: App) -> None:

@@ -70,7 +70,9 @@ def slack_files(app: App, settings: SlackSettings) -> ConversationFiles | None:
         max_bytes=files.max_bytes,
         timeout=files.download_timeout,
     )
-    return ConversationFiles(app.stores.files, downloader, app.file_limits())
+    return ConversationFiles(
+        app.stores.files, downloader, app.file_limits(), reader=app.file_readers
+    )
 
 
 async def serve_slack(app: App) -> None:

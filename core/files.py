@@ -20,7 +20,6 @@ Errors::
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import csv
 import io
@@ -42,11 +41,13 @@ __all__ = [
     "KINDS",
     "ConversationLookup",
     "FileLimits",
+    "FileReader",
     "FileRefused",
     "FileStore",
     "InMemoryFileStore",
     "Incoming",
     "Intake",
+    "Page",
     "extract",
     "ingest",
     "kind_of",
@@ -462,7 +463,15 @@ class Intake:
 
 
 def take(name: str, data: bytes, *, limits: FileLimits, room: int) -> list[Passage]:
-    """Passages of one downloaded file within ``room`` characters; ``FileRefused`` else."""
+    """Passages of one downloaded file within ``room`` characters; ``FileRefused`` else.
+    Reads in the calling thread: for trusted files (tests, benchmarks); a person's files go
+    through a ``FileReader`` (``ingest``)."""
+    check(name, data, limits=limits, room=room)
+    return fitted(name, extract(name, data, max_chars=room + 1), room=room)
+
+
+def check(name: str, data: bytes, *, limits: FileLimits, room: int) -> None:
+    """Refuses a file by its kind, its size or the conversation's room, before reading it."""
     shown = safe_name(name)
     kind = kind_of(name)
     if kind is None or kind not in limits.allowed_types:
@@ -474,11 +483,15 @@ def take(name: str, data: bytes, *, limits: FileLimits, room: int) -> list[Passa
             f"{shown}: this conversation already holds "
             f"{limits.max_chars_per_conversation:,} characters of files; /reset to start over."
         )
-    pages = extract(name, data, max_chars=room + 1)
+
+
+def fitted(name: str, pages: Sequence[Page], *, room: int) -> list[Passage]:
+    """The passages of a file's pages, or ``FileRefused`` when they exceed ``room``."""
     chars = sum(len(text) for _, text in pages)
     if chars > room:
         raise FileRefused(
-            f"{shown}: too long; this conversation has room for {room:,} more characters of files."
+            f"{safe_name(name)}: too long; this conversation has room for {room:,} more "
+            "characters of files."
         )
     return passages_of(name, pages)
 
@@ -501,9 +514,11 @@ async def ingest(
     *,
     store: FileStore,
     limits: FileLimits,
+    reader: FileReader,
 ) -> Intake:
-    """Downloads, reads and indexes a question's files into the conversation's store, before
-    the run starts. Each refused file gives one line; the others are kept."""
+    """Downloads, reads (with ``reader``: ``core.file_workers.FileReaders`` in a worker
+    process) and indexes a question's files into the conversation's store, before the run
+    starts. Each refused file gives one line; the others are kept."""
     intake = Intake()
     documents: list[Incoming] = []
     for item in incoming:
@@ -522,7 +537,7 @@ async def ingest(
     room = limits.max_chars_per_conversation - indexed_chars(stored)
     for item in documents[: limits.max_per_question]:
         try:
-            passages = await _take_one(item, limits=limits, room=room)
+            passages = await _take_one(item, limits=limits, room=room, reader=reader)
         except FileRefused as refusal:
             intake.refused.append(f"⚠️ {refusal}")
             continue
@@ -534,7 +549,9 @@ async def ingest(
     return intake
 
 
-async def _take_one(item: Incoming, *, limits: FileLimits, room: int) -> list[Passage]:
+async def _take_one(
+    item: Incoming, *, limits: FileLimits, room: int, reader: FileReader
+) -> list[Passage]:
     shown = safe_name(item.name)
     kind = kind_of(item.name)
     if kind is None or kind not in limits.allowed_types:
@@ -542,8 +559,16 @@ async def _take_one(item: Incoming, *, limits: FileLimits, room: int) -> list[Pa
     if item.size is not None and item.size > limits.max_bytes:
         raise FileRefused(f"{shown}: larger than {size_text(limits.max_bytes)}.")
     data = await item.fetch()
-    # Extraction (a PDF above all) is CPU work: off the event loop.
-    return await asyncio.to_thread(take, item.name, data, limits=limits, room=room)
+    check(item.name, data, limits=limits, room=room)
+    pages = await reader.read(item.name, data, max_chars=room + 1)
+    return fitted(item.name, pages, room=room)
+
+
+class FileReader(Protocol):
+    """Turns a downloaded file into its pages (``extract``), or raises ``FileRefused`` with
+    one line; ``core.file_workers.FileReaders`` does it in worker processes, within limits."""
+
+    async def read(self, name: str, data: bytes, *, max_chars: int) -> list[Page]: ...
 
 
 def size_text(n: int) -> str:

@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 import tests.properties  # noqa: F401  (loads the Hypothesis profile: HYPOTHESIS_PROFILE)
+from core.file_workers import FileReaders
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -27,6 +28,14 @@ def pytest_configure(config: pytest.Config) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # .example() outside a test warns; here it is the point
         st.text().example()
+
+
+@pytest.fixture
+async def readers() -> AsyncIterator[FileReaders]:
+    """Real worker processes that read files, ended after the test."""
+    pool = FileReaders(max_parallel=2, parse_seconds=5, parse_memory_mb=256)
+    yield pool
+    await pool.aclose()
 
 
 @pytest.fixture

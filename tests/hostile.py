@@ -236,3 +236,35 @@ def runs(
         trace.status, trace.answer = kind, answer  # type: ignore[assignment]
         events.append(Finished(trace, answer, kind))  # type: ignore[arg-type]
     return DrawnRun(events, trace)
+
+
+def pdf_bomb(*, pages: int = 5, repeats: int = 400_000) -> bytes:
+    """The PDF of issue 26: one Flate-compressed content stream, ``BT /F1 12 Tf 10 10 Td (Hi)
+    Tj ET`` then ``q Q `` ``repeats`` times, shared by every page. About 2.8 KB; reading it
+    takes about two seconds of CPU and 150 MB per page (pypdf parses every operator)."""
+    import io
+
+    from pypdf import PdfWriter
+    from pypdf.generic import DecodedStreamObject, DictionaryObject, NameObject
+
+    writer = PdfWriter()
+    font = DictionaryObject(
+        {
+            NameObject("/Type"): NameObject("/Font"),
+            NameObject("/Subtype"): NameObject("/Type1"),
+            NameObject("/BaseFont"): NameObject("/Helvetica"),
+        }
+    )
+    font_ref = writer._add_object(font)
+    content = DecodedStreamObject()
+    content.set_data(b"BT /F1 12 Tf 10 10 Td (Hi) Tj ET " + b"q Q " * repeats)
+    shared = writer._add_object(content.flate_encode())
+    for _ in range(pages):
+        page = writer.add_blank_page(width=612, height=792)
+        page[NameObject("/Resources")] = DictionaryObject(
+            {NameObject("/Font"): DictionaryObject({NameObject("/F1"): font_ref})}
+        )
+        page[NameObject("/Contents")] = shared
+    out = io.BytesIO()
+    writer.write(out)
+    return out.getvalue()

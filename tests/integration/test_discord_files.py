@@ -24,6 +24,7 @@ from adapters.discord.cog import Services
 from adapters.discord.files import discord_downloader
 from adapters.discord.settings import DiscordSettings
 from core.agent import Agent
+from core.file_workers import FileReaders
 from core.files import FileLimits, InMemoryFileStore
 from core.history import InMemoryHistoryStore
 from core.llm import ChatModel
@@ -32,6 +33,7 @@ from core.stores import InMemoryLocks, InMemoryTraceStore
 from tests.fakes.discord_limits import MISSING_PERMISSIONS
 from tests.fakes.discord_server import CHANNEL_ID, Call, FakeDiscord
 from tests.fakes.local_server import serve_locally
+from tests.hostile import pdf_bomb
 from tests.integration.test_discord import content_of, tools
 from tests.stores import in_memory_stores
 from tests.unit.test_files import make_pdf
@@ -58,7 +60,10 @@ class Harness:
 
 @contextlib.asynccontextmanager
 async def running(
-    turns: list[Turn | str], *, catalogue: dict[str, ChatModel] | None = None
+    turns: list[Turn | str],
+    *,
+    catalogue: dict[str, ChatModel] | None = None,
+    parse_seconds: float = 5,
 ) -> AsyncIterator[Harness]:
     fake = FakeDiscord()
     fake.add_channel(CHANNEL_ID)
@@ -78,10 +83,12 @@ async def running(
         model, tools(), history=InMemoryHistoryStore(), traces=traces, locks=InMemoryLocks()
     )
     store = InMemoryFileStore()
+    readers = FileReaders(parse_seconds=parse_seconds)
     files = ConversationFiles(
         store,
         discord_downloader(fake.api_base_url, max_bytes=LIMIT, timeout=5),
         FileLimits(max_bytes=LIMIT),
+        reader=readers,
     )
     settings = DiscordSettings(
         api_base_url=fake.api_base_url,
@@ -121,6 +128,7 @@ async def running(
             await task
         await fake.stop()
         await foreign_runner.cleanup()
+        await readers.aclose()
 
 
 def _is_totals(call: Call) -> bool:
@@ -172,6 +180,24 @@ async def test_a_question_about_an_attached_pdf_is_answered_from_its_page() -> N
         assert any(p.endswith("/lie.txt") for p in h.fake.cdn_requests)
         assert h.foreign_seen == []
         assert [p.file for p in await h.store.load(CONVERSATION)] == ["report.pdf"] * 3
+
+
+async def test_a_pdf_bomb_is_skipped_in_one_line_and_the_question_still_answered() -> None:
+    async with running(LOOKUP_THEN_ANSWER, parse_seconds=1) as h:
+        attachments = [
+            h.fake.add_attachment("bomb.pdf", pdf_bomb(pages=10)),  # ~20 s of CPU unbounded
+            h.fake.add_attachment(
+                "terms.pdf", make_pdf(["Intro", "The warranty lasts 36 months."])
+            ),
+        ]
+        payload = h.fake.message_create("How long is the warranty?", attachments=attachments)
+        await h.fake.dispatch("MESSAGE_CREATE", payload)
+        await h.fake.wait_for_calls(_is_totals, 1, within=20)
+        (notice,) = [c for c in h.fake.calls if "bomb.pdf" in content_of(c)]
+        assert content_of(notice) == "⚠️ bomb.pdf: took too long to read, skipped."
+        trace = await h.traces.last(CONVERSATION)
+        assert trace is not None and trace.answer == "The warranty lasts 36 months."
+        assert [p.file for p in await h.store.load(CONVERSATION)] == ["terms.pdf"] * 2
 
 
 async def test_files_stay_with_the_conversation_until_reset() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from core.errors import StoreUnavailable
+from core.file_workers import FileReaders
 from core.files import FileLimits, Incoming, ingest, passages_of
 from core.redis_store import connect
 
@@ -33,7 +34,9 @@ async def test_files_round_trip_with_the_history_ttl_and_clear(
         await stores.aclose()
 
 
-async def test_two_processes_share_the_room_left(redis_url: str, redis_prefix: str) -> None:
+async def test_two_processes_share_the_room_left(
+    redis_url: str, redis_prefix: str, readers: FileReaders
+) -> None:
     one = connect(redis_url, prefix=redis_prefix)
     two = connect(redis_url, prefix=redis_prefix)
     limits = FileLimits(max_chars_per_conversation=30)
@@ -45,8 +48,12 @@ async def test_two_processes_share_the_room_left(redis_url: str, redis_prefix: s
         return Incoming(name, len(data), "text/plain", name, fetch)
 
     try:
-        first = await ingest("c", [file("a.txt", b"a" * 20)], store=one.files, limits=limits)
-        second = await ingest("c", [file("b.txt", b"b" * 20)], store=two.files, limits=limits)
+        first = await ingest(
+            "c", [file("a.txt", b"a" * 20)], store=one.files, limits=limits, reader=readers
+        )
+        second = await ingest(
+            "c", [file("b.txt", b"b" * 20)], store=two.files, limits=limits, reader=readers
+        )
         assert first.indexed == ["a.txt"]
         assert second.indexed == [] and "room for 10 more" in second.refused[0]
     finally:

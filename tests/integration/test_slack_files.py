@@ -19,6 +19,7 @@ from adapters.slack.server import HttpServer
 from adapters.slack.settings import SlackSettings
 from adapters.slack.settings_commands import settings_key
 from core.agent import Agent, AgentSettings
+from core.file_workers import FileReaders
 from core.files import FileLimits, InMemoryFileStore
 from core.history import InMemoryHistoryStore
 from core.llm import ChatModel
@@ -68,7 +69,7 @@ async def foreign() -> AsyncIterator[tuple[str, list[str]]]:
 
 
 @pytest.fixture
-async def served() -> AsyncIterator[Callable[..., Any]]:
+async def served(readers: FileReaders) -> AsyncIterator[Callable[..., Any]]:
     opened: list[tuple[HttpServer, SlackBot, aiohttp.ClientSession, FakeSlack]] = []
 
     async def build(
@@ -106,6 +107,7 @@ async def served() -> AsyncIterator[Callable[..., Any]]:
             store,
             slack_downloader(fake.base_url, download_token, max_bytes=LIMIT, timeout=5),
             FileLimits(max_bytes=LIMIT),
+            reader=readers,
         )
         channel_settings = InMemoryChannelSettings()
         choices = ChannelChoices(channel_settings, catalogue or {}, agent.tools)

@@ -34,6 +34,14 @@ def test_redis_keeps_its_data_and_says_when_it_is_healthy() -> None:
     assert redis["restart"] == "unless-stopped"
 
 
+def test_redis_never_evicts_what_guards_exactly_once() -> None:
+    # An evicted event claim lets a redelivered event be answered twice (issue 26).
+    command = compose()["services"]["redis"]["command"]
+    policy = command[command.index("--maxmemory-policy") + 1]
+    assert policy == "noeviction"
+    assert command[command.index("--maxmemory") + 1].endswith("mb")
+
+
 def test_the_bot_waits_for_a_healthy_redis_and_restarts_unless_stopped() -> None:
     bot = compose()["services"]["bot"]
     assert bot["build"] == "."

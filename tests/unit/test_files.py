@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from pypdf import PdfWriter
 from pypdf.generic import DecodedStreamObject, DictionaryObject, NameObject
 
+from core.file_workers import FileReaders
 from core.files import (
     ConversationLookup,
     FileLimits,
@@ -143,7 +144,7 @@ def test_take_enforces_kind_size_and_room() -> None:
     assert take("a.txt", b"hello", limits=limits, room=5)
 
 
-async def test_ingest_counts_limits_and_keeps_the_rest() -> None:
+async def test_ingest_counts_limits_and_keeps_the_rest(readers: FileReaders) -> None:
     store = InMemoryFileStore()
     fetched: list[str] = []
 
@@ -165,6 +166,7 @@ async def test_ingest_counts_limits_and_keeps_the_rest() -> None:
         ],
         store=store,
         limits=limits,
+        reader=readers,
     )
     assert fetched == ["a.txt"]
     assert intake.indexed == ["a.txt"]
@@ -174,7 +176,9 @@ async def test_ingest_counts_limits_and_keeps_the_rest() -> None:
     assert any("c.txt: not read, at most 2 files" in line for line in intake.refused)
     assert "Images are ignored" in intake.notice()
     # The conversation's room is what is left of max_chars_per_conversation.
-    more = await ingest("c1", [incoming("d.txt", b"y" * 40)], store=store, limits=limits)
+    more = await ingest(
+        "c1", [incoming("d.txt", b"y" * 40)], store=store, limits=limits, reader=readers
+    )
     assert more.indexed == [] and "room for 36 more" in more.refused[0]
     assert [p.file for p in await store.load("c1")] == ["a.txt"]
     await store.clear("c1")
@@ -263,7 +267,7 @@ def test_file_names_never_reach_the_tool_description() -> None:
     assert "1 file(s)" in lookup.description
 
 
-async def test_a_store_outage_costs_the_files_not_the_question() -> None:
+async def test_a_store_outage_costs_the_files_not_the_question(readers: FileReaders) -> None:
     from adapters.attachments import STORE_DOWN, ConversationFiles
     from adapters.downloads import DISCORD_FILE_HOSTS, Downloader
     from core.errors import StoreUnavailable
@@ -275,7 +279,7 @@ async def test_a_store_outage_costs_the_files_not_the_question() -> None:
     async def fetch() -> bytes:
         return b"hello"
 
-    files = ConversationFiles(DownStore(), Downloader(DISCORD_FILE_HOSTS))
+    files = ConversationFiles(DownStore(), Downloader(DISCORD_FILE_HOSTS), reader=readers)
     intake = await files.take("c", [Incoming("a.txt", 5, None, "u", fetch)])
     assert intake.refused == [STORE_DOWN]
     from adapters.channels import RunChoice
@@ -295,7 +299,9 @@ def with_lookup() -> ToolRegistry:
     return registry
 
 
-async def test_a_channel_that_turned_lookup_off_keeps_its_files_unsearched() -> None:
+async def test_a_channel_that_turned_lookup_off_keeps_its_files_unsearched(
+    readers: FileReaders,
+) -> None:
     from adapters.attachments import ConversationFiles
     from adapters.downloads import DISCORD_FILE_HOSTS, Downloader
 
@@ -304,7 +310,7 @@ async def test_a_channel_that_turned_lookup_off_keeps_its_files_unsearched() -> 
 
     from adapters.channels import RunChoice
 
-    files = ConversationFiles(InMemoryFileStore(), Downloader(DISCORD_FILE_HOSTS))
+    files = ConversationFiles(InMemoryFileStore(), Downloader(DISCORD_FILE_HOSTS), reader=readers)
     intake, tools = await files.prepare(
         "c",
         [Incoming("a.txt", 30, None, "u", fetch)],
