@@ -32,6 +32,7 @@ from core.observe import RunObserver
 from core.storage import Stores
 from core.tools import ToolRegistry
 from core.tools.calculator import CalculatorTool
+from core.trace import Trace
 
 if TYPE_CHECKING:  # the search, redis and MCP modules load only when configured
     from redis.asyncio import Redis
@@ -89,6 +90,12 @@ class App:
     def health(self) -> StoreHealth | None:
         """Whether the shared store (Redis) answered lately; None without one."""
         return self.stores.health
+
+    def export(self, trace: Trace, path: Path) -> Path:
+        """Write ``trace`` as JSON (``.json``) or Markdown (``.md``) to ``path``."""
+        from bot.trace_commands import export_trace
+
+        return export_trace(trace, path)
 
     @property
     def redis_client(self) -> Redis | None:

@@ -6,27 +6,22 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import importlib.metadata
 import itertools
 import logging
 import os
 import re
-import signal
 import sys
-import threading
-import time
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 from urllib.parse import urlsplit
 
 from rich.console import Console
-from rich.markdown import Markdown
 
-from adapters.terminal.render import TerminalRenderer, printable
+from adapters.terminal.chat import Approvals, ask, chat
+from adapters.terminal.render import printable
 from bot.app import App
 from bot.config import Config, ConfigError, load_config
 from bot.logs import setup_logging
@@ -34,12 +29,7 @@ from bot.platforms import PLATFORMS
 from bot.platforms import enabled as enabled_platforms
 from bot.tools_command import ServerLine, format_tools, server_lines
 from bot.trace_commands import export_trace, format_trace_list
-from core.agent import Run
-from core.approval import Decision
-from core.errors import StoreUnavailable
-from core.events import ApprovalRequested, FinalEvent, Finished, Mode
-from core.prompt import QUESTION_PREFIX
-from core.trace import Trace
+from core.events import Mode
 
 DEFAULT_CONVERSATION = "terminal"
 MODES = ("text", "tools", "json")
@@ -328,331 +318,10 @@ _PROCESS_ONLY_HISTORY = (
 )
 
 
-async def ask(
-    app: App,
-    question: str,
-    conversation: str,
-    console: Console,
-    *,
-    mode: Mode | None = None,
-    people: Approvals | None = None,
-) -> int:
-    final = await _answer(app, question, conversation, console, mode=mode, people=people)
-    return 0 if isinstance(final, Finished) else 1
-
-
-async def _answer(
-    app: App,
-    question: str,
-    conversation: str,
-    console: Console,
-    *,
-    mode: Mode | None = None,
-    people: Approvals | None = None,
-) -> FinalEvent:
-    """Streams one run to the console; Ctrl-C stops the run, not the program."""
-    renderer = TerminalRenderer(console)
-    run = app.agent.start(question, conversation=conversation, user=_user(), mode=mode)
-    with stopped_by_interrupt(run, renderer):
-        async for event in run.events():
-            renderer.handle(event)
-            if isinstance(event, ApprovalRequested) and people is not None:
-                await people.decide(run, event)
-    return await run.wait()
-
-
-class Approvals:
-    """Who decides, in a terminal, on an action that needs approval: ``--approve yes|no``
-    for scripts; else the person at the terminal, asked ``[y]es / [e]dit / [n]o / [a]lways``;
-    with no terminal to ask on, nobody: denied, with a note saying how to allow it."""
-
-    NO_TERMINAL = "nobody to ask: input is not a terminal; run with --approve yes to allow"
-
-    def __init__(self, app: App, console: Console, stdin: IO[str], *, flag: str | None) -> None:
-        self.app = app
-        self.console = console
-        self.stdin = stdin
-        self.flag = flag
-
-    async def decide(self, run: Run, event: ApprovalRequested) -> None:
-        key = (run.trace.id, event.step, event.call)
-        decision = await self._decision(run, event)
-        if decision is not None:  # None: the run ended (Ctrl-C) while the person thought
-            await self.app.broker.decide(key, decision)
-
-    async def _decision(self, run: Run, event: ApprovalRequested) -> Decision | None:
-        if self.flag is not None:
-            return Decision("approve" if self.flag == "yes" else "deny", "--approve " + self.flag)
-        if not (self.stdin.isatty() and self.console.is_terminal):
-            self.console.print(f"  {self.NO_TERMINAL}", style="yellow", markup=False)
-            return Decision("deny", "reactbot", reason=self.NO_TERMINAL)
-        who = _user() or "you"
-        choices = "[y]es / [e]dit / [n]o / [a]lways" if event.remember else "[y]es / [e]dit / [n]o"
-        while True:
-            answer = await self._ask(
-                run, f"Run {event.name}[{printable(event.input)}]? {choices} › "
-            )
-            if answer is None:
-                return None
-            match answer.strip().lower()[:1]:
-                case "y":
-                    return Decision("approve", who)
-                case "a" if event.remember:
-                    return Decision("always", who)
-                case "e":
-                    edited = await self._ask(run, "input › ", prefill=event.input)
-                    return None if edited is None else Decision("edit", who, input=edited.strip())
-                case "n":
-                    reason = await self._ask(run, "reason (optional) › ")
-                    return None if reason is None else Decision("deny", who, reason=reason.strip())
-
-    async def _ask(self, run: Run, prompt: str, *, prefill: str = "") -> str | None:
-        """One line from the terminal, or None when the run ended first (Stop, Ctrl-C)."""
-
-        def read() -> str | None:
-            with _prefilled(prefill):
-                return input(prompt)
-
-        line = asyncio.ensure_future(_read_in_daemon(read))
-        ended = asyncio.ensure_future(run.wait())
-        done, _ = await asyncio.wait({line, ended}, return_when=asyncio.FIRST_COMPLETED)
-        if line in done:
-            ended.cancel()
-            return line.result()
-        line.cancel()
-        return None
-
-
-@contextlib.contextmanager
-def _prefilled(text: str) -> Iterator[None]:
-    """The next ``input()`` starts with ``text`` already typed (readline), to edit in place."""
-    try:
-        import readline
-    except ImportError:
-        yield
-        return
-    readline.set_startup_hook(lambda: readline.insert_text(text))
-    try:
-        yield
-    finally:
-        readline.set_startup_hook(None)
-
-
-def stopped_by_interrupt(
-    run: Run, renderer: TerminalRenderer
-) -> contextlib.AbstractContextManager[None]:
-    """Ctrl-C stops ``run`` (its notice starting on a line of its own), not the program."""
-
-    def stop() -> None:
-        renderer.interrupted()
-        run.cancel("you (Ctrl-C)")
-
-    return _on_interrupt(stop)
-
-
-@contextlib.contextmanager
-def _on_interrupt(handle: Callable[[], None]) -> Iterator[None]:
-    """Ctrl-C calls ``handle`` (in the event loop) instead of ending the program."""
-    loop = asyncio.get_running_loop()
-    previous = signal.getsignal(signal.SIGINT)
-    try:
-        loop.add_signal_handler(signal.SIGINT, handle)
-        installed = True
-    except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, or Windows
-        installed = False
-    try:
-        yield
-    finally:
-        if installed:
-            loop.remove_signal_handler(signal.SIGINT)
-            # remove_signal_handler installs Python's default handler; put back asyncio.run's,
-            # which turns the next Ctrl-C at the prompt into a clean exit.
-            signal.signal(signal.SIGINT, previous)
-
-
 _NO_REDIS_HINT = (
     "Without Redis, traces live only as long as one process (use /trace and /export in "
     "`reactbot chat`). Set REDIS_URL to keep them across commands."
 )
-
-CHAT_HELP = "/help lists the commands"
-
-
-async def chat(
-    app: App,
-    conversation: str,
-    console: Console,
-    stdin: IO[str],
-    *,
-    mode: Mode | None = None,
-    people: Approvals | None = None,
-) -> int:
-    shown = mode or app.agent.settings.mode
-    console.print(
-        f"reactbot chat · {app.model.name} · {shown} mode · {CHAT_HELP}", style="dim", markup=False
-    )
-    session = _ChatSession()
-    read = _line_reader(stdin)
-    while True:
-        line = await read()
-        if line is None:  # end of input: Ctrl-D, or Ctrl-C at the prompt
-            if console.is_terminal:
-                console.print()  # the prompt's line ends here, not in the shell's prompt
-            return 0
-        text = line.strip()
-        if not text:
-            continue
-        if text.startswith("/"):
-            done = await _chat_command(app, text, conversation, console, session)
-            if done:
-                return 0
-            continue
-        final = await _answer(app, text, conversation, console, mode=mode, people=people)
-        session.last = final.trace
-
-
-def _line_reader(stdin: IO[str]) -> Callable[[], Awaitable[str | None]]:
-    """On a terminal, ``input()`` with readline (arrows, history), and Ctrl-C ends the chat
-    like Ctrl-D; otherwise plain lines."""
-    if stdin is sys.stdin and stdin.isatty():
-        with contextlib.suppress(ImportError):
-            import readline  # noqa: F401  (importing it enables line editing for input())
-
-        async def prompt() -> str | None:
-            with _terminal_restored(stdin):
-                return await _read_in_daemon(lambda: input("› "), interruptible=True)
-
-        return prompt
-    return lambda: _read_in_daemon(lambda: stdin.readline() or None)  # "" is end of input
-
-
-@contextlib.contextmanager
-def _terminal_restored(stdin: IO[str]) -> Iterator[None]:
-    """The terminal's settings as they were, should the prompt be left by Ctrl-C while
-    readline (in its thread) has the terminal in its own mode."""
-    try:
-        import termios
-
-        saved = termios.tcgetattr(stdin.fileno())
-    except (ImportError, OSError, ValueError):
-        yield
-        return
-    try:
-        yield
-    finally:
-        with contextlib.suppress(OSError, ValueError, termios.error):
-            termios.tcsetattr(stdin.fileno(), termios.TCSANOW, saved)
-
-
-async def _read_in_daemon(
-    read: Callable[[], str | None], *, interruptible: bool = False
-) -> str | None:
-    """One blocking read in a daemon thread: unlike ``asyncio.to_thread``, a thread stuck in
-    ``input()`` cannot hold up the exit after Ctrl-C. ``None`` means end of input, which
-    Ctrl-C is too when ``interruptible``."""
-    loop = asyncio.get_running_loop()
-    line: asyncio.Future[str | None] = loop.create_future()
-
-    def deliver(value: str | None) -> None:
-        if not line.done():
-            line.set_result(value)
-
-    def work() -> None:
-        try:
-            value = read()
-        except (EOFError, OSError, ValueError):
-            value = None
-        loop.call_soon_threadsafe(deliver, value)
-
-    reader = threading.Thread(target=work, name="reactbot-stdin", daemon=True)
-    if not interruptible:
-        reader.start()
-        return await line
-    with _on_interrupt(lambda: deliver(None)):  # before the prompt shows
-        reader.start()
-        return await line
-
-
-@dataclass
-class _ChatSession:
-    last: Trace | None = None
-    """The trace of the last question asked in this chat."""
-    reset_at: float = 0.0
-    """When ``/reset`` was last typed: stored traces from before it are not "the last"."""
-
-    async def last_trace(self, app: App, conversation: str) -> Trace | None:
-        """This chat's last trace, else the conversation's last stored one (``--conversation``
-        with Redis: asked in an earlier command)."""
-        if self.last is not None:
-            return self.last
-        stored = await app.stores.traces.last(conversation)
-        return stored if stored is not None and stored.started_at > self.reset_at else None
-
-
-CHAT_COMMANDS = (
-    ("/help", "this list"),
-    ("/reset", "forget this conversation's history"),
-    ("/history", "the conversation so far"),
-    ("/trace", "the last question's full trace"),
-    ("/export FILE", "save the last trace as FILE.json or FILE.md"),
-    ("/quit", "leave (Ctrl-D and Ctrl-C at the prompt too)"),
-)
-
-
-async def _chat_command(
-    app: App, text: str, conversation: str, console: Console, session: _ChatSession
-) -> bool:
-    command, _, rest = text.partition(" ")
-    match command:
-        case "/quit" | "/exit":
-            return True
-        case "/help":
-            width = max(len(name) for name, _ in CHAT_COMMANDS)
-            for name, what in CHAT_COMMANDS:
-                console.print(f"  {name:<{width}}  {what}", markup=False)
-        case "/reset":
-            await app.stores.history.clear(conversation)
-            try:
-                await app.stores.files.clear(conversation)
-                files_kept = False
-            except StoreUnavailable:
-                files_kept = True
-            if files_kept or (app.health is not None and app.health.degraded):
-                console.print(
-                    "Memory is unavailable right now: nothing was cleared.", style="yellow"
-                )
-            else:
-                session.last, session.reset_at = None, time.time()
-                console.print("History cleared for this conversation.", style="dim")
-        case "/history":
-            messages = await app.stores.history.load(conversation)
-            if not messages:
-                console.print("(no history)", style="dim")
-            for message in messages:
-                content = message["content"]
-                if message["role"] == "user":
-                    content = content.removeprefix(QUESTION_PREFIX)
-                console.print(printable(f"{message['role']}: {content}"), markup=False)
-        case "/trace":
-            last = await session.last_trace(app, conversation)
-            if last is None:
-                console.print("No trace yet: ask something first.", style="dim")
-            else:
-                markdown = printable(last.to_markdown())
-                console.print(Markdown(markdown, hyperlinks=False), soft_wrap=False)
-        case "/export":
-            last = await session.last_trace(app, conversation)
-            if last is None or not rest.strip():
-                console.print("Usage: /export FILE.json|FILE.md (after a question)", style="dim")
-            else:
-                try:
-                    path = export_trace(last, Path(rest.strip()))
-                    console.print(f"Trace written to {path}", style="dim")
-                except (OSError, ValueError) as exc:
-                    console.print(f"Could not export: {exc}", style="yellow", markup=False)
-        case _:
-            console.print(f"Unknown command {command}. {CHAT_HELP}", style="yellow", markup=False)
-    return False
 
 
 def tools_command(app: App, console: Console) -> int:
@@ -784,9 +453,3 @@ def redis_address(url: str) -> str:
     if parts.scheme == "unix":
         return parts.path
     return f"{parts.hostname or 'localhost'}:{parts.port or 6379}"
-
-
-def _user() -> str:
-    with contextlib.suppress(Exception):
-        return os.getlogin()
-    return os.environ.get("USER", "you")

@@ -554,7 +554,7 @@ def _plan(app: App, options: EvalOptions) -> _Plan:
 async def _run_plan(
     app: App, plan: _Plan, options: EvalOptions, console: Console, errors: Console
 ) -> int:
-    from bot.cli import _on_interrupt  # bot.cli imports this module
+    from adapters.terminal.chat import on_interrupt
 
     jobs = [
         Job(setup, case, repeat)
@@ -565,7 +565,7 @@ async def _run_plan(
     started_at = time.time()
     with EvalProgress(errors, len(jobs)) as progress:
         runner = Eval(app, jobs, options.concurrency, on_result=progress.advance)
-        with _on_interrupt(runner.stop):
+        with on_interrupt(runner.stop):
             await runner.run()
     results = _in_plan_order(runner.results, jobs)
     summaries = [summarise(s.combination, results) for s in plan.setups]

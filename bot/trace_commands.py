@@ -209,7 +209,7 @@ async def replay_command(
 async def _show_replay(run: Run, replaying: ReplayingTools, console: Console) -> FinalEvent:
     """The replay streamed like ``ask``, each observation taken from the trace said so;
     Ctrl-C stops the replay (which is still compared and stored), not the program."""
-    from bot.cli import stopped_by_interrupt  # bot.cli imports this module
+    from adapters.terminal.chat import stopped_by_interrupt
 
     renderer = TerminalRenderer(console)
     inputs: dict[tuple[int, int], str] = {}
