@@ -47,7 +47,7 @@ from core.events import (
     StepKind,
     StepStarted,
 )
-from core.formats import Reply, Request, assistant_message, formats_for
+from core.formats import Reply, Request, StepFormat, assistant_message, formats_for
 from core.history import HistoryStore
 from core.llm import ChatModel, Message
 from core.memory import HistoryCompactor, Memory, MemoryHealth
@@ -457,7 +457,7 @@ class Run:
         return await self._best_effort(state)
 
     async def _best_effort(self, state: _State) -> Finished:
-        state.messages.append(prompt.best_answer_message(self.settings.max_steps, self.mode))
+        state.messages.append(self._format.best_answer(self.settings.max_steps))
         reply = await self._step(self.settings.max_steps + 1, state, kind="best_effort")
         if reply.step is not None and reply.step.answer is not None:
             return await self._finish(reply.step.answer, "best_effort", state)
@@ -469,7 +469,7 @@ class Run:
         model = self.answer_model
         assert model is not None
         self.trace.models.append(model.name)
-        state.messages.append(prompt.final_answer_message(draft, self.mode))
+        state.messages.append(self._format.final_answer(draft))
         reply = await self._step(n, state, kind="answer", model=model)
         if reply.step is not None and reply.step.answer:
             return await self._finish(reply.step.answer, "answered", state)
@@ -496,7 +496,7 @@ class Run:
                 break
             reason = reply.error or "unreadable reply"
             self._emit(FormatRetry(n, attempt + 1, reason))
-            state.messages.append(prompt.correction_message(reason, self.mode))
+            state.messages.append(self._format.correction(reason))
         return Reply(reply.text, None, reply.error)
 
     def _open_step(self, n: int, kind: Literal["step", "final"], model: ChatModel) -> TraceStep:
@@ -509,7 +509,11 @@ class Run:
     ) -> Reply:
         """One request in the run's mode; ``final``: the answer is due, offer no tools."""
         request = Request(n, step, state.messages, model, self.tools, final)
-        return await self._formats[self.mode].read(self._reader, request)
+        return await self._format.read(self._reader, request)
+
+    @property
+    def _format(self) -> StepFormat:
+        return self._formats[self.mode]
 
     def _to_text(self, messages: list[Message]) -> None:
         """The endpoint takes no JSON format: the run goes on in text mode."""

@@ -62,8 +62,35 @@ class StepFormat(Protocol):
         """Ask ``request.model`` for one step and read its streamed reply."""
         ...
 
+    def correction(self, reason: str) -> Message:
+        """What the model is told when its reply did not follow the format."""
+        ...
 
-class TextFormat:
+    def best_answer(self, max_steps: int) -> Message:
+        """What the model is told when its steps ran out."""
+        ...
+
+    def final_answer(self, draft: str) -> Message:
+        """What the answer model is told to rewrite the draft answer."""
+        ...
+
+
+class _Prompted:
+    """The messages a format adds to the conversation, in its own words (``core.prompt``)."""
+
+    name: Mode
+
+    def correction(self, reason: str) -> Message:
+        return prompt.correction_message(reason, self.name)
+
+    def best_answer(self, max_steps: int) -> Message:
+        return prompt.best_answer_message(max_steps, self.name)
+
+    def final_answer(self, draft: str) -> Message:
+        return prompt.final_answer_message(draft, self.name)
+
+
+class TextFormat(_Prompted):
     name: Mode = "text"
 
     async def read(self, reader: ReplyReader, request: Request) -> Reply:
@@ -94,7 +121,7 @@ class TextFormat:
             return Reply(raw, None, str(exc))
 
 
-class ToolsFormat:
+class ToolsFormat(_Prompted):
     name: Mode = "tools"
 
     async def read(self, reader: ReplyReader, request: Request) -> Reply:
@@ -131,7 +158,7 @@ class ToolsFormat:
         return Reply("", None, "the reply was cut off" if cut_off else "the reply is empty")
 
 
-class JsonStepFormat:
+class JsonStepFormat(_Prompted):
     """``json`` mode; ``formats`` remembers, per model name, what its endpoint takes, and
     ``to_text`` switches the run to text mode once neither JSON format is taken."""
 
