@@ -181,8 +181,8 @@ class Ticket(Generic[A]):
 
 
 class Follower(Protocol):
-    """What drives the message from the run's events to its final state (``LiveMessage``,
-    Slack's ``NativeStream``)."""
+    """What drives the message from the run's events to its final state and its trace
+    thread (``LiveMessage``, whether its surface replaces or appends)."""
 
     @property
     def stats(self) -> LiveStats: ...
@@ -214,10 +214,6 @@ class Reply(Protocol):
 
     async def ended(self, run: Run) -> None:
         """The run ended, however (views stopped, a thread status cleared); never raises."""
-        ...
-
-    async def after(self, view: RunView) -> None:
-        """The message reached its final state normally (Slack's stream posts its trace)."""
         ...
 
 
@@ -419,7 +415,6 @@ class Answering(Generic[A]):
         if self.closing:  # shutdown began while the message was being posted
             run.cancel(by=self.shutdown_by)
         await self._follow(ask, run, reply, follower)
-        await reply.after(view)
 
     async def _follow(self, ask: Ask[A], run: Run, reply: Reply, follower: Follower) -> None:
         self._running[run.trace.id] = Running(run, ask)

@@ -765,9 +765,6 @@ class SlackReply:
         if self.stream is not None and self.question.assistant:
             await self.bot._assistant_status(self.question, "")
 
-    async def after(self, view: RunView) -> None:
-        return None  # the follower posted the trace thread
-
 
 class _StatusShown:
     """A stream that also shows the run's phase as its assistant thread's status."""
