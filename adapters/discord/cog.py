@@ -972,7 +972,7 @@ class AskCog(commands.Cog):
         channel_id = interaction.channel_id or 0
         return is_admin(self.settings, asker_of(interaction.user, interaction.channel, channel_id))
 
-    def _live(self, run: Run, message: discord.Message, view: RunView, reply: MentionReply) -> Live:
+    def _live(self, run: Run, message: discord.Message, view: RunView, reply: _Reply) -> Live:
         """The follower of ``run`` into its posted placeholder ``message``."""
         surface = DiscordSurface(
             message,
@@ -1011,14 +1011,37 @@ class AskCog(commands.Cog):
         await self.answering.aclose(grace=grace)
 
 
-class MentionReply:
+class _Reply:
+    """What both kinds of Discord answer share: the channel, and the placeholder's view,
+    stopped when the run ends."""
+
+    def __init__(self, cog: AskCog, ask: Ask[Asker], channel_id: int) -> None:
+        self.cog, self.ask, self.channel_id = cog, ask, channel_id
+        self._view: discord.ui.View | discord.ui.LayoutView | None = None
+
+    def _shown(
+        self,
+        run: Run,
+        message: discord.Message,
+        view: RunView,
+        controls: discord.ui.View | discord.ui.LayoutView,
+    ) -> Live:
+        """The placeholder ``message`` is posted with ``controls``: follow ``run`` into it."""
+        self._view = controls
+        return self.cog._live(run, message, view, self)
+
+    async def ended(self, run: Run) -> None:
+        if self._view is not None:
+            self._view.stop()
+
+
+class MentionReply(_Reply):
     """An answer to a mention or DM: a reply to the message, "typing…" while its files are
     read (no reply is posted yet), the refused files said in a reply too."""
 
     def __init__(self, cog: AskCog, message: discord.Message, ask: Ask[Asker]) -> None:
-        self.cog, self.message, self.ask = cog, message, ask
-        self.channel_id = message.channel.id
-        self._view: discord.ui.View | discord.ui.LayoutView | None = None
+        super().__init__(cog, ask, message.channel.id)
+        self.message = message
 
     async def open(self, verbosity: Verbosity) -> str | None:
         per_thread = self.cog.settings.per_thread
@@ -1036,8 +1059,7 @@ class MentionReply:
         except discord.HTTPException:
             log.exception("could not post the placeholder in channel %s", self.channel_id)
             return None
-        self._view = controls
-        return self.cog._live(run, message, view, self)
+        return self._shown(run, message, view, controls)
 
     async def _post(
         self, first: DiscordPayload, controls: discord.ui.View | discord.ui.LayoutView
@@ -1050,22 +1072,14 @@ class MentionReply:
     async def note(self, text: str) -> None:
         await self.cog._say(self.channel_id, self.message.reply(text, **QUIET))
 
-    async def ended(self, run: Run) -> None:
-        if self._view is not None:
-            self._view.stop()
 
-    async def after(self, view: RunView) -> None:
-        return None
-
-
-class InteractionReply(MentionReply):
+class InteractionReply(_Reply):
     """An answer to ``/ask``: the deferred response becomes the live message (Discord shows
     its own "thinking…" while files are read), the refused files said in a follow-up."""
 
     def __init__(self, cog: AskCog, interaction: discord.Interaction, ask: Ask[Asker]) -> None:
-        self.cog, self.interaction, self.ask = cog, interaction, ask
-        self.channel_id = interaction.channel_id or 0
-        self._view = None
+        super().__init__(cog, ask, interaction.channel_id or 0)
+        self.interaction = interaction
 
     async def open(self, verbosity: Verbosity) -> str | None:
         return self.cog._conversation_of(self.interaction)
@@ -1093,8 +1107,7 @@ class InteractionReply(MentionReply):
         except discord.HTTPException:
             log.exception("could not post the placeholder for interaction %s", interaction.id)
             return None
-        self._view = controls
-        return self.cog._live(run, message, view, self)
+        return self._shown(run, message, view, controls)
 
     async def note(self, text: str) -> None:
         await self.cog._say(self.channel_id, self.interaction.followup.send(text, **QUIET))
