@@ -155,7 +155,8 @@ class StreamRenderer:
 
     def plain(self, text: str) -> StreamState:
         fallback = SlackRenderer(run_id=self.run_id).plain(text)
-        ending = safe_markdown(text.strip()[: MARKDOWN_LIMIT // 2])
+        shown = text.strip()
+        ending = safe_markdown(shown[: fitting_end(shown, 0, MARKDOWN_LIMIT)])
         return StreamState((), "", final=True, ending=ending, fallback=fallback)
 
     def trace_posts(
@@ -250,18 +251,20 @@ class StreamSurface:
         else:
             await self._push(payload)
 
-    async def _push(self, state: StreamState) -> None:
-        """Every task that changed, then the rest of the answer in pieces Slack takes."""
+    async def _push(self, state: StreamState) -> int:
+        """Every task that changed, then the rest of the answer in pieces Slack takes; how
+        many appends that took (each beyond the edit's first is an extra request)."""
         requests = 0
         while not self._dead:
             content, advance = self._next(state)
             if content is None:
-                return
+                break
             if requests:
                 self.extra_requests += 1
             requests += 1
             if await self._append(content):
                 advance()
+        return requests
 
     def _next(self, state: StreamState) -> tuple[dict[str, Any] | None, Callable[[], None]]:
         """The next append's content, and what to mark sent once Slack took (or refused) it."""
@@ -371,9 +374,10 @@ class StreamSurface:
     async def _finish(self, state: StreamState) -> None:
         """Every task in its final status, the rest of the answer, how it ended, then stop
         with the totals and the feedback buttons; a dead stream's final state is posted."""
-        await self._push(state)
+        appended = await self._push(state)
         if state.ending and not self._dead and not self._ending_sent:
-            self.extra_requests += 1
+            if appended:
+                self.extra_requests += 1
             self._ending_sent = await self._append({"markdown_text": state.ending})
         if not self._dead and await self._stop(list(state.blocks)):
             return

@@ -154,3 +154,14 @@ def test_huge_inputs_render_fast_and_small() -> None:
     assert all(len(p) <= MARKDOWN_LIMIT for p in pieces)
     assert seconds < 10  # generous: a loaded CI machine; the point is that it ends
     assert peak < 200 * 1024 * 1024
+
+
+@PROPERTY
+@given(text=st.one_of(hostile_text(), st.text(alphabet="&<>]@x", min_size=3_000, max_size=20_000)))
+def test_the_plain_fallback_of_a_stream_fits_one_append_and_pings_nobody(text: str) -> None:
+    from adapters.slack.streaming import StreamRenderer
+
+    plain = StreamRenderer("run").plain(text)
+    assert len(plain.ending) <= MARKDOWN_LIMIT  # one chat.appendStream takes it
+    assert not PING.search(plain.ending)
+    assert plain.final and plain.fallback is not None
