@@ -1,4 +1,4 @@
-"""The README's example tool works as written (a README that lies is a bug)."""
+"""The README's and docs' examples work as written (documentation that lies is a bug)."""
 
 from __future__ import annotations
 
@@ -10,11 +10,14 @@ from core.events import Finished, ObservationReady
 from core.scripted import ScriptedModel
 from core.tools import ToolRegistry
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+REPO = Path(__file__).resolve().parents[2]
+README = REPO / "README.md"
+TOOLS = REPO / "docs" / "tools.md"
+SURFACES = REPO / "docs" / "discord-and-slack.md"
 
 
 async def test_the_readme_example_tool_runs_in_the_loop() -> None:
-    section = README.read_text().split("## Add a tool", 1)[1]
+    section = TOOLS.read_text().split("## Add a tool", 1)[1]
     snippet = re.search(r"```python\n(.*?)```", section, re.DOTALL)
     assert snippet is not None
     registry = ToolRegistry()
@@ -33,7 +36,7 @@ async def test_the_readme_example_tool_runs_in_the_loop() -> None:
 
 
 async def test_the_readme_multi_argument_tool_runs_and_is_checked() -> None:
-    section = README.read_text().split("## Add a tool", 1)[1]
+    section = TOOLS.read_text().split("## Add a tool", 1)[1]
     snippets = re.findall(r"```python\n(.*?)```", section, re.DOTALL)
     assert len(snippets) == 2
     registry = ToolRegistry()
@@ -56,7 +59,7 @@ async def test_the_readme_multi_argument_tool_runs_and_is_checked() -> None:
 def test_the_readme_mcp_examples_are_valid_configs(tmp_path: Path) -> None:
     from bot.config import load_config
 
-    section = README.read_text().split("## Bring your own tools: MCP servers", 1)[1]
+    section = TOOLS.read_text().split("## Bring your own tools: MCP servers", 1)[1]
     stdio, http = re.findall(r"```yaml\n(.*?)```", section, re.DOTALL)[:2]
     assert len(stdio.splitlines()) <= 10 and len(http.splitlines()) <= 10
     (tmp_path / "stdio.yaml").write_text(stdio)
@@ -75,10 +78,32 @@ def test_the_readme_mcp_examples_are_valid_configs(tmp_path: Path) -> None:
 def test_the_readme_slack_streaming_example_is_a_valid_config(tmp_path: Path) -> None:
     from bot.config import load_config
 
-    section = README.read_text().split("### Slack: native streaming", 1)[1]
+    section = SURFACES.read_text().split("### Slack: native streaming", 1)[1]
     snippet = re.findall(r"```yaml\n(.*?)```", section, re.DOTALL)[0]
     path = tmp_path / "config.yaml"
     path.write_text(snippet)
     slack = load_config(path, {}).slack
     assert slack.streaming_mode == "auto"
     assert [p.title for p in slack.suggested_prompts] == ["Calculate"]
+
+
+def test_the_readme_settings_example_is_a_valid_config(tmp_path: Path) -> None:
+    from bot.config import load_config
+
+    section = README.read_text().split("## The settings everyone changes", 1)[1]
+    snippet = re.findall(r"```yaml\n(.*?)```", section, re.DOTALL)[0]
+    path = tmp_path / "config.yaml"
+    path.write_text(snippet)
+    config = load_config(path, {"REACTBOT_LINK_SECRET": "x" * 32})
+    assert config.agent.mode == "tools" and config.slack.verbosity == "compact"
+    assert config.agent.approval.tools == ("calculate",)
+
+
+def test_the_readme_stays_short_and_its_links_resolve() -> None:
+    text = README.read_text()
+    assert len(text.splitlines()) < 250
+    for target in re.findall(r"\]\(((?:docs|bot)/[^)#]+)\)", text):
+        assert (REPO / target).exists(), target
+    for page in (REPO / "docs").glob("*.md"):
+        for target in re.findall(r"\]\((?!https?:)([^)#]+)\)", page.read_text()):
+            assert (page.parent / target).resolve().exists(), f"{page.name}: {target}"
