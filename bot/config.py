@@ -358,8 +358,25 @@ class DiscordConfig(_Section):
     admin_roles: tuple[int, ...] = ()
     allow_dms: bool = True
     cooldown_seconds: float = Field(default=5.0, ge=0, le=3600)
+    shard_count: int | None = Field(default=None, ge=1, le=10_000)
+    """The bot's shards in all; None: as many as Discord recommends, all in this process."""
+    shard_ids: tuple[int, ...] | None = None
+    """The shards this process runs (with ``shard_count``): N processes on one Redis split
+    the shards between them, and Discord sends each guild's events to one shard."""
 
     _http_url = field_validator("api_base_url")(_check_http_url)
+
+    @model_validator(mode="after")
+    def _shards(self) -> DiscordConfig:
+        if self.shard_ids is None:
+            return self
+        if self.shard_count is None:
+            raise ValueError("discord.shard_ids needs discord.shard_count (the shards in all)")
+        if not self.shard_ids or len(set(self.shard_ids)) != len(self.shard_ids):
+            raise ValueError("discord.shard_ids lists each shard once, at least one")
+        if any(not 0 <= i < self.shard_count for i in self.shard_ids):
+            raise ValueError(f"discord.shard_ids are from 0 to {self.shard_count - 1}")
+        return self
 
     @field_validator(
         "allowed_guilds",

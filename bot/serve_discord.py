@@ -56,6 +56,17 @@ def discord_files(app: App) -> ConversationFiles | None:
     )
 
 
+def shards(app: App) -> dict[str, object]:
+    """``AutoShardedBot``'s own options: which shards this process runs (none: all of them)."""
+    discord = app.config.discord
+    chosen: dict[str, object] = {}
+    if discord.shard_count is not None:
+        chosen["shard_count"] = discord.shard_count
+    if discord.shard_ids is not None:
+        chosen["shard_ids"] = list(discord.shard_ids)
+    return chosen
+
+
 async def serve_discord(app: App) -> None:
     token = app.config.secrets.discord_token
     if token is None:
@@ -70,7 +81,7 @@ async def serve_discord(app: App) -> None:
         trace_link=LinkSigner.from_config(app.config).link,
         files=discord_files(app),
     )
-    bot = create_bot(services)
+    bot = create_bot(services, **shards(app))
     app.platforms["discord"] = PlatformLink(
         connected=lambda: _connected(bot),
         edits=lambda: bot.cog.pacer.stats.edits if bot.cog is not None else 0,

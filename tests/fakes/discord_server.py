@@ -253,6 +253,12 @@ class FakeDiscord:
     interaction_callback_window: float = 3.0
     identify_interval: float = 5.0
     """Least time between IDENTIFYs (``max_concurrency`` 1 per 5 s); 0 disables the check."""
+    guilds: tuple[int, ...] = (GUILD_ID,)
+    """The guilds the bot is in. A session identified as shard ``[i, n]`` is sent only the
+    guilds and guild events with ``(guild_id >> 22) % n == i``, and DMs only when ``i`` is 0,
+    as Discord routes them; every channel but ``GUILD_ID``'s has no category."""
+    recommended_shards: int = 1
+    """The ``shards`` that ``GET /gateway/bot`` recommends."""
     clock: Callable[[], float] = time.monotonic
     """The fake's time (REST requests, interaction tokens): a test that needs minutes to pass
     hands in a clock it moves itself (``ManualClock``)."""
@@ -327,17 +333,22 @@ class FakeDiscord:
 
     # ---- the guild ----------------------------------------------------------------------------
     def add_channel(
-        self, channel_id: int, *, parent: int | None = CATEGORY_ID, name: str = ""
+        self,
+        channel_id: int,
+        *,
+        parent: int | None = CATEGORY_ID,
+        name: str = "",
+        guild: int = GUILD_ID,
     ) -> Json:
         data: Json = {
             "id": str(channel_id),
             "type": 0,
-            "guild_id": str(GUILD_ID),
+            "guild_id": str(guild),
             "name": name or f"channel-{channel_id}",
             "position": len(self.channels),
             "permission_overwrites": [],
             "nsfw": False,
-            "parent_id": str(parent) if parent else None,
+            "parent_id": str(parent) if parent and guild == GUILD_ID else None,
             "topic": None,
             "last_message_id": None,
             "rate_limit_per_user": 0,
@@ -375,7 +386,21 @@ class FakeDiscord:
         ``GET /guilds/{guild}/members/{user}``, as a DM's author must be looked up."""
         self.members[user_id] = member(user_id, name, roles=roles)
 
-    def guild_payload(self) -> Json:
+    def guild_of(self, channel_id: int) -> int:
+        """The guild a channel (or thread) is in; ``GUILD_ID`` for one the fake does not know."""
+        known = self.channels.get(channel_id)
+        return int(known["guild_id"]) if known and known.get("guild_id") else GUILD_ID
+
+    def owns(self, session: GatewaySession, guild_id: int | None) -> bool:
+        """Whether Discord would send this guild's events (None: a DM's) to ``session``."""
+        shard, count = session.shard
+        if count <= 1:
+            return True
+        return shard == 0 if guild_id is None else (guild_id >> 22) % count == shard
+
+    def guild_payload(self, guild_id: int = GUILD_ID) -> Json:
+        """GUILD_CREATE's payload: its channels and threads; the categories and the admins
+        role are ``GUILD_ID``'s alone."""
         categories: list[Json] = [
             {
                 "id": str(c),
@@ -388,11 +413,14 @@ class FakeDiscord:
                 "parent_id": None,
             }
             for i, c in enumerate((CATEGORY_ID, OTHER_CATEGORY_ID))
+            if guild_id == GUILD_ID
         ]
-        texts = [c for c in self.channels.values() if c["type"] == 0]
+        texts = [
+            c for c in self.channels.values() if c["type"] == 0 and c["guild_id"] == str(guild_id)
+        ]
         roles = [
             {
-                "id": str(GUILD_ID),
+                "id": str(guild_id),
                 "name": "@everyone",
                 "permissions": "3072",
                 "position": 0,
@@ -413,10 +441,10 @@ class FakeDiscord:
                 "mentionable": True,
                 "flags": 0,
             },
-        ]
+        ][: 2 if guild_id == GUILD_ID else 1]
         return {
-            "id": str(GUILD_ID),
-            "name": "fake guild",
+            "id": str(guild_id),
+            "name": "fake guild" if guild_id == GUILD_ID else f"fake guild {guild_id}",
             "icon": None,
             "owner_id": "1",
             "unavailable": False,
@@ -427,7 +455,11 @@ class FakeDiscord:
             "stickers": [],
             "features": [],
             "channels": categories + texts,
-            "threads": [c for c in self.channels.values() if c["type"] in (11, 12)],
+            "threads": [
+                c
+                for c in self.channels.values()
+                if c["type"] in (11, 12) and c["guild_id"] == str(guild_id)
+            ],
             "members": [member(BOT_ID, "reactbot", bot=True)],
             "voice_states": [],
             "presences": [],
@@ -476,9 +508,12 @@ class FakeDiscord:
         self.refuse_next("POST", "/threads", MISSING_PERMISSIONS, count=None)
 
     async def dispatch(self, event: str, data: Json) -> None:
-        """Send a dispatch to every session; one that is reconnecting gets it on RESUME."""
+        """Send a dispatch to every session of the shard that owns its guild (every session,
+        unsharded); one that is reconnecting gets it on RESUME."""
+        guild = data.get("guild_id")
         for session in list(self.sessions.values()):
-            await self._send_dispatch(session, event, data)
+            if self.owns(session, int(guild) if guild is not None else None):
+                await self._send_dispatch(session, event, data)
 
     async def dispatch_to(self, index: int, event: str, data: Json) -> None:
         """A dispatch for one session only (Discord routes each event to one shard), by the
@@ -537,7 +572,7 @@ class FakeDiscord:
         data: Json = {
             "id": str(mid),
             "channel_id": str(channel_id),
-            "guild_id": str(GUILD_ID),
+            "guild_id": str(self.guild_of(channel_id)),
             "author": user(author_id, name, bot=bot),
             "member": {
                 k: v for k, v in member(author_id, name, roles=roles).items() if k != "user"
@@ -807,17 +842,19 @@ class FakeDiscord:
         )
         session.ws = ws
         self.sessions[session.id] = session
+        owned = [g for g in self.guilds if self.owns(session, g)]
         ready = {
             "v": 10,
             "user": user(BOT_ID, "reactbot", bot=True),
-            "guilds": [{"id": str(GUILD_ID), "unavailable": True}],
+            "guilds": [{"id": str(g), "unavailable": True} for g in owned],
             "session_id": session.id,
             "resume_gateway_url": self.resume_gateway_url,
             "shard": session.shard,
             "application": {"id": str(APP_ID), "flags": 0},
         }
         await ws.send_str(session.frame("READY", ready))
-        await ws.send_str(session.frame("GUILD_CREATE", self.guild_payload()))
+        for guild in owned:
+            await ws.send_str(session.frame("GUILD_CREATE", self.guild_payload(guild)))
         self.identifies += 1
         self.identified.set()
         return session
@@ -950,7 +987,7 @@ class FakeDiscord:
             case ("GET", ["gateway", "bot"]):
                 return {
                     "url": self.gateway_url,
-                    "shards": 1,
+                    "shards": self.recommended_shards,
                     "session_start_limit": {
                         "total": 1000,
                         "remaining": 1000,
@@ -961,7 +998,8 @@ class FakeDiscord:
             case ("GET", ["users", "@me"]):
                 return user(BOT_ID, "reactbot", bot=True)
             case ("GET", ["guilds", gid, "members", uid]):
-                if gid != str(GUILD_ID) or not uid.isdigit() or int(uid) not in self.members:
+                known = gid.isdigit() and int(gid) in self.guilds
+                if not known or not uid.isdigit() or int(uid) not in self.members:
                     raise Refused(refusal(404, 10007, "Unknown Member"))
                 return self.members[int(uid)]
             case ("GET", ["oauth2", "applications", "@me"]):
@@ -1019,7 +1057,7 @@ class FakeDiscord:
         mid = self.new_id()
         data = _message(mid, channel_id, body, files, flags=flags)
         if channel_id in self.channels and self.channels[channel_id]["type"] != 11:
-            data["guild_id"] = str(GUILD_ID)
+            data["guild_id"] = str(self.guild_of(channel_id))
         self.messages[mid] = data
         self.created.append(mid)
         return data
@@ -1048,7 +1086,7 @@ class FakeDiscord:
         thread = {
             "id": str(message_id),
             "type": 11,
-            "guild_id": str(GUILD_ID),
+            "guild_id": str(self.guild_of(channel_id)),
             "parent_id": str(channel_id),
             "name": body.get("name", "thread"),
             "owner_id": str(BOT_ID),
