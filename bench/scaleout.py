@@ -28,12 +28,14 @@ import contextlib
 import json
 import os
 import sys
+import tempfile
 import time
 import urllib.parse
 import uuid
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from bench.soak import (
@@ -158,10 +160,18 @@ class Trial:
         )
 
 
-async def _start_bots(platform: str, count: int, api: str, prefix: str) -> list[tuple[Any, int]]:
+LOGS = Path(tempfile.gettempdir()) / "reactbot-scaleout"
+"""Where each bot process's log goes (its warnings would bury the table)."""
+
+
+async def _start_bots(
+    platform: str, count: int, api: str, prefix: str, load: int
+) -> list[tuple[Any, int]]:
     bots = []
+    LOGS.mkdir(exist_ok=True)
     for index in range(count):
         port = free_port()
+        log = (LOGS / f"{platform}-{load}-{index + 1}of{count}.log").open("wb")
         child = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
@@ -170,7 +180,9 @@ async def _start_bots(platform: str, count: int, api: str, prefix: str) -> list[
             f"{platform},{index},{count},{api},{port},{prefix}",
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
+            stderr=log,
         )
+        log.close()
         assert child.stdout is not None
         assert (await child.stdout.readline()).strip() == b"ready"
         bots.append((child, port))
@@ -225,7 +237,7 @@ async def discord_trial(processes: int, conversations: int, seconds: float) -> T
     await fake.start()
     trial = Trial("discord", processes, conversations)
     prefix = f"reactbot-scaleout:{uuid.uuid4().hex[:8]}:"
-    bots = await _start_bots("discord", processes, fake.api_base_url, prefix)
+    bots = await _start_bots("discord", processes, fake.api_base_url, prefix, conversations)
     try:
         async with asyncio.timeout(60):
             while len(fake.live_sessions) < processes:  # noqa: ASYNC110
@@ -284,7 +296,9 @@ async def slack_trial(processes: int, conversations: int, seconds: float) -> Tri
     trial = Trial("slack", processes, conversations)
     prefix = f"reactbot-scaleout:{uuid.uuid4().hex[:8]}:"
     async with FakeSlack() as fake, aiohttp.ClientSession() as session:
-        bots = await _start_bots("slack", processes, fake.base_url.rstrip("/"), prefix)
+        bots = await _start_bots(
+            "slack", processes, fake.base_url.rstrip("/"), prefix, conversations
+        )
         ports = [port for _, port in bots]
         try:
             async with asyncio.timeout(60):
@@ -381,6 +395,7 @@ async def run(
                     trials.append(trial)
                     print(line(trial), flush=True)
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"the bot processes' logs: {LOGS}/")
     for platform in platforms:
         best = {
             count: max(
