@@ -1,7 +1,12 @@
 """Soak: N conversations at once for T minutes through the Discord or Slack fake, with Redis.
 
     scripts/with-redis .venv/bin/python -m bench.soak [--platform discord|slack|all]
-        [--conversations 1000] [--minutes 2]
+        [--conversations 1000] [--minutes 2] [--reply demo|realistic] [--chunk-interval 0.02]
+
+``--reply realistic`` answers through the real ``openai`` client from ``bench/realistic_model.py``
+(its own process): three tool steps of 200-400-character thoughts, then a 600-1,000-character
+answer, all in 3-6-character chunks ``--chunk-interval`` seconds apart. ``demo`` (the default)
+is the offline demo model's few dozen chunks.
 
 The bot runs in this process exactly as ``reactbot serve`` wires it (``App.create``, Redis
 stores, ``settle_heap``, ``serve_discord`` / ``serve_slack``, the offline demo model
@@ -132,7 +137,14 @@ async def sample_lag(figures: BotFigures) -> None:
         figures.lags.append(max(0.0, loop.time() - started - LAG_INTERVAL))
 
 
-async def soak(platform: str, conversations: int, minutes: float, think: float) -> dict[str, Any]:
+async def soak(
+    platform: str,
+    conversations: int,
+    minutes: float,
+    think: float,
+    reply: str = "demo",
+    chunk_interval: float = 0.02,
+) -> dict[str, Any]:
     from bot.app import App
     from bot.config import Config, Secrets
 
@@ -158,6 +170,20 @@ async def soak(platform: str, conversations: int, minutes: float, think: float) 
     )
     assert driver.stdout is not None
     hello = json.loads(await driver.stdout.readline())
+    model = None
+    if reply == "realistic":
+        model = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "bench.realistic_model",
+            "--chunk-interval",
+            str(chunk_interval),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+        )
+        assert model.stdout is not None
+        model_url = json.loads(await model.stdout.readline())["base_url"]
+    load_before = os.getloadavg()
     prefix = f"reactbot-soak:{uuid.uuid4().hex[:8]}:"
     redis_url = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
     settings: dict[str, Any] = {
@@ -176,6 +202,9 @@ async def soak(platform: str, conversations: int, minutes: float, think: float) 
             "workspace_updates_per_minute": 0,
         }
         env = {"SLACK_BOT_TOKEN": "xoxb-test", "SLACK_SIGNING_SECRET": SLACK_SECRET}
+    if model is not None:
+        settings["model"] = {"name": "soak-realistic", "base_url": model_url}
+        env["OPENAI_API_KEY"] = "sk-soak"
     config = Config.model_validate({**settings, "secrets": Secrets.from_env(env)})
 
     app = App.create(config, demo_delay=DEMO_DELAY)
@@ -204,9 +233,18 @@ async def soak(platform: str, conversations: int, minutes: float, think: float) 
             await driver.communicate(b"done\n")  # now the fake may stop
         if driver.returncode is None:
             driver.kill()
+        if model is not None:
+            with contextlib.suppress(Exception):
+                await model.communicate(b"done\n")
         await _forget(redis_url, prefix)
     driven = json.loads(line)
-    return {**_figures(platform, conversations, minutes, figures, driven), "think": think}
+    return {
+        **_figures(platform, conversations, minutes, figures, driven),
+        "think": think,
+        "reply": reply,
+        "load_before": load_before,
+        "load_after": os.getloadavg(),
+    }
 
 
 async def _serve(platform: str, app: Any) -> None:
@@ -260,6 +298,7 @@ def _figures(
         "runs_warm_to_end": runs,
         "rss_growth_mb_per_1000": growth,
         "redis_errors": bot.redis_errors,
+        "rate_limited": driven.get("rate_limited", 0),
     }
 
 
@@ -271,7 +310,12 @@ def report(f: dict[str, Any]) -> str:
         [
             f"== {f['platform']}: {f['conversations']} conversations at once for "
             f"{f['minutes']:g} min, Redis, about {f['think']:g} s between answer and next"
-            " question ==",
+            f" question, {f['reply']} replies ==",
+            "load average                  "
+            + " ".join(f"{x:.2f}" for x in f["load_before"])
+            + " before, "
+            + " ".join(f"{x:.2f}" for x in f["load_after"])
+            + f" after ({os.cpu_count()} cores)",
             f"runs                          {f['runs_sent']} asked, {f['runs_final']} final:"
             f" {f['answered']} answered, {f['refused']} told to ask again later,"
             f" {f['runs_final'] - f['answered'] - f['refused']} failed or stopped",
@@ -287,6 +331,7 @@ def report(f: dict[str, Any]) -> str:
             f" {f['runs_warm_to_end']} runs; {rss_ok}: < 5 MB)",
             f"final states lost             {f['lost']} ({lost_ok}: must be 0)",
             f"Redis calls failed            {f['redis_errors']}",
+            f"429s from the platform        {f['rate_limited']}",
         ]
     )
 
@@ -463,7 +508,7 @@ async def _drive_discord(conversations: int, seconds: float, think: float) -> No
         talks = [Conversation(n) for n in range(conversations)]
         stop_at = time.monotonic() + seconds
         await asyncio.gather(*(_converse(t, stop_at, ask, outcome, think) for t in talks))
-        _say(_summary(talks))
+        _say({**_summary(talks), "rate_limited": fake.rate_limited})
         await _until_the_bot_is_gone()
     finally:
         await fake.stop()
@@ -532,7 +577,7 @@ async def _drive_slack(conversations: int, seconds: float, bot_port: int, think:
         talks = [Conversation(n) for n in range(conversations)]
         stop_at = time.monotonic() + seconds
         await asyncio.gather(*(_converse(t, stop_at, ask, outcome, think) for t in talks))
-        _say(_summary(talks))
+        _say({**_summary(talks), "rate_limited": fake.rate_limited})
         await _until_the_bot_is_gone()
 
 
@@ -550,6 +595,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=5.0,
         help="mean seconds a person reads an answer before asking again (0.5x to 1.5x)",
     )
+    parser.add_argument("--reply", choices=["demo", "realistic"], default="demo")
+    parser.add_argument(
+        "--chunk-interval",
+        type=float,
+        default=0.02,
+        help="with --reply realistic: seconds between a reply's chunks (0.02: ~230 characters/s)",
+    )
     parser.add_argument("--drive", choices=["discord", "slack"], help=argparse.SUPPRESS)
     parser.add_argument("--seconds", type=float, help=argparse.SUPPRESS)
     parser.add_argument("--bot-port", type=int, help=argparse.SUPPRESS)
@@ -560,7 +612,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     platforms = ["discord", "slack"] if args.platform == "all" else [args.platform]
     failed = False
     for platform in platforms:
-        figures = asyncio.run(soak(platform, args.conversations, args.minutes, args.think))
+        figures = asyncio.run(
+            soak(
+                platform,
+                args.conversations,
+                args.minutes,
+                args.think,
+                args.reply,
+                args.chunk_interval,
+            )
+        )
         print(report(figures), flush=True)
         failed |= figures["lost"] != 0
     return 1 if failed else 0
