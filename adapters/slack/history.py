@@ -23,7 +23,7 @@ from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.context import Read, Said
-from adapters.slack.payloads import Question, plain_text
+from adapters.slack.payloads import Question, mentions_bot, plain_text
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +84,8 @@ class SlackHistory:
         user = str(message.get("user") or "")
         if bot_user_id is not None and user == bot_user_id:
             return None  # our own answers and trace posts: the history has the answers
+        if mentions_bot(str(message.get("text") or ""), bot_user_id=bot_user_id):
+            return None  # a question to the bot: answered in a conversation of its own
         text = plain_text(str(message.get("text") or ""), bot_user_id=bot_user_id)
         if not text:
             return None
