@@ -27,14 +27,15 @@ import math
 from collections import Counter, deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Generic, Literal, Protocol, TypeVar
 
 from adapters.attachments import ConversationFiles
 from adapters.channels import ChannelChoices, ChoiceError
+from adapters.context import ContextSettings, EarlierReader, Read, Refusals, bounded, earlier
 from adapters.live import LiveStats, RunView, Verbosity
 from adapters.tasks import Tasks
-from core.agent import Agent, Run
+from core.agent import Agent, Earlier, Run
 from core.approval import ApprovalBroker
 from core.budgets import TokenBudgets
 from core.events import Event
@@ -104,6 +105,9 @@ class Ask(Generic[A]):
     model: str | None = None
     """A catalogue model for this question only (``/ask model:``)."""
     files: Sequence[Incoming] = ()
+    earlier: EarlierReader | None = field(default=None, compare=False)
+    """Reads the thread's or channel's earlier messages (a mention where others talked);
+    None: the question is read alone."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,6 +221,60 @@ class Reply(Protocol):
         ...
 
 
+@dataclass(slots=True)
+class _Burst(Generic[A]):
+    first: Ask[A]
+    questions: list[str]
+    files: list[Incoming]
+    more: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class Bursts(Generic[A]):
+    """``agent.merge_window``: messages from one person in one conversation, each within the
+    window of the one before and before a run starts, are one question. The first message
+    waits out the window (at most ``MERGE_AT_MOST`` windows in all); each later one adds its
+    text and files to it and is not answered on its own."""
+
+    MERGE_AT_MOST = 4
+
+    def __init__(self, window: float) -> None:
+        self.window = window
+        self._open: dict[str, _Burst[A]] = {}
+
+    async def gather(self, ask: Ask[A], conversation: str) -> Ask[A] | None:
+        """The question the burst ``ask`` opens, once the window has passed; None when
+        ``ask`` joined a burst already open (its text is in that one's question)."""
+        if self.window <= 0:
+            return ask
+        key = f"{ask.key}\x00{conversation}"
+        burst = self._open.get(key)
+        if burst is not None:
+            burst.questions.append(ask.question)
+            burst.files.extend(ask.files)
+            burst.more.set()
+            return None
+        burst = self._open[key] = _Burst(ask, [ask.question], list(ask.files))
+        try:
+            await self._wait_out(burst)
+        finally:
+            del self._open[key]
+        if len(burst.questions) == 1:
+            return ask
+        question = "\n".join(q for q in burst.questions if q)
+        return replace(ask, question=question, files=tuple(burst.files))
+
+    async def _wait_out(self, burst: _Burst[A]) -> None:
+        loop = asyncio.get_running_loop()
+        until = loop.time() + self.window * self.MERGE_AT_MOST
+        while (left := until - loop.time()) > 0:
+            burst.more.clear()
+            try:
+                async with asyncio.timeout(min(self.window, left)):
+                    await burst.more.wait()
+            except TimeoutError:
+                return
+
+
 @dataclass(frozen=True, slots=True)
 class Running(Generic[A]):
     run: Run
@@ -241,8 +299,15 @@ class Answering(Generic[A]):
         files: ConversationFiles | None = None,
         broker: ApprovalBroker | None = None,
         shutdown_by: str = SHUTDOWN,
+        context: ContextSettings | None = None,
+        merge_window: float = 0.0,
     ) -> None:
         self.agent = agent
+        self.context = context or ContextSettings()
+        """How much of a channel's earlier messages a question may read (``context.*``)."""
+        self.bursts: Bursts[A] = Bursts(merge_window)
+        """Messages in quick succession, gathered into one question (``agent.merge_window``)."""
+        self._context_refusals = Refusals()
         self.policy = policy
         self.cooldowns = stores.cooldowns
         self.slots = stores.slots
@@ -384,6 +449,7 @@ class Answering(Generic[A]):
         conversation = await reply.open(verbosity)
         if conversation is None:
             return
+        read = await self._read_earlier(ask, reply)
         intake, tools = Intake(), choice.tools
         if self.files is not None:
             incoming = ask.files
@@ -399,6 +465,7 @@ class Answering(Generic[A]):
             tools=tools,
             persona=choice.persona,
             images=intake.shown,
+            earlier=read,
         )
         view = RunView(
             question=run.trace.question,
@@ -415,6 +482,24 @@ class Answering(Generic[A]):
         if self.closing:  # shutdown began while the message was being posted
             run.cancel(by=self.shutdown_by)
         await self._follow(ask, run, reply, follower)
+
+    # ---- earlier messages ---------------------------------------------------------------
+    async def _read_earlier(self, ask: Ask[A], reply: Reply) -> Earlier | None:
+        """The asker's thread or channel, read within ``context.timeout`` and bounded; a
+        refusal is said once per place in a note, and the question is answered anyway."""
+        settings = self.context
+        if ask.earlier is None or not settings.enabled:
+            return None
+        try:
+            async with asyncio.timeout(settings.timeout):
+                got: Read = await ask.earlier()
+        except Exception:  # a read that failed costs the context, never the answer
+            log.warning("could not read the earlier messages for %s", ask.ident, exc_info=True)
+            return None
+        if got.refused is not None and self._context_refusals.first(ask.place):
+            await reply.note(got.refused)
+        kept = bounded(got.said, messages=settings.messages, max_chars=settings.max_chars)
+        return earlier(kept)
 
     async def _follow(self, ask: Ask[A], run: Run, reply: Reply, follower: Follower) -> None:
         self._running[run.trace.id] = Running(run, ask)

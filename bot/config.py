@@ -185,6 +185,9 @@ class AgentConfig(_Section):
     mode: Literal["text", "tools", "json"] = "text"
     parallel_tools: int = Field(default=4, ge=1, le=32)
     approval: ApprovalConfig = ApprovalConfig()
+    merge_window: float = Field(default=1.5, ge=0, le=30)
+    """Seconds: messages from one person in one conversation this close together, before a
+    run starts, are one question (0: every message on its own)."""
 
 
 class SearchConfig(_Section):
@@ -363,6 +366,11 @@ class DiscordConfig(_Section):
     shard_ids: tuple[int, ...] | None = None
     """The shards this process runs (with ``shard_count``): N processes on one Redis split
     the shards between them, and Discord sends each guild's events to one shard."""
+    reply_followups: bool = True
+    """A reply to one of the bot's messages, or a message in a thread the bot opened,
+    continues that conversation without a mention."""
+    free_response_channels: tuple[int, ...] = ()
+    """Channels (or thread parents) where every message is a question, no mention needed."""
 
     _http_url = field_validator("api_base_url")(_check_http_url)
 
@@ -379,6 +387,7 @@ class DiscordConfig(_Section):
         return self
 
     @field_validator(
+        "free_response_channels",
         "allowed_guilds",
         "allowed_channels",
         "allowed_roles",
@@ -411,6 +420,11 @@ class SlackConfig(_Section):
     allowed_users: tuple[str, ...] = ()
     admin_users: tuple[str, ...] = ()
     cooldown_seconds: float = Field(default=5.0, ge=0, le=3600)
+    thread_replies: bool = True
+    """A message in the thread of one of the bot's answers continues that conversation
+    without a mention (the ``message.*`` events and ``*:history`` scopes)."""
+    free_response_channels: tuple[str, ...] = ()
+    """Channel ids where every message is a question, no mention needed."""
     streaming: Literal["auto", "native", "update"] = "auto"
     """``native``: chat.startStream/appendStream/stopStream (a plan of task cards, the answer
     streamed); ``update``: one message edited with chat.update; ``auto``: native in DMs and
@@ -599,6 +613,15 @@ class FilesConfig(_Section):
     parse_memory_mb: int = Field(default=512, ge=64, le=65_536)
 
 
+class ContextConfig(_Section):
+    """Earlier messages read when the bot is asked in a thread or channel where others talked."""
+
+    messages: int = Field(default=20, ge=0, le=100)
+    """At most this many earlier messages (0: none are read)."""
+    max_chars: int = Field(default=8000, ge=0, le=100_000)
+    """At most this many characters of them, the newest kept."""
+
+
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 
 
@@ -618,6 +641,7 @@ class Config(_Section):
     web: WebConfig = WebConfig()
     files: FilesConfig = FilesConfig()
     ops: OpsConfig = OpsConfig()
+    context: ContextConfig = ContextConfig()
     log_level: LogLevel = "INFO"
     log_format: Literal["text", "json"] = "text"
     """``json``: one JSON object per line, a run's lines carrying its id and conversation."""

@@ -10,11 +10,13 @@ import asyncio
 import logging
 
 from adapters.attachments import ConversationFiles
+from adapters.context import ContextSettings
 from adapters.discord.client import ReactBot, create_bot
 from adapters.discord.cog import Services
 from adapters.discord.files import discord_downloader
 from adapters.discord.settings import DiscordSettings
 from bot.app import App, PlatformLink, longest_run
+from bot.config import Config
 from bot.web import LinkSigner
 
 log = logging.getLogger(__name__)
@@ -41,7 +43,16 @@ def discord_settings(app: App) -> DiscordSettings:
         # A slot outlives a dead shard's run by a margin; a live run renews it.
         run_lease=app.config.agent.deadline + 60,
         run_hold_at_most=longest_run(app.config),
+        reply_followups=discord.reply_followups,
+        free_response_channels=discord.free_response_channels,
+        context=context_settings(app.config),
+        merge_window=app.config.agent.merge_window,
     )
+
+
+def context_settings(config: Config) -> ContextSettings:
+    """``context.*``: the earlier messages a mention reads, on every platform."""
+    return ContextSettings(messages=config.context.messages, max_chars=config.context.max_chars)
 
 
 def discord_files(app: App) -> ConversationFiles | None:

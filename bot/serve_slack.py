@@ -7,6 +7,7 @@ import logging
 from pydantic import SecretStr
 
 from adapters.attachments import ConversationFiles
+from adapters.context import ContextSettings
 from adapters.pacing import Budget
 from adapters.slack.bot import SlackBot
 from adapters.slack.files import slack_downloader
@@ -47,6 +48,12 @@ def slack_settings(config: Config) -> SlackSettings:
         max_runs_per_user=config.agent.max_runs_per_user,
         run_lease=config.agent.deadline + 60,  # a dead replica's slot frees by then
         run_hold_at_most=longest_run(config),  # a live run renews it up to this
+        thread_replies=slack.thread_replies,
+        free_response_channels=frozenset(slack.free_response_channels),
+        context=ContextSettings(
+            messages=config.context.messages, max_chars=config.context.max_chars
+        ),
+        merge_window=config.agent.merge_window,
     )
 
 

@@ -173,11 +173,14 @@ class Agent:
         tools: ToolRegistry | None = None,
         persona: str = "",
         images: Sequence[str] = (),
+        earlier: Earlier | None = None,
     ) -> Run:
         """A running answer to ``question``. For this run only: ``mode`` overrides the
         settings' mode, ``model`` and ``tools`` the agent's own (a channel's choice),
         ``persona`` is added below the core instructions (``prompt.persona_section``), and
-        ``images`` (``data:`` URLs) go with the question to a model that reads images."""
+        ``images`` (``data:`` URLs) go with the question to a model that reads images, and
+        ``earlier`` (the channel's earlier messages) goes before it as fenced data, recorded
+        as the trace's first step (index 0: it is no model call)."""
         problem = self.question_problem(question)
         if problem is not None:  # the trace keeps what is needed to see why, not megabytes
             question = question[: self.settings.max_question_chars] + "…"
@@ -194,8 +197,11 @@ class Agent:
         trace.system_prompt = self.settings.system_prompt
         if images:
             trace.notices.append(f"{len(images)} attached image(s) shown to the model")
+        if earlier is not None and earlier.text:
+            trace.steps.append(earlier.step(self._clock()))
         run = Run(self, trace, refusal=problem, model=model, tools=tools)
         run.images = list(images)
+        run.earlier = earlier
         return run
 
     def run(
@@ -204,6 +210,31 @@ class Agent:
         """Convenience: start a run and iterate its events; closing the iterator early
         cancels the run (see ``Run.events``)."""
         return self.start(question, conversation=conversation, user=user, mode=mode).events()
+
+
+READ_MESSAGES = "read_messages"
+"""The action name of the trace's step 0: the earlier messages read before the first step."""
+
+
+@dataclass(frozen=True, slots=True)
+class Earlier:
+    """Earlier messages of the asker's thread or channel, read by the surface before the run
+    (``adapters.context``): ``text`` goes to the model as fenced data before the question,
+    ``summary`` ("Read 14 earlier messages (Sam, Alex · 2,310 characters)") is what people see."""
+
+    text: str
+    summary: str
+
+    def step(self, at: float) -> TraceStep:
+        """The trace's first step, so every trace view shows what was read."""
+        return TraceStep(
+            index=0,
+            action=READ_MESSAGES,
+            action_input=self.summary,
+            observation=self.text,
+            started_at=at,
+            ended_at=at,
+        )
 
 
 INTERNAL_ERROR = "Something went wrong inside reactbot (logged)."
@@ -234,6 +265,8 @@ class Run:
         question's pick) answers with that model, as chosen."""
         self.tools = tools if tools is not None else agent.tools
         self.images: list[str] = []
+        self.earlier: Earlier | None = None
+        """The channel's earlier messages, read for this question (not kept in history)."""
         """Sent with the question (not kept in the history: the next turn has its text)."""
         self._refusal = refusal
         """Why the question is refused before any model call (``Agent.question_problem``)."""
@@ -374,6 +407,8 @@ class Run:
         if self._refusal is not None:
             await self._end(self._failure(self._refusal, "input"))
             return
+        if self.earlier is not None and self.earlier.text:
+            self._emit(Notice("info", self.earlier.summary))
         try:
             async with self._turn():
                 trace.started_at = self.agent._clock()  # waiting for the lock is not run time
@@ -437,6 +472,7 @@ class Run:
             mode=self.mode,
             persona=self.trace.persona,
             template=self.settings.system_prompt,
+            earlier=self.earlier.text if self.earlier is not None else "",
         )
         if self.images:
             messages[-1]["images"] = self.images

@@ -224,8 +224,8 @@ class Trace:
     @property
     def step_count(self) -> int:
         """Model calls that count against ``max_steps`` (format retries and the further
-        parallel calls of one reply excluded)."""
-        return sum(1 for s in self.steps if s.kind != "format_error" and not s.call)
+        parallel calls of one reply excluded, and step 0, the earlier messages read first)."""
+        return sum(1 for s in self.steps if s.kind != "format_error" and not s.call and s.index)
 
     # ---- JSON ---------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:

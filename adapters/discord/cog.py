@@ -30,6 +30,7 @@ from discord.ext import commands
 from adapters.answering import Answering, Ask, Policy, Refusal, may_decide, may_stop
 from adapters.attachments import ConversationFiles
 from adapters.channels import ChannelChoices, ChoiceError
+from adapters.context import Read
 from adapters.discord.access import (
     Asker,
     Membership,
@@ -38,6 +39,7 @@ from adapters.discord.access import (
     restricted,
 )
 from adapters.discord.files import incoming_of
+from adapters.discord.history import read_before
 from adapters.discord.layout import (
     Card,
     ComponentsRenderer,
@@ -50,8 +52,10 @@ from adapters.discord.layout import (
 from adapters.discord.render import (
     DiscordPayload,
     DiscordRenderer,
+    FileSpec,
     PendingButtons,
     fit,
+    page_link_line,
     placeholder,
     sanitize,
 )
@@ -73,6 +77,7 @@ from core.budgets import UNREADABLE, InMemoryUsageCounters, TokenBudgets
 from core.errors import StoreUnavailable
 from core.prompt import PERSONA_CHARS
 from core.storage import Stores
+from core.trace import Trace
 
 log = logging.getLogger(__name__)
 
@@ -166,6 +171,68 @@ def asker_of(user: discord.User | discord.Member, channel: Channel, channel_id: 
 def question_from(content: str, bot_id: int) -> str:
     """The message text without the bot's own mention(s)."""
     return re.sub(rf"<@!?{bot_id}>", " ", content).strip()
+
+
+Why = str
+"""Why a message is a question: ``dm``, ``mention`` or ``followup`` (no mention needed)."""
+
+
+def is_bots_thread(channel: Channel, bot_id: int) -> bool:
+    """A thread the bot opened (an answer's trace thread): talking there is talking to it."""
+    return isinstance(channel, discord.Thread) and channel.owner_id == bot_id
+
+
+def replies_to(message: discord.Message, bot_id: int) -> bool:
+    """A reply (message reference) to one of the bot's messages."""
+    ref = message.reference
+    resolved = ref.resolved if ref is not None else None
+    return isinstance(resolved, discord.Message) and resolved.author.id == bot_id
+
+
+def names_others(message: discord.Message, bot_id: int) -> bool:
+    """The message is addressed to someone else: a person (other than the bot), a role,
+    @everyone or @here. A reply's automatic ping of the bot is no one else."""
+    if message.mention_everyone or message.role_mentions:
+        return True
+    return any(user.id != bot_id for user in message.mentions)
+
+
+def why_question(message: discord.Message, bot_id: int, settings: DiscordSettings) -> Why | None:
+    """Why ``message`` is a question for the bot, or None: a DM, a mention in its text, or
+    (naming nobody else) a reply to the bot or a message in a thread it opened
+    (``reply_followups``), or any message in a free-response channel."""
+    if message.guild is None:
+        return "dm"
+    if bot_id in message.raw_mentions:
+        return "mention"
+    if names_others(message, bot_id):
+        return None
+    channel = message.channel
+    if settings.reply_followups and (
+        replies_to(message, bot_id) or is_bots_thread(channel, bot_id)
+    ):
+        return "followup"
+    free = settings.free_response_channels
+    parent = channel.parent_id if isinstance(channel, discord.Thread) else None
+    if channel.id in free or (parent is not None and parent in free):
+        return "followup"
+    return None
+
+
+def thread_trace_post(trace: Trace, link: str | None) -> DiscordPayload:
+    """An answer's trace in a thread the bot opened: one post with the trace as files and
+    the page link, not a post per step (the thread is where people talk to the bot)."""
+    files = [
+        FileSpec(f"trace-{trace.id}.md", trace.to_markdown().encode()),
+        FileSpec(f"trace-{trace.id}.json", trace.to_json(indent=2).encode()),
+    ]
+    steps = trace.step_count
+    line = (
+        f"-# 🧾 Trace: {steps} step{'s' if steps != 1 else ''} · {trace.seconds:.1f} s · attached"
+    )
+    if link is not None:
+        line += "\n" + page_link_line(link)
+    return DiscordPayload(line, tuple(files))
 
 
 def _json_problem(text: str) -> str | None:
@@ -542,6 +609,8 @@ class AskCog(commands.Cog):
             empty_question="Ask me something after the mention.",
             quote=lambda text: fit(sanitize(text), 2000),
             shutdown_by="a bot restart",
+            context=services.settings.context,
+            merge_window=services.settings.merge_window,
         )
 
     async def cog_load(self) -> None:
@@ -559,18 +628,23 @@ class AskCog(commands.Cog):
         me = self.bot.user
         if me is None or message.author.bot or message.webhook_id is not None:
             return
-        if message.guild is not None and me not in message.mentions:
+        why = why_question(message, me.id, self.settings)
+        if why is None:
             return
         if not await self.services.stores.claims.claim(f"discord:message:{message.id}"):
             return
-        ask = await self._ask(
+        first = await self._ask(
             message.author,
             message.channel,
             message.channel.id,
             question_from(message.content, me.id),
             ident=f"message:{message.id}",
             attachments=message.attachments,
+            earlier=self._earlier(message, me) if why == "mention" else None,
         )
+        ask = await self.answering.bursts.gather(first, self._conversation_for(message))
+        if ask is None:  # part of a burst another message opened: answered with it
+            return
         admitted = await self.answering.admit(ask)
         if isinstance(admitted, Refusal):
             async with self.pacer.slot(str(message.channel.id), priority="first"):
@@ -821,6 +895,7 @@ class AskCog(commands.Cog):
         ident: str,
         model: str | None = None,
         attachments: Sequence[discord.Attachment] = (),
+        earlier: Callable[[], Awaitable[Read]] | None = None,
     ) -> Ask[Asker]:
         """The event as the answering pipeline reads it."""
         asker = await self._asker(user, channel, channel_id)
@@ -836,7 +911,30 @@ class AskCog(commands.Cog):
             ident=ident,
             model=model,
             files=incoming_of(attachments, files.downloader) if files is not None else (),
+            earlier=earlier,
         )
+
+    def _earlier(
+        self, message: discord.Message, me: discord.abc.User
+    ) -> Callable[[], Awaitable[Read]]:
+        """A mention's reading of its channel or thread (``context.*``)."""
+        limit = self.settings.context.messages
+
+        async def read() -> Read:
+            return await read_before(message, limit=limit, me=me)
+
+        return read
+
+    def _conversation_for(self, message: discord.Message) -> str:
+        """The conversation a message continues: a thread the bot opened belongs to the
+        answer it was opened on, whose conversation is its channel's."""
+        channel = message.channel
+        me = self.bot.user
+        if me is not None and is_bots_thread(channel, me.id):
+            parent = getattr(channel, "parent_id", None)
+            if parent:
+                return f"discord:{parent}"
+        return conversation_id(channel, channel.id, per_thread=self.settings.per_thread)
 
     async def _asker(
         self, user: discord.User | discord.Member, channel: Channel, channel_id: int
@@ -981,6 +1079,7 @@ class AskCog(commands.Cog):
             channel_key=str(reply.channel_id),
             controls=self._controls(run, reply.ask.who),
             cards=self._cards(run, reply.ask.who),
+            compact_trace=self._thread_trace(message),
         )
         live: Live = LiveMessage(
             surface, self.renderer, self.pacer, view=view, tick=self.settings.tick
@@ -988,6 +1087,18 @@ class AskCog(commands.Cog):
         if self.services.on_live is not None:
             self.services.on_live(live)
         return live
+
+    def _thread_trace(self, message: discord.Message) -> Callable[[Trace], DiscordPayload] | None:
+        """In a thread the bot opened, the trace goes as one post (files and page link)."""
+        me = self.bot.user
+        if me is None or not is_bots_thread(message.channel, me.id):
+            return None
+        link = self.services.trace_link
+
+        def post(trace: Trace) -> DiscordPayload:
+            return thread_trace_post(trace, link(trace.id) if link is not None else None)
+
+        return post
 
     async def _say(self, channel_id: int, send: Coroutine[Any, Any, object]) -> None:
         """One short extra message (the refused files); a failure is logged, not raised."""
@@ -1044,8 +1155,7 @@ class MentionReply(_Reply):
         self.message = message
 
     async def open(self, verbosity: Verbosity) -> str | None:
-        per_thread = self.cog.settings.per_thread
-        return conversation_id(self.message.channel, self.channel_id, per_thread=per_thread)
+        return self.cog._conversation_for(self.message)
 
     def reading(self) -> AbstractAsyncContextManager[object]:
         return _typing(self.message.channel)

@@ -5,10 +5,11 @@ The adapter must not import ``bot``; ``bot/serve_discord.py`` maps ``DiscordConf
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from adapters.answering import Approvers
+from adapters.context import ContextSettings
 from adapters.live import Verbosity
 
 Layout = Literal["components", "text"]
@@ -52,3 +53,12 @@ class DiscordSettings:
     """Seconds a run slot outlives its last renewal (a shard that died mid-run frees it then)."""
     run_hold_at_most: float = 240.0
     """The longest a live run keeps renewing its slot (its deadline plus approval waits)."""
+    reply_followups: bool = True
+    """A reply to one of the bot's messages, or a message in a thread the bot opened, is a
+    question without a mention (``discord.reply_followups``)."""
+    free_response_channels: tuple[int, ...] = ()
+    """Channels (or thread parents) where every message is a question."""
+    context: ContextSettings = field(default_factory=ContextSettings)
+    """How much of a channel's earlier messages a mention reads (``context.*``)."""
+    merge_window: float = 0.0
+    """``agent.merge_window``: a burst from one person is one question (0: off)."""

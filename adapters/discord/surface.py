@@ -247,8 +247,12 @@ class DiscordSurface:
         channel_key: str | None = None,
         controls: Callable[[PendingButtons | None], discord.ui.View] | None = None,
         cards: CardBuilder | None = None,
+        compact_trace: Callable[[Trace], DiscordPayload] | None = None,
     ) -> None:
         self.message: discord.PartialMessage = message  # a Message is a PartialMessage
+        self._compact_trace = compact_trace
+        """An answer in a thread the bot opened: its trace as one post (the attached files
+        and the page link) instead of a post per step, so the thread stays a conversation."""
         self._watch = watch
         self._pacer = pacer
         """Paces the surface's other writes in the channel (the thread, its posts there)."""
@@ -333,6 +337,8 @@ class DiscordSurface:
         return self._pacer.slot(str(channel_id), priority="first")
 
     async def post_trace(self, trace: Trace, posts: Sequence[DiscordPayload]) -> None:
+        if self._compact_trace is not None:
+            posts = [self._compact_trace(trace)]
         target = await self._trace_target(thread_name(trace.question))
         if target is None:
             async with self._in_channel():

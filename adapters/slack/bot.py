@@ -61,6 +61,7 @@ from adapters.answering import (
 )
 from adapters.attachments import ConversationFiles
 from adapters.channels import ChannelChoices
+from adapters.context import Read
 from adapters.live import LiveMessage, LiveStats, RunView, Verbosity
 from adapters.pacing import Budget, EditPacer, per_minute
 from adapters.slack.approval import (
@@ -70,6 +71,7 @@ from adapters.slack.approval import (
     parse_button_value,
 )
 from adapters.slack.files import incoming_of
+from adapters.slack.history import SlackHistory
 from adapters.slack.modals import (
     PERSONA_VIEW_ID,
     FieldErrors,
@@ -78,7 +80,7 @@ from adapters.slack.modals import (
     edit_modal,
     read_submission,
 )
-from adapters.slack.payloads import Question, from_command, from_event
+from adapters.slack.payloads import Question, followup_from, from_command, from_event
 from adapters.slack.render import (
     STOP_ACTION_ID,
     SlackRenderer,
@@ -146,6 +148,11 @@ def assistant_status(event: Event) -> str | None:
 
 def _user_key(question: Question) -> str:
     return f"slack:{question.team}:{question.user}"
+
+
+def _burst_key(question: Question) -> str:
+    """Where a burst gathers: the thread, or the channel's top level (or the DM)."""
+    return f"{question.team}:{question.channel}:{question.thread_ts or ''}"
 
 
 class ChannelMembers:
@@ -234,6 +241,8 @@ class SlackBot:
             client = make_client(settings, session=self._session)
         self.client = client
         self.members = ChannelMembers(client)
+        self.history = SlackHistory(client)
+        """Earlier messages of a thread or channel, read for a mention (``context.*``)."""
         self.pacer = EditPacer(
             settings.update_interval, shared=workspace_budget(settings, update_budget)
         )
@@ -264,6 +273,8 @@ class SlackBot:
             empty_question=USAGE,
             quote=escape,
             shutdown_by=SHUTDOWN,
+            context=settings.context,
+            merge_window=settings.merge_window,
         )
         self.stats = self.answering.stats
         """The live messages' counters of finished runs (for benchmarks and diagnostics)."""
@@ -407,12 +418,10 @@ class SlackBot:
         *,
         assistant: bool = False,
     ) -> None:
-        question = from_event(
-            event,
-            event_id=str(body.get("event_id", "")),
-            team=str(body.get("team_id", "")),
-            bot_user_id=bot_user_id,
-        )
+        event_id, team = str(body.get("event_id", "")), str(body.get("team_id", ""))
+        question = from_event(event, event_id=event_id, team=team, bot_user_id=bot_user_id)
+        if question is None and not assistant:
+            question = await self._followup(event, event_id, team, bot_user_id)
         if question is None:
             return
         if assistant:
@@ -420,11 +429,47 @@ class SlackBot:
         if not await self.stores.claims.claim(question.claim_key):
             log.info("dropping a repeat delivery of %s", question.claim_key)
             return
-        admitted = await self.answering.admit(self._ask(question))
+        ask = await self.answering.bursts.gather(
+            self._ask(question, bot_user_id=bot_user_id), _burst_key(question)
+        )
+        if ask is None:  # part of a burst another message opened: answered with it
+            return
+        question = dataclasses.replace(ask.who, text=ask.question)
+        ask = dataclasses.replace(ask, who=question)
+        admitted = await self.answering.admit(ask)
         if isinstance(admitted, Refusal):
             await self._tell(question, admitted.text)
             return
         await self.answering.answer(admitted, SlackReply(self, question))
+
+    async def _followup(
+        self, event: dict[str, Any], event_id: str, team: str, bot_user_id: str | None
+    ) -> Question | None:
+        """A channel message with no mention that is a question all the same: anything in a
+        free-response channel, or (``thread_replies``) a reply in the thread of one of the
+        bot's answers: its parent is the bot's, or the bot has answered in that thread."""
+        question = followup_from(event, event_id=event_id, team=team, bot_user_id=bot_user_id)
+        if question is None:
+            return None
+        s = self.settings
+        if question.channel in s.free_response_channels:
+            return question
+        if not s.thread_replies or question.thread_ts is None:
+            return None
+        if bot_user_id is not None and question.parent_user == bot_user_id:
+            return question
+        return question if await self._answered_in(question) else None
+
+    async def _answered_in(self, question: Question) -> bool:
+        """The bot answered in this thread before (its conversation has a history here)."""
+        history = self.agent.history
+        if not self.settings.per_thread or history is None:
+            return False  # one conversation per channel says nothing about this thread
+        try:
+            return bool(await history.load(question.conversation()))
+        except Exception:  # an unreadable store: a reply to someone else's thread stays unanswered
+            log.warning("could not tell whether %s is our thread", question.thread_ts)
+            return False
 
     async def _on_stop(self, body: dict[str, Any], action: dict[str, Any]) -> None:
         user = str(body.get("user", {}).get("id", ""))
@@ -538,9 +583,15 @@ class SlackBot:
         return channel, str(thread_ts) if thread_ts else None
 
     # ---- policy ---------------------------------------------------------------------------
-    def _ask(self, question: Question) -> Ask[Question]:
-        """The question as the answering pipeline reads it."""
+    def _ask(self, question: Question, *, bot_user_id: str | None = None) -> Ask[Question]:
+        """The question as the answering pipeline reads it; a mention reads the earlier
+        messages of its thread or channel."""
         files = self.files
+        limit = self.settings.context.messages
+
+        async def earlier() -> Read:
+            return await self.history.read(question, limit=limit, bot_user_id=bot_user_id)
+
         return Ask(
             who=question,
             user=question.user,
@@ -552,6 +603,7 @@ class SlackBot:
             ident=question.claim_key,
             model=question.model,
             files=incoming_of(question.files, files.downloader) if files is not None else (),
+            earlier=earlier if question.source == "mention" else None,
         )
 
     async def _access(self, question: Question) -> str | None:

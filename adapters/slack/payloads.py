@@ -11,7 +11,9 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal, NotRequired, TypedDict
 
-Source = Literal["command", "mention", "dm"]
+Source = Literal["command", "mention", "dm", "followup"]
+"""``followup``: a channel message with no mention (a reply in the thread of one of the
+bot's answers, or any message in a free-response channel)."""
 
 
 class CommandPayload(TypedDict):
@@ -35,6 +37,7 @@ class MessageEvent(TypedDict):
     text: NotRequired[str]
     ts: str
     thread_ts: NotRequired[str]
+    parent_user_id: NotRequired[str]
     team: NotRequired[str]
     bot_id: NotRequired[str]
     subtype: NotRequired[str]
@@ -62,6 +65,8 @@ class Question:
     """Asked in a thread of Slack's assistant surface (status, title and streaming there)."""
     files: tuple[dict[str, Any], ...] = ()
     """Slack file objects attached to the message (``files``), at most ``MAX_FILES``."""
+    parent_user: str | None = None
+    """Who posted the thread's parent message (``parent_user_id``), for a reply in a thread."""
 
     @property
     def is_dm(self) -> bool:
@@ -153,16 +158,62 @@ def from_event(
         return None
     kind = event.get("type")
     if kind == "message" and event.get("channel_type") != "im":
-        return None  # channel messages reach us only as app_mention
+        return None  # channel messages without a mention: ``followup_from``
     if kind not in ("message", "app_mention"):
         return None
+    return _question(event, "dm" if kind == "message" else "mention", event_id, team, bot_user_id)
+
+
+_OTHERS = re.compile(r"<@([UW][A-Z0-9]+)(?:\|[^>]*)?>|<!(?:here|channel|everyone|subteam\^)")
+
+
+def mentions_others(text: str, *, bot_user_id: str | None) -> bool:
+    """The message names someone besides the bot (a person, a group, ``@here``): it is
+    addressed to them, not a question for the bot."""
+    return any(m.group(1) != bot_user_id for m in _OTHERS.finditer(text))
+
+
+def mentions_bot(text: str, *, bot_user_id: str | None) -> bool:
+    return bot_user_id is not None and any(
+        m.group(1) == bot_user_id for m in _BOT_MENTION.finditer(text)
+    )
+
+
+def followup_from(
+    event: MessageEvent | dict[str, Any],
+    *,
+    event_id: str,
+    team: str,
+    bot_user_id: str | None,
+) -> Question | None:
+    """A channel ``message`` event (``message.channels`` / ``message.groups``) that may be a
+    question without a mention: by a person, not an edit, naming nobody else, and not
+    naming the bot (that one arrives as ``app_mention`` too, and is answered there).
+    Whether it is one (the bot's thread, a free-response channel) the bot decides."""
+    if ignored_reason(event, bot_user_id=bot_user_id) is not None:
+        return None
+    if event.get("type") != "message" or event.get("channel_type") == "im":
+        return None
+    raw = str(event.get("text", ""))
+    if mentions_bot(raw, bot_user_id=bot_user_id) or mentions_others(raw, bot_user_id=bot_user_id):
+        return None
+    return _question(event, "followup", event_id, team, bot_user_id)
+
+
+def _question(
+    event: MessageEvent | dict[str, Any],
+    source: Source,
+    event_id: str,
+    team: str,
+    bot_user_id: str | None,
+) -> Question | None:
     text = plain_text(str(event.get("text", "")), bot_user_id=bot_user_id)
     if not text:
         return None
     thread = event.get("thread_ts")
     files = event.get("files")
     return Question(
-        source="dm" if kind == "message" else "mention",
+        source=source,
         team=str(event.get("team") or team),
         channel=str(event["channel"]),
         user=str(event["user"]),
@@ -170,6 +221,7 @@ def from_event(
         thread_ts=str(thread) if thread else None,
         claim_key=f"slack:event:{event_id}",
         message_ts=str(event["ts"]) if event.get("ts") else None,
+        parent_user=str(event["parent_user_id"]) if event.get("parent_user_id") else None,
         files=tuple(f for f in files[:MAX_FILES] if isinstance(f, dict))
         if isinstance(files, list)
         else (),

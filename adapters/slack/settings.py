@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from adapters.answering import Approvers
+from adapters.context import ContextSettings
 from adapters.live import Verbosity
 
 Streaming = Literal["auto", "native", "update"]
@@ -57,6 +58,16 @@ class SlackSettings:
     """Seconds a run slot outlives its last renewal (a replica that died mid-run frees it then)."""
     run_hold_at_most: float = 240.0
     """The longest a live run keeps renewing its slot (its deadline plus approval waits)."""
+
+    thread_replies: bool = True
+    """A message in the thread of one of the bot's answers is a question without a mention
+    (``slack.thread_replies``)."""
+    free_response_channels: frozenset[str] = frozenset()
+    """Channel ids where every message is a question (``slack.free_response_channels``)."""
+    context: ContextSettings = field(default_factory=ContextSettings)
+    """How much of a thread's or channel's earlier messages a mention reads (``context.*``)."""
+    merge_window: float = 0.0
+    """``agent.merge_window``: a burst from one person is one question (0: off)."""
 
     @property
     def base_url(self) -> str:

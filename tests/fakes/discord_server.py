@@ -3,7 +3,9 @@ and a small JSON gateway, driven by the real discord.py client in tests.
 
 REST (under ``/api/v10``): ``GET /gateway/bot``, ``GET /users/@me``,
 ``GET /oauth2/applications/@me``, ``PUT /applications/{app}/commands``, channel messages
-(create, edit), threads on a message, interaction callbacks and the interaction webhook
+(create, edit, and Get Channel Messages: ``limit`` 1-100, newest first, 403 50001 without
+View Channel and no messages without Read Message History, from the bot's overwrites set by
+``deny``), threads on a message, interaction callbacks and the interaction webhook
 (original response, follow-ups). Every call is recorded with its time and the status it got.
 JSON answers use exactly ``application/json``: discord.py decodes nothing else.
 
@@ -54,6 +56,7 @@ import hashlib
 import itertools
 import json
 import math
+import re
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -292,6 +295,7 @@ class FakeDiscord:
     _global_until: float = -math.inf
     _interactions: dict[str, InteractionToken] = field(default_factory=dict)
     _sockets: list[web.WebSocketResponse] = field(default_factory=list)
+    _dispatches: set[asyncio.Task[None]] = field(default_factory=set)
     _runner: web.AppRunner | None = None
     files: dict[str, CdnFile] = field(default_factory=dict)
     """Attachments served on the fake's CDN path, by path (``add_attachment``)."""
@@ -422,7 +426,7 @@ class FakeDiscord:
             {
                 "id": str(guild_id),
                 "name": "@everyone",
-                "permissions": "3072",
+                "permissions": str(EVERYONE_PERMISSIONS),
                 "position": 0,
                 "color": 0,
                 "hoist": False,
@@ -561,9 +565,14 @@ class FakeDiscord:
         message_id: int | None = None,
         dm: bool = False,
         attachments: list[Json] | None = None,
+        reply_to: int | None = None,
+        reply_ping: bool = True,
     ) -> Json:
         """A MESSAGE_CREATE payload in the fake guild (``<@bot>`` prepended when mentioning);
-        ``dm``: a direct message instead (no guild, no member, the DM channel's id)."""
+        ``dm``: a direct message instead (no guild, no member, the DM channel's id).
+        ``reply_to``: a reply (type 19) to that stored message, with ``message_reference`` and
+        ``referenced_message`` as the gateway sends them; ``reply_ping`` (the client's
+        default) puts the replied-to author in ``mentions``."""
         mid = message_id or self.new_id()
         text = f"<@{BOT_ID}> {content}" if mention_bot else content
         if dm:
@@ -582,7 +591,7 @@ class FakeDiscord:
             "edited_timestamp": None,
             "tts": False,
             "mention_everyone": False,
-            "mentions": [user(BOT_ID, "reactbot", bot=True)] if mention_bot else [],
+            "mentions": _mentioned(text),
             "mention_roles": [],
             "attachments": attachments or [],
             "embeds": [],
@@ -590,6 +599,18 @@ class FakeDiscord:
             "type": 0,
             "flags": 0,
         }
+        if reply_to is not None:
+            replied = self.messages[reply_to]
+            data["type"] = 19
+            data["message_reference"] = {
+                "type": 0,
+                "message_id": str(reply_to),
+                "channel_id": replied["channel_id"],
+                "guild_id": str(GUILD_ID),
+            }
+            data["referenced_message"] = replied
+            if reply_ping:
+                data["mentions"] = [*data["mentions"], replied["author"]]
         self.messages[mid] = data
         return data
 
@@ -896,6 +917,8 @@ class FakeDiscord:
     async def _rest(self, request: web.Request) -> web.StreamResponse:
         path = "/" + request.match_info["tail"]
         body, files = await _read_body(request)
+        if request.method == "GET" and not body:  # a GET's arguments are its query string
+            body = dict(request.query)
         now = self.clock()
         response = self._answer(request, path, body, files, now)
         self.calls.append(Call(now, request.method, path, body, files, response.status))
@@ -1021,6 +1044,8 @@ class FakeDiscord:
                     raise Refused(UNKNOWN_CHANNEL)
                 self.typing.append(int(cid))
                 return NO_CONTENT
+            case ("GET", ["channels", cid, "messages"]):
+                return self._history(cid, body)
             case ("POST", ["channels", cid, "messages"]):
                 _check(message_refusal(body, len(files)))
                 flags = int(body.get("flags") or 0) & CREATE_FLAGS
@@ -1045,6 +1070,49 @@ class FakeDiscord:
             case ("PATCH", ["webhooks", _, _, "messages", mid]):
                 return self._edit_message(self._message_id(mid), body, files)
         raise Refused(refusal(404, 0, "404: Not Found"))
+
+    def deny(self, channel_id: int, permissions: int) -> None:
+        """Take ``permissions`` from the bot in ``channel_id`` (a member overwrite, as a
+        server admin would set it; the guild's next GUILD_CREATE carries it)."""
+        overwrites = self.channels[channel_id]["permission_overwrites"]
+        overwrites.append({"id": str(BOT_ID), "type": 1, "allow": "0", "deny": str(permissions)})
+
+    def _bot_permissions(self, channel_id: int) -> int:
+        """The bot's permissions in a channel: @everyone's, then the channel's (a thread's
+        parent's) overwrites for @everyone and for the bot (topics/permissions.mdx)."""
+        channel = self.channels[channel_id]
+        if channel["type"] in (11, 12) and channel.get("parent_id"):
+            channel = self.channels.get(int(channel["parent_id"]), channel)
+        allowed = EVERYONE_PERMISSIONS
+        for kind, who in ((0, str(GUILD_ID)), (1, str(BOT_ID))):
+            for o in channel.get("permission_overwrites", []):
+                if o["type"] == kind and o["id"] == who:
+                    allowed = (allowed & ~int(o["deny"])) | int(o["allow"])
+        return allowed
+
+    def _history(self, cid: str, query: Json) -> list[Json]:
+        """Get Channel Messages (resources/message.mdx): newest first, ``limit`` 1-100
+        (default 50), one of ``before``/``after``/``around``. Without VIEW_CHANNEL: 403 50001
+        Missing Access; without READ_MESSAGE_HISTORY: "no messages will be returned"."""
+        if not cid.isdigit() or int(cid) not in self.channels:
+            raise Refused(UNKNOWN_CHANNEL)
+        problems = history_query_problems(query)
+        if problems:
+            raise Refused(
+                Refusal(400, {"message": "Invalid Form Body", "code": 50035, "errors": problems})
+            )
+        permissions = self._bot_permissions(int(cid))
+        if not permissions & VIEW_CHANNEL:
+            raise Refused(MISSING_ACCESS)
+        if not permissions & READ_MESSAGE_HISTORY:
+            return []
+        found = [m for m in self.messages.values() if m.get("channel_id") == cid]
+        found.sort(key=lambda m: int(m["id"]), reverse=True)
+        if "before" in query:
+            found = [m for m in found if int(m["id"]) < int(query["before"])]
+        elif "after" in query:
+            found = [m for m in found if int(m["id"]) > int(query["after"])]
+        return found[: int(query.get("limit") or 50)]
 
     def _message_id(self, mid: str) -> int:
         if not mid.isdigit() or int(mid) not in self.messages:
@@ -1101,6 +1169,13 @@ class FakeDiscord:
             },
         }
         self.channels[message_id] = thread
+        # Discord tells the thread's creator too (events/gateway-events.mdx, Thread Create:
+        # "newly_created" when it was just made), so the bot knows the thread is its own.
+        task = asyncio.get_running_loop().create_task(
+            self.dispatch("THREAD_CREATE", {**thread, "newly_created": True})
+        )
+        self._dispatches.add(task)
+        task.add_done_callback(self._dispatches.discard)
         return thread
 
     def _callback(self, iid: str, token: str, body: Json, files: tuple[str, ...]) -> Json:
@@ -1135,6 +1210,38 @@ CHANNEL_WRITES = "channel message writes"
 
 NO_CONTENT = object()
 """What a route returns for Discord's 204 No Content (an empty body)."""
+
+
+VIEW_CHANNEL = 1 << 10
+READ_MESSAGE_HISTORY = 1 << 16
+EVERYONE_PERMISSIONS = VIEW_CHANNEL | (1 << 11) | READ_MESSAGE_HISTORY
+"""View Channel, Send Messages and Read Message History: what a bot invited with them has."""
+MISSING_ACCESS = refusal(403, 50001, "Missing Access")
+
+
+def history_query_problems(query: Json) -> Json:
+    """The ``errors`` tree of a Get Channel Messages query Discord refuses with 50035: a
+    ``limit`` outside 1-100, a snowflake that is not one, or more than one of ``before``,
+    ``after`` and ``around`` ("mutually exclusive, only one may be passed at a time")."""
+    problems: Json = {}
+    limit = query.get("limit")
+    if limit is not None and (not str(limit).isdigit() or not 1 <= int(limit) <= 100):
+        problems["limit"] = {
+            "_errors": [
+                {"code": "NUMBER_TYPE_MAX", "message": "int value should be between 1 and 100."}
+            ]
+        }
+    anchors = [k for k in ("before", "after", "around") if k in query]
+    for key in anchors:
+        if not str(query[key]).isdigit():
+            problems[key] = {
+                "_errors": [{"code": "NUMBER_TYPE_COERCE", "message": "Value is not snowflake."}]
+            }
+    if len(anchors) > 1:
+        problems["_errors"] = [
+            {"code": "INVALID_FORM_BODY", "message": "before, after and around are exclusive."}
+        ]
+    return problems
 
 
 def bucket_of(method: str, parts: list[str]) -> tuple[str, str]:
@@ -1266,6 +1373,18 @@ def _attachment(name: str) -> Json:
         "url": f"https://cdn.invalid/{name}",
         "proxy_url": f"https://cdn.invalid/{name}",
     }
+
+
+def _mentioned(text: str) -> list[Json]:
+    """The users a message's content mentions (``<@id>``, ``<@!id>``), as Discord lists them
+    in ``mentions``: each once, the bot as itself."""
+    found: list[Json] = []
+    for raw in dict.fromkeys(re.findall(r"<@!?([0-9]{15,20})>", text)):
+        uid = int(raw)
+        found.append(
+            user(BOT_ID, "reactbot", bot=True) if uid == BOT_ID else user(uid, f"user{uid}")
+        )
+    return found
 
 
 def _message(

@@ -212,6 +212,9 @@ class Message:
     blocks: list[JSON]
     thread_ts: str | None
     versions: list[tuple[float, str, list[JSON]]] = field(default_factory=list)
+    user: str = BOT_USER_ID
+    """Who wrote it: the bot (``chat.postMessage``), or a person (``add_message``)."""
+    subtype: str | None = None
 
 
 @dataclass(slots=True)
@@ -246,6 +249,8 @@ class _Failure:
     messages_only: bool = False
     """Send ``errors`` only as ``response_metadata.messages`` (views.open does, per the
     answers quoted in its docs and issues), not as an ``errors`` list too."""
+    extra: JSON = field(default_factory=dict)
+    """More fields of the error body (``missing_scope``'s ``needed`` and ``provided``)."""
 
 
 @dataclass(slots=True)
@@ -295,6 +300,11 @@ class FakeSlack:
         """Hosted files by ``url_private`` path: (bytes, mimetype) (``add_file``)."""
         self.file_requests: list[tuple[str, str | None]] = []
         """(path, Authorization header) of every request for a hosted file."""
+        self.scopes: set[str] = set(BOT_SCOPES)
+        """The bot token's scopes: a method that needs one it lacks answers ``missing_scope``
+        with ``needed`` and ``provided``, as Slack does."""
+        self.users: dict[str, str] = {}
+        """Display names by user id, for ``users.info`` (``add_message`` fills it)."""
 
     # ---- lifecycle ------------------------------------------------------------------------
     async def __aenter__(self) -> Self:
@@ -469,6 +479,10 @@ class FakeSlack:
         handler = getattr(self, "_m_" + method.replace(".", "_"), None)
         if handler is None:
             return await self._answer(method, args, _Failure("unknown_method", 404, None))
+        if (needed := self._missing_scope(method, channel)) is not None:
+            return await self._answer(
+                method, args, _Failure("missing_scope", 200, None, extra=needed)
+            )
         if method in _MESSAGE_METHODS and (refusal := validate_message(args)) is not None:
             error, errors = refusal
             return await self._answer(method, args, _Failure(error, 200, None, tuple(errors)))
@@ -536,7 +550,7 @@ class FakeSlack:
         headers = (
             {"Retry-After": str(failure.retry_after)} if failure.retry_after is not None else {}
         )
-        body: JSON = {"ok": False, "error": failure.error}
+        body: JSON = {"ok": False, "error": failure.error, **failure.extra}
         if failure.errors:
             if not failure.messages_only:
                 body["errors"] = list(failure.errors)
@@ -850,6 +864,76 @@ class FakeSlack:
         next_cursor = f"page-{after}" if after < len(members) else ""
         return {"ok": True, "members": page, "response_metadata": {"next_cursor": next_cursor}}
 
+    # ---- reading history (conversations.replies / conversations.history, users.info) -----
+    def add_message(
+        self, channel: str, user: str, text: str, *, thread_ts: str | None = None, name: str = ""
+    ) -> str:
+        """A person's message (what the bot would read back), in ``channel`` or a thread."""
+        ts = f"1700000000.{next(self._ts):06d}"
+        self.messages[ts] = Message(channel, ts, text, [], thread_ts, user=user)
+        if name:
+            self.users[user] = name
+        return ts
+
+    def _missing_scope(self, method: str, channel: str) -> JSON | None:
+        """``needed`` and ``provided`` when the token lacks the scope ``method`` needs here."""
+        needed = _needed_scope(method, channel)
+        if needed is None or needed in self.scopes:
+            return None
+        return {"needed": needed, "provided": ",".join(sorted(self.scopes))}
+
+    def _m_conversations_replies(self, args: JSON) -> JSON:
+        """A thread oldest first, its parent included (``ts`` the parent's); ``limit`` up to
+        1000, ``latest``/``oldest`` bounds (``inclusive``), paged by ``cursor``."""
+        channel, ts = str(args.get("channel") or ""), str(args.get("ts") or "")
+        if not channel or not ts:
+            return {"ok": False, "error": "invalid_arguments"}
+        if channel in self.not_joined:
+            return {"ok": False, "error": "not_in_channel"}
+        parent = self.messages.get(ts)
+        if parent is None or parent.channel != channel:
+            return {"ok": False, "error": "thread_not_found"}
+        found = [parent, *(m for m in self.replies(channel, ts) if m.ts != ts)]
+        return self._page(_within(found, args), args, maximum=1000)
+
+    def _m_conversations_history(self, args: JSON) -> JSON:
+        """A channel's top-level messages, newest first; ``limit`` up to 999 (default 100)."""
+        channel = str(args.get("channel") or "")
+        if not channel:
+            return {"ok": False, "error": "channel_not_found"}
+        if channel in self.not_joined:
+            return {"ok": False, "error": "not_in_channel"}
+        top = [m for m in self.messages.values() if m.channel == channel and m.thread_ts is None]
+        found = sorted(_within(top, args), key=lambda m: float(m.ts), reverse=True)
+        return self._page(found, args, maximum=999)
+
+    def _page(self, found: list[Message], args: JSON, *, maximum: int) -> JSON:
+        limit = min(max(int(args.get("limit") or 100), 1), maximum)
+        cursor = str(args.get("cursor") or "")
+        start = int(cursor.removeprefix("page-")) if cursor.startswith("page-") else 0
+        page = found[start : start + limit]
+        more = start + limit < len(found)
+        return {
+            "ok": True,
+            "messages": [_history_message(m) for m in page],
+            "has_more": more,
+            "response_metadata": {"next_cursor": f"page-{start + limit}" if more else ""},
+        }
+
+    def _m_users_info(self, args: JSON) -> JSON:
+        user = str(args.get("user") or "")
+        if user not in self.users:
+            return {"ok": False, "error": "user_not_found"}
+        name = self.users[user]
+        return {
+            "ok": True,
+            "user": {
+                "id": user,
+                "name": name,
+                "profile": {"display_name": name, "real_name": name},
+            },
+        }
+
     def _m_files_getUploadURLExternal(self, args: JSON) -> JSON:
         # https://docs.slack.dev/reference/methods/files.getUploadURLExternal: `length` and
         # `filename` are required; missing_argument "typically only occurs when the length
@@ -881,6 +965,60 @@ class FakeSlack:
         for item in parsed:
             self._pending.pop(item["id"])
         return {"ok": True, "files": [{"id": f["id"], "title": f.get("title", "")} for f in parsed]}
+
+
+BOT_SCOPES = (
+    "app_mentions:read",
+    "channels:history",
+    "channels:read",
+    "chat:write",
+    "files:read",
+    "groups:history",
+    "groups:read",
+    "im:history",
+    "mpim:history",
+    "users:read",
+)
+"""The scopes the fake's token has unless a test takes one away (``fake.scopes``)."""
+
+_HISTORY_METHODS = frozenset({"conversations.history", "conversations.replies"})
+
+
+def _needed_scope(method: str, channel: str) -> str | None:
+    """The scope a reading method needs in ``channel``, by its kind (the id's first letter:
+    C public, G private, D a DM); None for methods the fake does not check."""
+    if method == "users.info":
+        return "users:read"
+    if method not in _HISTORY_METHODS:
+        return None
+    return {"G": "groups:history", "D": "im:history"}.get(channel[:1], "channels:history")
+
+
+def _within(found: Sequence[Message], args: JSON) -> list[Message]:
+    """The messages between ``oldest`` and ``latest`` (each end only with ``inclusive``)."""
+    inclusive = str(args.get("inclusive") or "").lower() in ("1", "true")
+    latest = float(args["latest"]) if args.get("latest") else math.inf
+    oldest = float(args["oldest"]) if args.get("oldest") else -math.inf
+    kept = []
+    for m in found:
+        at = float(m.ts)
+        if (oldest < at < latest) or (inclusive and at in (oldest, latest)):
+            kept.append(m)
+    return kept
+
+
+def _history_message(m: Message) -> JSON:
+    """A message as conversations.history / replies return it (the bot's carry ``bot_id``)."""
+    data: JSON = {"type": "message", "ts": m.ts, "text": m.text, "user": m.user}
+    if m.user == BOT_USER_ID:
+        data["bot_id"] = BOT_ID
+    if m.blocks:
+        data["blocks"] = m.blocks
+    if m.thread_ts is not None:
+        data["thread_ts"] = m.thread_ts
+    if m.subtype:
+        data["subtype"] = m.subtype
+    return data
 
 
 async def _read_args(request: web.Request) -> JSON:
