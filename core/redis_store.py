@@ -7,7 +7,7 @@ message naming host, port and db but never the URL's credentials.
 Keys, all under a configurable prefix (default ``reactbot:``)::
 
     {prefix}history:{conversation}   LIST of JSON messages, last max_turns*2, TTL 7 days
-    {prefix}trace:{trace_id}         STRING, Trace JSON, TTL 30 days
+    {prefix}trace:{trace_id}         STRING, Trace JSON compressed (``encode_trace``), TTL 30 days
     {prefix}traces:{conversation}    ZSET trace_id -> started_at, trimmed, TTL 30 days
     {prefix}lock:{conversation}      STRING token, SET NX PX lease
     {prefix}event:{event_id}         STRING, SET NX EX claim TTL
@@ -34,6 +34,7 @@ import logging
 import math
 import secrets
 import time
+import zlib
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import (
@@ -49,6 +50,7 @@ from typing import Any, cast
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
+from redis.client import NEVER_DECODE
 from redis.exceptions import RedisError
 
 from core.approval import ApprovalRequest, Decision, DecisionHandler, RequestKey, key_of
@@ -274,7 +276,7 @@ class RedisTraceStore(_RedisBase):
         score = trace.started_at or now
         with self._unavailable("save the trace"):
             async with self._client.pipeline(transaction=True) as pipe:
-                pipe.set(self._key("trace", trace.id), trace.to_json(), ex=self._ttl)
+                pipe.set(self._key("trace", trace.id), encode_trace(trace), ex=self._ttl)
                 # The conversation's index and the index of recent traces of every one.
                 # Index entries outlive nothing: drop those whose trace has expired, and
                 # keep each index bounded for very chatty conversations.
@@ -287,8 +289,8 @@ class RedisTraceStore(_RedisBase):
 
     async def get(self, trace_id: str) -> Trace | None:
         with self._unavailable("load the trace"):
-            raw = cast(str | None, await self._client.get(self._key("trace", trace_id)))
-        return Trace.from_json(raw) if raw is not None else None
+            raw = await _undecoded(self._client, "GET", self._key("trace", trace_id))
+        return decode_trace(raw) if raw is not None else None
 
     async def list(self, conversation: str, *, limit: int = 20) -> builtins.list[Trace]:
         return await self._indexed(self._key("traces", conversation), limit)
@@ -301,10 +303,10 @@ class RedisTraceStore(_RedisBase):
             if not ids:
                 return []
             raws = cast(
-                builtins.list[str | None],
-                await self._client.mget([self._key("trace", i) for i in ids]),
+                builtins.list[bytes | None],
+                await _undecoded(self._client, "MGET", *[self._key("trace", i) for i in ids]),
             )
-        return [Trace.from_json(raw) for raw in raws if raw is not None]
+        return [decode_trace(raw) for raw in raws if raw is not None]
 
     async def recent(self, *, limit: int = 20) -> builtins.list[Trace]:
         """Newest first across conversations, from one index of every saved trace (bounded
@@ -318,6 +320,33 @@ class RedisTraceStore(_RedisBase):
     async def last(self, conversation: str) -> Trace | None:
         recent = await self.list(conversation, limit=1)
         return recent[0] if recent else None
+
+
+TRACE_ZLIB = b"\x01"
+"""The format byte of a stored trace whose JSON follows zlib-compressed. Traces stored
+before it are plain JSON text, which starts with ``{``: both read back."""
+
+
+def encode_trace(trace: Trace) -> bytes:
+    """The stored form of a trace: the format byte, then its JSON compressed. Traces are
+    most of what a conversation stores (thoughts, observations, the model's raw replies,
+    which repeat each other) and compress several times over; nothing of the trace is
+    dropped, so it reads back whole and replays."""
+    return TRACE_ZLIB + zlib.compress(trace.to_json().encode(), 6)
+
+
+async def _undecoded(client: aioredis.Redis, *command: str) -> Any:
+    """``command``'s reply as bytes: the client decodes replies as text, which compressed
+    values are not."""
+    return await client.execute_command(*command, **{NEVER_DECODE: True})  # type: ignore[no-untyped-call]
+
+
+def decode_trace(raw: bytes | str) -> Trace:
+    """A stored trace in either format: compressed (``TRACE_ZLIB``) or older plain JSON."""
+    data = raw.encode() if isinstance(raw, str) else raw
+    if data[:1] == TRACE_ZLIB:
+        return Trace.from_json(zlib.decompress(data[1:]).decode())
+    return Trace.from_json(data.decode())
 
 
 # ---- locks --------------------------------------------------------------------------------
