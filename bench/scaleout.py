@@ -30,7 +30,6 @@ import os
 import sys
 import tempfile
 import time
-import urllib.parse
 import uuid
 import warnings
 from collections.abc import Sequence
@@ -53,6 +52,8 @@ from bench.soak import (
     free_port,
     percentile,
     sample_lag,
+    slash_ask,
+    until_healthy,
 )
 
 LAG_TARGET = 0.1
@@ -301,14 +302,8 @@ async def slack_trial(processes: int, conversations: int, seconds: float) -> Tri
         )
         ports = [port for _, port in bots]
         try:
-            async with asyncio.timeout(60):
-                for port in ports:
-                    while True:
-                        with contextlib.suppress(aiohttp.ClientError):
-                            async with session.get(f"http://127.0.0.1:{port}/healthz") as r:
-                                if r.status == 200:
-                                    break
-                        await asyncio.sleep(0.1)
+            for port in ports:
+                await until_healthy(session, port)
             told: set[str] = set()
             turn = 0
 
@@ -317,25 +312,7 @@ async def slack_trial(processes: int, conversations: int, seconds: float) -> Tri
                 channel = f"C{talk.index:06d}"
                 count = len(fake.roots(channel))
                 name = f"scale-{talk.index}-{talk.sent}"
-                body = urllib.parse.urlencode(
-                    {
-                        "command": "/ask",
-                        "text": QUESTION,
-                        "user_id": f"U{asker(talk)}",
-                        "user_name": f"user{talk.index}",
-                        "channel_id": channel,
-                        "team_id": "T0TEAM",
-                        "trigger_id": fake.trigger(),
-                        "response_url": fake.response_url(name),
-                    }
-                )
-                stamp = str(int(time.time()))
-                headers = {
-                    "Content-Type": "application/x-www-form-urlencoded",
-                    "X-Slack-Request-Timestamp": stamp,
-                    "X-Slack-Signature": signer.generate_signature(timestamp=stamp, body=body)
-                    or "",
-                }
+                body, headers = slash_ask(fake, signer, talk, channel, name)
                 port, turn = ports[turn % len(ports)], turn + 1  # the load balancer
                 url = f"http://127.0.0.1:{port}/slack/events"
                 async with session.post(url, data=body, headers=headers) as response:

@@ -437,6 +437,44 @@ def asker(talk: Conversation) -> int:
     return 5000 + talk.index * 100_000 + talk.sent
 
 
+def slash_ask(
+    fake: Any, signer: Any, talk: Conversation, channel: str, name: str
+) -> tuple[str, dict[str, str]]:
+    """An ``/ask`` from ``talk``'s next person in ``channel``, signed as Slack signs it."""
+    body = urllib.parse.urlencode(
+        {
+            "command": "/ask",
+            "text": QUESTION,
+            "user_id": f"U{asker(talk)}",
+            "user_name": f"user{talk.index}",
+            "channel_id": channel,
+            "team_id": "T0TEAM",
+            "trigger_id": fake.trigger(),
+            "response_url": fake.response_url(name),
+        }
+    )
+    stamp = str(int(time.time()))
+    headers = {
+        "Content-Type": "application/x-www-form-urlencoded",
+        "X-Slack-Request-Timestamp": stamp,
+        "X-Slack-Signature": signer.generate_signature(timestamp=stamp, body=body) or "",
+    }
+    return body, headers
+
+
+async def until_healthy(session: Any, port: int) -> None:
+    """Until the bot's HTTP server on ``port`` answers ``/healthz`` (at most a minute)."""
+    import aiohttp
+
+    async with asyncio.timeout(60):
+        while True:
+            with contextlib.suppress(aiohttp.ClientError):
+                async with session.get(f"http://127.0.0.1:{port}/healthz") as r:
+                    if r.status == 200:
+                        return
+            await asyncio.sleep(0.1)
+
+
 def _summary(talks: Sequence[Conversation]) -> dict[str, Any]:
     return {
         "sent": sum(c.sent for c in talks),
@@ -524,13 +562,7 @@ async def _drive_slack(conversations: int, seconds: float, bot_port: int, think:
     url = f"http://127.0.0.1:{bot_port}/slack/events"
     async with FakeSlack() as fake, aiohttp.ClientSession() as session:
         _say({"api_base_url": fake.base_url.rstrip("/")})
-        async with asyncio.timeout(60):
-            while True:
-                with contextlib.suppress(aiohttp.ClientError):
-                    async with session.get(f"http://127.0.0.1:{bot_port}/healthz") as r:
-                        if r.status == 200:
-                            break
-                await asyncio.sleep(0.1)
+        await until_healthy(session, bot_port)
 
         told: set[str] = set()  # the questions whose ack said to ask again later
 
@@ -538,24 +570,7 @@ async def _drive_slack(conversations: int, seconds: float, bot_port: int, think:
             channel = f"C{talk.index:06d}"
             count = len(fake.roots(channel))
             name = f"soak-{talk.index}-{talk.sent}"
-            body = urllib.parse.urlencode(
-                {
-                    "command": "/ask",
-                    "text": QUESTION,
-                    "user_id": f"U{asker(talk)}",
-                    "user_name": f"user{talk.index}",
-                    "channel_id": channel,
-                    "team_id": "T0TEAM",
-                    "trigger_id": fake.trigger(),
-                    "response_url": fake.response_url(name),
-                }
-            )
-            stamp = str(int(time.time()))
-            headers = {
-                "Content-Type": "application/x-www-form-urlencoded",
-                "X-Slack-Request-Timestamp": stamp,
-                "X-Slack-Signature": signer.generate_signature(timestamp=stamp, body=body) or "",
-            }
+            body, headers = slash_ask(fake, signer, talk, channel, name)
             async with session.post(url, data=body, headers=headers) as response:
                 acked = await response.text()
             if "ask again" in acked:  # the ack itself says no (this replica is full)
