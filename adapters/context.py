@@ -93,16 +93,21 @@ def bounded(said: Sequence[Said], *, messages: int, max_chars: int) -> tuple[Sai
 
 
 def _cut(one: Said, max_chars: int) -> Said:
+    """``one`` with its text cut so that its line fits ``max_chars``: the cut is made on the
+    one-line form, which is what the line measures (a line break there becomes `` / ``)."""
     room = max(0, max_chars - len(line(Said(one.author, one.at, ""))) - 1)
-    return Said(one.author, one.at, one.text[:room] + "…")
+    return Said(one.author, one.at, _one_line(one.text)[:room] + "…")
 
 
 def line(one: Said) -> str:
     """``[2026-12-02 10:31 UTC] Sam: text``, the text's line breaks kept as `` / ``, so one
     line is one message and no message can pose as another's author."""
     stamp = time.strftime("%Y-%m-%d %H:%M", time.gmtime(max(0.0, one.at)))
-    text = " / ".join(part.strip() for part in one.text.splitlines() if part.strip())
-    return f"[{stamp} UTC] {author(one.author)}: {text}"
+    return f"[{stamp} UTC] {author(one.author)}: {_one_line(one.text)}"
+
+
+def _one_line(text: str) -> str:
+    return " / ".join(part.strip() for part in text.splitlines() if part.strip())
 
 
 def author(name: str) -> str:
