@@ -72,6 +72,7 @@ from adapters.slack.approval import (
 )
 from adapters.slack.files import incoming_of
 from adapters.slack.history import SlackHistory
+from adapters.slack.markdown import escape
 from adapters.slack.modals import (
     PERSONA_VIEW_ID,
     FieldErrors,
@@ -85,7 +86,6 @@ from adapters.slack.render import (
     STOP_ACTION_ID,
     SlackRenderer,
     deciders,
-    escape,
     mention,
     parse_stop_value,
 )

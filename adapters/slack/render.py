@@ -17,12 +17,14 @@ person a mention: in the live message, the step lines, the final message and the
 
 Text from outside is data. It is mrkdwn-escaped (``&``, ``<``, ``>``), so it cannot form
 ``<!channel>``, ``<@U…>``, ``<#C…>`` or a masked ``<url|label>`` link: the only ``<…>`` in a
-payload are the mentions this module writes for the asker and whoever pressed Stop, and
-source links labelled with their URL's host. Code fences in model text are broken (a
-zero-width space between backticks) except in answers, where code blocks are kept and an
-open one is closed wherever the text is cut. Outside text is cut before it is escaped, by
-the length it will have once escaped, so no cut falls inside ``&amp;``; rendered text is cut
-only outside entities and ``<…>`` links. Every width and room computed here is clamped to at
+payload are the mentions this module writes for the asker and whoever pressed Stop, source
+links labelled with their URL's host, and an answer's own links shown as their URL. Code
+fences in model text are broken (a zero-width space between backticks) except in answers,
+whose Markdown is converted to mrkdwn by ``adapters.slack.markdown`` (the same rules:
+escaped, a link's URL always shown, code blocks kept), and an open code block is closed
+wherever the text is cut. Outside text is cut before it is escaped, by the length it will
+have once escaped, so no cut falls inside ``&amp;``; rendered text is cut only outside
+entities and ``<…>`` links. Every width and room computed here is clamped to at
 least ``MIN_ROOM``, so no loop can stall on a zero-sized piece.
 """
 
@@ -46,6 +48,7 @@ from adapters.slack.approval import (
     ApprovalRef,
     editable,
 )
+from adapters.slack.markdown import broadcasts, defuse, escape, to_mrkdwn
 from core.events import ApprovalDecided, ApprovalRequested
 from core.trace import ApprovalRecord, Trace, TraceStep, source_domain, summary_line
 
@@ -113,33 +116,24 @@ class SlackMessage:
 # ---- outside text into mrkdwn -------------------------------------------------------------
 
 
-def escape(text: str) -> str:
-    """Slack's three control characters; after this, text cannot form a mention or link."""
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+def _render(text: str) -> str:
+    """Outside text as mrkdwn that shows it as typed: escaped, no code fence."""
+    return defuse(escape(text))
 
 
-def _defuse(text: str) -> str:
-    """No two backticks side by side, so no code fence (Slack has no escape for one)."""
-    return _ADJACENT_TICK.sub("`\u200b", text)
-
-
-def _render(text: str, *, fences: bool) -> str:
-    return escape(text) if fences else _defuse(escape(text))
-
-
-def _rendered_len(text: str, *, fences: bool) -> int:
-    """``len(_render(text, fences=fences))``, without building it."""
+def _rendered_len(text: str) -> int:
+    """``len(_render(text))``, without building it."""
     size = len(text) + 4 * text.count("&") + 3 * (text.count("<") + text.count(">"))
-    return size if fences else size + len(_ADJACENT_TICK.findall(text))
+    return size + broadcasts(text) + len(_ADJACENT_TICK.findall(text))
 
 
-def _end_within(text: str, start: int, room: int, *, fences: bool) -> int:
+def _end_within(text: str, start: int, room: int) -> int:
     """The largest ``end`` such that ``text[start:end]`` rendered takes at most ``room``
     characters (at least one character, so callers always move on)."""
     low, high = start, min(len(text), start + max(room, 0))  # a character renders to >= 1
     while low < high:  # binary search: the rendered length grows with the end
         mid = (low + high + 1) // 2
-        if _rendered_len(text[start:mid], fences=fences) <= room:
+        if _rendered_len(text[start:mid]) <= room:
             low = mid
         else:
             high = mid - 1
@@ -152,7 +146,7 @@ def _start_within(text: str, room: int) -> int:
     low, high = max(0, len(text) - max(room, 0)), len(text)
     while low < high:
         mid = (low + high) // 2
-        if _rendered_len(text[mid:], fences=False) <= room:
+        if _rendered_len(text[mid:]) <= room:
             high = mid
         else:
             low = mid + 1
@@ -163,10 +157,10 @@ def prose(text: str, limit: int) -> str:
     """Outside text for a mrkdwn field: escaped, fences broken, at most ``limit`` characters
     (cut at the end with "…")."""
     limit = max(limit, MIN_ROOM)
-    end = _end_within(text, 0, limit - 1, fences=False)
+    end = _end_within(text, 0, limit - 1)
     if end >= len(text):
-        return _render(text, fences=False)
-    return _render(text[:end], fences=False).rstrip() + "…"
+        return _render(text)
+    return _render(text[:end]).rstrip() + "…"
 
 
 def prose_tail(text: str, limit: int) -> str:
@@ -174,21 +168,15 @@ def prose_tail(text: str, limit: int) -> str:
     limit = max(limit, MIN_ROOM)
     start = _start_within(text, limit - 1)
     if start == 0:
-        return _render(text, fences=False)
-    return "…" + _render(text[start:], fences=False).lstrip()
+        return _render(text)
+    return "…" + _render(text[start:]).lstrip()
 
 
 def answer_text(text: str, limit: int) -> str:
-    """An answer for a mrkdwn field: escaped, code blocks kept (and closed if the cut falls
-    inside one), at most ``limit`` characters."""
-    end = _answer_end(text, limit)
-    rendered = escape(text) if end >= len(text) else escape(text[:end]).rstrip() + "…"
-    return _close_fence(rendered)
-
-
-def _answer_end(text: str, limit: int) -> int:
-    """How much of ``text`` ``answer_text`` shows (room kept for "…" and a closing fence)."""
-    return _end_within(text, 0, max(limit, MIN_ROOM) - 1 - len(_CLOSE), fences=True)
+    """An answer for a mrkdwn field: its Markdown as mrkdwn (``adapters.slack.markdown``:
+    escaped, no masked links, code blocks kept), at most ``limit`` characters, cut where
+    nothing breaks and an open code block closed."""
+    return fit(to_mrkdwn(text), limit)
 
 
 def _close_fence(mrkdwn: str) -> str:
@@ -225,7 +213,7 @@ def fold(text: str, *, lines: int = FOLD_LINES, limit: int = FOLD_CHARS) -> str:
     """The first few lines of an observation and how much was left out, rendered."""
     body = text.strip()
     kept = "\n".join(body[: limit * 2].splitlines()[:lines])
-    shown = min(len(kept), _end_within(kept, 0, max(limit, MIN_ROOM) - 1, fences=False))
+    shown = min(len(kept), _end_within(kept, 0, max(limit, MIN_ROOM) - 1))
     hidden = len(body) - shown
     return prose(kept, limit) + (f"\n(+{hidden:,} chars)" if hidden > 0 else "")
 
@@ -741,8 +729,7 @@ def _fallback(view: RunView, words: str) -> str:
 
 def answer_is_cut(answer: str) -> bool:
     """The root message could not show all of ``answer``: the thread carries it whole."""
-    text = answer.strip()
-    return _answer_end(text, ANSWER_LIMIT) < len(text)
+    return len(to_mrkdwn(answer.strip())) > max(ANSWER_LIMIT, MIN_ROOM)
 
 
 def _answer_blocks(view: RunView, lead: str) -> list[Block]:
@@ -854,8 +841,10 @@ def trace_posts(
     totals. Without ``steps``, only that full answer (nothing when the root showed it)."""
     answer_posts: list[SlackMessage] = []
     if trace.answer and (whole_answer or answer_is_cut(trace.answer)):
-        answer = trace.answer.strip()
-        blocks = _sections("*Answer*", answer, trace.id, parts=ANSWER_PARTS, sep=":\n", fences=True)
+        answer = to_mrkdwn(trace.answer.strip())
+        blocks = _sections(
+            "*Answer*", answer, trace.id, parts=ANSWER_PARTS, sep=":\n", rendered=True
+        )
         answer_posts = _pack(blocks, "Answer (continued)")
     if not steps:
         return answer_posts
@@ -950,15 +939,19 @@ def _sections(
     *,
     parts: int,
     code: bool = False,
-    fences: bool = False,
+    rendered: bool = False,
     sep: str = " ",
 ) -> list[Block]:
-    """``text`` in at most ``parts`` labelled sections (code blocks when ``code``); what does
-    not fit is counted and pointed to in the stored trace."""
-    pieces, hidden = _chunks(text, CHUNK - len(label), parts=parts, fences=fences)
+    """``text`` in at most ``parts`` labelled sections (code blocks when ``code``; already
+    mrkdwn, with its code blocks, when ``rendered``); what does not fit is counted and
+    pointed to in the stored trace."""
+    pieces, hidden = _chunks(text, CHUNK - len(label), parts=parts, rendered=rendered)
     blocks: list[Block] = []
     for i, piece in enumerate(pieces, 1):
-        body = code_block(_render(piece, fences=False)) if code else _chunk_text(piece, fences)
+        if code:
+            body = code_block(_render(piece))
+        else:
+            body = _close_fence(piece) if rendered else _render(piece)
         part = f" (part {i}/{len(pieces)})" if len(pieces) > 1 else ""
         blocks.append(section(f"{label}{part}{chr(10) if code else sep}{body}"))
     if hidden:
@@ -967,28 +960,28 @@ def _sections(
     return blocks
 
 
-def _chunk_text(piece: str, fences: bool) -> str:
-    return _close_fence(_render(piece, fences=True)) if fences else _render(piece, fences=False)
-
-
-def _chunks(text: str, size: int, *, parts: int, fences: bool) -> tuple[list[str], int]:
-    """Up to ``parts`` pieces of ``text`` that each render within ``size`` characters, cut at
-    a newline or a space when one is near; and how many characters were left over."""
-    size = max(size, MIN_ROOM) - (2 * len(_CLOSE) if fences else 0)  # a fence closed and reopened
+def _chunks(text: str, size: int, *, parts: int, rendered: bool) -> tuple[list[str], int]:
+    """Up to ``parts`` pieces of ``text`` that each render within ``size`` characters (are
+    that long, when ``rendered``: then cut only where nothing breaks), cut at a newline or a
+    space when one is near; and how many characters were left over."""
+    size = max(size, MIN_ROOM) - (2 * len(_CLOSE) if rendered else 0)  # a fence closed, reopened
     pieces: list[str] = []
     start, n = 0, len(text)
     while start < n and len(pieces) < max(parts, 1):
-        end = _end_within(text, start, size, fences=fences)
+        end = min(n, start + size) if rendered else _end_within(text, start, size)
         if end < n:  # a newline near the end, else a space, else anywhere (one long word)
             half = start + (end - start) // 2
             newline = text.rfind("\n", half, end)
             space = text.rfind(" ", half, end)
             end = newline if newline > start else space + 1 if space > start else end
+            if rendered:
+                safe = _safe_cut(text, end)
+                end = safe if safe > start else end
         pieces.append(text[start:end])
         start = end
         while start < n and text[start] == "\n":
             start += 1
-    if fences:
+    if rendered:
         pieces = _reopen_fences(pieces)
     return pieces or [""], n - start
 

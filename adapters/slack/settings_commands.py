@@ -13,9 +13,9 @@ from slack_bolt.context.ack.async_ack import AsyncAck
 
 from adapters.channels import ChoiceError
 from adapters.live import VERBOSITIES
+from adapters.slack.markdown import escape
 from adapters.slack.modals import INPUT_BLOCK, persona_modal, read_persona
 from adapters.slack.payloads import plain_text
-from adapters.slack.render import escape
 from core.budgets import UNREADABLE
 from core.errors import StoreUnavailable
 from core.prompt import PERSONA_CHARS

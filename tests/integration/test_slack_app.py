@@ -16,12 +16,14 @@ from typing import Any
 
 import aiohttp
 import pytest
+from slack_sdk.models.blocks import Block
 from slack_sdk.signature import SignatureVerifier
 
 from adapters.channels import ChannelChoices
 from adapters.pacing import Budget, LocalBudget
 from adapters.slack.bot import INVITE, SlackBot
-from adapters.slack.render import STOP_ACTION_ID, escape
+from adapters.slack.markdown import escape, to_mrkdwn
+from adapters.slack.render import STOP_ACTION_ID
 from adapters.slack.server import HttpServer
 from adapters.slack.settings import SlackSettings
 from core.agent import Agent, AgentSettings
@@ -537,6 +539,53 @@ async def test_model_output_cannot_ping_the_channel(make: Any) -> None:
             assert ping not in dumped, (call.method, ping)
 
 
+MARKDOWN_ANSWER = (
+    "## Which queue?\n"
+    "**Redis** is *fast*; see [Verify your account](https://evil.example/login), @here.\n"
+    "- small\n"
+    "- simple\n"
+    "\n"
+    "| Name | Stars |\n"
+    "|------|------:|\n"
+    "| rq | 9k |\n"
+    "| celery | 25k |\n"
+    "\n"
+    "```python\nqueue.put(<!channel>)\n```"
+)
+
+
+async def test_a_markdown_answer_renders_as_mrkdwn_and_stays_safe(make: Any) -> None:
+    h: Harness = await make([f"Thought: I know.\nFinal Answer: {MARKDOWN_ANSWER}"])
+    await h.ask("which queue?")
+    await h.settled()
+
+    root = h.root()
+    answer = next(b["text"]["text"] for b in root.blocks if "Which queue" in str(b))
+    assert answer.split("\n")[1:] == [
+        "*Redis* is _fast_; see Verify your account (<https://evil.example/login>), @\u200bhere.",
+        "• small",
+        "• simple",
+        "",
+        "```",
+        "Name   | Stars",
+        "-------+------",
+        "rq     | 9k",
+        "celery | 25k",
+        "```",
+        "",
+        "```",
+        "queue.put(&lt;!channel&gt;)",
+        "```",
+    ]
+    assert answer.split("\n")[0].endswith("*Which queue?*")
+    for version in (root, *h.fake.replies(CHANNEL, root.ts)):
+        for block in version.blocks:  # slack_sdk's own models take every block we sent
+            Block.parse(block).validate_json()  # type: ignore[union-attr]
+    for call in h.fake.records:
+        dumped = json.dumps(call.args)
+        assert "<!channel>" not in dumped and "|Verify" not in dumped
+
+
 async def test_shutdown_stops_running_answers_visibly(make: Any) -> None:
     h: Harness = await make([Turn("Thought: slow", chunk_size=2, stall_after=1)])
     await h.ask("q")
@@ -680,9 +729,13 @@ async def test_a_huge_hostile_answer_is_accepted_pings_nobody_and_the_thread_is_
         for text in strings(call.args):
             for token in _ANGLED.findall(text):
                 seen.add(token)
-    # Only what the renderer writes itself: the asker's mention and our source link, labelled
-    # with its host (the 2,000-character sources are named by their host, unlinked).
-    assert seen == {f"@{ASKER}", f"{escape(SHORT_URL)}|docs.example.org"}
+    # Only what the renderer writes itself: the asker's mention, our source link, labelled
+    # with its host (the 2,000-character sources are named by their host, unlinked), and the
+    # answer's Markdown link shown as its URL, after its text: no masked link.
+    assert seen == {f"@{ASKER}", f"{escape(SHORT_URL)}|docs.example.org", "https://evil.example"}
+    answers = [t for c in h.fake.records for t in strings(c.args) if "*Answer:* Point 0:" in t]
+    bad = [t[:400] for t in answers if "Verify your account (<https://evil.example>)" not in t]
+    assert answers and not bad, bad
     root = h.root()
     assert "continued in the thread" in message_text(root)
     replies = h.fake.replies(CHANNEL, root.ts)
@@ -696,7 +749,7 @@ async def test_a_huge_hostile_answer_is_accepted_pings_nobody_and_the_thread_is_
         if b.get("text", {}).get("text", "").startswith("*Answer* (part ")
     ]
     squeeze = lambda text: re.sub(r"[\s`]", "", text)  # noqa: E731 - cuts add only these
-    assert squeeze("".join(parts)) == squeeze(escape(answer.strip())), "the whole answer"
+    assert squeeze("".join(parts)) == squeeze(to_mrkdwn(answer.strip())), "the whole answer"
     uploaded = json.loads(next(iter(h.fake.uploads.values())))
     assert uploaded["answer"] == answer.strip() and uploaded["steps"][0]["sources"]
     h.model.assert_complete()

@@ -17,6 +17,7 @@ from adapters.slack.approval import (
     ApprovalRef,
     parse_button_value,
 )
+from adapters.slack.markdown import escape
 from adapters.slack.render import (
     MAX_BLOCKS,
     MESSAGE_BUDGET,
@@ -26,7 +27,6 @@ from adapters.slack.render import (
     SlackMessage,
     SlackRenderer,
     block_size,
-    escape,
     parse_stop_value,
     shorten,
     trace_posts,

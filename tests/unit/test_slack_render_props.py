@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from adapters.answering import SHUTDOWN, Approvers
 from adapters.live import VERBOSITIES, RunView, Verbosity
 from adapters.slack.approval import EDIT_LIMIT, parse_button_value
+from adapters.slack.markdown import escape, to_mrkdwn
 from adapters.slack.render import (
     ANSWER_PARTS,
     MAX_BLOCKS,
@@ -29,7 +30,6 @@ from adapters.slack.render import (
     SlackMessage,
     SlackRenderer,
     answer_is_cut,
-    escape,
     shorten,
 )
 from core.events import (
@@ -397,6 +397,9 @@ def mrkdwn_texts(message: SlackMessage) -> Iterable[str]:
     yield from walk(list(message.blocks))
 
 
+_BARE_LINK = re.compile(r"https?://[^\s<>|\[\]()`]{1,500}", re.IGNORECASE)
+
+
 def check(message: SlackMessage, run: Run) -> None:
     refusal = validate_message(message.kwargs())
     assert refusal is None, refusal
@@ -416,7 +419,10 @@ def check(message: SlackMessage, run: Run) -> None:
                 continue
             url, bar, label = token.partition("|")
             url = url.replace("&amp;", "&")  # Slack wants & escaped inside links too
-            assert bar and url in run.sources, f"a link we did not make: {token!r}"
+            if not bar:  # an answer's own link, shown as its URL: nothing hidden behind it
+                assert _BARE_LINK.fullmatch(url), f"a link that is not a plain URL: {token!r}"
+                continue
+            assert url in run.sources, f"a link we did not make: {token!r}"
             netloc = urllib.parse.urlsplit(url).netloc
             assert "@" not in netloc, f"a link whose host is not what it seems: {url!r}"
             assert label == escape(source_domain(url)), f"a link labelled {label!r} for {url!r}"
@@ -537,7 +543,7 @@ def test_long_answers_are_cut_in_the_root_and_complete_in_the_thread(
     posts = renderer.trace_posts(run.trace())
     check_all(posts, run)
     if "continued in the thread" in str(final.blocks):
-        whole, (given, sections) = squeeze(escape(run.answer.strip())), thread_answer(posts)
+        whole, (given, sections) = squeeze(to_mrkdwn(run.answer.strip())), thread_answer(posts)
         answer_posts = [p for p in posts if p.text == "Answer (continued)"]
         if any("more characters are in the stored trace" in str(p.blocks) for p in answer_posts):
             assert sections == ANSWER_PARTS and whole.startswith(given)

@@ -1,0 +1,151 @@
+"""A model's Markdown as Slack mrkdwn: it renders, and outside text still cannot ping anyone,
+hide a link behind a label, break out of a code block or take long to convert."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from adapters.slack.markdown import RULE, ZWSP, escape, to_mrkdwn
+
+_ANGLED = re.compile(r"<([^<>]*)>")
+_PLAIN_URL = re.compile(r"https?://[^\s<>|\[\]()`]{1,500}", re.IGNORECASE)
+_ENTITY = re.compile(r"&(?!(?:amp|lt|gt);)")
+_BROADCAST = re.compile(r"@(?:here|channel|everyone)\b", re.IGNORECASE)
+
+# fmt: off
+PIECES = (
+    "# ", "## ", "**", "__", "*", "_", "~~", "`", "```", "~~~", "[", "]", "(", ")", "<", ">",
+    "|", "---", "- ", "1. ", "> ", "\n", "\n\n", " ", "\t", "&", "@here", "@channel",
+    "<!here>", "<@U123>", "<#C1>", "https://a.example/x?y=1&z=2", "javascript:alert(1)",
+    "[t](https://evil.example)", "<https://e.example|Verify>", "| a | b |\n|---|---|\n",
+    "word", "C#", "\u202e", "Ω", "\u200b", "\\|", '"',
+)
+# fmt: on
+_PIECES = st.sampled_from(PIECES)
+MARKDOWNISH = st.lists(st.one_of(_PIECES, st.text(max_size=8)), max_size=60).map("".join)
+
+
+def assert_safe(out: str) -> None:
+    for token in _ANGLED.findall(out):
+        assert _PLAIN_URL.fullmatch(token), f"a link, mention or broadcast formed: <{token}>"
+    assert out.count("<") == out.count(">") == len(_ANGLED.findall(out)), out
+    assert _ENTITY.search(out) is None, f"a bare &: {out!r}"
+    assert out.count("```") % 2 == 0, f"an open code block: {out!r}"
+    assert _BROADCAST.search(out) is None, f"a broadcast word after an @: {out!r}"
+
+
+@settings(max_examples=400, deadline=None)
+@given(MARKDOWNISH)
+def test_whatever_the_text_the_output_is_safe_and_balanced(text: str) -> None:
+    out = to_mrkdwn(text)
+    assert_safe(out)
+    # Bounded: escaping at most 5x a character, plus a few fixed characters a line.
+    assert len(out) <= 5 * len(text) + 16 * (text.count("\n") + 1) + 8
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=300))
+def test_any_unicode_text_is_safe(text: str) -> None:
+    assert_safe(to_mrkdwn(text))
+
+
+@pytest.mark.parametrize(
+    "piece",
+    [" ", "`", "[a](", "# ", "|", "*", "**", "_", "~~", "[", "![", "<https://", "a|", "- ", "> "],
+)
+def test_long_runs_of_one_delimiter_convert_in_linear_time(piece: str) -> None:
+    """No pattern backtracks: 100,000 characters of one delimiter convert at about the speed of
+    a tenth of them (a quadratic pattern would take a hundred times longer, not ten)."""
+
+    def cost(n: int) -> float:
+        text = (piece * (n // len(piece)))[:n]
+        best = float("inf")
+        for _ in range(3):
+            start = time.perf_counter()
+            assert_safe(to_mrkdwn(text))
+            best = min(best, time.perf_counter() - start)
+        return best
+
+    small, large = cost(10_000), cost(100_000)
+    assert large < 40 * max(small, 1e-4), f"{piece!r}: {small:.4f}s then {large:.4f}s"
+
+
+def test_headings_emphasis_and_lists_render() -> None:
+    text = (
+        "## Results for C#\n"
+        "It is **very** fast and *quite* small, ~~not~~ __really__.\n"
+        "- first\n"
+        "  - nested\n"
+        "* second\n"
+        "3. third\n"
+        "> quoted\n"
+        "---\n"
+        "Use `x < y` here."
+    )
+    assert to_mrkdwn(text).split("\n") == [
+        "*Results for C#*",
+        "It is *very* fast and _quite_ small, ~not~ *really*.",
+        "• first",
+        "    • nested",
+        "• second",
+        "3. third",
+        "&gt; quoted",
+        RULE,
+        "Use `x &lt; y` here.",
+    ]
+
+
+def test_a_table_becomes_an_aligned_code_block() -> None:
+    text = "| Name | Stars |\n|:-----|------:|\n| **redis** | 60k |\n| rq | 9k |\nAfter."
+    assert to_mrkdwn(text).split("\n") == [
+        "```",
+        "Name  | Stars",
+        "------+------",
+        "redis | 60k",
+        "rq    | 9k",
+        "```",
+        "After.",
+    ]
+
+
+def test_a_masked_link_shows_its_url_and_a_bare_one_is_a_link() -> None:
+    out = to_mrkdwn(
+        "[Verify your account](https://evil.example/login) or "
+        "[https://docs.example.org/](https://docs.example.org/) or "
+        "[run](javascript:void) or <https://e.example|Verify>"
+    )
+    assert out == (
+        "Verify your account (<https://evil.example/login>) or "
+        "<https://docs.example.org/> or "
+        "run (javascript:void) or https://e.example|Verify"
+    )
+    assert_safe(out)
+
+
+def test_pings_stay_text() -> None:
+    out = to_mrkdwn("Hey @here and <!channel> and <@U123ABC> in <#C999>, **@everyone**")
+    assert out == (
+        f"Hey @{ZWSP}here and &lt;!channel&gt; and &lt;@U123ABC&gt; in &lt;#C999&gt;, "
+        f"*@{ZWSP}everyone*"
+    )
+    assert escape("@Channel") == f"@{ZWSP}Channel"
+
+
+def test_code_blocks_stay_code_and_cannot_be_escaped_from() -> None:
+    out = to_mrkdwn("```python\nif a < b and c:\n    print('**no**')\n```\nthen **bold**")
+    assert out.split("\n") == [
+        "```",
+        "if a &lt; b and c:",
+        "    print('**no**')",
+        "```",
+        "then *bold*",
+    ]
+    # An unclosed fence is closed; a ``` inside a ~~~ block cannot end it early.
+    assert to_mrkdwn("```\ncode").split("\n") == ["```", "code", "```"]
+    inner = to_mrkdwn("~~~\n```\n<!here>\n~~~\nafter")
+    assert inner.split("\n") == ["```", f"`{ZWSP}`{ZWSP}`", "&lt;!here&gt;", "```", "after"]
