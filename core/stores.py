@@ -13,11 +13,12 @@ import builtins
 import inspect
 import logging
 import time
+import weakref
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field, replace
-from typing import Protocol, runtime_checkable
+from typing import Literal, Protocol, runtime_checkable
 
 from core.history import Message
 from core.trace import Trace, attachment_bytes
@@ -51,6 +52,28 @@ class TraceStore(Protocol):
         ...
 
     async def last(self, conversation: str) -> Trace | None: ...
+
+
+_VOTING: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
+
+
+async def record_vote(
+    traces: TraceStore, run_id: str, value: Literal["up", "down"], by: str
+) -> bool:
+    """``by``'s 👍 or 👎 on the answer of run ``run_id``, kept on its stored trace (replacing
+    their earlier vote); False when the trace is no longer stored. Votes on one trace in this
+    process take turns, so none overwrites another; two replicas voting on one answer in the
+    same instant can still lose one of the two (the trace is read, then written whole)."""
+    lock = _VOTING.get(run_id)
+    if lock is None:
+        lock = _VOTING[run_id] = asyncio.Lock()
+    async with lock:
+        trace = await traces.get(run_id)
+        if trace is None:
+            return False
+        trace.vote(value, by, time.time())
+        await traces.save(trace)
+    return True
 
 
 class ConversationLocks(Protocol):

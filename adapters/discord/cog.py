@@ -21,7 +21,7 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import discord
 from discord import app_commands
@@ -77,6 +77,7 @@ from core.budgets import UNREADABLE, InMemoryUsageCounters, TokenBudgets
 from core.errors import StoreUnavailable
 from core.prompt import PERSONA_CHARS
 from core.storage import Stores
+from core.stores import record_vote
 from core.trace import Trace
 
 log = logging.getLogger(__name__)
@@ -500,6 +501,52 @@ class SourcesButton(
             await cog.sources_pressed(interaction, self.run_id)
 
 
+VOTE_TEMPLATE = r"reactbot:vote:(?P<vote>up|down):(?P<run>[0-9A-Za-z_-]+)"
+
+
+class VoteButton(discord.ui.DynamicItem[discord.ui.Button[Any]], template=VOTE_TEMPLATE):
+    """👍 or 👎 under a finished answer: anyone may vote, once each (a new vote replaces
+    theirs), recorded on the run's trace; the voter alone is told it was."""
+
+    def __init__(self, vote: Literal["up", "down"], run_id: str) -> None:
+        super().__init__(
+            discord.ui.Button(
+                emoji="👍" if vote == "up" else "👎",
+                style=discord.ButtonStyle.secondary,
+                custom_id=f"reactbot:vote:{vote}:{run_id}",
+            )
+        )
+        self.vote: Literal["up", "down"] = vote
+        self.run_id = run_id
+
+    @classmethod
+    async def from_custom_id(
+        cls,
+        interaction: discord.Interaction,
+        item: discord.ui.Item[Any],
+        match: re.Match[str],
+        /,
+    ) -> VoteButton:
+        return cls("up" if match["vote"] == "up" else "down", match["run"])
+
+    async def callback(self, interaction: discord.Interaction) -> None:
+        cog = _cog_of(interaction)
+        if cog is not None:
+            await cog.vote_pressed(interaction, self.run_id, self.vote)
+
+
+def vote_buttons(run_id: str) -> list[VoteButton]:
+    return [VoteButton("up", run_id), VoteButton("down", run_id)]
+
+
+def votes_view(run_id: str) -> discord.ui.View:
+    """The text layout's buttons on a finished answer: 👍 and 👎."""
+    view = discord.ui.View(timeout=None)
+    for button in vote_buttons(run_id):
+        view.add_item(button)
+    return view
+
+
 def card_view(
     run_id: str, asker_id: int, payload: DiscordPayload, *, sets_flag: bool = True
 ) -> CardView:
@@ -532,6 +579,8 @@ def card_view(
             buttons.append(DecisionButton(pressed, label, style))
     if payload.stop_button != "remove":
         buttons.append(StopButton(run_id, asker_id))
+    if payload.votes:
+        buttons += vote_buttons(run_id)
     if buttons:
         items.append(discord.ui.ActionRow(*buttons))
     view = CardView(sets_flag=sets_flag)
@@ -615,7 +664,7 @@ class AskCog(commands.Cog):
 
     async def cog_load(self) -> None:
         # Registered for the whole bot: clicks on messages another process posted land here.
-        self.bot.add_dynamic_items(StopButton, DecisionButton, SourcesButton)
+        self.bot.add_dynamic_items(StopButton, DecisionButton, SourcesButton, VoteButton)
         await self.answering.start()  # stops and decisions made on other processes reach us
 
     async def cog_unload(self) -> None:
@@ -995,6 +1044,24 @@ class AskCog(commands.Cog):
             text, ephemeral=True, allowed_mentions=NO_MENTIONS, suppress_embeds=True
         )
 
+    async def vote_pressed(
+        self, interaction: discord.Interaction, run_id: str, vote: Literal["up", "down"]
+    ) -> None:
+        """Anyone may vote on an answer; only the voter hears back."""
+        try:
+            kept = await record_vote(
+                self.services.stores.traces, run_id, vote, str(interaction.user.id)
+            )
+        except StoreUnavailable:
+            kept = False
+        if kept:
+            text = (
+                f"Thanks, your {'👍' if vote == 'up' else '👎'} is recorded on this answer's trace."
+            )
+        else:
+            text = "I could not record that: this run's trace is no longer stored."
+        await interaction.response.send_message(text, ephemeral=True, allowed_mentions=NO_MENTIONS)
+
     # ---- approvals -----------------------------------------------------------------------
     @staticmethod
     def _controls(run: Run, asker: Asker) -> Callable[[PendingButtons | None], discord.ui.View]:
@@ -1078,6 +1145,7 @@ class AskCog(commands.Cog):
             pacer=self.pacer,
             channel_key=str(reply.channel_id),
             controls=self._controls(run, reply.ask.who),
+            votes=lambda: votes_view(run.trace.id),
             cards=self._cards(run, reply.ask.who),
             compact_trace=self._thread_trace(message),
         )

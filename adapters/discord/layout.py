@@ -124,8 +124,10 @@ class Card:
 
 
 def row_buttons(payload: DiscordPayload) -> int:
-    """Buttons in the card's ActionRow: Stop while the run works, the decisions while one is due."""
+    """Buttons in the card's ActionRow: Stop while the run works, the decisions while one is
+    due, 👍 / 👎 under a finished answer."""
     count = 0 if payload.stop_button == "remove" else 1
+    count += 2 if payload.votes else 0
     if payload.approval is not None:
         count += 4 if payload.approval.remember else 3
     return count
@@ -362,11 +364,12 @@ class ComponentsRenderer:
             stop_button="remove",
             thread_name=thread_name(view.question),
             card=final_card(view),
+            votes=view.phase == "answered",
         )
 
     def compact(self, view: RunView) -> DiscordPayload:
         card = final_card(view, limit=COMPACT_ANSWER_LIMIT, sources=False)
-        return DiscordPayload("", stop_button="remove", card=card)
+        return DiscordPayload("", stop_button="remove", card=card, votes=view.phase == "answered")
 
     def trace_posts(
         self, trace: Trace, *, whole_answer: bool = False, steps: bool = True

@@ -85,6 +85,8 @@ class DiscordPayload:
     """Show Approve / Edit / Deny (/ Allow in this conversation) beside Stop."""
     card: Card | None = None
     """The ``components`` layout: the message is this Container (and ``content`` is empty)."""
+    votes: bool = False
+    """👍 / 👎 under a finished answer, recorded on the run's trace (``Trace.votes``)."""
 
 
 # ---- text helpers -------------------------------------------------------------------------
@@ -704,12 +706,17 @@ class DiscordRenderer:
     def final(self, view: RunView) -> DiscordPayload:
         content, _ = answer_parts(view)
         return DiscordPayload(
-            fit(content), stop_button="remove", thread_name=thread_name(view.question)
+            fit(content),
+            stop_button="remove",
+            thread_name=thread_name(view.question),
+            votes=view.phase == "answered",
         )
 
     def compact(self, view: RunView) -> DiscordPayload:
         content, _ = answer_parts(view, limit=COMPACT_LIMIT, sources=False)
-        return DiscordPayload(fit(content, COMPACT_LIMIT), stop_button="remove")
+        return DiscordPayload(
+            fit(content, COMPACT_LIMIT), stop_button="remove", votes=view.phase == "answered"
+        )
 
     def trace_posts(
         self, trace: Trace, *, whole_answer: bool = False, steps: bool = True

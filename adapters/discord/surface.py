@@ -246,6 +246,7 @@ class DiscordSurface:
         pacer: EditPacer | None = None,
         channel_key: str | None = None,
         controls: Callable[[PendingButtons | None], discord.ui.View] | None = None,
+        votes: Callable[[], discord.ui.View] | None = None,
         cards: CardBuilder | None = None,
         compact_trace: Callable[[Trace], DiscordPayload] | None = None,
     ) -> None:
@@ -258,6 +259,8 @@ class DiscordSurface:
         """Paces the surface's other writes in the channel (the thread, its posts there)."""
         self._controls = controls
         """Builds the message's buttons: Stop, and the decision buttons while one is due."""
+        self._votes = votes
+        """Builds 👍 / 👎 for a finished answer (the text layout; a card has its own)."""
         self._cards = cards
         """Builds a payload's card (the ``components`` layout) with its buttons."""
         self._shown: PendingButtons | None = None
@@ -283,7 +286,7 @@ class DiscordSurface:
             view = self._card(payload, sets_flag=not self._is_card)
             kwargs = {"view": view, "allowed_mentions": NO_MENTIONS}
         elif payload.stop_button == "remove":
-            kwargs["view"] = None
+            kwargs["view"] = self._votes() if payload.votes and self._votes is not None else None
         elif self._controls is not None and payload.approval != self._shown:
             kwargs["view"] = self._controls(payload.approval)
         try:

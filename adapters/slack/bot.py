@@ -105,6 +105,7 @@ from core.approval import ApprovalBroker, ApprovalRequest, Decision
 from core.budgets import InMemoryUsageCounters, TokenBudgets
 from core.events import ActionDecided, AnswerDelta, Event, StepStarted
 from core.storage import Stores
+from core.stores import record_vote
 from core.tools import needs_approval
 
 log = logging.getLogger(__name__)
@@ -387,12 +388,8 @@ class SlackBot:
             return
         vote, run_id = parsed
         try:
-            trace = await traces.get(run_id)
-            if trace is None:
+            if not await record_vote(traces, run_id, vote, user):
                 log.info("feedback on run %s, whose trace is no longer stored", run_id)
-                return
-            trace.vote(vote, user, time.time())
-            await traces.save(trace)
         except Exception:  # a lost vote is logged; the reader's click already showed
             log.exception("could not record feedback on run %s", run_id)
 

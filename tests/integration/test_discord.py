@@ -158,6 +158,16 @@ def gaps(calls: list[Call]) -> list[float]:
     return [b.at - a.at for a, b in itertools.pairwise(calls)]
 
 
+def button_ids(body: dict[str, Any]) -> list[str]:
+    return [b["custom_id"] for row in body.get("components") or [] for b in row["components"]]
+
+
+def vote_ids(h: Harness) -> list[str]:
+    """The 👍 / 👎 buttons a finished answer carries, named by its run."""
+    run_id = next(i for i in button_ids(h.placeholder().json) if "stop" in i).split(":")[2]
+    return [f"reactbot:vote:up:{run_id}", f"reactbot:vote:down:{run_id}"]
+
+
 def all_sent(fake: FakeDiscord) -> list[Call]:
     return [c for c in fake.calls if c.method in ("POST", "PATCH") and "content" in (c.json or {})]
 
@@ -183,7 +193,7 @@ async def test_mention_gets_placeholder_paced_edits_answer_and_trace_thread() ->
         final = edits[-1].json
         assert final["content"].startswith("17*23+4 = 395\n-# ✅ 2 steps")
         assert "540 tokens · text mode · `scripted` · trace in thread ↓" in final["content"]
-        assert final["components"] == []  # the Stop button is gone
+        assert button_ids(final) == vote_ids(h)  # Stop is gone; 👍 / 👎 came
         (thread,) = h.fake.calls_to("POST", f"/messages/{reply_id}/threads")
         assert thread.json["name"] == "Trace: what is 17*23+4?"
         posts = h.fake.calls_to("POST", f"/channels/{reply_id}/messages")
@@ -194,6 +204,30 @@ async def test_mention_gets_placeholder_paced_edits_answer_and_trace_thread() ->
         assert posts[-1].files[0].endswith(".json")
         h.model.assert_complete()
         assert await h.history.load(f"discord:{CHANNEL_ID}")
+
+
+async def test_anyone_votes_on_an_answer_once_each_and_trace_show_has_it() -> None:
+    async with running(CALC_THEN_ANSWER) as h:
+        await h.mention("what is 17*23+4?")
+        await h.finished()
+        reply_id = next(m for m, v in h.fake.messages.items() if "trace in thread" in v["content"])
+        (row,) = h.fake.messages[reply_id]["components"]
+        assert [b["emoji"]["name"] for b in row["components"]] == ["👍", "👎"]
+        up, down = vote_ids(h)
+        presses = [(up, 1001, "ada"), (down, 2002, "mallory"), (down, 1001, "ada")]
+        for custom_id, author, name in presses:
+            press = h.fake.button_press(reply_id, custom_id, author_id=author, user_name=name)
+            await h.fake.dispatch("INTERACTION_CREATE", press)
+        answers = await h.fake.wait_for_calls(lambda c: c.path.endswith("/callback"), 3)
+        for answer in answers:
+            assert answer.json["type"] == 4 and answer.json["data"]["flags"] == 64  # private
+        assert [a.json["data"]["content"].split()[2] for a in answers] == ["👍", "👎", "👎"]
+        trace = await h.traces.last(f"discord:{CHANNEL_ID}")
+        assert trace is not None
+        assert [(v.by, v.value) for v in trace.votes] == [("2002", "down"), ("1001", "down")]
+        assert "**Feedback:** 👍 0 · 👎 2 (2002 👎, 1001 👎)" in trace.to_markdown()
+        # Nothing about the message changed: a vote is not an edit.
+        assert h.fake.calls_to("PATCH", f"/messages/{reply_id}")[-1].json["components"] == [row]
 
 
 async def test_everything_is_sent_with_mentions_disabled() -> None:

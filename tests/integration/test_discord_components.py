@@ -127,7 +127,16 @@ async def test_a_mention_is_answered_in_cards_from_placeholder_to_thread() -> No
         assert texts[1] == "-# Sources: en.wikipedia.org · stat.go.jp"
         assert texts[2].startswith("-# ✅ 2 steps") and "trace in thread ↓" in texts[2]
         ids = custom_ids(final)
-        assert ids == [f"reactbot:sources:{ids[0].split(':')[2]}"]  # no Stop any more
+        run_id = ids[0].split(":")[2]
+        votes = [f"reactbot:vote:up:{run_id}", f"reactbot:vote:down:{run_id}"]
+        assert ids == [f"reactbot:sources:{run_id}", *votes]  # no Stop any more; 👍 / 👎
+        (row,) = [c for c in container(final)["components"] if c["type"] == 1]
+        assert [b["emoji"]["name"] for b in row["components"]] == ["👍", "👎"]
+        await h.fake.dispatch("INTERACTION_CREATE", h.fake.button_press(reply_id, votes[0]))
+        (thanks,) = await h.fake.wait_for_calls(lambda c: c.path.endswith("/callback"), 1)
+        assert thanks.json["data"]["flags"] == 64 and "👍" in thanks.json["data"]["content"]
+        trace = await h.traces.get(run_id)
+        assert trace is not None and [(v.by, v.value) for v in trace.votes] == [("1001", "up")]
         posts = h.fake.calls_to("POST", f"/channels/{reply_id}/messages")
         assert text_of(posts[0]).startswith("**Question** how many people live in Tokyo?")
         assert text_of(posts[1]).startswith("**Step 1**")

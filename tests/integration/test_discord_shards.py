@@ -121,7 +121,7 @@ async def answered(fake: FakeDiscord, question: str) -> int:
         while True:
             replies = replies_to(fake, question)
             shown = fake.messages[replies[0]] if replies else {}
-            if "395" in shown.get("content", "") and not shown.get("components"):
+            if "395" in shown.get("content", "") and "reactbot:stop" not in str(shown):
                 return replies[0]
             await asyncio.sleep(0.02)
 
