@@ -89,6 +89,7 @@ SECRET_ENV_VARS: Mapping[str, str] = {
     "slack_app_token": "SLACK_APP_TOKEN",
     "slack_signing_secret": "SLACK_SIGNING_SECRET",
     "link_secret": "REACTBOT_LINK_SECRET",
+    "web_token": "REACTBOT_WEB_TOKEN",
 }
 
 
@@ -484,9 +485,20 @@ class TelemetryConfig(_Section):
 
 
 class WebConfig(_Section):
-    """The trace pages (``/t/{trace_id}``), served by the ops endpoint's HTTP server."""
+    """The trace pages (``/t/{trace_id}``), served by the ops endpoint's HTTP server, and the
+    web chat (``chat``), served on its own address (``host``, ``port``) with its own pages."""
 
     enabled: bool = False
+    chat: bool = False
+    """Serve the web chat (``reactbot serve --platform web`` turns it on for that run)."""
+    host: str = Field(default="127.0.0.1", min_length=1)
+    """The chat's address; any address but loopback needs ``REACTBOT_WEB_TOKEN``."""
+    port: int = Field(default=8080, ge=0, le=65535)
+    verbosity: Literal["full", "compact", "answer"] = "full"
+    cooldown_seconds: float = Field(default=3.0, ge=0, le=3600)
+    """Seconds between two questions of one browser session."""
+    secure_cookie: bool = False
+    """Mark the session cookie ``Secure`` (set when the chat is reached over https)."""
     public_url: str | None = None
     """How people reach that server (``https://bot.example.com``): the base of the signed
     links posted in trace threads and printed by ``reactbot trace show``."""
@@ -533,6 +545,8 @@ class Secrets(_Section):
     slack_signing_secret: SecretStr | None = None
     link_secret: SecretStr | None = None
     """The HMAC key of trace page links; without it no link is made and the pages are off."""
+    web_token: SecretStr | None = None
+    """What people sign in to the web chat with; required when it listens beyond loopback."""
     mcp: dict[str, SecretStr] = Field(default_factory=dict)
     """The variables MCP servers name (``env_from``, ``headers_from``) that are set."""
     models: dict[str, SecretStr] = Field(default_factory=dict)

@@ -66,6 +66,16 @@ def _slack_started(config: Config) -> bool:
     )
 
 
+def _web_missing(config: Config) -> list[str]:
+    web = config.web
+    if not web.chat:
+        return ["web.chat: true in the config (or run: reactbot serve --platform web)"]
+    loopback = web.host in ("127.0.0.1", "::1", "localhost") or web.host.startswith("127.")
+    if not loopback and config.secrets.web_token is None:
+        return [f"REACTBOT_WEB_TOKEN (web.host {web.host} is not a loopback address)"]
+    return []
+
+
 PLATFORMS: tuple[Platform, ...] = (
     Platform(
         name="discord",
@@ -85,6 +95,14 @@ PLATFORMS: tuple[Platform, ...] = (
         missing=_slack_missing,
         started=_slack_started,
         module="bot.serve_slack:serve_slack",
+    ),
+    Platform(
+        name="web",
+        title="Web chat",
+        how_to_enable="Web:     reactbot serve --platform web, then open http://127.0.0.1:8080/",
+        missing=_web_missing,
+        started=lambda config: config.web.chat,
+        module="bot.serve_web:serve_web",
     ),
 )
 BY_NAME = {platform.name: platform for platform in PLATFORMS}

@@ -84,12 +84,16 @@ def _and(items: list[str]) -> str:
 
 
 async def serve(config: Config, *, platform: str | None, console: Console) -> int:
+    if platform == "web" and not config.web.chat:  # asked for by name: that turns it on
+        config = config.model_copy(update={"web": config.web.model_copy(update={"chat": True})})
     problem = not_configured(config, platform)
     if problem is not None:
         console.print(problem, markup=False)
         return 2
     chosen = [p for p in enabled(config) if platform in (None, p.name)]
-    app = App.create(config)
+    # The offline demo model streams at reading pace in a browser, so its steps can be seen.
+    web = any(p.name == "web" for p in chosen)
+    app = App.create(config, demo_delay=0.015 if web else 0.0)
     servers = {p.name: p.load() for p in chosen}  # their SDKs, loaded before the heap settles
     settle_heap()
     redact = RedactSecrets(secret_values(config)).redact

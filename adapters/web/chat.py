@@ -1,0 +1,580 @@
+"""The web chat: a page on the bot's own HTTP server, one conversation per browser session,
+the answer's message updated live over Server-Sent Events.
+
+::
+
+    GET  /                 the page (or the sign-in form when a token is required)
+    POST /signin           the token, once; sets the session cookie
+    GET  /static/{file}    the page's script and stylesheet (the only ones the policy allows)
+    GET  /api/history      the conversation's earlier turns (after a reload)
+    GET  /api/events       Server-Sent Events: each message's state, as JSON, latest wins
+    POST /api/ask          {"question"}; 202, or the refusal's words with 4xx
+    POST /api/stop         {"run"}
+    POST /api/decide       {"run", "step", "call", "verdict", "input"?, "reason"?}
+    POST /api/reset        forgets the conversation
+    POST /api/verbosity    {"verbosity"}: full | compact | answer
+
+A question goes through the same ``Answering`` as on Discord and Slack (access, bounds,
+budgets, cooldown, runs per person, approvals); this module only translates HTTP into an
+``Ask`` and is the ``Reply`` and ``Surface`` of its answer.
+
+Security: the session is an HttpOnly, SameSite=Strict cookie (Secure behind TLS) holding a
+random id and its HMAC; every POST carries a CSRF token (an HMAC of the session) in a header
+and must come from the page's own origin. Without a token (``REACTBOT_WEB_TOKEN``) the chat
+is only for loopback addresses; with one, people sign in once with it. The page's policy
+allows scripts and styles from this origin only, no inline script or handler, and connects
+nowhere else. Everything is bounded: the question, the request body, the SSE streams per
+session (``MAX_STREAMS``), sessions kept in memory (``MAX_SESSIONS``), and an idle stream
+is closed after ``IDLE_SECONDS``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import hmac
+import json
+import logging
+import secrets
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from aiohttp import web
+
+from adapters.answering import Answering, Ask, Policy, Refusal, may_decide, may_stop
+from adapters.channels import ChannelChoices
+from adapters.live import VERBOSITIES, LiveMessage, RunView, Verbosity
+from adapters.pacing import EditPacer
+from adapters.web.render import WebPayload, WebRenderer, clean
+from core.agent import Agent, Run
+from core.approval import ApprovalBroker, Decision, Verdict
+from core.budgets import TokenBudgets
+from core.errors import StoreUnavailable
+from core.prompt import QUESTION_PREFIX
+from core.storage import Stores
+from core.trace import Trace
+
+log = logging.getLogger(__name__)
+
+COOKIE = "reactbot_session"
+CSRF_HEADER = "X-CSRF-Token"
+MAX_STREAMS = 4
+"""Server-Sent Event streams one session may hold open (tabs); more get 429."""
+MAX_SESSIONS = 10_000
+"""Sessions whose live state this process keeps (the least recent are forgotten; their
+conversations stay in the history store)."""
+IDLE_SECONDS = 300.0
+"""A stream with nothing to say for this long is closed (the page reopens it when needed)."""
+KEEPALIVE_SECONDS = 15.0
+BODY_BYTES = 64 * 1024
+EDIT_INTERVAL = 0.25
+"""The live message is redrawn at most this often (a browser has no rate limit; this only
+coalesces a burst of tokens into one frame)."""
+HISTORY_TURNS = 50
+
+Approvals = Literal["asker", "admins", "anyone"]
+
+
+@dataclass(frozen=True, slots=True)
+class WebSettings:
+    host: str = "127.0.0.1"
+    port: int = 8080
+    token: str | None = None
+    """``REACTBOT_WEB_TOKEN``: required to serve on an address other than loopback."""
+    secure_cookie: bool = False
+    """Set ``Secure`` on the cookie (the chat is reached over https)."""
+    verbosity: Verbosity = "full"
+    cooldown_seconds: float = 3.0
+    max_runs_per_user: int = 2
+    max_concurrent_runs: int = 100
+    run_lease: float = 240.0
+    run_hold_at_most: float = 240.0
+    approvers: Approvals = "asker"
+    merge_window: float = 0.0
+
+
+def is_loopback(host: str) -> bool:
+    return host in ("127.0.0.1", "::1", "localhost") or host.startswith("127.")
+
+
+class WebChatRefused(Exception):
+    """The chat will not start as configured (a public address without a token)."""
+
+
+# ---- sessions -------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Stream:
+    latest: dict[str, str] = field(default_factory=dict)
+    """Each message's newest state not yet written (older ones are dropped: latest wins)."""
+    ready: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+@dataclass(slots=True)
+class Session:
+    id: str
+    streams: list[_Stream] = field(default_factory=list)
+    shown: OrderedDict[str, str] = field(default_factory=OrderedDict)
+    """The latest state of this session's recent messages, for a stream opened later."""
+
+    @property
+    def conversation(self) -> str:
+        return f"web:{self.id}"
+
+    def publish(self, key: str, body: str) -> None:
+        self.shown[key] = body
+        self.shown.move_to_end(key)
+        while len(self.shown) > 20:
+            self.shown.popitem(last=False)
+        for stream in self.streams:
+            stream.latest[key] = body
+            stream.ready.set()
+
+
+class Sessions:
+    """Signed session ids and the live state of recent ones."""
+
+    def __init__(self, key: bytes) -> None:
+        self._key = key
+        self._live: OrderedDict[str, Session] = OrderedDict()
+
+    def _sign(self, purpose: str, sid: str) -> str:
+        return hmac.new(self._key, f"{purpose}\n{sid}".encode(), hashlib.sha256).hexdigest()
+
+    def new_cookie(self) -> tuple[str, Session]:
+        sid = secrets.token_urlsafe(18)
+        return f"{sid}.{self._sign('session', sid)}", self.get(sid)
+
+    def from_cookie(self, value: str | None) -> Session | None:
+        if not value or len(value) > 200 or "." not in value:
+            return None
+        sid, _, sig = value.partition(".")
+        if not hmac.compare_digest(self._sign("session", sid), sig):
+            return None
+        return self.get(sid)
+
+    def csrf(self, session: Session) -> str:
+        return self._sign("csrf", session.id)
+
+    def get(self, sid: str) -> Session:
+        session = self._live.get(sid)
+        if session is None:
+            session = self._live[sid] = Session(sid)
+            while len(self._live) > MAX_SESSIONS:
+                self._live.popitem(last=False)
+        self._live.move_to_end(sid)
+        return session
+
+
+# ---- the live message -----------------------------------------------------------------------
+
+
+class WebSurface:
+    """``adapters.live.Surface``: each edit is the message's new state, sent to every stream
+    of its session."""
+
+    def __init__(self, session: Session, run_id: str) -> None:
+        self._session = session
+        self._run_id = run_id
+
+    @property
+    def channel_key(self) -> str:
+        return self._session.conversation
+
+    async def edit(self, payload: WebPayload) -> None:
+        self._session.publish(self._run_id, payload.body)
+
+    async def post_trace(self, trace: Trace, posts: Sequence[WebPayload]) -> None:
+        """The trace is its page, linked from the final message: nothing to post."""
+        del trace, posts
+
+
+class WebReply:
+    """``adapters.answering.Reply`` of one question asked in the page."""
+
+    def __init__(self, chat: WebChat, session: Session) -> None:
+        self._chat = chat
+        self._session = session
+
+    async def open(self, verbosity: Verbosity) -> str | None:
+        return self._session.conversation
+
+    def reading(self) -> contextlib.AbstractAsyncContextManager[object]:
+        return contextlib.nullcontext()
+
+    async def show(self, run: Run, view: RunView) -> LiveMessage[WebPayload]:
+        run_id = run.trace.id
+        renderer = WebRenderer(run_id, clock=time.monotonic, trace_link=self._chat.trace_link)
+        surface = WebSurface(self._session, run_id)
+        await surface.edit(renderer.live(view))  # the message appears at once, with Stop
+        return LiveMessage(surface, renderer, self._chat.pacer, view=view, tick=1.0)
+
+    async def note(self, text: str) -> None:
+        key = f"note:{secrets.token_hex(4)}"
+        self._session.publish(key, WebPayload.of({"type": "note", "text": clean(text, 600)}).body)
+
+    async def ended(self, run: Run) -> None:
+        del run
+
+
+# ---- the chat -------------------------------------------------------------------------------
+
+
+class WebChat:
+    """The routes of the chat, over one ``Answering``."""
+
+    def __init__(
+        self,
+        agent: Agent,
+        *,
+        stores: Stores,
+        budgets: TokenBudgets,
+        choices: ChannelChoices,
+        settings: WebSettings,
+        broker: ApprovalBroker | None = None,
+        secret: bytes | None = None,
+        trace_link: Callable[[str], str | None] | None = None,
+    ) -> None:
+        if not is_loopback(settings.host) and not settings.token:
+            raise WebChatRefused(
+                f"the web chat would listen on {settings.host}, which is not a loopback "
+                "address: set REACTBOT_WEB_TOKEN (people sign in once with it), or use "
+                "web.host: 127.0.0.1"
+            )
+        self.settings = settings
+        self.stores = stores
+        self.broker = broker
+        self.trace_link = trace_link
+        self.sessions = Sessions(secret or secrets.token_bytes(32))
+        self.pacer = EditPacer(EDIT_INTERVAL)
+        self.answering: Answering[Session] = Answering(
+            agent,
+            surface="web",
+            access=self._access,
+            policy=Policy(
+                cooldown_seconds=settings.cooldown_seconds,
+                max_runs_per_user=settings.max_runs_per_user,
+                max_concurrent_runs=settings.max_concurrent_runs,
+                run_lease=settings.run_lease,
+                run_hold_at_most=settings.run_hold_at_most,
+                approvers=settings.approvers,
+                verbosity=settings.verbosity,
+            ),
+            stores=stores,
+            budgets=budgets,
+            choices=choices,
+            broker=broker,
+            empty_question="Type a question first.",
+            quote=lambda text: text,
+            shutdown_by="a bot restart",
+            merge_window=settings.merge_window,
+        )
+        self._page = _asset("chat.html")
+        self._static = {
+            "chat.js": (_asset("chat.js"), "text/javascript"),
+            "chat.css": (_asset("chat.css"), "text/css"),
+        }
+        self.headers = {
+            "Content-Security-Policy": (
+                "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
+                "img-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+            ),
+            "Referrer-Policy": "no-referrer",
+            "X-Content-Type-Options": "nosniff",
+            "X-Frame-Options": "DENY",
+            "Cache-Control": "no-store",
+        }
+
+    async def _access(self, session: Session) -> str | None:
+        del session  # a signed-in session may ask; the pipeline's limits still apply
+        return None
+
+    def add_routes(self, app: web.Application) -> None:
+        app.router.add_get("/", self.page)
+        app.router.add_post("/signin", self.signin)
+        app.router.add_get("/static/{name}", self.static)
+        app.router.add_get("/api/history", self.history)
+        app.router.add_get("/api/events", self.events)
+        app.router.add_post("/api/ask", self.ask)
+        app.router.add_post("/api/stop", self.stop)
+        app.router.add_post("/api/decide", self.decide)
+        app.router.add_post("/api/reset", self.reset)
+        app.router.add_post("/api/verbosity", self.set_verbosity)
+
+    def application(self) -> web.Application:
+        app = web.Application(client_max_size=BODY_BYTES)
+        self.add_routes(app)
+        app.on_startup.append(lambda _: self.answering.start())
+        app.on_shutdown.append(lambda _: self.answering.aclose(grace=5.0))
+        return app
+
+    # ---- pages ------------------------------------------------------------------------------
+    async def page(self, request: web.Request) -> web.Response:
+        session = self.sessions.from_cookie(request.cookies.get(COOKIE))
+        cookie: str | None = None
+        if session is None:
+            if self.settings.token:
+                return self._html(_asset("signin.html"))
+            cookie, session = self.sessions.new_cookie()
+        html = self._page.replace("{{csrf}}", self.sessions.csrf(session))
+        shown = await self.answering.choices.verbosity(session.conversation)
+        html = html.replace("{{verbosity}}", shown or self.settings.verbosity)
+        response = self._html(html)
+        if cookie is not None:
+            self._set_cookie(response, cookie)
+        return response
+
+    async def signin(self, request: web.Request) -> web.Response:
+        if not self._same_origin(request) or not self.settings.token:
+            return web.Response(status=403, text="Not from this page.", headers=self.headers)
+        form = await request.post()
+        given = str(form.get("token", ""))
+        if not hmac.compare_digest(given.encode(), self.settings.token.encode()):
+            await asyncio.sleep(0.5)  # a guess costs time
+            page = _asset("signin.html").replace(
+                "<!--error-->", '<p class="error" role="alert">That token is not right.</p>'
+            )
+            return self._html(page, status=403)
+        cookie, _ = self.sessions.new_cookie()
+        response = web.Response(status=303, headers={**self.headers, "Location": "/"})
+        self._set_cookie(response, cookie)
+        return response
+
+    async def static(self, request: web.Request) -> web.Response:
+        found = self._static.get(request.match_info["name"])
+        if found is None:
+            raise web.HTTPNotFound()
+        text, kind = found
+        headers = {**self.headers, "Cache-Control": "no-cache"}
+        return web.Response(text=text, content_type=kind, headers=headers)
+
+    # ---- the API ----------------------------------------------------------------------------
+    async def history(self, request: web.Request) -> web.Response:
+        session = self._session(request)
+        messages = await self.stores.history.load(session.conversation)
+        traces = {t.question: t for t in await self.stores.traces.list(session.conversation)}
+        turns: list[dict[str, Any]] = []
+        question: str | None = None
+        for message in messages[-2 * HISTORY_TURNS :]:
+            if message["role"] == "user" and message["content"].startswith(QUESTION_PREFIX):
+                question = message["content"].removeprefix(QUESTION_PREFIX)
+            elif message["role"] == "assistant" and question is not None:
+                trace = traces.get(question)
+                link = self.trace_link(trace.id) if trace and self.trace_link else None
+                turns.append(
+                    {
+                        "question": clean(question, 4_000),
+                        "answer": clean(message["content"], 40_000),
+                        "trace_url": link,
+                    }
+                )
+                question = None
+        return self._json({"turns": turns})
+
+    async def events(self, request: web.Request) -> web.StreamResponse:
+        session = self._session(request)
+        if len(session.streams) >= MAX_STREAMS:
+            return self._json({"error": "Too many open tabs for this chat."}, status=429)
+        stream = _Stream(latest=dict(session.shown))
+        if stream.latest:
+            stream.ready.set()
+        session.streams.append(stream)
+        response = web.StreamResponse(
+            headers={
+                **self.headers,
+                "Content-Type": "text/event-stream",
+                "X-Accel-Buffering": "no",
+            }
+        )
+        try:
+            await response.prepare(request)
+            await self._stream(response, stream)
+        except (ConnectionResetError, asyncio.CancelledError):
+            pass
+        finally:
+            session.streams.remove(stream)
+        return response
+
+    async def _stream(self, response: web.StreamResponse, stream: _Stream) -> None:
+        idle_since = time.monotonic()
+        await response.write(b"retry: 2000\n\n")
+        while True:
+            try:
+                async with asyncio.timeout(KEEPALIVE_SECONDS):
+                    await stream.ready.wait()
+            except TimeoutError:
+                busy = any(self.answering.ask_of(run) is not None for run in self.answering.running)
+                if not busy and time.monotonic() - idle_since > IDLE_SECONDS:
+                    await response.write(b"event: bye\ndata: {}\n\n")
+                    return
+                await response.write(b": keepalive\n\n")
+                continue
+            stream.ready.clear()
+            pending, stream.latest = stream.latest, {}
+            for body in pending.values():
+                await response.write(f"data: {body}\n\n".encode())
+            idle_since = time.monotonic()
+
+    async def ask(self, request: web.Request) -> web.Response:
+        session, body = await self._post(request)
+        question = str(body.get("question", "")).strip()
+        ask: Ask[Session] = Ask(
+            who=session,
+            user=session.id,
+            key=session.conversation,
+            name="you (web chat)",
+            admin=False,
+            place=session.conversation,
+            question=question,
+            ident=f"{session.conversation}:{secrets.token_hex(6)}",
+        )
+        admitted = await self.answering.admit(ask)
+        if isinstance(admitted, Refusal):
+            status = 400 if admitted.reason == "question" else 429
+            return self._json({"error": admitted.text, "reason": admitted.reason}, status=status)
+        self.answering.spawn(self._answer(admitted, session))
+        return self._json({"ok": True}, status=202)
+
+    async def _answer(self, ticket: Any, session: Session) -> None:
+        await self.answering.answer(ticket, WebReply(self, session))
+
+    async def stop(self, request: web.Request) -> web.Response:
+        session, body = await self._post(request)
+        run_id = str(body.get("run", ""))
+        ask = self.answering.ask_of(run_id)
+        if ask is None:
+            return self._json({"error": "That answer is no longer running."}, status=409)
+        if not may_stop(user=session.id, asker=ask.user, admin=False):
+            return self._json({"error": "Only the person who asked can stop it."}, status=403)
+        await self.answering.stop(run_id, by="you")
+        return self._json({"ok": True})
+
+    async def decide(self, request: web.Request) -> web.Response:
+        session, body = await self._post(request)
+        if self.broker is None:
+            return self._json({"error": "Approvals are not set up on this bot."}, status=409)
+        try:
+            key = (str(body["run"]), int(body["step"]), int(body["call"]))
+            verdict = str(body["verdict"])
+        except (KeyError, TypeError, ValueError):
+            return self._json({"error": "A decision names its run, step, call and verdict."}, 400)
+        if verdict not in ("approve", "edit", "deny", "always"):
+            return self._json({"error": "The verdict is approve, edit, deny or always."}, 400)
+        request_ = await self.broker.request(key)
+        if request_ is None:
+            return self._json(
+                {"error": "This action was already decided, or its time ran out."}, 409
+            )
+        if not may_decide(
+            self.settings.approvers,
+            user=session.conversation,
+            asker=request_.conversation,
+            admin=False,
+        ):
+            return self._json({"error": "Only the person who asked can decide this."}, 403)
+        reason = str(body.get("reason", ""))[:500].strip()
+        edited: str | None = None
+        if verdict == "edit":
+            edited = str(body.get("input", ""))[:4_000]
+            if request_.json_input and (problem := _json_problem(edited)) is not None:
+                return self._json({"error": f"That is not a JSON object ({problem})."}, 400)
+        decided: Verdict = verdict  # type: ignore[assignment]
+        await self.broker.decide(key, Decision(decided, "you", input=edited, reason=reason))
+        return self._json({"ok": True})
+
+    async def reset(self, request: web.Request) -> web.Response:
+        session, _ = await self._post(request)
+        await self.stores.history.clear(session.conversation)
+        session.shown.clear()
+        return self._json({"ok": True})
+
+    async def set_verbosity(self, request: web.Request) -> web.Response:
+        session, body = await self._post(request)
+        chosen = str(body.get("verbosity", ""))
+        if chosen not in VERBOSITIES:
+            return self._json({"error": "Verbosity is full, compact or answer."}, 400)
+        try:
+            await self.stores.channel_settings.put(session.conversation, "verbosity", chosen)
+        except StoreUnavailable:
+            return self._json({"error": "I could not save that: the store is unavailable."}, 503)
+        return self._json({"ok": True, "verbosity": chosen})
+
+    # ---- parts ------------------------------------------------------------------------------
+    def _session(self, request: web.Request) -> Session:
+        session = self.sessions.from_cookie(request.cookies.get(COOKIE))
+        if session is None:
+            raise web.HTTPUnauthorized(
+                text=json.dumps({"error": "Your session has ended: reload the page."}),
+                content_type="application/json",
+                headers=self.headers,
+            )
+        return session
+
+    async def _post(self, request: web.Request) -> tuple[Session, dict[str, Any]]:
+        session = self._session(request)
+        given = request.headers.get(CSRF_HEADER, "")
+        if not self._same_origin(request) or not hmac.compare_digest(
+            given, self.sessions.csrf(session)
+        ):
+            raise web.HTTPForbidden(
+                text=json.dumps({"error": "Not from this page: reload it and try again."}),
+                content_type="application/json",
+                headers=self.headers,
+            )
+        try:
+            body = await request.json()
+        except (ValueError, UnicodeDecodeError):
+            body = None
+        if not isinstance(body, dict):
+            raise web.HTTPBadRequest(
+                text=json.dumps({"error": "The request is not a JSON object."}),
+                content_type="application/json",
+                headers=self.headers,
+            )
+        return session, body
+
+    def _same_origin(self, request: web.Request) -> bool:
+        """A browser names the page's origin on every POST; it must be this server's."""
+        origin = request.headers.get("Origin")
+        if origin is None:
+            return False
+        parts = urlsplit(origin)
+        return parts.netloc == request.host and parts.scheme in ("http", "https")
+
+    def _set_cookie(self, response: web.StreamResponse, value: str) -> None:
+        response.set_cookie(
+            COOKIE,
+            value,
+            httponly=True,
+            samesite="Strict",
+            secure=self.settings.secure_cookie,
+            path="/",
+            max_age=30 * 86400,
+        )
+
+    def _html(self, text: str, status: int = 200) -> web.Response:
+        return web.Response(
+            text=text, status=status, content_type="text/html", headers=self.headers
+        )
+
+    def _json(self, data: dict[str, Any], status: int = 200) -> web.Response:
+        return web.json_response(data, status=status, headers=self.headers)
+
+
+def _json_problem(text: str) -> str | None:
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        return str(exc).split(":")[0]
+    return None if isinstance(value, dict) else "not an object"
+
+
+def _asset(name: str) -> str:
+    return resources.files("adapters.web").joinpath("static", name).read_text(encoding="utf-8")

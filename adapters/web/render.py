@@ -1,0 +1,215 @@
+"""A run as the web chat shows it: one JSON document per state, which the page draws.
+
+The page builds every element with ``textContent`` and never parses HTML, so outside text
+(a model's, a tool's, a person's) is data by construction: nothing here has to escape it.
+What this module does is bound it (each field cut to a size a browser shows at once, with
+how much was left out; the trace page holds all of it), decide what the channel's verbosity
+shows, and keep links to plain http(s) URLs (the page also checks). Payloads compare by
+value, so the live message never sends the same state twice.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from adapters.live import RunView, StepView, approval_words
+from core.trace import Trace, source_domain, summary_line
+
+FIELD_CHARS = 4_000
+"""A thought, an input or an answer part shown live; the trace page has the rest."""
+OBSERVATION_CHARS = 1_500
+ANSWER_CHARS = 40_000
+STEPS_SHOWN = 30
+"""The latest steps a message shows; earlier ones are counted."""
+SOURCES_SHOWN = 20
+URL_CHARS = 2_000
+BIDI = re.compile("[\u202a-\u202e\u2066-\u2069]")
+"""Bidirectional overrides and isolates: shown as a visible mark, never obeyed."""
+
+_MARKS = {"answered": "✅", "cancelled": "⏹️", "failed": "❌", "best_effort": "⚠️"}
+_STATUS = {
+    "starting": ("⏳", "Starting"),
+    "waiting": ("⏳", "Waiting for the previous question"),
+    "retrying": ("🔁", "Retrying after a rate limit"),
+    "answering": ("✍️", "Writing the answer"),
+    "approval": ("✋", "Waiting for approval"),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class WebPayload:
+    """One state of one message, as the JSON text the page receives."""
+
+    body: str
+
+    @classmethod
+    def of(cls, data: dict[str, Any]) -> WebPayload:
+        return cls(json.dumps(data, ensure_ascii=False, separators=(",", ":")))
+
+    def data(self) -> dict[str, Any]:
+        loaded: dict[str, Any] = json.loads(self.body)
+        return loaded
+
+
+def clean(text: str, limit: int) -> dict[str, Any]:
+    """``{"text": …, "cut": n}``: at most ``limit`` characters, bidi controls made visible."""
+    shown = BIDI.sub("\ufffd", text[:limit])
+    return {"text": shown, "cut": max(0, len(text) - limit)}
+
+
+def safe_link(url: str) -> str | None:
+    """``url`` when it is a plain absolute http(s) URL with a host and no control or space
+    characters; None otherwise (the page then shows it as text)."""
+    if len(url) > URL_CHARS or re.search(r"[\x00-\x20\x7f-\x9f\\<>\"'`]", url):
+        return None
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return None
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        return None
+    return url
+
+
+def status(view: RunView, now: float) -> str:
+    """``🔎 Running search · step 2/8 · 3.4 s``."""
+    if view.phase == "acting":
+        name = (view.current.action if view.current else None) or "tool"
+        emoji, label = "🛠️", f"Running {name[:40]}"
+    else:
+        emoji, label = _STATUS.get(view.phase, ("🤔", "Thinking"))
+    parts = [f"{emoji} {label}"]
+    step = view.current
+    if step is not None and view.max_steps:
+        parts.append("final answer" if step.final else f"step {step.index}/{view.max_steps}")
+    parts.append(f"{view.elapsed(now):.1f} s")
+    return " · ".join(parts)
+
+
+def _step(step: StepView) -> dict[str, Any]:
+    return {
+        "n": step.index,
+        "call": step.call,
+        "thought": clean(step.thought.strip(), FIELD_CHARS),
+        "action": clean(step.action, 80)["text"] if step.action else None,
+        "input": clean(step.action_input, FIELD_CHARS) if step.action_input is not None else None,
+        "observation": (
+            clean(step.observation.strip(), OBSERVATION_CHARS)
+            if step.observation is not None
+            else None
+        ),
+        "error": step.error,
+        "approval": approval_words(step.approval) if step.approval is not None else None,
+    }
+
+
+def sources(urls: Sequence[str]) -> list[dict[str, Any]]:
+    return [
+        {"text": clean(u, 300)["text"], "href": safe_link(u), "host": source_domain(u)}
+        for u in list(dict.fromkeys(urls))[:SOURCES_SHOWN]
+    ]
+
+
+class WebRenderer:
+    """``adapters.live.Renderer`` for the web chat."""
+
+    def __init__(
+        self,
+        run_id: str,
+        *,
+        clock: Callable[[], float],
+        trace_link: Callable[[str], str | None] | None = None,
+    ) -> None:
+        self.run_id = run_id
+        self._clock = clock
+        self._trace_link = trace_link
+
+    def _base(self, view: RunView, *, final: bool) -> dict[str, Any]:
+        return {
+            "type": "run",
+            "run": self.run_id,
+            "question": clean(view.question, FIELD_CHARS),
+            "phase": view.phase,
+            "final": final,
+            "verbosity": view.verbosity,
+        }
+
+    def live(self, view: RunView) -> WebPayload:
+        data = self._base(view, final=False)
+        if view.verbosity == "answer":
+            data["status"] = f"⏳ Working on it · {view.elapsed(self._clock()):.1f} s"
+        else:
+            data["status"] = status(view, self._clock())
+        if view.verbosity == "full":
+            shown = view.steps[-STEPS_SHOWN:]
+            data["earlier_steps"] = len(view.steps) - len(shown)
+            data["steps"] = [_step(s) for s in shown]
+        if view.answer:
+            data["answer"] = clean(view.answer, ANSWER_CHARS)
+        pending = view.pending
+        if pending is not None:  # shown at every verbosity: a person must decide
+            data["pending"] = {
+                "step": pending.step,
+                "call": pending.call,
+                "tool": clean(pending.name, 80)["text"],
+                "input": clean(pending.input, FIELD_CHARS),
+                "thought": clean(pending.thought, FIELD_CHARS),
+                "remember": pending.remember,
+                "json": pending.json_input,
+            }
+        return WebPayload.of(data)
+
+    def final(self, view: RunView) -> WebPayload:
+        return WebPayload.of(self._final(view, ANSWER_CHARS))
+
+    def compact(self, view: RunView) -> WebPayload:
+        return WebPayload.of(self._final(view, FIELD_CHARS))
+
+    def _final(self, view: RunView, answer_chars: int) -> dict[str, Any]:
+        data = self._base(view, final=True)
+        trace = view.trace
+        mark = _MARKS.get(view.phase, "⚠️")
+        if view.phase == "cancelled":
+            who = view.stopped_by or "someone"
+            data["outcome"] = f"⏹️ Stopped by {clean(who, 80)['text']}."
+        elif view.phase == "failed":
+            data["outcome"] = "❌ " + clean(view.reason or "The run failed.", 600)["text"]
+        elif view.phase == "best_effort":
+            data["outcome"] = (
+                "⚠️ Stopped before a final answer: the best answer from what was found."
+            )
+        if view.answer:
+            data["answer"] = clean(view.answer, answer_chars)
+        if view.verbosity == "full":
+            data["steps"] = [_step(s) for s in view.steps[-STEPS_SHOWN:]]
+            data["earlier_steps"] = max(0, len(view.steps) - STEPS_SHOWN)
+        data["footer"] = f"{mark} " + (summary_line(trace) if trace else f"{view.elapsed():.1f} s")
+        if view.memory_unavailable:
+            data["footer"] += " · ⚠️ memory unavailable"
+        if trace is not None:
+            data["sources"] = sources(trace.cited or trace.sources)
+            link = self._trace_link(trace.id) if self._trace_link is not None else None
+            data["trace_url"] = link
+        return data
+
+    def trace_posts(
+        self, trace: Trace, *, whole_answer: bool = False, steps: bool = True
+    ) -> list[WebPayload]:
+        """Nothing: the whole trace is the trace page, linked from the final message."""
+        del trace, whole_answer, steps
+        return []
+
+    def plain(self, text: str) -> WebPayload:
+        return WebPayload.of(
+            {
+                "type": "run",
+                "run": self.run_id,
+                "final": True,
+                "outcome": clean(text, 2_000)["text"],
+            }
+        )

@@ -1,0 +1,285 @@
+// reactbot's web chat. Every piece of text from the bot, a model, a tool or a person is set
+// with textContent: nothing is ever parsed as HTML. Links are made only from http(s) URLs.
+"use strict";
+
+(function () {
+  const csrf = document.querySelector('meta[name="csrf-token"]').content;
+  const log = document.getElementById("log");
+  const form = document.getElementById("ask");
+  const box = document.getElementById("question");
+  const statusLine = document.getElementById("status");
+  const errorLine = document.getElementById("error");
+  const empty = document.getElementById("empty");
+  const verbosity = document.getElementById("verbosity");
+  const messages = new Map(); // run id -> { item, data }
+  let events = null;
+
+  function el(tag, cls, text) {
+    const node = document.createElement(tag);
+    if (cls) node.className = cls;
+    if (text !== undefined && text !== null) node.textContent = text;
+    return node;
+  }
+
+  function field(value) {
+    if (!value) return "";
+    return value.cut ? value.text + " … (+" + value.cut.toLocaleString() + " chars)" : value.text;
+  }
+
+  function safeHref(url) {
+    if (typeof url !== "string") return null;
+    try {
+      const parsed = new URL(url);
+      return parsed.protocol === "http:" || parsed.protocol === "https:" ? parsed.href : null;
+    } catch (e) {
+      return null;
+    }
+  }
+
+  function link(url, text) {
+    const href = safeHref(url);
+    if (!href) return el("span", "url", text || url);
+    const a = el("a", null, text || url);
+    a.href = href;
+    a.rel = "noopener noreferrer nofollow";
+    a.target = "_blank";
+    return a;
+  }
+
+  function showError(text) {
+    errorLine.textContent = text;
+    errorLine.hidden = !text;
+  }
+
+  async function post(path, body) {
+    const response = await fetch(path, {
+      method: "POST",
+      headers: { "Content-Type": "application/json", "X-CSRF-Token": csrf },
+      body: JSON.stringify(body || {}),
+      credentials: "same-origin",
+    });
+    let data = {};
+    try {
+      data = await response.json();
+    } catch (e) {
+      data = {};
+    }
+    if (!response.ok) showError(data.error || "Something went wrong (" + response.status + ").");
+    return { ok: response.ok, data: data };
+  }
+
+  // ---- one exchange: the question and the bot's message ----------------------------------
+  function item(key, question) {
+    let entry = messages.get(key);
+    if (entry) return entry;
+    const li = el("li", "turn");
+    li.appendChild(el("p", "question", question));
+    const message = el("article", "message");
+    message.setAttribute("aria-label", "reactbot's answer");
+    li.appendChild(message);
+    log.appendChild(li);
+    empty.hidden = true;
+    entry = { li: li, message: message, data: null };
+    messages.set(key, entry);
+    return entry;
+  }
+
+  function drawStep(step) {
+    const part = el("section", "step" + (step.error ? " failed" : ""));
+    part.appendChild(el("h3", "step-head", "Step " + step.n + (step.call ? "." + (step.call + 1) : "")));
+    if (step.thought && step.thought.text) {
+      const t = el("div", "thought");
+      t.appendChild(el("span", "label", "Thought"));
+      t.appendChild(el("span", "text", field(step.thought)));
+      part.appendChild(t);
+    }
+    if (step.action) {
+      const a = el("div", "action");
+      a.appendChild(el("span", "label", "Action"));
+      a.appendChild(el("code", "tool", step.action));
+      if (step.input) a.appendChild(el("code", "input", field(step.input)));
+      part.appendChild(a);
+    }
+    if (step.approval) part.appendChild(el("div", "decided", step.approval));
+    if (step.observation) {
+      const o = el("div", "observation");
+      o.appendChild(el("span", "label", "Observation"));
+      o.appendChild(el("pre", "text", field(step.observation)));
+      part.appendChild(o);
+    }
+    return part;
+  }
+
+  function drawPending(data, message) {
+    const p = data.pending;
+    const box = el("section", "pending");
+    box.setAttribute("aria-label", "An action waits for your decision");
+    box.appendChild(el("p", "ask", "✋ The bot wants to run " + p.tool + ". Allow it?"));
+    box.appendChild(el("code", "input", field(p.input)));
+    const row = el("div", "buttons");
+    const editor = el("textarea", "edit");
+    editor.value = p.input.text;
+    editor.hidden = true;
+    editor.setAttribute("aria-label", "The input to run instead");
+    const reason = el("input", "reason");
+    reason.placeholder = "Why not? (optional, the model reads it)";
+    reason.setAttribute("aria-label", "Reason for denying");
+    reason.hidden = true;
+    function decide(verdict, extra) {
+      const body = Object.assign({ run: data.run, step: p.step, call: p.call, verdict: verdict }, extra || {});
+      row.querySelectorAll("button").forEach(function (b) { b.disabled = true; });
+      post("/api/decide", body).then(function (r) {
+        if (!r.ok) row.querySelectorAll("button").forEach(function (b) { b.disabled = false; });
+      });
+    }
+    const buttons = [["Approve", "approve"], ["Edit…", "edit"], ["Deny", "deny"]];
+    if (p.remember) buttons.push(["Allow in this conversation", "always"]);
+    buttons.forEach(function (pair) {
+      const b = el("button", "decide " + pair[1], pair[0]);
+      b.type = "button";
+      b.addEventListener("click", function () {
+        if (pair[1] === "edit") {
+          if (editor.hidden) { editor.hidden = false; editor.focus(); b.textContent = "Run edited"; return; }
+          decide("edit", { input: editor.value });
+        } else if (pair[1] === "deny") {
+          if (reason.hidden) { reason.hidden = false; reason.focus(); b.textContent = "Deny now"; return; }
+          decide("deny", { reason: reason.value });
+        } else {
+          decide(pair[1]);
+        }
+      });
+      row.appendChild(b);
+    });
+    box.appendChild(editor);
+    box.appendChild(reason);
+    box.appendChild(row);
+    message.appendChild(box);
+  }
+
+  function draw(data) {
+    const entry = item(data.run, data.question ? field(data.question) : "");
+    const message = entry.message;
+    const previous = entry.data;
+    entry.data = data;
+    // Keep a half-typed edit or reason: redraw the pending box only when the request changes.
+    const samePending = previous && previous.pending && data.pending &&
+      previous.pending.step === data.pending.step && previous.pending.call === data.pending.call;
+    const keep = samePending ? message.querySelector(".pending") : null;
+    message.replaceChildren();
+    message.dataset.phase = data.phase || "";
+    if (data.earlier_steps) message.appendChild(el("p", "earlier", "… " + data.earlier_steps + " earlier steps"));
+    (data.steps || []).forEach(function (s) { message.appendChild(drawStep(s)); });
+    if (data.pending) {
+      if (keep) message.appendChild(keep); else drawPending(data, message);
+    }
+    if (!data.final) {
+      const bar = el("div", "live");
+      bar.appendChild(el("span", "status", data.status || ""));
+      const stop = el("button", "stop", "Stop");
+      stop.type = "button";
+      stop.addEventListener("click", function () { stop.disabled = true; post("/api/stop", { run: data.run }); });
+      bar.appendChild(stop);
+      message.appendChild(bar);
+      statusLine.textContent = data.status || "";
+    }
+    if (data.answer && data.answer.text) {
+      const answer = el("div", "answer");
+      answer.appendChild(el("span", "label", "Answer"));
+      answer.appendChild(el("div", "text", field(data.answer)));
+      message.appendChild(answer);
+    }
+    if (data.outcome) message.appendChild(el("p", "outcome", data.outcome));
+    if (data.final) {
+      if (data.sources && data.sources.length) {
+        const list = el("ul", "sources");
+        list.setAttribute("aria-label", "Sources");
+        data.sources.forEach(function (s) {
+          const li = el("li");
+          li.appendChild(s.href ? link(s.href, s.host || s.text) : el("span", "url", s.text));
+          list.appendChild(li);
+        });
+        message.appendChild(list);
+      }
+      const foot = el("p", "footer", data.footer || "");
+      if (data.trace_url && data.trace_url.indexOf("/t/") === 0) {
+        foot.appendChild(document.createTextNode(" · "));
+        const a = el("a", "trace", "the whole trace");
+        a.href = data.trace_url;
+        a.target = "_blank";
+        a.rel = "noopener noreferrer";
+        foot.appendChild(a);
+      }
+      message.appendChild(foot);
+      statusLine.textContent = data.outcome || "Answered.";
+    }
+    entry.li.scrollIntoView({ block: "end" });
+  }
+
+  function note(data) {
+    const li = el("li", "note", field(data.text));
+    log.appendChild(li);
+  }
+
+  // ---- the stream ---------------------------------------------------------------------------
+  function listen() {
+    if (events) return;
+    events = new EventSource("/api/events");
+    events.onmessage = function (event) {
+      let data;
+      try { data = JSON.parse(event.data); } catch (e) { return; }
+      if (data.type === "run") draw(data); else if (data.type === "note") note(data);
+    };
+    events.addEventListener("bye", function () { events.close(); events = null; });
+  }
+
+  function running() {
+    for (const entry of messages.values()) if (entry.data && !entry.data.final) return entry.data.run;
+    return null;
+  }
+
+  // ---- the page ------------------------------------------------------------------------------
+  form.addEventListener("submit", async function (event) {
+    event.preventDefault();
+    const question = box.value.trim();
+    if (!question) return;
+    showError("");
+    listen();
+    const result = await post("/api/ask", { question: question });
+    if (result.ok) box.value = "";
+  });
+  box.addEventListener("keydown", function (event) {
+    if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+      event.preventDefault();
+      form.requestSubmit();
+    }
+  });
+  document.addEventListener("keydown", function (event) {
+    if (event.key !== "Escape") return;
+    const run = running();
+    if (run) post("/api/stop", { run: run });
+  });
+  document.getElementById("reset").addEventListener("click", async function () {
+    const result = await post("/api/reset", {});
+    if (result.ok) {
+      messages.clear();
+      log.replaceChildren();
+      empty.hidden = false;
+      statusLine.textContent = "A new conversation.";
+    }
+  });
+  verbosity.value = verbosity.dataset.current || "full";
+  verbosity.addEventListener("change", function () { post("/api/verbosity", { verbosity: verbosity.value }); });
+
+  fetch("/api/history", { credentials: "same-origin" })
+    .then(function (r) { return r.ok ? r.json() : { turns: [] }; })
+    .then(function (data) {
+      (data.turns || []).forEach(function (turn, n) {
+        draw({
+          run: "earlier-" + n, question: turn.question, final: true, phase: "answered",
+          answer: turn.answer, footer: "earlier", trace_url: turn.trace_url,
+        });
+      });
+      listen();
+      box.focus();
+    });
+})();

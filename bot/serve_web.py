@@ -1,0 +1,88 @@
+"""``reactbot serve --platform web``: the web chat on ``web.host:web.port``, with the trace
+pages beside it (each answer links its own), until cancelled."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import sys
+from urllib.parse import quote
+
+from aiohttp import web
+
+from adapters.web.chat import WebChat, WebSettings
+from bot.app import App, PlatformLink, longest_run
+from bot.config import Config
+from bot.web import LinkSigner, add_trace_pages
+
+log = logging.getLogger(__name__)
+
+
+def web_settings(config: Config) -> WebSettings:
+    web_config, secrets_ = config.web, config.secrets
+    token = secrets_.web_token.get_secret_value() if secrets_.web_token is not None else None
+    return WebSettings(
+        host=web_config.host,
+        port=web_config.port,
+        token=token,
+        secure_cookie=web_config.secure_cookie,
+        verbosity=web_config.verbosity,
+        cooldown_seconds=web_config.cooldown_seconds,
+        max_runs_per_user=config.agent.max_runs_per_user,
+        run_lease=config.agent.deadline + 60,
+        run_hold_at_most=longest_run(config),
+        approvers=config.agent.approval.approvers,
+        merge_window=config.agent.merge_window,
+    )
+
+
+def page_signer(config: Config) -> tuple[bytes, LinkSigner]:
+    """The key of sessions and trace links: ``REACTBOT_LINK_SECRET`` when set (sessions then
+    outlive a restart), else one made for this process."""
+    given = config.secrets.link_secret
+    key = given.get_secret_value() if given is not None else secrets.token_hex(32)
+    return key.encode(), LinkSigner(key, public_url=None, ttl=config.web.link_ttl)
+
+
+def build_chat(app: App) -> tuple[WebChat, web.Application]:
+    key, signer = page_signer(app.config)
+
+    def trace_link(trace_id: str) -> str:
+        return f"/t/{quote(trace_id, safe='')}?{signer.query(trace_id)}"
+
+    chat = WebChat(
+        app.agent,
+        stores=app.stores,
+        budgets=app.budgets,
+        choices=app.channel_choices(),
+        settings=web_settings(app.config),
+        broker=app.broker,
+        secret=key,
+        trace_link=trace_link,
+    )
+    web_app = chat.application()
+    add_trace_pages(web_app, traces=app.stores.traces, signer=signer)
+    return chat, web_app
+
+
+async def serve_web(app: App) -> None:
+    chat, web_app = build_chat(app)
+    runner = web.AppRunner(web_app, access_log=None, handle_signals=False)
+    await runner.setup()
+    settings = chat.settings
+    try:
+        site = web.TCPSite(runner, settings.host, settings.port)
+        await site.start()
+        host = f"[{settings.host}]" if ":" in settings.host else settings.host
+        print(f"web chat: open http://{host}:{settings.port}/", file=sys.stderr, flush=True)
+        app.platforms["web"] = PlatformLink(
+            connected=_listening, edits=lambda: chat.pacer.stats.edits, rate_limited=lambda: 0
+        )
+        await asyncio.Event().wait()  # until cancelled
+    finally:
+        await runner.cleanup()  # runs still going end as stopped, then the sockets close
+
+
+async def _listening() -> bool:
+    return True

@@ -1,0 +1,399 @@
+"""The web chat over real HTTP: the page, the session cookie, CSRF, the live message over
+Server-Sent Events, Stop, approvals, history after a reload, refusals, sign-in with a token,
+and the bounds (streams per session, the body). The browser itself is
+tests/integration/test_web_chat_browser.py."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp.test_utils import TestServer
+
+from adapters.channels import ChannelChoices
+from adapters.web.chat import MAX_STREAMS, WebChat, WebChatRefused, WebSettings
+from bot.serve_web import page_signer
+from bot.web import add_trace_pages
+from core.agent import Agent, AgentSettings
+from core.approval import ApprovalBroker, InMemoryDecisions, InMemoryPending
+from core.budgets import InMemoryUsageCounters, TokenBudgets
+from core.scripted import ScriptedModel, Turn
+from core.storage import Stores
+from core.tools import FunctionTool, ToolHints, ToolRegistry
+
+CALC = [
+    Turn("Thought: I will use the calculator.\nAction: calculate[17*23+4]", delay=0.05),
+    Turn("Thought: I have it.\nFinal Answer: 17*23+4 = 395", delay=0.05),
+]
+
+
+@dataclass
+class Chat:
+    chat: WebChat
+    url: str
+    http: aiohttp.ClientSession
+    csrf: str
+    model: ScriptedModel
+    ran: list[str]
+
+    async def post(self, path: str, body: Any, **headers: str) -> tuple[int, dict[str, Any]]:
+        sent = {"X-CSRF-Token": self.csrf, "Origin": self.url, **headers}
+        async with self.http.post(self.url + path, json=body, headers=sent) as response:
+            return response.status, await response.json()
+
+    async def ask(self, question: str) -> tuple[int, dict[str, Any]]:
+        return await self.post("/api/ask", {"question": question})
+
+    async def history(self) -> list[dict[str, Any]]:
+        async with self.http.get(self.url + "/api/history") as response:
+            assert response.status == 200
+            turns: list[dict[str, Any]] = (await response.json())["turns"]
+            return turns
+
+
+class Events:
+    """One open ``/api/events`` stream and the states it has delivered."""
+
+    def __init__(self, response: aiohttp.ClientResponse) -> None:
+        self.response = response
+        self.seen: list[dict[str, Any]] = []
+
+    async def until(
+        self, predicate: Callable[[dict[str, Any]], bool], *, within: float = 10.0
+    ) -> dict[str, Any]:
+        try:
+            async with asyncio.timeout(within):
+                while True:
+                    for data in self.seen:
+                        if predicate(data):
+                            return data
+                    line = (await self.response.content.readline()).decode()
+                    if line.startswith("data: "):
+                        self.seen.append(json.loads(line[6:]))
+        except TimeoutError:
+            raise AssertionError(f"not seen in {within} s; seen: {self.seen}") from None
+
+
+@pytest.fixture
+async def make() -> AsyncIterator[Callable[..., Any]]:
+    opened: list[tuple[TestServer, aiohttp.ClientSession, ApprovalBroker]] = []
+
+    async def build(turns: list[Turn], *, approval: bool = False, **settings: Any) -> Chat:
+        ran: list[str] = []
+
+        async def delete(path: str) -> str:
+            ran.append(path)
+            return f"deleted {path}"
+
+        tools = ToolRegistry()
+        tools.add(
+            FunctionTool(
+                "calculate",
+                _calculate,
+                "Arithmetic.",
+                "calculate[2+2]",
+                hints=ToolHints(read_only=True),
+            )
+        )
+        tools.add(FunctionTool("files_delete", delete, "Deletes a file.", "files_delete[a.txt]"))
+        stores = Stores.in_memory()
+        broker = ApprovalBroker(InMemoryDecisions(), InMemoryPending())
+        model = ScriptedModel(turns)
+        agent = Agent(
+            model,
+            tools,
+            stores=stores,
+            approve=broker,
+            settings=AgentSettings(
+                model_timeout=5.0,
+                deadline=20.0,
+                approval_timeout=20.0,
+                approval_tools=frozenset({"files_delete"}) if approval else frozenset(),
+            ),
+        )
+        key, signer = page_signer(_NoSecrets())
+        chat = WebChat(
+            agent,
+            stores=stores,
+            budgets=TokenBudgets(InMemoryUsageCounters()),
+            choices=ChannelChoices(stores.channel_settings, {}, tools, default_model=model.name),
+            settings=replace(WebSettings(cooldown_seconds=0.0), **settings),
+            broker=broker,
+            secret=key,
+            trace_link=lambda trace_id: f"/t/{trace_id}?{signer.query(trace_id)}",
+        )
+        app = chat.application()
+        add_trace_pages(app, traces=stores.traces, signer=signer)
+        server = TestServer(app, host="127.0.0.1")
+        await server.start_server()
+        http = aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True))
+        opened.append((server, http, broker))
+        url = f"http://127.0.0.1:{server.port}"
+        csrf = ""
+        if not chat.settings.token:
+            async with http.get(url + "/") as page:
+                assert page.status == 200
+                csrf = _csrf(await page.text())
+        return Chat(chat, url, http, csrf, model, ran)
+
+    yield build
+    for server, http, broker in opened:
+        await http.close()
+        await server.close()
+        await broker.aclose()
+
+
+class _NoSecrets:
+    """The part of ``Config`` that ``page_signer`` reads: no link secret, a week's links."""
+
+    class secrets:  # noqa: N801 - mirrors Config.secrets
+        link_secret = None
+
+    class web:  # noqa: N801 - mirrors Config.web
+        link_ttl = 7 * 86400
+
+
+async def _calculate(expression: str) -> str:
+    return {"17*23+4": "395", "2+2": "4"}.get(expression.strip(), "0")
+
+
+def _csrf(page: str) -> str:
+    found = re.search(r'name="csrf-token" content="([0-9a-f]{64})"', page)
+    assert found is not None, page[:300]
+    return found.group(1)
+
+
+@pytest.fixture
+async def events() -> AsyncIterator[Callable[[Chat], Any]]:
+    responses: list[aiohttp.ClientResponse] = []
+
+    async def open_(chat: Chat) -> Events:
+        response = await chat.http.get(chat.url + "/api/events")
+        assert response.status == 200
+        assert response.headers["Content-Type"].startswith("text/event-stream")
+        responses.append(response)
+        return Events(response)
+
+    yield open_
+    for response in responses:
+        response.close()
+
+
+# ---- the page and its session -------------------------------------------------------------
+
+
+async def test_the_page_sets_a_strict_session_cookie_and_a_strict_policy(make: Any) -> None:
+    c: Chat = await make(CALC)
+    async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as fresh:
+        async with fresh.get(c.url + "/") as page:
+            cookie = page.headers["Set-Cookie"]
+            policy = page.headers["Content-Security-Policy"]
+            html = await page.text()
+    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "Path=/" in cookie
+    assert "Secure" not in cookie  # plain http on loopback; web.secure_cookie turns it on
+    assert "script-src 'self'" in policy and "default-src 'none'" in policy
+    assert "unsafe-inline" not in policy and "connect-src 'self'" in policy
+    assert '<script src="/static/chat.js" defer></script>' in html
+    assert re.search(r"<script>|\son[a-z]+=", html) is None, "no inline script or handler"
+    async with c.http.get(c.url + "/static/chat.js") as script:
+        assert script.status == 200 and script.content_type == "text/javascript"
+        assert "innerHTML" not in await script.text()
+    async with c.http.get(c.url + "/static/../chat.py") as missing:
+        assert missing.status == 404
+
+
+async def test_a_post_without_the_token_or_from_elsewhere_is_refused(make: Any) -> None:
+    c: Chat = await make(CALC)
+    assert (await c.post("/api/ask", {"question": "hi"}, **{"X-CSRF-Token": "0" * 64}))[0] == 403
+    assert (await c.post("/api/ask", {"question": "hi"}, Origin="http://evil.example"))[0] == 403
+    async with c.http.post(
+        c.url + "/api/ask", data="not json", headers={"X-CSRF-Token": c.csrf, "Origin": c.url}
+    ) as bad:
+        assert bad.status == 400
+    async with aiohttp.ClientSession() as stranger:  # no session cookie at all
+        async with stranger.post(
+            c.url + "/api/ask", json={"question": "hi"}, headers={"Origin": c.url}
+        ) as response:
+            assert response.status == 401
+            assert "reload the page" in (await response.json())["error"]
+    async with c.http.post(
+        c.url + "/api/ask",
+        data=b"x" * 70_000,
+        headers={"X-CSRF-Token": c.csrf, "Origin": c.url, "Content-Type": "application/json"},
+    ) as huge:
+        assert huge.status == 413
+    assert c.model.calls == [], "nothing refused reached the model"
+
+
+# ---- a question, live --------------------------------------------------------------------
+
+
+async def test_a_question_streams_its_steps_then_the_answer_and_links_the_trace(
+    make: Any, events: Any
+) -> None:
+    c: Chat = await make(CALC)
+    stream: Events = await events(c)
+    assert await c.ask("what is 17*23+4?") == (202, {"ok": True})
+    acting = await stream.until(lambda d: bool(d.get("steps")) and d["steps"][0]["action"])
+    step = acting["steps"][0]
+    assert step["thought"]["text"] == "I will use the calculator."
+    assert (step["action"], step["input"]["text"]) == ("calculate", "17*23+4")
+    assert not acting["final"], "a step shows before the answer"
+    final = await stream.until(lambda d: d.get("final") is True)
+    assert final["phase"] == "answered" and final["answer"]["text"] == "17*23+4 = 395"
+    assert final["steps"][0]["observation"]["text"] == "395"
+    assert final["footer"].startswith("✅ 2 steps")
+    states = [d for d in stream.seen if d.get("run") == final["run"]]
+    assert len(states) >= 3 and states[0]["phase"] == "starting", "placeholder first"
+    async with c.http.get(c.url + final["trace_url"]) as page:
+        assert page.status == 200 and "what is 17*23+4?" in await page.text()
+    turns = await c.history()  # a reload shows the conversation so far
+    assert [(t["question"]["text"], t["answer"]["text"]) for t in turns] == [
+        ("what is 17*23+4?", "17*23+4 = 395")
+    ]
+    assert turns[0]["trace_url"].split("?")[0] == final["trace_url"].split("?")[0]
+    assert (await c.post("/api/reset", {}))[0] == 200
+    assert await c.history() == []
+
+
+async def test_a_stream_opened_later_gets_the_latest_state_and_tabs_are_bounded(
+    make: Any, events: Any
+) -> None:
+    c: Chat = await make(CALC)
+    await c.ask("what is 17*23+4?")
+    first: Events = await events(c)
+    await first.until(lambda d: d.get("final") is True)
+    late: Events = await events(c)  # a tab opened after the answer: it sees the answer
+    assert (await late.until(lambda d: d.get("final") is True))["answer"]["text"].endswith("395")
+    for _ in range(MAX_STREAMS - 2):
+        await events(c)
+    async with c.http.get(c.url + "/api/events") as refused:
+        assert refused.status == 429
+
+
+async def test_stop_ends_a_slow_run_and_only_its_own_session_may(make: Any, events: Any) -> None:
+    c: Chat = await make(
+        [Turn("Thought: this will take a long while", chunk_size=4, stall_after=4)]
+    )
+    stream: Events = await events(c)
+    await c.ask("a slow one")
+    live = await stream.until(lambda d: d.get("phase") == "thinking" and d.get("steps"))
+    async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as other:
+        async with other.get(c.url + "/") as page:
+            token = _csrf(await page.text())
+        async with other.post(
+            c.url + "/api/stop",
+            json={"run": live["run"]},
+            headers={"X-CSRF-Token": token, "Origin": c.url},
+        ) as refused:
+            assert refused.status == 403
+    assert await c.post("/api/stop", {"run": live["run"]}) == (200, {"ok": True})
+    final = await stream.until(lambda d: d.get("final") is True)
+    assert final["phase"] == "cancelled" and final["outcome"].startswith("⏹️ Stopped by you")
+    assert (await c.post("/api/stop", {"run": live["run"]}))[0] == 409  # no longer running
+
+
+async def test_refusals_come_back_in_words(make: Any) -> None:
+    c: Chat = await make(CALC + CALC, cooldown_seconds=60.0)
+    status, body = await c.ask("   ")
+    assert status == 400 and body["error"] == "Type a question first."
+    assert (await c.ask("what is 17*23+4?"))[0] == 202
+    status, body = await c.ask("and again?")
+    assert status == 429 and body["reason"] == "cooldown" and "ask again in" in body["error"]
+    status, body = await c.ask("x" * 20_000)
+    assert status == 400 and "shorten it" in body["error"]
+
+
+# ---- approvals ----------------------------------------------------------------------------
+
+
+DELETE = [
+    Turn("Thought: I will delete it.\nAction: files_delete[report.txt]"),
+    Turn("Thought: done.\nFinal Answer: It is gone."),
+]
+
+
+async def test_approve_runs_the_action_and_deny_tells_the_model_why(make: Any, events: Any) -> None:
+    c: Chat = await make(DELETE + DELETE, approval=True)
+    stream: Events = await events(c)
+    await c.ask("delete report.txt")
+    waiting = await stream.until(lambda d: d.get("pending") is not None)
+    pending = waiting["pending"]
+    assert (pending["tool"], pending["input"]["text"]) == ("files_delete", "report.txt")
+    decide = {"run": waiting["run"], "step": pending["step"], "call": pending["call"]}
+    status, body = await c.post("/api/decide", {**decide, "verdict": "maybe"})
+    assert status == 400
+    assert await c.post("/api/decide", {**decide, "verdict": "approve"}) == (200, {"ok": True})
+    final = await stream.until(lambda d: d.get("final") is True and d["run"] == waiting["run"])
+    assert c.ran == ["report.txt"] and final["steps"][0]["approval"].startswith(
+        "✅ approved by you"
+    )
+
+    await c.ask("delete report.txt")
+    second = await stream.until(
+        lambda d: d.get("pending") is not None and d["run"] != waiting["run"]
+    )
+    decide = {"run": second["run"], "step": 1, "call": 0}
+    reason = {"verdict": "deny", "reason": "keep it, it is the only copy"}
+    assert await c.post("/api/decide", {**decide, **reason}) == (200, {"ok": True})
+    await stream.until(lambda d: d.get("final") is True and d["run"] == second["run"])
+    assert c.ran == ["report.txt"], "the denied action did not run"
+    sent = "\n".join(str(m["content"]) for m in c.model.calls[3].messages)
+    assert "keep it, it is the only copy" in sent
+    status, body = await c.post("/api/decide", {**decide, "verdict": "approve"})
+    assert status == 409 and "already decided" in body["error"]
+
+
+# ---- hostile text and sign-in -------------------------------------------------------------
+
+
+async def test_hostile_text_arrives_as_bounded_data(make: Any, events: Any) -> None:
+    hostile = "<script>alert(1)</script> \u202egnp.exe [x](javascript:alert(1)) " + "y" * 60_000
+    c: Chat = await make([Turn(f"Thought: {hostile}\nFinal Answer: {hostile}", chunk_size=5000)])
+    stream: Events = await events(c)
+    await c.ask("<img src=x onerror=alert(1)>")
+    final = await stream.until(lambda d: d.get("final") is True)
+    assert final["question"]["text"] == "<img src=x onerror=alert(1)>"  # text, for textContent
+    answer = final["answer"]
+    assert (
+        answer["text"].startswith("<script>alert(1)</script> \ufffdgnp.exe") and answer["cut"] > 0
+    )
+    assert "\u202e" not in json.dumps(final, ensure_ascii=False)
+    assert len(answer["text"]) <= 40_000
+
+
+async def test_a_public_address_needs_a_token_and_people_sign_in_with_it(make: Any) -> None:
+    with pytest.raises(WebChatRefused, match="REACTBOT_WEB_TOKEN"):
+        await make(CALC, host="0.0.0.0")
+    c: Chat = await make(CALC, host="0.0.0.0", token="s3cret-token")
+    async with c.http.get(c.url + "/") as page:
+        html = await page.text()
+        assert 'action="/signin"' in html and "csrf-token" not in html
+        assert "Set-Cookie" not in page.headers
+    async with c.http.post(
+        c.url + "/signin", data={"token": "wrong"}, headers={"Origin": c.url}
+    ) as wrong:
+        assert wrong.status == 403 and "not right" in await wrong.text()
+    async with c.http.post(
+        c.url + "/signin", data={"token": "s3cret-token"}, headers={"Origin": "http://evil.example"}
+    ) as elsewhere:
+        assert elsewhere.status == 403
+    async with c.http.post(
+        c.url + "/signin", data={"token": "s3cret-token"}, headers={"Origin": c.url}
+    ) as right:
+        assert right.status == 200 and "csrf-token" in await right.text()  # redirected to /
+    async with c.http.get(c.url + "/api/history") as signed_in:
+        assert signed_in.status == 200
+
+
+def test_is_loopback() -> None:
+    from adapters.web.chat import is_loopback
+
+    assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("127.0.1.1")
+    assert not is_loopback("0.0.0.0") and not is_loopback("192.168.1.5")
