@@ -121,18 +121,22 @@ class _Stream:
 class Session:
     id: str
     streams: list[_Stream] = field(default_factory=list)
-    shown: OrderedDict[str, str] = field(default_factory=OrderedDict)
-    """The latest state of this session's recent messages, for a stream opened later."""
+    live: OrderedDict[str, str] = field(default_factory=OrderedDict)
+    """The latest state of each message still running, for a stream opened later (a page
+    reloaded mid-run); finished ones are in the history the page loads."""
 
     @property
     def conversation(self) -> str:
         return f"web:{self.id}"
 
-    def publish(self, key: str, body: str) -> None:
-        self.shown[key] = body
-        self.shown.move_to_end(key)
-        while len(self.shown) > 20:
-            self.shown.popitem(last=False)
+    def publish(self, key: str, body: str, *, final: bool = False) -> None:
+        if final:
+            self.live.pop(key, None)
+        else:
+            self.live[key] = body
+            self.live.move_to_end(key)
+            while len(self.live) > MAX_STREAMS * 4:
+                self.live.popitem(last=False)
         for stream in self.streams:
             stream.latest[key] = body
             stream.ready.set()
@@ -189,7 +193,7 @@ class WebSurface:
         return self._session.conversation
 
     async def edit(self, payload: WebPayload) -> None:
-        self._session.publish(self._run_id, payload.body)
+        self._session.publish(self._run_id, payload.body, final=payload.final)
 
     async def post_trace(self, trace: Trace, posts: Sequence[WebPayload]) -> None:
         """The trace is its page, linked from the final message: nothing to post."""
@@ -218,7 +222,8 @@ class WebReply:
 
     async def note(self, text: str) -> None:
         key = f"note:{secrets.token_hex(4)}"
-        self._session.publish(key, WebPayload.of({"type": "note", "text": clean(text, 600)}).body)
+        note = WebPayload.of({"type": "note", "text": clean(text, 600)})
+        self._session.publish(key, note.body, final=True)
 
     async def ended(self, run: Run) -> None:
         del run
@@ -300,6 +305,7 @@ class WebChat:
         app.router.add_get("/", self.page)
         app.router.add_post("/signin", self.signin)
         app.router.add_get("/static/{name}", self.static)
+        app.router.add_get("/favicon.ico", self.no_icon)
         app.router.add_get("/api/history", self.history)
         app.router.add_get("/api/events", self.events)
         app.router.add_post("/api/ask", self.ask)
@@ -347,6 +353,11 @@ class WebChat:
         self._set_cookie(response, cookie)
         return response
 
+    async def no_icon(self, request: web.Request) -> web.Response:
+        """Browsers ask for it unprompted; no content, rather than a 404 in the console."""
+        del request
+        return web.Response(status=204, headers=self.headers)
+
     async def static(self, request: web.Request) -> web.Response:
         found = self._static.get(request.match_info["name"])
         if found is None:
@@ -382,7 +393,7 @@ class WebChat:
         session = self._session(request)
         if len(session.streams) >= MAX_STREAMS:
             return self._json({"error": "Too many open tabs for this chat."}, status=429)
-        stream = _Stream(latest=dict(session.shown))
+        stream = _Stream(latest=dict(session.live))
         if stream.latest:
             stream.ready.set()
         session.streams.append(stream)
@@ -492,7 +503,7 @@ class WebChat:
     async def reset(self, request: web.Request) -> web.Response:
         session, _ = await self._post(request)
         await self.stores.history.clear(session.conversation)
-        session.shown.clear()
+        session.live.clear()
         return self._json({"ok": True})
 
     async def set_verbosity(self, request: web.Request) -> web.Response:

@@ -46,10 +46,12 @@ class WebPayload:
     """One state of one message, as the JSON text the page receives."""
 
     body: str
+    final: bool = False
 
     @classmethod
     def of(cls, data: dict[str, Any]) -> WebPayload:
-        return cls(json.dumps(data, ensure_ascii=False, separators=(",", ":")))
+        text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+        return cls(text, final=bool(data.get("final")))
 
     def data(self) -> dict[str, Any]:
         loaded: dict[str, Any] = json.loads(self.body)
