@@ -152,10 +152,10 @@ async def make() -> AsyncIterator[Callable[..., Any]]:
 class _NoSecrets:
     """The part of ``Config`` that ``page_signer`` reads: no link secret, a week's links."""
 
-    class secrets:  # noqa: N801 - mirrors Config.secrets
+    class secrets:
         link_secret = None
 
-    class web:  # noqa: N801 - mirrors Config.web
+    class web:
         link_ttl = 7 * 86400
 
 
@@ -191,11 +191,11 @@ async def events() -> AsyncIterator[Callable[[Chat], Any]]:
 
 async def test_the_page_sets_a_strict_session_cookie_and_a_strict_policy(make: Any) -> None:
     c: Chat = await make(CALC)
-    async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as fresh:
-        async with fresh.get(c.url + "/") as page:
-            cookie = page.headers["Set-Cookie"]
-            policy = page.headers["Content-Security-Policy"]
-            html = await page.text()
+    jar = aiohttp.CookieJar(unsafe=True)
+    async with aiohttp.ClientSession(cookie_jar=jar) as fresh, fresh.get(c.url + "/") as page:
+        cookie = page.headers["Set-Cookie"]
+        policy = page.headers["Content-Security-Policy"]
+        html = await page.text()
     assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "Path=/" in cookie
     assert "Secure" not in cookie  # plain http on loopback; web.secure_cookie turns it on
     assert "script-src 'self'" in policy and "default-src 'none'" in policy
@@ -217,12 +217,14 @@ async def test_a_post_without_the_token_or_from_elsewhere_is_refused(make: Any) 
         c.url + "/api/ask", data="not json", headers={"X-CSRF-Token": c.csrf, "Origin": c.url}
     ) as bad:
         assert bad.status == 400
-    async with aiohttp.ClientSession() as stranger:  # no session cookie at all
-        async with stranger.post(
+    async with (
+        aiohttp.ClientSession() as stranger,  # no session cookie at all
+        stranger.post(
             c.url + "/api/ask", json={"question": "hi"}, headers={"Origin": c.url}
-        ) as response:
-            assert response.status == 401
-            assert "reload the page" in (await response.json())["error"]
+        ) as response,
+    ):
+        assert response.status == 401
+        assert "reload the page" in (await response.json())["error"]
     async with c.http.post(
         c.url + "/api/ask",
         data=b"x" * 70_000,
