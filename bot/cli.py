@@ -304,6 +304,8 @@ async def run_cli(
                 errors.print(f"note: {_PROCESS_ONLY_HISTORY}", style="dim", markup=False)
             return await ask(app, question, conversation, console, mode=mode, people=people)
         if command == "chat":
+            if args.command is None:  # `make run` with nothing configured
+                errors.print(WEB_CHAT_HINT, style="dim", markup=False)
             return await chat(
                 app, conversation, console, stdin or sys.stdin, mode=mode, people=people
             )
@@ -311,6 +313,11 @@ async def run_cli(
     finally:
         await app.aclose()
 
+
+WEB_CHAT_HINT = (
+    "To watch it think in a browser instead: reactbot serve --platform web, "
+    "then open http://127.0.0.1:8080/"
+)
 
 _PROCESS_ONLY_HISTORY = (
     "Without Redis, the conversation's history lasts only for this process: this answer "

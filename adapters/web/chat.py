@@ -24,8 +24,8 @@ and must come from the page's own origin. Without a token (``REACTBOT_WEB_TOKEN`
 is only for loopback addresses; with one, people sign in once with it. The page's policy
 allows scripts and styles from this origin only, no inline script or handler, and connects
 nowhere else. Everything is bounded: the question, the request body, the SSE streams per
-session (``MAX_STREAMS``), sessions kept in memory (``MAX_SESSIONS``), and an idle stream
-is closed after ``IDLE_SECONDS``.
+session (``MAX_STREAMS``: the newest ends the oldest), sessions kept in memory
+(``MAX_SESSIONS``), and an idle stream is closed after ``IDLE_SECONDS``.
 """
 
 from __future__ import annotations
@@ -65,7 +65,8 @@ log = logging.getLogger(__name__)
 COOKIE = "reactbot_session"
 CSRF_HEADER = "X-CSRF-Token"
 MAX_STREAMS = 4
-"""Server-Sent Event streams one session may hold open (tabs); more get 429."""
+"""Server-Sent Event streams one session may hold open (tabs): a newer one ends the oldest
+(a closed tab is noticed only at the next write, so a refusal would lock out reloads)."""
 MAX_SESSIONS = 10_000
 """Sessions whose live state this process keeps (the least recent are forgotten; their
 conversations stay in the history store)."""
@@ -115,6 +116,12 @@ class _Stream:
     latest: dict[str, str] = field(default_factory=dict)
     """Each message's newest state not yet written (older ones are dropped: latest wins)."""
     ready: asyncio.Event = field(default_factory=asyncio.Event)
+    ended: bool = False
+    """Told to end: a newer tab took its place, or the server is shutting down."""
+
+    def end(self) -> None:
+        self.ended = True
+        self.ready.set()
 
 
 @dataclass(slots=True)
@@ -166,6 +173,9 @@ class Sessions:
 
     def csrf(self, session: Session) -> str:
         return self._sign("csrf", session.id)
+
+    def all(self) -> list[Session]:
+        return list(self._live.values())
 
     def get(self, sid: str) -> Session:
         session = self._live.get(sid)
@@ -259,6 +269,7 @@ class WebChat:
         self.trace_link = trace_link
         self.sessions = Sessions(secret or secrets.token_bytes(32))
         self.pacer = EditPacer(EDIT_INTERVAL)
+        self._closing = False
         self.answering: Answering[Session] = Answering(
             agent,
             surface="web",
@@ -318,8 +329,17 @@ class WebChat:
         app = web.Application(client_max_size=BODY_BYTES)
         self.add_routes(app)
         app.on_startup.append(lambda _: self.answering.start())
-        app.on_shutdown.append(lambda _: self.answering.aclose(grace=5.0))
+        app.on_shutdown.append(lambda _: self.aclose())
         return app
+
+    async def aclose(self) -> None:
+        """Every stream ends at once (the pages reconnect to the next process), then the
+        running answers end as stopped."""
+        self._closing = True
+        for session in self.sessions.all():
+            for stream in list(session.streams):
+                stream.end()
+        await self.answering.aclose(grace=5.0)
 
     # ---- pages ------------------------------------------------------------------------------
     async def page(self, request: web.Request) -> web.Response:
@@ -391,8 +411,10 @@ class WebChat:
 
     async def events(self, request: web.Request) -> web.StreamResponse:
         session = self._session(request)
-        if len(session.streams) >= MAX_STREAMS:
-            return self._json({"error": "Too many open tabs for this chat."}, status=429)
+        if self._closing:
+            return self._json({"error": "The bot is restarting."}, status=503)
+        while len(session.streams) >= MAX_STREAMS:  # the newest tab wins; the oldest ends
+            session.streams.pop(0).end()
         stream = _Stream(latest=dict(session.live))
         if stream.latest:
             stream.ready.set()
@@ -410,7 +432,8 @@ class WebChat:
         except (ConnectionResetError, asyncio.CancelledError):
             pass
         finally:
-            session.streams.remove(stream)
+            if stream in session.streams:
+                session.streams.remove(stream)
         return response
 
     async def _stream(self, response: web.StreamResponse, stream: _Stream) -> None:
@@ -427,6 +450,9 @@ class WebChat:
                     return
                 await response.write(b": keepalive\n\n")
                 continue
+            if stream.ended:
+                await response.write(b"event: bye\ndata: {}\n\n")
+                return
             stream.ready.clear()
             pending, stream.latest = stream.latest, {}
             for body in pending.values():

@@ -83,6 +83,16 @@ def test_no_command_with_nothing_configured_opens_the_chat() -> None:
     result = reactbot(stdin="What is 2*21?\n")  # what `make run` starts
     assert result.returncode == 0, result.stderr
     assert "reactbot chat" in result.stdout and "Answer: 2*21 = 42" in result.stdout
+    hint = [line for line in result.stderr.splitlines() if "in a browser" in line]
+    assert hint == [
+        "To watch it think in a browser instead: reactbot serve --platform web, "
+        "then open http://127.0.0.1:8080/"
+    ]
+
+
+def test_serve_names_the_web_chat_among_the_platforms() -> None:
+    result = reactbot("serve")
+    assert "reactbot serve --platform web, then open http://127.0.0.1:8080/" in result.stderr
 
 
 def test_chat_repl_with_scripted_input(tmp_path: Path) -> None:
