@@ -98,6 +98,9 @@ class WebSettings:
     run_hold_at_most: float = 240.0
     approvers: Approvals = "asker"
     merge_window: float = 0.0
+    idle_seconds: float = IDLE_SECONDS
+    """A stream with nothing to say for this long, while none of its session's answers
+    runs, is closed."""
 
 
 def is_loopback(host: str) -> bool:
@@ -428,7 +431,8 @@ class WebChat:
         )
         try:
             await response.prepare(request)
-            await self._stream(response, stream)
+            await self._stream(response, stream, session)
+            await response.write_eof()
         except (ConnectionResetError, asyncio.CancelledError):
             pass
         finally:
@@ -436,16 +440,18 @@ class WebChat:
                 session.streams.remove(stream)
         return response
 
-    async def _stream(self, response: web.StreamResponse, stream: _Stream) -> None:
+    async def _stream(
+        self, response: web.StreamResponse, stream: _Stream, session: Session
+    ) -> None:
+        idle = self.settings.idle_seconds
         idle_since = time.monotonic()
         await response.write(b"retry: 2000\n\n")
         while True:
             try:
-                async with asyncio.timeout(KEEPALIVE_SECONDS):
+                async with asyncio.timeout(min(KEEPALIVE_SECONDS, idle / 2)):
                     await stream.ready.wait()
             except TimeoutError:
-                busy = any(self.answering.ask_of(run) is not None for run in self.answering.running)
-                if not busy and time.monotonic() - idle_since > IDLE_SECONDS:
+                if not session.live and time.monotonic() - idle_since >= idle:
                     await response.write(b"event: bye\ndata: {}\n\n")
                     return
                 await response.write(b": keepalive\n\n")

@@ -413,3 +413,29 @@ def test_is_loopback() -> None:
 
     assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("127.0.1.1")
     assert not is_loopback("0.0.0.0") and not is_loopback("192.168.1.5")
+
+
+async def test_verbosity_answer_shows_no_steps_and_it_is_kept_for_the_session(
+    make: Any, events: Any
+) -> None:
+    c: Chat = await make(CALC)
+    assert (await c.post("/api/verbosity", {"verbosity": "loud"}))[0] == 400
+    assert await c.post("/api/verbosity", {"verbosity": "answer"}) == (
+        200,
+        {"ok": True, "verbosity": "answer"},
+    )
+    stream: Events = await events(c)
+    await c.ask("what is 17*23+4?")
+    final = await stream.until(lambda d: d.get("final") is True)
+    assert final["answer"]["text"] == "17*23+4 = 395" and "steps" not in final
+    assert all("steps" not in d and d["verbosity"] == "answer" for d in stream.seen)
+    assert next(s["status"] for s in stream.seen if not s["final"]).startswith("⏳ Working on")
+    async with c.http.get(c.url + "/") as page:  # the page's selector shows the choice
+        assert 'data-current="answer"' in await page.text()
+
+
+async def test_an_idle_stream_is_closed(make: Any, events: Any) -> None:
+    c: Chat = await make(CALC, idle_seconds=0.2)
+    stream: Events = await events(c)
+    async with asyncio.timeout(10):
+        assert b"event: bye" in await stream.response.content.read()
