@@ -23,12 +23,12 @@ from rich.console import Console
 from adapters.terminal.chat import Approvals, ask, chat
 from adapters.terminal.render import printable
 from bot.app import App
-from bot.config import Config, ConfigError, load_config
+from bot.config import ConfigError, load_config
 from bot.logs import setup_logging
 from bot.platforms import PLATFORMS
 from bot.platforms import enabled as enabled_platforms
 from bot.tools_command import ServerLine, format_tools, server_lines
-from bot.trace_commands import export_trace, format_trace_list
+from bot.trace_commands import export_trace, format_trace_list, print_page_link
 from core.events import Mode
 
 DEFAULT_CONVERSATION = "terminal"
@@ -342,38 +342,6 @@ def tools_command(app: App, console: Console) -> int:
     return 0 if all(server.working for server in servers) else 1
 
 
-def _print_page_link(config: Config, trace_id: str, console: Console) -> None:
-    """The signed link to the trace's page, when ``web.public_url`` is set (else nothing)."""
-    if config.web.public_url is None:
-        return
-    from bot.web import LinkSigner  # Jinja2 and the server load only when links are on
-
-    link = LinkSigner.from_config(config).link(trace_id)
-    if link is not None:
-        lifetime = _lifetime(config.web.link_ttl)
-        console.print(f"Page: {link}  (valid {lifetime})", markup=False, soft_wrap=True)
-    elif config.secrets.link_secret is None:
-        console.print("No page link: REACTBOT_LINK_SECRET is not set.", style="dim", markup=False)
-    elif not config.ops.enabled:
-        console.print(
-            "No page link: ops.enabled is false (the ops server serves the pages).",
-            style="dim",
-            markup=False,
-        )
-    else:
-        console.print("No page link: web.enabled is false.", style="dim", markup=False)
-
-
-def _lifetime(seconds: int) -> str:
-    """``604800`` -> ``7 days``; ``3600`` -> ``1 hour``; ``90`` -> ``1 minute``."""
-    for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
-        if seconds >= size:
-            count = round(seconds / size, 1)
-            shown = f"{count:g}"
-            return f"{shown} {unit}{'' if shown == '1' else 's'}"
-    return f"{seconds} seconds"
-
-
 async def trace_command(
     app: App, args: argparse.Namespace, console: Console, errors: Console
 ) -> int:
@@ -415,7 +383,7 @@ async def trace_command(
         return 1
     if args.trace_command == "show":
         console.print(printable(trace.to_markdown()), markup=False)
-        _print_page_link(app.config, trace.id, console)
+        print_page_link(app.config, console, trace.id)
         return 0
     try:
         path = export_trace(trace, Path(args.file))

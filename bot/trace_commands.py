@@ -33,6 +33,7 @@ from core.trace import Trace, one_line, summary_line, utc_iso
 
 if TYPE_CHECKING:
     from bot.app import App
+    from bot.config import Config
 
 QUESTION_WIDTH = 60
 CONVERSATION_WIDTH = 30
@@ -203,6 +204,7 @@ async def replay_command(
     console.print()
     render_diff(diff_traces(original, replay), console)
     console.print(stored, style="dim", markup=False, soft_wrap=False)
+    print_page_link(app.config, console, original.id, replay.id)
     return 0 if isinstance(final, Finished) else 1
 
 
@@ -232,6 +234,7 @@ async def diff_command(app: App, console: Console, left_id: str, right_id: str) 
     if left is None or right is None:
         return 1
     render_diff(diff_traces(left, right), console)
+    print_page_link(app.config, console, left.id, right.id)
     return 0
 
 
@@ -372,3 +375,41 @@ def _clip(text: str, chars: int, *, lines: int = CELL_LINES) -> str:
     if len(shown) < len(text.rstrip()):
         shown = shown.rstrip() + f"… (+{len(text) - len(shown):,} chars)"
     return printable(shown)
+
+
+# ---- page links -----------------------------------------------------------------------------
+
+
+def print_page_link(config: Config, console: Console, *ids: str) -> None:
+    """The signed link to a trace's page (one id) or to two runs side by side (two), when
+    ``web.public_url`` is set; else nothing. Why there is none, when pages are half set up."""
+    if config.web.public_url is None:
+        return
+    from bot.web import LinkSigner  # Jinja2 and the server load only when links are on
+
+    signer = LinkSigner.from_config(config)
+    link = signer.link(ids[0]) if len(ids) == 1 else signer.compare_link(ids[0], ids[1])
+    what = "Page" if len(ids) == 1 else "Side by side"
+    if link is not None:
+        lifetime = _lifetime(config.web.link_ttl)
+        console.print(f"{what}: {link}  (valid {lifetime})", markup=False, soft_wrap=True)
+    elif config.secrets.link_secret is None:
+        console.print("No page link: REACTBOT_LINK_SECRET is not set.", style="dim", markup=False)
+    elif not config.ops.enabled:
+        console.print(
+            "No page link: ops.enabled is false (the ops server serves the pages).",
+            style="dim",
+            markup=False,
+        )
+    else:
+        console.print("No page link: web.enabled is false.", style="dim", markup=False)
+
+
+def _lifetime(seconds: int) -> str:
+    """``604800`` -> ``7 days``; ``3600`` -> ``1 hour``; ``90`` -> ``1 minute``."""
+    for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
+        if seconds >= size:
+            count = round(seconds / size, 1)
+            shown = f"{count:g}"
+            return f"{shown} {unit}{'' if shown == '1' else 's'}"
+    return f"{seconds} seconds"

@@ -19,7 +19,7 @@ import hmac
 import logging
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
 from typing import TYPE_CHECKING, Any
@@ -29,6 +29,7 @@ import jinja2
 import markupsafe
 from aiohttp import web
 
+from core.replay import diff_traces
 from core.stores import TraceStore
 from core.trace import Trace, TraceStep, one_line, source_domain, summary_line, utc_iso
 
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
 __all__ = [
     "LinkSigner",
     "add_trace_pages",
-    "first_divergence",
+    "parting",
     "render_compare",
     "render_trace",
 ]
@@ -160,18 +161,17 @@ def _segment(trace_id: str) -> str:
 # ---- comparing two runs -------------------------------------------------------------------
 
 
-def first_divergence(a: Sequence[TraceStep], b: Sequence[TraceStep]) -> int | None:
-    """The position of the first step where two runs part (a different action name or input,
-    or a different observation), or where one run ends before the other; None when they go
-    the same way to the end. One function, so a fuller alignment can replace it."""
-    for position, (left, right) in enumerate(zip(a, b, strict=False)):
-        if (left.action, left.action_input, left.observation) != (
-            right.action,
-            right.action_input,
-            right.observation,
-        ):
-            return position
-    return None if len(a) == len(b) else min(len(a), len(b))
+def parting(a: Trace, b: Trace) -> tuple[int | None, int | None, str]:
+    """Where two runs part, in the words ``reactbot trace diff`` uses (both read
+    ``core.replay.diff_traces``): the position, in each run's steps, of the first step where
+    they differ (None when only the answer differs, or nothing), and the sentence."""
+    diff = diff_traces(a, b)
+    if diff.first is None or diff.rows[diff.first].label == "answer":
+        return None, None, diff.summary()
+    before = diff.rows[: diff.first]
+    left = sum(1 for row in before if row.left is not None)
+    right = sum(1 for row in before if row.right is not None)
+    return left, right, diff.summary()
 
 
 # ---- rendering ----------------------------------------------------------------------------
@@ -343,11 +343,12 @@ def render_trace(env: jinja2.Environment, trace: Trace, *, query: str) -> str:
 def render_compare(
     env: jinja2.Environment, a: Trace, b: Trace, *, query_a: str, query_b: str
 ) -> str:
-    parts_at = first_divergence(a.steps, b.steps)
+    left, right, verdict = parting(a, b)
     return env.get_template("compare.html").render(
-        a=_trace_view(a, query=query_a, parts_at=parts_at),
-        b=_trace_view(b, query=query_b, parts_at=parts_at),
-        parts_at=parts_at,
+        a=_trace_view(a, query=query_a, parts_at=left),
+        b=_trace_view(b, query=query_b, parts_at=right),
+        parts_at=left if left is not None else right,
+        verdict=verdict,
     )
 
 

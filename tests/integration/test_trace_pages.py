@@ -13,6 +13,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from bot.web import FORBIDDEN_BODY, LinkSigner, add_trace_pages
+from core.replay import diff_traces
 from core.stores import InMemoryTraceStore
 from core.trace import ApprovalRecord, Trace, TraceStep
 
@@ -198,7 +199,10 @@ async def test_the_comparison_marks_the_first_step_where_the_runs_part(site: Sit
     assert link is not None
     status, body, _ = await get(site, link)
     assert status == 200
-    assert "The runs part at step position 3" in body
+    # In the words of `reactbot trace diff` on the same two traces (one function says it).
+    verdict = diff_traces(original, replay).summary()
+    assert verdict == "First difference at step 3: observation."
+    assert f"{verdict} (<a" in body
     assert body.count('id="parts"') == 1 and body.count("step parts") == 2
     # Signed for the pair in this order only; a single trace's signature does not open it.
     reversed_url = f"{site.base}/t/{replay.id}/vs/{original.id}?{urlsplit(link).query}"
@@ -218,11 +222,14 @@ async def test_same_runs_and_a_longer_replay(site: Site) -> None:
         await site.traces.save(t)
     same = site.signer.compare_link(a.id, b.id)
     assert same is not None
-    assert "take the same steps" in (await get(site, same))[1]
+    assert (
+        "The two runs took the same steps and gave the same answer." in (await get(site, same))[1]
+    )
     ends = site.signer.compare_link(a.id, longer.id)
     assert ends is not None
     body = (await get(site, ends))[1]
-    assert "step position 4" in body and "this run ends here" in body
+    assert "First difference at step 4: only one run has it." in body
+    assert "this run ends here" in body
 
 
 async def test_without_a_secret_there_are_no_links_and_no_pages() -> None:

@@ -16,6 +16,7 @@ import pytest
 from rich.cells import cell_len
 
 from bot.cli import run_cli
+from bot.web import LinkSigner
 from tests.fakes.openai_server import FakeOpenAI, FakeToolCall
 
 REPO = Path(__file__).resolve().parents[2]
@@ -102,6 +103,36 @@ async def test_replay_on_the_demo_model_in_another_mode_answers_from_the_trace(
     assert code == 0 and "First difference at step 2" in out
     code, out = await cli("trace", "diff", original, original, config=config, env=redis_env)
     assert code == 0 and "The two runs took the same steps and gave the same answer." in out
+
+
+async def test_replay_and_diff_print_the_signed_side_by_side_link_when_pages_are_on(
+    tmp_path: Path, redis_prefix: str, redis_env: dict[str, str]
+) -> None:
+    config = tmp_path / "pages.yaml"
+    config.write_text(
+        f"redis:\n  prefix: '{redis_prefix}'\n"
+        "web:\n  enabled: true\n  public_url: https://bot.example.com\n"
+    )
+    env = {**redis_env, "REACTBOT_LINK_SECRET": "a-link-secret-for-tests"}
+    code, _ = await cli("ask", "--conversation", "c9", "What is 2+2?", config=config, env=env)
+    assert code == 0
+    original = await newest_trace_id(config, env, "c9")
+    code, out = await cli("trace", "replay", original, "--mode", "tools", config=config, env=env)
+    assert code == 0, out
+    replay = stored_id(out)
+    found = re.search(r"Side by side: (\S+)", out)
+    assert found is not None, out
+    link = found.group(1)
+    assert link.startswith(f"https://bot.example.com/t/{original}/vs/{replay}?exp=")
+    signer = LinkSigner("a-link-secret-for-tests", public_url="https://bot.example.com")
+    query = dict(part.split("=") for part in link.split("?")[1].split("&"))
+    assert signer.check(original, replay, exp=query["exp"], sig=query["sig"])
+    code, out = await cli("trace", "diff", original, replay, config=config, env=env)
+    assert code == 0 and f"Side by side: https://bot.example.com/t/{original}/vs/{replay}?" in out
+    plain = tmp_path / "plain.yaml"
+    plain.write_text(f"redis:\n  prefix: '{redis_prefix}'\n")
+    code, out = await cli("trace", "diff", original, replay, config=plain, env=redis_env)
+    assert code == 0 and "Side by side" not in out  # pages off: no link, no noise
 
 
 async def test_diff_of_an_unknown_trace_names_it_and_exits_1(

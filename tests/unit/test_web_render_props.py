@@ -15,11 +15,12 @@ from bot.web import (
     FIELD_CHARS,
     PAGE_CHARS,
     _environment,
-    first_divergence,
+    parting,
     render_compare,
     render_trace,
     stylesheet,
 )
+from core.replay import diff_traces
 from core.trace import ApprovalRecord, Trace, TraceAttachment, TraceStep
 from tests.hostile import hostile_text
 from tests.properties import property_settings
@@ -201,21 +202,28 @@ def test_the_comparison_is_escaped_too(env: jinja2.Environment, a: Trace, b: Tra
     a=st.lists(st.tuples(text, text, text), max_size=6),
     b=st.lists(st.tuples(text, text, text), max_size=6),
 )
-def test_first_divergence_is_the_first_differing_step(
+def test_the_page_parts_the_runs_where_trace_diff_does(
     a: list[tuple[str, str, str]], b: list[tuple[str, str, str]]
 ) -> None:
-    def steps(rows: list[tuple[str, str, str]]) -> list[TraceStep]:
-        return [
-            TraceStep(i, action=x, action_input=y, observation=z)
+    def trace(rows: list[tuple[str, str, str]]) -> Trace:
+        made = Trace(question="q", answer="same")
+        made.steps = [
+            TraceStep(i + 1, action=x, action_input=y, observation=z)
             for i, (x, y, z) in enumerate(rows)
         ]
+        return made
 
-    at = first_divergence(steps(a), steps(b))
-    if at is None:
-        assert a == b
+    left, right = trace(a), trace(b)
+    diff = diff_traces(left, right)
+    at_left, at_right, verdict = parting(left, right)
+    assert verdict == diff.summary()
+    if diff.first is None or diff.rows[diff.first].label == "answer":
+        assert at_left is None and at_right is None
     else:
-        assert a[:at] == b[:at]
-        assert at == min(len(a), len(b)) or a[at] != b[at]
+        label = diff.rows[diff.first].label
+        assert at_left is not None and at_right is not None
+        for steps, at in ((left.steps, at_left), (right.steps, at_right)):
+            assert at == len(steps) or str(steps[at].index) == label
 
 
 def test_a_huge_observation_is_folded_and_bounded(env: jinja2.Environment) -> None:
