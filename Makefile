@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test test-thorough lint typecheck bench clean
+.PHONY: run web test test-thorough lint typecheck bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +26,10 @@ $(VENV)/.chromium: | $(BIN)/python
 ## run: start the bot (configured platforms, else terminal chat with the offline demo model)
 run: $(VENV)/.installed
 	$(BIN)/reactbot $(ARGS)
+
+## web: the web chat on http://127.0.0.1:8080/ (web.host / web.port to change it)
+web: $(VENV)/.installed
+	$(BIN)/reactbot serve --platform web $(ARGS)
 
 # The coverage gate is on core, the part every surface relies on. Three workers on two cores:
 # much of an integration test is waiting on a socket or a subprocess (measured: 2 workers
