@@ -99,7 +99,7 @@ PLATFORMS: tuple[Platform, ...] = (
     Platform(
         name="web",
         title="Web chat",
-        how_to_enable="Web:     reactbot serve --platform web, then open http://127.0.0.1:8080/",
+        how_to_enable="Web chat: reactbot serve --platform web, then open http://127.0.0.1:8080/",
         missing=_web_missing,
         started=lambda config: config.web.chat,
         module="bot.serve_web:serve_web",

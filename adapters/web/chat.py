@@ -55,7 +55,7 @@ from adapters.web.render import WebPayload, WebRenderer, clean
 from core.agent import Agent, Run
 from core.approval import ApprovalBroker, Decision, Verdict
 from core.budgets import TokenBudgets
-from core.errors import StoreUnavailable
+from core.errors import ReactbotError, StoreUnavailable
 from core.prompt import QUESTION_PREFIX
 from core.storage import Stores
 from core.trace import Trace
@@ -107,7 +107,7 @@ def is_loopback(host: str) -> bool:
     return host in ("127.0.0.1", "::1", "localhost") or host.startswith("127.")
 
 
-class WebChatRefused(Exception):
+class WebChatRefused(ReactbotError):
     """The chat will not start as configured (a public address without a token)."""
 
 
@@ -298,6 +298,7 @@ class WebChat:
         self._page = _asset("chat.html")
         self._static = {
             "chat.js": (_asset("chat.js"), "text/javascript"),
+            "markdown.js": (_asset("markdown.js"), "text/javascript"),
             "chat.css": (_asset("chat.css"), "text/css"),
         }
         self.headers = {

@@ -12,7 +12,7 @@ from bot.serve import how_to_enable, not_configured
 
 def test_every_platform_is_named_once_and_says_how_to_enable_it() -> None:
     names = [p.name for p in PLATFORMS]
-    assert names == ["discord", "slack"] and len(set(names)) == len(names)
+    assert names == ["discord", "slack", "web"] and len(set(names)) == len(names)
     text = how_to_enable()
     assert all(f"  {p.title}:" in text for p in PLATFORMS)
 
