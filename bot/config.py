@@ -538,9 +538,9 @@ class OpsConfig(_Section):
     """The operator's HTTP endpoint (``/healthz``, ``/readyz``, ``/metrics``) of ``serve``."""
 
     enabled: bool = True
-    host: str = Field(default="0.0.0.0", min_length=1)
-    """All interfaces, so a container's published port reaches it; on a shared host bind
-    127.0.0.1 (or publish the port on the loopback only, as compose.yaml does)."""
+    host: str = Field(default="127.0.0.1", min_length=1)
+    """The loopback only: metrics and trace pages are for the operator. A container binds
+    0.0.0.0 so its published port reaches it (compose.yaml sets ``REACTBOT_OPS__HOST``)."""
     port: int = Field(default=9464, ge=1, le=65535)
 
 
