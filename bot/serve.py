@@ -16,7 +16,7 @@ from rich.console import Console
 from bot.app import App
 from bot.config import Config
 from bot.logs import RedactSecrets, secret_values
-from bot.platforms import BY_NAME, PLATFORMS, Serve, enabled
+from bot.platforms import BY_NAME, PLATFORMS, Platform, Serve, enabled
 
 if TYPE_CHECKING:  # prometheus_client loads only when the ops endpoint is on
     from bot.ops import OpsServer, RouteAdder
@@ -49,6 +49,7 @@ def not_configured(config: Config, platform: str | None) -> str | None:
     if platform is not None:
         asked = BY_NAME[platform]
         lines = [f"{asked.title} is not configured: set {_and(asked.missing(config))}."]
+        lines += _instead(asked, config)
         lines += [
             f"{other.title} is configured: reactbot serve --platform {other.name}"
             for other in ready
@@ -58,8 +59,18 @@ def not_configured(config: Config, platform: str | None) -> str | None:
     if not started:
         return how_to_enable()
     return "\n".join(
-        f"{p.title} is not configured yet: set {_and(p.missing(config))}." for p in started
+        line
+        for p in started
+        for line in (
+            f"{p.title} is not configured yet: set {_and(p.missing(config))}.",
+            *_instead(p, config),
+        )
     )
+
+
+def _instead(platform: Platform, config: Config) -> list[str]:
+    instead = platform.instead(config)
+    return [f"  {instead}"] if instead else []
 
 
 def settle_heap() -> None:
