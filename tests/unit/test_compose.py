@@ -135,3 +135,10 @@ def test_the_ops_endpoint_takes_every_interface_only_inside_the_container() -> N
     environment = compose()["services"]["bot"]["environment"]
     ops = {var: value for var, value in environment.items() if var.startswith("REACTBOT_OPS")}
     assert load_config(None, ops).ops.host == "0.0.0.0"
+
+
+def test_the_bot_waits_rather_than_restarting_in_a_loop_without_tokens() -> None:
+    from bot.serve import WAIT_FOR_CONFIG_ENV, wants_to_wait
+
+    environment = compose()["services"]["bot"]["environment"]
+    assert wants_to_wait({WAIT_FOR_CONFIG_ENV: environment[WAIT_FOR_CONFIG_ENV]})
