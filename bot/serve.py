@@ -88,8 +88,9 @@ def waiting_line(config: Config, problem: str) -> str:
         reason = " ".join(line.strip() for line in problem.splitlines())
     else:
         reason = (
-            "No platform is configured: set DISCORD_TOKEN, or SLACK_BOT_TOKEN with "
-            "SLACK_APP_TOKEN (slack.mode: socket) or SLACK_SIGNING_SECRET (slack.mode: http)."
+            "No platform is configured: set DISCORD_TOKEN, SLACK_BOT_TOKEN with "
+            "SLACK_APP_TOKEN (slack.mode: socket) or SLACK_SIGNING_SECRET (slack.mode: http), "
+            "or web.chat: true (REACTBOT_WEB__CHAT=true) for the web chat."
         )
     return f"{reason} {_waiting('set them (in .env with compose)')}"
 

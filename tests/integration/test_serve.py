@@ -173,7 +173,8 @@ async def says_one_line_then_waits_for_sigterm(serving: asyncio.subprocess.Proce
 async def test_with_no_tokens_and_wait_for_config_serve_waits_for_sigterm() -> None:
     serving = await start_serve({"REACTBOT_WAIT_FOR_CONFIG": "1"})
     line = await says_one_line_then_waits_for_sigterm(serving)
-    assert line.startswith("No platform is configured: set DISCORD_TOKEN, or SLACK_BOT_TOKEN")
+    assert line.startswith("No platform is configured: set DISCORD_TOKEN, SLACK_BOT_TOKEN")
+    assert "REACTBOT_WEB__CHAT=true" in line
     assert "Waiting instead of exiting (REACTBOT_WAIT_FOR_CONFIG=1)" in line
     assert "SIGTERM ends the wait" in line
 
