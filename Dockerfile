@@ -17,6 +17,8 @@ ENV PATH=/venv/bin:$PATH PYTHONUNBUFFERED=1
 # Configure with environment variables (secrets) and an optional mounted config file:
 #   docker run -e DISCORD_TOKEN=... -e OPENAI_API_KEY=... -e REACTBOT_MODEL=... \
 #     -v $PWD/config.yaml:/config.yaml -e REACTBOT_CONFIG=/config.yaml reactbot
+# Any key can be a variable instead of the file (REACTBOT_WEB__ENABLED=true). The ops endpoint
+# binds 127.0.0.1 unless told: add -e REACTBOT_OPS__HOST=0.0.0.0 to publish 9464 (compose does).
 # 3000: Slack HTTP mode (slack.port); 9464: the ops endpoint (ops.port).
 EXPOSE 3000 9464
 CMD ["reactbot", "serve"]

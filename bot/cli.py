@@ -274,14 +274,20 @@ async def run_cli(
         config = load_config(args.config, env)
     except ConfigError as exc:
         errors.print(str(exc), markup=False)
+        if args.command == "serve":
+            from bot.serve import config_error_waiting_line, wait_for_sigterm, wants_to_wait
+
+            if wants_to_wait(env):  # a supervisor would restart it into the same error
+                return await wait_for_sigterm(errors, config_error_waiting_line())
         return 2
     interactive = args.command in (None, "chat", "ask", "tools", "eval")
     setup_logging(config, verbose=args.verbose, quiet=interactive or args.command == "trace")
     command = args.command or ("serve" if enabled_platforms(config) else "chat")
     if command == "serve":
-        from bot.serve import serve
+        from bot.serve import serve, wants_to_wait
 
-        return await serve(config, platform=getattr(args, "platform", None), console=errors)
+        platform = getattr(args, "platform", None)
+        return await serve(config, platform=platform, console=errors, wait=wants_to_wait(env))
     tty = console.is_terminal
     app = App.create(config, demo_delay=0.015 if tty and command != "eval" else 0.0)
     try:

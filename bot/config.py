@@ -1,8 +1,9 @@
 """The bot's configuration: one typed, frozen object, loaded once at start and passed down.
 
 ``load_config(path, env)`` reads an optional YAML file (``--config`` or ``REACTBOT_CONFIG``),
-applies the few environment overrides (``REACTBOT_MODEL``, ``OPENAI_BASE_URL``, ``REDIS_URL``),
-reads the secrets from the environment only, and returns a ``Config``. With no file at all the
+applies the environment overrides (``REACTBOT_MODEL``, ``OPENAI_BASE_URL``, ``REDIS_URL``, and
+any key as ``REACTBOT_<SECTION>__<KEY>``, e.g. ``REACTBOT_WEB__ENABLED=true``), reads the
+secrets from the environment only, and returns a ``Config``. With no file at all the
 embedded defaults apply: the offline demo model, in-memory history, the terminal.
 
 Every problem becomes a ``ConfigError`` whose message names the key path and the fix, e.g.::
@@ -19,9 +20,10 @@ use instead. Nothing here runs at import time.
 from __future__ import annotations
 
 import difflib
+import json
 import re
 import typing
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -63,6 +65,7 @@ __all__ = [
     "TelemetryConfig",
     "ToolsConfig",
     "WebConfig",
+    "env_key_variable",
     "load_config",
     "resolve_config_path",
 ]
@@ -79,6 +82,13 @@ ENV_OVERRIDES: Mapping[str, tuple[str, ...]] = {
     "REDIS_URL": ("redis", "url"),
     "OTEL_EXPORTER_OTLP_ENDPOINT": ("telemetry", "otlp_endpoint"),
 }
+
+# Any key from the environment: ``REACTBOT_`` and the key path in capitals, its levels joined
+# by ``__`` (``REACTBOT_TOOLS__SEARCH__MAX_RESULTS``); a top-level key that is not a section
+# has no ``__`` (``REACTBOT_LOG_LEVEL``). The value is JSON when it parses (true, 5, ["a"]),
+# else the text itself. They are applied after ``ENV_OVERRIDES``, so they win over them too.
+ENV_KEY_PREFIX = "REACTBOT_"
+ENV_KEY_SEPARATOR = "__"
 
 # Secrets: ``Secrets`` field -> environment variable. They are never read from the file.
 SECRET_ENV_VARS: Mapping[str, str] = {
@@ -528,9 +538,9 @@ class OpsConfig(_Section):
     """The operator's HTTP endpoint (``/healthz``, ``/readyz``, ``/metrics``) of ``serve``."""
 
     enabled: bool = True
-    host: str = Field(default="0.0.0.0", min_length=1)
-    """All interfaces, so a container's published port reaches it; on a shared host bind
-    127.0.0.1 (or publish the port on the loopback only, as compose.yaml does)."""
+    host: str = Field(default="127.0.0.1", min_length=1)
+    """The loopback only: metrics and trace pages are for the operator. A container binds
+    0.0.0.0 so its published port reaches it (compose.yaml sets ``REACTBOT_OPS__HOST``)."""
     port: int = Field(default=9464, ge=1, le=65535)
 
 
@@ -733,6 +743,7 @@ def load_config(path: str | Path | None, env: Mapping[str, str]) -> Config:
     _refuse_secret_keys(data)
     _drop_empty_sections(data, Config)
     overridden = _apply_env_overrides(data, env)
+    overridden |= _apply_env_keys(data, env, file)
     secrets = Secrets.from_env(env, mcp=_mcp_variables(data), models=_model_variables(data))
     try:
         config = Config.model_validate({**data, "secrets": secrets})
@@ -834,25 +845,26 @@ _SECRET_KEY_ENV: Mapping[str, str] = {
 
 
 def _refuse_secret_keys(data: Mapping[Any, Any]) -> None:
-    problems = []
-    for key_path in _secret_key_paths(data, ()):
-        dotted = _format_loc(key_path)
-        last = str(key_path[-1]).lower()
-        var = _SECRET_KEY_ENV.get(dotted) or SECRET_ENV_VARS.get(last)
-        if var:
-            fix = f"set the {var} environment variable instead"
-        elif dotted.startswith("tools.mcp.servers["):
-            fix = (
-                "put it in an environment variable and name that variable in env_from "
-                "(a command) or headers_from (a url)"
-            )
-        else:
-            fix = f"use the environment variables instead ({', '.join(SECRET_ENV_VARS.values())})"
-        problems.append(
-            f"{dotted}: secrets are not read from the config file; remove the key and {fix}"
-        )
+    problems = [
+        f"{_format_loc(key_path)}: secrets are not read from the config file; remove the key "
+        f"and {_secret_fix(key_path)}"
+        for key_path in _secret_key_paths(data, ())
+    ]
     if problems:
         raise ConfigError(problems)
+
+
+def _secret_fix(key_path: tuple[int | str, ...]) -> str:
+    dotted = _format_loc(key_path)
+    var = _SECRET_KEY_ENV.get(dotted) or SECRET_ENV_VARS.get(str(key_path[-1]).lower())
+    if var:
+        return f"set the {var} environment variable instead"
+    if dotted.startswith("tools.mcp.servers["):
+        return (
+            "put it in an environment variable and name that variable in env_from "
+            "(a command) or headers_from (a url)"
+        )
+    return f"use the environment variables instead ({', '.join(SECRET_ENV_VARS.values())})"
 
 
 # Mappings whose keys are names, not settings: ``headers_from: {X-Api-Key: MY_KEY}`` names
@@ -905,6 +917,105 @@ def _apply_env_overrides(
     return overridden
 
 
+def env_key_variable(path: Sequence[str]) -> str:
+    """The variable that sets a key: ``("web", "enabled")`` -> ``REACTBOT_WEB__ENABLED``."""
+    return ENV_KEY_PREFIX + ENV_KEY_SEPARATOR.join(part.upper() for part in path)
+
+
+def _env_key_paths(env: Mapping[str, str]) -> Iterator[tuple[str, tuple[str, ...]]]:
+    """Each ``REACTBOT_<SECTION>__<KEY>`` variable and the key path it names."""
+    top_level = {
+        env_key_variable((name,)): name
+        for name, info in Config.model_fields.items()
+        if name not in _NOT_FROM_FILE and _section_type(info.annotation) is None
+    }
+    for var in sorted(env):
+        rest = var.removeprefix(ENV_KEY_PREFIX)
+        if var in top_level:
+            yield var, (top_level[var],)
+        elif rest != var and ENV_KEY_SEPARATOR in rest:
+            yield var, tuple(rest.lower().split(ENV_KEY_SEPARATOR))
+
+
+def _apply_env_keys(
+    data: dict[str, Any], env: Mapping[str, str], file: Path | None
+) -> dict[tuple[str, ...], str]:
+    """Write each set ``REACTBOT_<SECTION>__<KEY>`` into ``data`` (the environment wins over
+    the file); return which key came from which variable. Secrets are refused here as in
+    the file: they have their own variables."""
+    overridden: dict[tuple[str, ...], str] = {}
+    problems: list[str] = []
+    for var, path in _env_key_paths(env):
+        raw = env[var].strip()
+        if not raw:  # empty counts as unset, as everywhere else
+            continue
+        value = _env_value(raw, path)
+        problem = _env_key_problem(var, path, value) or _set_key(data, path, value, var, file)
+        if problem is None:
+            overridden[path] = var
+        else:
+            problems.append(problem)
+    if problems:
+        raise ConfigError(problems)
+    return overridden
+
+
+def _env_value(raw: str, path: tuple[str, ...]) -> object:
+    """JSON when it parses, else the text; a number or true/false stays text for a key that
+    takes text (a model named ``1106``)."""
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return raw
+    if isinstance(value, int | float) and _takes_text(path):
+        return raw
+    return value
+
+
+def _takes_text(path: tuple[str, ...]) -> bool:
+    owner, field = _field_at(path)
+    if owner is None or field is None:
+        return False
+    annotation = owner.model_fields[field].annotation
+    kinds = set(typing.get_args(annotation)) or {annotation}
+    return bool(kinds & {str, Path}) and not kinds & {int, float, bool}
+
+
+def _env_key_problem(var: str, path: tuple[str, ...], value: object) -> str | None:
+    if not all(path):
+        return f"{var}: not a config key (two underscores separate levels, one joins words)"
+    secret: tuple[int | str, ...] | None = path
+    if not any(_SECRET_KEY.search(part) for part in path[:-1]):  # secrets.slack_bot_token
+        secret = next(_secret_key_paths({path[-1]: value}, path[:-1]), None)
+    if secret is None:
+        return None
+    inside = f" ({_format_loc(secret)} in its value)" if secret != path else ""
+    return (
+        f"{var}: secrets are not read from REACTBOT_<SECTION>__<KEY> variables{inside}; "
+        f"unset it and {_secret_fix(secret)}"
+    )
+
+
+def _set_key(
+    data: dict[str, Any], path: tuple[str, ...], value: object, var: str, file: Path | None
+) -> str | None:
+    """Put ``value`` at ``path``, making the mappings on the way; a problem, or None."""
+    node = data
+    for depth, part in enumerate(path[:-1], start=1):
+        child = node.get(part)
+        if child is None:
+            child = node[part] = {}
+        if not isinstance(child, dict):
+            where = file.name if file is not None else "the config file"
+            return (
+                f"{var}: cannot set {'.'.join(path)}: {'.'.join(path[:depth])} in {where} "
+                f"is {_kind(child)}, not a mapping of keys"
+            )
+        node = child
+    node[path[-1]] = value
+    return None
+
+
 def _resolve_relative_paths(config: Config, file: Path | None) -> Config:
     """Expand ``~``; a relative ``tools.lookup.path`` or MCP server ``cwd`` is relative to
     the config file."""
@@ -937,11 +1048,39 @@ def _describe(
 ) -> str:
     loc = tuple(error["loc"])
     key = _format_loc(loc)
+    variables = _variables_at(loc, overridden)
     if error["type"] == "extra_forbidden":
-        return f"{key}: {_unknown_key(loc)}"
+        by_var = {var: path for path, var in overridden.items()}
+        unknown = _unknown_key(loc, env_path=by_var[variables[0]] if variables else None)
+        return f"{key}: {unknown}{_from_env(variables)}"
     owner, field = _field_at(loc)
     what = _what_is_wrong(error, owner, field)
-    return f"{key}: {what}{_fix(loc, owner, field, file, overridden)}"
+    fix = _from_env(variables) or _fix(loc, owner, field, file)
+    return f"{key}: {what}{fix}"
+
+
+def _variables_at(
+    loc: tuple[int | str, ...], overridden: Mapping[tuple[str, ...], str]
+) -> list[str]:
+    """The variables an error comes from: the one whose value holds the error's key, else
+    those that set keys under it (an unknown section, a section's own check)."""
+    names = tuple(str(p) for p in loc)
+    holding = [var for path, var in overridden.items() if names[: len(path)] == path]
+    if holding or not names:
+        return holding[:1]
+    return [var for path, var in overridden.items() if path[: len(names)] == names]
+
+
+def _from_env(variables: list[str]) -> str:
+    if not variables:
+        return ""
+    if len(variables) == 1:
+        return f". It comes from the {variables[0]} environment variable: fix or unset it."
+    return f". It comes from the {_and(variables)} environment variables: fix or unset them."
+
+
+def _and(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
 def _format_loc(loc: tuple[int | str, ...]) -> str:
@@ -987,12 +1126,16 @@ def _field_at(loc: tuple[int | str, ...]) -> tuple[type[BaseModel] | None, str |
     return owner, names[-1]
 
 
-def _unknown_key(loc: tuple[int | str, ...]) -> str:
+def _unknown_key(loc: tuple[int | str, ...], *, env_path: tuple[str, ...] | None = None) -> str:
+    """``env_path``: the key path of the variable that set it, to suggest the variable."""
     section = _section_at(loc[:-1])
     if section is None:
         return "unknown key"
     known = [name for name in section.model_fields if name not in _NOT_FROM_FILE]
     close = difflib.get_close_matches(str(loc[-1]), known, n=1, cutoff=0.6)
+    if close and env_path is not None and len(env_path) >= len(loc):
+        fixed = (*env_path[: len(loc) - 1], close[0], *env_path[len(loc) :])
+        return f"unknown key (did you mean {env_key_variable(fixed)}?)"
     if close:
         return f"unknown key (did you mean '{close[0]}'?)"
     return f"unknown key (known keys: {', '.join(known)})"
@@ -1063,11 +1206,7 @@ def _fix(
     owner: type[BaseModel] | None,
     field: str | None,
     file: Path | None,
-    overridden: Mapping[tuple[str, ...], str],
 ) -> str:
-    var = overridden.get(tuple(str(p) for p in loc))
-    if var is not None:
-        return f". It comes from the {var} environment variable: fix or unset it."
     where = file.name if file is not None else "the config file"
     if loc and isinstance(loc[-1], int):
         return f". Fix this entry in {where}."

@@ -35,6 +35,8 @@ class Platform:
     """Whether any of its secrets is set: half-configured platforms are named."""
     module: str
     """``module:function`` serving it until cancelled; imported when it is served."""
+    instead: Callable[[Config], str | None] = lambda config: None
+    """Another way to finish its setup with what is already set (a sentence), or None."""
 
     def enabled(self, config: Config) -> bool:
         return not self.missing(config)
@@ -57,6 +59,22 @@ def _slack_missing(config: Config) -> list[str]:
     if config.slack.mode == "http" and secrets.slack_signing_secret is None:
         missing.append("SLACK_SIGNING_SECRET (for slack.mode: http)")
     return missing
+
+
+def _slack_instead(config: Config) -> str | None:
+    """The other mode, when its secret is the one already set."""
+    secrets, mode = config.secrets, config.slack.mode
+    if mode == "socket" and secrets.slack_app_token is None and secrets.slack_signing_secret:
+        return (
+            "Or set slack.mode: http (REACTBOT_SLACK__MODE=http), which uses the "
+            "SLACK_SIGNING_SECRET already set (Slack then sends events to slack.port)."
+        )
+    if mode == "http" and secrets.slack_signing_secret is None and secrets.slack_app_token:
+        return (
+            "Or set slack.mode: socket (REACTBOT_SLACK__MODE=socket), which uses the "
+            "SLACK_APP_TOKEN already set."
+        )
+    return None
 
 
 def _slack_started(config: Config) -> bool:
@@ -95,6 +113,7 @@ PLATFORMS: tuple[Platform, ...] = (
         missing=_slack_missing,
         started=_slack_started,
         module="bot.serve_slack:serve_slack",
+        instead=_slack_instead,
     ),
     Platform(
         name="web",

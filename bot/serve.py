@@ -7,7 +7,7 @@ import contextlib
 import gc
 import logging
 import signal
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -16,12 +16,21 @@ from rich.console import Console
 from bot.app import App
 from bot.config import Config
 from bot.logs import RedactSecrets, secret_values
-from bot.platforms import BY_NAME, PLATFORMS, Serve, enabled
+from bot.platforms import BY_NAME, PLATFORMS, Platform, Serve, enabled
 
 if TYPE_CHECKING:  # prometheus_client loads only when the ops endpoint is on
     from bot.ops import OpsServer, RouteAdder
 
 log = logging.getLogger(__name__)
+
+WAIT_FOR_CONFIG_ENV = "REACTBOT_WAIT_FOR_CONFIG"
+"""Set (``1``) where a supervisor restarts a bot that exits, as compose.yaml's does: with
+nothing to serve, ``serve`` then says so in one line and waits for SIGTERM (exit 0) instead
+of exiting 2 and being restarted in a loop."""
+
+
+def wants_to_wait(env: Mapping[str, str]) -> bool:
+    return env.get(WAIT_FOR_CONFIG_ENV, "").strip().lower() in ("1", "true", "yes")
 
 
 def how_to_enable() -> str:
@@ -49,6 +58,7 @@ def not_configured(config: Config, platform: str | None) -> str | None:
     if platform is not None:
         asked = BY_NAME[platform]
         lines = [f"{asked.title} is not configured: set {_and(asked.missing(config))}."]
+        lines += _instead(asked, config)
         lines += [
             f"{other.title} is configured: reactbot serve --platform {other.name}"
             for other in ready
@@ -58,8 +68,55 @@ def not_configured(config: Config, platform: str | None) -> str | None:
     if not started:
         return how_to_enable()
     return "\n".join(
-        f"{p.title} is not configured yet: set {_and(p.missing(config))}." for p in started
+        line
+        for p in started
+        for line in (
+            f"{p.title} is not configured yet: set {_and(p.missing(config))}.",
+            *_instead(p, config),
+        )
     )
+
+
+def _instead(platform: Platform, config: Config) -> list[str]:
+    instead = platform.instead(config)
+    return [f"  {instead}"] if instead else []
+
+
+def waiting_line(config: Config, problem: str) -> str:
+    """The one line ``serve`` says while it waits for the platforms' secrets."""
+    if any(p.started(config) for p in PLATFORMS):  # what the half-configured one lacks
+        reason = " ".join(line.strip() for line in problem.splitlines())
+    else:
+        reason = (
+            "No platform is configured: set DISCORD_TOKEN, SLACK_BOT_TOKEN with "
+            "SLACK_APP_TOKEN (slack.mode: socket) or SLACK_SIGNING_SECRET (slack.mode: http), "
+            "or web.chat: true (REACTBOT_WEB__CHAT=true) for the web chat."
+        )
+    return f"{reason} {_waiting('set them (in .env with compose)')}"
+
+
+def _waiting(fix: str) -> str:
+    return (
+        f"Waiting instead of exiting ({WAIT_FOR_CONFIG_ENV}=1): {fix} and restart the bot; "
+        "SIGTERM ends the wait."
+    )
+
+
+def config_error_waiting_line() -> str:
+    """Said after the config errors, when ``serve`` waits rather than exit 2."""
+    return _waiting("fix the configuration")
+
+
+async def wait_for_sigterm(console: Console, line: str) -> int:
+    """Say ``line`` once and sleep until SIGTERM (``docker stop``); then exit 0."""
+    with _cancel_on_sigterm() as terminated:
+        console.print(line, markup=False)  # once SIGTERM is handled: it may come at once
+        try:
+            await asyncio.Event().wait()  # nothing sets it: only SIGTERM ends this
+        except asyncio.CancelledError:
+            if not terminated.is_set():
+                raise
+    return 0
 
 
 def settle_heap() -> None:
@@ -83,10 +140,15 @@ def _and(items: list[str]) -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
-async def serve(config: Config, *, platform: str | None, console: Console) -> int:
+async def serve(
+    config: Config, *, platform: str | None, console: Console, wait: bool = False
+) -> int:
+    """``wait``: with nothing to serve, wait for SIGTERM instead of exiting 2."""
     if platform == "web" and not config.web.chat:  # asked for by name: that turns it on
         config = config.model_copy(update={"web": config.web.model_copy(update={"chat": True})})
     problem = not_configured(config, platform)
+    if problem is not None and wait:
+        return await wait_for_sigterm(console, waiting_line(config, problem))
     if problem is not None:
         console.print(problem, markup=False)
         return 2

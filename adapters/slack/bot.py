@@ -45,6 +45,7 @@ import aiohttp
 from slack_bolt.async_app import AsyncApp, AsyncAssistant
 from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_bolt.context.async_context import AsyncBoltContext
+from slack_bolt.logger.messages import warning_client_prioritized_and_token_skipped
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
@@ -109,6 +110,24 @@ from core.stores import record_vote
 from core.tools import needs_approval
 
 log = logging.getLogger(__name__)
+
+
+class _TokenFromEnvironment(logging.Filter):
+    """Drops bolt's "As you gave 'client' as well, 'token' will be unused" and nothing else.
+
+    ``AsyncApp`` is given the client (it carries the base URL, the session and the retry
+    handlers that every per-request client copies) and no token, which is how bolt takes a
+    client. Yet it still reads ``SLACK_BOT_TOKEN`` from the process environment on its own,
+    finds the very token that client holds, and warns on every start. No construction
+    avoids that lookup while a client is passed (``slack_bolt/app/async_app.py``:
+    ``token = token or os.environ.get("SLACK_BOT_TOKEN")``), short of changing the
+    environment, so the one message is filtered on bolt's app logger."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.getMessage() != warning_client_prioritized_and_token_skipped()
+
+
+_TOKEN_FROM_ENVIRONMENT = _TokenFromEnvironment()
 
 WORKING = ":hourglass_flowing_sand: Working on it…"
 INVITE = (
@@ -251,6 +270,8 @@ class SlackBot:
             settings.update_interval, shared=stream_budgets
         )
         """chat.startStream / appendStream / stopStream, each within its rate tier."""
+        # idempotent: the same filter object is added once however many bots start
+        logging.getLogger("slack_bolt.AsyncApp").addFilter(_TOKEN_FROM_ENVIRONMENT)
         self.app = AsyncApp(
             name="reactbot",
             client=self.client,

@@ -79,6 +79,16 @@ def test_serve_with_no_platform_says_how_to_enable_one() -> None:
     assert "DISCORD_TOKEN" in result.stderr and "SLACK_BOT_TOKEN" in result.stderr
 
 
+def test_serve_with_a_signing_secret_but_no_app_token_names_http_mode_too() -> None:
+    env = {"SLACK_BOT_TOKEN": "xoxb-test", "SLACK_SIGNING_SECRET": "s3cret-signing"}
+    result = reactbot("serve", env=env)
+    assert result.returncode == 2
+    assert "set SLACK_APP_TOKEN" in result.stderr
+    assert "Or set slack.mode: http" in result.stderr
+    assert "SLACK_SIGNING_SECRET already set" in result.stderr
+    assert "s3cret-signing" not in result.stderr
+
+
 def test_no_command_with_nothing_configured_opens_the_chat() -> None:
     result = reactbot(stdin="What is 2*21?\n")  # what `make run` starts
     assert result.returncode == 0, result.stderr

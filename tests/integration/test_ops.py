@@ -336,11 +336,11 @@ async def test_a_port_in_use_is_one_clear_line_and_serve_exits(
 
 def test_the_ops_keys_load_from_a_file(tmp_path: Path) -> None:
     path = tmp_path / "c.yaml"
-    path.write_text("ops:\n  enabled: false\n  port: 9100\n  host: 127.0.0.1\nlog_format: json\n")
+    path.write_text("ops:\n  enabled: false\n  port: 9100\n  host: 0.0.0.0\nlog_format: json\n")
     config = load_config(path, {})
-    assert (config.ops.enabled, config.ops.port, config.ops.host) == (False, 9100, "127.0.0.1")
+    assert (config.ops.enabled, config.ops.port, config.ops.host) == (False, 9100, "0.0.0.0")
     assert config.log_format == "json"
-    assert Config().ops == OpsConfig(enabled=True, host="0.0.0.0", port=9464)
+    assert Config().ops == OpsConfig(enabled=True, host="127.0.0.1", port=9464)
 
 
 async def test_other_pages_mount_on_the_same_server() -> None:

@@ -8,6 +8,7 @@ import io
 import os
 import signal
 import socket
+import sys
 import time
 from pathlib import Path
 
@@ -125,3 +126,81 @@ async def test_serve_starts_the_mcp_servers_and_leaves_no_child_behind(
     assert children_running("tests.fakes.mcp_server") == []
     err = capsys.readouterr().err
     assert err.count("note: MCP server 'broken' did not start (command not found") == 1
+
+
+CLEAN_ENV = {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/tmp")}
+
+
+async def start_serve(env: dict[str, str], *args: str) -> asyncio.subprocess.Process:
+    """``reactbot serve`` from this checkout, as compose runs it, with nothing else set."""
+    return await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "bot",
+        *args,
+        "serve",
+        env={**CLEAN_ENV, **env},
+        cwd=REPO,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+
+
+async def says_one_line_then_waits_for_sigterm(serving: asyncio.subprocess.Process) -> str:
+    """The line it says; it must be still up once it has said it, and exit 0 on SIGTERM."""
+    assert serving.stderr is not None and serving.stdout is not None
+    try:
+        async with asyncio.timeout(60):
+            line = (await serving.stderr.readline()).decode()
+        # the line is said just before it starts waiting: had it exited instead, the
+        # stream would have ended (no line) or the exit code would be known by now
+        assert line.endswith("\n"), "serve exited without saying why"
+        assert serving.returncode is None
+        serving.send_signal(signal.SIGTERM)
+        async with asyncio.timeout(15):
+            rest = (await serving.stderr.read()).decode()
+            out = (await serving.stdout.read()).decode()
+            code = await serving.wait()
+    finally:
+        if serving.returncode is None:
+            serving.kill()
+            await serving.wait()
+    assert code == 0
+    assert rest == "" and out == "", "one line, and nothing after it"
+    return line
+
+
+async def test_with_no_tokens_and_wait_for_config_serve_waits_for_sigterm() -> None:
+    serving = await start_serve({"REACTBOT_WAIT_FOR_CONFIG": "1"})
+    line = await says_one_line_then_waits_for_sigterm(serving)
+    assert line.startswith("No platform is configured: set DISCORD_TOKEN, SLACK_BOT_TOKEN")
+    assert "REACTBOT_WEB__CHAT=true" in line
+    assert "Waiting instead of exiting (REACTBOT_WAIT_FOR_CONFIG=1)" in line
+    assert "SIGTERM ends the wait" in line
+
+
+async def test_a_half_configured_platform_waits_naming_what_it_lacks() -> None:
+    env = {"REACTBOT_WAIT_FOR_CONFIG": "1", "SLACK_BOT_TOKEN": "xoxb-never-printed"}
+    line = await says_one_line_then_waits_for_sigterm(await start_serve(env))
+    assert line.startswith("Slack is not configured yet: set SLACK_APP_TOKEN")
+    assert "xoxb-never-printed" not in line
+
+
+async def test_a_config_error_waits_too_after_naming_the_key(tmp_path: Path) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text("agent:\n  max_stpes: 3\n")
+    serving = await start_serve({"REACTBOT_WAIT_FOR_CONFIG": "1"}, "--config", str(config))
+    assert serving.stderr is not None
+    async with asyncio.timeout(60):
+        error = (await serving.stderr.readline()).decode()
+    assert error.startswith("config error: agent.max_stpes: unknown key")
+    line = await says_one_line_then_waits_for_sigterm(serving)
+    assert line.startswith("Waiting instead of exiting (REACTBOT_WAIT_FOR_CONFIG=1): fix the")
+
+
+async def test_without_wait_for_config_serve_still_exits_2() -> None:
+    serving = await start_serve({})
+    async with asyncio.timeout(60):
+        _, err = await serving.communicate()
+    assert serving.returncode == 2
+    assert b"No platform is configured, so there is nothing to serve." in err

@@ -399,6 +399,24 @@ async def test_direct_message_answered_and_bot_or_edited_messages_ignored(make: 
     h.model.assert_complete()
 
 
+async def test_starting_the_bot_logs_no_bolt_warning(
+    make: Any, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As under `reactbot serve`: the token is in the environment too, where bolt looks for
+    # one of its own (issue 30: "As you gave 'client' as well, 'token' will be unused").
+    monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-test")
+    with caplog.at_level(logging.WARNING):
+        h: Harness = await make(tool_then_answer())
+        await h.ask("What is 17*23?")
+        await h.settled()
+    bolt = [r for r in caplog.records if r.name.startswith("slack_bolt")]
+    assert [r.getMessage() for r in bolt if r.levelno >= logging.WARNING] == []
+    assert "17*23 = 391." in message_text(h.fake.roots(CHANNEL)[0])  # and it still answers
+    # only that one message is dropped: bolt's other warnings still reach the log
+    logging.getLogger("slack_bolt.AsyncApp").warning("listener failed")
+    assert caplog.records[-1].getMessage() == "listener failed"
+
+
 # ---- delivery guarantees ------------------------------------------------------------------
 
 

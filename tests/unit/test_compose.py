@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from bot.config import CONFIG_PATH_ENV, ENV_OVERRIDES, SECRET_ENV_VARS
+from bot.config import CONFIG_PATH_ENV, ENV_OVERRIDES, SECRET_ENV_VARS, OpsConfig, load_config
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -126,3 +126,19 @@ def test_docker_compose_accepts_the_file(tmp_path: Path) -> None:
         if created:
             env_file.unlink()
     assert result.returncode == 0, result.stderr
+
+
+def test_the_ops_endpoint_takes_every_interface_only_inside_the_container() -> None:
+    # Bare metal defaults to the loopback (metrics and trace pages are for the operator);
+    # the container must bind 0.0.0.0 for its published port to reach the endpoint.
+    assert OpsConfig().host == "127.0.0.1"
+    environment = compose()["services"]["bot"]["environment"]
+    ops = {var: value for var, value in environment.items() if var.startswith("REACTBOT_OPS")}
+    assert load_config(None, ops).ops.host == "0.0.0.0"
+
+
+def test_the_bot_waits_rather_than_restarting_in_a_loop_without_tokens() -> None:
+    from bot.serve import WAIT_FOR_CONFIG_ENV, wants_to_wait
+
+    environment = compose()["services"]["bot"]["environment"]
+    assert wants_to_wait({WAIT_FOR_CONFIG_ENV: environment[WAIT_FOR_CONFIG_ENV]})

@@ -41,3 +41,35 @@ def test_the_registry_loads_no_platform_sdk_until_a_platform_is_served() -> None
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_a_signing_secret_without_an_app_token_points_at_http_mode() -> None:
+    env = {"SLACK_BOT_TOKEN": "xoxb-1", "SLACK_SIGNING_SECRET": "s3cret"}
+    config = load_config(None, env)
+    assert not_configured(config, None) == (
+        "Slack is not configured yet: set SLACK_APP_TOKEN (the xapp- app-level token, "
+        "for Socket Mode).\n"
+        "  Or set slack.mode: http (REACTBOT_SLACK__MODE=http), which uses the "
+        "SLACK_SIGNING_SECRET already set (Slack then sends events to slack.port)."
+    )
+    asked = not_configured(config, "slack")
+    assert asked is not None and asked.splitlines()[1].startswith("  Or set slack.mode: http")
+    # and it is true: in http mode the same environment serves Slack
+    http = load_config(None, {**env, "REACTBOT_SLACK__MODE": "http"})
+    assert not_configured(http, None) is None
+
+
+def test_an_app_token_without_a_signing_secret_in_http_mode_points_at_socket_mode() -> None:
+    env = {"SLACK_BOT_TOKEN": "xoxb-1", "SLACK_APP_TOKEN": "xapp-1", "REACTBOT_SLACK__MODE": "http"}
+    message = not_configured(load_config(None, env), None)
+    assert message is not None
+    assert message.splitlines() == [
+        "Slack is not configured yet: set SLACK_SIGNING_SECRET (for slack.mode: http).",
+        "  Or set slack.mode: socket (REACTBOT_SLACK__MODE=socket), which uses the "
+        "SLACK_APP_TOKEN already set.",
+    ]
+
+
+def test_nothing_else_is_suggested_when_no_other_secret_is_set() -> None:
+    message = not_configured(load_config(None, {"SLACK_BOT_TOKEN": "xoxb-1"}), "slack")
+    assert message is not None and "Or set" not in message
