@@ -841,6 +841,8 @@ _SECRET_KEY_ENV: Mapping[str, str] = {
     "slack.signing_secret": "SLACK_SIGNING_SECRET",
     "web.link_secret": "REACTBOT_LINK_SECRET",
     "web.secret": "REACTBOT_LINK_SECRET",
+    "web.token": "REACTBOT_WEB_TOKEN",
+    "web.web_token": "REACTBOT_WEB_TOKEN",
 }
 
 
