@@ -34,6 +34,7 @@ from adapters.attachments import ConversationFiles
 from adapters.channels import ChannelChoices, ChoiceError
 from adapters.context import ContextSettings, EarlierReader, Read, Refusals, bounded, earlier
 from adapters.live import LiveStats, RunView, Verbosity
+from adapters.recovery import BEAT_EVERY, Finalise, Recovery
 from adapters.tasks import Tasks
 from core.agent import Agent, Earlier, Run
 from core.approval import ApprovalBroker
@@ -127,7 +128,9 @@ class Policy:
     max_concurrent_runs: int = 500
     """Questions this process answers at once."""
     run_lease: float = 240.0
-    """Seconds a run slot outlives its last renewal (a process that died mid-run frees it)."""
+    """Seconds a run slot outlives its last renewal (a process that died mid-run frees it),
+    and how long an answer may go without a heartbeat before a live process finishes it as
+    interrupted (``adapters.recovery``)."""
     run_hold_at_most: float = 240.0
     """The longest a live run keeps renewing its slot (its deadline plus approval waits)."""
     approvers: Approvers = "asker"
@@ -220,6 +223,11 @@ class Reply(Protocol):
         """The run ended, however (views stopped, a thread status cleared); never raises."""
         ...
 
+    def where(self) -> dict[str, str]:
+        """The platform's reference to the message (after ``show``), for a live process to
+        finish it if this one dies mid-answer (``Finalise``)."""
+        ...
+
 
 @dataclass(slots=True)
 class _Burst(Generic[A]):
@@ -301,6 +309,7 @@ class Answering(Generic[A]):
         shutdown_by: str = SHUTDOWN,
         context: ContextSettings | None = None,
         merge_window: float = 0.0,
+        finalise: Finalise | None = None,
     ) -> None:
         self.agent = agent
         self.context = context or ContextSettings()
@@ -322,6 +331,14 @@ class Answering(Generic[A]):
         self.decisions: Counter[Reason | Literal["admitted"]] = Counter()
         """How many asks were admitted, and refused by each check, since start."""
         self.tasks = Tasks(surface)
+        self.recovery = Recovery(
+            stores,
+            surface=surface,
+            finalise=finalise,
+            beat_every=min(BEAT_EVERY, policy.run_lease / 5),
+            orphan_after=policy.run_lease,
+        )
+        """The heartbeat of the answers written here; the finishing of a dead process's."""
         self.closing = False
         self.shutdown_by = shutdown_by
         """``Run.cancel(by=…)`` at shutdown, as the surface's renderer words it."""
@@ -504,8 +521,16 @@ class Answering(Generic[A]):
     async def _follow(self, ask: Ask[A], run: Run, reply: Reply, follower: Follower) -> None:
         self._running[run.trace.id] = Running(run, ask)
         try:
-            await follower.follow(run.events())
+            await self.recovery.track(
+                run,
+                conversation=run.trace.conversation,
+                where=reply.where(),
+                asker_key=ask.key,
+                slot=ask.ident,
+            )
+            await follower.follow(self.recovery.watched(run.events()))
         finally:
+            await self.recovery.untrack(run.trace.id)
             self._running.pop(run.trace.id, None)
             self.stats.append(follower.stats)
             if not run.done:  # only when this task itself was cancelled mid-run (shutdown)
@@ -524,14 +549,18 @@ class Answering(Generic[A]):
         running = self._running.get(run_id)
         return running.ask if running is not None else None
 
-    async def stop(self, run_id: str, *, by: str) -> None:
+    async def stop(self, run_id: str, *, by: str) -> bool:
         """Stop ``run_id`` here, or ask the process running it (already permitted by the
-        caller: ``may_stop``)."""
+        caller: ``may_stop``); False when no process runs it any more (it ended, or its
+        process died), so the surface can say so."""
         running = self._running.get(run_id)
         if running is not None:
             running.run.cancel(by=by)
-        else:  # another process runs it (or it already ended, and nobody will act)
-            await self.stops.request(run_id, by=by)
+            return True
+        if not await self.recovery.running(run_id):
+            return False
+        await self.stops.request(run_id, by=by)
+        return True
 
     def _stop_requested(self, run_id: str, by: str) -> None:
         running = self._running.get(run_id)
@@ -556,6 +585,7 @@ class Answering(Generic[A]):
             await self._listening.enter_async_context(self.stops.subscribe(self._stop_requested))
             if self.broker is not None:
                 await self.broker.start()
+            self.recovery.start()
 
     async def aclose(self, *, grace: float) -> None:
         """Refuse new asks, stop every run (its message ends in a visible "stopped" state),
@@ -569,4 +599,5 @@ class Answering(Generic[A]):
                 task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.gather(*pending, return_exceptions=True)
+        await self.recovery.aclose()
         await self._listening.aclose()

@@ -478,7 +478,7 @@ def longest_run(config: Config) -> float:
 
 def _build_stores(config: Config, closers: list[Callable[[], Awaitable[None]]]) -> Stores:
     redis = config.redis
-    lease = config.agent.deadline + 60  # a crashed holder frees its conversation by then
+    lease = config.agent.lease_seconds  # a crashed holder frees its conversation by then
     longest = longest_run(config)  # a live holder renews its lease for up to this
     if redis.url is None:
         return Stores.in_memory(

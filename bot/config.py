@@ -199,6 +199,10 @@ class AgentConfig(_Section):
     merge_window: float = Field(default=1.5, ge=0, le=30)
     """Seconds: messages from one person in one conversation this close together, before a
     run starts, are one question (0: every message on its own)."""
+    lease_seconds: float = Field(default=25.0, ge=2, le=30)
+    """Seconds a conversation's lock and a person's run slot outlive a process that died,
+    and how long an answer may go without a heartbeat before a live process finishes it as
+    interrupted (live runs renew all three every few seconds)."""
 
 
 class SearchConfig(_Section):

@@ -41,7 +41,7 @@ def discord_settings(app: App) -> DiscordSettings:
         max_runs_per_user=app.config.agent.max_runs_per_user,
         approvers=app.config.agent.approval.approvers,
         # A slot outlives a dead shard's run by a margin; a live run renews it.
-        run_lease=app.config.agent.deadline + 60,
+        run_lease=app.config.agent.lease_seconds,
         run_hold_at_most=longest_run(app.config),
         reply_followups=discord.reply_followups,
         free_response_channels=discord.free_response_channels,

@@ -46,7 +46,7 @@ def slack_settings(config: Config) -> SlackSettings:
         approvers=config.agent.approval.approvers,
         cooldown_seconds=slack.cooldown_seconds,
         max_runs_per_user=config.agent.max_runs_per_user,
-        run_lease=config.agent.deadline + 60,  # a dead replica's slot frees by then
+        run_lease=config.agent.lease_seconds,  # a dead replica's slot frees by then
         run_hold_at_most=longest_run(config),  # a live run renews it up to this
         thread_replies=slack.thread_replies,
         free_response_channels=frozenset(slack.free_response_channels),

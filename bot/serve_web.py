@@ -30,7 +30,7 @@ def web_settings(config: Config) -> WebSettings:
         verbosity=web_config.verbosity,
         cooldown_seconds=web_config.cooldown_seconds,
         max_runs_per_user=config.agent.max_runs_per_user,
-        run_lease=config.agent.deadline + 60,
+        run_lease=config.agent.lease_seconds,
         run_hold_at_most=longest_run(config),
         approvers=config.agent.approval.approvers,
         merge_window=config.agent.merge_window,

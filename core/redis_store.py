@@ -61,6 +61,7 @@ from core.stores import (
     DEFAULT_LOCK_LEASE,
     DEFAULT_TRACE_TTL,
     OnWait,
+    RunRecord,
     StopHandler,
     deliver,
     notify_wait,
@@ -687,6 +688,70 @@ class RedisRunSlots(_RedisBase):
             await self._client.zrem(self._key("runs", key), slot)
 
 
+# ---- runs in flight ------------------------------------------------------------------------
+
+_CLAIM_RUN_LUA = """
+if redis.call('ZREM', KEYS[1], ARGV[1]) == 1 then
+  local record = redis.call('HGET', KEYS[2], ARGV[1])
+  redis.call('HDEL', KEYS[2], ARGV[1])
+  return record
+end
+return false
+"""
+
+
+class RedisRunRegistry(_RedisBase):
+    """``RunRegistry`` shared by every process: per surface, a hash of run records and a
+    sorted set of their heartbeats. Claiming an orphan removes it from the set first, in one
+    script, so exactly one process gets it. Neither key has a TTL: a record leaves when its
+    run ends or is claimed (and only runs in flight are there)."""
+
+    def __init__(self, client: aioredis.Redis, *, prefix: str = DEFAULT_PREFIX) -> None:
+        super().__init__(client, prefix=prefix)
+        self._claim = client.register_script(_CLAIM_RUN_LUA)
+
+    def _keys(self, surface: str) -> tuple[str, str]:
+        return self._key("inflight-beats", surface), self._key("inflight", surface)
+
+    async def beat(self, records: Sequence[RunRecord], *, at: float) -> None:
+        if not records:
+            return
+        with self._unavailable("register the runs in flight"):
+            async with self._client.pipeline(transaction=False) as pipe:
+                for record in records:
+                    beats, hashed = self._keys(record.surface)
+                    pipe.zadd(beats, {record.run_id: at})
+                    pipe.hset(hashed, record.run_id, record.to_json())
+                await pipe.execute()
+
+    async def end(self, surface: str, run_id: str) -> None:
+        beats, hashed = self._keys(surface)
+        with self._unavailable("unregister a finished run"):
+            async with self._client.pipeline(transaction=True) as pipe:
+                pipe.zrem(beats, run_id)
+                pipe.hdel(hashed, run_id)
+                await pipe.execute()
+
+    async def orphans(self, surface: str, *, silent_since: float, limit: int = 20) -> list[str]:
+        beats, _ = self._keys(surface)
+        with self._unavailable("look for runs a dead process left"):
+            found = await self._client.zrangebyscore(
+                beats, "-inf", f"({silent_since}", start=0, num=limit
+            )
+        return [item.decode() if isinstance(item, bytes) else str(item) for item in found]
+
+    async def claim(self, surface: str, run_id: str) -> RunRecord | None:
+        beats, hashed = self._keys(surface)
+        with self._unavailable("take over a run a dead process left"):
+            raw = await self._claim(keys=[beats, hashed], args=[run_id])
+        return RunRecord.from_json(raw) if raw else None
+
+    async def running(self, surface: str, run_id: str) -> bool:
+        beats, _ = self._keys(surface)
+        with self._unavailable("look up a run"):
+            return await self._client.zscore(beats, run_id) is not None
+
+
 # ---- stop requests ------------------------------------------------------------------------
 
 
@@ -963,6 +1028,7 @@ class RedisStores:
     cooldowns: RedisCooldowns
     stops: RedisStopRequests
     slots: RedisRunSlots
+    runs: RedisRunRegistry
     decisions: RedisDecisions
     pending: RedisPending
     allowances: RedisAllowances
@@ -1041,6 +1107,7 @@ def connect(
         cooldowns=RedisCooldowns(client, prefix=prefix),
         stops=RedisStopRequests(client, prefix=prefix),
         slots=RedisRunSlots(client, prefix=prefix),
+        runs=RedisRunRegistry(client, prefix=prefix),
         decisions=RedisDecisions(client, prefix=prefix),
         pending=RedisPending(client, prefix=prefix),
         allowances=RedisAllowances(client, prefix=prefix, ttl_seconds=history_ttl),

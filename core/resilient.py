@@ -54,6 +54,8 @@ from core.stores import (
     InMemoryTraceStore,
     OnWait,
     ReplaceableHistory,
+    RunRecord,
+    RunRegistry,
     RunSlots,
     StopHandler,
     StopRequests,
@@ -392,6 +394,44 @@ class ResilientRunSlots:
         self.local.give_back_now(key, slot)
         with suppress(StoreUnavailable):
             await self.health.call(None, lambda: self.inner.give_back(key, slot))
+
+
+class ResilientRunRegistry:
+    """The runs in flight in the shared store; while it is down, heartbeats are skipped
+    (nothing can be recovered then anyway) and no run is found orphaned. A run whose
+    registration was missed is still stopped and finished by its own process."""
+
+    def __init__(self, inner: RunRegistry, *, health: StoreHealth | None = None) -> None:
+        self.inner = inner
+        self.health = health or StoreHealth()
+
+    async def beat(self, records: Sequence[RunRecord], *, at: float) -> None:
+        with suppress(StoreUnavailable):
+            await self.health.call(None, lambda: self.inner.beat(records, at=at))
+
+    async def end(self, surface: str, run_id: str) -> None:
+        with suppress(StoreUnavailable):
+            await self.health.call(None, lambda: self.inner.end(surface, run_id))
+
+    async def orphans(self, surface: str, *, silent_since: float, limit: int = 20) -> list[str]:
+        try:
+            return await self.health.call(
+                None, lambda: self.inner.orphans(surface, silent_since=silent_since, limit=limit)
+            )
+        except StoreUnavailable:
+            return []
+
+    async def claim(self, surface: str, run_id: str) -> RunRecord | None:
+        try:
+            return await self.health.call(None, lambda: self.inner.claim(surface, run_id))
+        except StoreUnavailable:
+            return None
+
+    async def running(self, surface: str, run_id: str) -> bool:
+        try:
+            return await self.health.call(None, lambda: self.inner.running(surface, run_id))
+        except StoreUnavailable:
+            return True  # unknown: never tell a person a live run has ended
 
 
 class ResilientStopRequests:

@@ -36,9 +36,11 @@ from core.stores import (
     InMemoryCooldowns,
     InMemoryEventClaims,
     InMemoryLocks,
+    InMemoryRunRegistry,
     InMemoryRunSlots,
     InMemoryStopRequests,
     InMemoryTraceStore,
+    RunRegistry,
     RunSlots,
     StopRequests,
     TraceStore,
@@ -64,6 +66,9 @@ class Stores:
     """A Stop pressed on one process reaches the process running the run."""
     slots: RunSlots
     """Runs in flight per person (``agent.max_runs_per_user``)."""
+    runs: RunRegistry
+    """The answers being written and their heartbeats: a process that dies mid-answer
+    leaves them for a live one to finish (``adapters.recovery``)."""
     decisions: DecisionChannel
     pending: PendingRequests
     allowances: Allowances
@@ -95,6 +100,7 @@ class Stores:
             cooldowns=InMemoryCooldowns(),
             stops=InMemoryStopRequests(),
             slots=InMemoryRunSlots(),
+            runs=InMemoryRunRegistry(),
             decisions=InMemoryDecisions(),
             pending=InMemoryPending(),
             allowances=InMemoryAllowances(),
@@ -146,6 +152,7 @@ class Stores:
             cooldowns=shared.cooldowns,
             stops=shared.stops,
             slots=shared.slots,
+            runs=shared.runs,
             decisions=shared.decisions,
             pending=shared.pending,
             allowances=shared.allowances,
@@ -180,6 +187,7 @@ class Stores:
             cooldowns=r.ResilientCooldowns(self.cooldowns, health=health),
             stops=r.ResilientStopRequests(self.stops, health=health),
             slots=r.ResilientRunSlots(self.slots, health=health),
+            runs=r.ResilientRunRegistry(self.runs, health=health),
             decisions=r.ResilientDecisions(self.decisions, health=health),
             pending=r.ResilientPending(self.pending, health=health),
             allowances=r.ResilientAllowances(self.allowances, health=health),

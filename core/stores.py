@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import inspect
+import json
 import logging
 import time
 import weakref
@@ -403,6 +404,125 @@ class InMemoryCooldowns:
             if len(self._until) > self._max_keys:
                 self._until = {k: t for k, t in self._until.items() if t > now}
         return 0.0
+
+
+# ---- runs in flight, for crash recovery -----------------------------------------------------
+
+TRACE_SNAPSHOT_CHARS = 256 * 1024
+"""A heartbeat carries the run's trace so far up to this size (larger: its steps are left
+out, the question and the rest are kept)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunRecord:
+    """One answer being written, as every process can read it: who runs it (``owner``, one
+    id per process), where its message is (``where``, the platform's reference), and its
+    trace as of the last heartbeat, so a live process can finish it if the owner dies."""
+
+    run_id: str
+    surface: str
+    conversation: str
+    owner: str
+    where: dict[str, str] = field(default_factory=dict)
+    asker_key: str = ""
+    slot: str = ""
+    trace: str = ""
+    """The trace's JSON at the last heartbeat (``TRACE_SNAPSHOT_CHARS`` at most)."""
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "run_id": self.run_id,
+                "surface": self.surface,
+                "conversation": self.conversation,
+                "owner": self.owner,
+                "where": self.where,
+                "asker_key": self.asker_key,
+                "slot": self.slot,
+                "trace": self.trace,
+            }
+        )
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> RunRecord | None:
+        try:
+            data = json.loads(text)
+            return cls(
+                run_id=str(data["run_id"]),
+                surface=str(data["surface"]),
+                conversation=str(data["conversation"]),
+                owner=str(data["owner"]),
+                where={str(k): str(v) for k, v in dict(data.get("where") or {}).items()},
+                asker_key=str(data.get("asker_key", "")),
+                slot=str(data.get("slot", "")),
+                trace=str(data.get("trace", "")),
+            )
+        except (ValueError, KeyError, TypeError):
+            log.warning("an unreadable run record was skipped")
+            return None
+
+
+def snapshot(trace: Trace) -> str:
+    """The trace's JSON for a heartbeat, bounded (``TRACE_SNAPSHOT_CHARS``)."""
+    text = trace.to_json()
+    if len(text) <= TRACE_SNAPSHOT_CHARS:
+        return text
+    small = replace(trace, steps=[]).to_json()
+    return small if len(small) <= TRACE_SNAPSHOT_CHARS else ""
+
+
+class RunRegistry(Protocol):
+    """The answers being written, per surface, with a heartbeat each: an answer whose
+    heartbeat stopped belongs to a process that died, and ``claim`` gives it to exactly one
+    live process to finish."""
+
+    async def beat(self, records: Sequence[RunRecord], *, at: float) -> None:
+        """Register ``records`` or refresh them (their heartbeat is ``at``)."""
+        ...
+
+    async def end(self, surface: str, run_id: str) -> None: ...
+
+    async def orphans(self, surface: str, *, silent_since: float, limit: int = 20) -> list[str]:
+        """Runs of ``surface`` whose last heartbeat is older than ``silent_since``."""
+        ...
+
+    async def claim(self, surface: str, run_id: str) -> RunRecord | None:
+        """The record, taken out of the registry; None when another process took it first
+        (or it ended)."""
+        ...
+
+    async def running(self, surface: str, run_id: str) -> bool:
+        """Whether ``run_id`` is registered (being answered by a process that lives, or
+        about to be found dead)."""
+        ...
+
+
+class InMemoryRunRegistry:
+    """``RunRegistry`` for one process (nothing survives it, so nothing is ever orphaned
+    but by a test)."""
+
+    def __init__(self) -> None:
+        self._records: dict[tuple[str, str], tuple[RunRecord, float]] = {}
+
+    async def beat(self, records: Sequence[RunRecord], *, at: float) -> None:
+        for record in records:
+            self._records[(record.surface, record.run_id)] = (record, at)
+
+    async def end(self, surface: str, run_id: str) -> None:
+        self._records.pop((surface, run_id), None)
+
+    async def orphans(self, surface: str, *, silent_since: float, limit: int = 20) -> list[str]:
+        found = [
+            run for (s, run), (_, at) in self._records.items() if s == surface and at < silent_since
+        ]
+        return found[:limit]
+
+    async def claim(self, surface: str, run_id: str) -> RunRecord | None:
+        taken = self._records.pop((surface, run_id), None)
+        return taken[0] if taken is not None else None
+
+    async def running(self, surface: str, run_id: str) -> bool:
+        return (surface, run_id) in self._records
 
 
 # ---- run slots ----------------------------------------------------------------------------

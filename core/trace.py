@@ -15,7 +15,10 @@ from urllib.parse import urlsplit
 
 from core.pricing import format_usd
 
-Status = Literal["running", "answered", "unformatted", "best_effort", "failed", "cancelled"]
+Status = Literal[
+    "running", "answered", "unformatted", "best_effort", "failed", "cancelled", "interrupted"
+]
+"""``interrupted``: the process answering died; a live one finished the message and the trace."""
 StepKind = Literal["step", "format_error", "final"]
 
 TRACE_VERSION = 1

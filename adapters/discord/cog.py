@@ -71,13 +71,14 @@ from adapters.discord.surface import (
 )
 from adapters.live import VERBOSITIES, LiveMessage, RunView, Verbosity
 from adapters.pacing import DISCORD_CHANNEL_WRITES, EditPacer
+from adapters.recovery import NOT_RUNNING
 from core.agent import Agent, Run
 from core.approval import ApprovalBroker, ApprovalRequest, Decision, Verdict
 from core.budgets import UNREADABLE, InMemoryUsageCounters, TokenBudgets
 from core.errors import StoreUnavailable
 from core.prompt import PERSONA_CHARS
 from core.storage import Stores
-from core.stores import record_vote
+from core.stores import RunRecord, record_vote
 from core.trace import Trace
 
 log = logging.getLogger(__name__)
@@ -660,6 +661,7 @@ class AskCog(commands.Cog):
             shutdown_by="a bot restart",
             context=services.settings.context,
             merge_window=services.settings.merge_window,
+            finalise=self._finish_orphan,
         )
 
     async def cog_load(self) -> None:
@@ -1009,8 +1011,10 @@ class AskCog(commands.Cog):
                 "Only the person who asked (or an admin) can stop this run.", ephemeral=True
             )
             return
-        await interaction.response.defer()  # the live message shows the stop itself
-        await self.answering.stop(run_id, by=interaction.user.display_name)
+        if await self.answering.stop(run_id, by=interaction.user.display_name):
+            await interaction.response.defer()  # the live message shows the stop itself
+        else:
+            await interaction.response.send_message(NOT_RUNNING, ephemeral=True)
 
     # ---- the components layout -----------------------------------------------------------
     def _first(
@@ -1028,6 +1032,23 @@ class AskCog(commands.Cog):
             return card_view(run.trace.id, asker.user_id, payload, sets_flag=sets_flag)
 
         return build
+
+    async def _finish_orphan(self, record: RunRecord, trace: Trace, text: str) -> None:
+        """The last edit of an answer whose process died: the message says so, its buttons
+        gone (a card stays a card)."""
+        del trace  # stored by the caller; the message only says what happened
+        try:
+            channel_id, message_id = int(record.where["channel"]), int(record.where["message"])
+        except (KeyError, ValueError):
+            return
+        message = self.bot.get_partial_messageable(channel_id).get_partial_message(message_id)
+
+        def card(payload: DiscordPayload, sets_flag: bool) -> CardView:
+            return card_view(record.run_id, 0, payload, sets_flag=sets_flag)
+
+        surface = DiscordSurface(message, watch=self.watch, pacer=self.pacer, cards=card)  # type: ignore[arg-type]
+        async with self.pacer.slot(str(channel_id), priority="final"):
+            await surface.edit(self.renderer.plain(text))
 
     async def sources_pressed(self, interaction: discord.Interaction, run_id: str) -> None:
         """Anyone may ask; the answer is private, the links written out, nobody pinged."""
@@ -1197,6 +1218,12 @@ class _Reply:
     def __init__(self, cog: AskCog, ask: Ask[Asker], channel_id: int) -> None:
         self.cog, self.ask, self.channel_id = cog, ask, channel_id
         self._view: discord.ui.View | discord.ui.LayoutView | None = None
+        self._message_id: int | None = None
+
+    def where(self) -> dict[str, str]:
+        if self._message_id is None:
+            return {}
+        return {"channel": str(self.channel_id), "message": str(self._message_id)}
 
     def _shown(
         self,
@@ -1207,6 +1234,7 @@ class _Reply:
     ) -> Live:
         """The placeholder ``message`` is posted with ``controls``: follow ``run`` into it."""
         self._view = controls
+        self._message_id = message.id
         return self.cog._live(run, message, view, self)
 
     async def ended(self, run: Run) -> None:

@@ -65,6 +65,7 @@ from adapters.channels import ChannelChoices
 from adapters.context import Read
 from adapters.live import LiveMessage, LiveStats, RunView, Verbosity
 from adapters.pacing import Budget, EditPacer, per_minute
+from adapters.recovery import NOT_RUNNING
 from adapters.slack.approval import (
     APPROVAL_VIEW_ID,
     VERDICT_OF_ACTION,
@@ -106,8 +107,9 @@ from core.approval import ApprovalBroker, ApprovalRequest, Decision
 from core.budgets import InMemoryUsageCounters, TokenBudgets
 from core.events import ActionDecided, AnswerDelta, Event, StepStarted
 from core.storage import Stores
-from core.stores import record_vote
+from core.stores import RunRecord, record_vote
 from core.tools import needs_approval
+from core.trace import Trace
 
 log = logging.getLogger(__name__)
 
@@ -297,6 +299,7 @@ class SlackBot:
             shutdown_by=SHUTDOWN,
             context=settings.context,
             merge_window=settings.merge_window,
+            finalise=self._finish_orphan,
         )
         self.stats = self.answering.stats
         """The live messages' counters of finished runs (for benchmarks and diagnostics)."""
@@ -495,12 +498,13 @@ class SlackBot:
         active = self.answering.ask_of(run_id)
         if active is not None:
             asker = active.user
+        channel = active.who.channel if active else str(body.get("channel", {}).get("id", ""))
         if not may_stop(user=user, asker=asker, admin=user in self.settings.admin_users):
-            channel = active.who.channel if active else str(body.get("channel", {}).get("id", ""))
             who = mention(asker) if asker else "the person who asked"
             await self._ephemeral(channel, user, f"Only {who} or an admin can stop this run.")
             return
-        await self.answering.stop(run_id, by=user)
+        if not await self.answering.stop(run_id, by=user):
+            await self._ephemeral(channel, user, NOT_RUNNING)
 
     async def _on_approval(self, body: dict[str, Any], action: dict[str, Any]) -> None:
         """A click on an approval button: check who clicked and that the action still waits,
@@ -706,6 +710,23 @@ class SlackBot:
                 "could not set the assistant thread's status in %s: %s", question.channel, exc
             )
 
+    async def _finish_orphan(self, record: RunRecord, trace: Trace, text: str) -> None:
+        """The last edit of an answer whose process died: its root message says so (Stop
+        gone), or, for a stream that can no longer be stopped, a reply in its thread does."""
+        where = record.where
+        channel, ts = where.get("channel", ""), where.get("ts", "")
+        if not channel or not ts:
+            return
+        message = SlackRenderer(run_id=record.run_id).plain(text)
+        async with self.pacer.slot(channel, priority="final"):
+            if where.get("kind") == "stream":
+                await self.client.chat_postMessage(
+                    channel=channel, thread_ts=ts, unfurl_links=False, **message.kwargs()
+                )
+            else:
+                await self.client.chat_update(channel=channel, ts=ts, **message.kwargs())
+        del trace  # stored by the caller; the message only says what happened
+
     async def _note(self, channel: str, thread_ts: str, text: str) -> None:
         """One short message in the answer's thread (the refused files); never raises."""
         try:
@@ -806,6 +827,12 @@ class SlackReply:
 
     def reading(self) -> AbstractAsyncContextManager[object]:
         return contextlib.nullcontext()
+
+    def where(self) -> dict[str, str]:
+        """The root message (chat.update), or the thread a stream replies in."""
+        q = self.question
+        kind = "stream" if self.stream is not None else "root"
+        return {"channel": q.channel, "ts": self.root, "thread_ts": q.thread_ts or "", "kind": kind}
 
     async def show(self, run: Run, view: RunView) -> Follower:
         q, bot = self.question, self.bot

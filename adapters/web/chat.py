@@ -223,6 +223,9 @@ class WebReply:
     async def open(self, verbosity: Verbosity) -> str | None:
         return self._session.conversation
 
+    def where(self) -> dict[str, str]:
+        return {"session": self._session.id}
+
     def reading(self) -> contextlib.AbstractAsyncContextManager[object]:
         return contextlib.nullcontext()
 

@@ -64,7 +64,11 @@ async def replicas(
             history = InMemoryHistoryStore()
             agent = Agent(model, tools(), history=history, traces=traces, locks=InMemoryLocks())
             shared = in_memory_stores(
-                history=history, traces=traces, cooldowns=stores.cooldowns, stops=stores.stops
+                history=history,
+                traces=traces,
+                cooldowns=stores.cooldowns,
+                stops=stores.stops,
+                runs=stores.runs,  # which runs are alive, as every replica sees it
             )
             services = Services(
                 agent,

@@ -37,6 +37,7 @@ from core.stores import (
     Cooldowns,
     InMemoryLocks,
     InMemoryTraceStore,
+    RunRegistry,
     StopRequests,
 )
 from core.tools import FunctionTool, ToolRegistry, ToolResult
@@ -178,6 +179,7 @@ async def make(fake: FakeSlack) -> AsyncIterator[Callable[..., Any]]:
         *,
         cooldowns: Cooldowns | None = None,
         stops: StopRequests | None = None,
+        runs: RunRegistry | None = None,
         update_budget: Budget | None = None,
         budgets: TokenBudgets | None = None,
         catalogue: dict[str, ChatModel] | None = None,
@@ -213,7 +215,7 @@ async def make(fake: FakeSlack) -> AsyncIterator[Callable[..., Any]]:
             shutdown_grace=3.0,
         )
         settings = replace(settings, **overrides)
-        stores = in_memory_stores(cooldowns=cooldowns, stops=stops)
+        stores = in_memory_stores(cooldowns=cooldowns, stops=stops, runs=runs)
         shared = stores.channel_settings
         bot = SlackBot(
             agent,
@@ -625,8 +627,9 @@ async def test_a_stop_pressed_on_another_replica_stops_the_run(
     runs: Harness = await make(
         [Turn("Thought: thinking very hard about this", chunk_size=4, stall_after=3)],
         stops=first.stops,
+        runs=first.runs,
     )
-    elsewhere: Harness = await make([], stops=second.stops)
+    elsewhere: Harness = await make([], stops=second.stops, runs=second.runs)
     await runs.ask("a hard one")
     await eventually(lambda: any(STOP_ACTION_ID in json.dumps(m.blocks) for m in runs.fake.roots()))
     button = next(
