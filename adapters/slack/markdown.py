@@ -108,7 +108,8 @@ def inline(line: str) -> str:
         out.append(_inline_one(match))
         at = match.end()
     out.append(_plain(line[at:]))
-    return "".join(out)
+    # Two spans side by side ("`a``b`") would make a fence of their backticks: keep them apart.
+    return defuse("".join(out))
 
 
 def _inline_one(match: re.Match[str]) -> str:

@@ -149,3 +149,10 @@ def test_code_blocks_stay_code_and_cannot_be_escaped_from() -> None:
     assert to_mrkdwn("```\ncode").split("\n") == ["```", "code", "```"]
     inner = to_mrkdwn("~~~\n```\n<!here>\n~~~\nafter")
     assert inner.split("\n") == ["```", f"`{ZWSP}`{ZWSP}`", "&lt;!here&gt;", "```", "after"]
+
+
+def test_code_spans_side_by_side_make_no_fence() -> None:
+    """Found by hypothesis: two spans whose backticks touch read as a fence on Slack."""
+    out = to_mrkdwn("`# ```# `")
+    assert "```" not in out and out.count("`") == 4
+    assert_safe(out)
