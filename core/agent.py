@@ -563,6 +563,7 @@ class Run:
 
     async def _act(self, n: int, action: Action, state: _State) -> None:
         step = self.trace.steps[-1]
+        action = self._tools.text_action(action)
         self._decide(n, step, action)
         approved, outcome = await self._approvals.approved(n, step, action, step.thought)
         if outcome is None:
