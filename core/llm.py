@@ -90,6 +90,9 @@ class ModelChunk:
     pause: float = 0.0
     finish: str | None = None
     """Why the reply ended, when the provider says (``stop``, ``tool_calls``, ``length``)."""
+    refusal: str = ""
+    """The model declining to answer, in its own words (OpenAI's ``delta.refusal``, sent with
+    no content): it is the reply's answer, never a reply to re-ask."""
 
 
 async def stream_text(

@@ -7,6 +7,7 @@ What it adds on top of the SDK:
   so a retry can never duplicate text; a ``ModelChunk(notice=...)`` precedes each wait;
 - reasoning text, from ``delta.reasoning_content`` / ``delta.reasoning`` or from
   ``<think>...</think>`` inside the content, yielded as ``ModelChunk(reasoning=...)``;
+- a refusal (``delta.refusal``) as ``ModelChunk(refusal=...)``;
 - one ``ModelChunk(usage=...)`` at the end, when the provider reports usage;
 - a fallback for providers that reject ``stream_options``;
 - every SDK error mapped to ``core.errors`` with a message fit for a chat, with the key redacted.
@@ -351,6 +352,8 @@ def _translate(chunk: ChatCompletionChunk, splitter: ThinkSplitter) -> list[Mode
             pieces.append(ModelChunk(reasoning=reasoning))
         if delta.content:
             pieces.extend(splitter.feed(delta.content))
+        if delta.refusal:
+            pieces.append(ModelChunk(refusal=delta.refusal))
         if delta.tool_calls:
             pieces.append(
                 ModelChunk(tool_calls=tuple(_tool_call(call) for call in delta.tool_calls))
