@@ -94,7 +94,9 @@ class Tools:
         if self._probes is None:
             outcome = await self._outcome(action)
         else:
-            probe = self._probes.tool_call(n, call_id, action.name, action.input)
+            tool = self.tools.get(action.name)
+            description = tool.description if tool is not None else ""
+            probe = self._probes.tool_call(n, call_id, action.name, action.input, description)
             try:
                 outcome = await self._outcome(action)
             except BaseException:  # the run was stopped (tool errors are outcomes)

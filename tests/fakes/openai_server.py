@@ -346,7 +346,12 @@ class FakeOpenAI:
 
     async def _stream(self, request: web.Request, body: JSON, reply: Reply) -> web.StreamResponse:
         response = await _open_sse(request)
-        sse = _ChunkWriter(response, model=self.model, include_usage=_wants_usage(body))
+        sse = _ChunkWriter(
+            response,
+            model=self.model,
+            include_usage=_wants_usage(body),
+            reply_id=f"chatcmpl-fake-{len(self.requests)}",  # one id per reply, as OpenAI's
+        )
         if reply.refusal:  # OpenAI's shape: content null throughout, the words in refusal
             await sse.send({"role": "assistant", "content": None, "refusal": ""})
             for piece in reply.refusal:
@@ -419,9 +424,17 @@ class FakeOpenAI:
 class _ChunkWriter:
     """Writes ``chat.completion.chunk`` events in OpenAI's exact shape."""
 
-    def __init__(self, response: web.StreamResponse, *, model: str, include_usage: bool) -> None:
+    def __init__(
+        self,
+        response: web.StreamResponse,
+        *,
+        model: str,
+        include_usage: bool,
+        reply_id: str = "chatcmpl-fake",
+    ) -> None:
         self._response = response
         self._model = model
+        self._id = reply_id
         self._created = int(time.time())
         self.include_usage = include_usage
 
@@ -442,7 +455,7 @@ class _ChunkWriter:
 
     def _chunk(self, choices: list[JSON]) -> JSON:
         chunk: JSON = {
-            "id": "chatcmpl-fake",
+            "id": self._id,
             "object": "chat.completion.chunk",
             "created": self._created,
             "model": self._model,
