@@ -64,6 +64,7 @@ Phase = Literal[
     "retrying",
     "answering",
     "answered",
+    "refused",
     "unformatted",
     "best_effort",
     "failed",
@@ -73,8 +74,12 @@ EditOutcome = Literal["sent", "retry", "rejected"]
 """``retry``: try the same payload again later; ``rejected``: it will never be accepted."""
 
 FINAL_PHASES: frozenset[Phase] = frozenset(
-    {"answered", "unformatted", "best_effort", "failed", "cancelled"}
+    {"answered", "refused", "unformatted", "best_effort", "failed", "cancelled"}
 )
+ANSWER_PHASES: frozenset[Phase] = frozenset({"answered", "refused", "unformatted", "best_effort"})
+"""Final phases whose message is the answer (a refusal is the model's answer)."""
+REFUSED_NOTE = "the model declined to answer"
+"""What a footer says of a run whose answer is the model's refusal."""
 
 
 class EditDeferred(ReactbotError):
@@ -334,7 +339,7 @@ class LiveStats:
 
 def fallback_text(view: RunView) -> str:
     """The final state in plain words, for when the platform renderer fails."""
-    if view.phase in ("answered", "best_effort", "unformatted") and view.answer:
+    if view.phase in ANSWER_PHASES and view.answer:
         text = view.answer
     elif view.phase == "cancelled":
         text = "⏹️ Stopped."

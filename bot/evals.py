@@ -270,7 +270,7 @@ def _case_tools(tools: ToolRegistry, case: Case) -> ToolRegistry | None:
 
 
 def result_of(job: Job, trace: Trace) -> RunResult:
-    answered = trace.status in ("answered", "best_effort", "unformatted")
+    answered = trace.status in ("answered", "refused", "best_effort", "unformatted")
     answer = trace.answer if answered else None
     return RunResult(
         case=job.case.id,

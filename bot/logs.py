@@ -79,13 +79,16 @@ def platform_of(conversation: str) -> str:
 class _NoProbe:
     """Nothing to watch inside the run: the fields are set when it starts."""
 
-    def model_call(self, step: int, model: str) -> _NoProbe:
+    def model_call(self, step: int, model: str, request: object) -> _NoProbe:
         return self
 
-    def tool_call(self, step: int, call_id: str | None, name: str, input: str) -> _NoProbe:
+    def tool_call(self, step: int, call_id: str | None, *args: str) -> _NoProbe:
         return self
 
     def first_chunk(self) -> None:
+        pass
+
+    def response(self, id: str, model: str) -> None:
         pass
 
     def chunk(self, usage: object, finish: str | None) -> None:

@@ -21,7 +21,14 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 
 from aiohttp import web
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    disable_created_metrics,
+    generate_latest,
+)
 from prometheus_client.core import CounterMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from prometheus_client.metrics_core import Metric
@@ -31,6 +38,7 @@ from bot.logs import RedactSecrets, platform_of, secret_values
 from core.errors import ReactbotError
 from core.events import FinalEvent
 from core.llm import Usage
+from core.observe import ModelRequest
 from core.pricing import Price
 from core.trace import Trace
 
@@ -62,6 +70,10 @@ class Metrics:
     """Every reactbot metric, in a registry of its own."""
 
     def __init__(self, app: App, *, registry: CollectorRegistry | None = None) -> None:
+        # No ``*_created`` series beside each counter and histogram (prometheus_client's
+        # default): Prometheus does not need them, and they double the series scraped. The
+        # switch is the library's, for the process; this registry is the only one served.
+        disable_created_metrics()  # type: ignore[no-untyped-call]
         self.app = app
         self.registry = registry if registry is not None else CollectorRegistry()
         r = self.registry
@@ -186,11 +198,13 @@ class _RunProbe:
         self._platform = platform
         self._ended = False
 
-    def model_call(self, step: int, model: str) -> _ModelCallProbe:
+    def model_call(self, step: int, model: str, request: ModelRequest) -> _ModelCallProbe:
         price = self._metrics.app.agent.prices.get(model)
         return _ModelCallProbe(self._metrics, _label(model), price)
 
-    def tool_call(self, step: int, call_id: str | None, name: str, input: str) -> _ToolCallProbe:
+    def tool_call(
+        self, step: int, call_id: str | None, name: str, input: str, description: str
+    ) -> _ToolCallProbe:
         return _ToolCallProbe(self._metrics, self._metrics.known_tool(name))
 
     def end(self, final: FinalEvent) -> None:
@@ -216,6 +230,9 @@ class _ModelCallProbe:
     def first_chunk(self) -> None:
         elapsed = time.perf_counter() - self._started
         self._metrics.first_token.labels(self._model).observe(elapsed)
+
+    def response(self, id: str, model: str) -> None:
+        pass
 
     def chunk(self, usage: Usage | None, finish: str | None) -> None:
         if usage is not None:  # some servers repeat cumulative usage: the last one counts

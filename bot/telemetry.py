@@ -11,11 +11,16 @@ does ``bot.app`` import this module, and with it the OpenTelemetry SDK. One run 
 Names, kinds and attributes are those of the GenAI conventions (``gen-ai-spans.md``,
 ``gen-ai-agent-spans.md``): ``gen_ai.operation.name``, ``gen_ai.provider.name``,
 ``gen_ai.agent.name``, ``gen_ai.conversation.id``, ``gen_ai.request.model``,
-``gen_ai.usage.input_tokens`` / ``output_tokens``, ``gen_ai.response.finish_reasons``,
-``gen_ai.response.time_to_first_chunk``, ``gen_ai.tool.name``, ``gen_ai.tool.call.id``.
-A failure sets the span's status to ERROR and ``error.type``:
+``gen_ai.request.temperature`` / ``max_tokens`` / ``stop_sequences``, ``gen_ai.output.type``
+(``json`` when the request asks for a JSON object), ``gen_ai.usage.input_tokens`` /
+``output_tokens``, ``gen_ai.response.id`` / ``model`` / ``finish_reasons``,
+``gen_ai.response.time_to_first_chunk``, ``gen_ai.tool.name`` / ``type`` / ``description``,
+``gen_ai.tool.call.id``. A failure sets the span's status to ERROR and ``error.type``, on
+every span one short snake_case word of a small set:
 
-- a model call: the exception's qualified class name (``core.errors.ModelUnavailable``);
+- a model call: the ``core.errors`` class without its ``Model`` (``timeout``,
+  ``rate_limited``, ``auth_error``, ``bad_request``, ``response_format_refused``,
+  ``unavailable``), ``internal`` for any other exception;
 - a tool call: ``timeout``, ``unknown_tool`` or ``tool_error``;
 - a run: the ``Failed`` kind (``timeout``, ``model``, ``deadline``, ``internal``, ``input``).
 
@@ -43,6 +48,7 @@ import asyncio
 import json
 import logging
 import os
+import re
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -57,8 +63,10 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer, set_span_in_context
 
+from core.errors import ReactbotError
 from core.events import Cancelled, Failed, FinalEvent
 from core.llm import Usage
+from core.observe import ModelRequest
 from core.trace import Trace, TraceStep
 
 log = logging.getLogger(__name__)
@@ -72,6 +80,8 @@ NAME_LIMIT = 128
 """Characters of a name or id in a span name or attribute (a tool name is the model's word)."""
 STATUS_LIMIT = 500
 """Characters of a span's status description."""
+DESCRIPTION_LIMIT = 1000
+"""Characters of a tool's description (an MCP server writes its own)."""
 SHUTDOWN_SECONDS = 3.0
 """How long exit may wait for the last spans to reach the collector."""
 
@@ -88,12 +98,20 @@ AGENT = "gen_ai.agent.name"
 CONVERSATION = "gen_ai.conversation.id"
 REQUEST_MODEL = "gen_ai.request.model"
 REQUEST_STREAM = "gen_ai.request.stream"
+REQUEST_TEMPERATURE = "gen_ai.request.temperature"
+REQUEST_MAX_TOKENS = "gen_ai.request.max_tokens"
+REQUEST_STOP = "gen_ai.request.stop_sequences"
+OUTPUT_TYPE = "gen_ai.output.type"
+RESPONSE_ID = "gen_ai.response.id"
+RESPONSE_MODEL = "gen_ai.response.model"
 INPUT_TOKENS = "gen_ai.usage.input_tokens"
 OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
 CACHE_READ_TOKENS = "gen_ai.usage.cache_read.input_tokens"
 FINISH_REASONS = "gen_ai.response.finish_reasons"
 FIRST_CHUNK = "gen_ai.response.time_to_first_chunk"
 TOOL_NAME = "gen_ai.tool.name"
+TOOL_TYPE = "gen_ai.tool.type"
+TOOL_DESCRIPTION = "gen_ai.tool.description"
 TOOL_CALL_ID = "gen_ai.tool.call.id"
 TOOL_ARGUMENTS = "gen_ai.tool.call.arguments"
 TOOL_RESULT = "gen_ai.tool.call.result"
@@ -207,7 +225,7 @@ class RunSpans:
         self.context = set_span_in_context(self.span)
         self._unfinished: ChatSpan | None = None
 
-    def model_call(self, step: int, model: str) -> ChatSpan:
+    def model_call(self, step: int, model: str, request: ModelRequest) -> ChatSpan:
         self._finish_chat()
         model = bounded(model)
         provider = self.telemetry.provider
@@ -216,6 +234,7 @@ class RunSpans:
             REQUEST_MODEL: model,
             REQUEST_STREAM: True,
             **self.shared,
+            **request_attributes(request),
         }
         if provider.server is not None:
             attributes[SERVER_ADDRESS], attributes[SERVER_PORT] = provider.server
@@ -229,10 +248,19 @@ class RunSpans:
         record = steps[-1] if steps and steps[-1].index == step else None
         return ChatSpan(self, span, record)
 
-    def tool_call(self, step: int, call_id: str | None, name: str, input: str) -> ToolSpan:
+    def tool_call(
+        self, step: int, call_id: str | None, name: str, input: str, description: str
+    ) -> ToolSpan:
         self._finish_chat()
         name = bounded(name)  # the model's word: any length, any text
-        attributes: dict[str, Any] = {OPERATION: "execute_tool", TOOL_NAME: name, **self.shared}
+        attributes: dict[str, Any] = {
+            OPERATION: "execute_tool",
+            TOOL_NAME: name,
+            TOOL_TYPE: "function",  # every tool, MCP's too, is called as a function
+            **self.shared,
+        }
+        if description:
+            attributes[TOOL_DESCRIPTION] = bounded(description, DESCRIPTION_LIMIT)
         if call_id:
             attributes[TOOL_CALL_ID] = bounded(call_id)
         if self.capture is not None:
@@ -291,6 +319,12 @@ class ChatSpan:
     def first_chunk(self) -> None:
         self.span.set_attribute(FIRST_CHUNK, time.perf_counter() - self.started)
 
+    def response(self, id: str, model: str) -> None:
+        if id:
+            self.span.set_attribute(RESPONSE_ID, bounded(id))
+        if model:
+            self.span.set_attribute(RESPONSE_MODEL, bounded(model))
+
     def chunk(self, usage: Usage | None, finish: str | None) -> None:
         if usage is not None:
             self.usage = usage
@@ -310,8 +344,7 @@ class ChatSpan:
             span.set_attribute(CANCELLED, True)
         elif error is not None:
             self.failed = True
-            kind = type(error)
-            span.set_attribute(ERROR_TYPE, f"{kind.__module__}.{kind.__qualname__}")
+            span.set_attribute(ERROR_TYPE, model_error_type(error))
             span.set_status(Status(StatusCode.ERROR, bounded(str(error), STATUS_LIMIT)))
         self.ended_ns = time.time_ns()
         if self.run.capture is None or self.record is None:
@@ -358,6 +391,33 @@ class ToolSpan:
         elif self.capture is not None:
             span.set_attribute(TOOL_RESULT, self.capture.text(text))
         span.end()
+
+
+def request_attributes(request: ModelRequest) -> dict[str, Any]:
+    """A chat span's attributes for what the request asked (those it says)."""
+    attributes: dict[str, Any] = {}
+    if request.temperature is not None:
+        attributes[REQUEST_TEMPERATURE] = request.temperature
+    if request.max_tokens is not None:
+        attributes[REQUEST_MAX_TOKENS] = request.max_tokens
+    if request.stop:
+        attributes[REQUEST_STOP] = [encodable(s) for s in request.stop]
+    if request.output == "json":
+        attributes[OUTPUT_TYPE] = "json"
+    return attributes
+
+
+_WORD_START = re.compile(r"(?<!^)(?=[A-Z])")
+
+
+def model_error_type(error: BaseException) -> str:
+    """``error.type`` of a failed model call: ``ModelRateLimited`` -> ``rate_limited``,
+    ``ResponseFormatRefused`` -> ``response_format_refused``; anything not raised on purpose
+    (outside ``core.errors``' tree) -> ``internal``, as a run's kind says it."""
+    if not isinstance(error, ReactbotError):
+        return "internal"
+    name = type(error).__name__.removeprefix("Model")
+    return _WORD_START.sub("_", name).lower()
 
 
 def tool_error_type(observation: str) -> str:

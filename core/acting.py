@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -70,6 +71,16 @@ class Tools:
         except ToolError as exc:
             return Action(tool.name, call.arguments), Outcome(f"Error: {exc}", True)
 
+    def text_action(self, action: Action) -> Action:
+        """The Action a parsed step stands for: a one-string tool given a JSON object with
+        one string (``{"query": "x"}``, as models write a JSON tool call) takes the string,
+        and the trace reads as the tool sees it; any other input is kept as written."""
+        tool = self.tools.get(action.name)
+        if tool is None or parameters_of(tool) is not None:
+            return action
+        only = _only_string(action.input)
+        return action if only is None else Action(action.name, only)
+
     async def run(
         self,
         action: Action,
@@ -83,7 +94,9 @@ class Tools:
         if self._probes is None:
             outcome = await self._outcome(action)
         else:
-            probe = self._probes.tool_call(n, call_id, action.name, action.input)
+            tool = self.tools.get(action.name)
+            description = tool.description if tool is not None else ""
+            probe = self._probes.tool_call(n, call_id, action.name, action.input, description)
             try:
                 outcome = await self._outcome(action)
             except BaseException:  # the run was stopped (tool errors are outcomes)
@@ -120,6 +133,21 @@ class Tools:
         if isinstance(result, ToolResult):
             return Outcome(result.text, False, result.sources, attachments=result.attachments)
         return Outcome(result, False)
+
+
+def _only_string(text: str) -> str | None:
+    """The value of a JSON object of one string member (``{"query": "x"}``), else None."""
+    if not text.startswith("{"):
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    if isinstance(value, dict) and len(value) == 1:
+        (only,) = value.values()
+        if isinstance(only, str):
+            return only.strip()
+    return None
 
 
 Redecide = Callable[[int, TraceStep, Action, int], None]

@@ -39,6 +39,7 @@ from core.events import (
     Failed,
     FinalEvent,
     Finished,
+    FinishedStatus,
     FormatRetry,
     Mode,
     Notice,
@@ -479,6 +480,8 @@ class Run:
         state = _State(messages)
         for n in range(1, self.settings.max_steps + 1):
             reply = await self._step(n, state)
+            if reply.refused:
+                return await self._finish(reply.text, "refused", state)
             if reply.step is None:
                 return await self._finish(reply.text, "unformatted", state)
             if reply.calls:
@@ -495,6 +498,8 @@ class Run:
     async def _best_effort(self, state: _State) -> Finished:
         state.messages.append(self._format.best_answer(self.settings.max_steps))
         reply = await self._step(self.settings.max_steps + 1, state, kind="best_effort")
+        if reply.refused:
+            return await self._finish(reply.text, "refused", state)
         if reply.step is not None and reply.step.answer is not None:
             return await self._finish(reply.step.answer, "best_effort", state)
         text = reply.text if reply.step is None else (reply.step.thought or reply.text)
@@ -507,6 +512,8 @@ class Run:
         self.trace.models.append(model.name)
         state.messages.append(self._format.final_answer(draft))
         reply = await self._step(n, state, kind="answer", model=model)
+        if reply.refused:
+            return await self._finish(reply.text, "refused", state)
         if reply.step is not None and reply.step.answer:
             return await self._finish(reply.step.answer, "answered", state)
         return await self._finish(draft, "answered", state)  # the draft is still an answer
@@ -563,6 +570,7 @@ class Run:
 
     async def _act(self, n: int, action: Action, state: _State) -> None:
         step = self.trace.steps[-1]
+        action = self._tools.text_action(action)
         self._decide(n, step, action)
         approved, outcome = await self._approvals.approved(n, step, action, step.thought)
         if outcome is None:
@@ -658,9 +666,7 @@ class Run:
             + f"\n[… {len(text) - limit} more characters cut; the trace keeps the full text]"
         )
 
-    async def _finish(
-        self, answer: str, status: Literal["answered", "unformatted", "best_effort"], state: _State
-    ) -> Finished:
+    async def _finish(self, answer: str, status: FinishedStatus, state: _State) -> Finished:
         answer = answer.strip()
         self.trace.answer, self.trace.status = answer, status
         self.trace.cited = cited_sources(answer, self.trace)

@@ -145,11 +145,15 @@ class Notice:
     text: str
 
 
+FinishedStatus = Literal["answered", "refused", "unformatted", "best_effort"]
+"""``refused``: the model declined to answer; ``answer`` is its refusal."""
+
+
 @dataclass(frozen=True, slots=True)
 class Finished:
     trace: Trace
     answer: str
-    status: Literal["answered", "unformatted", "best_effort"]
+    status: FinishedStatus
 
 
 @dataclass(frozen=True, slots=True)

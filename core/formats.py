@@ -40,6 +40,8 @@ class Reply:
     step: Step | None
     error: str | None
     calls: list[ToolCall] = field(default_factory=list)
+    refused: bool = False
+    """The model declined (a refusal, not text): ``text`` is its refusal, the run's answer."""
 
 
 @dataclass(slots=True)
@@ -104,7 +106,7 @@ class TextFormat(_Prompted):
         async with reader.reading(stream) as kick:
             async for chunk in stream:
                 kick(chunk.pause)
-                if chunk.notice or chunk.reasoning or chunk.usage is not None:
+                if chunk.notice or chunk.reasoning or chunk.usage is not None or chunk.refusal:
                     reader.absorb(n, step, chunk)
                 if chunk.text:
                     keep(chunk.text)
@@ -115,6 +117,8 @@ class TextFormat(_Prompted):
                         break
         outbox.emit_parsed(n, parser.close())
         raw = step.raw = cut_at_stop("".join(parts))
+        if step.refusal:
+            return refused(step)
         try:
             return Reply(raw, parser.result(), None)
         except ParseError as exc:
@@ -150,6 +154,8 @@ class ToolsFormat(_Prompted):
         content = "".join(parts).strip()
         step.raw = content
         calls = assembler.calls()
+        if step.refusal and not calls:
+            return refused(step)
         if calls:
             return Reply(content, Step(content or None, None, None), None, calls)
         if content:
@@ -196,6 +202,8 @@ class JsonStepFormat(_Prompted):
         await reader.consume(n, request.step, stream, on_chunk)
         text = "".join(parts)
         request.step.raw = text
+        if request.step.refusal:
+            return refused(request.step)
         try:
             return Reply(text, modes.json_step(text), None)
         except ParseError as exc:
@@ -254,6 +262,13 @@ class ContentLabel:
         self._held.clear()
         if held.strip():
             self._emit(kind, self._n, held)
+
+
+def refused(step: TraceStep) -> Reply:
+    """The model declined in ``step``: its refusal is the step's answer, and nothing to
+    re-ask (asking again would only get another refusal, or a different answer)."""
+    text = step.refusal.strip()
+    return Reply(text, Step(None, None, text), None, refused=True)
 
 
 def assistant_message(reply: Reply) -> Message:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, NotRequired, Protocol, TypedDict
+from typing import Any, Literal, NotRequired, Protocol, TypedDict, runtime_checkable
 
 
 class ToolCallFunction(TypedDict):
@@ -90,6 +90,13 @@ class ModelChunk:
     pause: float = 0.0
     finish: str | None = None
     """Why the reply ended, when the provider says (``stop``, ``tool_calls``, ``length``)."""
+    refusal: str = ""
+    """The model declining to answer, in its own words (OpenAI's ``delta.refusal``, sent with
+    no content): it is the reply's answer, never a reply to re-ask."""
+    response_id: str = ""
+    response_model: str = ""
+    """The provider's id of the reply and the model that wrote it (which may name a version of
+    the model asked for), on the first chunk that carries anything; for telemetry."""
 
 
 async def stream_text(
@@ -111,6 +118,18 @@ ToolSpec = dict[str, Any]
 
 ResponseFormat = dict[str, Any]
 """OpenAI's ``response_format`` (``json_schema`` or ``json_object``), for the ``json`` mode."""
+
+
+@runtime_checkable
+class Sampled(Protocol):
+    """A model that knows the sampling settings it sends (``OpenAIChatModel``): telemetry
+    reports them as the request's."""
+
+    @property
+    def temperature(self) -> float | None: ...
+
+    @property
+    def max_tokens(self) -> int | None: ...
 
 
 class ChatModel(Protocol):

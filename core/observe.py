@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
-from typing import Protocol, TypeVar
+from dataclasses import dataclass
+from typing import Literal, Protocol, TypeVar
 
 from core.events import FinalEvent
-from core.llm import ChatModel, Message, ModelChunk, ResponseFormat, ToolSpec, Usage
+from core.llm import ChatModel, Message, ModelChunk, ResponseFormat, Sampled, ToolSpec, Usage
 from core.trace import Trace
 
 log = logging.getLogger(__name__)
@@ -25,11 +26,26 @@ _T = TypeVar("_T")
 _R = TypeVar("_R")
 
 
+@dataclass(frozen=True, slots=True)
+class ModelRequest:
+    """What one request asks of the model, as far as watching it goes."""
+
+    stop: tuple[str, ...] = ()
+    output: Literal["text", "json"] = "text"
+    """``json``: the request asks for a JSON object (a ``response_format``)."""
+    temperature: float | None = None
+    max_tokens: int | None = None
+    """The model's sampling settings, when it says (``core.llm.Sampled``)."""
+
+
 class ModelCallProbe(Protocol):
     """One request to a model: from ``stream`` being called to its last chunk."""
 
     def first_chunk(self) -> None:
         """The first chunk of the reply arrived (time to first token)."""
+
+    def response(self, id: str, model: str) -> None:
+        """The provider named the reply and the model that wrote it (either may be "")."""
 
     def chunk(self, usage: Usage | None, finish: str | None) -> None:
         """A chunk that carries usage or a finish reason (most carry neither)."""
@@ -44,10 +60,13 @@ class ToolCallProbe(Protocol):
 
 
 class RunProbe(Protocol):
-    def model_call(self, step: int, model: str) -> ModelCallProbe: ...
+    def model_call(self, step: int, model: str, request: ModelRequest) -> ModelCallProbe: ...
 
-    def tool_call(self, step: int, call_id: str | None, name: str, input: str) -> ToolCallProbe:
-        """A tool about to run (after any approval: waiting for a person is not tool time)."""
+    def tool_call(
+        self, step: int, call_id: str | None, name: str, input: str, description: str
+    ) -> ToolCallProbe:
+        """A tool about to run (after any approval: waiting for a person is not tool time);
+        ``description``: the tool's own, "" for a name no tool has."""
         ...
 
     def end(self, final: FinalEvent) -> None:
@@ -94,6 +113,9 @@ class _ModelCall(_Guarded):
     def first_chunk(self) -> None:
         self._each(self._probes, "first chunk", lambda probe: probe.first_chunk())
 
+    def response(self, id: str, model: str) -> None:
+        self._each(self._probes, "response", lambda probe: probe.response(id, model))
+
     def chunk(self, usage: Usage | None, finish: str | None) -> None:
         self._each(self._probes, "chunk", lambda probe: probe.chunk(usage, finish))
 
@@ -123,14 +145,20 @@ class Probes(_Guarded):
             observers, "run start", lambda observer: observer.start(trace)
         )
 
-    def model_call(self, step: int, model: str) -> _ModelCall:
+    def model_call(self, step: int, model: str, request: ModelRequest) -> _ModelCall:
         return _ModelCall(
-            self._each(self._probes, "model call", lambda probe: probe.model_call(step, model))
+            self._each(
+                self._probes, "model call", lambda probe: probe.model_call(step, model, request)
+            )
         )
 
-    def tool_call(self, step: int, call_id: str | None, name: str, input: str) -> _ToolCall:
+    def tool_call(
+        self, step: int, call_id: str | None, name: str, input: str, description: str
+    ) -> _ToolCall:
         probes = self._each(
-            self._probes, "tool call", lambda probe: probe.tool_call(step, call_id, name, input)
+            self._probes,
+            "tool call",
+            lambda probe: probe.tool_call(step, call_id, name, input, description),
         )
         return _ToolCall(probes)
 
@@ -158,7 +186,13 @@ class WatchedModel:
         tools: Sequence[ToolSpec] | None = None,
         response_format: ResponseFormat | None = None,
     ) -> AsyncIterator[ModelChunk]:
-        probe = self._probes.model_call(self._step, self._model.name)
+        model = self._model
+        request = ModelRequest(stop=tuple(stop), output="json" if response_format else "text")
+        if isinstance(model, Sampled):
+            request = ModelRequest(
+                request.stop, request.output, model.temperature, model.max_tokens
+            )
+        probe = self._probes.model_call(self._step, model.name, request)
         inner = self._model.stream(
             messages, stop=stop, tools=tools, response_format=response_format
         )
@@ -177,6 +211,8 @@ async def _watched(
                 first = False
             if chunk.usage is not None or chunk.finish:
                 probe.chunk(chunk.usage, chunk.finish)
+            if chunk.response_id or chunk.response_model:
+                probe.response(chunk.response_id, chunk.response_model)
             yield chunk
     except BaseException as exc:  # GeneratorExit (closed early) is not the call's failure
         if not isinstance(exc, GeneratorExit):

@@ -7,6 +7,7 @@ What it adds on top of the SDK:
   so a retry can never duplicate text; a ``ModelChunk(notice=...)`` precedes each wait;
 - reasoning text, from ``delta.reasoning_content`` / ``delta.reasoning`` or from
   ``<think>...</think>`` inside the content, yielded as ``ModelChunk(reasoning=...)``;
+- a refusal (``delta.refusal``) as ``ModelChunk(refusal=...)``;
 - one ``ModelChunk(usage=...)`` at the end, when the provider reports usage;
 - a fallback for providers that reject ``stream_options``;
 - every SDK error mapped to ``core.errors`` with a message fit for a chat, with the key redacted.
@@ -102,6 +103,14 @@ class OpenAIChatModel:
     def name(self) -> str:
         return self._model
 
+    @property
+    def temperature(self) -> float | None:
+        return self._temperature
+
+    @property
+    def max_tokens(self) -> int | None:
+        return self._max_tokens
+
     def __repr__(self) -> str:
         return f"OpenAIChatModel(model={self._model!r}, base_url={self._base_url!r})"
 
@@ -168,21 +177,35 @@ class OpenAIChatModel:
         response = await self._create(request)
         splitter = ThinkSplitter()
         usage: Usage | None = None
+        # The reply's id and model go on the first piece that carries anything: a chunk of
+        # its own would count as the reply begun, and end the retries before any text.
+        named = False
+        meta: tuple[str, str] | None = None
         async with response:
             try:
                 async for chunk in response:
+                    if not named and meta is None and (chunk.id or chunk.model):
+                        meta = (chunk.id or "", chunk.model or "")
                     # Some servers repeat cumulative usage on every chunk: keep the last one.
                     usage = _usage(chunk.usage) if chunk.usage else usage
-                    for piece in _translate(chunk, splitter):
+                    pieces = _translate(chunk, splitter)
+                    if meta is not None and pieces:
+                        pieces[0].response_id, pieces[0].response_model = meta
+                        meta, named = None, True
+                    for piece in pieces:
                         yield piece
             except json.JSONDecodeError as exc:
                 raise ModelUnavailable(
                     f"The model provider at {self.endpoint} sent a malformed stream."
                 ) from exc
-        for piece in splitter.close():
-            yield piece
+        pieces = splitter.close()
         if usage is not None:
-            yield ModelChunk(usage=usage)
+            pieces.append(ModelChunk(usage=usage))
+        if meta is not None:
+            pieces = pieces or [ModelChunk()]
+            pieces[0].response_id, pieces[0].response_model = meta
+        for piece in pieces:
+            yield piece
 
     async def _create(self, request: _Request) -> AsyncStream[ChatCompletionChunk]:
         while True:  # each refusal is adapted to once, so this ends
@@ -351,6 +374,8 @@ def _translate(chunk: ChatCompletionChunk, splitter: ThinkSplitter) -> list[Mode
             pieces.append(ModelChunk(reasoning=reasoning))
         if delta.content:
             pieces.extend(splitter.feed(delta.content))
+        if delta.refusal:
+            pieces.append(ModelChunk(refusal=delta.refusal))
         if delta.tool_calls:
             pieces.append(
                 ModelChunk(tool_calls=tuple(_tool_call(call) for call in delta.tool_calls))

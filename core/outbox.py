@@ -131,7 +131,7 @@ class ReplyReader:
         async with self.reading(stream) as kick:
             async for chunk in stream:
                 kick(chunk.pause)
-                if chunk.notice or chunk.reasoning or chunk.usage is not None:
+                if chunk.notice or chunk.reasoning or chunk.usage is not None or chunk.refusal:
                     self.absorb(n, step, chunk)
                 if on_chunk(chunk):
                     break
@@ -156,13 +156,17 @@ class ReplyReader:
             await _close_quietly(stream)
 
     def absorb(self, n: int, step: TraceStep, chunk: ModelChunk) -> None:
-        """Everything in a chunk besides the reply text: notices, reasoning, usage."""
+        """Everything in a chunk besides the reply text: notices, reasoning, usage, and a
+        refusal (recorded on the step and shown as the answer as it streams)."""
         if chunk.notice:
             self.trace.notices.append(chunk.notice)
             self.outbox.emit(Notice("retrying", chunk.notice))
         if chunk.reasoning:
             step.reasoning += chunk.reasoning
             self.outbox.emit_text(ReasoningDelta, n, chunk.reasoning)
+        if chunk.refusal:
+            step.refusal += chunk.refusal
+            self.outbox.emit_text(AnswerDelta, n, chunk.refusal)
         if chunk.usage is not None:
             usage = chunk.usage
             step.prompt_tokens = (step.prompt_tokens or 0) + usage.prompt_tokens

@@ -356,6 +356,17 @@ def _label_scan(label: _Label, end: int) -> _HeadScan:
     return _HeadScan("label", label, end)
 
 
+_STOP_LABEL = "Observation"
+"""The label the stop sequence ends at (``core.prompt.STOP``)."""
+
+
+def _cut_stop(head: str) -> bool:
+    """The reply's last line is the start of ``Observation`` (``Obs``): the provider stopped
+    inside the stop sequence, so it is the sequence's remains, not the field's text."""
+    word = head.strip(_BLANKS)
+    return len(word) >= 2 and _STOP_LABEL.startswith(word)
+
+
 # --- values: names, Action Input text and JSON tool calls ---------------------------------------
 
 _BARE_NAME = re.compile(r"[\w.\- ]{1,48}")
@@ -399,7 +410,9 @@ def _strip_fence(text: str) -> str:
 
 
 def _argument_text(value: Any) -> str:
-    """An input as the tool sees it: one string value as itself, anything else as JSON."""
+    """An input as the model wrote it: one string as itself, anything else as JSON. An object
+    stays an object, even with one key: only the tool knows whether it takes one plain string
+    (``core.acting.Tools.text_action`` reads ``{"query": "x"}`` as ``x`` for such a tool)."""
     if value is None:
         return ""
     if isinstance(value, str):
@@ -413,10 +426,6 @@ def _argument_text(value: Any) -> str:
             if isinstance(decoded, dict):
                 return _argument_text(decoded)
         return text
-    if isinstance(value, dict) and len(value) == 1:
-        (only,) = value.values()
-        if isinstance(only, str):
-            return only.strip()
     return json.dumps(value, ensure_ascii=False)
 
 
@@ -430,8 +439,6 @@ def _decode_action_input(raw: str) -> str:
         except ValueError:
             return text
         if isinstance(value, str):
-            return value.strip()
-        if isinstance(value, dict) and len(value) == 1:
             return _argument_text(value)
         return text[:end]
     return text
@@ -526,6 +533,8 @@ class StreamParser:
         # Literal "\n" reads as a line break until the first real one (JSON-escaped text).
         self._unescaping = True
         self._held_backslash = False
+        # From a backslash that may stand before a label, until that is decided.
+        self._held_label = ""
 
     # public API
 
@@ -534,6 +543,11 @@ class StreamParser:
             raise RuntimeError("StreamParser.feed() called after close()")
         if self._unescaping and ("\\" in chunk or "\n" in chunk or self._held_backslash):
             chunk = self._unescape(chunk)
+        if "\\" in chunk or self._held_label:
+            chunk = self._label_breaks(chunk, final=False)
+        return self._feed_text(chunk)
+
+    def _feed_text(self, chunk: str) -> list[ParseEvent]:
         if not self._saw_text and chunk.strip():
             self._saw_text = True
         if not self._in_head and "\n" not in chunk:
@@ -567,14 +581,20 @@ class StreamParser:
     def close(self) -> list[ParseEvent]:
         if self._closed:
             return []
+        events: list[ParseEvent] = []
         if self._held_backslash:  # a lone backslash at the very end is just that
             self._held_backslash = self._unescaping = False
-            self.feed("\\")
+            events += self.feed("\\")
+        if self._held_label:
+            events += self._feed_text(self._label_breaks("", final=True))
         if self._in_head and self._head and self._state is not _State.DONE:
-            self._resolve_head(self._scan_current_head(final=True))
+            if self._newline_pending and _cut_stop(self._head):
+                self._head, self._newline_pending = "", False  # the stop sequence's remains
+            else:
+                self._resolve_head(self._scan_current_head(final=True))
         self._finalize()
         self._closed = True
-        return self._take_events()
+        return events + self._take_events()
 
     def result(self) -> Step:
         if not self._closed:
@@ -587,7 +607,38 @@ class StreamParser:
         answer = "".join(self._answer).strip() if self._answer_done else None
         return Step(thought=thought, action=self._action, answer=answer)
 
-    # JSON-escaped text
+    # JSON-escaped text, and labels after a backslash
+
+    def _label_breaks(self, chunk: str, *, final: bool) -> str:
+        """A backslash right before a label (``Thought: x\\Answer: 4``, what is left of an
+        escaped line break) as the line break it stands for; any other backslash as itself,
+        and a doubled one (an escaped backslash) too. The text from a backslash is held while
+        what follows may still be a label (at most ``_MAX_HEAD`` characters), so the decision
+        does not depend on the chunking."""
+        text, self._held_label = self._held_label + chunk, ""
+        out: list[str] = []
+        pos = 0
+        while (at := text.find("\\", pos)) != -1:
+            line = text[at + 1 : at + 1 + _MAX_HEAD]
+            newline = line.find("\n")
+            complete = final or newline != -1 or len(line) == _MAX_HEAD
+            line = line[:newline] if newline != -1 else line
+            # Only the first backslash of a run can start a label: never one after another.
+            doubled = at > 0 and text[at - 1] == "\\"
+            scan = (
+                _TEXT
+                if doubled
+                else _scan_head(line, labels=_ALL_LABELS, json_ok=False, final=complete)
+            )
+            if scan.kind == "more":
+                out.append(text[pos:at])
+                self._held_label = text[at:]
+                pos = len(text)
+                break
+            out.append(text[pos:at] + "\n" if scan.kind == "label" else text[pos : at + 1])
+            pos = at + 1
+        out.append(text[pos:])
+        return "".join(out)
 
     def _unescape(self, chunk: str) -> str:
         """Literal ``\\n`` as a line break, up to the first real one (then never again): a

@@ -16,9 +16,17 @@ from urllib.parse import urlsplit
 from core.pricing import format_usd
 
 Status = Literal[
-    "running", "answered", "unformatted", "best_effort", "failed", "cancelled", "interrupted"
+    "running",
+    "answered",
+    "refused",
+    "unformatted",
+    "best_effort",
+    "failed",
+    "cancelled",
+    "interrupted",
 ]
-"""``interrupted``: the process answering died; a live one finished the message and the trace."""
+"""``refused``: the model declined to answer (its refusal is the answer). ``interrupted``: the
+process answering died; a live one finished the message and the trace."""
 StepKind = Literal["step", "format_error", "final"]
 
 TRACE_VERSION = 1
@@ -135,6 +143,8 @@ class TraceStep:
     attachments: list[TraceAttachment] = field(default_factory=list)
     replayed: bool = False
     """The observation came from the trace a replay repeats, not from running the tool."""
+    refusal: str = ""
+    """The model declined in this step, in these words (the provider's refusal field)."""
 
     @property
     def seconds(self) -> float:
@@ -310,6 +320,8 @@ def render_step_markdown(step: TraceStep) -> list[str]:
         out += ["**Reasoning:**", "", _fence(step.reasoning), ""]
     if step.thought:
         out += [f"**Thought:** {step.thought}", ""]
+    if step.refusal:
+        out += [f"**Refusal:** {step.refusal}", ""]
     if step.action:
         out += [f"**Action:** `{step.action}[{step.action_input or ''}]`", ""]
     if step.approval is not None:
@@ -365,6 +377,8 @@ def summary_line(trace: Trace) -> str:
     else:
         counted = "no step completed"
     parts = [counted, f"{trace.seconds:.1f} s"]
+    if trace.status == "refused":
+        parts.insert(0, "refused by the model")
     if trace.total_tokens:
         parts.append(f"{trace.total_tokens:,} tokens")
     cost = trace.cost_usd
@@ -386,7 +400,9 @@ def steps_made(trace: Trace) -> int:
         for s in trace.steps
         if s.kind != "format_error"
         and not s.call
-        and (s.thought or s.raw or s.action or s.observation is not None or s.reasoning)
+        and (
+            s.thought or s.raw or s.action or s.observation is not None or s.reasoning or s.refusal
+        )
     )
 
 

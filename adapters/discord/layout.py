@@ -50,7 +50,7 @@ from adapters.discord.render import (
     trace_reply_parts,
     whole_answer_parts,
 )
-from adapters.live import Phase, RunView, Verbosity
+from adapters.live import ANSWER_PHASES, Phase, RunView, Verbosity
 from core.trace import Trace, TraceStep, one_line, source_domain
 
 MAX_COMPONENTS = 40
@@ -81,6 +81,7 @@ ACCENTS: dict[Phase, int] = {
     "acting": AMBER,
     "approval": AMBER,
     "answered": GREEN,
+    "refused": AMBER,
     "unformatted": AMBER,
     "best_effort": AMBER,
     "failed": RED,
@@ -397,7 +398,7 @@ class ComponentsRenderer:
 
 def card_overflow(trace: Trace, verbosity: Verbosity = "full") -> list[str]:
     """The part of a long answer that the final card did not show (same split as there)."""
-    if trace.status not in ("answered", "unformatted", "best_effort") or not trace.answer:
+    if trace.status not in ANSWER_PHASES or not trace.answer:
         return []
     view = RunView(
         question=trace.question,

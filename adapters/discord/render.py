@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 from urllib.parse import quote
 
-from adapters.live import RunView, StepView, Verbosity, approval_words
+from adapters.live import ANSWER_PHASES, REFUSED_NOTE, RunView, StepView, Verbosity, approval_words
 from core.events import ApprovalRequested
 from core.trace import Trace, TraceStep, one_line, source_domain, summary_line
 
@@ -392,6 +392,8 @@ def footer(trace: Trace | None, view: RunView, mark: str, *, thread: bool) -> st
     steps = trace.step_count if trace is not None else len(view.steps)
     seconds = trace.seconds if trace is not None and trace.ended_at else view.elapsed()
     parts = [f"{mark} {_plural(steps, 'step')}", f"{seconds:.1f} s"]
+    if view.phase == "refused":
+        parts.insert(1, REFUSED_NOTE)
     tokens = trace.total_tokens if trace is not None else view.tokens
     if tokens:
         parts.append(_plural(tokens, "token"))
@@ -450,6 +452,8 @@ def final_body(view: RunView) -> tuple[str, str]:
     match view.phase:
         case "answered":
             return answer, "✅"
+        case "refused":
+            return answer, "🚫"
         case "unformatted":
             return (
                 "⚠️ The model's reply did not follow the format; here it is unformatted:\n" + answer,
@@ -490,7 +494,7 @@ def answer_parts(
 
 def answer_overflow(trace: Trace, verbosity: Verbosity = "full") -> list[str]:
     """The part of a long answer that did not fit the final message (same split as there)."""
-    if trace.status not in ("answered", "unformatted", "best_effort") or not trace.answer:
+    if trace.status not in ANSWER_PHASES or not trace.answer:
         return []
     view = RunView(
         question=trace.question,

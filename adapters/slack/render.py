@@ -39,7 +39,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from adapters.answering import SHUTDOWN
-from adapters.live import Phase, RunView, StepView
+from adapters.live import REFUSED_NOTE, Phase, RunView, StepView
 from adapters.slack.approval import (
     ALWAYS_ACTION_ID,
     APPROVE_ACTION_ID,
@@ -418,6 +418,7 @@ _PHASE_EMOJI: dict[Phase, str] = {
     "retrying": ":arrows_counterclockwise:",
     "answering": ":writing_hand:",
     "answered": ":white_check_mark:",
+    "refused": ":no_entry_sign:",
     "unformatted": ":warning:",
     "best_effort": ":warning:",
     "failed": ":x:",
@@ -745,7 +746,7 @@ def _answer_blocks(view: RunView, lead: str) -> list[Block]:
 
 def _final_body(view: RunView, *, reason_limit: int = REASON_LIMIT) -> list[Block]:
     match view.phase:
-        case "answered":
+        case "answered" | "refused":
             return _answer_blocks(view, "")
         case "best_effort":
             steps = view.max_steps or len(view.steps)
@@ -804,6 +805,8 @@ def _totals_line(view: RunView, clock: Callable[[], float]) -> str:
         f"{_PHASE_EMOJI[view.phase]} {steps} step{'s' if steps != 1 else ''}",
         f"{seconds:.1f} s",
     ]
+    if view.phase == "refused":
+        parts.insert(1, REFUSED_NOTE)
     if view.tokens:
         parts.append(f"{view.tokens:,} tokens")
     if view.memory_unavailable:

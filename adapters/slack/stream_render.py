@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from typing import Any, Literal
 
 from adapters.answering import SHUTDOWN
-from adapters.live import RunView, StepView, approval_words
+from adapters.live import ANSWER_PHASES, REFUSED_NOTE, RunView, StepView, approval_words
 from core.trace import source_domain
 
 TaskStatus = Literal["pending", "in_progress", "complete", "error"]
@@ -122,7 +122,7 @@ def task_title(step: StepView) -> str:
 def task_status(step: StepView, view: RunView, *, last: bool) -> TaskStatus:
     if step.action is not None and step.done:
         return "error" if step.error else "complete"
-    if not last or view.phase in ("answered", "unformatted", "best_effort"):
+    if not last or view.phase in ANSWER_PHASES:
         return "complete"  # a step without an action that the run moved past
     if view.is_final:
         return "error"  # failed or stopped while this step was going
@@ -214,6 +214,8 @@ def ending_markdown(view: RunView) -> str:
         return f"\n\n⏹️ Stopped{by}."
     if view.phase == "failed":
         return "\n\n❌ " + clamp(view.reason or "The run failed.", 600)
+    if view.phase == "refused":
+        return f"\n\n🚫 {REFUSED_NOTE[0].upper()}{REFUSED_NOTE[1:]}."
     if view.phase == "best_effort":
         return "\n\n⚠️ Stopped before a final answer; this is the best answer from what was found."
     return ""

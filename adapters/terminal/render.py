@@ -269,6 +269,10 @@ class TerminalRenderer:
             )
             self._line(event.answer, "answer")
             mark, style = "⚠", "warning"
+        elif event.status == "refused":
+            if self._open != "Answer":
+                self._line(f"Answer: {event.answer}", "answer")
+            mark, style = "🚫", "warning"
         elif event.status == "best_effort":
             self._line(
                 f"⚠ Stopped after {self._max_steps} steps without a final answer. "

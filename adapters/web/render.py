@@ -31,7 +31,13 @@ URL_CHARS = 2_000
 BIDI = re.compile("[\u202a-\u202e\u2066-\u2069]")
 """Bidirectional overrides and isolates: shown as a visible mark, never obeyed."""
 
-_MARKS = {"answered": "✅", "cancelled": "⏹️", "failed": "❌", "best_effort": "⚠️"}
+_MARKS = {
+    "answered": "✅",
+    "refused": "🚫",
+    "cancelled": "⏹️",
+    "failed": "❌",
+    "best_effort": "⚠️",
+}
 _STATUS = {
     "starting": ("⏳", "Starting"),
     "waiting": ("⏳", "Waiting for the previous question"),

@@ -22,7 +22,9 @@ Scripted responses (each method returns the fake, so calls chain):
   (some local servers do). Options: ``chunks`` (explicit pieces, or a piece size), ``reasoning``
   pieces sent before the text as ``delta.reasoning_content`` (or ``reasoning_field="reasoning"``),
   ``tool_calls``, ``usage``, a per-chunk ``delay``, ``stall_after=N`` (send N text chunks, then
-  go silent for ``stall_for`` seconds without closing the connection), ``finish_reason``.
+  go silent for ``stall_for`` seconds without closing the connection), ``finish_reason``,
+  ``refusal`` pieces (the model declining: sent as ``delta.refusal`` with ``content`` null, as
+  OpenAI streams a refusal, instead of any text).
 - ``error(status, message, ...)``: an HTTP error with OpenAI's JSON body
   ``{"error": {"message", "type", "param", "code"}}``; ``retry_after`` / ``retry_after_ms`` set
   the headers of those names; ``raw_body`` sends text instead (a proxy's HTML page).
@@ -105,6 +107,7 @@ class Reply:
     stall_for: float = 3600.0
     ignore_stop: bool = False
     finish_reason: str = "stop"
+    refusal: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,6 +188,7 @@ class FakeOpenAI:
         stall_for: float = 3600.0,
         ignore_stop: bool = False,
         finish_reason: str | None = None,
+        refusal: Sequence[str] = (),
     ) -> Self:
         """Queue a streamed reply.
 
@@ -206,6 +210,7 @@ class FakeOpenAI:
                 stall_for=stall_for,
                 ignore_stop=ignore_stop,
                 finish_reason=finish_reason or ("tool_calls" if tool_calls else "stop"),
+                refusal=tuple(refusal),
             )
         )
         return self
@@ -341,8 +346,18 @@ class FakeOpenAI:
 
     async def _stream(self, request: web.Request, body: JSON, reply: Reply) -> web.StreamResponse:
         response = await _open_sse(request)
-        sse = _ChunkWriter(response, model=self.model, include_usage=_wants_usage(body))
-        await sse.send({"role": "assistant", "content": ""})
+        sse = _ChunkWriter(
+            response,
+            model=self.model,
+            include_usage=_wants_usage(body),
+            reply_id=f"chatcmpl-fake-{len(self.requests)}",  # one id per reply, as OpenAI's
+        )
+        if reply.refusal:  # OpenAI's shape: content null throughout, the words in refusal
+            await sse.send({"role": "assistant", "content": None, "refusal": ""})
+            for piece in reply.refusal:
+                await sse.send({"refusal": piece}, delay=reply.delay)
+        else:
+            await sse.send({"role": "assistant", "content": ""})
         for piece in reply.reasoning:
             await sse.send({reply.reasoning_field: piece}, delay=reply.delay)
         for sent, piece in enumerate(_honour_stop(reply, body)):
@@ -409,9 +424,17 @@ class FakeOpenAI:
 class _ChunkWriter:
     """Writes ``chat.completion.chunk`` events in OpenAI's exact shape."""
 
-    def __init__(self, response: web.StreamResponse, *, model: str, include_usage: bool) -> None:
+    def __init__(
+        self,
+        response: web.StreamResponse,
+        *,
+        model: str,
+        include_usage: bool,
+        reply_id: str = "chatcmpl-fake",
+    ) -> None:
         self._response = response
         self._model = model
+        self._id = reply_id
         self._created = int(time.time())
         self.include_usage = include_usage
 
@@ -432,7 +455,7 @@ class _ChunkWriter:
 
     def _chunk(self, choices: list[JSON]) -> JSON:
         chunk: JSON = {
-            "id": "chatcmpl-fake",
+            "id": self._id,
             "object": "chat.completion.chunk",
             "created": self._created,
             "model": self._model,

@@ -42,11 +42,14 @@ class Conversations:
         self.seen.append(trace.conversation)
         return self
 
-    def model_call(self, step: int, model: str) -> Any:
+    def model_call(self, step: int, model: str, request: object) -> Any:
         return self
 
-    def tool_call(self, step: int, call_id: str | None, name: str, input: str) -> Any:
+    def tool_call(self, step: int, call_id: str | None, *args: str) -> Any:
         return self
+
+    def response(self, id: str, model: str) -> None:
+        pass
 
     def first_chunk(self) -> None:
         pass

@@ -15,9 +15,12 @@ import pytest
 
 from bot.app import App
 from bot.cli import run_cli
-from bot.config import load_config
-from core.events import Event, Finished, Mode, Notice
-from core.trace import Trace
+from bot.config import Config, load_config
+from bot.ops import Metrics
+from core.agent import Agent, AgentSettings
+from core.events import AnswerDelta, Event, Finished, FormatRetry, Mode, Notice
+from core.openai_model import OpenAIChatModel
+from core.trace import Trace, summary_line
 from tests.fakes.openai_server import FakeOpenAI, FakeToolCall
 
 SIX_BY_SEVEN = '{"expression": "6*7"}'
@@ -256,3 +259,48 @@ async def test_a_refused_json_schema_is_remembered_for_that_model_only(tmp_path:
         kinds = [r["response_format"]["type"] for r in small.requests]
         assert kinds == ["json_schema", "json_object", "json_object"]  # refused once, remembered
         assert [r["response_format"]["type"] for r in big.requests] == ["json_schema"]
+
+
+REFUSAL = ("I'm sorry, ", "but I can't ", "help with that.")
+
+
+@pytest.mark.parametrize("mode", ["text", "tools", "json"])
+async def test_a_refusal_is_the_answer_with_its_own_outcome_and_no_re_ask(
+    fake: FakeOpenAI, mode: Mode
+) -> None:
+    """OpenAI streams a refusal in ``delta.refusal`` with ``content`` null (issue 30)."""
+    fake.reply(refusal=REFUSAL)
+    app = App.create(Config())
+    metrics = Metrics(app)
+    model = OpenAIChatModel(model="fake-model", base_url=fake.base_url, api_key="sk-test")
+    agent = Agent(model, app.tools, settings=AgentSettings(mode=mode), observers=[metrics.observer])
+    try:
+        events = [e async for e in agent.run("How do I pick a lock?", conversation="slack:C1:1.0")]
+    finally:
+        await model.aclose()
+    fake.assert_complete()  # one request: a refusal is not re-asked
+    assert not any(isinstance(e, FormatRetry) for e in events)
+    streamed = "".join(e.text for e in events if isinstance(e, AnswerDelta))
+    assert streamed == "".join(REFUSAL)
+    done = events[-1]
+    assert isinstance(done, Finished) and done.status == "refused"
+    assert done.answer == "I'm sorry, but I can't help with that."
+    trace = done.trace
+    assert trace.status == "refused" and trace.answer == done.answer
+    assert trace.steps[-1].refusal == "".join(REFUSAL)
+    assert summary_line(trace).startswith("refused by the model · 1 step")
+    assert Trace.from_json(trace.to_json()).steps[-1].refusal == "".join(REFUSAL)
+    runs = metrics.registry.get_sample_value(
+        "reactbot_runs_total", {"platform": "slack", "outcome": "refused"}
+    )
+    assert runs == 1
+
+
+async def test_ask_shows_a_refusal_as_the_answer_with_a_refused_footer(fake: FakeOpenAI) -> None:
+    fake.reply(refusal=REFUSAL)
+    code, out = await ask(fake, "How do I pick a lock?")
+    assert code == 0, out
+    assert "Answer: I'm sorry, but I can't help with that." in out
+    assert "re-asking" not in out and "did not follow the format" not in out
+    assert out.splitlines()[-1].startswith("🚫 refused by the model · 1 step")
+    fake.assert_complete()

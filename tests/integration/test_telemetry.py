@@ -273,7 +273,7 @@ async def test_a_tool_error_and_a_failed_model_call_set_error_status(
     ok, failed = otlp.named("chat m")
     assert ok.status_code == UNSET and "error.type" not in ok.attributes
     assert failed.status_code == ERROR
-    assert failed.attributes["error.type"] == "core.errors.ModelUnavailable"
+    assert failed.attributes["error.type"] == "unavailable"
     assert "503" in failed.status_message
     assert root.status_code == ERROR
     assert root.attributes["error.type"] == "model"

@@ -529,3 +529,36 @@ async def test_a_reply_that_invents_its_observation_is_not_read_further() -> Non
         done = final(await collect(Agent(model, registry()), "q"))
     assert isinstance(done, Finished) and done.answer == "4"
     assert done.trace.steps[0].raw == "Thought: t\nAction: calculate[2+2]"
+
+
+async def test_json_call_with_a_one_key_object_reaches_each_tool_as_it_takes_it() -> None:
+    """A JSON tool call's arguments, JSON-encoded text holding ``{"query": ...}``: a tool that
+    takes one plain string gets the string, a tool with a schema gets the object (issue 30)."""
+    seen: list[object] = []
+
+    async def search(arg: str) -> str:
+        seen.append(arg)
+        return "found"
+
+    async def lookup(query: str) -> str:
+        seen.append({"query": query})
+        return "looked up"
+
+    schema = {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}
+    tools = registry(
+        FunctionTool("search", search, "Searches.", "search[x]"),
+        FunctionTool("lookup", lookup, "Looks up.", "lookup[x]", parameters=schema),
+    )
+    model = ScriptedModel(
+        [
+            Turn('{"name": "search", "arguments": "{\\"query\\": \\"Paris\\"}"}'),
+            Turn('{"name": "lookup", "arguments": "{\\"query\\": \\"Lyon\\"}"}'),
+            Turn("Action: finish[done]"),
+        ]
+    )
+    done = final(await collect(Agent(model, tools), "q"))
+    model.assert_complete()
+    assert seen == ["Paris", {"query": "Lyon"}]
+    assert isinstance(done, Finished)
+    inputs = [s.action_input for s in done.trace.steps if s.action]
+    assert inputs == ["Paris", '{"query": "Lyon"}']

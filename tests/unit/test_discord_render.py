@@ -288,3 +288,13 @@ def test_memory_unavailable_is_said_live_and_in_the_final_footer() -> None:
     view = view_with(*started(), notice, Finished(trace, "395", "answered"))
     footer_line = DiscordRenderer().final(view).content.splitlines()[-1]
     assert "⚠️ memory unavailable" in footer_line
+
+
+def test_a_refusal_is_shown_as_the_answer_and_the_footer_says_so() -> None:
+    trace = finished_trace("I can't help with that.", status="refused")
+    trace.cited = ["https://www.fifa.com/final"]
+    view = view_with(*started(), Finished(trace, trace.answer or "", "refused"))
+    lines = DiscordRenderer().final(view).content.splitlines()
+    assert lines[0] == "I can't help with that."
+    assert lines[1].startswith("-# 🚫 2 steps · the model declined to answer · 6.1 s")
+    assert len(lines) == 2  # no sources line: nothing was answered from them

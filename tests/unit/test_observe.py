@@ -11,6 +11,7 @@ import pytest
 from core.agent import Agent
 from core.events import FinalEvent, Finished
 from core.llm import Usage
+from core.observe import ModelRequest
 from core.scripted import ScriptedModel, Turn
 from core.tools import FunctionTool, ToolRegistry
 from core.trace import Trace
@@ -21,14 +22,19 @@ class Recorder:
 
     def __init__(self) -> None:
         self.calls: list[tuple[object, ...]] = []
+        self.requests: list[ModelRequest] = []
 
     def start(self, trace: Trace) -> Recorder:
         self.calls.append(("start", trace.question))
         return self
 
-    def model_call(self, step: int, model: str) -> Recorder:
+    def model_call(self, step: int, model: str, request: ModelRequest) -> Recorder:
         self.calls.append(("model", step, model))
+        self.requests.append(request)
         return self
+
+    def response(self, id: str, model: str) -> None:
+        self.calls.append(("response", id, model))
 
     def first_chunk(self) -> None:
         self.calls.append(("first",))
@@ -36,8 +42,10 @@ class Recorder:
     def chunk(self, usage: Usage | None, finish: str | None) -> None:
         self.calls.append(("chunk", usage.prompt_tokens if usage else None, finish))
 
-    def tool_call(self, step: int, call_id: str | None, name: str, input: str) -> Recorder:
-        self.calls.append(("tool", step, call_id, name, input))
+    def tool_call(
+        self, step: int, call_id: str | None, name: str, input: str, description: str
+    ) -> Recorder:
+        self.calls.append(("tool", step, call_id, name, input, description))
         return self
 
     def end(self, *args: object) -> None:
@@ -74,7 +82,9 @@ async def test_an_observer_sees_each_model_call_tool_call_and_the_end() -> None:
     assert ("model", 1, model.name) in seen.calls and ("model", 2, model.name) in seen.calls
     assert seen.calls.count(("first",)) == 2
     assert ("chunk", 10, None) in seen.calls and ("chunk", None, "stop") in seen.calls
-    assert ("tool", 1, None, "calculate", "6*7") in seen.calls
+    assert ("tool", 1, None, "calculate", "6*7", "Evaluates arithmetic.") in seen.calls
+    # the text mode's stop sequence; a scripted model says nothing of its sampling
+    assert seen.requests[0] == ModelRequest(stop=("\nObservation:",))
     assert ("tool end", "42", False) in seen.calls
     assert seen.calls.count(("model end", None)) == 2
     assert seen.calls[-1] == ("run end", "Finished")
@@ -87,7 +97,7 @@ class Broken:
     def start(self, trace: Trace) -> Broken:
         return self
 
-    def model_call(self, step: int, model: str) -> Broken:
+    def model_call(self, step: int, model: str, request: object) -> Broken:
         raise RuntimeError("observer bug")
 
     def tool_call(self, *args: object) -> Broken:

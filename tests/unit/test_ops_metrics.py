@@ -95,3 +95,16 @@ async def test_a_priced_model_counts_its_cost_and_an_unpriced_one_only_tokens() 
     assert value(metrics, "reactbot_model_cost_usd_total", model="priced") == 0.002
     assert value(metrics, "reactbot_model_cost_usd_total", model="free") == 0.0
     assert value(metrics, "reactbot_model_tokens_total", model="free", direction="input") == 1000
+
+
+async def test_metrics_publish_no_created_series() -> None:
+    """prometheus_client's default adds ``*_created`` beside every counter and histogram."""
+    app = App.create(Config())
+    metrics = Metrics(app)
+    model = ScriptedModel(["Thought: ok.\nAction: finish[done]"])
+    agent = Agent(model, app.tools, observers=[metrics.observer])
+    events = [e async for e in agent.run("q", conversation="slack:C1:1.0")]
+    assert isinstance(events[-1], Finished)
+    text = metrics.exposition().decode()
+    assert "reactbot_runs_total{" in text and "reactbot_run_steps_bucket{" in text
+    assert "_created" not in text

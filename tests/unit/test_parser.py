@@ -98,7 +98,7 @@ CASES = [
     Case(
         "action-input-blank-lines-json",
         'Action: search\n\n\nAction Input: {"query": "巴黎"}\n',
-        step(action=("search", "巴黎")),
+        step(action=("search", '{"query": "巴黎"}')),
     ),
     Case(
         "action-input-json-many-values",
@@ -134,7 +134,7 @@ CASES = [
     Case(
         "json-name-arguments",
         'Thought: t\n{"name": "search", "arguments": {"query": "x"}}',
-        step("t", ("search", "x")),
+        step("t", ("search", '{"query": "x"}')),
     ),
     Case(
         "json-fenced-final-answer",
@@ -227,6 +227,53 @@ CASES = [
         "escaped-newline-after-a-real-one-stays",
         "Thought: print it\nAction: python[print('a\\nb')]",
         step("print it", ("python", "print('a\\nb')")),
+    ),
+    # Shapes real models write (issue 30): a stop sequence cut inside its label, a backslash
+    # left before a label, JSON-encoded arguments holding a one-key object.
+    Case(
+        "stop-cut-inside-observation",
+        "Thought: t\nAction: search\nAction Input: the input to the action\nObs",
+        step("t", ("search", "the input to the action")),
+    ),
+    Case(
+        "stop-cut-after-answer",
+        "Thought: t\nAnswer: 42\nObservation",
+        step("t", answer="42"),
+    ),
+    Case(
+        "stop-cut-in-bracket",
+        "Action: search[x]\nOb",
+        step(action=("search", "x")),
+    ),
+    Case(
+        "one-letter-last-line-stays",
+        "Answer: grades\nO",
+        step(answer="grades\nO"),
+    ),
+    Case(
+        "backslash-before-answer",
+        "Thought: I know it.\\Answer: 42",
+        step("I know it.", answer="42"),
+    ),
+    Case(
+        "backslash-before-bold-action",
+        "Thought: look it up \\ **Action:** search[x]",
+        step("look it up", ("search", "x")),
+    ),
+    Case(
+        "backslash-before-prose-stays",
+        "Thought: a\\b and C:\\Answers\nAction: finish[ok]",
+        step("a\\b and C:\\Answers", answer="ok"),
+    ),
+    Case(
+        "doubled-backslash-before-label-stays",
+        "Thought: see C:\\\\Answer: x\nAction: finish[ok]",
+        step("see C:\\\\Answer: x", answer="ok"),
+    ),
+    Case(
+        "json-arguments-string-one-key-object",
+        '{"name": "search", "arguments": "{\\"query\\": \\"x\\"}"}',
+        step(action=("search", '{"query": "x"}')),
     ),
     # ParseError cases.
     Case("empty", "  \n ", "the reply is empty"),
@@ -349,7 +396,7 @@ def test_action_is_found_when_its_bracket_closes() -> None:
 def test_json_tool_call_arrives_at_close() -> None:
     parser = StreamParser()
     assert parser.feed('{"name": "search", "arguments": "{\\"query\\": \\"x\\"}"}') == []
-    assert parser.close() == [ActionFound(Action("search", "x"))]
+    assert parser.close() == [ActionFound(Action("search", '{"query": "x"}'))]
 
 
 def test_result_before_close_is_a_bug() -> None:
@@ -368,6 +415,7 @@ _SOUP = (
     *("Thought", "Action", "Action Input", "Final Answer", "Answer", "Observation"),
     *(":", "：", "**", "*", "`", "```", "json", " ", "\t", "\n", "[", "]", "{", "}", ",", "2"),
     *('"action"', '"name"', '"search"', "search", "finish", "x", "中文", "_"),
+    *("\\", "\\\\", "Obs"),  # a backslash before a label; a stop cut inside its label
 )
 
 

@@ -465,3 +465,13 @@ def test_the_thread_shows_the_decision_under_the_step() -> None:
     ]
     plain = SlackRenderer(clock=CLOCK).trace_posts(trace)  # no timeout known: describe()'s words
     assert "⌛ no decision in time: denied" in str([p.blocks for p in plain])
+
+
+def test_a_refusal_is_shown_as_the_answer_and_the_totals_say_so() -> None:
+    trace = _trace("q", answer="I can't help with that.")
+    trace.status = "refused"
+    message = SlackRenderer(run_id="r", clock=CLOCK).final(
+        view_with(*started(), Finished(trace, "I can't help with that.", "refused"))
+    )
+    assert message.blocks[1]["text"]["text"] == "I can't help with that."
+    assert ":no_entry_sign: 2 steps · the model declined to answer · 1.5 s" in all_text(message)
