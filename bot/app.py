@@ -491,6 +491,8 @@ def _build_stores(config: Config, closers: list[Callable[[], Awaitable[None]]]) 
         history_ttl=int(redis.history_ttl_days * 86400),
         store_steps=redis.store_steps,
         trace_ttl=int(redis.trace_ttl_days * 86400),
+        max_traces=redis.max_traces,
+        max_trace_bytes=redis.max_trace_bytes,
         lock_lease=lease,
         lock_hold_at_most=longest,
     )
