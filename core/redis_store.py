@@ -54,7 +54,7 @@ import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 from redis.client import NEVER_DECODE
-from redis.exceptions import RedisError, ResponseError
+from redis.exceptions import OutOfMemoryError, RedisError, ResponseError
 
 from core.approval import ApprovalRequest, Decision, DecisionHandler, RequestKey, key_of
 from core.errors import StoreFull, StoreUnavailable
@@ -175,17 +175,18 @@ def _unavailable(client: aioredis.Redis, action: str) -> Iterator[None]:
         password = client.connection_pool.connection_kwargs.get("password")
         if password:
             detail = detail.replace(str(password), "***")
-        message = f"Redis at {_describe(client)} failed to {action}: {detail}"
         if is_out_of_memory(exc):
-            raise StoreFull(message) from exc
+            full = f"Redis at {_describe(client)} is out of memory (OOM, maxmemory reached)"
+            raise StoreFull(f"{full}: it refused to {action}") from exc
+        message = f"Redis at {_describe(client)} failed to {action}: {detail}"
         raise StoreUnavailable(message) from exc
 
 
 def is_out_of_memory(exc: BaseException) -> bool:
-    """Redis refused a write for want of memory (``OOM command not allowed when used memory
-    > 'maxmemory'``): in a transaction redis-py raises it as the EXEC's error."""
-    return isinstance(exc, ResponseError) and (
-        str(exc).startswith("OOM") or "OOM command not allowed" in str(exc)
+    """Redis refused a write for want of memory (``-OOM command not allowed when used memory
+    > 'maxmemory'``; redis-py drops the ``OOM`` code when it maps the reply to its class)."""
+    return isinstance(exc, OutOfMemoryError) or (
+        isinstance(exc, ResponseError) and "command not allowed when used memory" in str(exc)
     )
 
 
@@ -634,10 +635,17 @@ class RedisEventClaims(_RedisBase):
         self._ttl = ttl_seconds
 
     async def claim(self, event_id: str) -> bool:
-        with self._unavailable("claim the event"):
-            return bool(
-                await self._client.set(self._key("event", event_id), "1", nx=True, ex=self._ttl)
-            )
+        key = self._key("event", event_id)
+        try:
+            with self._unavailable("claim the event"):
+                return bool(await self._client.set(key, "1", nx=True, ex=self._ttl))
+        except StoreFull:
+            # A full Redis refuses the SET even when the key exists: a redelivered event must
+            # not pass for new. Reads still work: a claim made before is still seen.
+            with self._unavailable("check the event's claim"):
+                if await self._client.exists(key):
+                    return False
+            raise  # not claimed before, and cannot be now: the caller decides
 
 
 # ---- cooldowns ----------------------------------------------------------------------------
@@ -1141,8 +1149,32 @@ class RedisStores:
         with _unavailable(self.client, "answer PING"):
             await self.client.ping()
 
+    async def memory(self) -> tuple[int, int]:
+        """Bytes the server uses and its ``maxmemory`` (0: no limit), from ``INFO memory``."""
+        with _unavailable(self.client, "report its memory"):
+            info = await self.client.info("memory")
+        return int(info.get("used_memory", 0)), int(info.get("maxmemory", 0))
+
+    async def eviction_policy(self) -> str | None:
+        """The server's ``maxmemory-policy``, or None when it cannot be read: ``CONFIG`` is
+        refused on many managed servers (or renamed), and the server may be away."""
+        try:
+            reply = await self.client.config_get("maxmemory-policy")
+        except (RedisError, OSError) as exc:
+            log.debug("cannot read maxmemory-policy from %s: %s", self.address, exc)
+            return None
+        policy = reply.get("maxmemory-policy") if isinstance(reply, dict) else None
+        return str(policy) if policy else None
+
     async def aclose(self) -> None:
         await self.client.aclose()
+
+
+def evicts_what_guards_correctness(policy: str) -> bool:
+    """Whether ``maxmemory-policy`` may evict keys with a TTL: event claims, locks, run slots
+    and pending approvals all have one, and an evicted claim lets a redelivered event be
+    answered twice. Only ``noeviction`` keeps them (a full server refuses writes instead)."""
+    return policy.startswith(("volatile-", "allkeys-"))
 
 
 def create_client(url: str, *, timeout: float = DEFAULT_TIMEOUT) -> aioredis.Redis:
