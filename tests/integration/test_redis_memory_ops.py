@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator
 import aiohttp
 import pytest
 import redis.asyncio as aioredis
+from prometheus_client.parser import text_string_to_metric_families
 
 from bot.app import App
 from bot.config import Config, RedisConfig
@@ -125,5 +126,32 @@ async def test_readyz_is_503_above_90_percent_of_maxmemory(
         assert (await readyz(port))[0] == 200
         await config_set(redis_server.url, maxmemory=int(info["used_memory"] * 3))
         assert (await readyz(port))[0] == 200  # a third used: ready
+    finally:
+        await server.stop()
+
+
+async def test_writes_a_full_redis_refused_are_counted_on_metrics(
+    redis_server: RedisServer, app: App
+) -> None:
+    metrics = Metrics(app)
+    server = OpsServer(build_ops_app(app, metrics=metrics), host="127.0.0.1", port=0)
+    port = await server.start()
+    try:
+        await config_set(redis_server.url, maxmemory_policy="noeviction", maxmemory=1)
+        final = await app.agent.start("What is 6*7?", conversation="terminal").wait()
+        assert final.trace.status == "answered"
+        async with (
+            aiohttp.ClientSession() as session,
+            session.get(f"http://127.0.0.1:{port}/metrics") as response,
+        ):
+            text = await response.text()
+        found = {
+            s.name: s.value
+            for family in text_string_to_metric_families(text)
+            for s in family.samples
+        }
+        assert app.health is not None and app.health.out_of_memory >= 1
+        assert found["reactbot_redis_oom_total"] == app.health.out_of_memory
+        assert found["reactbot_redis_errors_total"] >= app.health.out_of_memory
     finally:
         await server.stop()
