@@ -1,6 +1,7 @@
 """Redis memory per conversation, over every key a conversation writes, after realistic turns.
 
-Run: ``scripts/with-redis .venv/bin/python bench/redis_history.py [--turns 20]``.
+Run: ``scripts/with-redis .venv/bin/python bench/redis_history.py [--turns 20]
+[--max-traces N]`` (``redis.max_traces``: with fewer than ``--turns``, the oldest traces go).
 
 Each turn goes through the real ``Agent`` on the Redis ``Stores`` bundle (history, trace,
 trace indexes, lock, allowances) with what the answering pipeline writes beside it per
@@ -91,10 +92,10 @@ def kind_of(key: str, prefix: str) -> str:
     return rest.split(":", 1)[0]
 
 
-async def main(turn_count: int) -> None:
+async def main(turn_count: int, max_traces: int = 0) -> None:
     url = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
     prefix = f"reactbot-bench:{uuid.uuid4().hex[:8]}:"
-    stores = Stores.redis(url, prefix=prefix)
+    stores = Stores.redis(url, prefix=prefix, max_traces=max_traces)
     assert stores.shared is not None
     client = stores.shared.client
     rng = random.Random(25)
@@ -134,7 +135,8 @@ async def main(turn_count: int) -> None:
         total = sum(sum(v) for v in by_kind.values())
         keys = sum(len(v) for v in by_kind.values())
         load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
-        print(f"{turn_count} realistic turns in {seconds:.2f} s; load average {load}")
+        bound = f", redis.max_traces {max_traces}" if max_traces else ""
+        print(f"{turn_count} realistic turns in {seconds:.2f} s{bound}; load average {load}")
         print(f"{'key kind':<16} {'keys':>5} {'MEMORY USAGE':>13}")
         for kind, sizes in sorted(by_kind.items(), key=lambda kv: -sum(kv[1])):
             print(f"{kind:<16} {len(sizes):>5} {sum(sizes):>13,}")
@@ -150,4 +152,6 @@ async def main(turn_count: int) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--turns", type=int, default=20)
-    asyncio.run(main(parser.parse_args().turns))
+    parser.add_argument("--max-traces", type=int, default=0, help="redis.max_traces (0: none)")
+    args = parser.parse_args()
+    asyncio.run(main(args.turns, args.max_traces))

@@ -206,8 +206,28 @@ class App:
         if self._started:
             return
         self._started = True
+        await self._check_eviction_policy()
         if self.mcp is not None:
             self.notes.extend(await self.mcp.start())
+
+    async def _check_eviction_policy(self) -> None:
+        """One warning when the server's ``maxmemory-policy`` may evict event claims and
+        locks (issue 26: a redelivered event was answered twice); nothing when it cannot be
+        read (CONFIG refused, Redis away)."""
+        shared = self.stores.shared
+        if shared is None:
+            return
+        from core.redis_store import evicts_what_guards_correctness
+
+        policy = await shared.eviction_policy()
+        if policy is not None and evicts_what_guards_correctness(policy):
+            log.warning(
+                "%s has maxmemory-policy %s: when it fills up it may evict event claims, "
+                "conversation locks and run slots (they have TTLs), and a redelivered event "
+                "could be answered twice; set maxmemory-policy noeviction",
+                shared.address,
+                policy,
+            )
 
     async def aclose(self) -> None:
         for close in reversed(self._closers):
@@ -491,6 +511,8 @@ def _build_stores(config: Config, closers: list[Callable[[], Awaitable[None]]]) 
         history_ttl=int(redis.history_ttl_days * 86400),
         store_steps=redis.store_steps,
         trace_ttl=int(redis.trace_ttl_days * 86400),
+        max_traces=redis.max_traces,
+        max_trace_bytes=redis.max_trace_bytes,
         lock_lease=lease,
         lock_hold_at_most=longest,
     )

@@ -354,6 +354,11 @@ class RedisConfig(_Section):
     trace_ttl_days: float = Field(default=30.0, gt=0, le=3650)
     store_steps: bool = False
     per_thread: bool = True
+    max_traces: int = Field(default=100_000, ge=0, le=100_000_000)
+    """Traces kept in all; beyond, the oldest is removed as a new one is saved. 0: no bound."""
+    max_trace_bytes: int = Field(default=1_048_576, ge=4096, le=512 * 1024 * 1024)
+    """Bytes one stored trace takes at most after compression (the longest tool results
+    are cut to fit; the thread's attachment keeps them whole)."""
 
     @field_validator("url")
     @classmethod

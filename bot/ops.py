@@ -46,6 +46,9 @@ log = logging.getLogger(__name__)
 
 RouteAdder = Callable[[web.Application], None]
 
+MEMORY_READY = 0.9
+"""Above this share of Redis's ``maxmemory`` the bot is not ready: writes are about to be
+refused (``noeviction``) or, worse, keys evicted."""
 READY_TIMEOUT = 2.0
 """Seconds each readiness check may take (a hung Redis must not hang the probe)."""
 LAG_INTERVAL = 0.5
@@ -173,9 +176,14 @@ class _AdapterCounters:
         redis = CounterMetricFamily(
             "reactbot_redis_errors", "Calls to Redis that failed (the bot went on without it)"
         )
+        full = CounterMetricFamily(
+            "reactbot_redis_oom",
+            "Writes a full Redis refused (OOM, maxmemory reached; the bot answered without memory)",
+        )
         health = self._app.health
         redis.add_metric([], health.failures if health is not None else 0)
-        yield from (edits, limited, redis)
+        full.add_metric([], health.out_of_memory if health is not None else 0)
+        yield from (edits, limited, redis, full)
 
 
 class _MetricsObserver:
@@ -292,10 +300,16 @@ async def _redis_problem(app: App) -> str | None:
     try:
         async with asyncio.timeout(READY_TIMEOUT):
             await app.redis_client.ping()
+            used, limit = await app.stores.shared.memory() if app.stores.shared else (0, 0)
     except TimeoutError:
         return f"redis: {name} did not answer PING within {READY_TIMEOUT:g} s"
     except Exception as exc:
         return f"redis: {name} does not answer ({_one_line(exc)})"
+    if limit > 0 and used > MEMORY_READY * limit:
+        return (
+            f"redis: {name} uses {used / limit:.0%} of its maxmemory ({used:,} of {limit:,} "
+            f"bytes): writes will be refused; raise maxmemory or lower redis.max_traces"
+        )
     return None
 
 

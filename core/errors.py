@@ -11,6 +11,7 @@
     ├── ToolError                  a tool could not do what was asked (becomes an Observation)
     │   └── ToolTimeout
     ├── StoreUnavailable           Redis (or another store) cannot be reached
+    │   └── StoreFull              ... or answers but refuses writes: out of memory (OOM)
     ├── FileRefused                core.files: a file is not indexed (one line naming it)
     ├── ConfigError                bot.config: the config is invalid (names the key and fix)
     ├── ChoiceError                adapters.channels: an unknown model or tool was chosen
@@ -74,3 +75,8 @@ class ToolTimeout(ToolError):
 
 class StoreUnavailable(ReactbotError):
     """A history, trace or lock store cannot be reached right now."""
+
+
+class StoreFull(StoreUnavailable):
+    """The store answers but refused a write for want of memory (Redis ``OOM``, with
+    ``maxmemory-policy noeviction``): reads still work, so nothing waits for it to return."""

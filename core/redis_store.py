@@ -9,8 +9,11 @@ Keys, all under a configurable prefix (default ``reactbot:``)::
     {prefix}history:{conversation}   LIST of JSON messages, last max_turns*2, TTL 7 days
     {prefix}trace:{trace_id}         STRING, Trace JSON compressed (``encode_trace``), TTL 30 days
     {prefix}traces:{conversation}    ZSET trace_id -> started_at, trimmed, TTL 30 days
+    {prefix}recent-traces            ZSET trace_id -> started_at of every conversation; beyond
+                                     max_traces the oldest traces are deleted with their entry
     {prefix}lock:{conversation}      STRING token, SET NX PX lease
-    {prefix}event:{event_id}         STRING, SET NX EX claim TTL
+    {prefix}event:{event_id}         STRING, SET NX EX claim TTL (EXISTS when a full Redis
+                                     refuses the SET: a claimed event stays claimed)
     {prefix}cooldown:{key}           STRING, SET NX PX window
     {prefix}runs:{key}               ZSET slot -> lease expiry (ms), one script per take
     {prefix}budget:{name}            ZSET request -> when it stops counting (ms), a shared rate budget
@@ -51,10 +54,10 @@ import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 from redis.client import NEVER_DECODE
-from redis.exceptions import RedisError
+from redis.exceptions import OutOfMemoryError, RedisError, ResponseError
 
 from core.approval import ApprovalRequest, Decision, DecisionHandler, RequestKey, key_of
-from core.errors import StoreUnavailable
+from core.errors import StoreFull, StoreUnavailable
 from core.history import Message
 from core.stores import (
     DEFAULT_CLAIM_TTL,
@@ -79,6 +82,10 @@ POOL_WAIT = 3.0
 MAX_CONNECTIONS = 100
 """Connections per process; more concurrent commands wait for one (see ``create_client``)."""
 MAX_TRACES_PER_CONVERSATION = 200
+DEFAULT_MAX_TRACES = 100_000
+"""Traces kept in all (``redis.max_traces``): saving one more drops the oldest."""
+DEFAULT_MAX_TRACE_BYTES = 1024 * 1024
+"""Bytes one stored trace takes at most, compressed (``redis.max_trace_bytes``)."""
 
 STOP_POLL = 1.0
 """Seconds a stop listener waits for a message before checking in again (not a latency:
@@ -169,8 +176,19 @@ def _unavailable(client: aioredis.Redis, action: str) -> Iterator[None]:
         password = client.connection_pool.connection_kwargs.get("password")
         if password:
             detail = detail.replace(str(password), "***")
+        if is_out_of_memory(exc):
+            full = f"Redis at {_describe(client)} is out of memory (OOM, maxmemory reached)"
+            raise StoreFull(f"{full}: it refused to {action}") from exc
         message = f"Redis at {_describe(client)} failed to {action}: {detail}"
         raise StoreUnavailable(message) from exc
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """Redis refused a write for want of memory (``-OOM command not allowed when used memory
+    > 'maxmemory'``; redis-py drops the ``OOM`` code when it maps the reply to its class)."""
+    return isinstance(exc, OutOfMemoryError) or (
+        isinstance(exc, ResponseError) and "command not allowed when used memory" in str(exc)
+    )
 
 
 # ---- history ------------------------------------------------------------------------------
@@ -256,8 +274,33 @@ def _decode_message(raw: str) -> Message | None:
 # ---- traces -------------------------------------------------------------------------------
 
 
+# Beyond ARGV[1] entries in the index of every trace, delete the oldest traces (keys
+# ARGV[2] .. id) and their entries: run inside the save's MULTI, so the bound holds at once.
+_DROP_OLDEST_TRACES_LUA = """
+local over = redis.call('zcard', KEYS[1]) - tonumber(ARGV[1])
+if over <= 0 then
+    return 0
+end
+local oldest = redis.call('zrange', KEYS[1], 0, over - 1)
+for _, id in ipairs(oldest) do
+    redis.call('unlink', ARGV[2] .. id)
+end
+redis.call('zremrangebyrank', KEYS[1], 0, over - 1)
+return over
+"""
+
+LARGE_TRACE_CHARS = 64 * 1024
+"""A trace's JSON beyond this is compressed (and cut to fit) in a worker thread, so a tool
+that returned megabytes does not hold the event loop while it is stored."""
+
+
 class RedisTraceStore(_RedisBase):
-    """Trace JSON under its id with a TTL, plus a per-conversation index ordered by time."""
+    """Trace JSON under its id with a TTL, plus a per-conversation index ordered by time.
+
+    At most ``max_traces`` traces in all (0: no bound): the index of recent traces orders
+    every one, and a save beyond the bound deletes the oldest in the same transaction. Each
+    is stored in at most ``max_trace_bytes`` (``encode_trace``).
+    """
 
     def __init__(
         self,
@@ -266,26 +309,43 @@ class RedisTraceStore(_RedisBase):
         prefix: str = DEFAULT_PREFIX,
         ttl_seconds: int = DEFAULT_TRACE_TTL,
         max_per_conversation: int = MAX_TRACES_PER_CONVERSATION,
+        max_traces: int = DEFAULT_MAX_TRACES,
+        max_trace_bytes: int | None = DEFAULT_MAX_TRACE_BYTES,
     ) -> None:
         super().__init__(client, prefix=prefix)
         self._ttl = ttl_seconds
         self._max_indexed = max_per_conversation
+        self._max_traces = max(0, max_traces)
+        self._max_bytes = max_trace_bytes
+        self._drop_oldest = client.register_script(_DROP_OLDEST_TRACES_LUA)
 
     async def save(self, trace: Trace) -> None:
-        index = self._key("traces", trace.conversation)
+        index, recent = self._key("traces", trace.conversation), self._recent_key()
         now = time.time()
         score = trace.started_at or now
+        text = trace.to_json()
+        if len(text) > LARGE_TRACE_CHARS:
+            value = await asyncio.to_thread(encode_trace_json, text, max_bytes=self._max_bytes)
+        else:
+            value = encode_trace_json(text, max_bytes=self._max_bytes)
         with self._unavailable("save the trace"):
             async with self._client.pipeline(transaction=True) as pipe:
-                pipe.set(self._key("trace", trace.id), encode_trace(trace), ex=self._ttl)
+                pipe.set(self._key("trace", trace.id), value, ex=self._ttl)
                 # The conversation's index and the index of recent traces of every one.
                 # Index entries outlive nothing: drop those whose trace has expired, and
                 # keep each index bounded for very chatty conversations.
-                for key in (index, self._recent_key()):
+                for key in (index, recent):
                     pipe.zadd(key, {trace.id: score})
                     pipe.zremrangebyscore(key, "-inf", f"({now - self._ttl}")
-                    pipe.zremrangebyrank(key, 0, -self._max_indexed - 1)
+                    if key == index or not self._max_traces:
+                        pipe.zremrangebyrank(key, 0, -self._max_indexed - 1)
                     pipe.expire(key, self._ttl)
+                if self._max_traces:
+                    await self._drop_oldest(
+                        keys=[recent],
+                        args=[self._max_traces, self._key("trace", "")],
+                        client=pipe,
+                    )
                 await pipe.execute()
 
     async def get(self, trace_id: str) -> Trace | None:
@@ -328,12 +388,115 @@ TRACE_ZLIB = b"\x01"
 before it are plain JSON text, which starts with ``{``: both read back."""
 
 
-def encode_trace(trace: Trace) -> bytes:
+def encode_trace(trace: Trace, *, max_bytes: int | None = None) -> bytes:
     """The stored form of a trace: the format byte, then its JSON compressed. Traces are
     most of what a conversation stores (thoughts, observations, the model's raw replies,
     which repeat each other) and compress several times over; nothing of the trace is
-    dropped, so it reads back whole and replays."""
-    return TRACE_ZLIB + zlib.compress(trace.to_json().encode(), 6)
+    dropped, so it reads back whole and replays, unless it would take more than
+    ``max_bytes``: then the longest tool results are cut until it fits (``cut_to_fit``).
+    ``trace`` itself is never changed (the thread's attachment is made from it, whole)."""
+    return encode_trace_json(trace.to_json(), max_bytes=max_bytes)
+
+
+def encode_trace_json(text: str, *, max_bytes: int | None = None) -> bytes:
+    """``encode_trace`` of a trace's JSON text (pure, so a worker thread may run it)."""
+    encoded = _compressed(text)
+    if max_bytes is None or len(encoded) <= max_bytes:
+        return encoded
+    return cut_to_fit(json.loads(text), len(text), encoded, max_bytes)
+
+
+def _compressed(text: str) -> bytes:
+    return TRACE_ZLIB + zlib.compress(text.encode(), 6)
+
+
+CUT_NOTE = "… [cut: {cut:,} characters; the whole result is in the thread's attachment]"
+"""Ends a tool result cut to fit ``max_trace_bytes``."""
+KEPT_AT_LEAST = 256
+"""Characters of a cut result kept before it is cut to nothing but the note."""
+_CUT_LAST = ("raw", "reasoning", "thought", "action_input")
+"""Step texts cut, longest first, only when the results and attachments alone do not do."""
+
+
+def cut_to_fit(data: dict[str, Any], chars: int, encoded: bytes, max_bytes: int) -> bytes:
+    """The trace ``data`` (its JSON ``chars`` long, ``encoded`` over ``max_bytes``) stored in
+    at most ``max_bytes``: the longest tool result is cut (at least by half, more when the
+    compression ratio says more is needed), each cut result ending with ``CUT_NOTE``, again
+    until it fits; then attachments lose their data, then the model's texts are cut alike.
+    A trace that still does not fit (a bound below a bare trace's size) is stored smallest."""
+    steps = [s for s in data.get("steps") or [] if isinstance(s, dict)]
+    cuts = _Cuts(steps)
+    size = _Size(chars, encoded)
+    if _cut_while_over(cuts, ("observation",), data, size, max_bytes):
+        return size.encoded
+    for step in steps:
+        for attachment in step.get("attachments") or []:
+            if isinstance(attachment, dict):
+                attachment["data"] = None  # ``TraceAttachment.describe`` says "not kept"
+    size = _Size.of(data)
+    if len(size.encoded) <= max_bytes or _cut_while_over(cuts, _CUT_LAST, data, size, max_bytes):
+        return size.encoded
+    log.warning(
+        "a trace takes %d bytes even cut (redis.max_trace_bytes %d)", len(size.encoded), max_bytes
+    )
+    return size.encoded
+
+
+@dataclass(slots=True)
+class _Size:
+    chars: int
+    encoded: bytes
+
+    @classmethod
+    def of(cls, data: dict[str, Any]) -> _Size:
+        text = json.dumps(data, ensure_ascii=False)
+        return cls(len(text), _compressed(text))
+
+    def excess_chars(self, max_bytes: int) -> int:
+        """Characters of JSON to remove, by the compression ratio so far, to land just
+        under the bound (5% below it: the ratio of what is left differs a little)."""
+        ratio = max(len(self.encoded) / max(1, self.chars), 1e-6)
+        return math.ceil((len(self.encoded) - 0.95 * max_bytes) / ratio)
+
+
+def _cut_while_over(
+    cuts: _Cuts, fields: Sequence[str], data: dict[str, Any], size: _Size, max_bytes: int
+) -> bool:
+    """Cut the longest of ``fields`` until the trace fits (True; ``size`` updated)."""
+    while cuts.cut_longest(fields, excess_chars=size.excess_chars(max_bytes)):
+        new = _Size.of(data)
+        size.chars, size.encoded = new.chars, new.encoded
+        if len(size.encoded) <= max_bytes:
+            return True
+    return False
+
+
+class _Cuts:
+    """The texts of each step as they were, and how much of each is kept now."""
+
+    def __init__(self, steps: builtins.list[dict[str, Any]]) -> None:
+        self._steps = steps
+        self._whole: dict[tuple[int, str], str] = {}
+        self._kept: dict[tuple[int, str], int] = {}
+
+    def cut_longest(self, fields: Sequence[str], *, excess_chars: int) -> bool:
+        """Cut the longest of ``fields`` still cuttable; False when none is left."""
+        candidates = [
+            (self._kept.get((i, f), len(step[f])), i, f)
+            for i, step in enumerate(self._steps)
+            for f in fields
+            if isinstance(step.get(f), str)
+        ]
+        candidates = [c for c in candidates if c[0] > KEPT_AT_LEAST]
+        if not candidates:
+            return False
+        kept, i, name = max(candidates)
+        whole = self._whole.setdefault((i, name), self._steps[i][name])
+        keep = min(kept // 2, kept - excess_chars)
+        keep = keep if keep >= KEPT_AT_LEAST else 0
+        self._kept[(i, name)] = keep
+        self._steps[i][name] = whole[:keep] + CUT_NOTE.format(cut=len(whole) - keep)
+        return True
 
 
 async def _undecoded(client: aioredis.Redis, *command: str) -> Any:
@@ -474,10 +637,17 @@ class RedisEventClaims(_RedisBase):
         self._ttl = ttl_seconds
 
     async def claim(self, event_id: str) -> bool:
-        with self._unavailable("claim the event"):
-            return bool(
-                await self._client.set(self._key("event", event_id), "1", nx=True, ex=self._ttl)
-            )
+        key = self._key("event", event_id)
+        try:
+            with self._unavailable("claim the event"):
+                return bool(await self._client.set(key, "1", nx=True, ex=self._ttl))
+        except StoreFull:
+            # A full Redis refuses the SET even when the key exists: a redelivered event must
+            # not pass for new. Reads still work: a claim made before is still seen.
+            with self._unavailable("check the event's claim"):
+                if await self._client.exists(key):
+                    return False
+            raise  # not claimed before, and cannot be now: the caller decides
 
 
 # ---- cooldowns ----------------------------------------------------------------------------
@@ -1046,8 +1216,32 @@ class RedisStores:
         with _unavailable(self.client, "answer PING"):
             await self.client.ping()
 
+    async def memory(self) -> tuple[int, int]:
+        """Bytes the server uses and its ``maxmemory`` (0: no limit), from ``INFO memory``."""
+        with _unavailable(self.client, "report its memory"):
+            info = await self.client.info("memory")
+        return int(info.get("used_memory", 0)), int(info.get("maxmemory", 0))
+
+    async def eviction_policy(self) -> str | None:
+        """The server's ``maxmemory-policy``, or None when it cannot be read: ``CONFIG`` is
+        refused on many managed servers (or renamed), and the server may be away."""
+        try:
+            reply = await self.client.config_get("maxmemory-policy")
+        except (RedisError, OSError) as exc:
+            log.debug("cannot read maxmemory-policy from %s: %s", self.address, exc)
+            return None
+        policy = reply.get("maxmemory-policy") if isinstance(reply, dict) else None
+        return str(policy) if policy else None
+
     async def aclose(self) -> None:
         await self.client.aclose()
+
+
+def evicts_what_guards_correctness(policy: str) -> bool:
+    """Whether ``maxmemory-policy`` may evict keys with a TTL: event claims, locks, run slots
+    and pending approvals all have one, and an evicted claim lets a redelivered event be
+    answered twice. Only ``noeviction`` keeps them (a full server refuses writes instead)."""
+    return policy.startswith(("volatile-", "allkeys-"))
 
 
 def create_client(url: str, *, timeout: float = DEFAULT_TIMEOUT) -> aioredis.Redis:
@@ -1082,6 +1276,8 @@ def connect(
     history_ttl: int = DEFAULT_HISTORY_TTL,
     store_steps: bool = False,
     trace_ttl: int = DEFAULT_TRACE_TTL,
+    max_traces: int = DEFAULT_MAX_TRACES,
+    max_trace_bytes: int | None = DEFAULT_MAX_TRACE_BYTES,
     lock_lease: float = DEFAULT_LOCK_LEASE,
     lock_hold_at_most: float | None = None,
     claim_ttl: int = DEFAULT_CLAIM_TTL,
@@ -1099,7 +1295,13 @@ def connect(
             ttl_seconds=history_ttl,
             store_steps=store_steps,
         ),
-        traces=RedisTraceStore(client, prefix=prefix, ttl_seconds=trace_ttl),
+        traces=RedisTraceStore(
+            client,
+            prefix=prefix,
+            ttl_seconds=trace_ttl,
+            max_traces=max_traces,
+            max_trace_bytes=max_trace_bytes,
+        ),
         locks=RedisLocks(
             client, prefix=prefix, lease_seconds=lock_lease, hold_at_most=lock_hold_at_most
         ),

@@ -13,6 +13,11 @@ redis client's job). ``retry_after=0`` retries on every call.
 ``StoreHealth`` records which conversations lost memory, so the agent can say
 "memory unavailable" once in that reply (``take_notice``), and logs each outage once, with
 the server's address, when it begins and when the server answers again.
+
+A full store (``StoreFull``: Redis refused a write, OOM) is not an outage: it answers, reads
+work, and an event claim must still be checked there, so it is not left alone afterwards.
+Each refusal is counted (``out_of_memory``), its conversation goes without memory and gets
+the notice, and the log says so at most once every ``FULL_LOG_EVERY`` seconds.
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ from core.approval import (
     PendingRequests,
     RequestKey,
 )
-from core.errors import StoreUnavailable
+from core.errors import StoreFull, StoreUnavailable
 from core.history import HistoryStore, Message
 from core.stores import (
     ChannelSettings,
@@ -77,6 +82,8 @@ MEMORY_UNAVAILABLE = "memory unavailable"
 """The notice text for a reply that ran without the shared store."""
 
 DEFAULT_RETRY_AFTER = 5.0
+FULL_LOG_EVERY = 60.0
+"""Seconds between two log lines about a full store (it may refuse every write for hours)."""
 
 OnUnavailable = Callable[[str | None, StoreUnavailable], None]
 
@@ -103,6 +110,9 @@ class StoreHealth:
         self.last_error: StoreUnavailable | None = None
         self.failures = 0
         """Calls the store failed (not those skipped while it is presumed down): metrics."""
+        self.out_of_memory = 0
+        """Writes the store refused for want of memory (``StoreFull``), of ``failures``."""
+        self._full_logged_at: float | None = None
 
     async def call(self, conversation: str | None, action: Callable[[], Awaitable[T]]) -> T:
         """Run ``action`` on the real store, or raise ``StoreUnavailable`` (recorded).
@@ -114,6 +124,9 @@ class StoreHealth:
             raise StoreUnavailable("the store failed moments ago; not retried yet")
         try:
             result = await action()
+        except StoreFull as exc:
+            self._full(conversation, exc)
+            raise
         except StoreUnavailable as exc:
             self._failed(conversation, exc)
             raise
@@ -141,6 +154,24 @@ class StoreHealth:
         self.degraded = True
         self.last_error = exc
         self._retry_at = self._clock() + self._retry_after
+        self._note(conversation)
+        if self._on_unavailable is not None:
+            self._on_unavailable(conversation, exc)
+
+    def _full(self, conversation: str | None, exc: StoreFull) -> None:
+        self.failures += 1
+        self.out_of_memory += 1
+        self.last_error = exc
+        now = self._clock()
+        if self._full_logged_at is None or now - self._full_logged_at >= FULL_LOG_EVERY:
+            self._full_logged_at = now
+            log.warning(
+                "%s is full and refuses writes (%s): answering without memory; give it more "
+                "maxmemory or lower redis.max_traces (%d refused so far)",
+                self.name,
+                exc,
+                self.out_of_memory,
+            )
         self._note(conversation)
         if self._on_unavailable is not None:
             self._on_unavailable(conversation, exc)
@@ -285,7 +316,11 @@ class _Once:
 
 
 class ResilientEventClaims:
-    """Claims in the shared store, remembered locally so a fallback still knows them."""
+    """Claims in the shared store, remembered locally so a fallback still knows them.
+
+    A full store still says whether an event was claimed before (the Redis claim reads the
+    key when its write is refused): a redelivered event is refused then, not answered twice.
+    A new event it cannot record is answered, claimed in this process only."""
 
     def __init__(
         self,

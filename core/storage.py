@@ -119,13 +119,16 @@ class Stores:
         history_ttl: int = DEFAULT_HISTORY_TTL,
         store_steps: bool = False,
         trace_ttl: int = DEFAULT_TRACE_TTL,
+        max_traces: int | None = None,
+        max_trace_bytes: int | None = None,
         lock_lease: float = DEFAULT_LOCK_LEASE,
         lock_hold_at_most: float | None = None,
         claim_ttl: int = DEFAULT_CLAIM_TTL,
     ) -> Stores:
         """Every store on one client (no I/O yet: it connects on first use, so a Redis that
-        is down at start does not stop the bot). Close it with ``aclose``."""
-        from core.redis_store import connect
+        is down at start does not stop the bot). Close it with ``aclose``. ``max_traces``
+        (0: no bound) and ``max_trace_bytes`` bound the traces; None: the defaults."""
+        from core.redis_store import DEFAULT_MAX_TRACE_BYTES, DEFAULT_MAX_TRACES, connect
 
         return cls.on(
             connect(
@@ -135,6 +138,8 @@ class Stores:
                 history_ttl=history_ttl,
                 store_steps=store_steps,
                 trace_ttl=trace_ttl,
+                max_traces=DEFAULT_MAX_TRACES if max_traces is None else max_traces,
+                max_trace_bytes=max_trace_bytes or DEFAULT_MAX_TRACE_BYTES,
                 lock_lease=lock_lease,
                 lock_hold_at_most=lock_hold_at_most,
                 claim_ttl=claim_ttl,
