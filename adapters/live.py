@@ -491,6 +491,8 @@ class LiveMessage(Generic[P]):
             self.pacer.postpone(channel, self.ERROR_BACKOFF)
             return "retry"
         self._last_payload = payload
+        if pending is not None and pending is not self._shown_pending:
+            pending.shown()  # its buttons are on screen: the time to decide starts now
         self._shown_pending = pending
         now = time.monotonic()
         self.stats.edits += 1

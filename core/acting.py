@@ -173,8 +173,10 @@ class Approvals:
         clock: Callable[[], float],
         deadline: Callable[[], asyncio.Timeout | None],
         redecide: Redecide,
+        show_within: float = 30.0,
     ) -> None:
         self.trace = trace
+        self.show_within = show_within
         self.tools = tools
         self.outbox = outbox
         self.approve = approve
@@ -250,6 +252,7 @@ class Approvals:
             timeout=self.timeout,
             remember=self.remember and bool(self.trace.conversation),
         )
+        visible = asyncio.Event()
         self.outbox.emit(
             ApprovalRequested(
                 n,
@@ -260,14 +263,26 @@ class Approvals:
                 self.timeout,
                 request.json_input,
                 request.remember,
+                shown=visible.set,
             )
         )
         with self._deadline_paused():
             try:
-                async with asyncio.timeout(self.timeout):
-                    return await self.approve(request)
+                async with asyncio.timeout(None) as window:
+                    # The time to decide counts from when people can see the request.
+                    clock = asyncio.create_task(self._start_when_shown(window, visible))
+                    try:
+                        return await self.approve(request)
+                    finally:
+                        clock.cancel()
             except TimeoutError:
                 return None
+
+    async def _start_when_shown(self, window: asyncio.Timeout, visible: asyncio.Event) -> None:
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(self.show_within):
+                await visible.wait()
+        window.reschedule(asyncio.get_running_loop().time() + self.timeout)
 
     @contextlib.contextmanager
     def _deadline_paused(self) -> Iterator[None]:

@@ -84,7 +84,11 @@ class AgentSettings:
     store_steps: bool = False
     """Also store a compact form of the steps with each answer in the history."""
     approval_timeout: float = 300.0
-    """Seconds a person may take to decide before the action counts as denied."""
+    """Seconds a person may take to decide before the action counts as denied, counted from
+    when the request is on screen (``ApprovalRequested.shown``)."""
+    approval_show_within: float = 30.0
+    """Seconds a request may wait to be shown (a message held back by a rate limit) before
+    its ``approval_timeout`` starts anyway."""
     approval_tools: frozenset[str] = frozenset()
     """Lower-cased names of tools whose every run needs approval (``agent.approval.tools``);
     tools whose hints are not read-only need it anyway (``core.tools.needs_approval``)."""
@@ -301,6 +305,7 @@ class Run:
             allowances=agent.allowances,
             listed=settings.approval_tools,
             timeout=settings.approval_timeout,
+            show_within=settings.approval_show_within,
             remember=settings.approval_remember,
             clock=agent._clock,
             deadline=lambda: self._deadline,

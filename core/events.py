@@ -6,7 +6,8 @@ type makes every renderer that forgot it fail type checking.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Literal
 
 from core.llm import Usage
@@ -84,6 +85,9 @@ class ApprovalRequested:
     json_input: bool = False
     remember: bool = False
     """"Allow for this conversation" may be offered."""
+    shown: Callable[[], None] = field(default=lambda: None, compare=False, repr=False)
+    """Call once the request is on screen (its buttons visible): the ``timeout`` counts from
+    then, not from the request (a message held back by a rate limit loses no time)."""
 
 
 ApprovalOutcome = Literal["approved", "edited", "denied", "timeout", "allowed"]

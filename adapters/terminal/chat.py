@@ -81,8 +81,10 @@ async def _answer(
     with stopped_by_interrupt(run, renderer):
         async for event in run.events():
             renderer.handle(event)
-            if isinstance(event, ApprovalRequested) and people is not None:
-                await people.decide(run, event)
+            if isinstance(event, ApprovalRequested):
+                event.shown()  # printed: the time to decide starts now
+                if people is not None:
+                    await people.decide(run, event)
     return await run.wait()
 
 

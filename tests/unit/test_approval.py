@@ -71,9 +71,14 @@ class Scripted:
 
 
 async def collect(agent: Agent, question: str = "note: buy milk", **kw: str) -> list[Event]:
-    return [
-        e async for e in agent.run(question, conversation=kw.get("conversation", "c"), user="ada")
-    ]
+    """The run's events, each request for approval shown as it arrives (as a live message
+    that is not held back shows it)."""
+    events: list[Event] = []
+    async for event in agent.run(question, conversation=kw.get("conversation", "c"), user="ada"):
+        if isinstance(event, ApprovalRequested):
+            event.shown()
+        events.append(event)
+    return events
 
 
 def observations(events: list[Event]) -> list[str]:
@@ -255,3 +260,40 @@ async def test_the_trace_keeps_the_decision_through_json(outcome: str) -> None:
     loaded = Trace.from_json(trace_of(events).to_json())
     assert loaded.steps[0].approval is not None and loaded.steps[0].approval.outcome == outcome
     assert "**Approval:** " in loaded.to_markdown()
+
+
+class WhenTold:
+    """An approver that approves once the test says a person clicked."""
+
+    def __init__(self) -> None:
+        self.clicked = asyncio.Event()
+
+    async def __call__(self, request: ApprovalRequest) -> Decision:
+        await self.clicked.wait()
+        return Decision("approve", "ada")
+
+
+async def test_the_time_to_decide_counts_from_when_the_request_is_shown() -> None:
+    """A message held back (a rate limit) for longer than the whole approval timeout: the
+    person still gets the whole timeout once the buttons are on screen."""
+    approver = WhenTold()
+    settings = AgentSettings(approval_timeout=0.3)
+    agent = Agent(
+        ScriptedModel([WRITE, DONE]), tools(ran := []), approve=approver, settings=settings
+    )
+    events: list[Event] = []
+    async for event in agent.run("note: buy milk", conversation="c", user="ada"):
+        events.append(event)
+        if isinstance(event, ApprovalRequested):
+            await asyncio.sleep(0.5)  # held back longer than the timeout, then shown
+            event.shown()
+            approver.clicked.set()  # and decided at once
+    assert ran == ["buy milk"], observations(events)
+    assert trace_of(events).steps[0].approval.describe() == "✅ approved by ada"  # type: ignore[union-attr]
+
+
+async def test_a_request_never_shown_still_times_out_after_the_show_window() -> None:
+    settings = AgentSettings(approval_timeout=0.2, approval_show_within=0.2)
+    agent = Agent(ScriptedModel([WRITE, DONE]), tools(), approve=Scripted(None), settings=settings)
+    events = [e async for e in agent.run("note: buy milk", conversation="c", user="ada")]
+    assert observations(events) == ["No decision within 0.2 s, so the action was not run."]
