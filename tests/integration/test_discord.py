@@ -30,7 +30,7 @@ from core.errors import ModelUnavailable
 from core.history import InMemoryHistoryStore
 from core.llm import ChatModel, Usage
 from core.scripted import ScriptedModel, Turn
-from core.stores import InMemoryLocks, InMemoryTraceStore
+from core.stores import InMemoryLocks, InMemoryTraceStore, RunRegistry
 from core.tools import FunctionTool, ToolRegistry
 from tests.fakes.discord_server import CHANNEL_ID, ROLE_ID, Call, FakeDiscord
 from tests.stores import in_memory_stores
@@ -110,6 +110,7 @@ async def running(
     budgets: TokenBudgets | None = None,
     catalogue: dict[str, ChatModel] | None = None,
     registry: ToolRegistry | None = None,
+    runs: RunRegistry | None = None,
     **settings: object,
 ) -> AsyncIterator[Harness]:
     """The bot against ``fake`` (a default FakeDiscord unless given, not yet started), with
@@ -131,7 +132,7 @@ async def running(
     harness_lives: list[Live] = []
     services = Services(
         agent,
-        in_memory_stores(history=history, traces=traces),
+        in_memory_stores(history=history, traces=traces, runs=runs),
         replace(base, **settings),  # type: ignore[arg-type]
         on_live=harness_lives.append,
     )

@@ -1,0 +1,58 @@
+"""Discord's half of crash recovery: an answer a dead process left "thinking" (its record in
+the registry, its heartbeat long stopped) is finished by the next process through the real
+discord.py client against the fake: the message says it was interrupted and its buttons are
+gone, in both layouts; the trace is stored as interrupted."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from adapters.recovery import INTERRUPTED
+from core.stores import InMemoryRunRegistry, RunRecord
+from core.trace import Trace
+from tests.fakes.discord_limits import IS_COMPONENTS_V2, components_text
+from tests.fakes.discord_server import CHANNEL_ID, FakeDiscord
+from tests.integration.test_discord import running
+
+STOP_ROW = [
+    {
+        "type": 1,
+        "components": [
+            {"type": 2, "style": 4, "label": "Stop", "custom_id": "reactbot:stop:deadrun:1001"}
+        ],
+    }
+]
+
+
+@pytest.mark.parametrize("layout", ["text", "components"])
+async def test_an_answer_a_dead_process_left_is_finished(layout: str) -> None:
+    fake = FakeDiscord()
+    fake.add_channel(CHANNEL_ID)
+    if layout == "text":
+        body = {"content": "🤔 Thinking · step 1/8 · 3.0 s", "components": STOP_ROW}
+        left = fake._new_message(CHANNEL_ID, body, ())
+    else:
+        card = {"type": 17, "components": [{"type": 10, "content": "🤔 Thinking"}, *STOP_ROW]}
+        left = fake._new_message(CHANNEL_ID, {"components": [card]}, (), flags=IS_COMPONENTS_V2)
+    message_id = int(left["id"])
+    trace = Trace(question="what is up?", conversation=f"discord:{CHANNEL_ID}", id="deadrun")
+    runs = InMemoryRunRegistry()
+    where = {"channel": str(CHANNEL_ID), "message": str(message_id)}
+    dead = RunRecord("deadrun", "Discord", trace.conversation, "dead", where, trace=trace.to_json())
+    await runs.beat([dead], at=time.time() - 600)  # its heartbeat stopped ten minutes ago
+    async with running([], fake=fake, runs=runs, run_lease=1.0, layout=layout) as h:
+        await fake.wait_for_call(
+            lambda c: c.method == "PATCH" and c.path.endswith(f"/messages/{message_id}")
+        )
+        shown = fake.messages[message_id]
+        if layout == "text":
+            assert shown["content"].startswith(INTERRUPTED) and shown["components"] == []
+        else:
+            assert shown["flags"] & IS_COMPONENTS_V2 and shown["content"] == ""
+            assert INTERRUPTED in "\n".join(components_text(shown["components"]))
+            assert "reactbot:stop" not in str(shown["components"])
+        stored = await h.traces.get("deadrun")
+        assert stored is not None and stored.status == "interrupted"
+        assert not await runs.running("Discord", "deadrun")
