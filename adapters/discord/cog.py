@@ -502,6 +502,40 @@ class SourcesButton(
             await cog.sources_pressed(interaction, self.run_id)
 
 
+RETRY_TEMPLATE = r"reactbot:retry:(?P<run>[0-9A-Za-z_-]+)"
+
+
+class RetryButton(discord.ui.DynamicItem[discord.ui.Button[Any]], template=RETRY_TEMPLATE):
+    """On an answer a restart interrupted: asks its question again, as whoever presses it
+    (admitted like any question), in a new reply."""
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(
+            discord.ui.Button(
+                label="Retry",
+                style=discord.ButtonStyle.primary,
+                emoji="🔁",
+                custom_id=f"reactbot:retry:{run_id}",
+            )
+        )
+        self.run_id = run_id
+
+    @classmethod
+    async def from_custom_id(
+        cls,
+        interaction: discord.Interaction,
+        item: discord.ui.Item[Any],
+        match: re.Match[str],
+        /,
+    ) -> RetryButton:
+        return cls(match["run"])
+
+    async def callback(self, interaction: discord.Interaction) -> None:
+        cog = _cog_of(interaction)
+        if cog is not None:
+            await cog.retry_pressed(interaction, self.run_id)
+
+
 VOTE_TEMPLATE = r"reactbot:vote:(?P<vote>up|down):(?P<run>[0-9A-Za-z_-]+)"
 
 
@@ -549,7 +583,12 @@ def votes_view(run_id: str) -> discord.ui.View:
 
 
 def card_view(
-    run_id: str, asker_id: int, payload: DiscordPayload, *, sets_flag: bool = True
+    run_id: str,
+    asker_id: int,
+    payload: DiscordPayload,
+    *,
+    sets_flag: bool = True,
+    extra: Sequence[discord.ui.Item[Any]] = (),
 ) -> CardView:
     """A card as discord.py's LayoutView: one Container (its accent colour the phase), a
     TextDisplay or Separator per block, a Section with the Sources button, a File component
@@ -582,6 +621,7 @@ def card_view(
         buttons.append(StopButton(run_id, asker_id))
     if payload.votes:
         buttons += vote_buttons(run_id)
+    buttons += extra
     if buttons:
         items.append(discord.ui.ActionRow(*buttons))
     view = CardView(sets_flag=sets_flag)
@@ -666,7 +706,9 @@ class AskCog(commands.Cog):
 
     async def cog_load(self) -> None:
         # Registered for the whole bot: clicks on messages another process posted land here.
-        self.bot.add_dynamic_items(StopButton, DecisionButton, SourcesButton, VoteButton)
+        self.bot.add_dynamic_items(
+            StopButton, DecisionButton, SourcesButton, VoteButton, RetryButton
+        )
         await self.answering.start()  # stops and decisions made on other processes reach us
 
     async def cog_unload(self) -> None:
@@ -719,6 +761,18 @@ class AskCog(commands.Cog):
         model: str | None = None,
         file: discord.Attachment | None = None,
     ) -> None:
+        await self._answer_interaction(interaction, question, model=model, file=file)
+
+    async def _answer_interaction(
+        self,
+        interaction: discord.Interaction,
+        question: str,
+        *,
+        model: str | None = None,
+        file: discord.Attachment | None = None,
+    ) -> None:
+        """``/ask``, and Retry on an interrupted answer: admitted like a mention, answered
+        in the interaction's own response."""
         if not await self.services.stores.claims.claim(f"discord:interaction:{interaction.id}"):
             return
         ask = await self._ask(
@@ -1036,19 +1090,35 @@ class AskCog(commands.Cog):
     async def _finish_orphan(self, record: RunRecord, trace: Trace, text: str) -> None:
         """The last edit of an answer whose process died: the message says so, its buttons
         gone (a card stays a card)."""
-        del trace  # stored by the caller; the message only says what happened
         try:
             channel_id, message_id = int(record.where["channel"]), int(record.where["message"])
         except (KeyError, ValueError):
             return
         message = self.bot.get_partial_messageable(channel_id).get_partial_message(message_id)
-
-        def card(payload: DiscordPayload, sets_flag: bool) -> CardView:
-            return card_view(record.run_id, 0, payload, sets_flag=sets_flag)
-
-        surface = DiscordSurface(message, watch=self.watch, pacer=self.pacer, cards=card)  # type: ignore[arg-type]
+        payload = self.renderer.plain(text)
+        retry = [RetryButton(record.run_id)] if trace.question else []
         async with self.pacer.slot(str(channel_id), priority="final"):
-            await surface.edit(self.renderer.plain(text))
+            if payload.card is None:
+                view = discord.ui.View(timeout=None)
+                for button in retry:
+                    view.add_item(button)
+                await message.edit(content=payload.content, view=view, allowed_mentions=NO_MENTIONS)
+            else:
+                card = card_view(record.run_id, 0, payload, extra=retry)
+                await message.edit(view=card, allowed_mentions=NO_MENTIONS)
+
+    async def retry_pressed(self, interaction: discord.Interaction, run_id: str) -> None:
+        """Retry on an interrupted answer: its question asked again by whoever pressed."""
+        try:
+            trace = await self.services.stores.traces.get(run_id)
+        except StoreUnavailable:
+            trace = None
+        if trace is None or not trace.question:
+            await interaction.response.send_message(
+                "I no longer have that question: please ask it again.", ephemeral=True
+            )
+            return
+        await self._answer_interaction(interaction, trace.question)
 
     async def sources_pressed(self, interaction: discord.Interaction, run_id: str) -> None:
         """Anyone may ask; the answer is private, the links written out, nobody pinged."""

@@ -42,13 +42,15 @@ async def test_an_answer_a_dead_process_left_is_finished(layout: str) -> None:
     where = {"channel": str(CHANNEL_ID), "message": str(message_id)}
     dead = RunRecord("deadrun", "Discord", trace.conversation, "dead", where, trace=trace.to_json())
     await runs.beat([dead], at=time.time() - 600)  # its heartbeat stopped ten minutes ago
-    async with running([], fake=fake, runs=runs, run_lease=1.0, layout=layout) as h:
+    again = ["Thought: easy.\nFinal Answer: all is well"]
+    async with running(again, fake=fake, runs=runs, run_lease=1.0, layout=layout) as h:
         await fake.wait_for_call(
             lambda c: c.method == "PATCH" and c.path.endswith(f"/messages/{message_id}")
         )
         shown = fake.messages[message_id]
         if layout == "text":
-            assert shown["content"].startswith(INTERRUPTED) and shown["components"] == []
+            assert shown["content"].startswith(INTERRUPTED)
+            assert "reactbot:stop" not in str(shown["components"])
         else:
             assert shown["flags"] & IS_COMPONENTS_V2 and shown["content"] == ""
             assert INTERRUPTED in "\n".join(components_text(shown["components"]))
@@ -56,3 +58,9 @@ async def test_an_answer_a_dead_process_left_is_finished(layout: str) -> None:
         stored = await h.traces.get("deadrun")
         assert stored is not None and stored.status == "interrupted"
         assert not await runs.running("Discord", "deadrun")
+        # Retry asks the question again, as whoever presses it, in a new reply.
+        assert "reactbot:retry:deadrun" in str(shown["components"])
+        press = fake.button_press(message_id, "reactbot:retry:deadrun")
+        await fake.dispatch("INTERACTION_CREATE", press)
+        await fake.wait_for_call(lambda c: "all is well" in str(c.json))
+        assert "what is up?" in str(h.model.calls[0].messages[-1]["content"])
