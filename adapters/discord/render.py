@@ -21,6 +21,7 @@ from urllib.parse import quote
 
 from adapters.live import ANSWER_PHASES, REFUSED_NOTE, RunView, StepView, Verbosity, approval_words
 from core.events import ApprovalRequested
+from core.text import neutral_bidi
 from core.trace import Trace, TraceStep, one_line, source_domain, summary_line
 
 if TYPE_CHECKING:
@@ -103,7 +104,7 @@ def sanitize(text: str) -> str:
     """Text from a model, a tool or a user, made inert for Discord markdown: @everyone,
     @here and <@id>/<@&id> cannot ping, and ``[text](url)`` cannot become a masked link
     (a zero-width space between ``]`` and ``(``; the URL itself stays visible)."""
-    return _MASKED_LINK.sub("]\u200b\\1(", _MENTION.sub("@\u200b\\1", text))
+    return neutral_bidi(_MASKED_LINK.sub("]\u200b\\1(", _MENTION.sub("@\u200b\\1", text)))
 
 
 def inline_code(text: str, *, width: int = LINE_WIDTH) -> str:

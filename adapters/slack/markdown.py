@@ -26,6 +26,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+from core.text import neutral_bidi
+
 FENCE = "```"
 ZWSP = "\u200b"
 LINK_URL_LIMIT = 500
@@ -64,7 +66,7 @@ def escape(text: str) -> str:
     """Slack's three control characters, and no broadcast word after an ``@``: after this,
     text cannot form a mention, a broadcast or a link."""
     text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return _BROADCAST.sub("@" + ZWSP, text)
+    return neutral_bidi(_BROADCAST.sub("@" + ZWSP, text))
 
 
 def broadcasts(text: str) -> int:

@@ -24,6 +24,7 @@ from typing import Any, Literal
 
 from adapters.answering import SHUTDOWN
 from adapters.live import ANSWER_PHASES, REFUSED_NOTE, RunView, StepView, approval_words
+from core.text import neutral_bidi
 from core.trace import source_domain
 
 TaskStatus = Literal["pending", "in_progress", "complete", "error"]
@@ -48,8 +49,9 @@ _UNSAFE = re.compile(r"[&<>\]@]")
 
 
 def safe_markdown(text: str) -> str:
-    """Outside text for Slack markdown: no mention, no broadcast, no masked link."""
-    return _UNSAFE.sub(lambda m: _MAP[m.group(0)], text)
+    """Outside text for Slack markdown: no mention, no broadcast, no masked link, no
+    bidirectional control (one character for one)."""
+    return neutral_bidi(_UNSAFE.sub(lambda m: _MAP[m.group(0)], text))
 
 
 def rendered_len(text: str) -> int:

@@ -50,7 +50,8 @@ STYLES = {
 }
 
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+"""Control characters, and the bidirectional controls that would reorder what follows."""
 
 
 def printable(text: str) -> str:

@@ -18,6 +18,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from adapters.live import RunView, StepView, approval_words
+from core.text import neutral_bidi
 from core.trace import Trace, source_domain, summary_line
 
 FIELD_CHARS = 4_000
@@ -28,8 +29,6 @@ STEPS_SHOWN = 30
 """The latest steps a message shows; earlier ones are counted."""
 SOURCES_SHOWN = 20
 URL_CHARS = 2_000
-BIDI = re.compile("[\u202a-\u202e\u2066-\u2069]")
-"""Bidirectional overrides and isolates: shown as a visible mark, never obeyed."""
 
 _MARKS = {
     "answered": "✅",
@@ -66,7 +65,7 @@ class WebPayload:
 
 def clean(text: str, limit: int) -> dict[str, Any]:
     """``{"text": …, "cut": n}``: at most ``limit`` characters, bidi controls made visible."""
-    shown = BIDI.sub("\ufffd", text[:limit])
+    shown = neutral_bidi(text[:limit])
     return {"text": shown, "cut": max(0, len(text) - limit)}
 
 

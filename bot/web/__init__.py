@@ -31,6 +31,7 @@ from aiohttp import web
 
 from core.replay import diff_traces
 from core.stores import TraceStore
+from core.text import neutral_bidi
 from core.trace import Trace, TraceStep, one_line, source_domain, summary_line, utc_iso
 
 if TYPE_CHECKING:
@@ -314,11 +315,21 @@ def _environment(css: str | None = None) -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
+        # Every value a page shows, bidirectional controls made visible (core.text).
+        finalize=_shown,
     )
     # Our own file, checked to hold no "</": trusted, so it is not escaped (its hash in the
     # policy is of exactly these characters).
     env.globals["stylesheet"] = markupsafe.Markup(css if css is not None else stylesheet())
     return env
+
+
+def _shown(value: object) -> object:
+    """A value as a page shows it: outside text with its bidirectional controls made
+    visible; our own markup (``Markup``: the stylesheet) as it is."""
+    if isinstance(value, str) and not isinstance(value, markupsafe.Markup):
+        return neutral_bidi(value)
+    return value
 
 
 def stylesheet() -> str:
