@@ -21,6 +21,7 @@ from bot.web import (
     stylesheet,
 )
 from core.replay import diff_traces
+from core.text import neutral_bidi
 from core.trace import ApprovalRecord, Trace, TraceAttachment, TraceStep
 from tests.hostile import hostile_text
 from tests.properties import property_settings
@@ -164,7 +165,7 @@ def check_page(html: str, traces: list[Trace], *, query: str) -> None:
             assert attrs.get("rel") == "noopener noreferrer nofollow"
     for trace in traces:
         for value in fields_of(trace):  # shown, escaped: whole, at least once
-            assert str(markupsafe.escape(value)) in html
+            assert str(markupsafe.escape(neutral_bidi(value))) in html  # controls shown as such
     # Bounded: at most each field twice (preview and whole), each char escaped to 6, plus
     # the fixed parts of the page.
     size = sum(len(v) for t in traces for v in _all_text(t))
