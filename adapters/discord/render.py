@@ -21,6 +21,7 @@ from urllib.parse import quote
 
 from adapters.live import ANSWER_PHASES, REFUSED_NOTE, RunView, StepView, Verbosity, approval_words
 from core.events import ApprovalRequested
+from core.pricing import format_usd
 from core.text import neutral_bidi
 from core.trace import Trace, TraceStep, one_line, source_domain, summary_line
 
@@ -398,6 +399,8 @@ def footer(trace: Trace | None, view: RunView, mark: str, *, thread: bool) -> st
     tokens = trace.total_tokens if trace is not None else view.tokens
     if tokens:
         parts.append(_plural(tokens, "token"))
+    if trace is not None and trace.cost_usd is not None:
+        parts.append(format_usd(trace.cost_usd))
     if view.memory_unavailable:
         parts.append("⚠️ memory unavailable")
     parts.append(f"{trace.mode if trace is not None else view.mode} mode")

@@ -50,6 +50,7 @@ from adapters.slack.approval import (
 )
 from adapters.slack.markdown import broadcasts, defuse, escape, to_mrkdwn
 from core.events import ApprovalDecided, ApprovalRequested
+from core.pricing import format_usd
 from core.trace import ApprovalRecord, Trace, TraceStep, source_domain, summary_line
 
 Block = dict[str, Any]
@@ -809,6 +810,8 @@ def _totals_line(view: RunView, clock: Callable[[], float]) -> str:
         parts.insert(1, REFUSED_NOTE)
     if view.tokens:
         parts.append(f"{view.tokens:,} tokens")
+    if trace is not None and trace.cost_usd is not None:
+        parts.append(format_usd(trace.cost_usd))
     if view.memory_unavailable:
         parts.append(":warning: memory unavailable")
     parts.append(f"{escape(trace.mode if trace is not None else view.mode)} mode")
@@ -918,6 +921,8 @@ def _step_header(step: TraceStep) -> str:
     meta = [head, f"{step.seconds:.2f} s"]
     if step.tokens is not None:
         meta.append(f"{step.tokens:,} tokens")
+    if step.cost_usd is not None:
+        meta.append(format_usd(step.cost_usd))
     if step.model.strip():
         meta.append(prose(step.model, 80))
     return " · ".join(meta)

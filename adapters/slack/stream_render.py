@@ -24,6 +24,7 @@ from typing import Any, Literal
 
 from adapters.answering import SHUTDOWN
 from adapters.live import ANSWER_PHASES, REFUSED_NOTE, RunView, StepView, approval_words
+from core.pricing import format_usd
 from core.text import neutral_bidi
 from core.trace import source_domain
 
@@ -228,6 +229,8 @@ def totals_line(view: RunView) -> str:
     parts = [f"{steps} step{'s' if steps != 1 else ''}", f"{view.elapsed():.1f} s"]
     if view.tokens:
         parts.append(f"{view.tokens:,} tokens")
+    if view.trace is not None and view.trace.cost_usd is not None:
+        parts.append(format_usd(view.trace.cost_usd))
     if view.model:
         parts.append(clamp(view.model, 60))
     if view.trace is not None and view.trace.persona:

@@ -29,6 +29,7 @@ import jinja2
 import markupsafe
 from aiohttp import web
 
+from core.pricing import format_usd
 from core.replay import diff_traces
 from core.stores import TraceStore
 from core.text import neutral_bidi
@@ -321,6 +322,7 @@ def _environment(css: str | None = None) -> jinja2.Environment:
     # Our own file, checked to hold no "</": trusted, so it is not escaped (its hash in the
     # policy is of exactly these characters).
     env.globals["stylesheet"] = markupsafe.Markup(css if css is not None else stylesheet())
+    env.globals["usd"] = format_usd
     return env
 
 
