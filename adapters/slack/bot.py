@@ -85,11 +85,13 @@ from adapters.slack.modals import (
 )
 from adapters.slack.payloads import Question, followup_from, from_command, from_event
 from adapters.slack.render import (
+    RETRY_ACTION_ID,
     STOP_ACTION_ID,
     SlackRenderer,
     deciders,
     mention,
     parse_stop_value,
+    retry_block,
 )
 from adapters.slack.settings import SlackSettings
 from adapters.slack.settings_commands import SettingsCommands, settings_key
@@ -364,6 +366,12 @@ class SlackBot:
         self.app.event("message")(on_event)  # DMs; everything else is filtered out
         self.app.action(STOP_ACTION_ID)(on_stop)
         self.app.action(FEEDBACK_ACTION_ID)(on_feedback)
+
+        async def on_retry(ack: AsyncAck, body: dict[str, Any], action: dict[str, Any]) -> None:
+            await ack()
+            self._spawn(self._on_retry(body, action))
+
+        self.app.action(RETRY_ACTION_ID)(on_retry)
         for action_id in VERDICT_OF_ACTION:
             self.app.action(action_id)(on_approval)
         self.app.view_submission(APPROVAL_VIEW_ID)(on_submission)
@@ -718,6 +726,10 @@ class SlackBot:
         if not channel or not ts:
             return
         message = SlackRenderer(run_id=record.run_id).plain(text)
+        if trace.question:  # Retry asks it again
+            message = dataclasses.replace(
+                message, blocks=(*message.blocks, retry_block(record.run_id))
+            )
         async with self.pacer.slot(channel, priority="final"):
             if where.get("kind") == "stream":
                 await self.client.chat_postMessage(
@@ -725,7 +737,36 @@ class SlackBot:
                 )
             else:
                 await self.client.chat_update(channel=channel, ts=ts, **message.kwargs())
-        del trace  # stored by the caller; the message only says what happened
+
+    async def _on_retry(self, body: dict[str, Any], action: dict[str, Any]) -> None:
+        """Retry on an interrupted answer: its question asked again by whoever pressed it
+        (admitted like any question), in a new message of the channel."""
+        user = str((body.get("user") or {}).get("id", ""))
+        channel = str((body.get("channel") or {}).get("id", ""))
+        run_id = str(action.get("value", ""))[:64]
+        traces = self.agent.traces
+        trace = await traces.get(run_id) if traces is not None and run_id else None
+        if trace is None or not trace.question or not user or not channel:
+            await self._ephemeral(
+                channel, user, "I no longer have that question: please ask it again."
+            )
+            return
+        question = Question(
+            source="command",
+            team=str((body.get("team") or {}).get("id", "")),
+            channel=channel,
+            user=user,
+            text=trace.question,
+            thread_ts=None,
+            claim_key=f"slack:retry:{body.get('trigger_id') or action.get('action_ts', '')}",
+        )
+        if not await self.stores.claims.claim(question.claim_key):
+            return
+        admitted = await self.answering.admit(self._ask(question))
+        if isinstance(admitted, Refusal):
+            await self._ephemeral(channel, user, admitted.text)
+            return
+        await self.answering.answer(admitted, SlackReply(self, question))
 
     async def _note(self, channel: str, thread_ts: str, text: str) -> None:
         """One short message in the answer's thread (the refused files); never raises."""

@@ -296,6 +296,24 @@ def context(text: str) -> Block:
     return {"type": "context", "elements": [{"type": "mrkdwn", "text": body}]}
 
 
+RETRY_ACTION_ID = "reactbot_retry"
+
+
+def retry_block(run_id: str) -> Block:
+    """Under an answer a restart interrupted: asks its question again."""
+    return {
+        "type": "actions",
+        "elements": [
+            {
+                "type": "button",
+                "action_id": RETRY_ACTION_ID,
+                "text": {"type": "plain_text", "text": "🔁 Retry", "emoji": True},
+                "value": run_id,
+            }
+        ],
+    }
+
+
 def stop_button(run_id: str, asker: str) -> Block:
     return {
         "type": "button",

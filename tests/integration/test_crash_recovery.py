@@ -17,7 +17,7 @@ import aiohttp
 from slack_sdk.signature import SignatureVerifier
 
 from adapters.recovery import INTERRUPTED, NOT_RUNNING
-from adapters.slack.render import STOP_ACTION_ID
+from adapters.slack.render import RETRY_ACTION_ID, STOP_ACTION_ID
 from core.redis_store import RedisHistoryStore, RedisTraceStore, create_client
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.slack_server import TEAM_ID, FakeSlack, message_text
@@ -63,7 +63,9 @@ async def ask(http: aiohttp.ClientSession, slack: FakeSlack, port: int, text: st
         assert r.status == 200
 
 
-async def press(http: aiohttp.ClientSession, port: int, value: str) -> None:
+async def press(
+    http: aiohttp.ClientSession, port: int, value: str, *, action: str = STOP_ACTION_ID
+) -> None:
     payload = {
         "type": "block_actions",
         "user": {"id": "U1ADA"},
@@ -72,9 +74,7 @@ async def press(http: aiohttp.ClientSession, port: int, value: str) -> None:
         "trigger_id": "press",
         "api_app_id": "A1",
         "container": {"type": "message", "channel_id": CHANNEL},
-        "actions": [
-            {"type": "button", "action_id": STOP_ACTION_ID, "block_id": "b", "value": value}
-        ],
+        "actions": [{"type": "button", "action_id": action, "block_id": "b", "value": value}],
     }
     body = urllib.parse.urlencode({"payload": json.dumps(payload)})
     stamp = str(int(time.time()))
@@ -109,6 +109,7 @@ async def test_the_answer_a_killed_replica_left_is_finished_by_the_next(
         model.reply("Thought: first the product.\nAction: calculate[6*7]", chunks=8)
         model.reply("Thought: this will take a very long time, let me", chunks=8, stall_after=4)
         model.reply("Thought: easy.\nFinal Answer: 42", chunks=6)
+        model.reply("Thought: asked again.\nFinal Answer: the meaning is 42", chunks=6)
         env = {
             "SLACK_BOT_TOKEN": slack.token,
             "SLACK_SIGNING_SECRET": SECRET,
@@ -182,6 +183,15 @@ async def test_the_answer_a_killed_replica_left_is_finished_by_the_next(
                 lambda: any("42" in message_text(m) for m in roots()),
                 within=20,
                 what="the next question is answered",
+            )
+
+            # Retry on the interrupted message asks its question again, in a new message.
+            assert RETRY_ACTION_ID in json.dumps(root.blocks)
+            await press(http, port, stored.id, action=RETRY_ACTION_ID)
+            await until(
+                lambda: any("the meaning is 42" in message_text(m) for m in roots()),
+                within=20,
+                what="Retry answers the question again",
             )
         finally:
             for process in (first, second):
