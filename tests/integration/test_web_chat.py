@@ -439,3 +439,31 @@ async def test_an_idle_stream_is_closed(make: Any, events: Any) -> None:
     stream: Events = await events(c)
     async with asyncio.timeout(10):
         assert b"event: bye" in await stream.response.content.read()
+
+
+async def test_edit_runs_the_edited_input_and_always_allows_the_tool_here(
+    make: Any, events: Any
+) -> None:
+    c: Chat = await make(DELETE + DELETE + DELETE, approval=True)
+    stream: Events = await events(c)
+    await c.ask("delete report.txt")
+    first = await stream.until(lambda d: d.get("pending") is not None)
+    decide = {"run": first["run"], "step": 1, "call": 0}
+    edited = {**decide, "verdict": "edit", "input": "report-old.txt"}
+    assert await c.post("/api/decide", edited) == (200, {"ok": True})
+    await stream.until(lambda d: d.get("final") is True and d["run"] == first["run"])
+    assert c.ran == ["report-old.txt"], "the edited input ran, not the model's"
+
+    await c.ask("delete report.txt")
+    second = await stream.until(lambda d: d.get("pending") is not None and d["run"] != first["run"])
+    assert second["pending"]["remember"], "Allow in this conversation is offered"
+    always = {"run": second["run"], "step": 1, "call": 0, "verdict": "always"}
+    assert await c.post("/api/decide", always) == (200, {"ok": True})
+    await stream.until(lambda d: d.get("final") is True and d["run"] == second["run"])
+
+    await c.ask("delete report.txt")  # allowed for this conversation: no question asked
+    third = await stream.until(
+        lambda d: d.get("final") is True and d["run"] not in (first["run"], second["run"])
+    )
+    assert c.ran == ["report-old.txt", "report.txt", "report.txt"]
+    assert "allowed for this conversation" in third["steps"][0]["approval"]
