@@ -16,7 +16,6 @@ separates function arguments, so ``max(1,000)`` could not be told apart.
 from __future__ import annotations
 
 import ast
-import asyncio
 import contextlib
 import json
 import math
@@ -28,10 +27,17 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal, localcontext
-from typing import IO, Any, Final, TypeVar
+from typing import IO, TYPE_CHECKING, Any, Final, TypeVar
 
 from core.errors import ToolError, ToolTimeout
 from core.tools import ToolHints
+
+if TYPE_CHECKING:
+    import asyncio
+
+# asyncio is imported in the functions of this process that use it, not here: the worker
+# imports this module too, and asyncio would be most of the time it takes to start (and so
+# of the first calculation of every `reactbot ask`; bench/startup.py).
 
 __all__ = [
     "MAX_DEPTH",
@@ -494,6 +500,8 @@ class CalculatorTool:
         cpu_limit_seconds: int = 2,
         start_timeout: float = 20.0,
     ) -> None:
+        import asyncio
+
         self._timeout = timeout
         self._memory_limit_bytes = memory_limit_bytes
         self._cpu_limit_seconds = cpu_limit_seconds
@@ -513,6 +521,8 @@ class CalculatorTool:
 
     async def _submit(self, func: Callable[[_T], _R], arg: _T) -> _R:
         """Run ``func(arg)`` in the worker; ``func`` must be importable by module and name."""
+        import asyncio
+
         async with self._lock:
             worker = await self._ensure_worker()
             try:
@@ -539,6 +549,8 @@ class CalculatorTool:
         return result
 
     async def _ensure_worker(self) -> _Worker:
+        import asyncio
+
         if self._worker is not None and self._worker.process.returncode is None:
             return self._worker
         await self._discard_worker()
@@ -579,6 +591,8 @@ class _Worker:
 
     @classmethod
     async def start(cls, *, memory_limit_bytes: int, cpu_limit_seconds: int) -> _Worker:
+        import asyncio
+
         process = await asyncio.create_subprocess_exec(
             sys.executable,
             "-I",
@@ -615,6 +629,8 @@ class _Worker:
 
     async def stop(self) -> None:
         """Close the worker's stdin so it exits on its own; kill it if it does not."""
+        import asyncio
+
         self.requests.close()
         try:
             async with asyncio.timeout(2):
