@@ -5,8 +5,10 @@ Run: ``.venv/bin/python bench/startup.py [--rounds 15] [--top 25]``. Each round 
 command once as a subprocess, in turn, so a busy moment on the machine hits them all alike;
 a warm-up round first writes the bytecode caches. The environment is stripped of every model,
 Redis and search setting, so ``ask`` uses the offline demo model and no network. It prints
-min/median/max wall-clock ms per command, the machine's load (``/proc/loadavg``) before and
-after, and the imports that cost the most, cumulative, from ``python -X importtime``.
+min/median/max wall-clock ms per command, the median CPU ms (user + system, the command and
+the children it waited for, such as the calculator's worker: steadier than wall-clock time on
+a shared machine), the machine's load (``/proc/loadavg``) before and after, and the imports
+that cost the most, cumulative, from ``python -X importtime``.
 Targets (issue 25): ``--help`` under 150 ms, ``ask`` under 300 ms (median).
 """
 
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -50,20 +53,33 @@ def clean_env(env: Mapping[str, str]) -> dict[str, str]:
     return kept
 
 
-def run_once(command: Command, env: Mapping[str, str]) -> float:
-    """Wall-clock milliseconds of one run; raises when the command fails."""
-    start = time.perf_counter()
+@dataclass(frozen=True, slots=True)
+class Timing:
+    wall_ms: float
+    cpu_ms: float
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def run_once(command: Command, env: Mapping[str, str]) -> Timing:
+    """Wall-clock and CPU milliseconds of one run; raises when the command fails."""
+    cpu, start = _children_cpu(), time.perf_counter()
     done = subprocess.run(command.argv, env=env, capture_output=True, text=True, check=False)
     elapsed = (time.perf_counter() - start) * 1000
     if done.returncode != 0:
         raise SystemExit(f"{command.label} exited {done.returncode}:\n{done.stderr}")
-    return elapsed
+    return Timing(elapsed, (_children_cpu() - cpu) * 1000)
 
 
-def measure(cmds: Sequence[Command], env: Mapping[str, str], rounds: int) -> dict[str, list[float]]:
+def measure(
+    cmds: Sequence[Command], env: Mapping[str, str], rounds: int
+) -> dict[str, list[Timing]]:
     for command in cmds:  # warm-up: bytecode caches, the page cache
         run_once(command, env)
-    times: dict[str, list[float]] = {c.label: [] for c in cmds}
+    times: dict[str, list[Timing]] = {c.label: [] for c in cmds}
     for _ in range(rounds):
         for command in cmds:
             times[command.label].append(run_once(command, env))
@@ -118,11 +134,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     times = measure(cmds, env, args.rounds)
     after = loadavg()
     print(f"{os.cpu_count()} CPUs; load average (1/5/15 min) {before} before, {after} after")
-    print(f"{args.rounds} rounds, interleaved; wall-clock ms")
-    print(f"{'command':<34} {'min':>7} {'median':>7} {'max':>7}")
-    for label, values in times.items():
+    print(f"{args.rounds} rounds, interleaved; ms")
+    print(f"{'command':<34} {'min':>7} {'median':>7} {'max':>7} {'CPU median':>11}")
+    for label, timings in times.items():
+        wall = [t.wall_ms for t in timings]
+        cpu = statistics.median(t.cpu_ms for t in timings)
         print(
-            f"{label:<34} {min(values):>7.0f} {statistics.median(values):>7.0f} {max(values):>7.0f}"
+            f"{label:<34} {min(wall):>7.0f} {statistics.median(wall):>7.0f} "
+            f"{max(wall):>7.0f} {cpu:>11.0f}"
         )
     for command in cmds[1:]:
         print(f"\ntop imports of {command.label} (python -X importtime; µs, inflated by it)")
