@@ -463,6 +463,8 @@ _Reply = tuple[str, Any]  # ("ok", result) or ("error", message for the model)
 
 # The worker is a bare interpreter that imports only this module: multiprocessing's "spawn"
 # would re-run the parent's __main__ (the whole bot) in it, and "fork" is unsafe under threads.
+# It starts without ``site`` (-S: no .pth files or editable-install finders to run, a good part
+# of its start-up) on the parent's path, with the directory holding ``core`` put first.
 _BOOT: Final = (
     "import json, sys; sys.path[:0] = json.loads(sys.argv[1]); "
     "from core.tools.calculator import _serve; _serve(int(sys.argv[2]), int(sys.argv[3]))"
@@ -596,9 +598,10 @@ class _Worker:
         process = await asyncio.create_subprocess_exec(
             sys.executable,
             "-I",
+            "-S",
             "-c",
             _BOOT,
-            json.dumps(sys.path),
+            json.dumps([_package_root(), *sys.path]),
             str(memory_limit_bytes),
             str(cpu_limit_seconds),
             stdin=asyncio.subprocess.PIPE,
@@ -637,6 +640,11 @@ class _Worker:
                 await self.process.wait()
         except TimeoutError:
             await self.kill()
+
+
+def _package_root() -> str:
+    """The directory ``core`` is imported from (a checkout, or an installed package's)."""
+    return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _frame(message: object) -> bytes:
