@@ -1,13 +1,16 @@
 """The ``reactbot`` command line: ask, chat, serve, tools, trace.
 
 ``main()`` in ``bot/__main__.py`` is the only place that calls ``asyncio.run``.
+
+Start-up is part of the product (``bench/startup.py``): this module imports only what parsing
+the command line needs, and each command imports its own code once it is chosen, so
+``--help`` loads no config model, agent or terminal UI, and ``ask`` no trace-reading code.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib.metadata
 import itertools
 import logging
 import os
@@ -15,21 +18,16 @@ import re
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from rich.console import Console
-
-from adapters.terminal.chat import Approvals, ask, chat
-from adapters.terminal.render import printable
-from bot.app import App
-from bot.config import ConfigError, load_config
-from bot.logs import setup_logging
 from bot.platforms import PLATFORMS
-from bot.platforms import enabled as enabled_platforms
-from bot.tools_command import ServerLine, format_tools, server_lines
-from bot.trace_commands import export_trace, format_trace_list, print_page_link
-from core.events import Mode
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from bot.app import App
+    from core.events import Mode
 
 DEFAULT_CONVERSATION = "terminal"
 MODES = ("text", "tools", "json")
@@ -52,7 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--config", help=CONFIG_HELP)
     parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
-    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    parser.add_argument("--version", action=_VersionAction)
     # --config is accepted after the subcommand too; SUPPRESS keeps the global one otherwise.
     config = argparse.ArgumentParser(add_help=False)
     config.add_argument("--config", default=argparse.SUPPRESS, help=CONFIG_HELP)
@@ -197,10 +195,26 @@ def _add_eval_parser(sub: argparse._SubParsersAction[Any], config: argparse.Argu
 
 
 def _version() -> str:
+    import importlib.metadata  # reading the installed metadata costs every start-up otherwise
+
     try:
         return importlib.metadata.version("reactbot")
     except importlib.metadata.PackageNotFoundError:
         return "unknown"
+
+
+class _VersionAction(argparse._VersionAction):
+    """``--version``, looking the version up only when it is asked for."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[Any] | None,
+        option_string: str | None = None,
+    ) -> None:
+        self.version = f"%(prog)s {_version()}"
+        super().__call__(parser, namespace, values, option_string)
 
 
 _ASK_OPTIONS_WITH_VALUE = frozenset({"--conversation", "--mode", "--approve", "--config"})
@@ -259,6 +273,14 @@ async def run_cli(
 ) -> int:
     env = os.environ if env is None else env
     args = build_parser().parse_args(question_args(argv))
+    from rich.console import Console
+
+    from adapters.terminal.chat import Approvals, ask, chat
+    from bot.app import App
+    from bot.config import ConfigError, load_config
+    from bot.logs import setup_logging
+    from bot.platforms import enabled as enabled_platforms
+
     console = Console(file=stdout or sys.stdout, highlight=False, soft_wrap=True)
     errors = Console(file=sys.stderr, highlight=False, soft_wrap=True)
     for shown in (console, errors):  # a terminal wraps at words; piped lines stay whole
@@ -338,6 +360,9 @@ _NO_REDIS_HINT = (
 
 
 def tools_command(app: App, console: Console) -> int:
+    from adapters.terminal.render import printable
+    from bot.tools_command import ServerLine, format_tools, server_lines
+
     listed = frozenset(name.lower() for name in app.config.agent.approval.tools)
     statuses = (
         ServerLine(s.name, s.transport, s.state, s.reason, s.tools)
@@ -351,6 +376,9 @@ def tools_command(app: App, console: Console) -> int:
 async def trace_command(
     app: App, args: argparse.Namespace, console: Console, errors: Console
 ) -> int:
+    from adapters.terminal.render import printable
+    from bot.trace_commands import export_trace, format_trace_list, print_page_link
+
     if args.trace_command == "replay":  # replay and diff: see bot/trace_commands.py
         from bot.trace_commands import replay_command
 

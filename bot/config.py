@@ -25,11 +25,10 @@ import re
 import typing
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
 import annotated_types
-import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -45,6 +44,9 @@ from pydantic_core import ErrorDetails
 
 from core.errors import ReactbotError
 from core.pricing import Price
+
+if TYPE_CHECKING:
+    import yaml
 
 __all__ = [
     "AgentConfig",
@@ -787,19 +789,24 @@ def _model_variables(data: Mapping[str, Any]) -> list[str]:
     return [n for n in names if isinstance(n, str) and _ENV_VAR.match(n)]
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """A SafeLoader that refuses duplicate keys instead of keeping the last one silently."""
+def _unique_key_loader() -> type[yaml.SafeLoader]:
+    """A SafeLoader that refuses duplicate keys instead of keeping the last one silently
+    (made when a config file is read: without one, PyYAML is never imported)."""
+    import yaml
 
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: set[Any] = set()
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)
-            if key in seen:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"duplicate key {key!r}", key_node.start_mark
-                )
-            seen.add(key)
-        return super().construct_mapping(node, deep=deep)
+    class UniqueKeyLoader(yaml.SafeLoader):
+        def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+            seen: set[Any] = set()
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=deep)
+                if key in seen:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"duplicate key {key!r}", key_node.start_mark
+                    )
+                seen.add(key)
+            return super().construct_mapping(node, deep=deep)
+
+    return UniqueKeyLoader
 
 
 def _read_yaml(file: Path) -> dict[str, Any]:
@@ -812,8 +819,10 @@ def _read_yaml(file: Path) -> dict[str, Any]:
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise ConfigError([f"{file}: cannot read the file ({reason})"]) from None
+    import yaml
+
     try:
-        data = yaml.load(text, Loader=_UniqueKeyLoader)
+        data = yaml.load(text, Loader=_unique_key_loader())
     except yaml.YAMLError as exc:
         raise ConfigError([_describe_yaml_error(file, exc)]) from None
     if data is None:

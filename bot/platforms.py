@@ -14,10 +14,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
-from bot.config import Config
-
 if TYPE_CHECKING:
     from bot.app import App
+    from bot.config import Config
 
 Serve = Callable[["App"], Awaitable[None]]
 

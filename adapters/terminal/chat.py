@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import IO, Protocol
 
 from rich.console import Console
-from rich.markdown import Markdown
 
 from adapters.terminal.render import TerminalRenderer, printable
 from core.agent import Agent, Run
@@ -362,6 +361,8 @@ async def _chat_command(
             if last is None:
                 console.print("No trace yet: ask something first.", style="dim")
             else:
+                from rich.markdown import Markdown  # markdown-it and pygments: only for /trace
+
                 markdown = printable(last.to_markdown())
                 console.print(Markdown(markdown, hyperlinks=False), soft_wrap=False)
         case "/export":

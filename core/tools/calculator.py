@@ -16,7 +16,6 @@ separates function arguments, so ``max(1,000)`` could not be told apart.
 from __future__ import annotations
 
 import ast
-import asyncio
 import contextlib
 import json
 import math
@@ -28,10 +27,17 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal, localcontext
-from typing import IO, Any, Final, TypeVar
+from typing import IO, TYPE_CHECKING, Any, Final, TypeVar
 
 from core.errors import ToolError, ToolTimeout
 from core.tools import ToolHints
+
+if TYPE_CHECKING:
+    import asyncio
+
+# asyncio is imported in the functions of this process that use it, not here: the worker
+# imports this module too, and asyncio would be most of the time it takes to start (and so
+# of the first calculation of every `reactbot ask`; bench/startup.py).
 
 __all__ = [
     "MAX_DEPTH",
@@ -457,6 +463,8 @@ _Reply = tuple[str, Any]  # ("ok", result) or ("error", message for the model)
 
 # The worker is a bare interpreter that imports only this module: multiprocessing's "spawn"
 # would re-run the parent's __main__ (the whole bot) in it, and "fork" is unsafe under threads.
+# It starts without ``site`` (-S: no .pth files or editable-install finders to run, a good part
+# of its start-up) on the parent's path, with the directory holding ``core`` put first.
 _BOOT: Final = (
     "import json, sys; sys.path[:0] = json.loads(sys.argv[1]); "
     "from core.tools.calculator import _serve; _serve(int(sys.argv[2]), int(sys.argv[3]))"
@@ -494,6 +502,8 @@ class CalculatorTool:
         cpu_limit_seconds: int = 2,
         start_timeout: float = 20.0,
     ) -> None:
+        import asyncio
+
         self._timeout = timeout
         self._memory_limit_bytes = memory_limit_bytes
         self._cpu_limit_seconds = cpu_limit_seconds
@@ -513,6 +523,8 @@ class CalculatorTool:
 
     async def _submit(self, func: Callable[[_T], _R], arg: _T) -> _R:
         """Run ``func(arg)`` in the worker; ``func`` must be importable by module and name."""
+        import asyncio
+
         async with self._lock:
             worker = await self._ensure_worker()
             try:
@@ -539,6 +551,8 @@ class CalculatorTool:
         return result
 
     async def _ensure_worker(self) -> _Worker:
+        import asyncio
+
         if self._worker is not None and self._worker.process.returncode is None:
             return self._worker
         await self._discard_worker()
@@ -579,12 +593,15 @@ class _Worker:
 
     @classmethod
     async def start(cls, *, memory_limit_bytes: int, cpu_limit_seconds: int) -> _Worker:
+        import asyncio
+
         process = await asyncio.create_subprocess_exec(
             sys.executable,
             "-I",
+            "-S",
             "-c",
             _BOOT,
-            json.dumps(sys.path),
+            json.dumps([_package_root(), *sys.path]),
             str(memory_limit_bytes),
             str(cpu_limit_seconds),
             stdin=asyncio.subprocess.PIPE,
@@ -615,12 +632,19 @@ class _Worker:
 
     async def stop(self) -> None:
         """Close the worker's stdin so it exits on its own; kill it if it does not."""
+        import asyncio
+
         self.requests.close()
         try:
             async with asyncio.timeout(2):
                 await self.process.wait()
         except TimeoutError:
             await self.kill()
+
+
+def _package_root() -> str:
+    """The directory ``core`` is imported from (a checkout, or an installed package's)."""
+    return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _frame(message: object) -> bytes:

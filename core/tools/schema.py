@@ -12,14 +12,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from typing import Any
-
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError, ValidationError
+from typing import TYPE_CHECKING, Any
 
 from core.errors import ToolError
 from core.llm import ToolSpec
 from core.tools import Tool
+
+if TYPE_CHECKING:
+    from jsonschema.exceptions import ValidationError
+
+# jsonschema is imported where a schema is first checked: it is a large share of a CLI
+# start-up (bench/startup.py), and the built-in tools, which take one string, never need it.
 
 Schema = dict[str, Any]
 
@@ -99,6 +102,9 @@ def check_schema(tool: Tool) -> None:
     declared = parameters_of(tool)
     if declared is None:
         return
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import SchemaError
+
     try:
         Draft202012Validator.check_schema(declared)
     except SchemaError as exc:
@@ -115,6 +121,8 @@ def tool_input(tool: Tool, raw: str, *, native: bool = False) -> str:
         return raw
     arguments = _arguments(tool, raw, declared, native=native)
     schema = declared if declared is not None else schema_of(tool)
+    from jsonschema import Draft202012Validator
+
     errors = sorted(Draft202012Validator(schema).iter_errors(arguments), key=_error_order)
     if errors:
         raise ToolError(f"{tool.name}: {_describe(errors[0])}")
