@@ -35,13 +35,31 @@ _MATH = re.compile(
     re.IGNORECASE,
 )
 _OPERATOR = re.compile(r"[-+*/^%×÷]|\b[a-z]+\(", re.IGNORECASE)
+_NUMBER = r"\d[\d_]*(?:\.\d+)?"
 _ABOUT_BOT = re.compile(
-    r"\b(you|your|reactbot|bot|slack|discord|config\w*|install\w*|setup|set up|trace|redis|"
-    r"command|commands|model|token|key)\b|你|机器人|配置|安装|连接|命令",
+    r"\b(you|your|reactbot|bot|slack|discord|telegram|web chat|config\w*|install\w*|setup|"
+    r"set up|trace\w*|redis|command|commands|model|token|key|tools?|mcp|stop|approv\w*|"
+    r"persona|verbosity|thread|mention)\b|^\s*how (?:do|can|should) (?:i|we|you)\b|"
+    r"你|机器人|配置|安装|连接|命令",
     re.IGNORECASE,
 )
+_WHAT_CAN_YOU_DO = re.compile(
+    r"^\s*what (?:can|do) you (?:do|know)\b|^\s*who are you\b|^\s*help\s*[?!.]*$",
+    re.IGNORECASE,
+)
+_PERCENT_OFF = re.compile(
+    rf"(?P<rate>{_NUMBER})\s*(?:%|％|percent\b|per cent\b)\s*off\s+(?P<base>{_NUMBER})",
+    re.IGNORECASE,
+)
+_NUMBER_WORDS = {
+    w: str(n)
+    for n, w in enumerate(
+        "zero one two three four five six seven eight nine ten eleven twelve".split()
+    )
+}
+_NUMBER_WORD = re.compile(r"\b(" + "|".join(_NUMBER_WORDS) + r")\b", re.IGNORECASE)
+_DENIED = ("The user denied this action", "No decision within", "This tool needs a person")
 _CJK = re.compile(r"[\u3400-\u9fff]")
-_NUMBER = r"\d[\d_]*(?:\.\d+)?"
 _PERCENT_OF = re.compile(
     rf"(?P<rate>{_NUMBER})\s*(?:%|％|percent\b|per cent\b)\s*of\s+(?P<base>{_NUMBER})",
     re.IGNORECASE,
@@ -189,6 +207,8 @@ def decide(turn: _Turn) -> Decision:
         if chinese
         else "I am the offline demo model (no language model is configured), following a fixed policy."
     )
+    if _WHAT_CAN_YOU_DO.search(turn.question):
+        return Decision(f"{intro} This asks what I can do; I can say that myself.", answer=CAN_DO)
     expression = _find_expression(turn.question)
     if expression and "calculate" in turn.tools and not turn.must_finish:
         plan = (
@@ -210,6 +230,14 @@ def decide(turn: _Turn) -> Decision:
 
 def _answer_from(turn: _Turn, observation: str, chinese: bool) -> Decision:
     name, expression = turn.last_action or ("", "")
+    if observation.startswith(_DENIED):  # a person said no (or nobody said yes): say so
+        tool = "the calculator" if name == "calculate" else f"the {name} tool"
+        answer = (
+            f"我没有得到使用{tool}的许可，所以无法给出结果。{observation}"
+            if chinese
+            else f"I was not allowed to use {tool}, so I cannot give the result. ({observation})"
+        )
+        return Decision("The action was not allowed.", answer=answer)
     if name == "calculate":
         if observation.startswith("Error"):
             answer = (
@@ -222,7 +250,10 @@ def _answer_from(turn: _Turn, observation: str, chinese: bool) -> Decision:
         said = expression
         if percentage is not None and percentage[2] == expression:
             rate, base, _ = percentage
-            said = f"{base} 的 {rate}%" if chinese else f"{rate}% of {base}"
+            if rate.endswith(" off"):
+                said = f"{base} 减去 {rate[:-4]}" if chinese else f"{rate} {base}"
+            else:
+                said = f"{base} 的 {rate}%" if chinese else f"{rate}% of {base}"
         answer = f"{said} = {observation}"
         thought = "计算器给出了结果。" if chinese else "The calculator returned the result."
         return Decision(thought, answer=answer)
@@ -236,7 +267,12 @@ def _answer_from(turn: _Turn, observation: str, chinese: bool) -> Decision:
 
 
 def _percentage(question: str) -> tuple[str, str, str] | None:
-    """``("15", "80", "15/100*80")`` for a percentage of a number (English or Chinese)."""
+    """``("15", "80", "15/100*80")`` for a percentage of a number (English or Chinese);
+    "20% off 50" is what is left: ``50-20/100*50``."""
+    off = _PERCENT_OFF.search(question)
+    if off is not None:
+        rate, base = off.group("rate"), off.group("base")
+        return f"{rate}% off", base, f"{base}-{rate}/100*{base}"
     found = _PERCENT_OF.search(question) or _OF_PERCENT.search(question)
     if found is None:
         return None
@@ -249,9 +285,23 @@ def _find_expression(question: str) -> str | None:
     percentage = _percentage(question)
     if percentage is not None:
         return percentage[2]
+    # "2 + two": number words up to twelve count as digits.
+    question = _NUMBER_WORD.sub(lambda m: _NUMBER_WORDS[m.group(1).lower()], question)
     candidates = [m.group(0).strip(" ,.") for m in _MATH.finditer(question)]
     usable = [c for c in candidates if re.search(r"\d", c) and _OPERATOR.search(c)]
     return max(usable, key=len) if usable else None
+
+
+CAN_DO = (
+    "I am reactbot's offline demo model, a fixed policy rather than a language model. I can do "
+    'arithmetic with the calculate tool ("What is 17*23+4?", "what\'s 15% of 80?", "20% off '
+    '50") and answer questions about reactbot from its knowledge base with the lookup tool '
+    '("How do I connect you to Slack?", "How do I add a tool?", "How do I stop a run?"). '
+    "Each step is shown as it happens: Thought, Action, Observation, then the Answer. For "
+    "anything else, configure a real model: set REACTBOT_MODEL and OPENAI_API_KEY (or "
+    "OPENAI_BASE_URL for any OpenAI-compatible server)."
+)
+"""What the demo says it can do ("What can you do?", a suggested prompt on Slack)."""
 
 
 def _no_model_thought(chinese: bool) -> str:

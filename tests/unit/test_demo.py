@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from core.agent import Agent
+from core.agent import Agent, AgentSettings
+from core.approval import AutoApprover
 from core.demo import DemoModel
 from core.events import Finished
 from core.tools import FunctionTool, ToolError, ToolRegistry, ToolResult
@@ -72,3 +73,45 @@ async def test_without_tools_the_demo_still_finishes() -> None:
     assert done.trace.step_count == 1 and "OPENAI_API_KEY" in done.answer
     observations = [s.observation for s in done.trace.steps if s.observation]
     assert observations == []
+
+
+async def test_how_to_questions_about_what_it_covers_are_looked_up() -> None:
+    for question in ("How do I add a tool?", "How do I use MCP servers?", "How do I stop a run?"):
+        done = await answer(question)
+        assert done.trace.steps[0].action == "lookup", question
+        assert done.answer.startswith("Here is what the reactbot knowledge base says:")
+
+
+async def test_what_can_you_do_is_answered_without_a_tool() -> None:
+    done = await answer("What can you do?")
+    assert done.trace.steps[0].action is None
+    assert "arithmetic" in done.answer and "knowledge base" in done.answer
+
+
+async def test_percent_off_and_number_words_become_expressions() -> None:
+    registry = ToolRegistry()
+    seen: list[str] = []
+
+    async def calculate(arg: str) -> str:
+        seen.append(arg)
+        return {"50-20/100*50": "40", "2 + 2": "4"}[arg]
+
+    registry.add(FunctionTool("calculate", calculate, "Arithmetic.", "calculate[2+2]"))
+    assert (await answer("what is 20% off 50?", registry)).answer == "20% off 50 = 40"
+    assert (await answer("What's 2 + two?", registry)).answer == "2 + 2 = 4"
+    assert seen == ["50-20/100*50", "2 + 2"]
+
+
+async def test_a_denied_action_is_answered_honestly() -> None:
+    """Found by a newcomer: "2+2 = The user denied this action." with a ✓ footer."""
+    agent = Agent(
+        DemoModel(),
+        tools(),
+        approve=AutoApprover("deny", by="ada"),
+        settings=AgentSettings(approval_tools=frozenset({"calculate"})),
+    )
+    events = [e async for e in agent.run("What is 2+2?")]
+    final = events[-1]
+    assert isinstance(final, Finished)
+    assert final.answer.startswith("I was not allowed to use the calculator")
+    assert "=" not in final.answer.split("(")[0]
