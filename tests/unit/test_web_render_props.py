@@ -250,3 +250,19 @@ def test_a_page_of_many_huge_observations_stays_bounded(env: jinja2.Environment)
     assert "this page is full, download the JSON for the whole observation" in html
     assert "050xxx" in html  # every step still shows its preview
     assert html.count("show all 100,003 characters of the observation") == 15
+
+
+def test_a_failed_run_is_not_drawn_in_green_and_a_thought_step_says_no_action() -> None:
+    env = _environment()
+    failed = Trace(question="q", id="f1", status="failed", reason="the model is down")
+    failed.steps.append(TraceStep(1, thought="hmm"))
+    page = render_trace(env, failed, query="exp=1&sig=" + "a" * 64)
+    assert 'class="answer a-failed"' in page and ">thought<" not in page
+    assert "no action" in page
+
+
+def test_a_replayed_observation_is_marked() -> None:
+    replay = Trace(question="q", id="r1", status="answered", replay_of="o1")
+    replay.steps.append(TraceStep(1, action="calculate", observation="4", replayed=True))
+    page = render_trace(_environment(), replay, query="exp=1&sig=" + "a" * 64)
+    assert "Observation (replayed from the original trace)" in page
