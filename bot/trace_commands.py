@@ -60,7 +60,10 @@ def export_trace(trace: Trace, path: str | Path) -> Path:
     target = Path(path)
     kind = _EXPORTERS.get(target.suffix.lower())
     if kind is None:
-        raise ValueError(f"cannot export a trace to {target.name!r}: use a .json or .md file name")
+        raise ValueError(
+            f"cannot export a trace to {str(target)!r}: the file name must end in .json "
+            "(the whole trace, replayable) or .md / .markdown (to read)"
+        )
     text = trace.to_json(indent=2) + "\n" if kind == "json" else trace.to_markdown()
     target.write_text(text, encoding="utf-8")
     return target

@@ -361,10 +361,16 @@ async def _chat_command(
             if last is None:
                 console.print("No trace yet: ask something first.", style="dim")
             else:
-                from rich.markdown import Markdown  # markdown-it and pygments: only for /trace
+                from rich.markdown import Markdown  # markdown-it, pygments: only for /trace
 
-                markdown = printable(last.to_markdown())
-                console.print(Markdown(markdown, hyperlinks=False), soft_wrap=False)
+                shown = Markdown(printable(last.to_markdown()), hyperlinks=False)
+                if console.is_terminal:
+                    console.print(shown, soft_wrap=False)
+                else:  # piped: rendered the same, without the padding to the console's width
+                    with console.capture() as captured:
+                        console.print(shown, soft_wrap=False)
+                    lines = (line.rstrip() for line in captured.get().splitlines())
+                    console.print("\n".join(lines), markup=False, highlight=False)
         case "/export":
             last = await session.last_trace(app, conversation)
             if last is None or not rest.strip():

@@ -129,6 +129,8 @@ def test_chat_repl_with_scripted_input(tmp_path: Path) -> None:
     assert "History cleared" in out and "(no history)" in out
     assert "Trace " in out and "Action: calculate[2+2]" in out  # Markdown rendered by rich
     assert "**Action:**" not in out
+    padded = [line for line in out.splitlines() if line != line.rstrip()]
+    assert padded == [], "piped: no line padded to the console's width"
     assert "Unknown command /nope" in out
     data = json.loads(export.read_text())
     assert data["answer"] == "2+2 = 4" and data["steps"][0]["observation"] == "4"
