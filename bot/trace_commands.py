@@ -36,23 +36,29 @@ if TYPE_CHECKING:
     from bot.config import Config
 
 QUESTION_WIDTH = 60
-CONVERSATION_WIDTH = 30
+CONVERSATION_WIDTH = 64
 _EXPORTERS = {".json": "json", ".md": "markdown", ".markdown": "markdown"}
 
 
 def format_trace_list(traces: Sequence[Trace], *, conversations: bool = False) -> str:
-    """One line per trace, newest first as given: id, time, status, question, totals;
-    with ``conversations``, each trace's conversation after its time."""
+    """One line per trace, newest first as given: id, time, status, question, totals, in
+    columns that line up; with ``conversations``, each trace's conversation after its time
+    (whole up to ``CONVERSATION_WIDTH``: a Slack thread's id fits)."""
     if not traces:
         return "No stored traces."
-    return "\n".join(_list_line(trace, conversations=conversations) for trace in traces)
+    rows = [_list_row(trace, conversations=conversations) for trace in traces]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    return "\n".join(
+        "  ".join([*(cell.ljust(w) for cell, w in zip(row, widths, strict=False)), row[-1]])
+        for row in rows
+    )
 
 
-def _list_line(trace: Trace, *, conversations: bool) -> str:
+def _list_row(trace: Trace, *, conversations: bool) -> list[str]:
     when = utc_iso(trace.started_at) if trace.started_at else "-"
+    where = [one_line(trace.conversation or "-", CONVERSATION_WIDTH)] if conversations else []
     question = one_line(trace.question, QUESTION_WIDTH)
-    where = f"  {one_line(trace.conversation or '-', CONVERSATION_WIDTH)}" if conversations else ""
-    return f"{trace.id}  {when}{where}  {trace.status:<11}  {question}  ({summary_line(trace)})"
+    return [trace.id, when, *where, trace.status, question, f"({summary_line(trace)})"]
 
 
 def export_trace(trace: Trace, path: str | Path) -> Path:

@@ -458,13 +458,25 @@ def test_format_trace_list() -> None:
     assert "\n" not in line
 
 
+def test_trace_list_columns_line_up_and_slack_ids_are_whole() -> None:
+    slack, short = finished_trace(), finished_trace()
+    slack.conversation = "slack:T0TEAM:C1GENERAL:1700000000.000002"
+    short.conversation, short.status, short.question = "terminal", "interrupted", "Why?"
+    lines = format_trace_list([slack, short], conversations=True).splitlines()
+    assert slack.conversation in lines[0], "a Slack thread's id is not cut"
+    status_at = [lines[0].index("answered"), lines[1].index("interrupted")]
+    question_at = [lines[0].index("What is 1+1?"), lines[1].index("Why?")]
+    totals_at = [line.index("(") for line in lines]
+    assert len(set(status_at)) == len(set(question_at)) == len(set(totals_at)) == 1
+
+
 def test_export_by_extension(tmp_path: Path) -> None:
     original = finished_trace()
     as_json = export_trace(original, tmp_path / "t.json")
     assert Trace.from_dict(json.loads(as_json.read_text())).to_dict() == original.to_dict()
     as_md = export_trace(original, str(tmp_path / "t.MD"))
     assert as_md.read_text().startswith(f"# Trace {original.id}")
-    with pytest.raises(ValueError, match=r"\.json or \.md"):
+    with pytest.raises(ValueError, match=r"must end in \.json"):
         export_trace(original, tmp_path / "t.txt")
 
 
