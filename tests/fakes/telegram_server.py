@@ -1,0 +1,682 @@
+"""A strict local fake of the Telegram Bot API for tests: real HTTP, no network.
+
+Point python-telegram-bot at it (``telegram.api_base_url``)::
+
+    async with FakeTelegram() as fake:
+        bot = Bot(fake.token, base_url=fake.base_url)   # .../bot<token>/<method>
+        fake.user_says(chat=42, text="What is 2+2?")    # an update for getUpdates
+        ...
+        assert fake.message(42, 2).text == "4"
+
+Implemented (https://core.telegram.org/bots/api): ``getMe``, ``getUpdates`` (long polling:
+``offset`` confirms every update before it, ``timeout`` seconds are waited for a new one),
+``deleteWebhook``, ``sendMessage``, ``editMessageText``, ``answerCallbackQuery``,
+``sendDocument`` (multipart), ``sendChatAction``. Method names are case-insensitive; a
+request's parameters come as a query string, a form (``application/x-www-form-urlencoded``
+or ``multipart/form-data``: what python-telegram-bot sends, objects as JSON text) or a JSON
+body. Every call is recorded (``fake.calls``) with its arrival time and outcome.
+
+Answers are ``{"ok": true, "result": …}``, or ``{"ok": false, "error_code": N,
+"description": "…"}`` with that HTTP status, refusing what Telegram refuses, in its words:
+
+- a token other than ``fake.token``: 401 ``Unauthorized``; an unknown method: 404 ``Not Found``;
+- text empty after entity parsing: 400 ``Bad Request: message text is empty``; longer than
+  4,096 characters after entity parsing (counted in UTF-16 code units, as Telegram counts
+  entity offsets): 400 ``Bad Request: message is too long``; a caption over 1,024: 400
+  ``Bad Request: message caption is too long``;
+- ``parse_mode`` HTML with markup Telegram's HTML style does not accept: 400 ``Bad Request:
+  can't parse entities: …`` (an unsupported tag, an end tag that closes nothing or the wrong
+  tag, a tag never closed, a ``<`` or ``&`` that starts no tag or entity: the style says
+  "all <, > and & symbols that are not a part of a tag or an HTML entity must be replaced");
+  the message keeps the plain text and the entities Telegram would make (``text_link`` for
+  ``<a href>``, ``text_mention`` for ``tg://user?id=``), which is what tests inspect;
+- an inline keyboard button without text or ``callback_data`` over 64 bytes: 400 ``Bad
+  Request: BUTTON_DATA_INVALID`` (text: ``BUTTON_TEXT_EMPTY``); unknown ``parse_mode``:
+  ``Bad Request: unsupported parse_mode``;
+- ``editMessageText`` whose text, entities and reply markup are exactly the message's: 400
+  ``Bad Request: message is not modified: …``; of a message that does not exist or is not
+  the bot's: 400 ``Bad Request: message to edit not found``;
+- a reply to a message that does not exist: 400 ``Bad Request: message to be replied not
+  found``; a chat no person opened: 400 ``Bad Request: chat not found``;
+- ``answerCallbackQuery`` of an id never sent, or answered already: 400 ``Bad Request: query
+  is too old and response timeout expired or query ID is invalid``;
+- flood control, per chat: more than ``chat_writes`` writes (sends and edits) in any
+  ``chat_window`` seconds answer 429 ``Too Many Requests: retry after N`` with
+  ``parameters.retry_after`` N (the seconds until the oldest leaves the window, rounded up),
+  and any write to the chat before those N seconds are over is refused again and counted in
+  ``fake.violations`` (a client that ignored ``retry_after``). ``fake.flood(chat, seconds)``
+  makes the next write to ``chat`` answer 429 with that ``retry_after``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import math
+import re
+import time
+from collections import defaultdict, deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, Self
+
+from aiohttp import BodyPartReader, web
+
+from tests.fakes.local_server import serve_locally
+
+JSON = dict[str, Any]
+
+TOKEN = "123456:TEST-token_for-the-fake"
+BOT_ID = 123456
+BOT_USERNAME = "reactbot_test_bot"
+MESSAGE_LIMIT = 4096
+CAPTION_LIMIT = 1024
+CALLBACK_DATA_BYTES = 64
+NOT_MODIFIED = (
+    "Bad Request: message is not modified: specified new message content and reply markup "
+    "are exactly the same as a current content and reply markup of the message"
+)
+CHAT_ACTIONS = frozenset(
+    {
+        "typing",
+        "upload_photo",
+        "record_video",
+        "upload_video",
+        "record_voice",
+        "upload_voice",
+        "upload_document",
+        "choose_sticker",
+        "find_location",
+        "record_video_note",
+        "upload_video_note",
+    }
+)
+_INT_FIELDS = frozenset(
+    {"chat_id", "message_id", "offset", "limit", "timeout", "reply_to_message_id", "cache_time"}
+)
+_OBJECT_FIELDS = frozenset(
+    {"reply_markup", "reply_parameters", "entities", "allowed_updates", "link_preview_options"}
+)
+
+
+class ApiError(Exception):
+    def __init__(self, code: int, description: str, *, retry_after: int | None = None) -> None:
+        super().__init__(description)
+        self.code = code
+        self.description = description
+        self.retry_after = retry_after
+
+    def body(self) -> JSON:
+        body: JSON = {"ok": False, "error_code": self.code, "description": self.description}
+        if self.retry_after is not None:
+            body["parameters"] = {"retry_after": self.retry_after}
+        return body
+
+
+def bad(description: str) -> ApiError:
+    return ApiError(400, f"Bad Request: {description}")
+
+
+# ---- Telegram's HTML style ------------------------------------------------------------------
+
+_ENTITY_OF_TAG = {
+    "b": "bold",
+    "strong": "bold",
+    "i": "italic",
+    "em": "italic",
+    "u": "underline",
+    "ins": "underline",
+    "s": "strikethrough",
+    "strike": "strikethrough",
+    "del": "strikethrough",
+    "tg-spoiler": "spoiler",
+    "span": "spoiler",
+    "a": "text_link",
+    "code": "code",
+    "pre": "pre",
+    "blockquote": "blockquote",
+    "tg-emoji": "custom_emoji",
+}
+_NAMED = {"lt": "<", "gt": ">", "amp": "&", "quot": '"'}
+_ENTITY = re.compile(r"&(?:(lt|gt|amp|quot)|#(\d{1,7})|#[xX]([0-9a-fA-F]{1,6}));")
+_ATTR = re.compile(r"""([a-zA-Z-]+)\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s"'>]+))""")
+
+
+def utf16_len(text: str) -> int:
+    return len(text.encode("utf-16-le")) // 2
+
+
+@dataclass(slots=True)
+class _Open:
+    tag: str
+    start: int
+    attrs: dict[str, str]
+
+
+def parse_html(html: str) -> tuple[str, list[JSON]]:
+    """The plain text and the entities Telegram makes of ``html`` (``parse_mode: HTML``);
+    raises ``ApiError`` 400 "can't parse entities" where Telegram would."""
+    out: list[str] = []
+    length = 0  # UTF-16 units of ``out``
+    stack: list[_Open] = []
+    entities: list[JSON] = []
+    i = 0
+
+    def refuse(why: str) -> ApiError:
+        return bad(f"can't parse entities: {why}")
+
+    def offset(at: int) -> int:
+        return len(html[:at].encode())
+
+    while i < len(html):
+        char = html[i]
+        if char == "&":
+            match = _ENTITY.match(html, i)
+            if match is None:
+                raise refuse(f"Unsupported HTML entity at byte offset {offset(i)}")
+            named, dec, hexa = match.groups()
+            text = _NAMED[named] if named else chr(int(dec) if dec else int(hexa, 16))
+            out.append(text)
+            length += utf16_len(text)
+            i = match.end()
+        elif char == "<":
+            end = html.find(">", i)
+            if end < 0:
+                raise refuse(f"Unclosed start tag at byte offset {offset(i)}")
+            inner = html[i + 1 : end]
+            if inner.startswith("/"):
+                name = inner[1:].strip().lower()
+                if not stack:
+                    raise refuse(f"Unexpected end tag at byte offset {offset(i)}")
+                top = stack[-1]
+                if name != top.tag:
+                    raise refuse(
+                        f'Unmatched end tag at byte offset {offset(i)}, expected "</{top.tag}>", '
+                        f'found "</{name}>"'
+                    )
+                stack.pop()
+                entity = _entity(top, length)
+                if entity is not None:
+                    entities.append(entity)
+            else:
+                name = (inner.split(None, 1) or [""])[0].lower()
+                attrs = {
+                    m.group(1).lower(): next(g for g in m.groups()[1:] if g is not None)
+                    for m in _ATTR.finditer(inner[len(name) :])
+                }
+                if name not in _ENTITY_OF_TAG or (
+                    name == "span" and attrs.get("class") != "tg-spoiler"
+                ):
+                    raise refuse(f'Unsupported start tag "{name}" at byte offset {offset(i)}')
+                if name == "blockquote" and any(o.tag == "blockquote" for o in stack):
+                    raise refuse(f"Blockquote can't be nested at byte offset {offset(i)}")
+                stack.append(_Open(name, length, attrs))
+            i = end + 1
+        else:
+            out.append(char)
+            length += utf16_len(char)
+            i += 1
+    if stack:
+        raise refuse(f'Can\'t find end tag corresponding to start tag "{stack[-1].tag}"')
+    return "".join(out), sorted(entities, key=lambda e: (e["offset"], -e["length"]))
+
+
+def _entity(opened: _Open, end: int) -> JSON | None:
+    if end == opened.start:
+        return None  # Telegram drops empty entities
+    kind = _ENTITY_OF_TAG[opened.tag]
+    entity: JSON = {"type": kind, "offset": opened.start, "length": end - opened.start}
+    if kind == "text_link":
+        url = opened.attrs.get("href", "")
+        if url.startswith("tg://user?id="):
+            entity = {**entity, "type": "text_mention", "user": {"id": int(url[13:] or 0)}}
+        else:
+            entity["url"] = url
+    elif kind == "pre" and "language" in opened.attrs:
+        entity["language"] = opened.attrs["language"]
+    return entity
+
+
+# ---- the record -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    method: str
+    args: JSON
+    at: float
+    error: ApiError | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+@dataclass(slots=True)
+class Message:
+    chat: int
+    id: int
+    from_bot: bool
+    text: str
+    entities: list[JSON] = field(default_factory=list)
+    html: str = ""
+    """What the bot sent (``parse_mode`` HTML), before parsing."""
+    reply_markup: JSON | None = None
+    reply_to: int | None = None
+    document: JSON | None = None
+    edits: int = 0
+    date: int = field(default_factory=lambda: int(time.time()))
+
+    def as_api(self) -> JSON:
+        user = (
+            {"id": BOT_ID, "is_bot": True, "first_name": "reactbot", "username": BOT_USERNAME}
+            if self.from_bot
+            else {"id": self.chat, "is_bot": False, "first_name": f"user{self.chat}"}
+        )
+        data: JSON = {
+            "message_id": self.id,
+            "date": self.date,
+            "chat": {"id": self.chat, "type": "private", "first_name": f"user{self.chat}"},
+            "from": user,
+        }
+        if self.document is not None:
+            data["document"] = self.document
+            if self.text:
+                data["caption"] = self.text
+        else:
+            data["text"] = self.text
+            if self.entities:
+                data["entities"] = self.entities
+        if self.reply_markup:
+            data["reply_markup"] = self.reply_markup
+        if self.edits:
+            data["edit_date"] = int(time.time())
+        return data
+
+    @property
+    def buttons(self) -> list[JSON]:
+        rows = (self.reply_markup or {}).get("inline_keyboard", [])
+        return [button for row in rows for button in row]
+
+
+class FakeTelegram:
+    """The Bot API of one bot, its private chats and their messages."""
+
+    def __init__(
+        self,
+        *,
+        token: str = TOKEN,
+        host: str = "127.0.0.1",
+        chat_writes: int = 40,
+        chat_window: float = 30.0,
+    ) -> None:
+        self.token = token
+        self.host = host
+        self.port = 0
+        self.chat_writes = chat_writes
+        self.chat_window = chat_window
+        self.calls: list[Call] = []
+        self.messages: dict[tuple[int, int], Message] = {}
+        self.documents: list[tuple[int, str, bytes]] = []
+        """``(chat, file name, content)`` of every document sent."""
+        self.actions: list[tuple[int, str]] = []
+        self.answered: dict[str, JSON] = {}
+        """Callback query id -> the arguments it was answered with."""
+        self.violations = 0
+        """Writes that arrived while their chat's ``retry_after`` was still running."""
+        self.chats: set[int] = set()
+        self._updates: list[JSON] = []
+        self._confirmed = 0
+        self._new_update = asyncio.Event()
+        self._update_ids = itertools.count(1)
+        self._message_ids = itertools.count(1)
+        self._query_ids = itertools.count(1)
+        self._queries: dict[str, JSON] = {}
+        self._writes: defaultdict[int, deque[float]] = defaultdict(deque)
+        self._blocked: dict[int, float] = {}
+        self._flood_next: dict[int, int] = {}
+        self._runner: web.AppRunner | None = None
+        self._closing = False
+        self._changed = asyncio.Event()
+
+    async def __aenter__(self) -> Self:
+        app = web.Application(client_max_size=60 * 1024 * 1024)
+        app.router.add_route("*", "/bot{token}/{method}", self._api)
+        self._runner, self.port = await serve_locally(app, host=self.host)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._closing = True
+        self._new_update.set()  # long polls end at once
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    @property
+    def base_url(self) -> str:
+        """``telegram.api_base_url``: the prefix the client appends its token to."""
+        return f"http://{self.host}:{self.port}/bot"
+
+    # ---- the people's side --------------------------------------------------------------
+    def user_says(self, chat: int, text: str) -> Message:
+        """A person writes ``text`` in their private chat ``chat`` (their user id too)."""
+        self.chats.add(chat)
+        message = Message(chat, next(self._message_ids), from_bot=False, text=text)
+        if text.startswith("/"):
+            command = text.split()[0]
+            message.entities = [{"type": "bot_command", "offset": 0, "length": len(command)}]
+        self.messages[(chat, message.id)] = message
+        self._push({"message": message.as_api()})
+        return message
+
+    def press(self, message: Message, data: str, *, user: int | None = None) -> str:
+        """A person presses the button with ``callback_data`` ``data`` under ``message``;
+        the callback query's id (answerCallbackQuery must name it)."""
+        if not any(b.get("callback_data") == data for b in message.buttons):
+            raise AssertionError(f"no button with callback_data {data!r} under {message.id}")
+        query_id = str(next(self._query_ids))
+        who = user if user is not None else message.chat
+        query: JSON = {
+            "id": query_id,
+            "from": {"id": who, "is_bot": False, "first_name": f"user{who}"},
+            "chat_instance": str(message.chat),
+            "message": message.as_api(),
+            "data": data,
+        }
+        self._queries[query_id] = query
+        self._push({"callback_query": query})
+        return query_id
+
+    def flood(self, chat: int, retry_after: int) -> None:
+        """The next write to ``chat`` answers 429 with ``retry_after`` seconds."""
+        self._flood_next[chat] = retry_after
+
+    def _push(self, update: JSON) -> None:
+        self._updates.append({"update_id": next(self._update_ids), **update})
+        self._new_update.set()
+
+    # ---- reading the record ---------------------------------------------------------------
+    def message(self, chat: int, message_id: int) -> Message:
+        return self.messages[(chat, message_id)]
+
+    def bot_messages(self, chat: int) -> list[Message]:
+        return [m for (c, _), m in sorted(self.messages.items()) if c == chat and m.from_bot]
+
+    def of(self, method: str) -> list[Call]:
+        return [c for c in self.calls if c.method == method.lower()]
+
+    def refused(self) -> list[Call]:
+        return [c for c in self.calls if c.error is not None]
+
+    async def wait_for(
+        self, predicate: Callable[[], bool], *, within: float = 10.0, what: str = "the condition"
+    ) -> None:
+        """Until ``predicate()`` holds, checked after each call the fake answers; an
+        AssertionError naming ``what`` if it does not within ``within`` seconds."""
+        try:
+            async with asyncio.timeout(within):
+                while not predicate():
+                    self._changed.clear()
+                    await self._changed.wait()
+        except TimeoutError:
+            raise AssertionError(f"timed out waiting for {what}") from None
+
+    # ---- the API --------------------------------------------------------------------------
+    async def _api(self, request: web.Request) -> web.Response:
+        method = request.match_info["method"].lower()
+        args: JSON = {}
+        try:
+            args = await self._args(request)
+            if request.match_info["token"] != self.token:
+                raise ApiError(401, "Unauthorized")
+            handler = getattr(self, f"_m_{method}", None)
+            if handler is None:
+                raise ApiError(404, "Not Found")
+            result = await handler(args)
+        except ApiError as exc:
+            self._record(Call(method, args, time.monotonic(), exc))
+            return web.json_response(exc.body(), status=exc.code)
+        self._record(Call(method, args, time.monotonic()))
+        return web.json_response({"ok": True, "result": result})
+
+    def _record(self, call: Call) -> None:
+        self.calls.append(call)
+        self._changed.set()
+
+    async def _args(self, request: web.Request) -> JSON:
+        args: JSON = dict(request.query)
+        if request.content_type == "application/json":
+            body = await request.json()
+            if not isinstance(body, dict):
+                raise bad("request body must be a JSON object")
+            args.update(body)
+            return args
+        if request.content_type.startswith("multipart/"):
+            reader = await request.multipart()
+            async for part in reader:
+                if not isinstance(part, BodyPartReader):
+                    raise bad("nested multipart bodies are not supported")
+                name = part.name or ""
+                if part.filename:
+                    args[name] = {"filename": part.filename, "content": bytes(await part.read())}
+                else:
+                    args[name] = self._value(name, await part.text())
+            return args
+        if request.can_read_body:
+            form = await request.post()
+            args.update({k: self._value(k, str(v)) for k, v in form.items()})
+        return {k: self._value(k, v) if isinstance(v, str) else v for k, v in args.items()}
+
+    @staticmethod
+    def _value(name: str, text: str) -> Any:
+        if name in _INT_FIELDS:
+            try:
+                return int(text)
+            except ValueError:
+                return text
+        if name in _OBJECT_FIELDS:
+            try:
+                return json.loads(text)
+            except ValueError as exc:
+                raise bad(f"can't parse {name} JSON object") from exc
+        return text
+
+    # ---- methods --------------------------------------------------------------------------
+    async def _m_getme(self, args: JSON) -> JSON:
+        return {
+            "id": BOT_ID,
+            "is_bot": True,
+            "first_name": "reactbot",
+            "username": BOT_USERNAME,
+            "can_join_groups": True,
+            "can_read_all_group_messages": False,
+            "supports_inline_queries": False,
+        }
+
+    async def _m_deletewebhook(self, args: JSON) -> bool:
+        if str(args.get("drop_pending_updates", "")).lower() == "true":
+            self._confirmed = self._updates[-1]["update_id"] if self._updates else 0
+        return True
+
+    async def _m_getupdates(self, args: JSON) -> list[JSON]:
+        offset = int(args.get("offset") or 0)
+        if offset > 0:
+            self._confirmed = max(self._confirmed, offset - 1)
+        timeout = float(args.get("timeout") or 0)
+        limit = int(args.get("limit") or 100)
+        loop = asyncio.get_running_loop()
+        until = loop.time() + timeout
+        while True:
+            pending = [u for u in self._updates if u["update_id"] > self._confirmed]
+            if pending or self._closing or loop.time() >= until:
+                return pending[: max(1, min(limit, 100))]
+            self._new_update.clear()
+            try:
+                async with asyncio.timeout(until - loop.time()):
+                    await self._new_update.wait()
+            except TimeoutError:
+                return []
+
+    async def _m_sendmessage(self, args: JSON) -> JSON:
+        chat = self._chat(args)
+        text, entities = self._text(args, "text", MESSAGE_LIMIT)
+        markup = self._markup(args)
+        reply_to = self._reply_to(chat, args)
+        self._write(chat)
+        message = Message(
+            chat,
+            next(self._message_ids),
+            from_bot=True,
+            text=text,
+            entities=entities,
+            html=str(args.get("text", "")),
+            reply_markup=markup,
+            reply_to=reply_to,
+        )
+        self.messages[(chat, message.id)] = message
+        return message.as_api()
+
+    async def _m_editmessagetext(self, args: JSON) -> JSON:
+        chat = self._chat(args)
+        message = self.messages.get((chat, _int(args.get("message_id"))))
+        text, entities = self._text(args, "text", MESSAGE_LIMIT)
+        markup = self._markup(args)
+        if message is None or not message.from_bot or message.document is not None:
+            raise bad("message to edit not found")
+        if (text, entities, markup) == (message.text, message.entities, message.reply_markup):
+            raise ApiError(400, NOT_MODIFIED)
+        self._write(chat)
+        message.text, message.entities, message.reply_markup = text, entities, markup
+        message.html = str(args.get("text", ""))
+        message.edits += 1
+        return message.as_api()
+
+    async def _m_answercallbackquery(self, args: JSON) -> bool:
+        query_id = str(args.get("callback_query_id", ""))
+        if query_id not in self._queries or query_id in self.answered:
+            raise bad("query is too old and response timeout expired or query ID is invalid")
+        if len(str(args.get("text", ""))) > 200:
+            raise bad("MESSAGE_TOO_LONG")
+        self.answered[query_id] = args
+        return True
+
+    async def _m_senddocument(self, args: JSON) -> JSON:
+        chat = self._chat(args)
+        document = args.get("document")
+        if not isinstance(document, dict):
+            raise bad("there is no document in the request")
+        caption, entities = self._text(args, "caption", CAPTION_LIMIT, required=False)
+        reply_to = self._reply_to(chat, args)
+        self._write(chat)
+        content: bytes = document["content"]
+        name = str(document["filename"])
+        self.documents.append((chat, name, content))
+        message = Message(
+            chat,
+            next(self._message_ids),
+            from_bot=True,
+            text=caption,
+            entities=entities,
+            reply_to=reply_to,
+            document={
+                "file_id": f"doc{len(self.documents)}",
+                "file_unique_id": f"u{len(self.documents)}",
+                "file_name": name,
+                "file_size": len(content),
+            },
+        )
+        self.messages[(chat, message.id)] = message
+        return message.as_api()
+
+    async def _m_sendchataction(self, args: JSON) -> bool:
+        chat = self._chat(args)
+        action = str(args.get("action", ""))
+        if action not in CHAT_ACTIONS:
+            raise bad("wrong parameter action in request")
+        self.actions.append((chat, action))
+        return True
+
+    # ---- checks ---------------------------------------------------------------------------
+    def _chat(self, args: JSON) -> int:
+        chat = _int(args.get("chat_id"))
+        if chat not in self.chats:
+            raise bad("chat not found")
+        return chat
+
+    def _text(
+        self, args: JSON, name: str, limit: int, *, required: bool = True
+    ) -> tuple[str, list[JSON]]:
+        raw = str(args.get(name, ""))
+        mode = str(args.get("parse_mode", "") or "")
+        if mode.lower() == "html":
+            text, entities = parse_html(raw)
+        elif mode == "":
+            text, entities = raw, list(args.get("entities") or [])
+        else:
+            raise bad("unsupported parse_mode")
+        if required and not text.strip():
+            raise bad("message text is empty")
+        if utf16_len(text) > limit:
+            raise bad("message caption is too long" if name == "caption" else "message is too long")
+        return text, entities
+
+    def _markup(self, args: JSON) -> JSON | None:
+        markup = args.get("reply_markup")
+        if markup is None:
+            return None
+        if not isinstance(markup, dict) or not isinstance(markup.get("inline_keyboard"), list):
+            raise bad("can't parse reply keyboard markup JSON object")
+        for row in markup["inline_keyboard"]:
+            for button in row:
+                if not str(button.get("text", "")).strip():
+                    raise bad("BUTTON_TEXT_EMPTY")
+                data = button.get("callback_data")
+                if data is not None and not 1 <= len(str(data).encode()) <= CALLBACK_DATA_BYTES:
+                    raise bad("BUTTON_DATA_INVALID")
+        return markup if markup["inline_keyboard"] else None
+
+    def _reply_to(self, chat: int, args: JSON) -> int | None:
+        params = args.get("reply_parameters")
+        target = params.get("message_id") if isinstance(params, dict) else None
+        target = target if target is not None else args.get("reply_to_message_id")
+        if target is None:
+            return None
+        if (chat, _int(target)) not in self.messages:
+            raise bad("message to be replied not found")
+        return _int(target)
+
+    def _write(self, chat: int) -> None:
+        """Flood control: raises the 429 Telegram would answer, else counts the write."""
+        now = time.monotonic()
+        blocked = self._blocked.get(chat, -math.inf)
+        if now < blocked:
+            self.violations += 1
+            raise _too_many(math.ceil(blocked - now))
+        if (seconds := self._flood_next.pop(chat, None)) is not None:
+            self._blocked[chat] = now + seconds
+            raise _too_many(seconds)
+        window = self._writes[chat]
+        while window and window[0] <= now - self.chat_window:
+            window.popleft()
+        if len(window) >= self.chat_writes:
+            seconds = max(1, math.ceil(window[0] + self.chat_window - now))
+            self._blocked[chat] = now + seconds
+            raise _too_many(seconds)
+        window.append(now)
+
+
+def _too_many(seconds: int) -> ApiError:
+    return ApiError(429, f"Too Many Requests: retry after {seconds}", retry_after=seconds)
+
+
+def _int(value: object) -> int:
+    try:
+        return int(str(value))
+    except ValueError:
+        return 0
