@@ -648,6 +648,8 @@ class FakeTelegram:
         if target is None:
             return None
         if (chat, _int(target)) not in self.messages:
+            if isinstance(params, dict) and params.get("allow_sending_without_reply"):
+                return None
             raise bad("message to be replied not found")
         return _int(target)
 

@@ -1,0 +1,1 @@
+"""Telegram: private chats answered on the shared pipeline (``adapters.answering``)."""

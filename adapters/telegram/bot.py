@@ -1,0 +1,309 @@
+"""Telegram on the shared pipeline: python-telegram-bot's ``Application`` polling for
+updates, each private-chat message translated into an ``Ask``.
+
+::
+
+    getUpdates --(Application)--> a text message in a private chat
+      -> Ask (who: chat and user; key telegram:<user>; place and conversation telegram:<chat>)
+      -> Answering.admit -> a Refusal (a reply saying so) or a Ticket
+      -> Answering.answer(ticket, TelegramReply): a reply to the question, edited live
+    a Stop button press -> answerCallbackQuery, always; may_stop; Answering.stop
+    /reset -> the conversation's history and files forgotten
+
+This module writes no admission code: access (``telegram.allowed_chats``) is its one rule,
+handed to ``Answering`` with the policy every surface shares.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from telegram import Update
+from telegram.constants import ChatType
+from telegram.error import TelegramError
+from telegram.ext import (
+    Application,
+    ApplicationBuilder,
+    CallbackQueryHandler,
+    CommandHandler,
+    ContextTypes,
+    MessageHandler,
+    filters,
+)
+
+from adapters.answering import Answering, Approvers, Ask, Policy, Refusal, Ticket, may_stop
+from adapters.attachments import ConversationFiles
+from adapters.channels import ChannelChoices
+from adapters.live import LiveMessage, RunView, Verbosity
+from adapters.pacing import EditPacer
+from adapters.telegram.render import STOP_PREFIX, TelegramPayload, TelegramRenderer, inert
+from adapters.telegram.surface import Chat, TelegramSurface
+from core.agent import Agent, Run
+from core.approval import ApprovalBroker
+from core.budgets import TokenBudgets
+from core.storage import Stores
+
+log = logging.getLogger(__name__)
+
+TelegramApp = Application[Any, Any, Any, Any, Any, Any]
+EDIT_INTERVAL = 1.0
+"""About one edit a second per chat: Telegram's advice for one chat."""
+GREETING = (
+    "Ask me anything: I answer in one message you can watch me think in (thought, action, "
+    "observation, answer). /reset forgets our conversation."
+)
+NOT_HERE = "This bot does not answer in this chat."
+DEFAULT_API = "https://api.telegram.org/bot"
+
+
+@dataclass(frozen=True, slots=True)
+class TelegramSettings:
+    token: str
+    api_base_url: str = DEFAULT_API
+    """The Bot API prefix the token is appended to (a local Bot API server, a proxy, a fake)."""
+    allowed_chats: frozenset[int] = frozenset()
+    """Chats that may ask; empty: every private chat."""
+    admins: frozenset[int] = frozenset()
+    """User ids exempt from the cooldown, who may stop anyone's run."""
+    verbosity: Verbosity = "full"
+    cooldown_seconds: float = 5.0
+    max_runs_per_user: int = 2
+    max_concurrent_runs: int = 500
+    run_lease: float = 240.0
+    run_hold_at_most: float = 240.0
+    approvers: Approvers = "asker"
+    merge_window: float = 0.0
+    poll_timeout: float = 10.0
+    """Seconds one getUpdates long poll waits for an update."""
+
+
+@dataclass(frozen=True, slots=True)
+class Asker:
+    chat: int
+    user: int
+    message: int
+
+
+def file_url(api_base_url: str) -> str:
+    """Telegram's file host beside its API: ``…/bot`` -> ``…/file/bot``."""
+    head, _, tail = api_base_url.rstrip("/").rpartition("/")
+    return f"{head}/file/{tail}"
+
+
+def telegram_application(settings: TelegramSettings) -> TelegramApp:
+    """python-telegram-bot's ``Application`` for the bot (no I/O until it is initialised).
+    ``PTB_TIMEDELTA``: ``RetryAfter`` carries a timedelta, as it will in the next major
+    version, instead of warning on every 429."""
+    os.environ.setdefault("PTB_TIMEDELTA", "true")
+    builder: ApplicationBuilder[Any, Any, Any, Any, Any, Any] = (
+        Application.builder()
+        .token(settings.token)
+        .base_url(settings.api_base_url)
+        .base_file_url(file_url(settings.api_base_url))
+    )
+    return builder.build()
+
+
+class TelegramReply:
+    """``adapters.answering.Reply`` of one question in a private chat."""
+
+    def __init__(self, bot: TelegramBot, asker: Asker) -> None:
+        self._bot = bot
+        self._asker = asker
+        self._chat = bot.chat(asker.chat)
+
+    async def open(self, verbosity: Verbosity) -> str | None:
+        del verbosity
+        return conversation_of(self._asker.chat)
+
+    def reading(self) -> contextlib.AbstractAsyncContextManager[object]:
+        return contextlib.nullcontext()
+
+    async def show(self, run: Run, view: RunView) -> LiveMessage[TelegramPayload] | None:
+        renderer = TelegramRenderer(run.trace.id, clock=time.monotonic)
+        try:
+            message_id = await self._chat.send(renderer.live(view), reply_to=self._asker.message)
+        except TelegramError:
+            log.exception("could not post the answer's message in chat %s", self._asker.chat)
+            return None
+        surface = TelegramSurface(self._chat, message_id)
+        return LiveMessage(surface, renderer, self._bot.pacer, view=view, tick=1.0)
+
+    async def note(self, text: str) -> None:
+        await self._bot.say(self._asker.chat, text, reply_to=self._asker.message)
+
+    async def ended(self, run: Run) -> None:
+        del run
+
+
+def conversation_of(chat: int) -> str:
+    return f"telegram:{chat}"
+
+
+class TelegramBot:
+    """The bot: its ``Application``, handlers and one ``Answering`` over the shared stores."""
+
+    def __init__(
+        self,
+        agent: Agent,
+        *,
+        stores: Stores,
+        budgets: TokenBudgets,
+        choices: ChannelChoices,
+        settings: TelegramSettings,
+        broker: ApprovalBroker | None = None,
+        files: ConversationFiles | None = None,
+        application: TelegramApp | None = None,
+    ) -> None:
+        self.settings = settings
+        self.stores = stores
+        self.files = files
+        self.pacer = EditPacer(EDIT_INTERVAL)
+        self.application = application or telegram_application(settings)
+        self.answering: Answering[Asker] = Answering(
+            agent,
+            surface="telegram",
+            access=self._access,
+            policy=Policy.of(settings),
+            stores=stores,
+            budgets=budgets,
+            choices=choices,
+            files=files,
+            broker=broker,
+            empty_question="Send me a question as text.",
+            quote=lambda text: text,  # every text is escaped when it is sent
+            shutdown_by="a bot restart",
+            merge_window=settings.merge_window,
+        )
+        self._add_handlers()
+
+    def _add_handlers(self) -> None:
+        private = filters.ChatType.PRIVATE
+        app = self.application
+        app.add_handler(CommandHandler("start", self.on_start, filters=private))
+        app.add_handler(CommandHandler("reset", self.on_reset, filters=private))
+        app.add_handler(MessageHandler(private & filters.TEXT & ~filters.COMMAND, self.on_text))
+        app.add_handler(CallbackQueryHandler(self.on_button))
+        app.add_error_handler(self.on_error)
+
+    def chat(self, chat: int) -> Chat:
+        return Chat(self.application.bot, chat, self.pacer)
+
+    # ---- the process's life ---------------------------------------------------------------
+    async def start(self) -> None:
+        """Connect (getMe), then poll for updates until ``aclose``."""
+        await self.answering.start()
+        app = self.application
+        await app.initialize()
+        await app.start()
+        updater = app.updater
+        assert updater is not None  # built with one (ApplicationBuilder's default)
+        await updater.start_polling(
+            timeout=int(self.settings.poll_timeout),
+            allowed_updates=["message", "callback_query"],
+        )
+
+    async def aclose(self, *, grace: float = 5.0) -> None:
+        """No new updates; running answers end as stopped (their final edits still go);
+        then the client closes."""
+        app = self.application
+        if app.updater is not None and app.updater.running:
+            await app.updater.stop()
+        await self.answering.aclose(grace=grace)
+        if app.running:
+            await app.stop()
+        await app.shutdown()
+
+    # ---- handlers -------------------------------------------------------------------------
+    async def _access(self, who: Asker) -> str | None:
+        allowed = self.settings.allowed_chats
+        return NOT_HERE if allowed and who.chat not in allowed else None
+
+    async def on_text(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        del context
+        message, user = update.effective_message, update.effective_user
+        if message is None or user is None or message.chat.type != ChatType.PRIVATE:
+            return
+        asker = Asker(chat=message.chat.id, user=user.id, message=message.message_id)
+        ask: Ask[Asker] = Ask(
+            who=asker,
+            user=str(user.id),
+            key=f"telegram:{user.id}",
+            name=user.username or user.full_name or str(user.id),
+            admin=user.id in self.settings.admins,
+            place=conversation_of(message.chat.id),
+            question=(message.text or "").strip(),
+            ident=f"telegram:{message.chat.id}:{message.message_id}",
+        )
+        admitted = await self.answering.admit(ask)
+        if isinstance(admitted, Refusal):
+            await self.say(asker.chat, admitted.text, reply_to=asker.message)
+            return
+        self.answering.spawn(self._answer(admitted, asker))
+
+    async def _answer(self, ticket: Ticket[Asker], asker: Asker) -> None:
+        await self.answering.answer(ticket, TelegramReply(self, asker))
+
+    async def on_start(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        del context
+        if (chat := update.effective_chat) is not None:
+            await self.say(chat.id, GREETING)
+
+    async def on_reset(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        del context
+        chat, user = update.effective_chat, update.effective_user
+        if chat is None or user is None:
+            return
+        refused = await self.answering.refusal(Asker(chat.id, user.id, 0))
+        if refused is not None:
+            await self.say(chat.id, refused)
+            return
+        conversation = conversation_of(chat.id)
+        await self.stores.history.clear(conversation)
+        if self.files is not None:
+            await self.files.clear(conversation)
+        await self.say(chat.id, "🧹 I have forgotten our conversation.")
+
+    async def on_button(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        """Every press is answered (answerCallbackQuery), whatever it asked for: an
+        unanswered one leaves the person's button spinning."""
+        del context
+        query = update.callback_query
+        if query is None:
+            return
+        words: str | None = None
+        try:
+            words = await self._pressed(query.data or "", query.from_user.id, query.from_user)
+        finally:
+            try:
+                await query.answer(words)
+            except TelegramError:
+                log.warning("could not answer the callback query %s", query.id, exc_info=True)
+
+    async def _pressed(self, data: str, user_id: int, user: Any) -> str | None:
+        if not data.startswith(STOP_PREFIX):
+            return "That button is not one of mine."
+        run_id = data.removeprefix(STOP_PREFIX)
+        ask = self.answering.ask_of(run_id)
+        if ask is None:
+            return "That answer is no longer running."
+        admin = user_id in self.settings.admins
+        if not may_stop(user=str(user_id), asker=ask.user, admin=admin):
+            return "Only the person who asked can stop it."
+        await self.answering.stop(run_id, by=user.username or user.full_name or str(user_id))
+        return "Stopping…"
+
+    async def on_error(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
+        log.error("a Telegram update failed", exc_info=context.error)
+
+    async def say(self, chat: int, text: str, *, reply_to: int | None = None) -> None:
+        """A short message of the bot's own words (escaped); never raises."""
+        try:
+            await self.chat(chat).send(TelegramPayload(inert(text)), reply_to=reply_to)
+        except TelegramError:
+            log.warning("could not send a message in chat %s", chat, exc_info=True)

@@ -1,0 +1,244 @@
+"""A run as Telegram shows it: one message in Telegram's HTML parse mode, edited live.
+
+Four styles, one per part of a step: the thought in *italic* (💭), the action in **bold** with
+its input in ``code`` (🛠), the observation in a block quote, the answer as plain text. Every
+text from outside (a model's, a tool's, a person's) goes through ``html.escape`` and nothing
+else: this module writes every tag itself, never an ``<a>``, so no masked link and no
+``tg://user?id=`` mention can come from model text (a URL stays visible text, which Telegram
+links by itself). Bidirectional overrides are replaced, so they cannot reorder what is shown.
+
+Telegram counts a message's 4,096 characters after entity parsing, in UTF-16 code units:
+each field is cut in those units *before* it is escaped, so the text Telegram counts is
+exactly the sum of the pieces (``fits``). The final answer is split at the limit: the first
+part in the message, the rest as replies (``trace_posts``). Payloads compare by value, so
+the live message never sends the same state twice ("message is not modified").
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from adapters.live import RunView, StepView
+from core.trace import Trace, summary_line
+
+MESSAGE_UNITS = 4096
+"""Telegram's limit of a message's text after entity parsing (UTF-16 code units)."""
+THOUGHT_UNITS = 600
+INPUT_UNITS = 300
+OBSERVATION_UNITS = 500
+LIVE_ANSWER_UNITS = 2000
+QUESTION_UNITS = 200
+STEPS_SHOWN = 6
+"""The latest steps a live message shows; earlier ones are counted in one line."""
+STOP_PREFIX = "stop:"
+"""``callback_data`` of the Stop button: ``stop:<run id>`` (a 12-character id: 17 bytes,
+well under Telegram's 64)."""
+BIDI = re.compile("[\u202a-\u202e\u2066-\u2069]")
+
+_STATUS = {
+    "starting": "⏳ Starting",
+    "waiting": "⏳ Waiting for the previous question",
+    "retrying": "🔁 Retrying after a rate limit",
+    "answering": "✍️ Writing the answer",
+    "approval": "✋ Waiting for approval",
+}
+_MARKS = {"answered": "✅", "cancelled": "⏹️", "failed": "❌", "best_effort": "⚠️"}
+
+
+@dataclass(frozen=True, slots=True)
+class Button:
+    text: str
+    data: str
+
+
+@dataclass(frozen=True, slots=True)
+class TelegramPayload:
+    """One state of the message: its HTML (``parse_mode`` HTML) and its inline buttons."""
+
+    html: str
+    buttons: tuple[Button, ...] = ()
+
+
+def units(text: str) -> int:
+    """``text``'s length as Telegram counts it (UTF-16 code units)."""
+    return len(text.encode("utf-16-le")) // 2
+
+
+def cut(text: str, limit: int) -> str:
+    """At most ``limit`` UTF-16 units of ``text`` (never half a surrogate pair), with ``…``
+    when something was left out."""
+    if units(text) <= limit:
+        return text
+    kept, used = [], 0
+    for char in text:
+        size = units(char)
+        if used + size > limit - 1:
+            break
+        kept.append(char)
+        used += size
+    return "".join(kept) + "…"
+
+
+def inert(text: str) -> str:
+    """Outside text made safe to show: bidi controls replaced, then HTML-escaped."""
+    return html.escape(BIDI.sub("\ufffd", text))
+
+
+@dataclass(frozen=True, slots=True)
+class _Piece:
+    """One run of text in one style; ``units`` is what Telegram will count of it."""
+
+    text: str
+    style: str = ""
+    """``b``, ``i``, ``code``, ``blockquote`` or plain."""
+
+    @property
+    def units(self) -> int:
+        return units(self.text)
+
+    def html(self) -> str:
+        body = inert(self.text)
+        return f"<{self.style}>{body}</{self.style}>" if self.style and self.text else body
+
+
+def _join(lines: Sequence[Sequence[_Piece]]) -> str:
+    return "\n".join("".join(p.html() for p in line) for line in lines if line).strip()
+
+
+def _size(lines: Sequence[Sequence[_Piece]]) -> int:
+    return sum(p.units for line in lines for p in line) + max(0, len(lines) - 1)
+
+
+def split_answer(text: str, limit: int) -> list[str]:
+    """``text`` in parts of at most ``limit`` UTF-16 units, each ending at a line break or a
+    space where one is near (no part is empty; nothing is lost but the whitespace split on)."""
+    parts: list[str] = []
+    rest = text.strip()
+    while rest:
+        if units(rest) <= limit:
+            parts.append(rest)
+            break
+        head = cut(rest, limit + 1)[:-1]  # the longest prefix that fits, without the mark
+        at = max(head.rfind("\n"), head.rfind(" "))
+        if at < len(head) // 2:  # no good break near the end: cut at the limit itself
+            at = len(head)
+        part, rest = rest[:at].rstrip(), rest[at:].lstrip()
+        if part:
+            parts.append(part)
+    return parts
+
+
+def status(view: RunView, now: float) -> str:
+    """``🛠 Running search · step 2/8 · 3.4 s``."""
+    if view.phase == "acting":
+        name = (view.current.action if view.current else None) or "tool"
+        label = f"🛠 Running {cut(name, 40)}"
+    else:
+        label = _STATUS.get(view.phase, "🤔 Thinking")
+    parts = [label]
+    step = view.current
+    if step is not None and view.max_steps:
+        parts.append("final answer" if step.final else f"step {step.index}/{view.max_steps}")
+    parts.append(f"{view.elapsed(now):.1f} s")
+    return " · ".join(parts)
+
+
+def _step_lines(step: StepView) -> list[list[_Piece]]:
+    lines: list[list[_Piece]] = []
+    if step.thought.strip():
+        lines.append([_Piece("💭 "), _Piece(cut(step.thought.strip(), THOUGHT_UNITS), "i")])
+    if step.action:
+        line = [_Piece(f"🛠 {cut(step.action, 60)}", "b")]
+        if step.action_input is not None:
+            line += [_Piece(" "), _Piece(cut(step.action_input, INPUT_UNITS) or " ", "code")]
+        lines.append(line)
+    if step.observation is not None:
+        shown = cut(step.observation.strip() or "(empty)", OBSERVATION_UNITS)
+        lines.append([_Piece(("⚠️ " if step.error else "") + shown, "blockquote")])
+    return lines
+
+
+class TelegramRenderer:
+    """``adapters.live.Renderer`` for Telegram."""
+
+    def __init__(self, run_id: str, *, clock: Callable[[], float]) -> None:
+        self.run_id = run_id
+        self._clock = clock
+        self.stop = Button("⏹ Stop", f"{STOP_PREFIX}{run_id}")
+        self._answer = ""
+        self._rest: list[str] = []
+        """What ``final`` showed of the answer, and the parts it left for replies."""
+
+    # ---- live -----------------------------------------------------------------------------
+    def live(self, view: RunView) -> TelegramPayload:
+        head = [[_Piece(status(view, self._clock()), "b")]]
+        if view.verbosity == "answer":
+            head = [[_Piece(f"⏳ Working on it · {view.elapsed(self._clock()):.1f} s", "b")]]
+        answer = [[_Piece(cut(view.answer.strip(), LIVE_ANSWER_UNITS))]] if view.answer else []
+        steps = self._steps(view, MESSAGE_UNITS - _size(head) - _size(answer) - 2)
+        return TelegramPayload(_join(head + steps + answer), (self.stop,))
+
+    def _steps(self, view: RunView, room: int) -> list[list[_Piece]]:
+        """The latest steps that fit in ``room`` units, and a line counting the others."""
+        if view.verbosity != "full":
+            return []
+        shown: list[list[_Piece]] = []
+        count = 0
+        for step in reversed(view.steps[-STEPS_SHOWN:]):
+            lines = _step_lines(step)
+            if _size(shown + lines) + 40 > room:
+                break
+            shown, count = lines + shown, count + 1
+        if (earlier := len(view.steps) - count) > 0:
+            plural = "s" if earlier != 1 else ""
+            shown.insert(0, [_Piece(f"… {earlier} earlier step{plural}", "i")])
+        return shown
+
+    # ---- final ----------------------------------------------------------------------------
+    def final(self, view: RunView) -> TelegramPayload:
+        footer = self._footer(view)
+        outcome = self._outcome(view)
+        room = MESSAGE_UNITS - _size(footer) - _size(outcome) - 2
+        parts = split_answer(view.answer, room) if view.answer else []
+        self._answer, self._rest = view.answer, parts[1:]
+        body = [[_Piece(parts[0])]] if parts else []
+        return TelegramPayload(_join(outcome + body + footer))
+
+    def compact(self, view: RunView) -> TelegramPayload:
+        outcome = self._outcome(view)
+        body = [[_Piece(cut(view.answer.strip(), 1000))]] if view.answer.strip() else []
+        return TelegramPayload(_join(outcome + body + self._footer(view)))
+
+    def plain(self, text: str) -> TelegramPayload:
+        return TelegramPayload(inert(cut(text.strip() or "…", 1000)))
+
+    def _outcome(self, view: RunView) -> list[list[_Piece]]:
+        if view.phase == "cancelled":
+            return [[_Piece(f"⏹️ Stopped by {cut(view.stopped_by or 'someone', 80)}.", "b")]]
+        if view.phase == "failed":
+            return [[_Piece("❌ " + cut(view.reason or "The run failed.", 600), "b")]]
+        if view.phase == "best_effort":
+            return [[_Piece("⚠️ Stopped before a final answer: the best answer found.", "b")]]
+        return []
+
+    def _footer(self, view: RunView) -> list[list[_Piece]]:
+        trace = view.trace
+        mark = _MARKS.get(view.phase, "⚠️")
+        line = f"{mark} " + (summary_line(trace) if trace else f"{view.elapsed():.1f} s")
+        if view.memory_unavailable:
+            line += " · ⚠️ memory unavailable"
+        return [[_Piece(cut(line, 300), "i")]]
+
+    # ---- after the answer -----------------------------------------------------------------
+    def trace_posts(
+        self, trace: Trace, *, whole_answer: bool = False, steps: bool = True
+    ) -> list[TelegramPayload]:
+        """The answer's parts that did not fit in the final message, each a reply of its own
+        (the whole answer, when the message could show only a smaller form). The trace's
+        steps as replies are not built yet."""
+        del trace, steps
+        parts = split_answer(self._answer, MESSAGE_UNITS) if whole_answer else self._rest
+        return [TelegramPayload(inert(p)) for p in parts]
