@@ -102,6 +102,7 @@ SECRET_ENV_VARS: Mapping[str, str] = {
     "slack_signing_secret": "SLACK_SIGNING_SECRET",
     "link_secret": "REACTBOT_LINK_SECRET",
     "web_token": "REACTBOT_WEB_TOKEN",
+    "telegram_bot_token": "TELEGRAM_BOT_TOKEN",
 }
 
 
@@ -545,6 +546,32 @@ class WebConfig(_Section):
         return value
 
 
+class TelegramConfig(_Section):
+    """Telegram (``reactbot serve --platform telegram``, ``TELEGRAM_BOT_TOKEN``): private
+    chats, answered in one message edited live."""
+
+    mode: Literal["polling", "webhook"] = "polling"
+    """``polling`` (getUpdates); ``webhook`` is not built yet and is refused."""
+    api_base_url: str | None = None
+    """The Bot API prefix the token is appended to; None: https://api.telegram.org/bot."""
+    allowed_chats: tuple[int, ...] = ()
+    """Chats (private chat id = the person's user id) that may ask; empty: every one."""
+    admins: tuple[int, ...] = ()
+    """User ids exempt from the cooldown, who may stop anyone's run."""
+    verbosity: Literal["full", "compact", "answer"] = "full"
+    cooldown_seconds: float = Field(default=5.0, ge=0, le=3600)
+    """Seconds between two questions of one person."""
+
+    _http_url = field_validator("api_base_url")(_check_http_url)
+
+    @field_validator("mode")
+    @classmethod
+    def _polling_only(cls, value: str) -> str:
+        if value == "webhook":
+            raise ValueError("webhook mode is not built yet: use polling")
+        return value
+
+
 class OpsConfig(_Section):
     """The operator's HTTP endpoint (``/healthz``, ``/readyz``, ``/metrics``) of ``serve``."""
 
@@ -568,6 +595,8 @@ class Secrets(_Section):
     """The HMAC key of trace page links; without it no link is made and the pages are off."""
     web_token: SecretStr | None = None
     """What people sign in to the web chat with; required when it listens beyond loopback."""
+    telegram_bot_token: SecretStr | None = None
+    """BotFather's token of the Telegram bot."""
     mcp: dict[str, SecretStr] = Field(default_factory=dict)
     """The variables MCP servers name (``env_from``, ``headers_from``) that are set."""
     models: dict[str, SecretStr] = Field(default_factory=dict)
@@ -674,6 +703,7 @@ class Config(_Section):
     """The model catalogue: names a channel (``/reactbot model``) or a question may pick."""
     telemetry: TelemetryConfig = TelemetryConfig()
     web: WebConfig = WebConfig()
+    telegram: TelegramConfig = TelegramConfig()
     files: FilesConfig = FilesConfig()
     ops: OpsConfig = OpsConfig()
     context: ContextConfig = ContextConfig()
@@ -861,6 +891,8 @@ _SECRET_KEY_ENV: Mapping[str, str] = {
     "web.secret": "REACTBOT_LINK_SECRET",
     "web.token": "REACTBOT_WEB_TOKEN",
     "web.web_token": "REACTBOT_WEB_TOKEN",
+    "telegram.token": "TELEGRAM_BOT_TOKEN",
+    "telegram.bot_token": "TELEGRAM_BOT_TOKEN",
 }
 
 

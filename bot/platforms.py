@@ -93,6 +93,10 @@ def _web_missing(config: Config) -> list[str]:
     return []
 
 
+def _telegram_missing(config: Config) -> list[str]:
+    return [] if config.secrets.telegram_bot_token else ["TELEGRAM_BOT_TOKEN (BotFather's token)"]
+
+
 PLATFORMS: tuple[Platform, ...] = (
     Platform(
         name="discord",
@@ -121,6 +125,14 @@ PLATFORMS: tuple[Platform, ...] = (
         missing=_web_missing,
         started=lambda config: config.web.chat,
         module="bot.serve_web:serve_web",
+    ),
+    Platform(
+        name="telegram",
+        title="Telegram",
+        how_to_enable="Telegram: set TELEGRAM_BOT_TOKEN (from BotFather's /newbot).",
+        missing=_telegram_missing,
+        started=lambda config: config.secrets.telegram_bot_token is not None,
+        module="bot.serve_telegram:serve_telegram",
     ),
 )
 BY_NAME = {platform.name: platform for platform in PLATFORMS}

@@ -20,7 +20,7 @@ import contextlib
 import logging
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from telegram import Update
@@ -47,6 +47,8 @@ from core.agent import Agent, Run
 from core.approval import ApprovalBroker
 from core.budgets import TokenBudgets
 from core.storage import Stores
+from core.stores import RunRecord
+from core.trace import Trace
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +65,7 @@ DEFAULT_API = "https://api.telegram.org/bot"
 
 @dataclass(frozen=True, slots=True)
 class TelegramSettings:
-    token: str
+    token: str = field(repr=False)
     api_base_url: str = DEFAULT_API
     """The Bot API prefix the token is appended to (a local Bot API server, a proxy, a fake)."""
     allowed_chats: frozenset[int] = frozenset()
@@ -116,6 +118,7 @@ class TelegramReply:
         self._bot = bot
         self._asker = asker
         self._chat = bot.chat(asker.chat)
+        self._message_id: int | None = None
 
     async def open(self, verbosity: Verbosity) -> str | None:
         del verbosity
@@ -131,6 +134,7 @@ class TelegramReply:
         except TelegramError:
             log.exception("could not post the answer's message in chat %s", self._asker.chat)
             return None
+        self._message_id = message_id
         surface = TelegramSurface(self._chat, message_id)
         return LiveMessage(surface, renderer, self._bot.pacer, view=view, tick=1.0)
 
@@ -139,6 +143,12 @@ class TelegramReply:
 
     async def ended(self, run: Run) -> None:
         del run
+
+    def where(self) -> dict[str, str]:
+        """The answer's message, for a live process to finish it if this one dies."""
+        if self._message_id is None:
+            return {}
+        return {"chat": str(self._asker.chat), "message": str(self._message_id)}
 
 
 def conversation_of(chat: int) -> str:
@@ -179,6 +189,7 @@ class TelegramBot:
             quote=lambda text: text,  # every text is escaped when it is sent
             shutdown_by="a bot restart",
             merge_window=settings.merge_window,
+            finalise=self._finish_orphan,
         )
         self._add_handlers()
 
@@ -297,6 +308,18 @@ class TelegramBot:
             return "Only the person who asked can stop it."
         await self.answering.stop(run_id, by=user.username or user.full_name or str(user_id))
         return "Stopping…"
+
+    async def _finish_orphan(self, record: RunRecord, trace: Trace, text: str) -> None:
+        """The last edit of an answer whose process died: the message says so, its Stop
+        button gone."""
+        del trace  # stored by the caller; the message only says what happened
+        try:
+            chat, message_id = int(record.where["chat"]), int(record.where["message"])
+        except (KeyError, ValueError):
+            return
+        surface = TelegramSurface(self.chat(chat), message_id)
+        async with self.pacer.slot(surface.channel_key, priority="final"):
+            await surface.edit(TelegramPayload(inert(text)))
 
     async def on_error(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
         log.error("a Telegram update failed", exc_info=context.error)

@@ -12,7 +12,7 @@ from bot.serve import how_to_enable, not_configured
 
 def test_every_platform_is_named_once_and_says_how_to_enable_it() -> None:
     names = [p.name for p in PLATFORMS]
-    assert names == ["discord", "slack", "web"] and len(set(names)) == len(names)
+    assert names == ["discord", "slack", "web", "telegram"] and len(set(names)) == len(names)
     text = how_to_enable()
     assert all(f"  {p.title}:" in text for p in PLATFORMS)
 
@@ -37,10 +37,19 @@ def test_what_a_platform_still_needs_comes_from_its_entry() -> None:
 def test_the_registry_loads_no_platform_sdk_until_a_platform_is_served() -> None:
     code = (
         "import sys, bot.serve, bot.cli, bot.platforms\n"
-        "print(sorted(m for m in ('discord', 'slack_bolt') if m in sys.modules))"
+        "print(sorted(m for m in ('discord', 'slack_bolt', 'telegram') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_telegram_needs_its_token_from_the_environment() -> None:
+    assert platform("telegram").missing(load_config(None, {})) == [
+        "TELEGRAM_BOT_TOKEN (BotFather's token)"
+    ]
+    config = load_config(None, {"TELEGRAM_BOT_TOKEN": "1:abc"})
+    assert [p.name for p in enabled(config)] == ["telegram"]
+    assert not_configured(config, "telegram") is None
 
 
 def test_a_signing_secret_without_an_app_token_points_at_http_mode() -> None:

@@ -1,0 +1,63 @@
+"""``reactbot serve --platform telegram``: the bot polls Telegram for updates and answers in
+private chats until cancelled."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from adapters.telegram.bot import DEFAULT_API, TelegramBot, TelegramSettings
+from bot.app import App, PlatformLink, longest_run
+from bot.config import Config
+
+log = logging.getLogger(__name__)
+
+
+def telegram_settings(config: Config) -> TelegramSettings:
+    telegram, token = config.telegram, config.secrets.telegram_bot_token
+    if token is None:  # platforms.py names what is missing before this is reached
+        raise ValueError("TELEGRAM_BOT_TOKEN is not set")
+    return TelegramSettings(
+        token=token.get_secret_value(),
+        api_base_url=telegram.api_base_url or DEFAULT_API,
+        allowed_chats=frozenset(telegram.allowed_chats),
+        admins=frozenset(telegram.admins),
+        verbosity=telegram.verbosity,
+        cooldown_seconds=telegram.cooldown_seconds,
+        max_runs_per_user=config.agent.max_runs_per_user,
+        run_lease=config.agent.deadline + 60,
+        run_hold_at_most=longest_run(config),
+        approvers=config.agent.approval.approvers,
+        merge_window=config.agent.merge_window,
+    )
+
+
+def build_bot(app: App) -> TelegramBot:
+    return TelegramBot(
+        app.agent,
+        stores=app.stores,
+        budgets=app.budgets,
+        choices=app.channel_choices(),
+        settings=telegram_settings(app.config),
+        broker=app.broker,
+    )
+
+
+async def serve_telegram(app: App) -> None:
+    bot = build_bot(app)
+    try:
+        await bot.start()
+        log.info("telegram: polling for updates")
+        app.platforms["telegram"] = PlatformLink(
+            connected=lambda: _polling(bot),
+            edits=lambda: bot.pacer.stats.edits,
+            rate_limited=lambda: bot.pacer.stats.rate_limited,
+        )
+        await asyncio.Event().wait()  # until cancelled
+    finally:
+        await bot.aclose()
+
+
+async def _polling(bot: TelegramBot) -> bool:
+    updater = bot.application.updater
+    return updater is not None and updater.running
