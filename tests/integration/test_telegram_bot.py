@@ -1,0 +1,232 @@
+"""Telegram through the real python-telegram-bot client (polling) against the strict fake:
+a private-chat question answered in one message edited live, Stop from its inline button,
+a hostile answer that ends in a final state Telegram accepts, a 429 waited out, /reset and
+a chat that may not ask. The fake refuses what Telegram refuses, so ``fake.refused() == []``
+says no edit was identical ("message is not modified"), too long, or bad HTML."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from adapters.channels import ChannelChoices
+from adapters.telegram.bot import NOT_HERE, TelegramBot, TelegramSettings
+from core.agent import Agent, AgentSettings
+from core.budgets import InMemoryUsageCounters, TokenBudgets
+from core.scripted import ScriptedModel, Turn
+from core.storage import Stores
+from core.tools import FunctionTool, ToolHints, ToolRegistry
+from tests.fakes.telegram_server import MESSAGE_LIMIT, FakeTelegram, Message, parse_html, utf16_len
+
+CHAT = 4242
+CALC = [
+    Turn("Thought: I will use the calculator.\nAction: calculate[17*23+4]", delay=0.05),
+    Turn("Thought: I have it.\nFinal Answer: 17*23+4 = 395", delay=0.05),
+]
+
+SLOW = [
+    Turn("Thought: I will use the calculator.\nAction: calculate[17*23+4]", chunk_size=4,
+         delay=0.1),
+    Turn("Thought: I have it, and I am writing it down slowly.\nFinal Answer: 17*23+4 = 395",
+         chunk_size=4, delay=0.15),
+]  # fmt: skip
+
+
+@dataclass
+class Harness:
+    fake: FakeTelegram
+    bot: TelegramBot
+    stores: Stores
+    model: ScriptedModel
+
+    def replies(self) -> list[Message]:
+        return self.fake.bot_messages(CHAT)
+
+    async def answer_to(self, question: Message, *, within: float = 15.0) -> Message:
+        """The bot's reply to ``question`` once it is final (no Stop button left)."""
+
+        def final() -> Message | None:
+            for m in self.replies():
+                if m.reply_to == question.id and not m.buttons and m.edits:
+                    return m
+            return None
+
+        await self.fake.wait_for(lambda: final() is not None, within=within, what="a final")
+        found = final()
+        assert found is not None
+        return found
+
+    async def live(self, question: Message) -> Message:
+        def running() -> Message | None:
+            return next(
+                (m for m in self.replies() if m.reply_to == question.id and m.buttons), None
+            )
+
+        await self.fake.wait_for(lambda: running() is not None, what="the live message")
+        found = running()
+        assert found is not None
+        return found
+
+
+@pytest.fixture(autouse=True)
+def _timedelta(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PTB_TIMEDELTA", "true")
+
+
+@pytest.fixture
+async def make() -> AsyncIterator[Callable[..., Any]]:
+    opened: list[tuple[FakeTelegram, TelegramBot]] = []
+
+    async def build(turns: list[Turn], **settings: Any) -> Harness:
+        fake = FakeTelegram()
+        await fake.__aenter__()
+        tools = ToolRegistry()
+        tools.add(
+            FunctionTool(
+                "calculate", _calculate, "Arithmetic.", "calculate[2+2]",
+                hints=ToolHints(read_only=True),
+            )
+        )  # fmt: skip
+        stores = Stores.in_memory()
+        model = ScriptedModel(turns)
+        agent = Agent(
+            model,
+            tools,
+            stores=stores,
+            settings=AgentSettings(model_timeout=5.0, deadline=20.0),
+        )
+        bot = TelegramBot(
+            agent,
+            stores=stores,
+            budgets=TokenBudgets(InMemoryUsageCounters()),
+            choices=ChannelChoices(stores.channel_settings, {}, tools, default_model=model.name),
+            settings=TelegramSettings(
+                token=fake.token,
+                api_base_url=fake.base_url,
+                cooldown_seconds=0.0,
+                poll_timeout=1.0,
+                **settings,
+            ),
+        )
+        opened.append((fake, bot))
+        await bot.start()
+        return Harness(fake, bot, stores, model)
+
+    yield build
+    for fake, bot in opened:
+        await bot.aclose(grace=2.0)
+        await fake.__aexit__(None, None, None)
+
+
+async def _calculate(expression: str) -> str:
+    return {"17*23+4": "395"}.get(expression.strip(), "I only know one sum")
+
+
+def _styles(html: str) -> set[str]:
+    return {e["type"] for e in parse_html(html)[1]}
+
+
+async def test_a_private_question_is_answered_live_then_finally(make: Any) -> None:
+    h: Harness = await make(SLOW)  # step 2 streams for over 2 s: a live edit shows step 1
+    question = h.fake.user_says(CHAT, "What is 17*23+4?")
+    final = await h.answer_to(question)
+    assert "17*23+4 = 395" in final.text
+    assert "✅" in final.text and not final.buttons
+    edits = [c for c in h.fake.of("editMessageText") if c.ok]
+    assert len(edits) >= 2  # live states, then the final one
+    seen = set().union(*(_styles(c.args["text"]) for c in edits))
+    assert {"italic", "bold", "code", "blockquote"} <= seen  # thought, action, input, observation
+    assert all(c.args["parse_mode"] == "HTML" for c in edits)
+    assert h.fake.refused() == []  # never "not modified", never bad HTML, never too long
+    h.model.assert_complete()
+    history = await h.stores.history.load(f"telegram:{CHAT}")
+    assert history[-1]["content"] == "17*23+4 = 395"
+
+
+async def test_stop_from_the_inline_button(make: Any) -> None:
+    h: Harness = await make([Turn("Thought: this takes a long while", chunk_size=4, stall_after=3)])
+    question = h.fake.user_says(CHAT, "a slow one")
+    live = await h.live(question)
+    (stop,) = live.buttons
+    assert len(stop["callback_data"].encode()) <= 64
+    query = h.fake.press(live, stop["callback_data"])
+    final = await h.answer_to(question)
+    assert final.text.startswith("⏹️ Stopped by user")
+    await h.fake.wait_for(lambda: query in h.fake.answered, what="answerCallbackQuery")
+    assert h.fake.answered[query]["text"] == "Stopping…"
+    assert h.fake.refused() == []
+
+
+async def test_every_press_is_answered_even_one_the_bot_does_not_know(make: Any) -> None:
+    h: Harness = await make([Turn("Thought: slow", chunk_size=2, stall_after=2)])
+    question = h.fake.user_says(CHAT, "slow")
+    live = await h.live(question)
+    (stop,) = live.buttons
+    other = h.fake.press(live, stop["callback_data"], user=CHAT + 1)  # not the asker
+    await h.fake.wait_for(lambda: other in h.fake.answered, what="answerCallbackQuery")
+    assert h.fake.answered[other]["text"] == "Only the person who asked can stop it."
+    assert h.bot.answering.running  # still going
+    h.fake.press(h.fake.message(CHAT, live.id), stop["callback_data"])
+    await h.answer_to(question)
+
+
+async def test_a_hostile_answer_ends_in_a_state_telegram_accepts(make: Any) -> None:
+    url = "https://evil.example/" + "a" * 10_000
+    hostile = (
+        f'{url} <b><i> unbalanced & <a href="tg://user?id=1">x</a> '
+        "[click me](https://evil.example/phish) \u202egnp.exe"
+    )
+    h: Harness = await make([Turn(f"Thought: {hostile}\nFinal Answer: {hostile}", chunk_size=500)])
+    question = h.fake.user_says(CHAT, "<b>hi</b>")
+    final = await h.answer_to(question)
+    await h.bot.answering.settled()  # the rest of the answer is replied after the final edit
+    parts = [final] + [m for m in h.replies() if m.reply_to == final.id]
+    assert len(parts) >= 3  # 10,000+ characters in messages of at most 4,096
+    assert h.fake.refused() == []
+    for message in parts:
+        assert utf16_len(message.text) <= MESSAGE_LIMIT
+        assert not {"text_link", "text_mention"} & {e["type"] for e in message.entities}
+        assert "\u202e" not in message.text
+    body, footer = final.text.rsplit("\n", 1)  # the first part, then the run's summary
+    assert footer.startswith("✅")
+    shown = "".join("".join(t.split()) for t in [body] + [m.text for m in parts[1:]])
+    expected = "".join(hostile.replace("\u202e", "\ufffd").split())
+    assert expected in shown  # all of it, as text: the URL whole, the markup literal
+
+
+async def test_a_429_is_waited_out(make: Any) -> None:
+    h: Harness = await make(SLOW)
+    question = h.fake.user_says(CHAT, "What is 17*23+4?")
+    await h.live(question)
+    h.fake.flood(CHAT, 2)  # the next write in the chat answers 429, retry_after 2
+    final = await h.answer_to(question, within=20.0)
+    assert "395" in final.text
+    limited = [c for c in h.fake.calls if c.error is not None and c.error.code == 429]
+    assert len(limited) == 1 and h.fake.violations == 0  # nothing more until it had passed
+    assert h.bot.pacer.stats.rate_limited == 1
+    after = [c for c in h.fake.calls if c.at > limited[0].at and c.method != "getupdates"]
+    assert after and after[0].at - limited[0].at >= 2.0  # the fake's own clock, not ours
+
+
+async def test_reset_forgets_the_conversation(make: Any) -> None:
+    h: Harness = await make(CALC)
+    question = h.fake.user_says(CHAT, "What is 17*23+4?")
+    await h.answer_to(question)
+    assert await h.stores.history.load(f"telegram:{CHAT}")
+    h.fake.user_says(CHAT, "/reset")
+    await h.fake.wait_for(
+        lambda: any("forgotten" in m.text for m in h.replies()), what="the reset's reply"
+    )
+    assert await h.stores.history.load(f"telegram:{CHAT}") == []
+
+
+async def test_a_chat_not_allowed_is_told_so_and_nothing_runs(make: Any) -> None:
+    h: Harness = await make([], allowed_chats=frozenset({1}))
+    question = h.fake.user_says(CHAT, "hello?")
+    await h.fake.wait_for(lambda: bool(h.replies()), what="the refusal")
+    (refusal,) = h.replies()
+    assert refusal.text == NOT_HERE and refusal.reply_to == question.id
+    h.model.assert_complete()
