@@ -114,20 +114,24 @@ def _size(lines: Sequence[Sequence[_Piece]]) -> int:
 
 def split_answer(text: str, limit: int) -> list[str]:
     """``text`` in parts of at most ``limit`` UTF-16 units, each ending at a line break or a
-    space where one is near (no part is empty; nothing is lost but the whitespace split on)."""
-    parts: list[str] = []
-    rest = text.strip()
-    while rest:
-        if units(rest) <= limit:
-            parts.append(rest)
-            break
-        head = cut(rest, limit + 1)[:-1]  # the longest prefix that fits, without the mark
-        at = max(head.rfind("\n"), head.rfind(" "))
-        if at < len(head) // 2:  # no good break near the end: cut at the limit itself
-            at = len(head)
-        part, rest = rest[:at].rstrip(), rest[at:].lstrip()
-        if part:
+    space where one is in its second half (no part is empty; nothing is lost but the
+    whitespace split on). Linear in ``text``."""
+    text, parts = text.strip(), []
+    start, n = 0, len(text)
+    while start < n:
+        end, used = start, 0
+        while end < n and used + (size := 2 if ord(text[end]) > 0xFFFF else 1) <= limit:
+            used, end = used + size, end + 1
+        end = max(end, start + 1)
+        if end < n:
+            at = max(text.rfind("\n", start, end), text.rfind(" ", start, end))
+            if at > start + (end - start) // 2:
+                end = at
+        if part := text[start:end].rstrip():
             parts.append(part)
+        start = end
+        while start < n and text[start].isspace():
+            start += 1
     return parts
 
 

@@ -1,0 +1,107 @@
+"""The Telegram renderer on drawn runs full of hostile text: every payload is HTML the strict
+fake parses (so Telegram does), within 4,096 UTF-16 units, with no link or mention entity
+and no bidi override; the answer's parts hold all of it; the Stop button's data fits."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from adapters.live import VERBOSITIES, RunView, Verbosity, fallback_text
+from adapters.telegram.render import BIDI as RENDERED_BIDI
+from adapters.telegram.render import (
+    MESSAGE_UNITS,
+    TelegramPayload,
+    TelegramRenderer,
+    split_answer,
+    units,
+)
+from core.events import (
+    ActionDecided,
+    Finished,
+    ObservationReady,
+    RunStarted,
+    StepStarted,
+    ThoughtDelta,
+)
+from tests.fakes.telegram_server import parse_html
+from tests.hostile import DrawnRun, hostile_text, runs
+from tests.unit.test_discord_render_props import HUGE, PROPERTY, bounded, huge_trace, view_of
+
+pytestmark = pytest.mark.no_cover
+BIDI = {chr(c) for c in [*range(0x202A, 0x202F), *range(0x2066, 0x206A)]}
+
+
+def accepted(payload: TelegramPayload) -> str:
+    """The payload's text as Telegram would show it, having accepted it."""
+    text, entities = parse_html(payload.html)  # raises where Telegram would refuse it
+    assert text.strip(), "an empty message is refused"
+    assert units(text) <= MESSAGE_UNITS
+    assert not {"text_link", "text_mention"} & {e["type"] for e in entities}
+    assert not BIDI & set(text)
+    for button in payload.buttons:
+        assert 1 <= len(button.data.encode()) <= 64 and button.text
+    return text
+
+
+@PROPERTY
+@given(runs(), st.data())
+def test_live_payloads_are_accepted_at_every_point_of_a_run(
+    run: DrawnRun, data: st.DataObject
+) -> None:
+    upto = data.draw(st.integers(min_value=1, max_value=len(run.events)))
+    verbosity = data.draw(st.sampled_from(VERBOSITIES))
+    view = view_of(run, upto, verbosity)
+    payload = bounded(lambda: TelegramRenderer("0123456789ab", clock=lambda: 3.0).live(view))
+    accepted(payload)
+    assert [b.data for b in payload.buttons] == ["stop:0123456789ab"]
+
+
+@PROPERTY
+@given(runs(finished=True), st.sampled_from(VERBOSITIES))
+def test_final_compact_plain_and_the_rest_are_accepted(run: DrawnRun, verbosity: Verbosity) -> None:
+    view = view_of(run, verbosity=verbosity)
+    renderer = TelegramRenderer("0123456789ab", clock=lambda: 3.0)
+    final = bounded(lambda: renderer.final(view))
+    shown = accepted(final)
+    assert not final.buttons
+    accepted(renderer.compact(view))
+    accepted(renderer.plain(fallback_text(view)))
+    rest = [accepted(p) for p in renderer.trace_posts(run.trace)]
+    answer = "".join(RENDERED_BIDI.sub("\ufffd", view.answer).split())
+    if answer:  # all of the answer, in the message and the replies under it
+        body = shown.rsplit("\n", 1)[0]
+        got = "".join("".join(t.split()) for t in [body, *rest])
+        assert answer in got
+    whole = [accepted(p) for p in renderer.trace_posts(run.trace, whole_answer=True)]
+    assert "".join("".join(t.split()) for t in whole) == answer
+
+
+@PROPERTY
+@given(hostile_text(max_pieces=30), st.integers(min_value=2, max_value=5000))
+def test_split_answer_loses_nothing_but_whitespace(text: str, limit: int) -> None:
+    parts = split_answer(text, limit)
+    assert all(p and units(p) <= limit for p in parts)
+    assert "".join("".join(p.split()) for p in parts) == "".join(text.split())
+
+
+def test_a_huge_run_renders_quickly_and_within_the_limits() -> None:
+    trace = huge_trace()  # 1 MB question and answer, 50 steps of 100 KB thoughts
+    view = RunView(started_at=0.0)
+    view.apply(RunStarted(trace.id, trace.question, "m", 50))
+    for step in trace.steps:
+        view.apply(StepStarted(step.index, 50))
+        view.apply(ThoughtDelta(step.index, step.thought or ""))
+        view.apply(ActionDecided(step.index, step.action or "", step.action_input or ""))
+        view.apply(
+            ObservationReady(step.index, step.action or "", step.observation or "", False, 0.1)
+        )
+    renderer = TelegramRenderer(trace.id, clock=lambda: 3.0)
+    accepted(bounded(lambda: renderer.live(view), seconds=2.0))
+    view.apply(Finished(trace, HUGE, "answered"))
+    accepted(bounded(lambda: renderer.final(view), seconds=2.0))
+    posts = bounded(lambda: renderer.trace_posts(trace), seconds=5.0)
+    assert len(posts) >= len(HUGE) // MESSAGE_UNITS
+    accepted(posts[0])
+    accepted(posts[-1])
