@@ -33,6 +33,9 @@ LIVE_ANSWER_UNITS = 2000
 QUESTION_UNITS = 200
 STEPS_SHOWN = 6
 """The latest steps a live message shows; earlier ones are counted in one line."""
+MAX_REPLIES = 5
+"""Replies that continue an answer too long for its message (about 20,000 characters in
+all); what is beyond them is said in one more line (the stored trace has all of it)."""
 STOP_PREFIX = "stop:"
 """``callback_data`` of the Stop button: ``stop:<run id>`` (a 12-character id: 17 bytes,
 well under Telegram's 64)."""
@@ -241,8 +244,12 @@ class TelegramRenderer:
         self, trace: Trace, *, whole_answer: bool = False, steps: bool = True
     ) -> list[TelegramPayload]:
         """The answer's parts that did not fit in the final message, each a reply of its own
-        (the whole answer, when the message could show only a smaller form). The trace's
-        steps as replies are not built yet."""
+        (the whole answer, when the message could show only a smaller form), at most
+        ``MAX_REPLIES``. The trace's steps as replies are not built yet."""
         del trace, steps
         parts = split_answer(self._answer, MESSAGE_UNITS) if whole_answer else self._rest
-        return [TelegramPayload(inert(p)) for p in parts]
+        posts = [TelegramPayload(inert(p)) for p in parts[:MAX_REPLIES]]
+        if left := sum(units(p) for p in parts[MAX_REPLIES:]):
+            posts.append(TelegramPayload(f"<i>… {left:,} more characters of the answer are "
+                                         "in its trace.</i>"))  # fmt: skip
+        return posts

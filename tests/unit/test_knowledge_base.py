@@ -55,6 +55,15 @@ async def test_how_to_connect_slack_gets_every_step() -> None:
     assert "more characters cut" not in done.trace.steps[0].observation
 
 
+async def test_how_to_connect_telegram_gets_every_step() -> None:
+    done = await demo("How do I connect you to Telegram?")
+    answer = done.answer
+    for step in ("## 1. Create the bot with BotFather", "## 2. Serve it"):
+        assert step in answer, answer[:500]
+    for fact in ("TELEGRAM_BOT_TOKEN", "/newbot", "--platform telegram"):
+        assert fact in answer
+
+
 async def test_how_to_connect_slack_in_chinese_gets_every_step() -> None:
     done = await demo("如何连接 Slack？")
     answer = done.answer
