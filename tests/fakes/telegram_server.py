@@ -36,12 +36,15 @@ Answers are ``{"ok": true, "result": …}``, or ``{"ok": false, "error_code": N,
 - ``editMessageText`` whose text, entities and reply markup are exactly the message's: 400
   ``Bad Request: message is not modified: …``; of a message that does not exist or is not
   the bot's: 400 ``Bad Request: message to edit not found``;
+- ``message_thread_id`` of a forum topic nobody wrote in: 400 ``Bad Request: message thread
+  not found``;
 - a reply to a message that does not exist: 400 ``Bad Request: message to be replied not
   found``; a chat no person opened: 400 ``Bad Request: chat not found``;
 - ``answerCallbackQuery`` of an id never sent, or answered already: 400 ``Bad Request: query
   is too old and response timeout expired or query ID is invalid``;
 - flood control, per chat: more than ``chat_writes`` writes (sends and edits) in any
-  ``chat_window`` seconds answer 429 ``Too Many Requests: retry after N`` with
+  ``chat_window`` seconds in a private chat, or ``group_writes`` (20) in any minute in a
+  group (negative chat ids: supergroups, forum topics in them), answer 429 ``Too Many Requests: retry after N`` with
   ``parameters.retry_after`` N (the seconds until the oldest leaves the window, rounded up),
   and any write to the chat before those N seconds are over is refused again and counted in
   ``fake.violations`` (a client that ignored ``retry_after``). ``fake.flood(chat, seconds)``
@@ -268,19 +271,36 @@ class Message:
     document: JSON | None = None
     edits: int = 0
     date: int = field(default_factory=lambda: int(time.time()))
+    user: int = 0
+    """Who wrote it (a person's id; the bot's own messages: ``BOT_ID``)."""
+    thread: int | None = None
+    """The forum topic it is in (``message_thread_id``)."""
+    replied: JSON | None = None
+    """The message it replies to, as the API shows it (``reply_to_message``)."""
+
+    @property
+    def group(self) -> bool:
+        return self.chat < 0
 
     def as_api(self) -> JSON:
         user = (
             {"id": BOT_ID, "is_bot": True, "first_name": "reactbot", "username": BOT_USERNAME}
             if self.from_bot
-            else {"id": self.chat, "is_bot": False, "first_name": f"user{self.chat}"}
+            else {"id": self.user, "is_bot": False, "first_name": f"user{self.user}"}
         )
-        data: JSON = {
-            "message_id": self.id,
-            "date": self.date,
-            "chat": {"id": self.chat, "type": "private", "first_name": f"user{self.chat}"},
-            "from": user,
-        }
+        chat: JSON = (
+            {"id": self.chat, "type": "supergroup", "title": f"group{self.chat}"}
+            if self.group
+            else {"id": self.chat, "type": "private", "first_name": f"user{self.chat}"}
+        )
+        if self.thread is not None:
+            chat["is_forum"] = True
+        data: JSON = {"message_id": self.id, "date": self.date, "chat": chat, "from": user}
+        if self.thread is not None:
+            data["message_thread_id"] = self.thread
+            data["is_topic_message"] = True
+        if self.replied is not None:
+            data["reply_to_message"] = self.replied
         if self.document is not None:
             data["document"] = self.document
             if self.text:
@@ -311,8 +331,12 @@ class FakeTelegram:
         host: str = "127.0.0.1",
         chat_writes: int = 40,
         chat_window: float = 30.0,
+        group_writes: int = 20,
     ) -> None:
         self.token = token
+        self.group_writes = group_writes
+        """Writes a group takes in any minute (Telegram: "no more than 20 messages per
+        minute" in one group)."""
         self.host = host
         self.port = 0
         self.chat_writes = chat_writes
@@ -327,6 +351,8 @@ class FakeTelegram:
         self.violations = 0
         """Writes that arrived while their chat's ``retry_after`` was still running."""
         self.chats: set[int] = set()
+        self.threads: set[tuple[int, int]] = set()
+        """Forum topics people wrote in, ``(chat, message_thread_id)``."""
         self._updates: list[JSON] = []
         self._confirmed = 0
         self._new_update = asyncio.Event()
@@ -364,13 +390,35 @@ class FakeTelegram:
         return f"http://{self.host}:{self.port}/bot"
 
     # ---- the people's side --------------------------------------------------------------
-    def user_says(self, chat: int, text: str) -> Message:
-        """A person writes ``text`` in their private chat ``chat`` (their user id too)."""
+    def user_says(
+        self,
+        chat: int,
+        text: str,
+        *,
+        user: int | None = None,
+        thread: int | None = None,
+        reply_to: Message | None = None,
+    ) -> Message:
+        """A person writes ``text`` in chat ``chat``: their private chat (a positive id, the
+        person's own) or a supergroup (a negative id; ``user`` says who, ``thread`` the
+        forum topic), as a reply to ``reply_to`` when given. Commands and ``@`` mentions get
+        the entities Telegram adds."""
         self.chats.add(chat)
-        message = Message(chat, next(self._message_ids), from_bot=False, text=text)
+        if thread is not None:
+            self.threads.add((chat, thread))
+        who = user if user is not None else chat
+        message = Message(
+            chat, next(self._message_ids), from_bot=False, text=text, user=who, thread=thread,
+            replied=reply_to.as_api() if reply_to is not None else None,
+        )  # fmt: skip
         if text.startswith("/"):
             command = text.split()[0]
-            message.entities = [{"type": "bot_command", "offset": 0, "length": len(command)}]
+            message.entities = [{"type": "bot_command", "offset": 0, "length": utf16_len(command)}]
+        for found in re.finditer(r"@\w+", text):
+            start = utf16_len(text[: found.start()])
+            mention = {"type": "mention", "offset": start, "length": utf16_len(found.group())}
+            if not (text.startswith("/") and found.start() < len(text.split()[0])):
+                message.entities.append(mention)
         self.messages[(chat, message.id)] = message
         self._push({"message": message.as_api()})
         return message
@@ -382,6 +430,8 @@ class FakeTelegram:
             raise AssertionError(f"no button with callback_data {data!r} under {message.id}")
         query_id = str(next(self._query_ids))
         who = user if user is not None else message.chat
+        if who < 0:
+            raise AssertionError("a group does not press buttons: say which user does")
         query: JSON = {
             "id": query_id,
             "from": {"id": who, "is_bot": False, "first_name": f"user{who}"},
@@ -528,6 +578,7 @@ class FakeTelegram:
         text, entities = self._text(args, "text", MESSAGE_LIMIT)
         markup = self._markup(args)
         reply_to = self._reply_to(chat, args)
+        thread = self._thread(chat, args)
         self._write(chat)
         message = Message(
             chat,
@@ -538,6 +589,8 @@ class FakeTelegram:
             html=str(args.get("text", "")),
             reply_markup=markup,
             reply_to=reply_to,
+            user=BOT_ID,
+            thread=thread,
         )
         self.messages[(chat, message.id)] = message
         return message.as_api()
@@ -653,6 +706,14 @@ class FakeTelegram:
             raise bad("message to be replied not found")
         return _int(target)
 
+    def _thread(self, chat: int, args: JSON) -> int | None:
+        if args.get("message_thread_id") in (None, ""):
+            return None
+        thread = _int(args["message_thread_id"])
+        if (chat, thread) not in self.threads:
+            raise bad("message thread not found")
+        return thread
+
     def _write(self, chat: int) -> None:
         """Flood control: raises the 429 Telegram would answer, else counts the write."""
         now = time.monotonic()
@@ -664,10 +725,11 @@ class FakeTelegram:
             self._blocked[chat] = now + seconds
             raise _too_many(seconds)
         window = self._writes[chat]
-        while window and window[0] <= now - self.chat_window:
+        limit, per = (self.group_writes, 60.0) if chat < 0 else (self.chat_writes, self.chat_window)
+        while window and window[0] <= now - per:
             window.popleft()
-        if len(window) >= self.chat_writes:
-            seconds = max(1, math.ceil(window[0] + self.chat_window - now))
+        if len(window) >= limit:
+            seconds = max(1, math.ceil(window[0] + per - now))
             self._blocked[chat] = now + seconds
             raise _too_many(seconds)
         window.append(now)
