@@ -50,8 +50,8 @@ async def serve_telegram(app: App) -> None:
         log.info("telegram: polling for updates")
         app.platforms["telegram"] = PlatformLink(
             connected=lambda: _polling(bot),
-            edits=lambda: bot.pacer.stats.edits,
-            rate_limited=lambda: bot.pacer.stats.rate_limited,
+            edits=lambda: bot.pacer.stats.edits + bot.group_pacer.stats.edits,
+            rate_limited=lambda: bot.pacer.stats.rate_limited + bot.group_pacer.stats.rate_limited,
         )
         await asyncio.Event().wait()  # until cancelled
     finally:

@@ -1,10 +1,12 @@
 """Telegram on the shared pipeline: python-telegram-bot's ``Application`` polling for
-updates, each private-chat message translated into an ``Ask``.
+updates, each question translated into an ``Ask``.
 
 ::
 
-    getUpdates --(Application)--> a text message in a private chat
-      -> Ask (who: chat and user; key telegram:<user>; place and conversation telegram:<chat>)
+    getUpdates --(Application)--> a question: any text in a private chat; in a group a
+                                  mention of the bot, a reply to one of its messages, /ask
+      -> Ask (who: chat, topic and user; key telegram:<user>; place telegram:<chat>;
+              conversation telegram:<chat>, or telegram:<chat>:<topic> in a forum topic)
       -> Answering.admit -> a Refusal (a reply saying so) or a Ticket
       -> Answering.answer(ticket, TelegramReply): a reply to the question, edited live
     a Stop button press -> answerCallbackQuery, always; may_stop; Answering.stop
@@ -19,11 +21,12 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from telegram import Update
+from telegram import MessageEntity, Update
 from telegram.constants import ChatType
 from telegram.error import TelegramError
 from telegram.ext import (
@@ -55,6 +58,9 @@ log = logging.getLogger(__name__)
 TelegramApp = Application[Any, Any, Any, Any, Any, Any]
 EDIT_INTERVAL = 1.0
 """About one edit a second per chat: Telegram's advice for one chat."""
+GROUP_WRITES = (20, 60.0)
+"""A group takes at most 20 messages a minute (Telegram's bot FAQ); edits count too."""
+GROUP_EDIT_INTERVAL = 3.0
 GREETING = (
     "Ask me anything: I answer in one message you can watch me think in (thought, action, "
     "observation, answer). /reset forgets our conversation."
@@ -89,6 +95,8 @@ class Asker:
     chat: int
     user: int
     message: int
+    thread: int | None = None
+    """The forum topic the question was asked in."""
 
 
 def file_url(api_base_url: str) -> str:
@@ -117,12 +125,12 @@ class TelegramReply:
     def __init__(self, bot: TelegramBot, asker: Asker) -> None:
         self._bot = bot
         self._asker = asker
-        self._chat = bot.chat(asker.chat)
+        self._chat = bot.chat(asker.chat, asker.thread)
         self._message_id: int | None = None
 
     async def open(self, verbosity: Verbosity) -> str | None:
         del verbosity
-        return conversation_of(self._asker.chat)
+        return conversation_of(self._asker.chat, self._asker.thread)
 
     def reading(self) -> contextlib.AbstractAsyncContextManager[object]:
         return contextlib.nullcontext()
@@ -136,10 +144,10 @@ class TelegramReply:
             return None
         self._message_id = message_id
         surface = TelegramSurface(self._chat, message_id)
-        return LiveMessage(surface, renderer, self._bot.pacer, view=view, tick=1.0)
+        return LiveMessage(surface, renderer, self._chat.pacer, view=view, tick=1.0)
 
     async def note(self, text: str) -> None:
-        await self._bot.say(self._asker.chat, text, reply_to=self._asker.message)
+        await self._bot.say(self._asker, text)
 
     async def ended(self, run: Run) -> None:
         del run
@@ -151,8 +159,14 @@ class TelegramReply:
         return {"chat": str(self._asker.chat), "message": str(self._message_id)}
 
 
-def conversation_of(chat: int) -> str:
-    return f"telegram:{chat}"
+def conversation_of(chat: int, thread: int | None = None) -> str:
+    """A private chat or group is one conversation; each forum topic is one of its own."""
+    return f"telegram:{chat}" if thread is None else f"telegram:{chat}:{thread}"
+
+
+def is_group(chat: int) -> bool:
+    """Groups and supergroups have negative ids; a private chat's is the person's id."""
+    return chat < 0
 
 
 class TelegramBot:
@@ -174,6 +188,7 @@ class TelegramBot:
         self.stores = stores
         self.files = files
         self.pacer = EditPacer(EDIT_INTERVAL)
+        self.group_pacer = EditPacer(GROUP_EDIT_INTERVAL, channel_window=GROUP_WRITES)
         self.application = application or telegram_application(settings)
         self.answering: Answering[Asker] = Answering(
             agent,
@@ -194,16 +209,19 @@ class TelegramBot:
         self._add_handlers()
 
     def _add_handlers(self) -> None:
-        private = filters.ChatType.PRIVATE
+        private, groups = filters.ChatType.PRIVATE, filters.ChatType.GROUPS
         app = self.application
         app.add_handler(CommandHandler("start", self.on_start, filters=private))
-        app.add_handler(CommandHandler("reset", self.on_reset, filters=private))
+        app.add_handler(CommandHandler("reset", self.on_reset))
+        app.add_handler(CommandHandler("ask", self.on_ask))
         app.add_handler(MessageHandler(private & filters.TEXT & ~filters.COMMAND, self.on_text))
+        app.add_handler(MessageHandler(groups & filters.TEXT & ~filters.COMMAND, self.on_group))
         app.add_handler(CallbackQueryHandler(self.on_button))
         app.add_error_handler(self.on_error)
 
-    def chat(self, chat: int) -> Chat:
-        return Chat(self.application.bot, chat, self.pacer)
+    def chat(self, chat: int, thread: int | None = None) -> Chat:
+        pacer = self.group_pacer if is_group(chat) else self.pacer
+        return Chat(self.application.bot, chat, pacer, thread)
 
     # ---- the process's life ---------------------------------------------------------------
     async def start(self) -> None:
@@ -236,24 +254,57 @@ class TelegramBot:
         return NOT_HERE if allowed and who.chat not in allowed else None
 
     async def on_text(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        """In a private chat every message is a question."""
         del context
-        message, user = update.effective_message, update.effective_user
-        if message is None or user is None or message.chat.type != ChatType.PRIVATE:
+        message = update.effective_message
+        if message is not None and message.chat.type == ChatType.PRIVATE:
+            await self._question(update, message.text or "")
+
+    async def on_group(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        """In a group only a mention of the bot, or a reply to one of its messages."""
+        message, me = update.effective_message, context.bot
+        if message is None or message.text is None:
             return
-        asker = Asker(chat=message.chat.id, user=user.id, message=message.message_id)
+        replied = message.reply_to_message
+        to_me = (
+            replied is not None
+            and replied.from_user is not None
+            and (replied.from_user.id == me.id)
+        )
+        mention = f"@{me.username}".lower() if me.username else None
+        mentioned = mention is not None and any(
+            text.lower() == mention
+            for entity, text in message.parse_entities([MessageEntity.MENTION]).items()
+            if entity.type == MessageEntity.MENTION
+        )
+        if not (to_me or mentioned):
+            return
+        question = message.text
+        if mention is not None:
+            question = re.sub(re.escape(mention), " ", question, flags=re.IGNORECASE)
+        await self._question(update, question)
+
+    async def on_ask(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        """``/ask QUESTION`` (``/ask@bot`` in groups), anywhere."""
+        await self._question(update, " ".join(context.args or []))
+
+    async def _question(self, update: Update, text: str) -> None:
+        asker, user = _asker(update), update.effective_user
+        if asker is None or user is None:
+            return
         ask: Ask[Asker] = Ask(
             who=asker,
             user=str(user.id),
             key=f"telegram:{user.id}",
             name=user.username or user.full_name or str(user.id),
             admin=user.id in self.settings.admins,
-            place=conversation_of(message.chat.id),
-            question=(message.text or "").strip(),
-            ident=f"telegram:{message.chat.id}:{message.message_id}",
+            place=conversation_of(asker.chat),
+            question=text.strip(),
+            ident=f"telegram:{asker.chat}:{asker.message}",
         )
         admitted = await self.answering.admit(ask)
         if isinstance(admitted, Refusal):
-            await self.say(asker.chat, admitted.text, reply_to=asker.message)
+            await self.say(asker, admitted.text)
             return
         self.answering.spawn(self._answer(admitted, asker))
 
@@ -262,23 +313,26 @@ class TelegramBot:
 
     async def on_start(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         del context
-        if (chat := update.effective_chat) is not None:
-            await self.say(chat.id, GREETING)
+        if (asker := _asker(update)) is not None:
+            await self.say(asker, GREETING)
 
     async def on_reset(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        """Forgets the conversation (the group's or the topic's): in a group, for admins
+        only, as the other surfaces' channel-wide commands are."""
         del context
-        chat, user = update.effective_chat, update.effective_user
-        if chat is None or user is None:
+        if (asker := _asker(update)) is None:
             return
-        refused = await self.answering.refusal(Asker(chat.id, user.id, 0))
+        refused = await self.answering.refusal(asker)
+        if refused is None and is_group(asker.chat) and asker.user not in self.settings.admins:
+            refused = "Only an admin can reset a group's conversation."
         if refused is not None:
-            await self.say(chat.id, refused)
+            await self.say(asker, refused)
             return
-        conversation = conversation_of(chat.id)
+        conversation = conversation_of(asker.chat, asker.thread)
         await self.stores.history.clear(conversation)
         if self.files is not None:
             await self.files.clear(conversation)
-        await self.say(chat.id, "🧹 I have forgotten our conversation.")
+        await self.say(asker, "🧹 I have forgotten our conversation.")
 
     async def on_button(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         """Every press is answered (answerCallbackQuery), whatever it asked for: an
@@ -318,15 +372,25 @@ class TelegramBot:
         except (KeyError, ValueError):
             return
         surface = TelegramSurface(self.chat(chat), message_id)
-        async with self.pacer.slot(surface.channel_key, priority="final"):
+        async with surface.chat.pacer.slot(surface.channel_key, priority="final"):
             await surface.edit(TelegramPayload(inert(text)))
 
     async def on_error(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
         log.error("a Telegram update failed", exc_info=context.error)
 
-    async def say(self, chat: int, text: str, *, reply_to: int | None = None) -> None:
-        """A short message of the bot's own words (escaped); never raises."""
+    async def say(self, asker: Asker, text: str) -> None:
+        """A short message of the bot's own words (escaped), a reply to the asker's message
+        in their topic; never raises."""
+        chat = self.chat(asker.chat, asker.thread)
         try:
-            await self.chat(chat).send(TelegramPayload(inert(text)), reply_to=reply_to)
+            await chat.send(TelegramPayload(inert(text)), reply_to=asker.message or None)
         except TelegramError:
-            log.warning("could not send a message in chat %s", chat, exc_info=True)
+            log.warning("could not send a message in chat %s", asker.chat, exc_info=True)
+
+
+def _asker(update: Update) -> Asker | None:
+    message, user = update.effective_message, update.effective_user
+    if message is None or user is None:
+        return None
+    thread = message.message_thread_id if message.is_topic_message else None
+    return Asker(message.chat.id, user.id, message.message_id, thread)

@@ -62,12 +62,14 @@ def not_modified(exc: TelegramError) -> bool:
 
 
 class Chat:
-    """Sends into one private chat within the pacer's allowance for it."""
+    """Sends into one chat (a forum topic of it, with ``thread``) within the pacer's
+    allowance for the chat."""
 
-    def __init__(self, bot: Bot, chat: int, pacer: EditPacer) -> None:
+    def __init__(self, bot: Bot, chat: int, pacer: EditPacer, thread: int | None = None) -> None:
         self.bot = bot
         self.chat = chat
         self.pacer = pacer
+        self.thread = thread
 
     @property
     def key(self) -> str:
@@ -85,6 +87,7 @@ class Chat:
                         parse_mode="HTML",
                         reply_markup=markup(payload),
                         link_preview_options=NO_PREVIEW,
+                        message_thread_id=self.thread,
                         reply_parameters=(
                             ReplyParameters(reply_to, allow_sending_without_reply=True)
                             if reply_to is not None

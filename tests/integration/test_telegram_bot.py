@@ -230,3 +230,71 @@ async def test_a_chat_not_allowed_is_told_so_and_nothing_runs(make: Any) -> None
     (refusal,) = h.replies()
     assert refusal.text == NOT_HERE and refusal.reply_to == question.id
     h.model.assert_complete()
+
+
+# ---- groups and forum topics ----------------------------------------------------------------
+
+GROUP, ALICE, BOB = -100123, 501, 502
+
+
+def _group_replies(h: Harness, question: Message) -> list[Message]:
+    return [m for m in h.fake.bot_messages(GROUP) if m.reply_to == question.id]
+
+
+async def _group_answer(h: Harness, question: Message) -> Message:
+    def final() -> Message | None:
+        return next((m for m in _group_replies(h, question) if not m.buttons and m.edits), None)
+
+    await h.fake.wait_for(lambda: final() is not None, within=20.0, what="the group's answer")
+    found = final()
+    assert found is not None
+    return found
+
+
+async def test_in_a_group_a_mention_a_reply_and_ask_are_questions(make: Any) -> None:
+    h: Harness = await make(CALC * 3)
+    chatter = h.fake.user_says(GROUP, "lunch anyone?", user=BOB)  # not for the bot
+    mention = h.fake.user_says(GROUP, "@reactbot_test_bot What is 17*23+4?", user=ALICE)
+    first = await _group_answer(h, mention)
+    assert "395" in first.text and not first.thread
+    reply = h.fake.user_says(GROUP, "and again?", user=BOB, reply_to=first)
+    assert "395" in (await _group_answer(h, reply)).text
+    ask = h.fake.user_says(GROUP, "/ask@reactbot_test_bot What is 17*23+4?", user=ALICE)
+    assert "395" in (await _group_answer(h, ask)).text
+    assert _group_replies(h, chatter) == []
+    h.model.assert_complete()  # three questions, three runs: the chatter started none
+    history = await h.stores.history.load(f"telegram:{GROUP}")
+    assert history[0]["content"].endswith("What is 17*23+4?")  # the mention taken out
+    assert "@reactbot_test_bot" not in history[0]["content"]
+    assert h.fake.refused() == []
+
+
+async def test_a_forum_topic_is_its_own_conversation_and_the_answer_stays_in_it(
+    make: Any,
+) -> None:
+    h: Harness = await make(CALC)
+    question = h.fake.user_says(GROUP, "/ask What is 17*23+4?", user=ALICE, thread=77)
+    final = await _group_answer(h, question)
+    assert final.thread == 77 and "395" in final.text
+    assert await h.stores.history.load(f"telegram:{GROUP}:77")
+    assert await h.stores.history.load(f"telegram:{GROUP}") == []
+    assert h.fake.refused() == []
+
+
+async def test_in_a_group_only_the_asker_or_an_admin_stops_and_resets(make: Any) -> None:
+    h: Harness = await make(
+        [Turn("Thought: slow", chunk_size=2, stall_after=2)], admins=frozenset({BOB + 1})
+    )
+    question = h.fake.user_says(GROUP, "/ask slow", user=ALICE)
+    await h.fake.wait_for(lambda: bool(_group_replies(h, question)), what="the live message")
+    (live,) = _group_replies(h, question)
+    (stop,) = live.buttons
+    refused = h.fake.press(live, stop["callback_data"], user=BOB)
+    await h.fake.wait_for(lambda: refused in h.fake.answered, what="the answer to Bob")
+    assert h.fake.answered[refused]["text"] == "Only the person who asked can stop it."
+    h.fake.press(h.fake.message(GROUP, live.id), stop["callback_data"], user=BOB + 1)  # admin
+    final = await _group_answer(h, question)
+    assert final.text.startswith("⏹️ Stopped by")
+    reset = h.fake.user_says(GROUP, "/reset", user=ALICE)
+    await h.fake.wait_for(lambda: bool(_group_replies(h, reset)), what="the reset's reply")
+    assert _group_replies(h, reset)[0].text == "Only an admin can reset a group's conversation."
