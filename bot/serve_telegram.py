@@ -9,6 +9,7 @@ import logging
 from adapters.telegram.bot import DEFAULT_API, TelegramBot, TelegramSettings
 from bot.app import App, PlatformLink, longest_run
 from bot.config import Config
+from bot.web import LinkSigner
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +41,7 @@ def build_bot(app: App) -> TelegramBot:
         choices=app.channel_choices(),
         settings=telegram_settings(app.config),
         broker=app.broker,
+        trace_link=LinkSigner.from_config(app.config).link,
     )
 
 

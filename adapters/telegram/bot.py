@@ -23,6 +23,7 @@ import logging
 import os
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -136,7 +137,9 @@ class TelegramReply:
         return contextlib.nullcontext()
 
     async def show(self, run: Run, view: RunView) -> LiveMessage[TelegramPayload] | None:
-        renderer = TelegramRenderer(run.trace.id, clock=time.monotonic)
+        renderer = TelegramRenderer(
+            run.trace.id, clock=time.monotonic, trace_link=self._bot.trace_link
+        )
         try:
             message_id = await self._chat.send(renderer.live(view), reply_to=self._asker.message)
         except TelegramError:
@@ -183,8 +186,11 @@ class TelegramBot:
         broker: ApprovalBroker | None = None,
         files: ConversationFiles | None = None,
         application: TelegramApp | None = None,
+        trace_link: Callable[[str], str | None] | None = None,
     ) -> None:
         self.settings = settings
+        self.trace_link = trace_link
+        """The trace page of a run (``web.*``), named in the caption of its documents."""
         self.stores = stores
         self.files = files
         self.pacer = EditPacer(EDIT_INTERVAL)

@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from adapters.live import RunView, StepView
-from core.trace import Trace, summary_line
+from core.trace import Trace, TraceStep, summary_line
 
 MESSAGE_UNITS = 4096
 """Telegram's limit of a message's text after entity parsing (UTF-16 code units)."""
@@ -33,6 +33,12 @@ LIVE_ANSWER_UNITS = 2000
 QUESTION_UNITS = 200
 STEPS_SHOWN = 6
 """The latest steps a live message shows; earlier ones are counted in one line."""
+CAPTION_UNITS = 1024
+"""A document's caption, after entity parsing."""
+TRACE_MESSAGES = 3
+"""Replies that show the steps under an answer; the .md and .json documents have them all."""
+TRACE_THOUGHT_UNITS = 1200
+TRACE_OBSERVATION_UNITS = 800
 MAX_REPLIES = 5
 """Replies that continue an answer too long for its message (about 20,000 characters in
 all); what is beyond them is said in one more line (the stored trace has all of it)."""
@@ -58,11 +64,19 @@ class Button:
 
 
 @dataclass(frozen=True, slots=True)
+class Document:
+    name: str
+    content: bytes
+
+
+@dataclass(frozen=True, slots=True)
 class TelegramPayload:
-    """One state of the message: its HTML (``parse_mode`` HTML) and its inline buttons."""
+    """One state of the message: its HTML (``parse_mode`` HTML) and its inline buttons; or a
+    document sent with its HTML as the caption."""
 
     html: str
     buttons: tuple[Button, ...] = ()
+    document: Document | None = None
 
 
 def units(text: str) -> int:
@@ -168,12 +182,39 @@ def _step_lines(step: StepView) -> list[list[_Piece]]:
     return lines
 
 
+def _trace_step_lines(step: TraceStep) -> list[list[_Piece]]:
+    """A step of the stored trace: its number, then thought, action and observation in the
+    live message's styles, each bounded (the documents have them whole)."""
+    head = f"Step {step.index}" + (f", call {step.call + 1}" if step.call else "")
+    if step.kind == "final":
+        head += " (final answer)"
+    lines = [[_Piece(head, "u")]]
+    if step.thought.strip():
+        lines.append([_Piece("💭 "), _Piece(cut(step.thought.strip(), TRACE_THOUGHT_UNITS), "i")])
+    if step.action:
+        line = [_Piece(f"🛠 {cut(step.action, 60)}", "b")]
+        if step.action_input is not None:
+            line += [_Piece(" "), _Piece(cut(step.action_input, INPUT_UNITS) or " ", "code")]
+        lines.append(line)
+    if step.observation is not None:
+        shown = cut(step.observation.strip() or "(empty)", TRACE_OBSERVATION_UNITS)
+        lines.append([_Piece(("⚠️ " if step.error else "") + shown, "blockquote")])
+    return lines
+
+
 class TelegramRenderer:
     """``adapters.live.Renderer`` for Telegram."""
 
-    def __init__(self, run_id: str, *, clock: Callable[[], float]) -> None:
+    def __init__(
+        self,
+        run_id: str,
+        *,
+        clock: Callable[[], float],
+        trace_link: Callable[[str], str | None] | None = None,
+    ) -> None:
         self.run_id = run_id
         self._clock = clock
+        self._trace_link = trace_link
         self.stop = Button("⏹ Stop", f"{STOP_PREFIX}{run_id}")
         self._answer = ""
         self._rest: list[str] = []
@@ -243,13 +284,45 @@ class TelegramRenderer:
     def trace_posts(
         self, trace: Trace, *, whole_answer: bool = False, steps: bool = True
     ) -> list[TelegramPayload]:
-        """The answer's parts that did not fit in the final message, each a reply of its own
-        (the whole answer, when the message could show only a smaller form), at most
-        ``MAX_REPLIES``. The trace's steps as replies are not built yet."""
-        del trace, steps
+        """Replies under the answer: the answer's parts that did not fit in its message (the
+        whole answer, when the message could show only a smaller form), at most
+        ``MAX_REPLIES``; then, with ``steps``, the steps (at most ``TRACE_MESSAGES``) and the
+        trace as ``.md`` and ``.json`` documents, the trace page's link in the caption."""
         parts = split_answer(self._answer, MESSAGE_UNITS) if whole_answer else self._rest
         posts = [TelegramPayload(inert(p)) for p in parts[:MAX_REPLIES]]
         if left := sum(units(p) for p in parts[MAX_REPLIES:]):
             posts.append(TelegramPayload(f"<i>… {left:,} more characters of the answer are "
                                          "in its trace.</i>"))  # fmt: skip
+        if steps:
+            posts += self._step_posts(trace)
+            posts += self._documents(trace)
         return posts
+
+    def _step_posts(self, trace: Trace) -> list[TelegramPayload]:
+        """The steps, packed into messages of at most 4,096 units, at most ``TRACE_MESSAGES``."""
+        messages: list[list[list[_Piece]]] = [[]]
+        shown = 0
+        for step in trace.steps:
+            lines = _trace_step_lines(step)
+            if _size(messages[-1] + lines) + 60 > MESSAGE_UNITS:
+                if len(messages) == TRACE_MESSAGES:
+                    break
+                messages.append([])
+            messages[-1] += lines
+            shown += 1
+        if (more := len(trace.steps) - shown) > 0:
+            plural = "s" if more != 1 else ""
+            messages[-1].append([_Piece(f"… {more} more step{plural} in the .md", "i")])
+        return [TelegramPayload(_join(m)) for m in messages if m]
+
+    def _documents(self, trace: Trace) -> list[TelegramPayload]:
+        caption = [[_Piece(cut(f"🧾 Trace {trace.id} · {summary_line(trace)}", 400), "b")]]
+        link = self._trace_link(trace.id) if self._trace_link is not None else None
+        if link:  # our own signed URL, shown as text (Telegram links it)
+            caption.append([_Piece(cut(link, CAPTION_UNITS - 500))])
+        markdown = Document(f"trace-{trace.id}.md", trace.to_markdown().encode())
+        data = Document(f"trace-{trace.id}.json", trace.to_json(indent=2).encode())
+        return [
+            TelegramPayload(_join(caption), document=markdown),
+            TelegramPayload("", document=data),
+        ]

@@ -16,7 +16,9 @@ from telegram import (
     Bot,
     InlineKeyboardButton,
     InlineKeyboardMarkup,
+    InputFile,
     LinkPreviewOptions,
+    Message,
     ReplyParameters,
 )
 from telegram.error import BadRequest, Forbidden, RetryAfter, TelegramError
@@ -78,22 +80,15 @@ class Chat:
     async def send(self, payload: TelegramPayload, *, reply_to: int | None = None) -> int:
         """Post ``payload`` (a reply to ``reply_to`` when it still exists); its message id.
         A 429 waits out its ``retry_after`` and tries again; a refusal raises."""
+        replying = (
+            ReplyParameters(reply_to, allow_sending_without_reply=True)
+            if reply_to is not None
+            else None
+        )
         for attempt in range(POST_ATTEMPTS):
             async with self.pacer.slot(self.key, priority="first"):
                 try:
-                    sent = await self.bot.send_message(
-                        self.chat,
-                        payload.html,
-                        parse_mode="HTML",
-                        reply_markup=markup(payload),
-                        link_preview_options=NO_PREVIEW,
-                        message_thread_id=self.thread,
-                        reply_parameters=(
-                            ReplyParameters(reply_to, allow_sending_without_reply=True)
-                            if reply_to is not None
-                            else None
-                        ),
-                    )
+                    sent = await self._post(payload, replying)
                 except RetryAfter as exc:
                     self.pacer.rate_limit_hit(self.key, retry_seconds(exc))
                     if attempt == POST_ATTEMPTS - 1:
@@ -101,6 +96,26 @@ class Chat:
                     continue
             return sent.message_id
         raise AssertionError("unreachable")  # the loop returns or raises
+
+    async def _post(self, payload: TelegramPayload, replying: ReplyParameters | None) -> Message:
+        if payload.document is not None:
+            return await self.bot.send_document(
+                self.chat,
+                InputFile(payload.document.content, filename=payload.document.name),
+                caption=payload.html or None,
+                parse_mode="HTML",
+                message_thread_id=self.thread,
+                reply_parameters=replying,
+            )
+        return await self.bot.send_message(
+            self.chat,
+            payload.html,
+            parse_mode="HTML",
+            reply_markup=markup(payload),
+            link_preview_options=NO_PREVIEW,
+            message_thread_id=self.thread,
+            reply_parameters=replying,
+        )
 
 
 class TelegramSurface:

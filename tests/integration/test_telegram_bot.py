@@ -144,6 +144,15 @@ async def test_a_private_question_is_answered_live_then_finally(make: Any) -> No
     h.model.assert_complete()
     history = await h.stores.history.load(f"telegram:{CHAT}")
     assert history[-1]["content"] == "17*23+4 = 395"
+    await h.bot.answering.settled()  # the trace is replied under the answer after it
+    steps, md, js = [m for m in h.replies() if m.reply_to == final.id]
+    assert steps.text.startswith("Step 1") and "🛠 calculate 17*23+4" in steps.text
+    names = [n for c, n, _ in h.fake.documents if c == CHAT]
+    trace_id = (await h.stores.traces.list(f"telegram:{CHAT}"))[0].id
+    assert names == [f"trace-{trace_id}.md", f"trace-{trace_id}.json"]
+    assert md.document is not None and js.document is not None
+    assert md.text.startswith(f"🧾 Trace {trace_id}")
+    assert h.fake.refused() == []
 
 
 async def test_stop_from_the_inline_button(make: Any) -> None:

@@ -11,8 +11,10 @@ from hypothesis import strategies as st
 from adapters.live import VERBOSITIES, RunView, Verbosity, fallback_text
 from adapters.telegram.render import BIDI as RENDERED_BIDI
 from adapters.telegram.render import (
+    CAPTION_UNITS,
     MAX_REPLIES,
     MESSAGE_UNITS,
+    TRACE_MESSAGES,
     TelegramPayload,
     TelegramRenderer,
     split_answer,
@@ -26,6 +28,7 @@ from core.events import (
     StepStarted,
     ThoughtDelta,
 )
+from core.trace import Trace
 from tests.fakes.telegram_server import parse_html
 from tests.hostile import DrawnRun, hostile_text, runs
 from tests.unit.test_discord_render_props import HUGE, PROPERTY, bounded, huge_trace, view_of
@@ -35,10 +38,14 @@ BIDI = {chr(c) for c in [*range(0x202A, 0x202F), *range(0x2066, 0x206A)]}
 
 
 def accepted(payload: TelegramPayload) -> str:
-    """The payload's text as Telegram would show it, having accepted it."""
+    """The payload's text (a document's caption) as Telegram would show it, having
+    accepted it."""
     text, entities = parse_html(payload.html)  # raises where Telegram would refuse it
-    assert text.strip(), "an empty message is refused"
-    assert units(text) <= MESSAGE_UNITS
+    if payload.document is not None:
+        assert payload.document.content and units(text) <= CAPTION_UNITS
+    else:
+        assert text.strip(), "an empty message is refused"
+        assert units(text) <= MESSAGE_UNITS
     assert not {"text_link", "text_mention"} & {e["type"] for e in entities}
     assert not BIDI & set(text)
     for button in payload.buttons:
@@ -69,16 +76,25 @@ def test_final_compact_plain_and_the_rest_are_accepted(run: DrawnRun, verbosity:
     assert not final.buttons
     accepted(renderer.compact(view))
     accepted(renderer.plain(fallback_text(view)))
-    rest = [accepted(p) for p in renderer.trace_posts(run.trace)]
+    rest = [accepted(p) for p in renderer.trace_posts(run.trace, steps=False)]
+    assert len(rest) <= MAX_REPLIES + 1
     answer = "".join(RENDERED_BIDI.sub("\ufffd", view.answer).split())
-    if answer:  # all of the answer, in the message and the replies under it
+    if answer:  # all of the answer, in the message and the replies under it (or a note)
         body = shown.rsplit("\n", 1)[0]
         got = "".join("".join(t.split()) for t in [body, *rest])
-        assert answer in got
-    whole = [accepted(p) for p in renderer.trace_posts(run.trace, whole_answer=True)]
+        assert answer in got or (len(rest) == MAX_REPLIES + 1 and "more characters" in rest[-1])
+    whole = [accepted(p) for p in renderer.trace_posts(run.trace, whole_answer=True, steps=False)]
     cut = len(whole) == MAX_REPLIES + 1
     got = "".join("".join(t.split()) for t in whole[:MAX_REPLIES])
     assert answer.startswith(got) if cut else got == answer
+    posts = renderer.trace_posts(run.trace)  # and the steps, and the documents
+    for post in posts:
+        accepted(post)
+    *replies, md, js = posts
+    assert md.document is not None and md.document.name == f"trace-{run.trace.id}.md"
+    assert js.document is not None and Trace.from_json(js.document.content.decode()) == run.trace
+    steps = replies[len(rest) :]
+    assert len(steps) <= TRACE_MESSAGES and (steps or not run.trace.steps)
 
 
 @PROPERTY
@@ -104,8 +120,10 @@ def test_a_huge_run_renders_quickly_and_within_the_limits() -> None:
     accepted(bounded(lambda: renderer.live(view), seconds=2.0))
     view.apply(Finished(trace, HUGE, "answered"))
     accepted(bounded(lambda: renderer.final(view), seconds=2.0))
+    parts = bounded(lambda: renderer.trace_posts(trace, steps=False), seconds=5.0)
+    assert len(parts) == MAX_REPLIES + 1  # the rest of a 1 MB answer is not 250 messages
+    assert "more characters of the answer are in its trace" in parse_html(parts[-1].html)[0]
     posts = bounded(lambda: renderer.trace_posts(trace), seconds=5.0)
-    assert len(posts) == MAX_REPLIES + 1  # the rest of a 1 MB answer is not 250 messages
+    assert len(posts) <= MAX_REPLIES + 1 + TRACE_MESSAGES + 2
     for post in posts:
         accepted(post)
-    assert "more characters of the answer are in its trace" in parse_html(posts[-1].html)[0]
