@@ -551,7 +551,12 @@ class TelegramConfig(_Section):
     chats, answered in one message edited live."""
 
     mode: Literal["polling", "webhook"] = "polling"
-    """``polling`` (getUpdates); ``webhook`` is not built yet and is refused."""
+    """``polling`` (getUpdates, no public address needed) or ``webhook`` (Telegram posts
+    each update to ``webhook_url``, which reaches this process's ``port``)."""
+    webhook_url: str | None = None
+    """The public https URL Telegram posts updates to (webhook mode); its path is served."""
+    port: int = Field(default=8443, ge=1, le=65535)
+    """The webhook server's port (webhook mode)."""
     api_base_url: str | None = None
     """The Bot API prefix the token is appended to; None: https://api.telegram.org/bot."""
     allowed_chats: tuple[int, ...] = ()
@@ -564,12 +569,21 @@ class TelegramConfig(_Section):
 
     _http_url = field_validator("api_base_url")(_check_http_url)
 
-    @field_validator("mode")
+    @field_validator("webhook_url")
     @classmethod
-    def _polling_only(cls, value: str) -> str:
-        if value == "webhook":
-            raise ValueError("webhook mode is not built yet: use polling")
+    def _https(cls, value: str | None) -> str | None:
+        if value is not None and not (value.startswith("https://") and urlsplit(value).hostname):
+            raise ValueError("must be an https:// URL with a host (Telegram posts only to https)")
         return value
+
+    @model_validator(mode="after")
+    def _webhook_has_url(self) -> TelegramConfig:
+        if self.mode == "webhook" and self.webhook_url is None:
+            raise ValueError(
+                "mode webhook needs telegram.webhook_url (the public https URL Telegram "
+                "posts to); or use mode: polling"
+            )
+        return self
 
 
 class OpsConfig(_Section):

@@ -6,7 +6,10 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from aiohttp import web
+
 from adapters.telegram.bot import DEFAULT_API, TelegramBot, TelegramSettings
+from adapters.telegram.webhook import WebhookServer, webhook_path, webhook_secret
 from bot.app import App, PlatformLink, longest_run
 from bot.config import Config
 from bot.web import LinkSigner
@@ -20,6 +23,9 @@ def telegram_settings(config: Config) -> TelegramSettings:
         raise ValueError("TELEGRAM_BOT_TOKEN is not set")
     return TelegramSettings(
         token=token.get_secret_value(),
+        mode=telegram.mode,
+        webhook_url=telegram.webhook_url,
+        webhook_secret=webhook_secret(token.get_secret_value()),
         api_base_url=telegram.api_base_url or DEFAULT_API,
         allowed_chats=frozenset(telegram.allowed_chats),
         admins=frozenset(telegram.admins),
@@ -47,9 +53,13 @@ def build_bot(app: App) -> TelegramBot:
 
 async def serve_telegram(app: App) -> None:
     bot = build_bot(app)
+    runner: web.AppRunner | None = None
     try:
         await bot.start()
-        log.info("telegram: polling for updates")
+        if bot.settings.mode == "webhook":
+            runner = await _serve_webhook(bot, port=app.config.telegram.port)
+        else:
+            log.info("telegram: polling for updates")
         app.platforms["telegram"] = PlatformLink(
             connected=lambda: _polling(bot),
             edits=lambda: bot.pacer.stats.edits + bot.group_pacer.stats.edits,
@@ -57,9 +67,25 @@ async def serve_telegram(app: App) -> None:
         )
         await asyncio.Event().wait()  # until cancelled
     finally:
+        if runner is not None:
+            await runner.cleanup()
         await bot.aclose()
 
 
+async def _serve_webhook(bot: TelegramBot, *, port: int) -> web.AppRunner:
+    settings = bot.settings
+    assert settings.webhook_url is not None and settings.webhook_secret is not None
+    path = webhook_path(settings.webhook_url)
+    server = WebhookServer(bot, path=path, secret=settings.webhook_secret)
+    runner = web.AppRunner(server.application(), access_log=None, handle_signals=False)
+    await runner.setup()
+    await web.TCPSite(runner, "0.0.0.0", port).start()
+    log.info("telegram: webhook on port %d, path %s", port, path)
+    return runner
+
+
 async def _polling(bot: TelegramBot) -> bool:
+    if bot.settings.mode == "webhook":
+        return bot.application.running
     updater = bot.application.updater
     return updater is not None and updater.running

@@ -25,7 +25,7 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from telegram import MessageEntity, Update
 from telegram.constants import ChatType
@@ -68,6 +68,7 @@ GREETING = (
 )
 NOT_HERE = "This bot does not answer in this chat."
 DEFAULT_API = "https://api.telegram.org/bot"
+UPDATES = ["message", "callback_query"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +89,11 @@ class TelegramSettings:
     approvers: Approvers = "asker"
     merge_window: float = 0.0
     poll_timeout: float = 10.0
+    mode: Literal["polling", "webhook"] = "polling"
+    webhook_url: str | None = None
+    """Where Telegram posts updates in webhook mode (``adapters.telegram.webhook``)."""
+    webhook_secret: str | None = field(default=None, repr=False)
+    """The ``secret_token`` given to ``setWebhook``, checked on every request."""
     """Seconds one getUpdates long poll waits for an update."""
 
 
@@ -231,17 +237,22 @@ class TelegramBot:
 
     # ---- the process's life ---------------------------------------------------------------
     async def start(self) -> None:
-        """Connect (getMe), then poll for updates until ``aclose``."""
+        """Connect (getMe); then poll for updates until ``aclose``, or (webhook mode) tell
+        Telegram where to post them (the webhook server puts them on the queue)."""
         await self.answering.start()
-        app = self.application
+        app, s = self.application, self.settings
         await app.initialize()
         await app.start()
+        if s.mode == "webhook":
+            if s.webhook_url is None or s.webhook_secret is None:
+                raise ValueError("webhook mode needs its URL and its secret")
+            await app.bot.set_webhook(
+                s.webhook_url, secret_token=s.webhook_secret, allowed_updates=UPDATES
+            )
+            return
         updater = app.updater
         assert updater is not None  # built with one (ApplicationBuilder's default)
-        await updater.start_polling(
-            timeout=int(self.settings.poll_timeout),
-            allowed_updates=["message", "callback_query"],
-        )
+        await updater.start_polling(timeout=int(s.poll_timeout), allowed_updates=UPDATES)
 
     async def aclose(self, *, grace: float = 5.0) -> None:
         """No new updates; running answers end as stopped (their final edits still go);

@@ -10,8 +10,9 @@ Point python-telegram-bot at it (``telegram.api_base_url``)::
 
 Implemented (https://core.telegram.org/bots/api): ``getMe``, ``getUpdates`` (long polling:
 ``offset`` confirms every update before it, ``timeout`` seconds are waited for a new one),
-``deleteWebhook``, ``sendMessage``, ``editMessageText``, ``answerCallbackQuery``,
-``sendDocument`` (multipart), ``sendChatAction``. Method names are case-insensitive; a
+``setWebhook`` (an https URL; ``secret_token`` of ``A-Za-z0-9_-``; while one is set
+getUpdates answers 409 Conflict, as Telegram does), ``deleteWebhook``, ``sendMessage``,
+``editMessageText``, ``answerCallbackQuery``, ``sendDocument`` (multipart), ``sendChatAction``. Method names are case-insensitive; a
 request's parameters come as a query string, a form (``application/x-www-form-urlencoded``
 or ``multipart/form-data``: what python-telegram-bot sends, objects as JSON text) or a JSON
 body. Every call is recorded (``fake.calls``) with its arrival time and outcome.
@@ -351,6 +352,8 @@ class FakeTelegram:
         self.violations = 0
         """Writes that arrived while their chat's ``retry_after`` was still running."""
         self.chats: set[int] = set()
+        self.webhook: JSON | None = None
+        """The ``setWebhook`` arguments in force (``url``, ``secret_token``...), or None."""
         self.threads: set[tuple[int, int]] = set()
         """Forum topics people wrote in, ``(chat, message_thread_id)``."""
         self._updates: list[JSON] = []
@@ -451,6 +454,11 @@ class FakeTelegram:
         self._updates.append({"update_id": next(self._update_ids), **update})
         self._new_update.set()
 
+    @property
+    def updates(self) -> list[JSON]:
+        """Every update made so far, as getUpdates (or a webhook) would deliver it."""
+        return list(self._updates)
+
     # ---- reading the record ---------------------------------------------------------------
     def message(self, chat: int, message_id: int) -> Message:
         return self.messages[(chat, message_id)]
@@ -549,12 +557,29 @@ class FakeTelegram:
             "supports_inline_queries": False,
         }
 
+    async def _m_setwebhook(self, args: JSON) -> bool:
+        url = str(args.get("url", ""))
+        if not url.startswith("https://"):
+            raise bad("bad webhook: An HTTPS URL must be provided for webhook")
+        secret = args.get("secret_token")
+        if secret is not None and not re.fullmatch(r"[A-Za-z0-9_-]{1,256}", str(secret)):
+            raise bad("secret token contains unallowed characters")
+        self.webhook = {**args, "url": url}
+        return True
+
     async def _m_deletewebhook(self, args: JSON) -> bool:
+        self.webhook = None
         if str(args.get("drop_pending_updates", "")).lower() == "true":
             self._confirmed = self._updates[-1]["update_id"] if self._updates else 0
         return True
 
     async def _m_getupdates(self, args: JSON) -> list[JSON]:
+        if self.webhook is not None:
+            raise ApiError(
+                409,
+                "Conflict: can't use getUpdates method while webhook is active; use "
+                "deleteWebhook to delete the webhook first",
+            )
         offset = int(args.get("offset") or 0)
         if offset > 0:
             self._confirmed = max(self._confirmed, offset - 1)

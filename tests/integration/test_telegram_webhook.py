@@ -1,0 +1,133 @@
+"""Webhook mode against the strict fake and a real Redis: setWebhook with the secret, a
+request without it refused, and one update delivered twice (Telegram's retry, at two
+processes sharing the Redis) answered once."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import aiohttp
+import pytest
+from aiohttp import web
+
+from adapters.channels import ChannelChoices
+from adapters.telegram.bot import TelegramBot, TelegramSettings
+from adapters.telegram.webhook import SECRET_HEADER, WebhookServer, webhook_secret
+from core.agent import Agent, AgentSettings
+from core.budgets import InMemoryUsageCounters, TokenBudgets
+from core.scripted import ScriptedModel, Turn
+from core.storage import Stores
+from core.tools import ToolRegistry
+from tests.fakes.local_server import serve_locally
+from tests.fakes.telegram_server import FakeTelegram
+
+CHAT = 31337
+URL = "https://bot.example.com/telegram/hook"
+
+
+@dataclass
+class Process:
+    bot: TelegramBot
+    server: WebhookServer
+    url: str
+    model: ScriptedModel
+
+
+@pytest.fixture(autouse=True)
+def _timedelta(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PTB_TIMEDELTA", "true")
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeTelegram]:
+    async with FakeTelegram() as fake:
+        yield fake
+
+
+@pytest.fixture
+async def processes(
+    fake: FakeTelegram, redis_url: str, redis_prefix: str
+) -> AsyncIterator[list[Process]]:
+    """Two processes of one bot, each with its own Redis client on the same keys."""
+    made: list[tuple[Process, Stores, web.AppRunner]] = []
+    for _ in range(2):
+        stores = Stores.redis(redis_url, prefix=redis_prefix)
+        model = ScriptedModel([Turn("Final Answer: 4")])
+        agent = Agent(model, ToolRegistry(), stores=stores, settings=AgentSettings(deadline=20))
+        secret = webhook_secret(fake.token)
+        bot = TelegramBot(
+            agent,
+            stores=stores,
+            budgets=TokenBudgets(InMemoryUsageCounters()),
+            choices=ChannelChoices(
+                stores.channel_settings, {}, ToolRegistry(), default_model=model.name
+            ),
+            settings=TelegramSettings(
+                token=fake.token,
+                api_base_url=fake.base_url,
+                cooldown_seconds=0.0,
+                mode="webhook",
+                webhook_url=URL,
+                webhook_secret=secret,
+            ),
+        )
+        server = WebhookServer(bot, path="/telegram/hook", secret=secret)
+        runner, port = await serve_locally(server.application())
+        await bot.start()
+        made.append((Process(bot, server, f"http://127.0.0.1:{port}/telegram/hook", model),
+                     stores, runner))  # fmt: skip
+    yield [p for p, _, _ in made]
+    for process, stores, runner in made:
+        await process.bot.aclose(grace=2.0)
+        await runner.cleanup()
+        await stores.aclose()
+
+
+async def post(url: str, update: dict[str, object], *, secret: str | None) -> int:
+    headers = {SECRET_HEADER: secret} if secret is not None else {}
+    async with aiohttp.ClientSession() as http, http.post(url, json=update, headers=headers) as r:
+        return r.status
+
+
+async def test_the_webhook_is_set_with_its_secret_and_polling_never_starts(
+    fake: FakeTelegram, processes: list[Process]
+) -> None:
+    assert fake.webhook is not None
+    assert fake.webhook["url"] == URL
+    assert fake.webhook["secret_token"] == webhook_secret(fake.token) != fake.token
+    assert fake.of("getUpdates") == []
+
+
+async def test_a_request_without_the_secret_is_refused(
+    fake: FakeTelegram, processes: list[Process]
+) -> None:
+    fake.user_says(CHAT, "what is 2+2?")
+    update = fake.updates[-1]
+    first = processes[0]
+    assert await post(first.url, update, secret=None) == 403
+    assert await post(first.url, update, secret="guess") == 403
+    assert fake.bot_messages(CHAT) == []
+    assert first.model.calls == []
+
+
+async def test_one_update_delivered_twice_is_answered_once(
+    fake: FakeTelegram, processes: list[Process]
+) -> None:
+    question = fake.user_says(CHAT, "what is 2+2?")
+    update, secret = fake.updates[-1], webhook_secret(fake.token)
+    a, b = processes
+    assert await post(a.url, update, secret=secret) == 200
+    assert await post(b.url, update, secret=secret) == 200  # Telegram's retry, elsewhere
+    assert await post(a.url, update, secret=secret) == 200
+    await fake.wait_for(
+        lambda: any(m.reply_to == question.id and not m.buttons and m.edits
+                    for m in fake.bot_messages(CHAT)),
+        what="the answer",
+    )  # fmt: skip
+    for p in processes:
+        await p.bot.answering.settled()
+    answers = [m for m in fake.bot_messages(CHAT) if m.reply_to == question.id]
+    assert len(answers) == 1 and "4" in answers[0].text
+    assert a.server.duplicates + b.server.duplicates == 2
+    assert fake.refused() == []
