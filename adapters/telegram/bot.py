@@ -368,16 +368,18 @@ class TelegramBot:
                 log.warning("could not answer the callback query %s", query.id, exc_info=True)
 
     async def _pressed(self, data: str, user_id: int, user: Any) -> str | None:
+        """Stop, pressed at whichever process Telegram reached: the asker is in the button,
+        and ``Answering.stop`` forwards to the process running it."""
         if not data.startswith(STOP_PREFIX):
             return "That button is not one of mine."
-        run_id = data.removeprefix(STOP_PREFIX)
+        run_id, _, asker = data.removeprefix(STOP_PREFIX).partition(":")
         ask = self.answering.ask_of(run_id)
-        if ask is None:
-            return "That answer is no longer running."
         admin = user_id in self.settings.admins
-        if not may_stop(user=str(user_id), asker=ask.user, admin=admin):
+        if not may_stop(user=str(user_id), asker=ask.user if ask else asker or None, admin=admin):
             return "Only the person who asked can stop it."
-        await self.answering.stop(run_id, by=user.username or user.full_name or str(user_id))
+        by = user.username or user.full_name or str(user_id)
+        if not await self.answering.stop(run_id, by=by):
+            return "That answer is no longer running."
         return "Stopping…"
 
     async def _finish_orphan(self, record: RunRecord, trace: Trace, text: str) -> None:

@@ -43,8 +43,9 @@ MAX_REPLIES = 5
 """Replies that continue an answer too long for its message (about 20,000 characters in
 all); what is beyond them is said in one more line (the stored trace has all of it)."""
 STOP_PREFIX = "stop:"
-"""``callback_data`` of the Stop button: ``stop:<run id>`` (a 12-character id: 17 bytes,
-well under Telegram's 64)."""
+"""``callback_data`` of the Stop button: ``stop:<run id>:<asker's user id>`` (at most 38
+bytes, under Telegram's 64): the process a press reaches may not be the one running it."""
+CALLBACK_BYTES = 64
 BIDI = re.compile("[\u202a-\u202e\u2066-\u2069]")
 
 _STATUS = {
@@ -215,7 +216,6 @@ class TelegramRenderer:
         self.run_id = run_id
         self._clock = clock
         self._trace_link = trace_link
-        self.stop = Button("⏹ Stop", f"{STOP_PREFIX}{run_id}")
         self._answer = ""
         self._rest: list[str] = []
         """What ``final`` showed of the answer, and the parts it left for replies."""
@@ -227,7 +227,13 @@ class TelegramRenderer:
             head = [[_Piece(f"⏳ Working on it · {view.elapsed(self._clock()):.1f} s", "b")]]
         answer = [[_Piece(cut(view.answer.strip(), LIVE_ANSWER_UNITS))]] if view.answer else []
         steps = self._steps(view, MESSAGE_UNITS - _size(head) - _size(answer) - 2)
-        return TelegramPayload(_join(head + steps + answer), (self.stop,))
+        return TelegramPayload(_join(head + steps + answer), (self._stop(view),))
+
+    def _stop(self, view: RunView) -> Button:
+        data = f"{STOP_PREFIX}{self.run_id}:{view.asker}"
+        if len(data.encode()) > CALLBACK_BYTES:  # (user ids are digits: never, but bounded)
+            data = f"{STOP_PREFIX}{self.run_id}:"
+        return Button("⏹ Stop", data)
 
     def _steps(self, view: RunView, room: int) -> list[list[_Piece]]:
         """The latest steps that fit in ``room`` units, and a line counting the others."""

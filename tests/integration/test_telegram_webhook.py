@@ -45,15 +45,21 @@ async def fake() -> AsyncIterator[FakeTelegram]:
         yield fake
 
 
+TURNS = [Turn("Final Answer: 4")]
+
+
 @pytest.fixture
 async def processes(
-    fake: FakeTelegram, redis_url: str, redis_prefix: str
+    fake: FakeTelegram, redis_url: str, redis_prefix: str, request: pytest.FixtureRequest
 ) -> AsyncIterator[list[Process]]:
-    """Two processes of one bot, each with its own Redis client on the same keys."""
+    """Two processes of one bot, each with its own Redis client on the same keys; each
+    model answers with ``TURNS`` (or the test's ``turns`` marker)."""
+    marker = request.node.get_closest_marker("turns")
+    turns = marker.args[0] if marker is not None else TURNS
     made: list[tuple[Process, Stores, web.AppRunner]] = []
     for _ in range(2):
         stores = Stores.redis(redis_url, prefix=redis_prefix)
-        model = ScriptedModel([Turn("Final Answer: 4")])
+        model = ScriptedModel(list(turns))
         agent = Agent(model, ToolRegistry(), stores=stores, settings=AgentSettings(deadline=20))
         secret = webhook_secret(fake.token)
         bot = TelegramBot(
@@ -131,3 +137,26 @@ async def test_one_update_delivered_twice_is_answered_once(
     assert len(answers) == 1 and "4" in answers[0].text
     assert a.server.duplicates + b.server.duplicates == 2
     assert fake.refused() == []
+
+
+@pytest.mark.turns([Turn("Thought: this takes a long while", chunk_size=2, stall_after=2)])
+async def test_stop_pressed_at_the_other_process_stops_the_run(
+    fake: FakeTelegram, processes: list[Process]
+) -> None:
+    question = fake.user_says(CHAT, "a slow one")
+    secret = webhook_secret(fake.token)
+    a, b = processes
+    assert await post(a.url, fake.updates[-1], secret=secret) == 200
+    await fake.wait_for(
+        lambda: any(m.buttons for m in fake.bot_messages(CHAT)), what="the live message"
+    )
+    (live,) = fake.bot_messages(CHAT)
+    (stop,) = live.buttons
+    query = fake.press(live, stop["callback_data"])
+    assert await post(b.url, fake.updates[-1], secret=secret) == 200  # B does not run it
+    await fake.wait_for(
+        lambda: fake.message(CHAT, live.id).text.startswith("⏹️ Stopped by"), what="stopped"
+    )
+    assert fake.answered[query]["text"] == "Stopping…"
+    assert question.id == live.reply_to
+    assert b.model.calls == []

@@ -63,7 +63,7 @@ def test_live_payloads_are_accepted_at_every_point_of_a_run(
     view = view_of(run, upto, verbosity)
     payload = bounded(lambda: TelegramRenderer("0123456789ab", clock=lambda: 3.0).live(view))
     accepted(payload)
-    assert [b.data for b in payload.buttons] == ["stop:0123456789ab"]
+    assert [b.data for b in payload.buttons] == [f"stop:0123456789ab:{view.asker}"]
 
 
 @PROPERTY
