@@ -40,15 +40,31 @@ from telegram.ext import (
     filters,
 )
 
-from adapters.answering import Answering, Approvers, Ask, Policy, Refusal, Ticket, may_stop
+from adapters.answering import (
+    Answering,
+    Approvers,
+    Ask,
+    Policy,
+    Refusal,
+    Ticket,
+    may_decide,
+    may_stop,
+)
 from adapters.attachments import ConversationFiles
 from adapters.channels import ChannelChoices
 from adapters.live import LiveMessage, RunView, Verbosity
 from adapters.pacing import EditPacer
-from adapters.telegram.render import STOP_PREFIX, TelegramPayload, TelegramRenderer, inert
+from adapters.telegram.render import (
+    DECIDE_PREFIX,
+    STOP_PREFIX,
+    VERDICTS,
+    TelegramPayload,
+    TelegramRenderer,
+    inert,
+)
 from adapters.telegram.surface import Chat, TelegramSurface
 from core.agent import Agent, Run
-from core.approval import ApprovalBroker
+from core.approval import ApprovalBroker, Decision, Verdict
 from core.budgets import TokenBudgets
 from core.storage import Stores
 from core.stores import RunRecord
@@ -196,6 +212,7 @@ class TelegramBot:
     ) -> None:
         self.settings = settings
         self.trace_link = trace_link
+        self.broker = broker
         """The trace page of a run (``web.*``), named in the caption of its documents."""
         self.stores = stores
         self.files = files
@@ -370,6 +387,8 @@ class TelegramBot:
     async def _pressed(self, data: str, user_id: int, user: Any) -> str | None:
         """Stop, pressed at whichever process Telegram reached: the asker is in the button,
         and ``Answering.stop`` forwards to the process running it."""
+        if data.startswith(DECIDE_PREFIX):
+            return await self._decided(data, user_id, user)
         if not data.startswith(STOP_PREFIX):
             return "That button is not one of mine."
         run_id, _, asker = data.removeprefix(STOP_PREFIX).partition(":")
@@ -381,6 +400,29 @@ class TelegramBot:
         if not await self.answering.stop(run_id, by=by):
             return "That answer is no longer running."
         return "Stopping…"
+
+    async def _decided(self, data: str, user_id: int, user: Any) -> str:
+        """Approve, Deny or Always allow, pressed under an action waiting for a person
+        (``agent.approval.approvers`` decides who may); the broker reaches the run's process."""
+        try:
+            verdict, run_id, step, call, asker = data.removeprefix(DECIDE_PREFIX).split(":")
+            key = (run_id, int(step), int(call))
+        except ValueError:
+            return "That button is not one of mine."
+        if self.broker is None or verdict not in VERDICTS:
+            return "Approvals are not set up on this bot."
+        if await self.broker.request(key) is None:
+            return "This action was already decided, or its time ran out."
+        admin = user_id in self.settings.admins
+        if not may_decide(self.settings.approvers, user=str(user_id), asker=asker or None,
+                          admin=admin):  # fmt: skip
+            return "Only the person who asked can decide this."
+        by = user.username or user.full_name or str(user_id)
+        chosen: Verdict = VERDICTS[verdict]  # type: ignore[assignment]
+        await self.broker.decide(key, Decision(chosen, by))
+        return {"approve": "Approved.", "deny": "Denied.", "always": "Allowed here from now on."}[
+            chosen
+        ]
 
     async def _finish_orphan(self, record: RunRecord, trace: Trace, text: str) -> None:
         """The last edit of an answer whose process died: the message says so, its Stop

@@ -46,6 +46,10 @@ STOP_PREFIX = "stop:"
 """``callback_data`` of the Stop button: ``stop:<run id>:<asker's user id>`` (at most 38
 bytes, under Telegram's 64): the process a press reaches may not be the one running it."""
 CALLBACK_BYTES = 64
+DECIDE_PREFIX = "ok:"
+"""``callback_data`` of a decision: ``ok:<verdict>:<run>:<step>:<call>:<asker>`` (verdict
+``a``pprove, ``d``eny or ``w``, always: at most 52 bytes)."""
+VERDICTS = {"a": "approve", "d": "deny", "w": "always"}
 BIDI = re.compile("[\u202a-\u202e\u2066-\u2069]")
 
 _STATUS = {
@@ -226,8 +230,41 @@ class TelegramRenderer:
         if view.verbosity == "answer":
             head = [[_Piece(f"⏳ Working on it · {view.elapsed(self._clock()):.1f} s", "b")]]
         answer = [[_Piece(cut(view.answer.strip(), LIVE_ANSWER_UNITS))]] if view.answer else []
-        steps = self._steps(view, MESSAGE_UNITS - _size(head) - _size(answer) - 2)
-        return TelegramPayload(_join(head + steps + answer), (self._stop(view),))
+        pending = self._pending(view)
+        room = MESSAGE_UNITS - _size(head) - _size(answer) - _size(pending) - 3
+        steps = self._steps(view, room)
+        buttons = (*self._decisions(view), self._stop(view))
+        return TelegramPayload(_join(head + steps + answer + pending), buttons)
+
+    def _pending(self, view: RunView) -> list[list[_Piece]]:
+        """The action waiting for a person, at every verbosity: the run waits on it."""
+        pending = view.pending
+        if pending is None:
+            return []
+        who = "the asker or an admin" if view.approvers == "asker" else view.approvers
+        if view.approvers == "anyone":
+            who = "anyone here"
+        return [
+            [_Piece("✋ Approve this action?", "b")],
+            [_Piece(f"🛠 {cut(pending.name, 60)}", "b"), _Piece(" "),
+             _Piece(cut(pending.input, INPUT_UNITS) or " ", "code")],
+            [_Piece(f"Who may decide: {who}; no decision in {pending.timeout:.0f} s is a denial.",
+                    "i")],
+        ]  # fmt: skip
+
+    def _decisions(self, view: RunView) -> tuple[Button, ...]:
+        pending = view.pending
+        if pending is None:
+            return ()
+        offered = [("a", "✅ Approve"), ("d", "❌ Deny")]
+        if pending.remember:
+            offered.append(("w", "♾ Always allow"))
+        tail = f"{self.run_id}:{pending.step}:{pending.call}:{view.asker}"
+        return tuple(
+            Button(text, data)
+            for verdict, text in offered
+            if len((data := f"{DECIDE_PREFIX}{verdict}:{tail}").encode()) <= CALLBACK_BYTES
+        )
 
     def _stop(self, view: RunView) -> Button:
         data = f"{STOP_PREFIX}{self.run_id}:{view.asker}"

@@ -45,9 +45,8 @@ def retry_seconds(exc: RetryAfter) -> float:
 def markup(payload: TelegramPayload) -> InlineKeyboardMarkup | None:
     if not payload.buttons:
         return None
-    return InlineKeyboardMarkup(
-        [[InlineKeyboardButton(b.text, callback_data=b.data) for b in payload.buttons]]
-    )
+    buttons = [InlineKeyboardButton(b.text, callback_data=b.data) for b in payload.buttons]
+    return InlineKeyboardMarkup([buttons[i : i + 2] for i in range(0, len(buttons), 2)])
 
 
 def mapped(exc: TelegramError) -> EditDeferred | EditRejected:

@@ -15,6 +15,7 @@ import pytest
 from adapters.channels import ChannelChoices
 from adapters.telegram.bot import NOT_HERE, TelegramBot, TelegramSettings
 from core.agent import Agent, AgentSettings
+from core.approval import ApprovalBroker, InMemoryDecisions, InMemoryPending
 from core.budgets import InMemoryUsageCounters, TokenBudgets
 from core.scripted import ScriptedModel, Turn
 from core.storage import Stores
@@ -41,6 +42,7 @@ class Harness:
     bot: TelegramBot
     stores: Stores
     model: ScriptedModel
+    deleted: list[str]
 
     def replies(self) -> list[Message]:
         return self.fake.bot_messages(CHAT)
@@ -78,12 +80,20 @@ def _timedelta(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 async def make() -> AsyncIterator[Callable[..., Any]]:
-    opened: list[tuple[FakeTelegram, TelegramBot]] = []
+    opened: list[tuple[FakeTelegram, TelegramBot, ApprovalBroker]] = []
 
-    async def build(turns: list[Turn], **settings: Any) -> Harness:
+    async def build(turns: list[Turn], *, approval: bool = False, **settings: Any) -> Harness:
         fake = FakeTelegram()
         await fake.__aenter__()
+        broker = ApprovalBroker(InMemoryDecisions(), InMemoryPending())
+        deleted: list[str] = []
+
+        async def delete(path: str) -> str:
+            deleted.append(path)
+            return f"deleted {path}"
+
         tools = ToolRegistry()
+        tools.add(FunctionTool("files_delete", delete, "Deletes a file.", "files_delete[a.txt]"))
         tools.add(
             FunctionTool(
                 "calculate", _calculate, "Arithmetic.", "calculate[2+2]",
@@ -96,7 +106,13 @@ async def make() -> AsyncIterator[Callable[..., Any]]:
             model,
             tools,
             stores=stores,
-            settings=AgentSettings(model_timeout=5.0, deadline=20.0),
+            approve=broker,
+            settings=AgentSettings(
+                model_timeout=5.0,
+                deadline=20.0,
+                approval_timeout=20.0,
+                approval_tools=frozenset({"files_delete"}) if approval else frozenset(),
+            ),
         )
         bot = TelegramBot(
             agent,
@@ -110,14 +126,16 @@ async def make() -> AsyncIterator[Callable[..., Any]]:
                 poll_timeout=1.0,
                 **settings,
             ),
+            broker=broker,
         )
-        opened.append((fake, bot))
+        opened.append((fake, bot, broker))
         await bot.start()
-        return Harness(fake, bot, stores, model)
+        return Harness(fake, bot, stores, model, deleted)
 
     yield build
-    for fake, bot in opened:
+    for fake, bot, broker in opened:
         await bot.aclose(grace=2.0)
+        await broker.aclose()
         await fake.__aexit__(None, None, None)
 
 
@@ -239,6 +257,49 @@ async def test_a_chat_not_allowed_is_told_so_and_nothing_runs(make: Any) -> None
     (refusal,) = h.replies()
     assert refusal.text == NOT_HERE and refusal.reply_to == question.id
     h.model.assert_complete()
+
+
+DELETE = [
+    Turn("Thought: I will delete it.\nAction: files_delete[a.txt]"),
+    Turn("Thought: done.\nFinal Answer: a.txt is gone"),
+]
+
+
+async def test_an_action_is_approved_from_its_buttons_by_the_asker_only(make: Any) -> None:
+    h: Harness = await make(DELETE, approval=True)
+    question = h.fake.user_says(CHAT, "delete a.txt")
+
+    def waiting() -> Message | None:
+        return next((m for m in h.replies() if len(m.buttons) > 1), None)
+
+    await h.fake.wait_for(lambda: waiting() is not None, what="the approval buttons")
+    asking = waiting()
+    assert asking is not None and "Approve this action?" in asking.text
+    approve, deny, *_, stop = (b["callback_data"] for b in asking.buttons)
+    assert approve.startswith("ok:a:") and deny.startswith("ok:d:") and stop.startswith("stop:")
+    assert all(len(b["callback_data"].encode()) <= 64 for b in asking.buttons)
+    other = h.fake.press(asking, approve, user=CHAT + 1)
+    await h.fake.wait_for(lambda: other in h.fake.answered, what="the answer to the other")
+    assert h.fake.answered[other]["text"] == "Only the person who asked can decide this."
+    assert h.deleted == []
+    mine = h.fake.press(h.fake.message(CHAT, asking.id), approve)
+    final = await h.answer_to(question)
+    assert "a.txt is gone" in final.text and h.deleted == ["a.txt"]
+    assert h.fake.answered[mine]["text"] == "Approved."
+    assert h.fake.refused() == []
+
+
+async def test_a_denied_action_never_runs(make: Any) -> None:
+    h: Harness = await make(
+        [DELETE[0], Turn("Thought: not allowed.\nFinal Answer: I did not delete it")],
+        approval=True,
+    )
+    question = h.fake.user_says(CHAT, "delete a.txt")
+    await h.fake.wait_for(lambda: any(len(m.buttons) > 1 for m in h.replies()), what="buttons")
+    asking = next(m for m in h.replies() if len(m.buttons) > 1)
+    h.fake.press(asking, asking.buttons[1]["callback_data"])
+    final = await h.answer_to(question)
+    assert "I did not delete it" in final.text and h.deleted == []
 
 
 # ---- groups and forum topics ----------------------------------------------------------------

@@ -22,6 +22,7 @@ from adapters.telegram.render import (
 )
 from core.events import (
     ActionDecided,
+    ApprovalRequested,
     Finished,
     ObservationReady,
     RunStarted,
@@ -61,9 +62,25 @@ def test_live_payloads_are_accepted_at_every_point_of_a_run(
     upto = data.draw(st.integers(min_value=1, max_value=len(run.events)))
     verbosity = data.draw(st.sampled_from(VERBOSITIES))
     view = view_of(run, upto, verbosity)
+    view.asker = data.draw(st.sampled_from(["", "1", "9" * 20]))  # Telegram ids are digits
+    waiting = data.draw(st.booleans()) and not view.is_final
+    if waiting:  # an action waiting for a person, hostile too
+        text = hostile_text(max_pieces=6)
+        asked = ApprovalRequested(
+            data.draw(st.integers(0, 10**6)), data.draw(st.integers(0, 50)), data.draw(text),
+            data.draw(text), data.draw(text), 120.0, remember=data.draw(st.booleans()),
+        )  # fmt: skip
+        view.apply(asked)
     payload = bounded(lambda: TelegramRenderer("0123456789ab", clock=lambda: 3.0).live(view))
     accepted(payload)
-    assert [b.data for b in payload.buttons] == [f"stop:0123456789ab:{view.asker}"]
+    *decisions, stop = payload.buttons
+    assert stop.data == f"stop:0123456789ab:{view.asker}"
+    if waiting:
+        offered = 3 if asked.remember else 2
+        assert [b.data.split(":")[1] for b in decisions] == ["a", "d", "w"][:offered]
+        assert "Approve this action?" in parse_html(payload.html)[0]
+    else:
+        assert decisions == []
 
 
 @PROPERTY
