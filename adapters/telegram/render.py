@@ -168,6 +168,8 @@ def status(view: RunView, now: float) -> str:
     step = view.current
     if step is not None and view.max_steps:
         parts.append("final answer" if step.final else f"step {step.index}/{view.max_steps}")
+    if view.pending is not None:  # the seconds stand still while a person decides, so the
+        now = min(now, view.pending_since)  # message is not edited every tick meanwhile
     parts.append(f"{view.elapsed(now):.1f} s")
     return " · ".join(parts)
 

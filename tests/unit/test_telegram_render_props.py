@@ -144,3 +144,15 @@ def test_a_huge_run_renders_quickly_and_within_the_limits() -> None:
     assert len(posts) <= MAX_REPLIES + 1 + TRACE_MESSAGES + 2
     for post in posts:
         accepted(post)
+
+
+def test_while_a_person_decides_the_message_does_not_change() -> None:
+    view = RunView(started_at=0.0, asker="1")
+    view.apply(RunStarted("r", "q", "m", 5))
+    view.apply(StepStarted(1, 5))
+    view.apply(ApprovalRequested(1, 0, "files_delete", "a.txt", "t", 120.0))
+    now = [view.pending_since + 1.0]
+    renderer = TelegramRenderer("0123456789ab", clock=lambda: now[0])
+    first = renderer.live(view)
+    now[0] += 30.0
+    assert renderer.live(view) == first  # LiveMessage sends no edit: nothing to see changed
