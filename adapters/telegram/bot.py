@@ -66,6 +66,7 @@ from adapters.telegram.surface import Chat, TelegramSurface
 from core.agent import Agent, Run
 from core.approval import ApprovalBroker, Decision, Verdict
 from core.budgets import TokenBudgets
+from core.errors import StoreUnavailable
 from core.storage import Stores
 from core.stores import RunRecord
 from core.trace import Trace
@@ -243,6 +244,7 @@ class TelegramBot:
         app.add_handler(CommandHandler("start", self.on_start, filters=private))
         app.add_handler(CommandHandler("reset", self.on_reset))
         app.add_handler(CommandHandler("ask", self.on_ask))
+        app.add_handler(CommandHandler("trace", self.on_trace))
         app.add_handler(MessageHandler(private & filters.TEXT & ~filters.COMMAND, self.on_text))
         app.add_handler(MessageHandler(groups & filters.TEXT & ~filters.COMMAND, self.on_group))
         app.add_handler(CallbackQueryHandler(self.on_button))
@@ -367,6 +369,30 @@ class TelegramBot:
         if self.files is not None:
             await self.files.clear(conversation)
         await self.say(asker, "🧹 I have forgotten our conversation.")
+
+    async def on_trace(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        """The conversation's last trace, as its ``.md`` and ``.json`` documents."""
+        del context
+        if (asker := _asker(update)) is None:
+            return
+        if (refused := await self.answering.refusal(asker)) is not None:
+            await self.say(asker, refused)
+            return
+        try:
+            traces = await self.stores.traces.list(conversation_of(asker.chat, asker.thread))
+        except StoreUnavailable:
+            await self.say(asker, "I cannot read the traces now: the store is unavailable.")
+            return
+        if not traces:
+            await self.say(asker, "No answer here has a trace yet: ask me something first.")
+            return
+        renderer = TelegramRenderer(traces[0].id, clock=time.monotonic, trace_link=self.trace_link)
+        chat = self.chat(asker.chat, asker.thread)
+        try:
+            for post in renderer.documents(traces[0]):
+                await chat.send(post, reply_to=asker.message)
+        except TelegramError:
+            log.warning("could not send the trace in chat %s", asker.chat, exc_info=True)
 
     async def on_button(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         """Every press is answered (answerCallbackQuery), whatever it asked for: an

@@ -340,7 +340,7 @@ class TelegramRenderer:
                                          "in its trace.</i>"))  # fmt: skip
         if steps:
             posts += self._step_posts(trace)
-            posts += self._documents(trace)
+            posts += self.documents(trace)
         return posts
 
     def _step_posts(self, trace: Trace) -> list[TelegramPayload]:
@@ -360,7 +360,8 @@ class TelegramRenderer:
             messages[-1].append([_Piece(f"… {more} more step{plural} in the .md", "i")])
         return [TelegramPayload(_join(m)) for m in messages if m]
 
-    def _documents(self, trace: Trace) -> list[TelegramPayload]:
+    def documents(self, trace: Trace) -> list[TelegramPayload]:
+        """The trace as ``.md`` and ``.json`` documents (also ``/trace``'s reply)."""
         caption = [[_Piece(cut(f"🧾 Trace {trace.id} · {summary_line(trace)}", 400), "b")]]
         link = self._trace_link(trace.id) if self._trace_link is not None else None
         if link:  # our own signed URL, shown as text (Telegram links it)

@@ -238,6 +238,25 @@ async def test_a_429_is_waited_out(make: Any) -> None:
     assert after and after[0].at - limited[0].at >= 2.0  # the fake's own clock, not ours
 
 
+async def test_trace_sends_the_last_traces_documents(make: Any) -> None:
+    h: Harness = await make(CALC)
+    nothing = h.fake.user_says(CHAT, "/trace")
+    await h.fake.wait_for(
+        lambda: any(m.reply_to == nothing.id for m in h.replies()), what="a reply"
+    )
+    assert "No answer here has a trace yet" in h.replies()[-1].text
+    question = h.fake.user_says(CHAT, "What is 17*23+4?")
+    await h.answer_to(question)
+    await h.bot.answering.settled()
+    asked = h.fake.user_says(CHAT, "/trace")
+    await h.fake.wait_for(
+        lambda: len([m for m in h.replies() if m.reply_to == asked.id]) == 2, what="documents"
+    )
+    md, js = [m for m in h.replies() if m.reply_to == asked.id]
+    assert md.document is not None and md.document["file_name"].endswith(".md")
+    assert js.document is not None and js.document["file_name"].endswith(".json")
+
+
 async def test_reset_forgets_the_conversation(make: Any) -> None:
     h: Harness = await make(CALC)
     question = h.fake.user_says(CHAT, "What is 17*23+4?")
