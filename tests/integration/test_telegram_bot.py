@@ -64,8 +64,9 @@ class Harness:
     async def live(self, question: Message) -> Message:
         def running() -> Message | None:
             return next(
-                (m for m in self.replies() if m.reply_to == question.id and m.buttons), None
-            )
+                (m for m in self.replies() if m.reply_to == question.id and m.buttons and m.edits),
+                None,
+            )  # edited once: the run is followed (and registered), so Stop can find it
 
         await self.fake.wait_for(lambda: running() is not None, what="the live message")
         found = running()
@@ -375,7 +376,9 @@ async def test_in_a_group_only_the_asker_or_an_admin_stops_and_resets(make: Any)
         [Turn("Thought: slow", chunk_size=2, stall_after=2)], admins=frozenset({BOB + 1})
     )
     question = h.fake.user_says(GROUP, "/ask slow", user=ALICE)
-    await h.fake.wait_for(lambda: bool(_group_replies(h, question)), what="the live message")
+    await h.fake.wait_for(
+        lambda: any(m.edits for m in _group_replies(h, question)), what="the live message"
+    )
     (live,) = _group_replies(h, question)
     (stop,) = live.buttons
     refused = h.fake.press(live, stop["callback_data"], user=BOB)
