@@ -494,11 +494,7 @@ class Answering(Generic[A]):
         if follower is None:
             await run.aclose()
             return
-        if notice := intake.notice():
-            await reply.note(notice)
-        if self.closing:  # shutdown began while the message was being posted
-            run.cancel(by=self.shutdown_by)
-        await self._follow(ask, run, reply, follower)
+        await self._follow(ask, run, reply, follower, notice=intake.notice())
 
     # ---- earlier messages ---------------------------------------------------------------
     async def _read_earlier(self, ask: Ask[A], reply: Reply) -> Earlier | None:
@@ -518,7 +514,11 @@ class Answering(Generic[A]):
         kept = bounded(got.said, messages=settings.messages, max_chars=settings.max_chars)
         return earlier(kept)
 
-    async def _follow(self, ask: Ask[A], run: Run, reply: Reply, follower: Follower) -> None:
+    async def _follow(
+        self, ask: Ask[A], run: Run, reply: Reply, follower: Follower, *, notice: str | None
+    ) -> None:
+        # Registered the moment its message (and Stop) is shown, before anything else is
+        # awaited: a Stop pressed here or at another process finds it.
         self._running[run.trace.id] = Running(run, ask)
         try:
             await self.recovery.track(
@@ -528,6 +528,10 @@ class Answering(Generic[A]):
                 asker_key=ask.key,
                 slot=ask.ident,
             )
+            if notice:
+                await reply.note(notice)
+            if self.closing:  # shutdown began while the message was being posted
+                run.cancel(by=self.shutdown_by)
             await follower.follow(self.recovery.watched(run.events()))
         finally:
             await self.recovery.untrack(run.trace.id)
