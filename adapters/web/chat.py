@@ -361,7 +361,7 @@ class WebChat:
         html = html.replace("{{verbosity}}", shown or self.settings.verbosity)
         response = self._html(html)
         if cookie is not None:
-            self._set_cookie(response, cookie)
+            self._set_cookie(request, response, cookie)
         return response
 
     async def signin(self, request: web.Request) -> web.Response:
@@ -377,7 +377,7 @@ class WebChat:
             return self._html(page, status=403)
         cookie, _ = self.sessions.new_cookie()
         response = web.Response(status=303, headers={**self.headers, "Location": "/"})
-        self._set_cookie(response, cookie)
+        self._set_cookie(request, response, cookie)
         return response
 
     async def no_icon(self, request: web.Request) -> web.Response:
@@ -595,13 +595,13 @@ class WebChat:
         parts = urlsplit(origin)
         return parts.netloc == request.host and parts.scheme in ("http", "https")
 
-    def _set_cookie(self, response: web.StreamResponse, value: str) -> None:
+    def _set_cookie(self, request: web.Request, response: web.StreamResponse, value: str) -> None:
         response.set_cookie(
             COOKIE,
             value,
             httponly=True,
             samesite="Strict",
-            secure=self.settings.secure_cookie,
+            secure=self.settings.secure_cookie or request.secure,  # always over https
             path="/",
             max_age=30 * 86400,
         )
