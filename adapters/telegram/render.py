@@ -1,7 +1,9 @@
 """A run as Telegram shows it: one message in Telegram's HTML parse mode, edited live.
 
 Four styles, one per part of a step: the thought in *italic* (💭), the action in **bold** with
-its input in ``code`` (🛠), the observation in a block quote, the answer as plain text. Every
+its input in ``code`` (🛠), the observation in a block quote, the answer drawn from its
+Markdown (``markdown_html``: bold, italic, strike, code, headings, bullets, quotes, code
+blocks; a link's URL always visible). Every
 text from outside (a model's, a tool's, a person's) goes through ``html.escape`` and nothing
 else: this module writes every tag itself, never an ``<a>``, so no masked link and no
 ``tg://user?id=`` mention can come from model text (a URL stays visible text, which Telegram
@@ -157,6 +159,92 @@ def split_answer(text: str, limit: int) -> list[str]:
     return parts
 
 
+# ---- a model's Markdown, as Telegram HTML --------------------------------------------------
+
+_FENCE_LINE = re.compile(r"^[ ]{0,3}(```|~~~)")
+_HEADING = re.compile(r"^[ ]{0,3}#{1,6}[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*$")
+_BULLET = re.compile(r"^([ \t]*)[-*+][ \t]+(.*)$")
+_QUOTE = re.compile(r"^[ ]{0,3}>[ \t]?(.*)$")
+# Each alternative stops at its next delimiter: linear in the line.
+_INLINE = re.compile(
+    r"`(?P<code>[^`\n]{1,2000})`"
+    r"|\[(?P<label>[^\[\]\n]{0,500})\]\((?P<url>[^\s()<>]{1,2000})\)"
+    r"|(?P<bm>\*\*|__)(?=\S)(?P<bold>[^*_\n]{1,2000}?)(?<=\S)(?P=bm)"
+    r"|(?<![\w*])\*(?=[^\s*])(?P<em>[^*\n]{1,2000}?)(?<=\S)\*(?![\w*])"
+    r"|~~(?=\S)(?P<strike>[^~\n]{1,2000}?)(?<=\S)~~"
+)
+
+
+def markdown_html(text: str, *, in_code: bool = False) -> tuple[str, bool]:
+    """One part of an answer, its Markdown as Telegram HTML: bold, italic, strike, inline
+    code, headings (a bold line), bullets (•), quotes, fenced code (``<pre>``). Everything is
+    escaped; a link shows its text and then its URL as text (Telegram links a bare URL
+    itself, and never as a masked link). ``in_code``: the part starts inside a code block
+    the previous part left open; returns whether this one leaves one open (it is closed
+    here and reopened in the next part)."""
+    out: list[str] = []
+    code: list[str] | None = [] if in_code else None
+    for line in text.split("\n"):
+        if _FENCE_LINE.match(line):
+            if code is None:
+                code = []
+            else:
+                out.append(f"<pre>{inert(chr(10).join(code))}</pre>")
+                code = None
+            continue
+        if code is not None:
+            code.append(line)
+            continue
+        out.append(_markdown_line(line))
+    if code is not None:
+        out.append(f"<pre>{inert(chr(10).join(code))}</pre>")
+    return "\n".join(out), code is not None
+
+
+def _markdown_line(line: str) -> str:
+    if heading := _HEADING.match(line):
+        return f"<b>{_inline(heading.group(1).replace('**', ''))}</b>" if heading.group(1) else ""
+    if bullet := _BULLET.match(line):
+        depth = min(len(bullet.group(1).expandtabs(4)) // 2, 6)
+        return "  " * depth + "• " + _inline(bullet.group(2))
+    if quoted := _QUOTE.match(line):
+        return f"<blockquote>{_inline(quoted.group(1))}</blockquote>"
+    return _inline(line)
+
+
+def _inline(line: str) -> str:
+    out: list[str] = []
+    at = 0
+    for match in _INLINE.finditer(line):
+        out.append(inert(line[at : match.start()]))
+        groups = match.groupdict()
+        if groups["code"] is not None:
+            out.append(f"<code>{inert(groups['code'])}</code>")
+        elif groups["url"] is not None:
+            label, url = groups["label"].strip(), groups["url"]
+            same = not label or label.rstrip("/") == url.rstrip("/")
+            out.append(inert(url) if same else f"{_inline(label)} ({inert(url)})")
+        elif groups["bold"] is not None:
+            out.append(f"<b>{inert(groups['bold'])}</b>")
+        elif groups["em"] is not None:
+            out.append(f"<i>{inert(groups['em'])}</i>")
+        else:
+            out.append(f"<s>{inert(groups['strike'])}</s>")
+        at = match.end()
+    out.append(inert(line[at:]))
+    return "".join(out)
+
+
+def answer_parts_html(parts: Sequence[str]) -> list[str]:
+    """Each part of a split answer as HTML, a code block cut between parts closed at the
+    end of one and reopened at the start of the next."""
+    shown, open_code = [], False
+    for part in parts:
+        html_part, open_code = markdown_html(part, in_code=open_code)
+        shown.append(html_part)
+    return shown
+
+
 def status(view: RunView, now: float) -> str:
     """``🛠 Running search · step 2/8 · 3.4 s``."""
     if view.phase == "acting":
@@ -224,6 +312,7 @@ class TelegramRenderer:
         self._trace_link = trace_link
         self._answer = ""
         self._rest: list[str] = []
+        self._rest_html: list[str] = []
         """What ``final`` showed of the answer, and the parts it left for replies."""
 
     # ---- live -----------------------------------------------------------------------------
@@ -297,8 +386,10 @@ class TelegramRenderer:
         room = MESSAGE_UNITS - _size(footer) - _size(outcome) - 2
         parts = split_answer(view.answer, room) if view.answer else []
         self._answer, self._rest = view.answer, parts[1:]
-        body = [[_Piece(parts[0])]] if parts else []
-        return TelegramPayload(_join(outcome + body + footer))
+        shown = answer_parts_html(parts)
+        self._rest_html = shown[1:]
+        body = "\n".join(filter(None, [_join(outcome), *shown[:1], _join(footer)]))
+        return TelegramPayload(body.strip())
 
     def compact(self, view: RunView) -> TelegramPayload:
         outcome = self._outcome(view)
@@ -333,8 +424,12 @@ class TelegramRenderer:
         whole answer, when the message could show only a smaller form), at most
         ``MAX_REPLIES``; then, with ``steps``, the steps (at most ``TRACE_MESSAGES``) and the
         trace as ``.md`` and ``.json`` documents, the trace page's link in the caption."""
-        parts = split_answer(self._answer, MESSAGE_UNITS) if whole_answer else self._rest
-        posts = [TelegramPayload(inert(p)) for p in parts[:MAX_REPLIES]]
+        if whole_answer:
+            parts = split_answer(self._answer, MESSAGE_UNITS)
+            htmls = answer_parts_html(parts)
+        else:  # what did not fit in the message, a code block it left open reopened
+            parts, htmls = self._rest, self._rest_html
+        posts = [TelegramPayload(h) for h in htmls[:MAX_REPLIES] if h.strip()]
         if left := sum(units(p) for p in parts[MAX_REPLIES:]):
             posts.append(TelegramPayload(f"<i>… {left:,} more characters of the answer are "
                                          "in its trace.</i>"))  # fmt: skip

@@ -221,8 +221,11 @@ async def test_a_hostile_answer_ends_in_a_state_telegram_accepts(make: Any) -> N
     body, footer = final.text.rsplit("\n", 1)  # the first part, then the run's summary
     assert footer.startswith("✅")
     shown = "".join("".join(t.split()) for t in [body] + [m.text for m in parts[1:]])
-    expected = "".join(hostile.replace("\u202e", "\ufffd").split())
-    assert expected in shown  # all of it, as text: the URL whole, the markup literal
+    # All of it, as text: the URL whole, the HTML literal, the Markdown link shown with its URL.
+    expected = hostile.replace("\u202e", "\ufffd").replace(
+        "[click me](https://evil.example/phish)", "click me (https://evil.example/phish)"
+    )
+    assert "".join(expected.split()) in shown
 
 
 async def test_a_429_is_waited_out(make: Any) -> None:
