@@ -11,14 +11,12 @@ value, so the live message never sends the same state twice.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 from adapters.live import RunView, StepView, approval_words
-from core.text import neutral_bidi
+from core.text import http_url, neutral_bidi
 from core.trace import Trace, source_domain, summary_line
 
 FIELD_CHARS = 4_000
@@ -70,17 +68,8 @@ def clean(text: str, limit: int) -> dict[str, Any]:
 
 
 def safe_link(url: str) -> str | None:
-    """``url`` when it is a plain absolute http(s) URL with a host and no control or space
-    characters; None otherwise (the page then shows it as text)."""
-    if len(url) > URL_CHARS or re.search(r"[\x00-\x20\x7f-\x9f\\<>\"'`]", url):
-        return None
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return None
-    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
-        return None
-    return url
+    """``url`` when the page may link it (``core.text.http_url``); None: shown as text."""
+    return http_url(url, limit=URL_CHARS)
 
 
 def status(view: RunView, now: float) -> str:

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote
 
 import jinja2
 import markupsafe
@@ -32,7 +32,7 @@ from aiohttp import web
 from core.pricing import format_usd
 from core.replay import diff_traces
 from core.stores import TraceStore
-from core.text import neutral_bidi
+from core.text import http_url, neutral_bidi
 from core.trace import Trace, TraceStep, one_line, source_domain, summary_line, utc_iso
 
 if TYPE_CHECKING:
@@ -54,6 +54,8 @@ PREVIEW_LINES = 8
 text behind "show all"."""
 FIELD_CHARS = 200_000
 """At most this much of one field goes into the page; the downloads hold all of it."""
+HREF_CHARS = 4000
+"""A longer source URL is shown but not linked."""
 SOURCE_CHARS = 300
 """A source URL longer than this is shown shortened (the link still goes to all of it)."""
 INPUT_SHOWN = 120
@@ -234,20 +236,9 @@ def source(url: str) -> Source:
     return Source(_safe_href(url), shown, source_domain(url))
 
 
-_UNSAFE_IN_URL = re.compile(r"[\x00-\x20\x7f-\x9f\\<>\"'`]")
-
-
 def _safe_href(url: str) -> str | None:
-    """``url`` when it is a plain absolute http(s) URL with a host; else None."""
-    if len(url) > 4000 or _UNSAFE_IN_URL.search(url):
-        return None
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return None
-    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
-        return None
-    return url
+    """``url`` when the page may link it (``core.text.http_url``); None: shown as text."""
+    return http_url(url, limit=HREF_CHARS)
 
 
 def _bar(seconds: float, longest: float) -> int:
