@@ -23,7 +23,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, Literal, Protocol, TypeVar, assert_never
 
@@ -77,6 +77,56 @@ FINAL_PHASES: frozenset[Phase] = frozenset(
     {"answered", "refused", "unformatted", "best_effort", "failed", "cancelled"}
 )
 ANSWER_PHASES: frozenset[Phase] = frozenset({"answered", "refused", "unformatted", "best_effort"})
+
+PHASE_STATUS: dict[Phase, tuple[str, str]] = {
+    "starting": ("⏳", "Starting"),
+    "waiting": ("⏳", "Waiting for the previous question"),
+    "retrying": ("🔁", "Retrying after a rate limit"),
+    "answering": ("✍️", "Writing the answer"),
+    "approval": ("✋", "Waiting for approval"),
+}
+"""What a run is doing, in every surface's live status line; any other phase is thinking."""
+FINAL_MARKS: dict[Phase, str] = {
+    "answered": "✅",
+    "refused": "🚫",
+    "cancelled": "⏹️",
+    "failed": "❌",
+}
+"""A finished run's mark in its footer; any other ending is ⚠️."""
+
+
+def final_mark(phase: Phase) -> str:
+    return FINAL_MARKS.get(phase, "⚠️")
+
+
+def running_tool(name: str) -> tuple[str, str]:
+    return "🛠️", f"Running {name[:40]}"
+
+
+def status_line(
+    view: RunView,
+    now: float,
+    *,
+    acting: Callable[[str], tuple[str, str]] = running_tool,
+    still_while_pending: bool = False,
+) -> str:
+    """``🛠️ Running search · step 2/8 · 3.4 s``: the phase (``acting`` words a running tool),
+    the step, the seconds; with ``still_while_pending`` the seconds stand still while a
+    person decides (the message is then not edited every tick)."""
+    if view.phase == "acting":
+        emoji, label = acting((view.current.action if view.current else None) or "tool")
+    else:
+        emoji, label = PHASE_STATUS.get(view.phase, ("🤔", "Thinking"))
+    parts = [f"{emoji} {label}"]
+    step = view.current
+    if step is not None and view.max_steps:
+        parts.append("final answer" if step.final else f"step {step.index}/{view.max_steps}")
+    if still_while_pending and view.pending is not None:
+        now = min(now, view.pending_since)
+    parts.append(f"{view.elapsed(now):.1f} s")
+    return " · ".join(parts)
+
+
 """Final phases whose message is the answer (a refusal is the model's answer)."""
 REFUSED_NOTE = "the model declined to answer"
 """What a footer says of a run whose answer is the model's refusal."""

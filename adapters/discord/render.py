@@ -19,7 +19,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 from urllib.parse import quote
 
-from adapters.live import ANSWER_PHASES, REFUSED_NOTE, RunView, StepView, Verbosity, approval_words
+from adapters.live import (
+    ANSWER_PHASES,
+    REFUSED_NOTE,
+    RunView,
+    StepView,
+    Verbosity,
+    approval_words,
+)
+from adapters.live import status_line as live_status_line
 from core.events import ApprovalRequested
 from core.pricing import format_usd
 from core.text import neutral_bidi
@@ -233,33 +241,13 @@ _TOOL_STATUS = {
 
 
 def status_line(view: RunView, now: float) -> str:
-    emoji, label = _status(view)
-    parts = [f"{emoji} {label}"]
-    step = view.current
-    if step is not None and view.max_steps:
-        parts.append("final answer" if step.final else f"step {step.index}/{view.max_steps}")
-    parts.append(f"{view.elapsed(now):.1f} s")
-    return " · ".join(parts)
+    """``🔎 Searching · step 2/8 · 3.4 s`` (``adapters.live.status_line``, with the tools
+    this bot ships named in words)."""
+    return live_status_line(view, now, acting=_acting)
 
 
-def _status(view: RunView) -> tuple[str, str]:
-    match view.phase:
-        case "starting":
-            return "⏳", "Starting"
-        case "waiting":
-            return "⏳", "Waiting for the previous question"
-        case "retrying":
-            return "🔁", "Retrying after a rate limit"
-        case "acting":
-            name = (view.current.action if view.current else None) or "tool"
-            running = ("🛠️", f"Running {inline_code(name, width=40)}")
-            return _TOOL_STATUS.get(name.lower(), running)
-        case "answering":
-            return "✍️", "Writing the answer"
-        case "approval":
-            return "✋", "Waiting for approval"
-        case _:
-            return "🤔", "Thinking"
+def _acting(name: str) -> tuple[str, str]:
+    return _TOOL_STATUS.get(name.lower(), ("🛠️", f"Running {inline_code(name, width=40)}"))
 
 
 # ---- the live message ---------------------------------------------------------------------

@@ -23,7 +23,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from adapters.live import RunView, StepView
+from adapters.live import RunView, StepView, final_mark, status_line
 from core.trace import Trace, TraceStep, summary_line
 
 MESSAGE_UNITS = 4096
@@ -53,15 +53,6 @@ DECIDE_PREFIX = "ok:"
 ``a``pprove, ``d``eny or ``w``, always: at most 52 bytes)."""
 VERDICTS = {"a": "approve", "d": "deny", "w": "always"}
 BIDI = re.compile("[\u202a-\u202e\u2066-\u2069]")
-
-_STATUS = {
-    "starting": "⏳ Starting",
-    "waiting": "⏳ Waiting for the previous question",
-    "retrying": "🔁 Retrying after a rate limit",
-    "answering": "✍️ Writing the answer",
-    "approval": "✋ Waiting for approval",
-}
-_MARKS = {"answered": "✅", "cancelled": "⏹️", "failed": "❌", "best_effort": "⚠️"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,20 +237,13 @@ def answer_parts_html(parts: Sequence[str]) -> list[str]:
 
 
 def status(view: RunView, now: float) -> str:
-    """``🛠 Running search · step 2/8 · 3.4 s``."""
-    if view.phase == "acting":
-        name = (view.current.action if view.current else None) or "tool"
-        label = f"🛠 Running {cut(name, 40)}"
-    else:
-        label = _STATUS.get(view.phase, "🤔 Thinking")
-    parts = [label]
-    step = view.current
-    if step is not None and view.max_steps:
-        parts.append("final answer" if step.final else f"step {step.index}/{view.max_steps}")
-    if view.pending is not None:  # the seconds stand still while a person decides, so the
-        now = min(now, view.pending_since)  # message is not edited every tick meanwhile
-    parts.append(f"{view.elapsed(now):.1f} s")
-    return " · ".join(parts)
+    """``🛠 Running search · step 2/8 · 3.4 s``; the seconds stand still while a person
+    decides, so the message is not edited every tick meanwhile."""
+    return status_line(view, now, acting=_acting, still_while_pending=True)
+
+
+def _acting(name: str) -> tuple[str, str]:
+    return "🛠", f"Running {cut(name, 40)}"
 
 
 def _step_lines(step: StepView) -> list[list[_Piece]]:
@@ -410,7 +394,7 @@ class TelegramRenderer:
 
     def _footer(self, view: RunView) -> list[list[_Piece]]:
         trace = view.trace
-        mark = _MARKS.get(view.phase, "⚠️")
+        mark = final_mark(view.phase)
         line = f"{mark} " + (summary_line(trace) if trace else f"{view.elapsed():.1f} s")
         if view.memory_unavailable:
             line += " · ⚠️ memory unavailable"

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from adapters.live import RunView, StepView, approval_words
+from adapters.live import RunView, StepView, approval_words, final_mark, status_line
 from core.text import http_url, neutral_bidi
 from core.trace import Trace, source_domain, summary_line
 
@@ -27,21 +27,6 @@ STEPS_SHOWN = 30
 """The latest steps a message shows; earlier ones are counted."""
 SOURCES_SHOWN = 20
 URL_CHARS = 2_000
-
-_MARKS = {
-    "answered": "✅",
-    "refused": "🚫",
-    "cancelled": "⏹️",
-    "failed": "❌",
-    "best_effort": "⚠️",
-}
-_STATUS = {
-    "starting": ("⏳", "Starting"),
-    "waiting": ("⏳", "Waiting for the previous question"),
-    "retrying": ("🔁", "Retrying after a rate limit"),
-    "answering": ("✍️", "Writing the answer"),
-    "approval": ("✋", "Waiting for approval"),
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,21 +55,6 @@ def clean(text: str, limit: int) -> dict[str, Any]:
 def safe_link(url: str) -> str | None:
     """``url`` when the page may link it (``core.text.http_url``); None: shown as text."""
     return http_url(url, limit=URL_CHARS)
-
-
-def status(view: RunView, now: float) -> str:
-    """``🔎 Running search · step 2/8 · 3.4 s``."""
-    if view.phase == "acting":
-        name = (view.current.action if view.current else None) or "tool"
-        emoji, label = "🛠️", f"Running {name[:40]}"
-    else:
-        emoji, label = _STATUS.get(view.phase, ("🤔", "Thinking"))
-    parts = [f"{emoji} {label}"]
-    step = view.current
-    if step is not None and view.max_steps:
-        parts.append("final answer" if step.final else f"step {step.index}/{view.max_steps}")
-    parts.append(f"{view.elapsed(now):.1f} s")
-    return " · ".join(parts)
 
 
 def _step(step: StepView) -> dict[str, Any]:
@@ -140,7 +110,7 @@ class WebRenderer:
         if view.verbosity == "answer":
             data["status"] = f"⏳ Working on it · {view.elapsed(self._clock()):.1f} s"
         else:
-            data["status"] = status(view, self._clock())
+            data["status"] = status_line(view, self._clock())
         if view.verbosity == "full":
             shown = view.steps[-STEPS_SHOWN:]
             data["earlier_steps"] = len(view.steps) - len(shown)
@@ -169,7 +139,7 @@ class WebRenderer:
     def _final(self, view: RunView, answer_chars: int) -> dict[str, Any]:
         data = self._base(view, final=True)
         trace = view.trace
-        mark = _MARKS.get(view.phase, "⚠️")
+        mark = final_mark(view.phase)
         if view.phase == "cancelled":
             who = view.stopped_by or "someone"
             data["outcome"] = f"⏹️ Stopped by {clean(who, 80)['text']}."
