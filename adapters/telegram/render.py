@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from adapters.live import RunView, StepView, final_mark, status_line
+from core.text import neutral_bidi
 from core.trace import Trace, TraceStep, summary_line
 
 MESSAGE_UNITS = 4096
@@ -52,7 +53,6 @@ DECIDE_PREFIX = "ok:"
 """``callback_data`` of a decision: ``ok:<verdict>:<run>:<step>:<call>:<asker>`` (verdict
 ``a``pprove, ``d``eny or ``w``, always: at most 52 bytes)."""
 VERDICTS = {"a": "approve", "d": "deny", "w": "always"}
-BIDI = re.compile("[\u202a-\u202e\u2066-\u2069]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +99,7 @@ def cut(text: str, limit: int) -> str:
 
 def inert(text: str) -> str:
     """Outside text made safe to show: bidi controls replaced, then HTML-escaped."""
-    return html.escape(BIDI.sub("\ufffd", text))
+    return html.escape(neutral_bidi(text))
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,18 +247,7 @@ def _acting(name: str) -> tuple[str, str]:
 
 
 def _step_lines(step: StepView) -> list[list[_Piece]]:
-    lines: list[list[_Piece]] = []
-    if step.thought.strip():
-        lines.append([_Piece("💭 "), _Piece(cut(step.thought.strip(), THOUGHT_UNITS), "i")])
-    if step.action:
-        line = [_Piece(f"🛠 {cut(step.action, 60)}", "b")]
-        if step.action_input is not None:
-            line += [_Piece(" "), _Piece(cut(step.action_input, INPUT_UNITS) or " ", "code")]
-        lines.append(line)
-    if step.observation is not None:
-        shown = cut(step.observation.strip() or "(empty)", OBSERVATION_UNITS)
-        lines.append([_Piece(("⚠️ " if step.error else "") + shown, "blockquote")])
-    return lines
+    return _parts_of(step, thought_units=THOUGHT_UNITS, observation_units=OBSERVATION_UNITS)
 
 
 def _trace_step_lines(step: TraceStep) -> list[list[_Piece]]:
@@ -267,16 +256,26 @@ def _trace_step_lines(step: TraceStep) -> list[list[_Piece]]:
     head = f"Step {step.index}" + (f", call {step.call + 1}" if step.call else "")
     if step.kind == "final":
         head += " (final answer)"
-    lines = [[_Piece(head, "u")]]
+    parts = _parts_of(
+        step, thought_units=TRACE_THOUGHT_UNITS, observation_units=TRACE_OBSERVATION_UNITS
+    )
+    return [[_Piece(head, "u")], *parts]
+
+
+def _parts_of(
+    step: StepView | TraceStep, *, thought_units: int, observation_units: int
+) -> list[list[_Piece]]:
+    """Thought (italic), action and its input (bold, code), observation (a quote)."""
+    lines: list[list[_Piece]] = []
     if step.thought.strip():
-        lines.append([_Piece("💭 "), _Piece(cut(step.thought.strip(), TRACE_THOUGHT_UNITS), "i")])
+        lines.append([_Piece("💭 "), _Piece(cut(step.thought.strip(), thought_units), "i")])
     if step.action:
         line = [_Piece(f"🛠 {cut(step.action, 60)}", "b")]
         if step.action_input is not None:
             line += [_Piece(" "), _Piece(cut(step.action_input, INPUT_UNITS) or " ", "code")]
         lines.append(line)
     if step.observation is not None:
-        shown = cut(step.observation.strip() or "(empty)", TRACE_OBSERVATION_UNITS)
+        shown = cut(step.observation.strip() or "(empty)", observation_units)
         lines.append([_Piece(("⚠️ " if step.error else "") + shown, "blockquote")])
     return lines
 

@@ -11,7 +11,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from adapters.live import VERBOSITIES, RunView, Verbosity, fallback_text
-from adapters.telegram.render import BIDI as RENDERED_BIDI
 from adapters.telegram.render import (
     CAPTION_UNITS,
     MAX_REPLIES,
@@ -31,6 +30,7 @@ from core.events import (
     StepStarted,
     ThoughtDelta,
 )
+from core.text import neutral_bidi
 from core.trace import Trace
 from tests.fakes.telegram_server import parse_html
 from tests.hostile import DrawnRun, hostile_text, runs
@@ -90,7 +90,7 @@ def letters(text: str, *, source: bool = True) -> str:
     (its language tag) are the renderer's to drop, so the source loses those first."""
     if source:
         text = "\n".join(x for x in text.split("\n") if not re.match(r"[ ]{0,3}(```|~~~)", x))
-    return "".join(c for c in RENDERED_BIDI.sub("\ufffd", text) if c.isalnum())
+    return "".join(c for c in neutral_bidi(text) if c.isalnum())
 
 
 def in_order(wanted: str, shown: str) -> bool:
