@@ -79,8 +79,15 @@ def defuse(mrkdwn: str) -> str:
     return _TICKS.sub("`" + ZWSP, mrkdwn)
 
 
-def _plain(text: str) -> str:
+def plain(text: str) -> str:
+    """Outside text as mrkdwn that shows it as typed: escaped, no code fence."""
     return defuse(escape(text))
+
+
+def plain_len(text: str) -> int:
+    """``len(plain(text))``, without building it."""
+    size = len(text) + 4 * text.count("&") + 3 * (text.count("<") + text.count(">"))
+    return size + broadcasts(text) + len(_TICKS.findall(text))
 
 
 def safe_url(url: str) -> bool:
@@ -89,7 +96,7 @@ def safe_url(url: str) -> bool:
 
 def link(url: str) -> str:
     """``<url>``, shown as itself, for a plain http(s) URL; anything else stays text."""
-    return f"<{escape(url)}>" if safe_url(url) else _plain(url)
+    return f"<{escape(url)}>" if safe_url(url) else plain(url)
 
 
 def _link(label: str, url: str) -> str:
@@ -106,10 +113,10 @@ def inline(line: str) -> str:
     out: list[str] = []
     at = 0
     for match in _INLINE.finditer(line):
-        out.append(_plain(line[at : match.start()]))
+        out.append(plain(line[at : match.start()]))
         out.append(_inline_one(match))
         at = match.end()
-    out.append(_plain(line[at:]))
+    out.append(plain(line[at:]))
     # Two spans side by side ("`a``b`") would make a fence of their backticks: keep them apart.
     return defuse("".join(out))
 
@@ -124,10 +131,10 @@ def _inline_one(match: re.Match[str]) -> str:
     if groups["auto"] is not None:
         return link(groups["auto"])
     if groups["bold_body"] is not None:
-        return f"*{_plain(groups['bold_body'])}*"
+        return f"*{plain(groups['bold_body'])}*"
     if groups["em_body"] is not None:
-        return f"_{_plain(groups['em_body'])}_"
-    return f"~{_plain(groups['strike_body'])}~"
+        return f"_{plain(groups['em_body'])}_"
+    return f"~{plain(groups['strike_body'])}~"
 
 
 def to_mrkdwn(text: str) -> str:
@@ -146,7 +153,7 @@ def _lines(lines: list[str]) -> Iterator[str]:
                 fence = None
                 yield FENCE
             else:
-                yield _plain(line)
+                yield plain(line)
             i += 1
             continue
         if opened:
@@ -224,9 +231,9 @@ def _table(header: str, body: list[str]) -> Iterator[str]:
     yield FENCE
     for k, row in enumerate(rows):
         line = " | ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True))
-        yield _plain(line.rstrip())
+        yield plain(line.rstrip())
         if k == 0:
-            yield _plain("-+-".join("-" * w for w in widths))
+            yield plain("-+-".join("-" * w for w in widths))
     for row_text in body[TABLE_ROWS:]:
-        yield _plain(row_text)
+        yield plain(row_text)
     yield FENCE

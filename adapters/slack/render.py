@@ -48,7 +48,7 @@ from adapters.slack.approval import (
     ApprovalRef,
     editable,
 )
-from adapters.slack.markdown import broadcasts, defuse, escape, to_mrkdwn
+from adapters.slack.markdown import escape, plain, plain_len, to_mrkdwn
 from core.events import ApprovalDecided, ApprovalRequested
 from core.pricing import format_usd
 from core.trace import ApprovalRecord, Trace, TraceStep, source_domain, summary_line
@@ -94,7 +94,6 @@ PENDING_INPUT_LIMIT = 1200
 _USER_ID = re.compile(r"^[UW][A-Z0-9]{2,}$")
 _SAFE_URL = re.compile(r"^https?://[^\s<>|]+$")
 _HOST = re.compile(r"^[A-Za-z0-9.-]+(:[0-9]{1,5})?$")
-_ADJACENT_TICK = re.compile(r"`(?=`)")
 FENCE = "```"
 _CLOSE = "\n```"
 
@@ -117,24 +116,13 @@ class SlackMessage:
 # ---- outside text into mrkdwn -------------------------------------------------------------
 
 
-def _render(text: str) -> str:
-    """Outside text as mrkdwn that shows it as typed: escaped, no code fence."""
-    return defuse(escape(text))
-
-
-def _rendered_len(text: str) -> int:
-    """``len(_render(text))``, without building it."""
-    size = len(text) + 4 * text.count("&") + 3 * (text.count("<") + text.count(">"))
-    return size + broadcasts(text) + len(_ADJACENT_TICK.findall(text))
-
-
 def _end_within(text: str, start: int, room: int) -> int:
     """The largest ``end`` such that ``text[start:end]`` rendered takes at most ``room``
     characters (at least one character, so callers always move on)."""
     low, high = start, min(len(text), start + max(room, 0))  # a character renders to >= 1
     while low < high:  # binary search: the rendered length grows with the end
         mid = (low + high + 1) // 2
-        if _rendered_len(text[start:mid]) <= room:
+        if plain_len(text[start:mid]) <= room:
             low = mid
         else:
             high = mid - 1
@@ -147,7 +135,7 @@ def _start_within(text: str, room: int) -> int:
     low, high = max(0, len(text) - max(room, 0)), len(text)
     while low < high:
         mid = (low + high) // 2
-        if _rendered_len(text[mid:]) <= room:
+        if plain_len(text[mid:]) <= room:
             high = mid
         else:
             low = mid + 1
@@ -160,8 +148,8 @@ def prose(text: str, limit: int) -> str:
     limit = max(limit, MIN_ROOM)
     end = _end_within(text, 0, limit - 1)
     if end >= len(text):
-        return _render(text)
-    return _render(text[:end]).rstrip() + "…"
+        return plain(text)
+    return plain(text[:end]).rstrip() + "…"
 
 
 def prose_tail(text: str, limit: int) -> str:
@@ -169,8 +157,8 @@ def prose_tail(text: str, limit: int) -> str:
     limit = max(limit, MIN_ROOM)
     start = _start_within(text, limit - 1)
     if start == 0:
-        return _render(text)
-    return "…" + _render(text[start:]).lstrip()
+        return plain(text)
+    return "…" + plain(text[start:]).lstrip()
 
 
 def answer_text(text: str, limit: int) -> str:
@@ -975,9 +963,9 @@ def _sections(
     blocks: list[Block] = []
     for i, piece in enumerate(pieces, 1):
         if code:
-            body = code_block(_render(piece))
+            body = code_block(plain(piece))
         else:
-            body = _close_fence(piece) if rendered else _render(piece)
+            body = _close_fence(piece) if rendered else plain(piece)
         part = f" (part {i}/{len(pieces)})" if len(pieces) > 1 else ""
         blocks.append(section(f"{label}{part}{chr(10) if code else sep}{body}"))
     if hidden:
