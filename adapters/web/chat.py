@@ -42,12 +42,21 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import urlsplit
 
 from aiohttp import web
 
-from adapters.answering import Answering, Ask, Policy, Refusal, may_decide, may_stop
+from adapters.answering import (
+    Answering,
+    Approvers,
+    Ask,
+    Policy,
+    Refusal,
+    Ticket,
+    may_decide,
+    may_stop,
+)
 from adapters.channels import ChannelChoices
 from adapters.live import VERBOSITIES, LiveMessage, RunView, Verbosity
 from adapters.pacing import EditPacer
@@ -79,8 +88,6 @@ EDIT_INTERVAL = 0.25
 coalesces a burst of tokens into one frame)."""
 HISTORY_TURNS = 50
 
-Approvals = Literal["asker", "admins", "anyone"]
-
 
 @dataclass(frozen=True, slots=True)
 class WebSettings:
@@ -96,7 +103,7 @@ class WebSettings:
     max_concurrent_runs: int = 100
     run_lease: float = 240.0
     run_hold_at_most: float = 240.0
-    approvers: Approvals = "asker"
+    approvers: Approvers = "asker"
     merge_window: float = 0.0
     idle_seconds: float = IDLE_SECONDS
     """A stream with nothing to say for this long, while none of its session's answers
@@ -481,7 +488,7 @@ class WebChat:
         self.answering.spawn(self._answer(admitted, session))
         return self._json({"ok": True}, status=202)
 
-    async def _answer(self, ticket: Any, session: Session) -> None:
+    async def _answer(self, ticket: Ticket[Session], session: Session) -> None:
         await self.answering.answer(ticket, WebReply(self, session))
 
     async def stop(self, request: web.Request) -> web.Response:
