@@ -217,6 +217,10 @@ class Agent:
         return self.start(question, conversation=conversation, user=user, mode=mode).events()
 
 
+TEXT_LATENCY = 0.025
+"""Seconds streamed text may wait for the chunks after it before the run's consumer is woken:
+less than a person notices or a platform's edit takes, and one wake for many chunks."""
+
 READ_MESSAGES = "read_messages"
 """The action name of the trace's step 0: the earlier messages read before the first step."""
 
@@ -328,15 +332,20 @@ class Run:
             self._stopped_by = by
             self._task.cancel()
 
-    async def events(self) -> AsyncIterator[Event]:
+    async def events(self, *, text_latency: float = TEXT_LATENCY) -> AsyncIterator[Event]:
         """The run's events up to and including the final one. A consumer that stops early
-        (breaks, is cancelled, closes the iterator) stops the run: nobody is listening."""
-        pending, arrived = self._outbox.pending, self._outbox.arrived
+        (breaks, is cancelled, closes the iterator) stops the run: nobody is listening.
+
+        Streamed text reaches the consumer at most ``text_latency`` seconds after it arrived,
+        as one event for all the chunks of that span (0: a wake for every chunk that finds
+        the consumer waiting); every other event comes at once, in order."""
+        outbox = self._outbox
+        outbox.text_latency = text_latency
+        pending, wait = outbox.pending, outbox.wait
         try:
             while True:
                 while not pending:
-                    arrived.clear()
-                    await arrived.wait()
+                    await wait()
                 event = pending.popleft()
                 if type(event) is TextRun:
                     event = event.event()
