@@ -1086,6 +1086,11 @@ class _RedisChannel(_RedisBase):
         while True:
             pubsub = self._client.pubsub(ignore_subscribe_messages=True)
             try:
+                if isinstance(self._client, RedisCluster):
+                    # A cluster's pub/sub picks its node from the slot map, which the client
+                    # only has once it has spoken to the cluster (a PUBLISH on any node
+                    # reaches the subscribers of every node).
+                    await self._client.initialize()
                 await pubsub.subscribe(self.channel)
                 subscribed.set()
                 if failing:
