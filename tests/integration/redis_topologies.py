@@ -129,6 +129,9 @@ def base_args(port: int, directory: Path) -> list[str]:
         "no",
         "--dir",
         str(directory),
+        # a replica syncs at once, not after the default 5 s wait for others to join
+        "--repl-diskless-sync-delay",
+        "0",
     ]
 
 
