@@ -82,11 +82,16 @@ class Process:
         return self.log.read_text(errors="replace")[-600:] if self.log.exists() else ""
 
 
-def command(port: int, *args: str, timeout: float = 1.0) -> str:
-    """One command over a plain socket (inline protocol), its reply as text."""
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
-        sock.sendall((" ".join(args) + "\r\n").encode())
-        return _read_reply(sock)
+def command(port: int, *args: str, timeout: float = 1.0, certs: Certificates | None = None) -> str:
+    """One command over a plain (or, with ``certs``, TLS) socket in the inline protocol,
+    its reply as text."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as raw:
+        if certs is None:
+            raw.sendall((" ".join(args) + "\r\n").encode())
+            return _read_reply(raw)
+        with _tls_context(certs).wrap_socket(raw, server_hostname="127.0.0.1") as sock:
+            sock.sendall((" ".join(args) + "\r\n").encode())
+            return _read_reply(sock)
 
 
 def _read_reply(sock: socket.socket | ssl.SSLSocket) -> str:
@@ -256,13 +261,25 @@ class Cluster:
 
 
 @contextmanager
-def cluster(directory: Path, *, extra: list[str] | None = None) -> Iterator[Cluster]:
-    """Three primaries, no replicas, every slot assigned (``redis-cli --cluster create``)."""
+def cluster(
+    directory: Path, *, extra: list[str] | None = None, tls: Certificates | None = None
+) -> Iterator[Cluster]:
+    """Three primaries, no replicas, every slot assigned (``redis-cli --cluster create``);
+    with ``tls`` the nodes speak TLS only, ``extra`` saying how."""
     ports = free_ports(3, bus=True)
+
+    def ready(port: int) -> Callable[[], bool]:
+        return (lambda: tls_pings(port, tls)) if tls else (lambda: pings(port))
+
+    def listen(port: int) -> list[str]:
+        if tls is None:
+            return base_args(port, directory)
+        return [*base_args(0, directory), "--tls-port", str(port)]
+
     nodes = [
         Process(
             [
-                *base_args(port, directory),
+                *listen(port),
                 "--cluster-enabled",
                 "yes",
                 "--cluster-config-file",
@@ -273,10 +290,14 @@ def cluster(directory: Path, *, extra: list[str] | None = None) -> Iterator[Clus
             ],
             port,
             directory / f"node-{port}.log",
-            lambda port=port: pings(port),  # type: ignore[misc]
+            ready(port),
         )
         for port in ports
     ]
+    cli_tls = []
+    if tls is not None:
+        cli_tls = ["--tls", "--cacert", str(tls.ca), "--cert", str(tls.client_cert)]
+        cli_tls += ["--key", str(tls.client_key)]
     deployment = Cluster(nodes)
     try:
         for node in nodes:
@@ -284,20 +305,24 @@ def cluster(directory: Path, *, extra: list[str] | None = None) -> Iterator[Clus
         created = subprocess.run(
             [
                 binary("redis-cli"),
+                *cli_tls,
                 "--cluster",
                 "create",
                 *[f"127.0.0.1:{p}" for p in ports],
                 "--cluster-yes",
             ],
             capture_output=True,
-            timeout=30,
+            timeout=15,
             check=False,
         )
         if created.returncode != 0:
             raise RuntimeError(f"cluster create failed: {created.stdout[-800:]!r}")
         for port in ports:
             wait_for(
-                lambda port=port: "cluster_state:ok" in command(port, "CLUSTER", "INFO"),  # type: ignore[misc]
+                lambda port=port: (
+                    "cluster_state:ok"  # type: ignore[misc]
+                    in command(port, "CLUSTER", "INFO", certs=tls)
+                ),
                 "the cluster state ok",
             )
         yield deployment
@@ -369,7 +394,7 @@ def make_certificates(directory: Path) -> Certificates:
     )
 
     def issue(
-        common: str, usage: x509.ObjectIdentifier
+        common: str, usage: tuple[x509.ObjectIdentifier, ...]
     ) -> tuple[bytes, ec.EllipticCurvePrivateKey]:
         key = ec.generate_private_key(ec.SECP256R1())
         cert = (
@@ -386,7 +411,7 @@ def make_certificates(directory: Path) -> Certificates:
                 ),
                 critical=False,
             )
-            .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+            .add_extension(x509.ExtendedKeyUsage(list(usage)), critical=False)
             .sign(ca_key, hashes.SHA256())
         )
         return cert.public_bytes(serialization.Encoding.PEM), key
@@ -399,25 +424,26 @@ def make_certificates(directory: Path) -> Certificates:
         client_key=directory / "client.key",
     )
     certs.ca.write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
-    server_pem, server_key = issue("redis server", ExtendedKeyUsageOID.SERVER_AUTH)
+    server_pem, server_key = issue(  # a cluster node is a client of the others too
+        "redis server", (ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH)
+    )
     certs.server_cert.write_bytes(server_pem)
     write_key(server_key, certs.server_key)
-    client_pem, client_key = issue("reactbot", ExtendedKeyUsageOID.CLIENT_AUTH)
+    client_pem, client_key = issue("reactbot", (ExtendedKeyUsageOID.CLIENT_AUTH,))
     certs.client_cert.write_bytes(client_pem)
     write_key(client_key, certs.client_key)
     return certs
 
 
-def tls_pings(port: int, certs: Certificates) -> bool:
+def _tls_context(certs: Certificates) -> ssl.SSLContext:
     context = ssl.create_default_context(cafile=str(certs.ca))
     context.load_cert_chain(str(certs.client_cert), str(certs.client_key))
+    return context
+
+
+def tls_pings(port: int, certs: Certificates) -> bool:
     try:
-        with (
-            socket.create_connection(("127.0.0.1", port), timeout=0.3) as raw,
-            context.wrap_socket(raw, server_hostname="127.0.0.1") as sock,
-        ):
-            sock.sendall(b"PING\r\n")
-            return _read_reply(sock).startswith("+PONG")
+        return command(port, "PING", timeout=0.3, certs=certs).startswith("+PONG")
     except OSError:
         return False
 

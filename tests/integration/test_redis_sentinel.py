@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import signal
 import time
 import uuid
 from collections.abc import Iterator
@@ -18,7 +19,13 @@ import pytest
 from bot.cli import run_cli
 from core.errors import StoreUnavailable
 from core.history import Message
-from core.redis_store import RedisTarget, connect, parse_host_port
+from core.redis_store import (
+    CLAIM_REPLICA_WAIT,
+    RedisStores,
+    RedisTarget,
+    connect,
+    parse_host_port,
+)
 from core.stores import RunRecord
 from tests.fakes.openai_server import FakeOpenAI
 from tests.integration.redis_topologies import (
@@ -43,6 +50,10 @@ def target(deployment: SentinelSet) -> RedisTarget:
         sentinels=tuple(parse_host_port(a) for a in deployment.addresses),
         sentinel_service=SERVICE,
     )
+
+
+def claim_key(stores: RedisStores, event_id: str) -> str:
+    return stores.history.key("").removesuffix("history:") + f"event:{event_id}"
 
 
 def user(text: str) -> Message:
@@ -71,7 +82,15 @@ async def test_the_stores_follow_the_promoted_replica_after_the_primary_dies(
     assert first_primary == sentinels.primary.port
     try:
         await stores.history.append("c1", user("before"))
-        assert await stores.claims.claim("event-1") is True  # WAITs for the replica
+        assert sentinels.replica.process is not None
+        sentinels.replica.process.send_signal(signal.SIGSTOP)  # acknowledges nothing
+        start = time.monotonic()
+        assert await stores.claims.claim("event-0") is True
+        waited = time.monotonic() - start
+        sentinels.replica.process.send_signal(signal.SIGCONT)
+        assert CLAIM_REPLICA_WAIT * 0.9 <= waited < CLAIM_REPLICA_WAIT + 0.5  # WAIT, bounded
+        assert await stores.claims.claim("event-1") is True  # WAITs for the replica:
+        assert command(sentinels.replica.port, "EXISTS", claim_key(stores, "event-1")) == ":1\r\n"
         record = RunRecord(run_id="run-1", surface="slack", conversation="c1", owner="p1")
         await stores.runs.beat([record], at=time.time())
         held = stores.locks.hold("c1")
