@@ -26,6 +26,13 @@ Keys, all under a configurable prefix (default ``reactbot:``)::
 
 Stop requests are pub/sub, so one published while a subscriber is disconnected is lost
 for it: the person presses Stop again (the button stays until the run ends).
+
+Where the keys live (``RedisTarget``, ``create_client``): one server, the primary a set of
+Sentinels names (followed through a failover), or a Redis Cluster, each over TLS with a
+``rediss://`` URL. On a cluster the keys of one conversation (history, lock, traces index,
+allow, files) and of one surface (inflight, inflight-beats) carry it as a hash tag,
+``{prefix}history:{{conversation}}``, so each script and transaction over them runs on one
+slot; on one server and Sentinel the names are as listed above.
 """
 
 from __future__ import annotations
