@@ -22,7 +22,7 @@ from core.stores import RunRecord
 from core.tools.lookup import Passage
 from core.trace import Trace
 from tests.fakes.openai_server import FakeOpenAI
-from tests.integration.redis_topologies import Cluster, cluster
+from tests.integration.redis_topologies import Cluster, cluster, command
 
 pytestmark = pytest.mark.slow  # a cluster takes 1-2 s to form
 
@@ -206,3 +206,20 @@ async def test_on_one_server_keys_keep_the_names_earlier_versions_wrote(
     await stores.history.append("slack:T1:C1", user("new"))
     assert await client.llen(f"{redis_prefix}history:slack:T1:C1") == 2
     assert stores.history.key("slack:T1:C1") == f"{redis_prefix}history:slack:T1:C1"
+
+
+async def test_readiness_figures_and_the_eviction_warning_look_at_every_primary(
+    on_cluster: RedisStores, redis_cluster: Cluster
+) -> None:
+    """One node with a maxmemory (the others unbounded) and one evicting: ``memory`` gives
+    that node's figures, ``eviction_policy`` the evicting one, whichever node ``url`` names."""
+    last = redis_cluster.nodes[-1].port
+    try:
+        command(last, "CONFIG", "SET", "maxmemory", "200mb")
+        command(last, "CONFIG", "SET", "maxmemory-policy", "allkeys-lru")
+        used, limit = await on_cluster.memory()
+        assert limit == 200 * 1024 * 1024 and 0 < used < limit
+        assert await on_cluster.eviction_policy() == "allkeys-lru"
+    finally:
+        command(last, "CONFIG", "SET", "maxmemory", "0")
+        command(last, "CONFIG", "SET", "maxmemory-policy", "noeviction")
