@@ -166,6 +166,7 @@ class SentinelSet:
     primary: Process
     replica: Process
     sentinels: list[Process] = field(default_factory=list)
+    tls: Certificates | None = None
 
     @property
     def addresses(self) -> list[str]:
@@ -173,7 +174,13 @@ class SentinelSet:
 
     def primary_port(self) -> int:
         """The port the sentinels name as the primary now."""
-        reply = command(self.sentinels[0].port, "SENTINEL", "get-master-addr-by-name", SERVICE)
+        reply = command(
+            self.sentinels[0].port,
+            "SENTINEL",
+            "get-master-addr-by-name",
+            SERVICE,
+            certs=self.tls,
+        )
         return int(reply.split("\r\n")[-2])
 
     def stop(self) -> None:
@@ -181,49 +188,49 @@ class SentinelSet:
             process.kill()
 
 
-def _knows_everyone(port: int) -> bool:
-    reply = command(port, "SENTINEL", "master", SERVICE)
+def _knows_everyone(port: int, tls: Certificates | None) -> bool:
+    reply = command(port, "SENTINEL", "master", SERVICE, certs=tls)
     lines = reply.split("\r\n")
     fields = dict(zip(lines[2::4], lines[4::4], strict=False))
     return fields.get("num-other-sentinels") == "2" and fields.get("num-slaves") == "1"
 
 
 @contextmanager
-def sentinel_set(directory: Path) -> Iterator[SentinelSet]:
+def sentinel_set(directory: Path, *, tls: Certificates | None = None) -> Iterator[SentinelSet]:
     """Started, the replica in sync and every sentinel knowing the other two and the
-    replica (hello messages go every 2 s, so this takes 1-3 s)."""
+    replica (hello messages go every 2 s, so this takes 1-3 s). With ``tls`` every process
+    speaks TLS only, to clients and to each other."""
     primary_port, replica_port, *sentinel_ports = free_ports(5)
-    primary = Process(
-        base_args(primary_port, directory / "p"),
-        primary_port,
-        directory / "primary.log",
-        lambda: pings(primary_port),
-    )
-    replica = Process(
-        [
-            *base_args(replica_port, directory / "r"),
-            "--replicaof",
-            "127.0.0.1",
-            str(primary_port),
-        ],
-        replica_port,
-        directory / "replica.log",
-        lambda: pings(replica_port),
-    )
-    (directory / "p").mkdir()
-    (directory / "r").mkdir()
-    deployment = SentinelSet(primary, replica)
+
+    def server(port: int, where: str, *extra: str) -> Process:
+        (directory / where).mkdir()
+        args = [*base_args(port, directory / where), *extra]
+        if tls is not None:
+            args = [*base_args(0, directory / where), "--tls-port", str(port), *extra]
+            args += [*tls_args(tls), "--tls-replication", "yes"]
+        return Process(args, port, directory / f"{where}.log", _ready(port, tls))
+
+    primary = server(primary_port, "primary")
+    replica = server(replica_port, "replica", "--replicaof", "127.0.0.1", str(primary_port))
+    deployment = SentinelSet(primary, replica, tls=tls)
     try:
         primary.start()
         replica.start()
         wait_for(
-            lambda: "master_link_status:up" in command(replica_port, "INFO", "replication"),
+            lambda: (
+                "master_link_status:up" in command(replica_port, "INFO", "replication", certs=tls)
+            ),
             "the replica in sync",
         )
         for port in sentinel_ports:
             conf = directory / f"sentinel-{port}.conf"
+            listen = f"port {port}\n"
+            if tls is not None:
+                listen = f"port 0\ntls-port {port}\ntls-replication yes\n"
+                listen += f"tls-cert-file {tls.server_cert}\ntls-key-file {tls.server_key}\n"
+                listen += f"tls-ca-cert-file {tls.ca}\ntls-auth-clients yes\n"
             conf.write_text(
-                f"port {port}\nbind 127.0.0.1\ndir {directory}\n"
+                f"{listen}bind 127.0.0.1\ndir {directory}\n"
                 f"sentinel monitor {SERVICE} 127.0.0.1 {primary_port} 2\n"
                 f"sentinel down-after-milliseconds {SERVICE} 400\n"
                 f"sentinel failover-timeout {SERVICE} 3000\n"
@@ -233,15 +240,22 @@ def sentinel_set(directory: Path) -> Iterator[SentinelSet]:
                 [binary(), str(conf), "--sentinel"],
                 port,
                 directory / f"sentinel-{port}.log",
-                lambda port=port: pings(port),  # type: ignore[misc]
+                _ready(port, tls),
             )
             deployment.sentinels.append(sentinel)
             sentinel.start()
         for sentinel in deployment.sentinels:
-            wait_for(lambda s=sentinel: _knows_everyone(s.port), "the sentinels acquainted")  # type: ignore[misc]
+            wait_for(
+                lambda s=sentinel: _knows_everyone(s.port, tls),  # type: ignore[misc]
+                "the sentinels acquainted",
+            )
         yield deployment
     finally:
         deployment.stop()
+
+
+def _ready(port: int, tls: Certificates | None) -> Callable[[], bool]:
+    return (lambda: tls_pings(port, tls)) if tls is not None else (lambda: pings(port))
 
 
 # ---- Cluster -------------------------------------------------------------------------------
@@ -268,9 +282,6 @@ def cluster(
     with ``tls`` the nodes speak TLS only, ``extra`` saying how."""
     ports = free_ports(3, bus=True)
 
-    def ready(port: int) -> Callable[[], bool]:
-        return (lambda: tls_pings(port, tls)) if tls else (lambda: pings(port))
-
     def listen(port: int) -> list[str]:
         if tls is None:
             return base_args(port, directory)
@@ -290,7 +301,7 @@ def cluster(
             ],
             port,
             directory / f"node-{port}.log",
-            ready(port),
+            _ready(port, tls),
         )
         for port in ports
     ]

@@ -14,14 +14,17 @@ import pytest
 
 from bot.cli import run_cli
 from core.errors import StoreUnavailable
-from core.redis_store import RedisTarget, connect
+from core.redis_store import RedisTarget, connect, parse_host_port
 from tests.fakes.openai_server import FakeOpenAI
 from tests.integration.redis_topologies import (
+    SERVICE,
     Certificates,
     Cluster,
     Process,
     cluster,
+    command,
     make_certificates,
+    sentinel_set,
     tls_args,
     tls_pings,
     tls_server,
@@ -145,3 +148,29 @@ async def _cluster_round_trip(nodes: Cluster, certs: Certificates) -> None:
     finally:
         await stores.aclose()
     assert all(tls_pings(node.port, certs) for node in nodes.nodes)
+
+
+@pytest.mark.slow  # the sentinels take 2 s to meet
+async def test_a_sentinel_managed_primary_over_tls(tmp_path: Path, certs: Certificates) -> None:
+    """Sentinels, primary and replica that speak TLS only: the stores find the primary through
+    the sentinels over TLS and write to it over TLS, with the same CA and certificate."""
+    with sentinel_set(tmp_path, tls=certs) as deployment:
+        stores = connect(
+            RedisTarget(
+                url="rediss:///0",
+                sentinels=tuple(parse_host_port(a) for a in deployment.addresses),
+                sentinel_service=SERVICE,
+                tls_ca_file=str(certs.ca),
+                tls_cert_file=str(certs.client_cert),
+                tls_key_file=str(certs.client_key),
+            ),
+            prefix=f"t{uuid.uuid4().hex[:8]}:",
+        )
+        try:
+            await stores.history.append("c1", {"role": "user", "content": "over TLS"})
+            assert await stores.claims.claim("e1") is True  # WAITs for the TLS replica
+            assert await stores.history.load("c1") == [{"role": "user", "content": "over TLS"}]
+        finally:
+            await stores.aclose()
+        key = stores.history.key("c1")
+        assert command(deployment.primary.port, "EXISTS", key, certs=certs) == ":1\r\n"
