@@ -21,6 +21,7 @@ from core.errors import StoreUnavailable
 from core.history import Message
 from core.redis_store import (
     CLAIM_REPLICA_WAIT,
+    MAX_CONNECTIONS,
     RedisStores,
     RedisTarget,
     connect,
@@ -82,6 +83,10 @@ async def test_the_stores_follow_the_promoted_replica_after_the_primary_dies(
     assert first_primary == sentinels.primary.port
     try:
         await stores.history.append("c1", user("before"))
+        # more commands at once than the pool has connections: they wait for one, as on one
+        # server (redis-py's own Sentinel pool refuses the 101st: "Too many connections")
+        burst = [stores.history.load(f"b{n}") for n in range(MAX_CONNECTIONS * 2)]
+        assert await asyncio.gather(*burst) == [[]] * (MAX_CONNECTIONS * 2)
         assert sentinels.replica.process is not None
         sentinels.replica.process.send_signal(signal.SIGSTOP)  # acknowledges nothing
         start = time.monotonic()
