@@ -30,6 +30,7 @@ from core.tools import ToolHints, ToolResult
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
+    from redis.asyncio.cluster import RedisCluster
 
 __all__ = ["InMemorySearchCache", "RedisSearchCache", "SearchCache", "SearchTool"]
 
@@ -91,7 +92,7 @@ class RedisSearchCache:
     Errors from Redis propagate; ``SearchTool`` treats any cache failure as a miss.
     """
 
-    def __init__(self, client: Redis, prefix: str = "reactbot:search:") -> None:
+    def __init__(self, client: Redis | RedisCluster, prefix: str = "reactbot:search:") -> None:
         self._client = client
         self._prefix = prefix
 
