@@ -54,6 +54,7 @@ from adapters.attachments import ConversationFiles
 from adapters.channels import ChannelChoices
 from adapters.live import LiveMessage, RunView, Verbosity
 from adapters.pacing import EditPacer
+from adapters.telegram.files import TelegramFiles, typing
 from adapters.telegram.render import (
     DECIDE_PREFIX,
     STOP_PREFIX,
@@ -67,6 +68,7 @@ from core.agent import Agent, Run
 from core.approval import ApprovalBroker, Decision, Verdict
 from core.budgets import TokenBudgets
 from core.errors import StoreUnavailable
+from core.files import Incoming
 from core.storage import Stores
 from core.stores import RunRecord
 from core.trace import Trace
@@ -157,7 +159,8 @@ class TelegramReply:
         return conversation_of(self._asker.chat, self._asker.thread)
 
     def reading(self) -> contextlib.AbstractAsyncContextManager[object]:
-        return contextlib.nullcontext()
+        """ "typing…" in the chat (its topic) while the question's files are read."""
+        return typing(self._bot.application.bot, self._asker.chat, self._asker.thread)
 
     async def show(self, run: Run, view: RunView) -> LiveMessage[TelegramPayload] | None:
         renderer = TelegramRenderer(
@@ -220,6 +223,10 @@ class TelegramBot:
         self.pacer = EditPacer(EDIT_INTERVAL)
         self.group_pacer = EditPacer(GROUP_EDIT_INTERVAL, channel_window=GROUP_WRITES)
         self.application = application or telegram_application(settings)
+        self.telegram_files = (
+            TelegramFiles(self.application.bot, files.downloader) if files is not None else None
+        )
+        """Documents and photos on a question, read with getFile (``files.*``)."""
         self.answering: Answering[Asker] = Answering(
             agent,
             surface="telegram",
@@ -230,7 +237,7 @@ class TelegramBot:
             choices=choices,
             files=files,
             broker=broker,
-            empty_question="Send me a question as text.",
+            empty_question="Send me a question as text (with a file or a photo: as its caption).",
             quote=lambda text: text,  # every text is escaped when it is sent
             shutdown_by="a bot restart",
             merge_window=settings.merge_window,
@@ -245,8 +252,9 @@ class TelegramBot:
         app.add_handler(CommandHandler("reset", self.on_reset))
         app.add_handler(CommandHandler("ask", self.on_ask))
         app.add_handler(CommandHandler("trace", self.on_trace))
-        app.add_handler(MessageHandler(private & filters.TEXT & ~filters.COMMAND, self.on_text))
-        app.add_handler(MessageHandler(groups & filters.TEXT & ~filters.COMMAND, self.on_group))
+        said = (filters.TEXT | filters.Document.ALL | filters.PHOTO) & ~filters.COMMAND
+        app.add_handler(MessageHandler(private & said, self.on_text))
+        app.add_handler(MessageHandler(groups & said, self.on_group))
         app.add_handler(CallbackQueryHandler(self.on_button))
         app.add_error_handler(self.on_error)
 
@@ -294,12 +302,13 @@ class TelegramBot:
         del context
         message = update.effective_message
         if message is not None and message.chat.type == ChatType.PRIVATE:
-            await self._question(update, message.text or "")
+            await self._question(update, message.text or message.caption or "")
 
     async def on_group(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         """In a group only a mention of the bot, or a reply to one of its messages."""
         message, me = update.effective_message, context.bot
-        if message is None or message.text is None:
+        text = (message.text or message.caption) if message is not None else None
+        if message is None or text is None:
             return
         replied = message.reply_to_message
         to_me = (
@@ -308,14 +317,18 @@ class TelegramBot:
             and (replied.from_user.id == me.id)
         )
         mention = f"@{me.username}".lower() if me.username else None
+        kinds: list[str | None] = [MessageEntity.MENTION]
+        named = (
+            message.parse_entities(kinds) if message.text else message.parse_caption_entities(kinds)
+        )
         mentioned = mention is not None and any(
-            text.lower() == mention
-            for entity, text in message.parse_entities([MessageEntity.MENTION]).items()
+            said.lower() == mention
+            for entity, said in named.items()
             if entity.type == MessageEntity.MENTION
         )
         if not (to_me or mentioned):
             return
-        question = message.text
+        question = text
         if mention is not None:
             question = re.sub(re.escape(mention), " ", question, flags=re.IGNORECASE)
         await self._question(update, question)
@@ -337,12 +350,19 @@ class TelegramBot:
             place=conversation_of(asker.chat),
             question=text.strip(),
             ident=f"telegram:{asker.chat}:{asker.message}",
+            files=self._files_of(update),
         )
         admitted = await self.answering.admit(ask)
         if isinstance(admitted, Refusal):
             await self.say(asker, admitted.text)
             return
         self.answering.spawn(self._answer(admitted, asker))
+
+    def _files_of(self, update: Update) -> list[Incoming]:
+        message = update.effective_message
+        if self.telegram_files is None or message is None:
+            return []
+        return self.telegram_files.incoming(message)
 
     async def _answer(self, ticket: Ticket[Asker], asker: Asker) -> None:
         await self.answering.answer(ticket, TelegramReply(self, asker))

@@ -12,11 +12,15 @@ from typing import Any
 
 import pytest
 
+from adapters.attachments import ConversationFiles
 from adapters.channels import ChannelChoices
 from adapters.telegram.bot import NOT_HERE, TelegramBot, TelegramSettings
+from adapters.telegram.files import telegram_downloader
 from core.agent import Agent, AgentSettings
 from core.approval import ApprovalBroker, InMemoryDecisions, InMemoryPending
 from core.budgets import InMemoryUsageCounters, TokenBudgets
+from core.file_workers import FileReaders
+from core.files import FileLimits
 from core.scripted import ScriptedModel, Turn
 from core.storage import Stores
 from core.tools import FunctionTool, ToolHints, ToolRegistry
@@ -81,9 +85,18 @@ def _timedelta(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 async def make() -> AsyncIterator[Callable[..., Any]]:
-    opened: list[tuple[FakeTelegram, TelegramBot, ApprovalBroker]] = []
+    opened: list[tuple[FakeTelegram, TelegramBot, ApprovalBroker, FileReaders | None]] = []
 
-    async def build(turns: list[Turn], *, approval: bool = False, **settings: Any) -> Harness:
+    async def build(
+        turns: list[Turn],
+        *,
+        approval: bool = False,
+        files: FileLimits | None = None,
+        vision: bool = False,
+        **settings: Any,
+    ) -> Harness:
+        """``files``: documents and photos are read, within these limits (in worker
+        processes, as served); ``vision``: the model reads images."""
         fake = FakeTelegram()
         await fake.__aenter__()
         broker = ApprovalBroker(InMemoryDecisions(), InMemoryPending())
@@ -102,6 +115,17 @@ async def make() -> AsyncIterator[Callable[..., Any]]:
             )
         )  # fmt: skip
         stores = Stores.in_memory()
+        readers = FileReaders() if files is not None else None
+        conversation_files = (
+            ConversationFiles(
+                stores.files,
+                telegram_downloader(fake.base_url, max_bytes=files.max_bytes, timeout=5),
+                files,
+                reader=readers,
+            )
+            if files is not None and readers is not None
+            else None
+        )
         model = ScriptedModel(turns)
         agent = Agent(
             model,
@@ -119,7 +143,9 @@ async def make() -> AsyncIterator[Callable[..., Any]]:
             agent,
             stores=stores,
             budgets=TokenBudgets(InMemoryUsageCounters()),
-            choices=ChannelChoices(stores.channel_settings, {}, tools, default_model=model.name),
+            choices=ChannelChoices(
+                stores.channel_settings, {}, tools, default_model=model.name, default_vision=vision
+            ),
             settings=TelegramSettings(
                 token=fake.token,
                 api_base_url=fake.base_url,
@@ -128,15 +154,18 @@ async def make() -> AsyncIterator[Callable[..., Any]]:
                 **settings,
             ),
             broker=broker,
+            files=conversation_files,
         )
-        opened.append((fake, bot, broker))
+        opened.append((fake, bot, broker, readers))
         await bot.start()
         return Harness(fake, bot, stores, model, deleted)
 
     yield build
-    for fake, bot, broker in opened:
+    for fake, bot, broker, readers in opened:
         await bot.aclose(grace=2.0)
         await broker.aclose()
+        if readers is not None:
+            await readers.aclose()
         await fake.__aexit__(None, None, None)
 
 
