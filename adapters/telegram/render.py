@@ -3,7 +3,8 @@
 Four styles, one per part of a step: the thought in *italic* (💭), the action in **bold** with
 its input in ``code`` (🛠), the observation in a block quote, the answer drawn from its
 Markdown (``markdown_html``: bold, italic, strike, code, headings, bullets, quotes, code
-blocks; a link's URL always visible). Every
+blocks, tables aligned in a ``<pre>`` block by ``adapters.tables``; a link's URL always
+visible). Every
 text from outside (a model's, a tool's, a person's) goes through ``html.escape`` and nothing
 else: this module writes every tag itself, never an ``<a>``, so no masked link and no
 ``tg://user?id=`` mention can come from model text (a URL stays visible text, which Telegram
@@ -24,6 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from adapters.live import RunView, StepView, final_mark, status_line
+from adapters.tables import FENCE_LINE, tables_as_code
 from core.text import neutral_bidi
 from core.trace import Trace, TraceStep, summary_line
 
@@ -152,7 +154,7 @@ def split_answer(text: str, limit: int) -> list[str]:
 
 # ---- a model's Markdown, as Telegram HTML --------------------------------------------------
 
-_FENCE_LINE = re.compile(r"^[ ]{0,3}(```|~~~)")
+_FENCE_LINE = FENCE_LINE
 _HEADING = re.compile(r"^[ ]{0,3}#{1,6}[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*$")
 _BULLET = re.compile(r"^([ \t]*)[-*+][ \t]+(.*)$")
 _QUOTE = re.compile(r"^[ ]{0,3}>[ \t]?(.*)$")
@@ -367,8 +369,9 @@ class TelegramRenderer:
         footer = self._footer(view)
         outcome = self._outcome(view)
         room = MESSAGE_UNITS - _size(footer) - _size(outcome) - 2
-        parts = split_answer(view.answer, room) if view.answer else []
-        self._answer, self._rest = view.answer, parts[1:]
+        answer = tables_as_code(view.answer)  # before the split: it counts the padding too
+        parts = split_answer(answer, room) if answer else []
+        self._answer, self._rest = answer, parts[1:]
         shown = answer_parts_html(parts)
         self._rest_html = shown[1:]
         body = "\n".join(filter(None, [_join(outcome), *shown[:1], _join(footer)]))
