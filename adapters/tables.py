@@ -15,11 +15,12 @@ split into messages, so the split counts the padding too.
 
 Cells are padded by their *display* width: an East Asian wide or fullwidth character takes
 two columns, a combining mark or a zero-width character none. What a cell may not do, it
-cannot: backticks and Markdown emphasis markers are dropped, so no row can open or close a
-code fence, and every cell is cut at ``CELL_WIDTH`` columns. At most ``TABLE_COLUMNS``
-columns and ``TABLE_ROWS`` rows are aligned; further rows follow in the block as written
-(their backticks dropped). Every step is linear in the text; a table's block is at most
-``TABLE_CHARS`` characters longer than the table was.
+cannot: backticks, Markdown emphasis markers and ``~~~`` are dropped, so no row can open or
+close a code fence. Nothing else of a cell is lost: a table with a cell wider than
+``CELL_WIDTH`` columns or more than ``TABLE_COLUMNS`` columns would not line up on a phone
+anyway, and stays as written. At most ``TABLE_ROWS`` rows are aligned; further rows follow
+in the block as written (their backticks dropped). Every step is linear in the text; a
+table's block is at most ``TABLE_CHARS`` characters longer than the table was.
 """
 
 from __future__ import annotations
@@ -40,8 +41,8 @@ __all__ = [
 ]
 
 TABLE_COLUMNS = 8
-CELL_WIDTH = 24
-"""Display columns of one cell: a phone shows about 40 monospace columns in all."""
+CELL_WIDTH = 40
+"""Display columns of one cell (a wider one leaves its table as written)."""
 TABLE_ROWS = 50
 TABLE_CHARS = (TABLE_ROWS + 2) * TABLE_COLUMNS * (CELL_WIDTH + 3) + 8
 """The most a table's block may add to the table as written: its padding, separators and
@@ -66,19 +67,6 @@ def _char_width(char: str) -> int:
     return 2 if unicodedata.east_asian_width(char) in ("W", "F") else 1
 
 
-def _clip(text: str, limit: int) -> str:
-    if display_width(text) <= limit:
-        return text
-    kept, used = [], 0
-    for char in text:
-        width = _char_width(char)
-        if used + width > limit - 1:
-            break
-        kept.append(char)
-        used += width
-    return "".join(kept) + "…"
-
-
 def is_rule(line: str) -> bool:
     """A table's rule row (``|---|:--:|``), spaces aside."""
     squeezed = line.replace(" ", "").replace("\t", "")
@@ -86,27 +74,29 @@ def is_rule(line: str) -> bool:
 
 
 def cells(row: str) -> list[str]:
-    """A row's cells (``\\|`` is a ``|`` inside one), at most ``TABLE_COLUMNS``, each made
-    safe for a code block and cut to ``CELL_WIDTH`` columns."""
+    """A row's cells (``\\|`` is a ``|`` inside one), each made safe for a code block."""
     row = row.strip().removeprefix("|")
     if row.endswith("|") and not row.endswith("\\|"):
         row = row[:-1]
-    found = _SPLIT.split(row, maxsplit=TABLE_COLUMNS)[:TABLE_COLUMNS]
-    return [_cell(c) for c in found]
+    return [_cell(c) for c in _SPLIT.split(row)]
 
 
 def _cell(text: str) -> str:
-    text = _DROPPED.sub("", text.replace("\\|", "|"))
-    return _clip(" ".join(text.split()), CELL_WIDTH)
+    return " ".join(_DROPPED.sub("", text.replace("\\|", "|")).split())
 
 
-def aligned(header: str, body: Sequence[str]) -> list[str]:
+def aligned(header: str, body: Sequence[str]) -> list[str] | None:
     """The table's lines with their columns lined up: the header, a rule, the rows (the
-    first ``TABLE_ROWS``; the rest as written, their backticks dropped)."""
+    first ``TABLE_ROWS``; the rest as written, their backticks dropped). None when it is
+    too wide to line up (it is then left as written)."""
     rows = [cells(header)] + [cells(row) for row in body[:TABLE_ROWS]]
     columns = max(len(row) for row in rows)
+    if columns > TABLE_COLUMNS:
+        return None
     rows = [row + [""] * (columns - len(row)) for row in rows]
     widths = [max(display_width(row[c]) for row in rows) for c in range(columns)]
+    if max(widths) > CELL_WIDTH:
+        return None
     lines: list[str] = []
     for k, row in enumerate(rows):
         padded = (
@@ -137,9 +127,8 @@ def _lines(lines: list[str]) -> Iterator[str]:
             end = i + 2
             while end < n and "|" in lines[end] and lines[end].strip():
                 end += 1
-            yield FENCE
-            yield from aligned(line, lines[i + 2 : end])
-            yield FENCE
+            table = aligned(line, lines[i + 2 : end])
+            yield from ([FENCE, *table, FENCE] if table is not None else lines[i:end])
             i = end
             continue
         yield line

@@ -27,7 +27,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from telegram import MessageEntity, Update
+from telegram import CallbackQuery, MessageEntity, Update
+from telegram import Message as TelegramMessage
 from telegram.constants import ChatType
 from telegram.error import TelegramError
 from telegram.ext import (
@@ -47,6 +48,7 @@ from adapters.answering import (
     Policy,
     Refusal,
     Ticket,
+    edit_problem,
     may_decide,
     may_stop,
 )
@@ -57,15 +59,18 @@ from adapters.pacing import EditPacer
 from adapters.telegram.files import TelegramFiles, typing
 from adapters.telegram.render import (
     DECIDE_PREFIX,
+    PROMPTS,
     STOP_PREFIX,
     VERDICTS,
     TelegramPayload,
     TelegramRenderer,
+    decision_prompt,
     inert,
+    prompt_ref,
 )
 from adapters.telegram.surface import Chat, TelegramSurface
 from core.agent import Agent, Run
-from core.approval import ApprovalBroker, Decision, Verdict
+from core.approval import ApprovalBroker, ApprovalRequest, Decision, Verdict
 from core.budgets import TokenBudgets
 from core.errors import StoreUnavailable
 from core.files import Incoming
@@ -302,13 +307,15 @@ class TelegramBot:
         del context
         message = update.effective_message
         if message is not None and message.chat.type == ChatType.PRIVATE:
+            if await self._prompt_reply(update):
+                return
             await self._question(update, message.text or message.caption or "")
 
     async def on_group(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         """In a group only a mention of the bot, or a reply to one of its messages."""
         message, me = update.effective_message, context.bot
         text = (message.text or message.caption) if message is not None else None
-        if message is None or text is None:
+        if message is None or text is None or await self._prompt_reply(update):
             return
         replied = message.reply_to_message
         to_me = (
@@ -423,18 +430,20 @@ class TelegramBot:
             return
         words: str | None = None
         try:
-            words = await self._pressed(query.data or "", query.from_user.id, query.from_user)
+            words = await self._pressed(query)
         finally:
             try:
                 await query.answer(words)
             except TelegramError:
                 log.warning("could not answer the callback query %s", query.id, exc_info=True)
 
-    async def _pressed(self, data: str, user_id: int, user: Any) -> str | None:
+    async def _pressed(self, query: CallbackQuery) -> str | None:
         """Stop, pressed at whichever process Telegram reached: the asker is in the button,
         and ``Answering.stop`` forwards to the process running it."""
+        data, user = query.data or "", query.from_user
+        user_id = user.id
         if data.startswith(DECIDE_PREFIX):
-            return await self._decided(data, user_id, user)
+            return await self._decided(data, query)
         if not data.startswith(STOP_PREFIX):
             return "That button is not one of mine."
         run_id, _, asker = data.removeprefix(STOP_PREFIX).partition(":")
@@ -447,28 +456,98 @@ class TelegramBot:
             return "That answer is no longer running."
         return "Stopping…"
 
-    async def _decided(self, data: str, user_id: int, user: Any) -> str:
+    async def _decided(self, data: str, query: CallbackQuery) -> str:
         """Approve, Deny or Always allow, pressed under an action waiting for a person
-        (``agent.approval.approvers`` decides who may); the broker reaches the run's process."""
+        (``agent.approval.approvers`` decides who may); the broker reaches the run's process.
+        Edit… and Deny with reason… ask for the words first: a ForceReply prompt, whose
+        reply (at any process) decides."""
+        user = query.from_user
         try:
             verdict, run_id, step, call, asker = data.removeprefix(DECIDE_PREFIX).split(":")
             key = (run_id, int(step), int(call))
         except ValueError:
             return "That button is not one of mine."
-        if self.broker is None or verdict not in VERDICTS:
+        if self.broker is None or verdict not in VERDICTS | PROMPTS:
             return "Approvals are not set up on this bot."
-        if await self.broker.request(key) is None:
+        request = await self.broker.request(key)
+        if request is None:
             return "This action was already decided, or its time ran out."
-        admin = user_id in self.settings.admins
-        if not may_decide(self.settings.approvers, user=str(user_id), asker=asker or None,
-                          admin=admin):  # fmt: skip
+        if not self._may_decide(user.id, asker):
             return "Only the person who asked can decide this."
-        by = user.username or user.full_name or str(user_id)
+        if verdict in PROMPTS:
+            return await self._prompt(verdict, query, request, ref=data.removeprefix(
+                f"{DECIDE_PREFIX}{verdict}:"))  # fmt: skip
+        by = user.username or user.full_name or str(user.id)
         chosen: Verdict = VERDICTS[verdict]  # type: ignore[assignment]
         await self.broker.decide(key, Decision(chosen, by))
         return {"approve": "Approved.", "deny": "Denied.", "always": "Allowed here from now on."}[
             chosen
         ]
+
+    def _may_decide(self, user_id: int, asker: str) -> bool:
+        admin = user_id in self.settings.admins
+        return may_decide(
+            self.settings.approvers, user=str(user_id), asker=asker or None, admin=admin
+        )
+
+    async def _prompt(
+        self, kind: str, query: CallbackQuery, request: ApprovalRequest, *, ref: str
+    ) -> str:
+        """The ForceReply under the live message that asks for the new input or the reason."""
+        message = query.message
+        if not isinstance(message, TelegramMessage):
+            return "I cannot ask for that here: the message is too old."
+        thread = message.message_thread_id if message.is_topic_message else None
+        payload = decision_prompt(
+            kind, tool=request.name, current=request.input, ref=ref,
+            mention=query.from_user.username if is_group(message.chat.id) else None,
+        )  # fmt: skip
+        try:
+            await self.chat(message.chat.id, thread).send(payload, reply_to=message.message_id)
+        except TelegramError:
+            log.warning("could not ask for a decision in chat %s", message.chat.id, exc_info=True)
+            return "I could not ask for it here; try Approve or Deny."
+        if kind == "e":
+            return "Reply to my message with the new input."
+        return "Reply to my message with your reason."
+
+    async def _prompt_reply(self, update: Update) -> bool:
+        """A reply to one of the bot's Edit… or Deny with reason… prompts: the edited input
+        or the reason decides the pending action it names. False for any other message."""
+        message, user = update.effective_message, update.effective_user
+        replied = message.reply_to_message if message is not None else None
+        me = self.application.bot
+        if message is None or user is None or replied is None or replied.from_user is None:
+            return False
+        if replied.from_user.id != me.id or (found := prompt_ref(replied.text or "")) is None:
+            return False
+        asker = _asker(update)
+        assert asker is not None  # a message with its sender
+        kind, run_id, step, call, asked_by = found.groups()
+        key = (run_id, int(step), int(call))
+        text = message.text or message.caption or ""
+        request = await self.broker.request(key) if self.broker is not None else None
+        if self.broker is None or request is None:
+            said = "This action was already decided, or its time ran out."
+        elif not self._may_decide(user.id, asked_by):
+            said = "Only the person who asked can decide this."
+        elif kind == "e" and (problem := edit_problem(text, json_input=request.json_input)):
+            said = f"{problem} Nothing was decided: press Edit… again."
+        else:
+            by = user.username or user.full_name or str(user.id)
+            if kind == "e":
+                decision, said = (
+                    Decision("edit", by, input=text),
+                    "✏️ Edited: it runs with your input.",
+                )
+            else:
+                decision, said = (
+                    Decision("deny", by, reason=text.strip()),
+                    "❌ Denied, with your reason.",
+                )
+            await self.broker.decide(key, decision)
+        await self.say(asker, said)
+        return True
 
     async def _finish_orphan(self, record: RunRecord, trace: Trace, text: str) -> None:
         """The last edit of an answer whose process died: the message says so, its Stop

@@ -53,8 +53,17 @@ bytes, under Telegram's 64): the process a press reaches may not be the one runn
 CALLBACK_BYTES = 64
 DECIDE_PREFIX = "ok:"
 """``callback_data`` of a decision: ``ok:<verdict>:<run>:<step>:<call>:<asker>`` (verdict
-``a``pprove, ``d``eny or ``w``, always: at most 52 bytes)."""
+``a``pprove, ``d``eny or ``w``, always; ``e``dit and ``r``eason ask for a reply first: at
+most 52 bytes)."""
 VERDICTS = {"a": "approve", "d": "deny", "w": "always"}
+PROMPTS = {"e": "edit", "r": "deny"}
+"""Decisions that need words: a ForceReply prompt asks for them (Telegram has no modal)."""
+PROMPT_REF = re.compile(r"ref ([er]):([0-9A-Za-z_-]{1,40}):(\d{1,9}):(\d{1,9}):(\d{0,20})")
+"""The last line of a prompt: which pending action a reply to it decides. Read back from the
+replied-to message (the bot's own, which Telegram includes in the reply), so any process
+can take the reply; only the last line counts (``prompt_ref``), not one the input shown
+above it may hold."""
+PROMPT_INPUT_UNITS = 3000
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,13 +79,23 @@ class Document:
 
 
 @dataclass(frozen=True, slots=True)
+class ReplyPrompt:
+    """A ForceReply: the person's app opens a reply to the message, with this placeholder;
+    ``selective``: only for the people the message @mentions."""
+
+    placeholder: str
+    selective: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class TelegramPayload:
-    """One state of the message: its HTML (``parse_mode`` HTML) and its inline buttons; or a
-    document sent with its HTML as the caption."""
+    """One state of the message: its HTML (``parse_mode`` HTML) and its inline buttons (or
+    a ForceReply); or a document sent with its HTML as the caption."""
 
     html: str
     buttons: tuple[Button, ...] = ()
     document: Document | None = None
+    prompt: ReplyPrompt | None = None
 
 
 def units(text: str) -> int:
@@ -332,7 +351,8 @@ class TelegramRenderer:
         pending = view.pending
         if pending is None:
             return ()
-        offered = [("a", "✅ Approve"), ("d", "❌ Deny")]
+        offered = [("a", "✅ Approve"), ("e", "✏️ Edit…"), ("d", "❌ Deny"),
+                   ("r", "💬 Deny with reason…")]  # fmt: skip
         if pending.remember:
             offered.append(("w", "♾ Always allow"))
         tail = f"{self.run_id}:{pending.step}:{pending.call}:{view.asker}"
@@ -453,3 +473,31 @@ class TelegramRenderer:
             TelegramPayload(_join(caption), document=markdown),
             TelegramPayload("", document=data),
         ]
+
+
+def prompt_ref(text: str) -> re.Match[str] | None:
+    """The ``PROMPT_REF`` of a prompt's text as Telegram gives it back: its last line."""
+    return PROMPT_REF.fullmatch(text.rsplit("\n", 1)[-1])
+
+
+def decision_prompt(
+    kind: str, *, tool: str, current: str, ref: str, mention: str | None = None
+) -> TelegramPayload:
+    """The ForceReply asking for an edited input (``kind`` ``e``) or a denial's reason
+    (``r``); its last line is ``ref <kind>:<run>:<step>:<call>:<asker>`` (``PROMPT_REF``).
+    ``mention``: the presser's @username, so a group's ForceReply is for them alone."""
+    lines: list[list[_Piece]] = []
+    if mention:
+        lines.append([_Piece(f"@{cut(mention, 40)}")])
+    if kind == "e":
+        lines += [
+            [_Piece(f"✏️ Reply to this message with the new input for {cut(tool, 60)}.", "b")],
+            [_Piece("Now: "), _Piece(cut(current, PROMPT_INPUT_UNITS) or " ", "code")],
+        ]
+        placeholder = "The new input"
+    else:
+        lines.append([_Piece(f"💬 Reply to this message with why {cut(tool, 60)} should not "
+                             "run.", "b")])  # fmt: skip
+        placeholder = "Why not"
+    lines.append([_Piece(f"ref {kind}:{ref}", "i")])
+    return TelegramPayload(_join(lines), prompt=ReplyPrompt(placeholder, selective=bool(mention)))

@@ -33,6 +33,9 @@ Answers are ``{"ok": true, "result": …}``, or ``{"ok": false, "error_code": N,
   "all <, > and & symbols that are not a part of a tag or an HTML entity must be replaced");
   the message keeps the plain text and the entities Telegram would make (``text_link`` for
   ``<a href>``, ``text_mention`` for ``tg://user?id=``), which is what tests inspect;
+- a ForceReply (``force_reply: true``, a placeholder of at most 64 characters) on a new
+  message only: an edit takes an inline keyboard (else "can't parse reply keyboard markup
+  JSON object");
 - an inline keyboard button without text or ``callback_data`` over 64 bytes: 400 ``Bad
   Request: BUTTON_DATA_INVALID`` (text: ``BUTTON_TEXT_EMPTY``); unknown ``parse_mode``:
   ``Bad Request: unsupported parse_mode``;
@@ -324,8 +327,8 @@ class Message:
             data["text"] = self.text
             if self.entities:
                 data["entities"] = self.entities
-        if self.reply_markup:
-            data["reply_markup"] = self.reply_markup
+        if self.reply_markup and "inline_keyboard" in self.reply_markup:
+            data["reply_markup"] = self.reply_markup  # a ForceReply is not shown to others
         if self.edits:
             data["edit_date"] = int(time.time())
         return data
@@ -690,7 +693,7 @@ class FakeTelegram:
         chat = self._chat(args)
         message = self.messages.get((chat, _int(args.get("message_id"))))
         text, entities = self._text(args, "text", MESSAGE_LIMIT)
-        markup = self._markup(args)
+        markup = self._markup(args, inline_only=True)  # an edit keeps inline keyboards only
         if message is None or not message.from_bot or message.document is not None:
             raise bad("message to edit not found")
         if (text, entities, markup) == (message.text, message.entities, message.reply_markup):
@@ -787,10 +790,15 @@ class FakeTelegram:
             raise bad("message caption is too long" if name == "caption" else "message is too long")
         return text, entities
 
-    def _markup(self, args: JSON) -> JSON | None:
+    def _markup(self, args: JSON, *, inline_only: bool = False) -> JSON | None:
         markup = args.get("reply_markup")
         if markup is None:
             return None
+        if isinstance(markup, dict) and "force_reply" in markup and not inline_only:
+            placeholder = str(markup.get("input_field_placeholder", ""))
+            if markup["force_reply"] is not True or len(placeholder) > PLACEHOLDER_CHARS:
+                raise bad("can't parse reply keyboard markup JSON object")
+            return markup
         if not isinstance(markup, dict) or not isinstance(markup.get("inline_keyboard"), list):
             raise bad("can't parse reply keyboard markup JSON object")
         for row in markup["inline_keyboard"]:
