@@ -56,6 +56,7 @@ from adapters.attachments import ConversationFiles
 from adapters.channels import ChannelChoices
 from adapters.live import LiveMessage, RunView, Verbosity
 from adapters.pacing import EditPacer
+from adapters.telegram.commands import COMMANDS, SettingsCommands
 from adapters.telegram.files import TelegramFiles, typing
 from adapters.telegram.render import (
     DECIDE_PREFIX,
@@ -64,8 +65,10 @@ from adapters.telegram.render import (
     VERDICTS,
     TelegramPayload,
     TelegramRenderer,
+    cut,
     decision_prompt,
     inert,
+    markdown_html,
     prompt_ref,
 )
 from adapters.telegram.surface import Chat, TelegramSurface
@@ -248,6 +251,8 @@ class TelegramBot:
             merge_window=settings.merge_window,
             finalise=self._finish_orphan,
         )
+        self.commands = SettingsCommands(self)
+        """``/settings``, ``/verbosity``, ``/model``, ``/persona``, ``/tools``, ``/usage``."""
         self._add_handlers()
 
     def _add_handlers(self) -> None:
@@ -257,6 +262,7 @@ class TelegramBot:
         app.add_handler(CommandHandler("reset", self.on_reset))
         app.add_handler(CommandHandler("ask", self.on_ask))
         app.add_handler(CommandHandler("trace", self.on_trace))
+        app.add_handler(CommandHandler(list(COMMANDS), self.on_setting))
         said = (filters.TEXT | filters.Document.ALL | filters.PHOTO) & ~filters.COMMAND
         app.add_handler(MessageHandler(private & said, self.on_text))
         app.add_handler(MessageHandler(groups & said, self.on_group))
@@ -386,7 +392,7 @@ class TelegramBot:
         if (asker := _asker(update)) is None:
             return
         refused = await self.answering.refusal(asker)
-        if refused is None and is_group(asker.chat) and asker.user not in self.settings.admins:
+        if refused is None and is_group(asker.chat) and not await self.commands.is_admin(asker):
             refused = "Only an admin can reset a group's conversation."
         if refused is not None:
             await self.say(asker, refused)
@@ -396,6 +402,21 @@ class TelegramBot:
         if self.files is not None:
             await self.files.clear(conversation)
         await self.say(asker, "🧹 I have forgotten our conversation.")
+
+    async def on_setting(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        """A settings command (``adapters.telegram.commands``); its reply in the chat."""
+        del context
+        message, asker = update.effective_message, _asker(update)
+        if message is None or asker is None or not message.text:
+            return
+        head, _, argument = message.text.partition(" ")
+        if "\n" in head:  # "/persona\nline one…": the text starts on the next line
+            head, _, rest = head.partition("\n")
+            argument = f"{rest} {argument}" if argument else rest
+        command = head.removeprefix("/").partition("@")[0].lower()
+        reply = await self.commands.run(command, asker, argument)
+        shown, _ = markdown_html(cut(reply, 3500))
+        await self.say_html(asker, shown)
 
     async def on_trace(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         """The conversation's last trace, as its ``.md`` and ``.json`` documents."""
@@ -567,9 +588,13 @@ class TelegramBot:
     async def say(self, asker: Asker, text: str) -> None:
         """A short message of the bot's own words (escaped), a reply to the asker's message
         in their topic; never raises."""
+        await self.say_html(asker, inert(text))
+
+    async def say_html(self, asker: Asker, html: str) -> None:
+        """``say``, of HTML this module drew (every outside text in it escaped)."""
         chat = self.chat(asker.chat, asker.thread)
         try:
-            await chat.send(TelegramPayload(inert(text)), reply_to=asker.message or None)
+            await chat.send(TelegramPayload(html), reply_to=asker.message or None)
         except TelegramError:
             log.warning("could not send a message in chat %s", asker.chat, exc_info=True)
 

@@ -46,6 +46,9 @@ Answers are ``{"ok": true, "result": …}``, or ``{"ok": false, "error_code": N,
   not found``;
 - a reply to a message that does not exist: 400 ``Bad Request: message to be replied not
   found``; a chat no person opened: 400 ``Bad Request: chat not found``;
+- ``getChatAdministrators`` of a private chat: 400 ``Bad Request: there are no administrators
+  in the private chat``; of a group, its creator and administrators (``fake.set_admins``),
+  as ``ChatMember`` objects with every field the API documents;
 - ``getFile`` of a ``file_id`` nobody sent: 400 ``Bad Request: invalid file_id``; of a file
   over 20 MB (what bots may download): 400 ``Bad Request: file is too big``;
 - ``answerCallbackQuery`` of an id never sent, or answered already: 400 ``Bad Request: query
@@ -370,6 +373,8 @@ class FakeTelegram:
         self.downloads: list[str] = []
         """The ``file_path`` of every download the file host served."""
         self._paths: dict[str, FakeFile] = {}
+        self.admins: dict[int, list[int]] = {}
+        """A group's administrators, its creator first (``set_admins``)."""
         self.answered: dict[str, JSON] = {}
         """Callback query id -> the arguments it was answered with."""
         self.violations = 0
@@ -486,6 +491,11 @@ class FakeTelegram:
         update = self._updates[-1]  # the one user_says made: it shows the files now
         update["message"] = message.as_api()
         return message
+
+    def set_admins(self, chat: int, users: list[int]) -> None:
+        """``users`` administer group ``chat``, the first as its creator."""
+        self.chats.add(chat)
+        self.admins[chat] = list(users)
 
     def add_file(self, content: bytes, folder: str, name: str) -> FakeFile:
         number = len(self.files) + 1
@@ -745,6 +755,21 @@ class FakeTelegram:
         self.actions.append((chat, action, time.monotonic()))
         return True
 
+    async def _m_getchatadministrators(self, args: JSON) -> list[JSON]:
+        chat = self._chat(args)
+        if chat > 0:
+            raise bad("there are no administrators in the private chat")
+        members: list[JSON] = []
+        for k, user in enumerate(self.admins.get(chat, [])):
+            person = {"id": user, "is_bot": False, "first_name": f"user{user}"}
+            if k == 0:
+                members.append({"status": "creator", "user": person, "is_anonymous": False})
+                continue
+            rights = dict.fromkeys(_ADMIN_RIGHTS, False)
+            members.append({"status": "administrator", "user": person, **rights,
+                            "can_manage_chat": True})  # fmt: skip
+        return members
+
     async def _m_getfile(self, args: JSON) -> JSON:
         found = self.files.get(str(args.get("file_id", "")))
         if found is None:
@@ -849,6 +874,14 @@ class FakeTelegram:
             self._blocked[chat] = now + seconds
             raise _too_many(seconds)
         window.append(now)
+
+
+_ADMIN_RIGHTS = (
+    "can_be_edited", "is_anonymous", "can_manage_chat", "can_delete_messages",
+    "can_manage_video_chats", "can_restrict_members", "can_promote_members", "can_change_info",
+    "can_invite_users", "can_post_stories", "can_edit_stories", "can_delete_stories",
+)  # fmt: skip
+"""The fields the Bot API requires of a ``ChatMemberAdministrator``."""
 
 
 @dataclass(frozen=True, slots=True)
