@@ -23,11 +23,11 @@ import logging
 import os
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from telegram import CallbackQuery, MessageEntity, Update
+from telegram import CallbackQuery, MessageEntity, Update, User
 from telegram import Message as TelegramMessage
 from telegram.constants import ChatType
 from telegram.error import TelegramError
@@ -61,8 +61,10 @@ from adapters.telegram.files import TelegramFiles, typing
 from adapters.telegram.render import (
     DECIDE_PREFIX,
     PROMPTS,
+    RETRY_PREFIX,
     STOP_PREFIX,
     VERDICTS,
+    Button,
     TelegramPayload,
     TelegramRenderer,
     cut,
@@ -70,6 +72,7 @@ from adapters.telegram.render import (
     inert,
     markdown_html,
     prompt_ref,
+    retry_data,
 )
 from adapters.telegram.surface import Chat, TelegramSurface
 from core.agent import Agent, Run
@@ -354,6 +357,20 @@ class TelegramBot:
         asker, user = _asker(update), update.effective_user
         if asker is None or user is None:
             return
+        await self._ask(asker, user, text, self._files_of(update))
+
+    async def _ask(
+        self,
+        asker: Asker,
+        user: User,
+        text: str,
+        files: Sequence[Incoming] = (),
+        *,
+        ident: str | None = None,
+    ) -> str | None:
+        """Admit the question and answer it in a task; the refusal's words (also sent as a
+        reply), or None when it is being answered. ``ident``: the ask's own id (default:
+        the message's)."""
         ask: Ask[Asker] = Ask(
             who=asker,
             user=str(user.id),
@@ -362,14 +379,15 @@ class TelegramBot:
             admin=user.id in self.settings.admins,
             place=conversation_of(asker.chat),
             question=text.strip(),
-            ident=f"telegram:{asker.chat}:{asker.message}",
-            files=self._files_of(update),
+            ident=ident or f"telegram:{asker.chat}:{asker.message}",
+            files=files,
         )
         admitted = await self.answering.admit(ask)
         if isinstance(admitted, Refusal):
             await self.say(asker, admitted.text)
-            return
+            return admitted.text
         self.answering.spawn(self._answer(admitted, asker))
+        return None
 
     def _files_of(self, update: Update) -> list[Incoming]:
         message = update.effective_message
@@ -465,6 +483,8 @@ class TelegramBot:
         user_id = user.id
         if data.startswith(DECIDE_PREFIX):
             return await self._decided(data, query)
+        if data.startswith(RETRY_PREFIX):
+            return await self._retry(data.removeprefix(RETRY_PREFIX), query)
         if not data.startswith(STOP_PREFIX):
             return "That button is not one of mine."
         run_id, _, asker = data.removeprefix(STOP_PREFIX).partition(":")
@@ -572,15 +592,34 @@ class TelegramBot:
 
     async def _finish_orphan(self, record: RunRecord, trace: Trace, text: str) -> None:
         """The last edit of an answer whose process died: the message says so, its Stop
-        button gone."""
-        del trace  # stored by the caller; the message only says what happened
+        button replaced by Retry (when the question is known: it is asked again)."""
         try:
             chat, message_id = int(record.where["chat"]), int(record.where["message"])
         except (KeyError, ValueError):
             return
         surface = TelegramSurface(self.chat(chat), message_id)
+        retry = (Button("🔁 Retry", retry_data(record.run_id)),) if trace.question else ()
         async with surface.chat.pacer.slot(surface.channel_key, priority="final"):
-            await surface.edit(TelegramPayload(inert(text)))
+            await surface.edit(TelegramPayload(inert(text), retry))
+
+    async def _retry(self, run_id: str, query: CallbackQuery) -> str:
+        """Retry under an interrupted answer: its question asked again, by whoever pressed,
+        as a reply to that message (admitted like any question)."""
+        message = query.message
+        if not isinstance(message, TelegramMessage):
+            return "I cannot retry that here: the message is too old."
+        try:
+            trace = await self.stores.traces.get(run_id)
+        except StoreUnavailable:
+            trace = None
+        if trace is None or not trace.question:
+            return "I no longer have that question: please ask it again."
+        thread = message.message_thread_id if message.is_topic_message else None
+        asker = Asker(message.chat.id, query.from_user.id, message.message_id, thread)
+        refused = await self._ask(
+            asker, query.from_user, trace.question, ident=f"telegram:retry:{query.id}"
+        )
+        return cut(refused, 190) if refused is not None else "Asking again…"
 
     async def on_error(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
         log.error("a Telegram update failed", exc_info=context.error)

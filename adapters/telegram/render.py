@@ -51,6 +51,8 @@ STOP_PREFIX = "stop:"
 """``callback_data`` of the Stop button: ``stop:<run id>:<asker's user id>`` (at most 38
 bytes, under Telegram's 64): the process a press reaches may not be the one running it."""
 CALLBACK_BYTES = 64
+RETRY_PREFIX = "retry:"
+"""``callback_data`` of Retry under an interrupted answer: ``retry:<run id>``."""
 DECIDE_PREFIX = "ok:"
 """``callback_data`` of a decision: ``ok:<verdict>:<run>:<step>:<call>:<asker>`` (verdict
 ``a``pprove, ``d``eny or ``w``, always; ``e``dit and ``r``eason ask for a reply first: at
@@ -473,6 +475,12 @@ class TelegramRenderer:
             TelegramPayload(_join(caption), document=markdown),
             TelegramPayload("", document=data),
         ]
+
+
+def retry_data(run_id: str) -> str:
+    """Retry's ``callback_data``, within 64 bytes (a run id is 12 hex digits: always)."""
+    data = f"{RETRY_PREFIX}{run_id}"
+    return data if len(data.encode()) <= CALLBACK_BYTES else RETRY_PREFIX
 
 
 def prompt_ref(text: str) -> re.Match[str] | None:
