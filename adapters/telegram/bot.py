@@ -9,8 +9,13 @@ updates, each question translated into an ``Ask``.
               conversation telegram:<chat>, or telegram:<chat>:<topic> in a forum topic)
       -> Answering.admit -> a Refusal (a reply saying so) or a Ticket
       -> Answering.answer(ticket, TelegramReply): a reply to the question, edited live
-    a Stop button press -> answerCallbackQuery, always; may_stop; Answering.stop
+         (a document or photo on it read first, "typing…" meanwhile: adapters.telegram.files)
+    a button press -> answerCallbackQuery, always, whatever it asked:
+         Stop (may_stop; Answering.stop), Approve / Deny / Always allow (may_decide; the
+         broker), Edit… / Deny with reason… (a ForceReply prompt, whose reply decides),
+         Retry under an interrupted answer (its question asked again)
     /reset -> the conversation's history and files forgotten
+    /settings /verbosity /model /persona /tools /usage -> adapters.telegram.commands
 
 This module writes no admission code: access (``telegram.allowed_chats``) is its one rule,
 handed to ``Answering`` with the policy every surface shares.
