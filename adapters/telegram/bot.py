@@ -114,7 +114,8 @@ class TelegramSettings:
     allowed_chats: frozenset[int] = frozenset()
     """Chats that may ask; empty: every private chat."""
     admins: frozenset[int] = frozenset()
-    """User ids exempt from the cooldown, who may stop anyone's run."""
+    """User ids exempt from the cooldown, who may stop anyone's run, reset a group and change
+    a chat's settings (in a group, with the chat's own administrators)."""
     verbosity: Verbosity = "full"
     cooldown_seconds: float = 5.0
     max_runs_per_user: int = 2
