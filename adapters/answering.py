@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import math
 from collections import Counter, deque
@@ -82,6 +83,20 @@ def may_decide(approvers: str, *, user: str, asker: str | None, admin: bool) -> 
     if approvers == "anyone" or admin:
         return True
     return approvers == "asker" and asker is not None and user == asker
+
+
+def edit_problem(text: str, *, json_input: bool) -> str | None:
+    """Why an edited input cannot be used (empty; not a JSON object where the tool takes
+    one), in words for the person; None when it can."""
+    if not text.strip():
+        return "The new input is empty."
+    if not json_input:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        return f"That is not a JSON object ({str(exc).split(':')[0]})."
+    return None if isinstance(value, dict) else "That is not a JSON object (not an object)."
 
 
 @dataclass(frozen=True, slots=True)
