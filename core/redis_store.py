@@ -74,6 +74,10 @@ from core.tools.lookup import Passage
 from core.trace import Trace
 
 DEFAULT_PREFIX = "reactbot:"
+PERSISTENT_KINDS = frozenset({"channel", "inflight", "inflight-beats"})
+"""The kinds of key kept without a TTL, on purpose: a channel's settings (what an admin chose
+stays until an admin changes it) and the run registry (a record leaves when its run ends or is
+claimed). Every other key expires."""
 DEFAULT_MAX_TURNS = 10
 DEFAULT_HISTORY_TTL = 7 * 24 * 3600
 DEFAULT_TIMEOUT = 0.5
