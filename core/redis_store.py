@@ -6,8 +6,9 @@ message naming host, port and db but never the URL's credentials.
 
 Keys, all under a configurable prefix (default ``reactbot:``)::
 
-    {prefix}history:{conversation}   LIST of JSON messages, last max_turns*2, TTL 7 days
-    {prefix}trace:{trace_id}         STRING, Trace JSON compressed (``encode_trace``), TTL 30 days
+    {prefix}history:{conversation}   LIST of JSON messages (long ones packed, ``core.codec``),
+                                     last max_turns*2, TTL 7 days
+    {prefix}trace:{trace_id}         STRING, the trace packed (``encode_trace``), TTL 30 days
     {prefix}traces:{conversation}    ZSET trace_id -> started_at, trimmed, TTL 30 days
     {prefix}recent-traces            ZSET trace_id -> started_at of every conversation; beyond
                                      max_traces the oldest traces are deleted with their entry
@@ -20,6 +21,13 @@ Keys, all under a configurable prefix (default ``reactbot:``)::
     {prefix}usage:{day}:{scope}:{id} STRING tokens counted that UTC day, EXPIREAT its end
     {prefix}allow:{conversation}     HASH tool -> who allowed it for the conversation, TTL 7 days
     {prefix}files:{conversation}     LIST of JSON passages of attached files, the history's TTL
+    {prefix}channel:{channel}        HASH of an admin's settings for the channel: NO TTL, kept
+                                     until an admin changes it (``PERSISTENT_KINDS``)
+    {prefix}inflight:{surface}       HASH run -> its record, and ``inflight-beats:{surface}``, a
+                                     ZSET run -> heartbeat: NO TTL, a record leaves when its run
+                                     ends or is claimed (``PERSISTENT_KINDS``)
+    {prefix}search:{query hash}      STRING, a search result packed (``core.tools.search``), PX
+                                     ``tools.search.cache_ttl``
     {prefix}stop                     pub/sub channel: JSON {"run": run_id, "by": who}
     {prefix}approval                 pub/sub channel: JSON {"run", "step", "call", decision}
     {prefix}pending:{run}:{step}:{c} STRING, the request waiting for a decision, PX timeout+60s
