@@ -6,8 +6,9 @@ message naming host, port and db but never the URL's credentials.
 
 Keys, all under a configurable prefix (default ``reactbot:``)::
 
-    {prefix}history:{conversation}   LIST of JSON messages, last max_turns*2, TTL 7 days
-    {prefix}trace:{trace_id}         STRING, Trace JSON compressed (``encode_trace``), TTL 30 days
+    {prefix}history:{conversation}   LIST of JSON messages (long ones packed, ``core.codec``),
+                                     last max_turns*2, TTL 7 days
+    {prefix}trace:{trace_id}         STRING, the trace packed (``encode_trace``), TTL 30 days
     {prefix}traces:{conversation}    ZSET trace_id -> started_at, trimmed, TTL 30 days
     {prefix}recent-traces            ZSET trace_id -> started_at of every conversation; beyond
                                      max_traces the oldest traces are deleted with their entry
@@ -20,6 +21,13 @@ Keys, all under a configurable prefix (default ``reactbot:``)::
     {prefix}usage:{day}:{scope}:{id} STRING tokens counted that UTC day, EXPIREAT its end
     {prefix}allow:{conversation}     HASH tool -> who allowed it for the conversation, TTL 7 days
     {prefix}files:{conversation}     LIST of JSON passages of attached files, the history's TTL
+    {prefix}channel:{channel}        HASH of an admin's settings for the channel: NO TTL, kept
+                                     until an admin changes it (``PERSISTENT_KINDS``)
+    {prefix}inflight:{surface}       HASH run -> its record, and ``inflight-beats:{surface}``, a
+                                     ZSET run -> heartbeat: NO TTL, a record leaves when its run
+                                     ends or is claimed (``PERSISTENT_KINDS``)
+    {prefix}search:{query hash}      STRING, a search result packed (``core.tools.search``), PX
+                                     ``tools.search.cache_ttl``
     {prefix}stop                     pub/sub channel: JSON {"run": run_id, "by": who}
     {prefix}approval                 pub/sub channel: JSON {"run", "step", "call", decision}
     {prefix}pending:{run}:{step}:{c} STRING, the request waiting for a decision, PX timeout+60s
@@ -44,7 +52,6 @@ import logging
 import math
 import secrets
 import time
-import zlib
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import (
@@ -54,7 +61,7 @@ from contextlib import (
     contextmanager,
     suppress,
 )
-from dataclasses import asdict, dataclass
+from dataclasses import MISSING, asdict, dataclass, fields
 from typing import Any, TypeAlias, cast
 from urllib.parse import urlsplit
 
@@ -68,6 +75,7 @@ from redis.client import NEVER_DECODE
 from redis.exceptions import OutOfMemoryError, RedisError, ResponseError
 
 from core.approval import ApprovalRequest, Decision, DecisionHandler, RequestKey, key_of
+from core.codec import ZLIB, ZLIB_DICT, pack, unpack
 from core.errors import StoreFull, StoreUnavailable
 from core.history import Message
 from core.stores import (
@@ -82,9 +90,13 @@ from core.stores import (
     renewing,
 )
 from core.tools.lookup import Passage
-from core.trace import Trace
+from core.trace import Trace, TraceStep
 
 DEFAULT_PREFIX = "reactbot:"
+PERSISTENT_KINDS = frozenset({"channel", "inflight", "inflight-beats"})
+"""The kinds of key kept without a TTL, on purpose: a channel's settings (what an admin chose
+stays until an admin changes it) and the run registry (a record leaves when its run ends or is
+claimed). Every other key expires."""
 DEFAULT_MAX_TURNS = 10
 DEFAULT_HISTORY_TTL = 7 * 24 * 3600
 DEFAULT_TIMEOUT = 0.5
@@ -264,7 +276,10 @@ class RedisHistoryStore(_RedisBase):
 
     async def load(self, conversation: str) -> list[Message]:
         with self._unavailable("load history"):
-            raw = cast(list[str], await self._client.lrange(self.key(conversation), 0, -1))
+            raw = cast(
+                list[bytes],
+                await _undecoded(self._client, "LRANGE", self.key(conversation), "0", "-1"),
+            )
         return [m for m in map(_decode_message, raw) if m is not None]
 
     async def append(self, conversation: str, *messages: Message) -> None:
@@ -295,17 +310,28 @@ class RedisHistoryStore(_RedisBase):
                     pipe.expire(key, self._ttl)
                 await pipe.execute()
 
-    def _encode(self, message: Message) -> str:
+    def _encode(self, message: Message) -> str | bytes:
+        """A message's compact JSON, packed (``core.codec``) when that makes it smaller: an
+        answer of a few hundred characters takes about half, a short question stays text."""
         data: dict[str, Any] = dict(message)
         if not self._store_steps:
             data = {k: data[k] for k in _MESSAGE_KEYS}
-        return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+        text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+        if len(text) < PACK_MESSAGES_FROM:
+            return text
+        packed = pack(text)
+        return packed if len(packed) < len(text.encode()) else text
 
 
-def _decode_message(raw: str) -> Message | None:
-    """Parse one stored message; entries that are not messages are skipped, not fatal."""
+PACK_MESSAGES_FROM = 96
+"""Characters of a message's JSON from which it is stored packed (shorter ones gain nothing)."""
+
+
+def _decode_message(raw: bytes | str) -> Message | None:
+    """Parse one stored message, packed or plain JSON (as messages were stored before);
+    entries that are not messages are skipped, not fatal."""
     try:
-        data = json.loads(raw)
+        data = json.loads(unpack(raw))
     except ValueError:
         return None
     if not isinstance(data, dict) or data.get("role") not in _ROLES:
@@ -381,7 +407,7 @@ class RedisTraceStore(_RedisBase):
         index, recent = self._tagged("traces", trace.conversation), self._recent_key()
         now = time.time()
         score = trace.started_at or now
-        text = trace.to_json()
+        text = stored_json(trace)
         if len(text) > LARGE_TRACE_CHARS:
             value = await asyncio.to_thread(encode_trace_json, text, max_bytes=self._max_bytes)
         else:
@@ -476,31 +502,131 @@ class RedisTraceStore(_RedisBase):
         return recent[0] if recent else None
 
 
-TRACE_ZLIB = b"\x01"
-"""The format byte of a stored trace whose JSON follows zlib-compressed. Traces stored
-before it are plain JSON text, which starts with ``{``: both read back."""
+TRACE_ZLIB = ZLIB
+"""The format byte of traces stored zlib-compressed without a dictionary (read, no longer
+written). Traces stored before it are plain JSON text, which starts with ``{``."""
+TRACE_FORMAT = ZLIB_DICT
+"""The format byte of a trace stored now: its compact JSON compressed with ``core.codec``'s
+dictionary. All three forms read back (``decode_trace``)."""
 
 
 def encode_trace(trace: Trace, *, max_bytes: int | None = None) -> bytes:
-    """The stored form of a trace: the format byte, then its JSON compressed. Traces are
+    """The stored form of a trace: ``stored_json`` packed (``core.codec.pack``). Traces are
     most of what a conversation stores (thoughts, observations, the model's raw replies,
-    which repeat each other) and compress several times over; nothing of the trace is
-    dropped, so it reads back whole and replays, unless it would take more than
-    ``max_bytes``: then the longest tool results are cut until it fits (``cut_to_fit``).
-    ``trace`` itself is never changed (the thread's attachment is made from it, whole)."""
-    return encode_trace_json(trace.to_json(), max_bytes=max_bytes)
+    which repeat each other: inside one compressed value a repeat costs a few bytes) and
+    compress several times over; nothing of the trace is dropped, so it reads back whole and
+    replays, unless it would take more than ``max_bytes``: then the longest tool results are
+    cut until it fits (``cut_to_fit``). ``trace`` itself is never changed (the thread's
+    attachment is made from it, whole)."""
+    return encode_trace_json(stored_json(trace), max_bytes=max_bytes)
+
+
+def stored_json(trace: Trace) -> str:
+    """The trace's JSON as it is stored: compact, without the fields that hold their empty
+    default (None, "", 0, False, [], of that very type: "" where the default is None stays),
+    which ``Trace.from_dict`` gives back, and with each raw reply referring to its thought
+    and the answer rather than holding them twice (``_raw_parts``). Fields whose default is
+    not empty (a step's ``kind``, ``status``, ``mode``, ``version``) are always written, so a
+    later change of a default cannot change an old trace."""
+    data = _without_defaults(trace.to_dict(), _EMPTY_TRACE_DEFAULTS)
+    data["steps"] = [_without_defaults(step, _EMPTY_STEP_DEFAULTS) for step in data["steps"]]
+    for step in data["steps"]:
+        parts = _raw_parts(step, data)
+        if parts is not None:
+            step["raw"] = parts
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+
+
+def _empty_defaults(cls: type) -> dict[str, object]:
+    """The fields of ``cls`` whose default is empty, with that default."""
+    found: dict[str, object] = {}
+    for f in fields(cls):
+        if f.default_factory is not MISSING:
+            default = f.default_factory()
+        elif f.default is not MISSING:
+            default = f.default
+        else:
+            continue
+        if default is None or (isinstance(default, str | int | float | list) and not default):
+            found[f.name] = default
+    for kept in ("id", "steps", "question", "version"):
+        found.pop(kept, None)
+    return found
+
+
+def _without_defaults(data: dict[str, Any], defaults: dict[str, object]) -> dict[str, Any]:
+    def default(name: str, value: object) -> bool:
+        if name not in defaults:
+            return False
+        empty = defaults[name]
+        return type(value) is type(empty) and value == empty
+
+    return {k: v for k, v in data.items() if not default(k, v)}
+
+
+_EMPTY_TRACE_DEFAULTS = _empty_defaults(Trace)
+_EMPTY_STEP_DEFAULTS = _empty_defaults(TraceStep)
+
+RAW_REFERS_FROM = 24
+"""Characters of a thought or an answer from which a step's raw reply refers to it."""
+
+
+def _raw_parts(step: dict[str, Any], trace: dict[str, Any]) -> builtins.list[Any] | None:
+    """A step's raw reply without the second copy of its thought and of the answer: the
+    reply as a list of its own text and references (``{"f": "thought"}``, ``{"f":
+    "answer"}``) to the fields that hold the rest; None when it holds neither whole. Exact
+    by construction (``_joined`` gives the same text back), and checked."""
+    raw = step.get("raw")
+    if not isinstance(raw, str) or not raw:
+        return None
+    found: builtins.list[tuple[int, str, str]] = []
+    for name, text in (("thought", step.get("thought")), ("answer", trace.get("answer"))):
+        if isinstance(text, str) and len(text) >= RAW_REFERS_FROM:
+            at = raw.find(text)
+            if at >= 0:
+                found.append((at, name, text))
+    parts: builtins.list[Any] = []
+    end = 0
+    for at, name, text in sorted(found):
+        if at < end:  # overlaps the one before: that one is a reference, this stays text
+            continue
+        if at > end:
+            parts.append(raw[end:at])
+        parts.append({"f": name})
+        end = at + len(text)
+    if not parts:
+        return None
+    if end < len(raw):
+        parts.append(raw[end:])
+    return parts if _joined(parts, step, trace) == raw else None
+
+
+def _joined(parts: builtins.list[Any], step: dict[str, Any], trace: dict[str, Any]) -> str:
+    out = []
+    for part in parts:
+        if isinstance(part, str):
+            out.append(part)
+        elif isinstance(part, dict):
+            owner = trace if part.get("f") == "answer" else step
+            value = owner.get(str(part.get("f")))
+            out.append(value if isinstance(value, str) else "")
+    return "".join(out)
+
+
+def _with_raw(data: dict[str, Any]) -> dict[str, Any]:
+    """A stored trace's data with each step's raw reply whole again (``_raw_parts``)."""
+    for step in data.get("steps") or []:
+        if isinstance(step, dict) and isinstance(step.get("raw"), list):
+            step["raw"] = _joined(step["raw"], step, data)
+    return data
 
 
 def encode_trace_json(text: str, *, max_bytes: int | None = None) -> bytes:
-    """``encode_trace`` of a trace's JSON text (pure, so a worker thread may run it)."""
-    encoded = _compressed(text)
+    """``encode_trace`` of a trace's stored JSON text (pure, so a worker thread may run it)."""
+    encoded = pack(text)
     if max_bytes is None or len(encoded) <= max_bytes:
         return encoded
     return cut_to_fit(json.loads(text), len(text), encoded, max_bytes)
-
-
-def _compressed(text: str) -> bytes:
-    return TRACE_ZLIB + zlib.compress(text.encode(), 6)
 
 
 CUT_NOTE = "… [cut: {cut:,} characters; the whole result is in the thread's attachment]"
@@ -516,7 +642,9 @@ def cut_to_fit(data: dict[str, Any], chars: int, encoded: bytes, max_bytes: int)
     at most ``max_bytes``: the longest tool result is cut (at least by half, more when the
     compression ratio says more is needed), each cut result ending with ``CUT_NOTE``, again
     until it fits; then attachments lose their data, then the model's texts are cut alike.
-    A trace that still does not fit (a bound below a bare trace's size) is stored smallest."""
+    A trace that still does not fit (a bound below a bare trace's size) is stored smallest.
+    Raw replies are whole text again here (``_with_raw``), so each is cut as it reads."""
+    data = _with_raw(data)
     steps = [s for s in data.get("steps") or [] if isinstance(s, dict)]
     cuts = _Cuts(steps)
     size = _Size(chars, encoded)
@@ -542,8 +670,8 @@ class _Size:
 
     @classmethod
     def of(cls, data: dict[str, Any]) -> _Size:
-        text = json.dumps(data, ensure_ascii=False)
-        return cls(len(text), _compressed(text))
+        text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+        return cls(len(text), pack(text))
 
     def excess_chars(self, max_bytes: int) -> int:
         """Characters of JSON to remove, by the compression ratio so far, to land just
@@ -599,11 +727,9 @@ async def _undecoded(client: Client, *command: str) -> Any:
 
 
 def decode_trace(raw: bytes | str) -> Trace:
-    """A stored trace in either format: compressed (``TRACE_ZLIB``) or older plain JSON."""
-    data = raw.encode() if isinstance(raw, str) else raw
-    if data[:1] == TRACE_ZLIB:
-        return Trace.from_json(zlib.decompress(data[1:]).decode())
-    return Trace.from_json(data.decode())
+    """A stored trace in any format: ``TRACE_FORMAT``, the older ``TRACE_ZLIB``, or the
+    oldest plain JSON (``core.codec.unpack``)."""
+    return Trace.from_dict(_with_raw(json.loads(unpack(raw))))
 
 
 # ---- locks --------------------------------------------------------------------------------
