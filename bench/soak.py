@@ -19,7 +19,8 @@ every run still going gets up to a minute to end.
 Printed per platform:
 - first visible update: the question sent -> the first edit of the bot's reply that the
   platform took (p50, p99);
-- event-loop lag: how late a 50 ms sleep woke in the bot's process (p50, p99, max);
+- event-loop lag: how late a 50 ms sleep woke in the bot's process (p50, p99, max), from 5 s
+  after start (the login and first connections are not the conversations' load);
 - RSS growth per 1,000 runs once warm: RSS after the first third of T and at the end of T
   (each after a full collection), divided by the runs that ended between;
 - final states lost: runs whose message, on the platform, never reached a final state (the
@@ -56,6 +57,8 @@ ANSWER = "395"
 DEMO_DELAY = 0.02
 """Seconds between the demo model's chunks (a few dozen chunks per run)."""
 LAG_INTERVAL = 0.05
+LAG_AFTER = 5.0
+"""Seconds of start-up (the gateway's login, the first connections) the lag is not sampled."""
 DRAIN_SECONDS = 60.0
 SLACK_SECRET = "soak-signing-secret-0123456789"
 DISCORD_TOKEN = "soak-token"
@@ -85,11 +88,16 @@ def free_port() -> int:
 class _Quiet:
     """Watches nothing inside a run."""
 
-    def model_call(self, step: int, model: str) -> _Quiet:
+    def model_call(self, step: int, model: str, request: Any) -> _Quiet:
         return _Quiet()
 
-    def tool_call(self, step: int, call_id: str | None, name: str, input: str) -> _Quiet:
+    def tool_call(
+        self, step: int, call_id: str | None, name: str, input: str, description: str
+    ) -> _Quiet:
         return _Quiet()
+
+    def response(self, id: str, model: str) -> None:
+        pass
 
     def first_chunk(self) -> None:
         pass
@@ -130,7 +138,9 @@ class BotFigures:
 
 
 async def sample_lag(figures: BotFigures) -> None:
+    """Until cancelled, once the bot has started (``LAG_AFTER``): how late a 50 ms sleep woke."""
     loop = asyncio.get_running_loop()
+    await asyncio.sleep(LAG_AFTER)
     while True:
         started = loop.time()
         await asyncio.sleep(LAG_INTERVAL)
@@ -285,7 +295,13 @@ def _figures(
         "runs_final": driven["final"],
         "answered": driven["answered"],
         "refused": driven["refused"],
+        "forgot": driven["forgot"],
         "lost": driven["sent"] - driven["final"],
+        "failed": driven["final"]
+        - driven["answered"]
+        - driven["refused"]
+        + driven["sent"]
+        - driven["final"],
         "reply_p50": percentile(replies, 0.5),
         "reply_p99": percentile(replies, 0.99),
         "first_p50": percentile(firsts, 0.5),
@@ -306,6 +322,7 @@ def report(f: dict[str, Any]) -> str:
     lag_ok = "OK" if f["lag_p99"] < 0.1 else "over target"
     rss_ok = "OK" if f["rss_growth_mb_per_1000"] < 5 else "over target"
     lost_ok = "OK" if f["lost"] == 0 else "FAIL"
+    failed_ok = "OK" if f["failed"] == 0 else "FAIL"
     return "\n".join(
         [
             f"== {f['platform']}: {f['conversations']} conversations at once for "
@@ -317,8 +334,11 @@ def report(f: dict[str, Any]) -> str:
             + " ".join(f"{x:.2f}" for x in f["load_after"])
             + f" after ({os.cpu_count()} cores)",
             f"runs                          {f['runs_sent']} asked, {f['runs_final']} final:"
-            f" {f['answered']} answered, {f['refused']} told to ask again later,"
-            f" {f['runs_final'] - f['answered'] - f['refused']} failed or stopped",
+            f" {f['answered']} answered, {f['refused']} told the bot is busy (refusals)",
+            f"failed runs (not refusals)    {f['failed']} ({failed_ok}: must be 0):"
+            f" {f['forgot']} answered without memory,"
+            f" {f['runs_final'] - f['answered'] - f['refused'] - f['forgot']} failed or stopped,"
+            f" {f['lost']} never final",
             f"question -> reply shown       p50 {f['reply_p50'] * 1000:.0f} ms"
             f" · p99 {f['reply_p99'] * 1000:.0f} ms",
             f"question -> first live edit   p50 {f['first_p50'] * 1000:.0f} ms"
@@ -346,7 +366,10 @@ class Conversation:
     final: int = 0
     answered: int = 0
     refused: int = 0
-    """Told to ask again later (the replica's ``max_concurrent_runs``), a final state too."""
+    """Told the bot is busy, to ask again in a moment (``max_concurrent_runs`` or a lagging
+    loop, ``ops.max_loop_lag``): a final state too, and no failure."""
+    forgot: int = 0
+    """Answered without the conversation's memory (a Redis call failed): a failed run."""
     replies: list[float] = field(default_factory=list)
     """Question sent -> the bot's reply (its placeholder) on the platform, per run."""
     first_updates: list[float] = field(default_factory=list)
@@ -395,6 +418,7 @@ async def _converse(
             conversation.final += 1
             conversation.answered += run.state == "answered"
             conversation.refused += run.state == "refused"
+            conversation.forgot += run.state == "forgot"
         if run.reply is not None:
             conversation.replies.append(run.reply)
         if run.first is not None:
@@ -424,10 +448,22 @@ class _Watch:
         return state is not None
 
 
+BUSY_MARK = "answering a lot of questions"
+"""In the reply the bot gives a question it has no room for (``adapters.answering.BUSY``)."""
+FORGOT_MARK = "memory unavailable"
+"""In an answer given without the conversation's history (its Redis calls failed)."""
+
+
 def _state(shown: str, stop_marker: str) -> str | None:
-    """The final state a message shows, or None while its Stop button is still there."""
+    """The final state a message shows (``answered``; ``forgot``: answered without memory;
+    ``refused``: told the bot is busy; ``ended``: failed or stopped), or None while its Stop
+    button is still there."""
     if stop_marker in shown:
         return None
+    if BUSY_MARK in shown:
+        return "refused"
+    if FORGOT_MARK in shown:
+        return "forgot"
     return "answered" if ANSWER in shown else "ended"
 
 
@@ -481,6 +517,7 @@ def _summary(talks: Sequence[Conversation]) -> dict[str, Any]:
         "final": sum(c.final for c in talks),
         "answered": sum(c.answered for c in talks),
         "refused": sum(c.refused for c in talks),
+        "forgot": sum(c.forgot for c in talks),
         "replies": [x for c in talks for x in c.replies],
         "first_updates": [x for c in talks for x in c.first_updates],
     }
@@ -573,7 +610,7 @@ async def _drive_slack(conversations: int, seconds: float, bot_port: int, think:
             body, headers = slash_ask(fake, signer, talk, channel, name)
             async with session.post(url, data=body, headers=headers) as response:
                 acked = await response.text()
-            if "ask again" in acked:  # the ack itself says no (this replica is full)
+            if BUSY_MARK in acked:  # the ack itself says no (this replica is full or late)
                 told.add(name)
             return channel, count, name
 
@@ -638,7 +675,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         )
         print(report(figures), flush=True)
-        failed |= figures["lost"] != 0
+        failed |= figures["failed"] != 0
     return 1 if failed else 0
 
 
