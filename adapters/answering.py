@@ -5,7 +5,8 @@
     platform event --(the surface translates)--> Ask
       -> Answering.admit(ask): one check per concern, cheapest first, each "go on" or a Refusal
            closing, access (the surface's own rule), question bounds, model, daily budgets,
-           cooldown (admins exempt), runs in this process, runs per person
+           cooldown (admins exempt), room in this process (``adapters.room``: the runs going
+           on every surface, the event loop on time), runs per person
          -> a Refusal (its text is shown by the surface) or a Ticket (the room it holds)
       -> Answering.answer(ticket, reply): the channel's choices, files, start, follow,
          renew the run slot, count tokens, release; the run is registered meanwhile, so a
@@ -36,6 +37,7 @@ from adapters.channels import ChannelChoices, ChoiceError
 from adapters.context import ContextSettings, EarlierReader, Read, Refusals, bounded, earlier
 from adapters.live import LiveStats, RunView, Verbosity
 from adapters.recovery import BEAT_EVERY, Finalise, Recovery
+from adapters.room import BUSY, Room
 from adapters.tasks import Tasks
 from core.agent import Agent, Earlier, Run
 from core.approval import ApprovalBroker
@@ -50,13 +52,16 @@ log = logging.getLogger(__name__)
 A = TypeVar("A")
 """The surface's own record of who asks (Discord: roles and places; Slack: the question)."""
 
-Reason = Literal["closing", "access", "question", "model", "budget", "cooldown", "busy", "capacity"]
+Reason = Literal[
+    "closing", "access", "question", "model", "budget", "cooldown", "capacity", "overloaded", "busy"
+]
+"""Why a question is refused: ``capacity`` and ``overloaded`` are the process's own room
+(``adapters.room``: too many runs, a late event loop), ``busy`` the asker's runs at once."""
 Approvers = Literal["asker", "admins", "anyone"]
 
 RESTARTING = "reactbot is restarting; ask again in a moment."
 SHUTDOWN = "reactbot:shutdown"
 """``Run.cancel(by=SHUTDOWN)``: stopped because the bot is shutting down."""
-CAPACITY = "I'm answering a lot of questions right now; please ask again in a minute."
 
 
 def too_long(problem: str) -> str:
@@ -325,8 +330,13 @@ class Answering(Generic[A]):
         context: ContextSettings | None = None,
         merge_window: float = 0.0,
         finalise: Finalise | None = None,
+        room: Room | None = None,
     ) -> None:
         self.agent = agent
+        self.platform = surface.lower()
+        self.room = room if room is not None else Room(policy.max_concurrent_runs)
+        """The process's room, shared by every surface it serves (``adapters.room``); one of
+        its own, without the lag check, when none is given."""
         self.context = context or ContextSettings()
         """How much of a channel's earlier messages a question may read (``context.*``)."""
         self.bursts: Bursts[A] = Bursts(merge_window)
@@ -362,7 +372,8 @@ class Answering(Generic[A]):
         self._quote = quote
         self._running: dict[str, Running[A]] = {}
         self._admitted = 0
-        """Asks past the gate whose answer has not ended (``max_concurrent_runs``)."""
+        """Asks past the gate whose answer has not ended (this surface's
+        ``max_concurrent_runs``; the process's are ``room.taken``)."""
         self._listening = AsyncExitStack()
         self._started = False
         self.checks: tuple[Callable[[Ask[A]], Awaitable[Refusal | None]], ...] = (
@@ -385,6 +396,7 @@ class Answering(Generic[A]):
             refused = await check(ask)
             if refused is not None:
                 self.decisions[refused.reason] += 1
+                self.room.refused[self.platform, refused.reason] += 1
                 return refused
         self.decisions["admitted"] += 1
         return Ticket(ask, self)
@@ -427,9 +439,13 @@ class Answering(Generic[A]):
         return Refusal("cooldown", cooldown_message(left)) if left > 0 else None
 
     async def _room_here(self, ask: Ask[A]) -> Refusal | None:
-        """Checked and reserved with no await between, so a burst cannot overshoot it."""
+        """This surface's cap, then the process's room (its runs, its loop on time): checked
+        and reserved with no await between, so a burst cannot overshoot them."""
         if self._admitted >= self.policy.max_concurrent_runs:
-            return Refusal("capacity", CAPACITY)
+            return Refusal("capacity", BUSY)
+        full = self.room.take()
+        if full is not None:
+            return Refusal(full, BUSY)
         self._admitted += 1
         return None
 
@@ -440,9 +456,11 @@ class Answering(Generic[A]):
             taken = await self._take_slot(ask)
         except BaseException:
             self._admitted -= 1
+            self.room.give_back()
             raise
         if not taken:
             self._admitted -= 1
+            self.room.give_back()
             return Refusal("busy", busy_message(self.policy.max_runs_per_user))
         return None
 
@@ -454,6 +472,7 @@ class Answering(Generic[A]):
 
     async def _release(self, ask: Ask[A]) -> None:
         self._admitted -= 1
+        self.room.give_back()
         try:
             await self.slots.give_back(ask.key, ask.ident)
         except Exception:  # its lease frees it anyway
@@ -601,6 +620,7 @@ class Answering(Generic[A]):
         is started here (a no-op once started) and closed by whoever made it."""
         if not self._started:
             self._started = True
+            self.room.start()
             await self._listening.enter_async_context(self.stops.subscribe(self._stop_requested))
             if self.broker is not None:
                 await self.broker.start()

@@ -37,6 +37,7 @@ from core.trace import Trace
 if TYPE_CHECKING:  # the search, redis and MCP modules load only when configured
     from adapters.channels import ChannelChoices
     from adapters.pacing import Budget
+    from adapters.room import Room
     from core.redis_store import Client as Redis
     from core.redis_store import RedisTarget
     from core.resilient import StoreHealth
@@ -85,6 +86,9 @@ class App:
     _started: bool = False
     catalogue: dict[str, ChatModel] = field(default_factory=dict)
     """The models a channel or a question may pick (``models:``), by catalogue name."""
+    room: Room = field(default_factory=lambda: _build_room(None))
+    """The process's room for runs, shared by every surface it serves
+    (``agent.max_concurrent_runs``, ``ops.max_loop_lag``; ``adapters.room``)."""
 
     @property
     def health(self) -> StoreHealth | None:
@@ -197,6 +201,7 @@ class App:
             mcp=mcp,
             catalogue=_build_catalogue(config, notes, closers),
             file_readers=_build_file_readers(config, closers),
+            room=_build_room(config),
         )
 
     async def start(self) -> None:
@@ -230,11 +235,22 @@ class App:
             )
 
     async def aclose(self) -> None:
+        self.room.stop()
         for close in reversed(self._closers):
             try:
                 await close()
             except Exception:  # closing must go on for the others
                 log.exception("error while shutting down")
+
+
+def _build_room(config: Config | None) -> Room:
+    """One per process; its loop probe starts with the first surface served."""
+    from adapters.room import Room
+    from core.looplag import LoopLag
+
+    if config is None:
+        return Room(lag=LoopLag())
+    return Room(config.agent.max_concurrent_runs, lag=LoopLag(), max_lag=config.ops.max_loop_lag)
 
 
 def _build_telemetry(

@@ -196,6 +196,9 @@ class AgentConfig(_Section):
     history_token_budget: int = Field(default=3000, ge=100, le=10_000_000)
     max_question_chars: int = Field(default=4000, ge=1, le=1_000_000)
     max_runs_per_user: int = Field(default=2, ge=1, le=1000)
+    max_concurrent_runs: int = Field(default=500, ge=1, le=100_000)
+    """Runs one process answers at once, on all its surfaces together; a question past them
+    is told, at once, to ask again in a moment (``adapters.room``)."""
     mode: Literal["text", "tools", "json"] = "text"
     parallel_tools: int = Field(default=4, ge=1, le=32)
     approval: ApprovalConfig = ApprovalConfig()
@@ -652,6 +655,10 @@ class OpsConfig(_Section):
     """The loopback only: metrics and trace pages are for the operator. A container binds
     0.0.0.0 so its published port reaches it (compose.yaml sets ``REACTBOT_OPS__HOST``)."""
     port: int = Field(default=9464, ge=1, le=65535)
+    max_loop_lag: float = Field(default=0.25, ge=0, le=60)
+    """Seconds the event loop may run late before new questions are told, at once, to ask
+    again in a moment (the runs going keep the loop's time); 0: never refused for it. Checked
+    whether or not the endpoint is on (``adapters.room``)."""
 
 
 class Secrets(_Section):

@@ -51,8 +51,6 @@ MEMORY_READY = 0.9
 refused (``noeviction``) or, worse, keys evicted."""
 READY_TIMEOUT = 2.0
 """Seconds each readiness check may take (a hung Redis must not hang the probe)."""
-LAG_INTERVAL = 0.5
-"""Seconds between two event-loop lag samples."""
 MAX_LABEL = 64
 """Longest label value kept (model names come from config; still, bounded)."""
 
@@ -130,10 +128,14 @@ class Metrics:
         )
         self.loop_lag = Histogram(
             "reactbot_event_loop_lag_seconds",
-            f"How late the event loop woke a {LAG_INTERVAL} s sleep",
+            f"How late the event loop ran a timer due every {app.room.lag.interval:g} s"
+            if app.room.lag is not None
+            else "How late the event loop ran a timer",
             buckets=LAG_BUCKETS,
             registry=r,
         )
+        if app.room.lag is not None:  # the probe admission reads (``adapters.room``)
+            app.room.lag.listeners.append(self.loop_lag.observe)
         r.register(_AdapterCounters(app))
         self.observer = _MetricsObserver(self)
         """Give it to the agent: ``app.agent.observers.append(metrics.observer)``."""
@@ -145,14 +147,6 @@ class Metrics:
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
-
-    async def watch_loop_lag(self, *, interval: float = LAG_INTERVAL) -> None:
-        """Until cancelled: sleep ``interval`` and record how much later than asked it woke."""
-        loop = asyncio.get_running_loop()
-        while True:
-            started = loop.time()
-            await asyncio.sleep(interval)
-            self.loop_lag.observe(max(0.0, loop.time() - started - interval))
 
 
 class _AdapterCounters:
@@ -183,7 +177,16 @@ class _AdapterCounters:
         health = self._app.health
         redis.add_metric([], health.failures if health is not None else 0)
         full.add_metric([], health.out_of_memory if health is not None else 0)
-        yield from (edits, limited, redis, full)
+        refused = CounterMetricFamily(
+            "reactbot_runs_refused",
+            "Questions refused, by platform and reason (capacity: agent.max_concurrent_runs "
+            "going; overloaded: the event loop later than ops.max_loop_lag; busy: the asker's "
+            "runs at once; cooldown, budget, access, question, model, closing)",
+            labels=["platform", "reason"],
+        )
+        for (platform, reason), count in sorted(self._app.room.refused.items()):
+            refused.add_metric([platform, reason], count)
+        yield from (edits, limited, redis, full, refused)
 
 
 class _MetricsObserver:
@@ -357,7 +360,8 @@ def build_ops_app(
 
 
 class OpsServer:
-    """Serves ``web_app`` on ``host:port`` and samples the event loop's lag meanwhile."""
+    """Serves ``web_app`` on ``host:port``; the event loop's lag is sampled meanwhile (by
+    the process's probe, ``App.room.lag``, which admission reads too)."""
 
     def __init__(
         self, web_app: web.Application, *, host: str, port: int, metrics: Metrics | None = None
@@ -366,7 +370,6 @@ class OpsServer:
         self.port = port
         self._metrics = metrics
         self._runner = web.AppRunner(web_app, access_log=None, handle_signals=False)
-        self._lag: asyncio.Task[None] | None = None
 
     async def start(self) -> int:
         """Listen; return the bound port (0 picks a free one). Raises ``OpsError``."""
@@ -380,15 +383,11 @@ class OpsServer:
         sockets = getattr(site._server, "sockets", None) or ()  # aiohttp keeps it here
         self.port = int(sockets[0].getsockname()[1]) if sockets else self.port
         if self._metrics is not None:
-            self._lag = asyncio.get_running_loop().create_task(self._metrics.watch_loop_lag())
+            self._metrics.app.room.start()
         log.info("ops endpoint on http://%s:%d (/healthz, /readyz, /metrics)", self.host, self.port)
         return self.port
 
     async def stop(self) -> None:
-        if self._lag is not None:
-            self._lag.cancel()
-            await asyncio.gather(self._lag, return_exceptions=True)
-            self._lag = None
         await self._runner.cleanup()
 
 

@@ -91,6 +91,7 @@ async def serve_discord(app: App) -> None:
         broker=app.broker,
         trace_link=LinkSigner.from_config(app.config).link,
         files=discord_files(app),
+        room=app.room,
     )
     bot = create_bot(services, **shards(app))
     app.platforms["discord"] = PlatformLink(

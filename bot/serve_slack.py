@@ -97,6 +97,7 @@ async def serve_slack(app: App) -> None:
         files=slack_files(app, settings),
         settings=settings,
         trace_link=LinkSigner.from_config(app.config).link,
+        room=app.room,
         # chat.update is limited per workspace: with Redis, every replica shares the budget
         update_budget=app.rate_budget("slack:chat.update", limit=per_minute)
         if per_minute > 0

@@ -65,6 +65,7 @@ def build_bot(app: App) -> TelegramBot:
         broker=app.broker,
         files=telegram_files(app, settings),
         trace_link=LinkSigner.from_config(app.config).link,
+        room=app.room,
     )
 
 

@@ -60,6 +60,7 @@ def build_chat(app: App) -> tuple[WebChat, web.Application]:
         broker=app.broker,
         secret=key,
         trace_link=trace_link,
+        room=app.room,
     )
     web_app = chat.application()
     add_trace_pages(web_app, traces=app.stores.traces, signer=signer)

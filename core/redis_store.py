@@ -72,12 +72,15 @@ from redis.asyncio.retry import Retry
 from redis.asyncio.sentinel import Sentinel, SentinelConnectionPool
 from redis.backoff import ExponentialBackoff
 from redis.client import NEVER_DECODE
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import OutOfMemoryError, RedisError, ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from core.approval import ApprovalRequest, Decision, DecisionHandler, RequestKey, key_of
 from core.codec import ZLIB, ZLIB_DICT, pack, unpack
 from core.errors import StoreFull, StoreUnavailable
 from core.history import Message
+from core.looplag import on_time
 from core.stores import (
     DEFAULT_CLAIM_TTL,
     DEFAULT_LOCK_LEASE,
@@ -1559,7 +1562,86 @@ def parse_host_port(text: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-class BlockingSentinelPool(SentinelConnectionPool, aioredis.BlockingConnectionPool):
+class _ReadsOnTime:
+    """A connection whose reads time out after ``socket_timeout`` of the loop's punctual
+    time (``core.looplag.on_time``): a reply that arrived while the loop was late is read,
+    not failed. A dead or hung server still fails a read in ``socket_timeout``."""
+
+    socket_timeout: float | None
+
+    async def read_response(
+        self,
+        disable_decoding: bool = False,
+        timeout: float | None = None,  # noqa: ASYNC109 - redis-py's own signature
+        *,
+        disconnect_on_error: bool = True,
+        push_request: bool | None = False,
+    ) -> Any:
+        base = cast(Any, super())
+        limit = self.socket_timeout
+        if timeout is not None or limit is None:  # the caller's own limit (pub/sub polls)
+            return await base.read_response(
+                disable_decoding,
+                timeout,
+                disconnect_on_error=disconnect_on_error,
+                push_request=push_request,
+            )
+        try:
+            async with on_time(limit):
+                return await base.read_response(
+                    disable_decoding,
+                    math.inf,  # no limit of its own: ours, below
+                    disconnect_on_error=disconnect_on_error,
+                    push_request=push_request,
+                )
+        except TimeoutError:  # ours: the read was cancelled, and disconnected if asked
+            raise RedisTimeoutError(f"Timeout reading from Redis after {limit:g} s") from None
+
+
+_ON_TIME_CLASSES: dict[type[Any], type[Any]] = {}
+
+
+def _reading_on_time(connection_class: type[Any]) -> type[Any]:
+    if issubclass(connection_class, _ReadsOnTime):
+        return connection_class
+    made = _ON_TIME_CLASSES.get(connection_class)
+    if made is None:
+        name = f"OnTime{connection_class.__name__}"
+        made = _ON_TIME_CLASSES[connection_class] = type(name, (_ReadsOnTime, connection_class), {})
+    return made
+
+
+class _WaitsOnTime:
+    """A ``BlockingConnectionPool`` whose wait for a free connection counts only the loop's
+    punctual time (``core.looplag.on_time``). The wait is a sign that every connection is
+    busy, not that the server is gone; while the loop is late, the connections' holders are
+    late to give them back, and with redis-py's plain timeout a burst lost its memory for
+    want of a connection that was about to be free (issue 25: a 3 s wait failed while the
+    loop ran seconds late). Its connections read on time too (``_ReadsOnTime``)."""
+
+    def __init__(self, *args: Any, timeout: float | None = POOL_WAIT, **kwargs: Any) -> None:
+        connection_class = kwargs.pop("connection_class", None)
+        if connection_class is not None:
+            kwargs["connection_class"] = _reading_on_time(connection_class)
+        super().__init__(*args, timeout=None, **kwargs)  # type: ignore[call-arg]
+        self.wait_at_most = timeout
+        base = cast(Any, self)
+        base.connection_class = _reading_on_time(base.connection_class)
+
+    async def get_connection(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            async with on_time(self.wait_at_most):
+                return await cast(Any, super()).get_connection(*args, **kwargs)
+        except TimeoutError as err:
+            raise RedisConnectionError("No connection available.") from err
+
+
+class OnTimePool(_WaitsOnTime, aioredis.BlockingConnectionPool):
+    """One server's pool (``create_client``): commands past ``max_connections`` wait their
+    turn, in the loop's punctual time."""
+
+
+class BlockingSentinelPool(_WaitsOnTime, SentinelConnectionPool, aioredis.BlockingConnectionPool):
     """The Sentinel-managed primary's pool, waiting for a free connection like the one
     server's (``create_client``) instead of refusing a command past ``max_connections``."""
 
@@ -1595,7 +1677,7 @@ def create_client(target: str | RedisTarget, *, timeout: float = DEFAULT_TIMEOUT
     # memory. This pool makes a command wait for a free connection instead. That wait is not
     # a sign of a dead server (each busy connection gives up within ``timeout``), so it may
     # last longer: under a burst, failing it would send the bot "without memory" for a while.
-    pool = aioredis.BlockingConnectionPool.from_url(
+    pool = OnTimePool.from_url(
         target.url, max_connections=MAX_CONNECTIONS, timeout=max(POOL_WAIT, timeout), **common
     )
     return aioredis.Redis.from_pool(pool)

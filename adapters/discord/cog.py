@@ -72,6 +72,7 @@ from adapters.discord.surface import (
 from adapters.live import VERBOSITIES, LiveMessage, RunView, Verbosity
 from adapters.pacing import DISCORD_CHANNEL_WRITES, EditPacer
 from adapters.recovery import NOT_RUNNING
+from adapters.room import Room
 from core.agent import Agent, Run
 from core.approval import ApprovalBroker, ApprovalRequest, Decision, Verdict
 from core.budgets import UNREADABLE, InMemoryUsageCounters, TokenBudgets
@@ -108,6 +109,8 @@ class Services:
     choices: ChannelChoices | None = None
     """Each channel's model, persona and tools (``/reactbot model|prompt|tools``); None: the
     agent's defaults everywhere, over ``stores.channel_settings``."""
+    room: Room | None = None
+    """The process's room for runs, shared with its other surfaces (``adapters.room``)."""
 
     def __post_init__(self) -> None:
         if self.choices is None:
@@ -702,6 +705,7 @@ class AskCog(commands.Cog):
             context=services.settings.context,
             merge_window=services.settings.merge_window,
             finalise=self._finish_orphan,
+            room=services.room,
         )
 
     async def cog_load(self) -> None:

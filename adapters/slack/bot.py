@@ -66,6 +66,7 @@ from adapters.context import Read
 from adapters.live import LiveMessage, LiveStats, RunView, Verbosity
 from adapters.pacing import Budget, EditPacer, per_minute
 from adapters.recovery import NOT_RUNNING
+from adapters.room import Room
 from adapters.slack.approval import (
     APPROVAL_VIEW_ID,
     VERDICT_OF_ACTION,
@@ -243,6 +244,7 @@ class SlackBot:
         client: AsyncWebClient | None = None,
         files: ConversationFiles | None = None,
         trace_link: Callable[[str], str | None] | None = None,
+        room: Room | None = None,
     ) -> None:
         self.agent = agent
         self.trace_link = trace_link
@@ -302,6 +304,7 @@ class SlackBot:
             context=settings.context,
             merge_window=settings.merge_window,
             finalise=self._finish_orphan,
+            room=room,
         )
         self.stats = self.answering.stats
         """The live messages' counters of finished runs (for benchmarks and diagnostics)."""

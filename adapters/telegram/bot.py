@@ -61,6 +61,7 @@ from adapters.attachments import ConversationFiles
 from adapters.channels import ChannelChoices
 from adapters.live import LiveMessage, RunView, Verbosity
 from adapters.pacing import EditPacer
+from adapters.room import Room
 from adapters.telegram.commands import COMMANDS, SettingsCommands
 from adapters.telegram.files import TelegramFiles, typing
 from adapters.telegram.render import (
@@ -230,6 +231,7 @@ class TelegramBot:
         files: ConversationFiles | None = None,
         application: TelegramApp | None = None,
         trace_link: Callable[[str], str | None] | None = None,
+        room: Room | None = None,
     ) -> None:
         self.settings = settings
         self.trace_link = trace_link
@@ -259,6 +261,7 @@ class TelegramBot:
             shutdown_by="a bot restart",
             merge_window=settings.merge_window,
             finalise=self._finish_orphan,
+            room=room,
         )
         self.commands = SettingsCommands(self)
         """``/settings``, ``/verbosity``, ``/model``, ``/persona``, ``/tools``, ``/usage``."""

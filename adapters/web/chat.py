@@ -60,6 +60,7 @@ from adapters.answering import (
 from adapters.channels import ChannelChoices
 from adapters.live import VERBOSITIES, LiveMessage, RunView, Verbosity
 from adapters.pacing import EditPacer
+from adapters.room import Room
 from adapters.web.render import WebPayload, WebRenderer, clean
 from core.agent import Agent, Run
 from core.approval import ApprovalBroker, Decision, Verdict
@@ -269,6 +270,7 @@ class WebChat:
         broker: ApprovalBroker | None = None,
         secret: bytes | None = None,
         trace_link: Callable[[str], str | None] | None = None,
+        room: Room | None = None,
     ) -> None:
         if not is_loopback(settings.host) and not settings.token:
             raise WebChatRefused(
@@ -296,6 +298,7 @@ class WebChat:
             quote=lambda text: text,
             shutdown_by="a bot restart",
             merge_window=settings.merge_window,
+            room=room,
         )
         self._page = _asset("chat.html")
         self._static = {

@@ -1,0 +1,90 @@
+"""The loop's lag probe, waits that do not count its lateness, and the process's room."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from adapters.room import Room
+from core.looplag import LoopLag, on_time
+
+
+def block(seconds: float) -> None:
+    time.sleep(seconds)  # a late loop is the point
+
+
+async def test_the_probe_sees_a_blocked_loop_at_once_and_forgets_it_after_its_window() -> None:
+    lag = LoopLag(interval=0.02, window=0.3)
+    assert lag.lag() == 0.0, "nothing before start"
+    lag.start()
+    try:
+        await asyncio.sleep(0.1)
+        assert lag.lag() < 0.05
+        block(0.3)
+        assert lag.lag() >= 0.25, "overdue right now, before its timer has even run"
+        await asyncio.sleep(0.05)
+        assert lag.lag() >= 0.25, "the late sample, within the window"
+        await asyncio.sleep(0.4)
+        assert lag.lag() < 0.05, "on time for a whole window"
+        assert lag.samples >= 10
+    finally:
+        lag.stop()
+    assert not lag.running
+
+
+async def test_on_time_ends_a_wait_in_its_time_when_the_loop_is_punctual() -> None:
+    started = time.monotonic()
+    with pytest.raises(TimeoutError):
+        async with on_time(0.2):
+            await asyncio.sleep(5)
+    assert 0.18 <= time.monotonic() - started < 0.5
+
+
+async def test_on_time_does_not_count_the_loop_s_lateness() -> None:
+    async def blocker() -> None:
+        for _ in range(6):
+            await asyncio.sleep(0.01)
+            block(0.2)
+
+    blocking = asyncio.create_task(blocker())
+    await asyncio.sleep(0)
+    started = time.monotonic()
+    async with on_time(0.3):  # asyncio.timeout(0.3) would expire in the first block
+        await asyncio.sleep(0.9)
+    assert time.monotonic() - started >= 0.9
+    await blocking
+
+
+async def test_a_reply_that_came_while_the_loop_was_late_is_not_timed_out() -> None:
+    done: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+
+    async def answer_then_block() -> None:
+        await asyncio.sleep(0.01)
+        asyncio.get_running_loop().call_later(0.02, done.set_result, "reply")
+        block(0.5)  # the reply's timer and every tick are due when the loop comes back
+
+    blocking = asyncio.create_task(answer_then_block())
+    async with on_time(0.05, tick=0.05):
+        assert await done == "reply"
+    await blocking
+
+
+async def test_the_room_is_shared_and_refuses_past_its_runs_or_a_late_loop() -> None:
+    lag = LoopLag(interval=0.02, window=0.2)
+    room = Room(2, lag=lag, max_lag=0.1)
+    room.start()
+    try:
+        await asyncio.sleep(0.05)
+        assert room.take() is None and room.take() is None
+        assert room.take() == "capacity"
+        room.give_back()
+        block(0.15)
+        assert room.take() == "overloaded"
+        await asyncio.sleep(0.3)
+        assert room.take() is None
+        assert room.taken == 2
+    finally:
+        room.stop()
+    assert Room(1, lag=LoopLag(), max_lag=0).full() is None, "0 turns the lag check off"
