@@ -24,6 +24,7 @@ from adapters.channels import ChannelChoices
 from adapters.discord.client import ReactBot, create_bot
 from adapters.discord.cog import Live, Services
 from adapters.discord.settings import DiscordSettings
+from adapters.room import Room
 from core.agent import Agent
 from core.budgets import InMemoryUsageCounters, TokenBudgets
 from core.errors import ModelUnavailable
@@ -111,6 +112,7 @@ async def running(
     catalogue: dict[str, ChatModel] | None = None,
     registry: ToolRegistry | None = None,
     runs: RunRegistry | None = None,
+    room: Room | None = None,
     **settings: object,
 ) -> AsyncIterator[Harness]:
     """The bot against ``fake`` (a default FakeDiscord unless given, not yet started), with
@@ -135,6 +137,7 @@ async def running(
         in_memory_stores(history=history, traces=traces, runs=runs),
         replace(base, **settings),  # type: ignore[arg-type]
         on_live=harness_lives.append,
+        room=room,
     )
     if budgets is not None:
         services.budgets = budgets

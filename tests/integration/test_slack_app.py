@@ -25,6 +25,7 @@ from adapters.slack.bot import INVITE, SlackBot
 from adapters.slack.markdown import escape, to_mrkdwn
 from adapters.slack.render import STOP_ACTION_ID
 from adapters.slack.server import HttpServer
+from adapters.room import Room
 from adapters.slack.settings import SlackSettings
 from core.agent import Agent, AgentSettings
 from core.budgets import InMemoryUsageCounters, TokenBudgets
@@ -183,6 +184,7 @@ async def make(fake: FakeSlack) -> AsyncIterator[Callable[..., Any]]:
         update_budget: Budget | None = None,
         budgets: TokenBudgets | None = None,
         catalogue: dict[str, ChatModel] | None = None,
+        room: Room | None = None,
         **overrides: Any,
     ) -> Harness:
         model = ScriptedModel(turns)
@@ -224,6 +226,7 @@ async def make(fake: FakeSlack) -> AsyncIterator[Callable[..., Any]]:
             update_budget=update_budget,
             budgets=budgets,
             choices=ChannelChoices(shared, catalogue or {}, tools, default_model=model.name),
+            room=room,
         )
         await bot.start()
         server = HttpServer(bot, host="127.0.0.1", port=0, path=settings.path)
