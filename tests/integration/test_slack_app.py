@@ -21,11 +21,11 @@ from slack_sdk.signature import SignatureVerifier
 
 from adapters.channels import ChannelChoices
 from adapters.pacing import Budget, LocalBudget
+from adapters.room import Room
 from adapters.slack.bot import INVITE, SlackBot
 from adapters.slack.markdown import escape, to_mrkdwn
 from adapters.slack.render import STOP_ACTION_ID
 from adapters.slack.server import HttpServer
-from adapters.room import Room
 from adapters.slack.settings import SlackSettings
 from core.agent import Agent, AgentSettings
 from core.budgets import InMemoryUsageCounters, TokenBudgets
