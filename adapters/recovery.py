@@ -109,9 +109,15 @@ class Recovery:
         return replace(tracked.record, trace=snapshot(tracked.run.trace))
 
     async def beat(self) -> None:
-        """Renew every answer this process is writing."""
+        """Renew every answer this process is writing. An answer that ended while its beat
+        was on the way is ended again after it: the beat may have reached the store after
+        the end and put it back, and ``orphan_after`` later a sweep (this process's own:
+        it no longer tracks it) would have finished the answered message as "Interrupted"."""
         records = [self._current(t) for t in list(self._tracked.values())]
         await self.registry.beat(records, at=self._clock())
+        for record in records:
+            if record.run_id not in self._tracked:
+                await self.registry.end(self.surface, record.run_id)
 
     async def watched(self, events: AsyncIterator[Event]) -> AsyncIterator[Event]:
         """``events`` as they come; a finished step makes the next heartbeat come at once,
