@@ -1563,11 +1563,23 @@ def parse_host_port(text: str) -> tuple[str, int]:
 
 
 class _ReadsOnTime:
-    """A connection whose reads time out after ``socket_timeout`` of the loop's punctual
-    time (``core.looplag.on_time``): a reply that arrived while the loop was late is read,
-    not failed. A dead or hung server still fails a read in ``socket_timeout``."""
+    """A connection whose connects and reads time out after ``socket_connect_timeout`` and
+    ``socket_timeout`` of the loop's punctual time (``core.looplag.on_time``): a connection
+    or a reply that came while the loop was late is taken, not failed. A dead or hung server
+    still fails them in that time."""
 
     socket_timeout: float | None
+    socket_connect_timeout: float | None
+
+    async def _connect(self) -> None:
+        base = cast(Any, super())
+        limit = self.socket_connect_timeout
+        self.socket_connect_timeout = None  # redis-py's own limit off for this connect
+        try:
+            async with on_time(limit):  # its TimeoutError: redis-py's "Timeout connecting"
+                await base._connect()
+        finally:
+            self.socket_connect_timeout = limit
 
     async def read_response(
         self,
