@@ -24,7 +24,17 @@ Printed per platform:
 - RSS growth per 1,000 runs once warm: RSS after the first third of T and at the end of T
   (each after a full collection), divided by the runs that ended between;
 - final states lost: runs whose message, on the platform, never reached a final state (the
-  answer, without a Stop button). Must be 0.
+  answer, without a Stop button). Must be 0;
+- failed runs apart from refusals: answered without memory (the message says "memory
+  unavailable": a Redis call failed), failed or stopped, or never final. A question the bot
+  told it was busy ("ask again in a moment": ``agent.max_concurrent_runs`` or
+  ``ops.max_loop_lag``) is a refusal, counted apart, and no failure. Must be 0;
+- the machine's load average before and after, and the 429s the platform answered.
+
+``SOAK_PROFILE=path`` writes where the bot's thread spent its time (sampled every 5 ms).
+
+Capacity (issue 25 item 3): the largest ``--conversations`` with ``--reply realistic`` whose
+lag p99 is under 100 ms with 0 failed runs; docs/operations.md ("Sizing") has the figures.
 
 Targets (issue 14): 1,000 concurrent conversations with loop lag p99 under 100 ms, RSS growth
 under 5 MB per 1,000 runs once warm, 0 final states lost.
@@ -639,8 +649,8 @@ async def _drive_discord(conversations: int, seconds: float, think: float) -> No
         _say({**_summary(talks), "rate_limited": fake.rate_limited})
         unfinished = [q for q, mid in replies.items() if outcome(q)[2] is None]
         for question in unfinished[:2]:  # what a run never final shows, for its diagnosis
-            shown = json.dumps(fake.messages[replies[question]])[:1500]
-            sys.stderr.write(f"never final (question {question}): {shown}\n")
+            shown = json.dumps(fake.messages[replies[question]])
+            sys.stderr.write(f"never final (question {question}): {shown[:800]} … {shown[-800:]}\n")
         await _until_the_bot_is_gone()
     finally:
         await fake.stop()
