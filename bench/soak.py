@@ -295,6 +295,14 @@ async def soak(
         figures.rss_end, figures.runs_end = rss_bytes(), counter.ended
         line = await driver.stdout.readline()  # the driver's figures, after the drain
         figures.redis_errors = app.health.failures if app.health is not None else 0
+        result = {
+            **_figures(platform, conversations, minutes, figures, json.loads(line)),
+            "think": think,
+            "reply": reply,
+            "load_before": load_before,
+            "load_after": os.getloadavg(),
+        }
+        print(report(result), flush=True)  # before the shutdown: a slow one loses nothing
     finally:
         sampler.__exit__(None, None, None)
         lag_task.cancel()
@@ -310,14 +318,7 @@ async def soak(
             with contextlib.suppress(Exception):
                 await model.communicate(b"done\n")
         await _forget(redis_url, prefix)
-    driven = json.loads(line)
-    return {
-        **_figures(platform, conversations, minutes, figures, driven),
-        "think": think,
-        "reply": reply,
-        "load_before": load_before,
-        "load_after": os.getloadavg(),
-    }
+    return result
 
 
 async def _serve(platform: str, app: Any) -> None:
@@ -741,7 +742,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                 args.chunk_interval,
             )
         )
-        print(report(figures), flush=True)
         failed |= figures["failed"] != 0
     return 1 if failed else 0
 
