@@ -2,6 +2,7 @@
 
     scripts/with-redis .venv/bin/python -m bench.soak [--platform discord|slack|all]
         [--conversations 1000] [--minutes 2] [--reply demo|realistic] [--chunk-interval 0.02]
+        [--max-runs N]
 
 ``--reply realistic`` answers through the real ``openai`` client from ``bench/realistic_model.py``
 (its own process): three tool steps of 200-400-character thoughts, then a 600-1,000-character
@@ -213,6 +214,7 @@ async def soak(
     think: float,
     reply: str = "demo",
     chunk_interval: float = 0.02,
+    max_runs: int | None = None,
 ) -> dict[str, Any]:
     from bot.app import App
     from bot.config import Config, Secrets
@@ -259,6 +261,8 @@ async def soak(
         "redis": {"url": redis_url, "prefix": prefix},
         "ops": {"enabled": False},
     }
+    if max_runs is not None:
+        settings["agent"] = {"max_concurrent_runs": max_runs}
     if platform == "discord":
         settings["discord"] = {"api_base_url": hello["api_base_url"], "cooldown_seconds": 0}
         env = {"DISCORD_TOKEN": DISCORD_TOKEN}
@@ -722,6 +726,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=0.02,
         help="with --reply realistic: seconds between a reply's chunks (0.02: ~230 characters/s)",
     )
+    parser.add_argument(
+        "--max-runs",
+        type=int,
+        help="agent.max_concurrent_runs of the bot (default: the config's, 500)",
+    )
     parser.add_argument("--drive", choices=["discord", "slack"], help=argparse.SUPPRESS)
     parser.add_argument("--seconds", type=float, help=argparse.SUPPRESS)
     parser.add_argument("--bot-port", type=int, help=argparse.SUPPRESS)
@@ -740,6 +749,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 args.think,
                 args.reply,
                 args.chunk_interval,
+                args.max_runs,
             )
         )
         failed |= figures["failed"] != 0
