@@ -42,9 +42,11 @@ async def test_a_silent_run_is_an_orphan_and_a_beating_one_is_not(registry: RunR
     assert await registry.orphans("Slack", silent_since=150.0) == ["a"]
     assert await registry.orphans("Discord", silent_since=150.0) == ["c"]
     assert await registry.running("Slack", "b") and not await registry.running("Slack", "c")
+    assert (await registry.count("Slack"), await registry.count("Discord")) == (2, 1)
     await registry.end("Slack", "a")
     assert await registry.orphans("Slack", silent_since=150.0) == []
     assert not await registry.running("Slack", "a")
+    assert await registry.count("Slack") == 1
 
 
 async def test_exactly_one_claim_wins(registry: RunRegistry) -> None:
