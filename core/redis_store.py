@@ -1167,6 +1167,11 @@ class RedisRunRegistry(_RedisBase):
         with self._unavailable("look up a run"):
             return await self._client.zscore(beats, run_id) is not None
 
+    async def count(self, surface: str) -> int:
+        beats, _ = self._keys(surface)
+        with self._unavailable("count the runs in flight"):
+            return int(await self._client.zcard(beats))
+
 
 # ---- stop requests ------------------------------------------------------------------------
 
