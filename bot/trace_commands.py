@@ -29,7 +29,7 @@ from core.replay import (
     finish_replay,
     start_replay,
 )
-from core.trace import Trace, one_line, summary_line, utc_iso
+from core.trace import Trace, one_line, steps_made, summary_line, utc_iso
 
 if TYPE_CHECKING:
     from bot.app import App
@@ -323,7 +323,7 @@ def _run_head(name: str, trace: Trace) -> Text:
     models = ", ".join(dict.fromkeys(trace.models)) or "?"
     prompt = "custom prompt" if trace.system_prompt is not None else "built-in prompt"
     head.append(f"\n{_clip(models, 80)} · {_clip(trace.mode, 10)} mode · {prompt}", style="dim")
-    totals = f"{trace.step_count} steps · {trace.seconds:.1f} s"
+    totals = f"{steps_made(trace)} steps · {trace.seconds:.1f} s"
     if trace.total_tokens:
         totals += f" · {trace.total_tokens:,} tokens"
     head.append(f"\n{_clip(trace.status, 20)} · {totals}", style="dim")

@@ -394,7 +394,9 @@ def summary_line(trace: Trace) -> str:
 
 def steps_made(trace: Trace) -> int:
     """Steps that produced something (a thought, an action, an answer or an observation):
-    a model call that failed before writing anything is not a step anyone saw."""
+    a model call that failed, or was stopped, before writing anything is not a step anyone
+    saw. Every count of steps people read (footers, "Stopped after step N", trace headers)
+    is this one; ``Trace.step_count`` counts model calls (``max_steps``, metrics)."""
     return sum(
         1
         for s in trace.steps

@@ -79,7 +79,7 @@ from core.errors import StoreUnavailable
 from core.prompt import PERSONA_CHARS
 from core.storage import Stores
 from core.stores import RunRecord, record_vote
-from core.trace import Trace
+from core.trace import Trace, steps_made
 
 log = logging.getLogger(__name__)
 
@@ -228,7 +228,7 @@ def thread_trace_post(trace: Trace, link: str | None) -> DiscordPayload:
         FileSpec(f"trace-{trace.id}.md", trace.to_markdown().encode()),
         FileSpec(f"trace-{trace.id}.json", trace.to_json(indent=2).encode()),
     ]
-    steps = trace.step_count
+    steps = steps_made(trace)
     line = (
         f"-# 🧾 Trace: {steps} step{'s' if steps != 1 else ''} · {trace.seconds:.1f} s · attached"
     )

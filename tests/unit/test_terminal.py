@@ -10,8 +10,9 @@ from rich.console import Console
 from adapters.terminal.render import TerminalRenderer, fold
 from bot.logs import RedactSecrets
 from core.agent import Agent
-from core.scripted import ScriptedModel
+from core.scripted import ScriptedModel, Turn
 from core.tools import FunctionTool, ToolRegistry
+from core.trace import Trace
 
 
 def test_fold_keeps_first_lines_and_counts_the_rest() -> None:
@@ -82,3 +83,43 @@ def test_passwords_inside_endpoint_urls_count_as_secrets() -> None:
 
     config = load_config(None, {"REDIS_URL": "redis://:hunter2-pass@redis:6379/0"})
     assert "hunter2-pass" in secret_values(config)
+
+
+async def stopped_in_step_two(written: str) -> tuple[str, Trace]:
+    """Ctrl-C while the model's second reply hangs after ``written`` (maybe nothing)."""
+    from core.events import StepStarted, ThoughtDelta
+
+    model = ScriptedModel(
+        [
+            Turn("Thought: look\nAction: big[x]"),
+            Turn(written or "Thought: never sent", chunk_size=4, stall_after=4 if written else 0),
+        ]
+    )
+
+    async def big(arg: str) -> str:
+        return "row"
+
+    tools = ToolRegistry()
+    tools.add(FunctionTool("big", big, "Big.", "big[x]"))
+    out = io.StringIO()
+    renderer = TerminalRenderer(Console(file=out, force_terminal=False))
+    run = Agent(model, tools).start("q")
+    async for event in run.events():
+        renderer.handle(event)
+        began = ThoughtDelta if written else StepStarted
+        if isinstance(event, began) and event.step == 2:
+            run.cancel("you (Ctrl-C)")
+    return out.getvalue(), (await run.wait()).trace
+
+
+async def test_a_stop_counts_the_steps_the_footer_and_the_trace_count() -> None:
+    """An open step the model had written nothing in when Ctrl-C came is not a step anyone
+    saw: "after step 1", as the footer's "1 step"; one it had begun to write counts."""
+    from core.trace import steps_made, summary_line
+
+    shown, trace = await stopped_in_step_two("")
+    assert "⏹ Stopped by you (Ctrl-C) after step 1." in shown, shown
+    assert summary_line(trace).startswith("1 step ·") and steps_made(trace) == 1
+    shown, trace = await stopped_in_step_two("Thought: I am thinking")
+    assert "⏹ Stopped by you (Ctrl-C) after step 2." in shown, shown
+    assert summary_line(trace).startswith("2 steps ·")
