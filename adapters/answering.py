@@ -96,7 +96,7 @@ class Ask(Generic[A]):
     """The asker across processes (``discord:1``, ``slack:T:U``): budgets, cooldowns and run
     slots count under it."""
     name: str
-    """The asker as the trace shows them."""
+    """The asker as the trace shows them (a display name when the platform gave one)."""
     admin: bool
     place: str
     """Where the channel's settings are kept; the channel whose budget the question spends."""
@@ -109,6 +109,8 @@ class Ask(Generic[A]):
     earlier: EarlierReader | None = field(default=None, compare=False)
     """Reads the thread's or channel's earlier messages (a mention where others talked);
     None: the question is read alone."""
+    channel_name: str = ""
+    """The place as people call it (``#general``), when the platform gave its name."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -478,6 +480,8 @@ class Answering(Generic[A]):
             ask.question,
             conversation=conversation,
             user=ask.name,
+            user_id=ask.user,
+            channel=ask.channel_name,
             model=choice.model,
             tools=tools,
             persona=choice.persona,

@@ -3,7 +3,6 @@ parses arguments."""
 
 from __future__ import annotations
 
-import getpass
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -193,7 +192,7 @@ async def replay_command(
             markup=False,
             soft_wrap=False,
         )
-        run = start_replay(agent, original, replaying, mode=mode, user=_user())
+        run = start_replay(agent, original, replaying, mode=mode)
         final = await _show_replay(run, replaying, console)
     finally:
         if opened:
@@ -245,14 +244,6 @@ async def diff_command(app: App, console: Console, left_id: str, right_id: str) 
     render_diff(diff_traces(left, right), console)
     print_page_link(app.config, console, left.id, right.id)
     return 0
-
-
-def _user() -> str:
-    """Who runs the replay (the original's asker may be someone else)."""
-    try:
-        return getpass.getuser()
-    except (OSError, KeyError):  # no name for this uid (a container)
-        return ""
 
 
 async def _close(model: ChatModel) -> None:

@@ -242,7 +242,7 @@ class Approvals:
         request = ApprovalRequest(
             run_id=self.trace.id,
             conversation=self.trace.conversation,
-            asker=self.trace.user,
+            asker=self.trace.user_id or self.trace.user,  # an id: approvers are checked by it
             step=n,
             call=step.call,
             thought=thought or step.thought,

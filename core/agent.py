@@ -173,6 +173,8 @@ class Agent:
         *,
         conversation: str = "",
         user: str = "",
+        user_id: str = "",
+        channel: str = "",
         mode: Mode | None = None,
         model: ChatModel | None = None,
         tools: ToolRegistry | None = None,
@@ -196,6 +198,8 @@ class Agent:
             question=question,
             conversation=conversation,
             user=user,
+            user_id=user_id,
+            channel=channel,
             mode=chosen,
             persona=persona.strip()[: prompt.PERSONA_CHARS],
         )

@@ -163,6 +163,14 @@ class Trace:
     id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     conversation: str = ""
     user: str = ""
+    """The asker as people know them: a display name when the platform gave one, else the
+    id (pages show it; anyone may change a display name, so ``user_id`` is kept beside)."""
+    user_id: str = ""
+    """The asker's id on the platform (the one its buttons name: a Discord or Telegram user
+    id, a Slack ``U…``); "" when the surface has none (the terminal)."""
+    channel: str = ""
+    """Where it was asked, as people call the place (``#general``, a group's title, ``DM``)
+    when the platform gave a name; ``conversation`` keeps the ids."""
     models: list[str] = field(default_factory=list)
     started_at: float = 0.0
     ended_at: float = 0.0
@@ -171,6 +179,8 @@ class Trace:
     status: Status = "running"
     reason: str | None = None
     stopped_by: str | None = None
+    stopped_by_id: str | None = None
+    """The id of whoever stopped the run, beside their (changeable) display name."""
     notices: list[str] = field(default_factory=list)
     cited: list[str] = field(default_factory=list)
     """The sources the answer relied on (the "Sources:" line); ``sources`` keeps them all."""

@@ -170,6 +170,14 @@ def asker_of(user: discord.User | discord.Member, channel: Channel, channel_id: 
     )
 
 
+def channel_name(channel: Channel) -> str:
+    """``#general`` (a thread by its own name), ``DM``; "" when Discord gave no name."""
+    if isinstance(channel, discord.DMChannel):
+        return "DM"
+    name = getattr(channel, "name", None)
+    return f"#{name}" if isinstance(name, str) and name else ""
+
+
 def question_from(content: str, bot_id: int) -> str:
     """The message text without the bot's own mention(s)."""
     return re.sub(rf"<@!?{bot_id}>", " ", content).strip()
@@ -1017,6 +1025,7 @@ class AskCog(commands.Cog):
             model=model,
             files=incoming_of(attachments, files.downloader) if files is not None else (),
             earlier=earlier,
+            channel_name=channel_name(channel),
         )
 
     def _earlier(

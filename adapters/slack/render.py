@@ -862,7 +862,7 @@ def trace_posts(
         answer_posts = _pack(blocks, "Answer (continued)")
     if not steps:
         return answer_posts
-    asked = f"*Question* (asked by {mention(trace.user)})"
+    asked = f"*Question* (asked by {mention(trace.user_id or trace.user)})"
     question = trace.question.strip() or "(no question)"
     posts = _pack(
         _sections(asked, question, trace.id, parts=2, sep=":\n"), f"Question: {trace.question}"

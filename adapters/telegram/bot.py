@@ -337,6 +337,7 @@ class TelegramBot:
             place=conversation_of(asker.chat),
             question=text.strip(),
             ident=f"telegram:{asker.chat}:{asker.message}",
+            channel_name=_chat_name(update),
         )
         admitted = await self.answering.admit(ask)
         if isinstance(admitted, Refusal):
@@ -473,6 +474,16 @@ class TelegramBot:
             await chat.send(TelegramPayload(inert(text)), reply_to=asker.message or None)
         except TelegramError:
             log.warning("could not send a message in chat %s", asker.chat, exc_info=True)
+
+
+def _chat_name(update: Update) -> str:
+    """A group's title, ``DM`` for a private chat; "" when Telegram gave neither."""
+    chat = update.effective_chat
+    if chat is None:
+        return ""
+    if chat.type == "private":
+        return "DM"
+    return chat.title or (f"@{chat.username}" if chat.username else "")
 
 
 def _asker(update: Update) -> Asker | None:

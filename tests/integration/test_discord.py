@@ -568,3 +568,14 @@ async def test_an_unknown_model_asked_for_is_quoted_inert() -> None:
         assert "](" not in text and "@everyone" not in text  # no masked link, no ping
         assert call.json["data"]["allowed_mentions"]["parse"] == []
         assert h.model.calls == []
+
+
+async def test_the_trace_names_the_asker_and_the_channel_and_keeps_the_ids() -> None:
+    async with running(CALC_THEN_ANSWER) as h:
+        await h.mention("what is 17*23+4?", name="Ada Lovelace", author_id=1001)
+        await h.finished()
+        trace = await h.traces.last(f"discord:{CHANNEL_ID}")
+        assert trace is not None
+        assert (trace.user, trace.user_id) == ("Ada Lovelace", "1001")
+        assert trace.channel == f"#channel-{CHANNEL_ID}"
+        assert trace.conversation == f"discord:{CHANNEL_ID}"

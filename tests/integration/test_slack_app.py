@@ -103,6 +103,7 @@ class Harness:
             "user_id": user,
             "user_name": "ada",
             "channel_id": channel,
+            "channel_name": "general" if channel == CHANNEL else "directmessage",
             "team_id": TEAM_ID,
             "trigger_id": self.fake.trigger(),  # one Slack minted: views.open takes it
             "response_url": self.fake.response_url(f"cmd{self._triggers}"),
@@ -379,6 +380,35 @@ async def test_thread_mention_continues_the_conversation_in_the_thread(make: Any
     second_prompt = h.model.calls[1].messages
     assert any(m["content"] == "It is 4." for m in second_prompt), "history of the thread is used"
     assert len(h.fake.roots(CHANNEL)) == 1
+
+
+async def test_the_trace_names_the_asker_and_the_channel_as_slack_gave_them(make: Any) -> None:
+    """A command carries ``user_name`` and ``channel_name``; for a mention the names come
+    from ``users.info`` and ``conversations.info``, asked once each; the ids stay beside."""
+    h: Harness = await make(["Thought: easy.\nAction: finish[It is 4.]"] * 3)
+    await h.ask("What is 2+2?")
+    await h.settled()
+    trace = await h.bot.agent.traces.last(f"slack:{TEAM_ID}:{CHANNEL}:{h.root().ts}")
+    assert trace is not None
+    assert (trace.user, trace.user_id, trace.channel) == ("ada", ASKER, "#general")
+    h.fake.users[ASKER], h.fake.channel_names[CHANNEL] = "Ada Lovelace", "general"
+    for n in (1, 2):
+        mention = {
+            "type": "app_mention",
+            "channel": CHANNEL,
+            "user": ASKER,
+            "ts": f"180000000{n}.1",
+            "text": f"<@{BOT_USER_ID}> what is 2+2?",
+        }
+        assert (await h.event(mention, event_id=f"EvNamed{n}"))[0] == 200
+        await h.settled()
+    traces = [t for t in await h.bot.agent.traces.recent(limit=10) if t.id != trace.id]
+    assert len(traces) == 2
+    for named in traces:
+        assert (named.user, named.user_id, named.channel) == ("Ada Lovelace", ASKER, "#general")
+        assert named.conversation.startswith(f"slack:{TEAM_ID}:{CHANNEL}")
+    assert len(h.fake.calls("users.info")) == 1  # remembered
+    assert len(h.fake.calls("conversations.info")) == 1
 
 
 async def test_direct_message_answered_and_bot_or_edited_messages_ignored(make: Any) -> None:
