@@ -557,23 +557,23 @@ class Answering(Generic[A]):
         running = self._running.get(run_id)
         return running.ask if running is not None else None
 
-    async def stop(self, run_id: str, *, by: str) -> bool:
+    async def stop(self, run_id: str, *, by: str, by_id: str = "") -> bool:
         """Stop ``run_id`` here, or ask the process running it (already permitted by the
         caller: ``may_stop``); False when no process runs it any more (it ended, or its
         process died), so the surface can say so."""
         running = self._running.get(run_id)
         if running is not None:
-            running.run.cancel(by=by)
+            running.run.cancel(by=by, by_id=by_id or None)
             return True
         if not await self.recovery.running(run_id):
             return False
-        await self.stops.request(run_id, by=by)
+        await self.stops.request(run_id, by=by, by_id=by_id)
         return True
 
-    def _stop_requested(self, run_id: str, by: str) -> None:
+    def _stop_requested(self, run_id: str, by: str, by_id: str) -> None:
         running = self._running.get(run_id)
         if running is not None:
-            running.run.cancel(by=by)
+            running.run.cancel(by=by, by_id=by_id or None)
 
     # ---- tasks and the process's life ---------------------------------------------------
     def spawn(self, work: Coroutine[Any, Any, None]) -> None:

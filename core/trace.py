@@ -48,6 +48,9 @@ class ApprovalRecord:
     ``action_input`` is what ran)."""
     reason: str = ""
     remembered: bool = False
+    by_id: str = ""
+    """The platform's id of ``by`` (a display name, which anyone may change); "" when the
+    surface names people by id already or has none."""
 
     def describe(self) -> str:
         """``✅ approved by ada`` and the like, for threads, pages and ``trace show``."""
@@ -113,6 +116,7 @@ def decoded_size(data: str) -> int:
 
 
 _ATTACHMENT_FIELDS = frozenset({"mime_type", "size", "data", "name"})
+_APPROVAL_FIELDS = frozenset(f.name for f in fields(ApprovalRecord))
 
 
 @dataclass(slots=True)
@@ -265,7 +269,9 @@ class Trace:
         for raw in data["steps"]:
             fields_ = {k: v for k, v in raw.items() if k in step_names}
             if isinstance(fields_.get("approval"), dict):
-                fields_["approval"] = ApprovalRecord(**fields_["approval"])
+                fields_["approval"] = ApprovalRecord(
+                    **{k: v for k, v in fields_["approval"].items() if k in _APPROVAL_FIELDS}
+                )
             fields_["attachments"] = [
                 TraceAttachment(**{k: v for k, v in a.items() if k in _ATTACHMENT_FIELDS})
                 for a in fields_.get("attachments") or []

@@ -1074,7 +1074,8 @@ class AskCog(commands.Cog):
                 "Only the person who asked (or an admin) can stop this run.", ephemeral=True
             )
             return
-        if await self.answering.stop(run_id, by=interaction.user.display_name):
+        who = interaction.user  # a display name anyone may change, and the id beside it
+        if await self.answering.stop(run_id, by=who.display_name, by_id=str(who.id)):
             await interaction.response.defer()  # the live message shows the stop itself
         else:
             await interaction.response.send_message(NOT_RUNNING, ephemeral=True)
@@ -1188,7 +1189,9 @@ class AskCog(commands.Cog):
         if pressed.verdict in ("approve", "always"):
             await interaction.response.defer()  # the live message shows the decision
             verdict: Verdict = "always" if pressed.verdict == "always" else "approve"
-            await broker.decide(pressed.key, Decision(verdict, interaction.user.display_name))
+            who = interaction.user
+            decision = Decision(verdict, who.display_name, by_id=str(who.id))
+            await broker.decide(pressed.key, decision)
             return
         request = await broker.request(pressed.key)
         if request is None:
@@ -1203,9 +1206,9 @@ class AskCog(commands.Cog):
         if broker is None or not self._may_decide(interaction, modal.pressed.asker_id):
             await interaction.response.send_message("You cannot decide this.", ephemeral=True)
             return
-        by = interaction.user.display_name
+        by, by_id = interaction.user.display_name, str(interaction.user.id)
         reason = (modal.reason.value or "").strip()
-        decision = Decision("deny", by, reason=reason)
+        decision = Decision("deny", by, reason=reason, by_id=by_id)
         if modal.edited is not None:
             edited = modal.edited.value
             problem = _json_problem(edited) if modal.request and modal.request.json_input else None
@@ -1216,7 +1219,7 @@ class AskCog(commands.Cog):
                     ephemeral=True,
                 )
                 return
-            decision = Decision("edit", by, input=edited, reason=reason)
+            decision = Decision("edit", by, input=edited, reason=reason, by_id=by_id)
         await interaction.response.defer()
         await broker.decide(modal.pressed.key, decision)
 

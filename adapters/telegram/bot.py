@@ -424,7 +424,7 @@ class TelegramBot:
         if not may_stop(user=str(user_id), asker=ask.user if ask else asker or None, admin=admin):
             return "Only the person who asked can stop it."
         by = user.username or user.full_name or str(user_id)
-        if not await self.answering.stop(run_id, by=by):
+        if not await self.answering.stop(run_id, by=by, by_id=str(user_id)):
             return "That answer is no longer running."
         return "Stopping…"
 
@@ -446,7 +446,7 @@ class TelegramBot:
             return "Only the person who asked can decide this."
         by = user.username or user.full_name or str(user_id)
         chosen: Verdict = VERDICTS[verdict]  # type: ignore[assignment]
-        await self.broker.decide(key, Decision(chosen, by))
+        await self.broker.decide(key, Decision(chosen, by, by_id=str(user_id)))
         return {"approve": "Approved.", "deny": "Denied.", "always": "Allowed here from now on."}[
             chosen
         ]

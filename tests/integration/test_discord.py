@@ -318,6 +318,7 @@ async def test_stop_only_by_the_asker_and_the_trace_records_who() -> None:
         assert final.startswith("⏹️ Stopped by ada after step 1.")
         trace = await h.traces.last(f"discord:{CHANNEL_ID}")
         assert trace is not None and trace.stopped_by == "ada" and trace.status == "cancelled"
+        assert trace.stopped_by_id == "1001"  # beside the display name, which anyone may change
 
 
 async def test_an_admin_may_stop_someone_elses_run() -> None:

@@ -186,6 +186,9 @@ async def test_stop_from_the_inline_button(make: Any) -> None:
     await h.fake.wait_for(lambda: query in h.fake.answered, what="answerCallbackQuery")
     assert h.fake.answered[query]["text"] == "Stopping…"
     assert h.fake.refused() == []
+    await h.bot.answering.settled()
+    (trace,) = await h.stores.traces.list(f"telegram:{CHAT}")
+    assert (trace.stopped_by, trace.stopped_by_id) == (f"user{CHAT}", str(CHAT))
 
 
 async def test_every_press_is_answered_even_one_the_bot_does_not_know(make: Any) -> None:
@@ -310,6 +313,10 @@ async def test_an_action_is_approved_from_its_buttons_by_the_asker_only(make: An
     assert "a.txt is gone" in final.text and h.deleted == ["a.txt"]
     assert h.fake.answered[mine]["text"] == "Approved."
     assert h.fake.refused() == []
+    await h.bot.answering.settled()
+    (trace,) = await h.stores.traces.list(f"telegram:{CHAT}")
+    approval = trace.steps[0].approval
+    assert approval is not None and (approval.by, approval.by_id) == (f"user{CHAT}", str(CHAT))
 
 
 async def test_a_denied_action_never_runs(make: Any) -> None:
