@@ -31,6 +31,7 @@ from core.budgets import InMemoryUsageCounters, TokenBudgets
 from core.errors import ModelError
 from core.history import InMemoryHistoryStore
 from core.llm import ChatModel, Usage
+from core.pricing import Price
 from core.redis_store import RedisRateBudget, RedisStores
 from core.scripted import ScriptedModel, Turn
 from core.stores import (
@@ -184,6 +185,7 @@ async def make(fake: FakeSlack) -> AsyncIterator[Callable[..., Any]]:
         update_budget: Budget | None = None,
         budgets: TokenBudgets | None = None,
         catalogue: dict[str, ChatModel] | None = None,
+        price: Price | None = None,
         **overrides: Any,
     ) -> Harness:
         model = ScriptedModel(turns)
@@ -199,6 +201,7 @@ async def make(fake: FakeSlack) -> AsyncIterator[Callable[..., Any]]:
             traces=InMemoryTraceStore(),
             locks=InMemoryLocks(),
             settings=AgentSettings(model_timeout=5.0, deadline=20.0),
+            prices={model.name: price} if price is not None else None,
         )
         settings = SlackSettings(
             bot_token="xoxb-test",
@@ -961,6 +964,31 @@ async def test_a_spent_token_budget_refuses_the_next_question_in_one_line(make: 
     assert "00:00 UTC" in refusal
     await h.settled()
     assert len(h.model.calls) == 2, "the refused question cost no model call"
+
+
+@pytest.mark.parametrize("limit", [0.0, 0.05])
+async def test_usage_shows_todays_spend_in_dollars_when_the_model_has_a_price(
+    make: Any, limit: float
+) -> None:
+    """``/ask-settings usage`` through bolt and the real client against the fake: 120 prompt
+    and 22 completion tokens at $100 and $1,000 per million are $0.034; with
+    ``usd_per_user_per_day`` the allowance is named beside it."""
+    budgets = TokenBudgets(InMemoryUsageCounters(), usd_per_user=limit)
+    h: Harness = await make(tool_then_answer(), budgets=budgets, price=Price(100.0, 1000.0))
+    await h.ask("What is 17*23?", user=ASKER)
+    await h.settled()
+    after = await settings(h, "usage", user=ASKER)
+    assert after.startswith("You have used 142 tokens today (no daily limit for you)."), after
+    spent = "Spent today: $0.034 of your $0.05." if limit else "Spent today: $0.034."
+    assert spent in after, after
+    assert "$0.034" in message_text(h.root())  # the footer says the same cost
+    unpriced: Harness = await make(
+        tool_then_answer(), budgets=TokenBudgets(InMemoryUsageCounters())
+    )
+    await unpriced.ask("What is 17*23?", user=ASKER)
+    await unpriced.settled()
+    tokens_only = await settings(unpriced, "usage", user=ASKER)
+    assert tokens_only.startswith("You have used 142 tokens today") and "$" not in tokens_only
 
 
 async def test_admins_are_not_held_by_the_token_budget(make: Any) -> None:
