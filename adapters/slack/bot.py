@@ -461,7 +461,6 @@ class SlackBot:
         if not await self.stores.claims.claim(question.claim_key):
             log.info("dropping a repeat delivery of %s", question.claim_key)
             return
-        question = await self._named(question)
         ask = await self.answering.bursts.gather(
             self._ask(question, bot_user_id=bot_user_id), _burst_key(question)
         )
@@ -473,6 +472,12 @@ class SlackBot:
         if isinstance(admitted, Refusal):
             await self._tell(question, admitted.text)
             return
+        named = await self._named(question)  # for an admitted question only: no lookups else
+        admitted.ask = dataclasses.replace(
+            admitted.ask,
+            name=named.user_name or named.user,
+            channel_name=named.channel_name,
+        )
         await self.answering.answer(admitted, SlackReply(self, question))
 
     async def _followup(

@@ -309,7 +309,6 @@ async def test_slack_serves_a_hostile_page_and_answer_within_every_limit(tmp_pat
         model.reply(STEPS[0]).reply(STEPS[1])
         tavily.enqueue(search_results())
         fake.channel_members["C1GENERAL"] = ["U1ADA"]
-        fake.users["U1ADA"] = "ada"  # a member is a workspace user: users.info knows them
         # Slack refuses the full final message once: the compact form must follow.
         fake.fail(
             "chat.update",
