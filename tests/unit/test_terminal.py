@@ -123,3 +123,27 @@ async def test_a_stop_counts_the_steps_the_footer_and_the_trace_count() -> None:
     shown, trace = await stopped_in_step_two("Thought: I am thinking")
     assert "⏹ Stopped by you (Ctrl-C) after step 2." in shown, shown
     assert summary_line(trace).startswith("2 steps ·")
+
+
+async def test_a_reply_cut_off_in_tools_or_json_mode_keeps_what_was_shown() -> None:
+    from core.agent import AgentSettings
+    from core.events import AnswerDelta, ThoughtDelta
+    from core.trace import steps_made
+
+    replies = {  # tools mode holds a short text back (thought or answer?): this one shows
+        "tools": "Let me think about this one. " * 10,
+        "json": '{"thought": "Let me think about this one", "action": "fin',
+    }
+    for mode, text in replies.items():
+        chunks = 70 if mode == "tools" else 6
+        model = ScriptedModel([Turn(text, chunk_size=4, stall_after=chunks)])
+        agent = Agent(model, ToolRegistry(), settings=AgentSettings(model_timeout=3.0))
+        run = agent.start("q", mode=mode)  # type: ignore[arg-type]
+        async for event in run.events():
+            if isinstance(event, ThoughtDelta | AnswerDelta):
+                run.cancel("you (Ctrl-C)")
+        trace = (await run.wait()).trace
+        assert trace.status == "cancelled" and steps_made(trace) == 1, mode
+        step = trace.steps[0]  # what had arrived when Stop came: a thought begun
+        assert step.thought.startswith("Let me thin") and text.startswith(step.raw), (mode, step)
+        assert step.thought.strip() in text and step.error == "cancelled", mode
