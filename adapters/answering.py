@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import math
 from collections import Counter, deque
@@ -36,13 +37,14 @@ from adapters.context import ContextSettings, EarlierReader, Read, Refusals, bou
 from adapters.live import LiveStats, RunView, Verbosity
 from adapters.recovery import BEAT_EVERY, Finalise, Recovery
 from adapters.tasks import Tasks
-from core.agent import Agent, Earlier, Run
+from core.agent import Agent, Earlier, Prepare, Run
 from core.approval import ApprovalBroker
 from core.budgets import TokenBudgets
 from core.events import Event
 from core.files import Incoming, Intake
 from core.storage import Stores
 from core.stores import renewing
+from core.tools import ToolRegistry
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +84,20 @@ def may_decide(approvers: str, *, user: str, asker: str | None, admin: bool) -> 
     if approvers == "anyone" or admin:
         return True
     return approvers == "asker" and asker is not None and user == asker
+
+
+def edit_problem(text: str, *, json_input: bool) -> str | None:
+    """Why an edited input cannot be used (empty; not a JSON object where the tool takes
+    one), in words for the person; None when it can."""
+    if not text.strip():
+        return "The new input is empty."
+    if not json_input:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        return f"That is not a JSON object ({str(exc).split(':')[0]})."
+    return None if isinstance(value, dict) else "That is not a JSON object (not an object)."
 
 
 @dataclass(frozen=True, slots=True)
@@ -470,12 +486,22 @@ class Answering(Generic[A]):
             return
         read = await self._read_earlier(ask, reply)
         intake, tools = Intake(), choice.tools
-        if self.files is not None:
-            incoming = ask.files
-            async with reply.reading() if incoming else contextlib.nullcontext():
-                intake, tools = await self.files.prepare(
-                    conversation, incoming, choice, self.agent.tools
-                )
+        prepare: Prepare | None = None
+        files = self.files
+        if files is not None and ask.files:
+            # Read in the run's own task, its live message (with Stop) shown meanwhile: a
+            # Stop or a shutdown ends the reading at once, as it ends any step.
+            async def prepare() -> tuple[ToolRegistry | None, Sequence[str]]:
+                async with reply.reading():
+                    intake, tools = await files.prepare(
+                        conversation, ask.files, choice, self.agent.tools
+                    )
+                if notice := intake.notice():
+                    await reply.note(notice)
+                return tools, intake.shown
+
+        elif files is not None:  # no file now: the earlier ones searched (one store read)
+            intake, tools = await files.prepare(conversation, (), choice, self.agent.tools)
         run = self.agent.start(
             ask.question,
             conversation=conversation,
@@ -487,6 +513,7 @@ class Answering(Generic[A]):
             persona=choice.persona,
             images=intake.shown,
             earlier=read,
+            prepare=prepare,
         )
         view = RunView(
             question=run.trace.question,

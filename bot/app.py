@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import SecretStr
 
-from bot.config import Config, MCPServerConfig, model_prices
+from bot.config import Config, MCPServerConfig, RedisConfig, model_prices
 from bot.logs import RunLogContext
 from core.agent import Agent, AgentSettings
 from core.approval import (
@@ -35,10 +35,10 @@ from core.tools.calculator import CalculatorTool
 from core.trace import Trace
 
 if TYPE_CHECKING:  # the search, redis and MCP modules load only when configured
-    from redis.asyncio import Redis
-
     from adapters.channels import ChannelChoices
     from adapters.pacing import Budget
+    from core.redis_store import Client as Redis
+    from core.redis_store import RedisTarget
     from core.resilient import StoreHealth
     from core.tools.mcp import MCPTools, ServerSpec
     from core.tools.search import SearchTool
@@ -496,16 +496,36 @@ def longest_run(config: Config) -> float:
     return agent.deadline + 60 + actions * agent.approval.timeout
 
 
+def redis_target(redis: RedisConfig) -> RedisTarget:
+    """Where ``redis.*`` says the stores live: one server, a Sentinel-managed primary or a
+    Cluster, over TLS with ``rediss://``."""
+    from core.redis_store import RedisTarget, parse_host_port
+
+    def path(value: Path | None) -> str | None:
+        return str(value) if value is not None else None
+
+    return RedisTarget(
+        url=redis.url,
+        sentinels=tuple(parse_host_port(s) for s in redis.sentinels),
+        sentinel_service=redis.sentinel_service,
+        cluster=redis.cluster,
+        tls_ca_file=path(redis.tls_ca_file),
+        tls_cert_file=path(redis.tls_cert_file),
+        tls_key_file=path(redis.tls_key_file),
+        tls_check_hostname=redis.tls_check_hostname,
+    )
+
+
 def _build_stores(config: Config, closers: list[Callable[[], Awaitable[None]]]) -> Stores:
     redis = config.redis
     lease = config.agent.lease_seconds  # a crashed holder frees its conversation by then
     longest = longest_run(config)  # a live holder renews its lease for up to this
-    if redis.url is None:
+    if not redis.configured:
         return Stores.in_memory(
             max_turns=redis.history_turns, lock_lease=lease, lock_hold_at_most=longest
         )
     stores = Stores.redis(
-        redis.url,
+        redis_target(redis),
         prefix=redis.prefix,
         max_turns=redis.history_turns,
         history_ttl=int(redis.history_ttl_days * 86400),

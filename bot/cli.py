@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from bot.app import App
+    from bot.config import RedisConfig
     from core.events import Mode
 
 DEFAULT_CONVERSATION = "terminal"
@@ -328,7 +329,7 @@ async def run_cli(
         mode: Mode | None = getattr(args, "mode", None)
         people = Approvals(app, console, stdin or sys.stdin, flag=getattr(args, "approve", None))
         if command == "ask":
-            if chosen is not None and config.redis.url is None:
+            if chosen is not None and not config.redis.configured:
                 errors.print(f"note: {_PROCESS_ONLY_HISTORY}", style="dim", markup=False)
             return await ask(app, question, conversation, console, mode=mode, people=people)
         if command == "chat":
@@ -404,7 +405,7 @@ async def trace_command(
             return 1
         text = format_trace_list(traces, conversations=args.conversation is None)
         console.print(printable(text), markup=False)
-        if not traces and app.config.redis.url is None:
+        if not traces and not app.config.redis.configured:
             console.print(_NO_REDIS_HINT, style="dim", markup=False)
         return 0
     trace = await app.stores.traces.get(args.trace_id)
@@ -412,7 +413,7 @@ async def trace_command(
         return 1
     if trace is None:
         errors.print(f"No stored trace with id {args.trace_id}.", style="red", markup=False)
-        if app.config.redis.url is None:
+        if not app.config.redis.configured:
             errors.print(_NO_REDIS_HINT, style="dim", markup=False)
         return 1
     if args.trace_command == "show":
@@ -431,10 +432,10 @@ async def trace_command(
 def _store_unreachable(app: App, errors: Console) -> bool:
     """True, having said so, when Redis did not answer: the traces are not gone, just out of
     reach, and "No stored traces." would say otherwise."""
-    if app.health is None or not app.health.degraded or app.config.redis.url is None:
+    if app.health is None or not app.health.degraded or not app.config.redis.configured:
         return False
     errors.print(
-        f"cannot reach Redis at {redis_address(app.config.redis.url)}: stored traces cannot be "
+        f"cannot reach Redis at {redis_address(app.config.redis)}: stored traces cannot be "
         "read until it answers",
         style="red",
         markup=False,
@@ -456,9 +457,14 @@ def _quiet_store_warnings(*, unless: bool) -> Iterator[None]:
         logger.setLevel(previous)
 
 
-def redis_address(url: str) -> str:
-    """``HOST:PORT`` (or the socket path) of a Redis URL; never its credentials."""
-    parts = urlsplit(url)
+def redis_address(redis: RedisConfig) -> str:
+    """``HOST:PORT`` (or the socket path) of the configured Redis, the sentinels' primary by
+    name, or a cluster's first node; never its credentials."""
+    if redis.sentinels:
+        return f"the primary {redis.sentinel_service!r} of sentinels {', '.join(redis.sentinels)}"
+    parts = urlsplit(redis.url or "")
+    if redis.cluster:
+        return f"the cluster of {parts.hostname or 'localhost'}:{parts.port or 6379}"
     if parts.scheme == "unix":
         return parts.path
     return f"{parts.hostname or 'localhost'}:{parts.port or 6379}"

@@ -363,12 +363,70 @@ class RedisConfig(_Section):
     """Bytes one stored trace takes at most after compression (the longest tool results
     are cut to fit; the thread's attachment keeps them whole)."""
 
+    sentinels: tuple[str, ...] = ()
+    """``host:port`` of each Redis Sentinel: the primary is the one they name
+    ``sentinel_service``, followed through a failover. ``url``, when set, then gives only the
+    scheme (``rediss://`` for TLS), the credentials and the db; its host is not used."""
+    sentinel_service: str | None = None
+    """The primary's name in the Sentinels' configuration (``sentinel monitor NAME ...``)."""
+    cluster: bool = False
+    """``url`` names one node of a Redis Cluster; the others are discovered from it."""
+    tls_ca_file: Path | None = None
+    """CA certificates to verify the server by (``rediss://``); None: the system's."""
+    tls_cert_file: Path | None = None
+    """A client certificate, for a server with ``tls-auth-clients yes`` (``rediss://``)."""
+    tls_key_file: Path | None = None
+    """The client certificate's private key (with ``tls_cert_file``)."""
+    tls_check_hostname: bool = True
+    """Whether the server's certificate must name the host connected to."""
+
     @field_validator("url")
     @classmethod
     def _redis_url(cls, value: str | None) -> str | None:
         if value is not None and not value.startswith(("redis://", "rediss://", "unix://")):
             raise ValueError("must start with redis://, rediss:// or unix://")
         return value
+
+    @field_validator("sentinels")
+    @classmethod
+    def _host_ports(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for item in value:
+            host, _, port = item.rpartition(":")
+            if not host or not port.isdigit() or not 0 < int(port) < 65536:
+                raise ValueError(f"each sentinel is host:port, e.g. 10.0.0.5:26379 (got {item!r})")
+        return value
+
+    @model_validator(mode="after")
+    def _topology(self) -> RedisConfig:
+        if self.sentinels and self.cluster:
+            raise ValueError("redis.sentinels and redis.cluster exclude each other: pick one")
+        if self.sentinels and not self.sentinel_service:
+            raise ValueError(
+                "redis.sentinels needs redis.sentinel_service, the primary's name the "
+                "sentinels monitor (sentinel monitor NAME host port quorum)"
+            )
+        if self.sentinel_service and not self.sentinels:
+            raise ValueError("redis.sentinel_service needs redis.sentinels (host:port of each)")
+        if self.cluster and self.url is None:
+            raise ValueError("redis.cluster needs redis.url, naming any node of the cluster")
+        if (self.sentinels or self.cluster) and self.url and self.url.startswith("unix://"):
+            raise ValueError("redis.sentinels and redis.cluster need a redis:// or rediss:// url")
+        if self.cluster and ("{" in self.prefix or "}" in self.prefix):
+            raise ValueError(
+                "redis.prefix may not hold { or } with redis.cluster: the bot puts each "
+                "conversation's hash tag in its keys itself"
+            )
+        tls = (self.tls_ca_file, self.tls_cert_file, self.tls_key_file)
+        if any(tls) and not (self.url or "").startswith("rediss://"):
+            raise ValueError("redis.tls_* settings need a rediss:// url (TLS)")
+        if self.tls_key_file and not self.tls_cert_file:
+            raise ValueError("redis.tls_key_file needs redis.tls_cert_file")
+        return self
+
+    @property
+    def configured(self) -> bool:
+        """Whether the bot keeps its state in Redis (a url, or sentinels)."""
+        return self.url is not None or bool(self.sentinels)
 
 
 class DiscordConfig(_Section):
@@ -1098,8 +1156,8 @@ def _set_key(
 
 
 def _resolve_relative_paths(config: Config, file: Path | None) -> Config:
-    """Expand ``~``; a relative ``tools.lookup.path`` or MCP server ``cwd`` is relative to
-    the config file."""
+    """Expand ``~``; a relative ``tools.lookup.path``, MCP server ``cwd`` or ``redis.tls_*``
+    file is relative to the config file."""
     tools = config.tools
     lookup = tools.lookup
     if lookup.path is not None:
@@ -1110,7 +1168,15 @@ def _resolve_relative_paths(config: Config, file: Path | None) -> Config:
     )
     mcp = tools.mcp.model_copy(update={"servers": servers})
     new_tools = tools.model_copy(update={"lookup": lookup, "mcp": mcp})
-    return config.model_copy(update={"tools": new_tools})
+    names = ("tls_ca_file", "tls_cert_file", "tls_key_file")
+    redis = config.redis.model_copy(
+        update={
+            name: _resolve(path, file)
+            for name in names
+            if (path := getattr(config.redis, name)) is not None
+        }
+    )
+    return config.model_copy(update={"tools": new_tools, "redis": redis})
 
 
 def _resolve(path: Path, file: Path | None) -> Path:

@@ -8,7 +8,9 @@ import logging
 
 from aiohttp import web
 
+from adapters.attachments import ConversationFiles
 from adapters.telegram.bot import DEFAULT_API, TelegramBot, TelegramSettings
+from adapters.telegram.files import telegram_downloader
 from adapters.telegram.webhook import WebhookServer, webhook_path, webhook_secret
 from bot.app import App, PlatformLink, longest_run
 from bot.config import Config
@@ -39,14 +41,29 @@ def telegram_settings(config: Config) -> TelegramSettings:
     )
 
 
+def telegram_files(app: App, settings: TelegramSettings) -> ConversationFiles | None:
+    """Documents and photos on a question (``files.*``), fetched from Telegram's file host."""
+    files = app.config.files
+    if not files.enabled:
+        return None
+    downloader = telegram_downloader(
+        settings.api_base_url, max_bytes=files.max_bytes, timeout=files.download_timeout
+    )
+    return ConversationFiles(
+        app.stores.files, downloader, app.file_limits(), reader=app.file_readers
+    )
+
+
 def build_bot(app: App) -> TelegramBot:
+    settings = telegram_settings(app.config)
     return TelegramBot(
         app.agent,
         stores=app.stores,
         budgets=app.budgets,
         choices=app.channel_choices(),
-        settings=telegram_settings(app.config),
+        settings=settings,
         broker=app.broker,
+        files=telegram_files(app, settings),
         trace_link=LinkSigner.from_config(app.config).link,
     )
 

@@ -146,7 +146,7 @@ async def find_trace(app: App, trace_id: str, console: Console) -> Trace | None:
         )
     else:
         console.print(printable(f"No stored trace with id {trace_id}."), style="red", markup=False)
-        if app.config.redis.url is None:
+        if not app.config.redis.configured:
             console.print(NOT_KEPT_WITHOUT_REDIS, style="dim", markup=False)
     return None
 

@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Literal
@@ -181,13 +181,17 @@ class Agent:
         persona: str = "",
         images: Sequence[str] = (),
         earlier: Earlier | None = None,
+        prepare: Prepare | None = None,
     ) -> Run:
         """A running answer to ``question``. For this run only: ``mode`` overrides the
         settings' mode, ``model`` and ``tools`` the agent's own (a channel's choice),
         ``persona`` is added below the core instructions (``prompt.persona_section``), and
         ``images`` (``data:`` URLs) go with the question to a model that reads images, and
         ``earlier`` (the channel's earlier messages) goes before it as fenced data, recorded
-        as the trace's first step (index 0: it is no model call)."""
+        as the trace's first step (index 0: it is no model call). ``prepare`` runs first, in
+        the run's own task (the files attached to the question, read): what it returns
+        replaces ``tools`` and adds to ``images``, and a Stop (``cancel``) ends it at once,
+        as it ends any step."""
         problem = self.question_problem(question)
         if problem is not None:  # the trace keeps what is needed to see why, not megabytes
             question = question[: self.settings.max_question_chars] + "…"
@@ -208,7 +212,7 @@ class Agent:
             trace.notices.append(f"{len(images)} attached image(s) shown to the model")
         if earlier is not None and earlier.text:
             trace.steps.append(earlier.step(self._clock()))
-        run = Run(self, trace, refusal=problem, model=model, tools=tools)
+        run = Run(self, trace, refusal=problem, model=model, tools=tools, prepare=prepare)
         run.images = list(images)
         run.earlier = earlier
         return run
@@ -220,6 +224,10 @@ class Agent:
         cancels the run (see ``Run.events``)."""
         return self.start(question, conversation=conversation, user=user, mode=mode).events()
 
+
+TEXT_LATENCY = 0.025
+"""Seconds streamed text may wait for the chunks after it before the run's consumer is woken:
+less than a person notices or a platform's edit takes, and one wake for many chunks."""
 
 READ_MESSAGES = "read_messages"
 """The action name of the trace's step 0: the earlier messages read before the first step."""
@@ -254,6 +262,11 @@ _FINAL_EVENTS = (Finished, Failed, Cancelled)
 """As a tuple: ``isinstance`` with ``A | B | C`` builds the union anew for every event."""
 
 
+Prepare = Callable[[], Awaitable[tuple[ToolRegistry | None, Sequence[str]]]]
+"""Work a run does before its first step (``Agent.start(prepare=...)``): the run's tools
+(None: as chosen) and more images for the question."""
+
+
 class Run:
     """One question being answered. Owns its task; safe to cancel from any coroutine."""
 
@@ -265,9 +278,11 @@ class Run:
         refusal: str | None = None,
         model: ChatModel | None = None,
         tools: ToolRegistry | None = None,
+        prepare: Prepare | None = None,
     ) -> None:
         self.agent = agent
         self.trace = trace
+        self._prepare = prepare
         self.model = model or agent.model
         self.answer_model = agent.answer_model if model is None else None
         """The default model's answer model; a run on its own model (a channel's or a
@@ -319,6 +334,21 @@ class Run:
         self._task = asyncio.get_running_loop().create_task(self._main())
         self._task.add_done_callback(self._ensure_final)
 
+    async def _prepared(self, prepare: Prepare) -> None:
+        """What the run needs before its first step (its files, read), in its own task."""
+        tools, images = await prepare()
+        if images:
+            self.trace.notices.append(f"{len(images)} attached image(s) shown to the model")
+        if tools is not None:
+            self.tools = self._approvals.tools = tools
+            self._tools = Tools(
+                tools,
+                timeout=self.settings.tool_timeout,
+                clock=self.agent._clock,
+                probes=self._probes,
+            )
+        self.images.extend(images)
+
     @property
     def mode(self) -> Mode:
         mode = self.trace.mode
@@ -335,15 +365,20 @@ class Run:
             self._stopped_by_id = by_id
             self._task.cancel()
 
-    async def events(self) -> AsyncIterator[Event]:
+    async def events(self, *, text_latency: float = TEXT_LATENCY) -> AsyncIterator[Event]:
         """The run's events up to and including the final one. A consumer that stops early
-        (breaks, is cancelled, closes the iterator) stops the run: nobody is listening."""
-        pending, arrived = self._outbox.pending, self._outbox.arrived
+        (breaks, is cancelled, closes the iterator) stops the run: nobody is listening.
+
+        Streamed text reaches the consumer at most ``text_latency`` seconds after it arrived,
+        as one event for all the chunks of that span (0: a wake for every chunk that finds
+        the consumer waiting); every other event comes at once, in order."""
+        outbox = self._outbox
+        outbox.text_latency = text_latency
+        pending, wait = outbox.pending, outbox.wait
         try:
             while True:
                 while not pending:
-                    arrived.clear()
-                    await arrived.wait()
+                    await wait()
                 event = pending.popleft()
                 if type(event) is TextRun:
                     event = event.event()
@@ -423,6 +458,8 @@ class Run:
         if self.earlier is not None and self.earlier.text:
             self._emit(Notice("info", self.earlier.summary))
         try:
+            if self._prepare is not None:
+                await self._prepared(self._prepare)
             async with self._turn():
                 trace.started_at = self.agent._clock()  # waiting for the lock is not run time
                 async with asyncio.timeout(self.settings.deadline) as self._deadline:

@@ -20,7 +20,6 @@ import json
 import random
 import re
 from collections.abc import AsyncGenerator, Sequence
-from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any, cast
 from urllib.parse import urlsplit
@@ -153,11 +152,23 @@ class OpenAIChatModel:
         for attempt in range(1, attempts + 1):
             started = False
             try:
-                request = _Request(messages, stop, tools, response_format)
-                async with aclosing(self._attempt(request)) as chunks:
-                    async for chunk in chunks:
-                        started = True
-                        yield chunk
+                # One request, start to end, read here rather than through a generator of its
+                # own: every chunk passes this loop, and each generator layer costs per chunk.
+                response = await self._create(_Request(messages, stop, tools, response_format))
+                reply = _Reply()
+                translate = reply.translate
+                async with response:
+                    try:
+                        async for chunk in response:
+                            for piece in translate(chunk):
+                                started = True
+                                yield piece
+                    except json.JSONDecodeError as exc:
+                        raise ModelUnavailable(
+                            f"The model provider at {self.endpoint} sent a malformed stream."
+                        ) from exc
+                for piece in reply.close():
+                    yield piece
                 return
             except openai.APIError as exc:
                 delay = None if started or attempt == attempts else self._retry_delay(exc, attempt)
@@ -171,41 +182,6 @@ class OpenAIChatModel:
             await asyncio.sleep(delay)
 
     # -- one request -----------------------------------------------------------------------
-
-    async def _attempt(self, request: _Request) -> AsyncGenerator[ModelChunk, None]:
-        """One request, start to end; yields only chunks that carry something."""
-        response = await self._create(request)
-        splitter = ThinkSplitter()
-        usage: Usage | None = None
-        # The reply's id and model go on the first piece that carries anything: a chunk of
-        # its own would count as the reply begun, and end the retries before any text.
-        named = False
-        meta: tuple[str, str] | None = None
-        async with response:
-            try:
-                async for chunk in response:
-                    if not named and meta is None and (chunk.id or chunk.model):
-                        meta = (chunk.id or "", chunk.model or "")
-                    # Some servers repeat cumulative usage on every chunk: keep the last one.
-                    usage = _usage(chunk.usage) if chunk.usage else usage
-                    pieces = _translate(chunk, splitter)
-                    if meta is not None and pieces:
-                        pieces[0].response_id, pieces[0].response_model = meta
-                        meta, named = None, True
-                    for piece in pieces:
-                        yield piece
-            except json.JSONDecodeError as exc:
-                raise ModelUnavailable(
-                    f"The model provider at {self.endpoint} sent a malformed stream."
-                ) from exc
-        pieces = splitter.close()
-        if usage is not None:
-            pieces.append(ModelChunk(usage=usage))
-        if meta is not None:
-            pieces = pieces or [ModelChunk()]
-            pieces[0].response_id, pieces[0].response_model = meta
-        for piece in pieces:
-            yield piece
 
     async def _create(self, request: _Request) -> AsyncStream[ChatCompletionChunk]:
         while True:  # each refusal is adapted to once, so this ends
@@ -365,24 +341,74 @@ def _retry_after(exc: openai.APIStatusError) -> float | None:
 # -- chunk translation ---------------------------------------------------------------------
 
 
-def _translate(chunk: ChatCompletionChunk, splitter: ThinkSplitter) -> list[ModelChunk]:
-    pieces: list[ModelChunk] = []
-    for choice in chunk.choices[:1]:  # we never ask for n > 1
+class _Reply:
+    """One reply's chunks as ``ModelChunk``s; only chunks that carry something come out.
+
+    Usage comes once, at the end (some servers repeat a cumulative figure on every chunk:
+    the last one counts). The reply's id and model go on the first piece that carries
+    anything: a chunk of its own would count as the reply begun, and end the retries before
+    any text."""
+
+    __slots__ = ("_meta", "_named", "_splitter", "_usage")
+
+    def __init__(self) -> None:
+        self._splitter = ThinkSplitter()
+        self._usage: Usage | None = None
+        self._named = False
+        self._meta: tuple[str, str] | None = None
+
+    def translate(self, chunk: ChatCompletionChunk) -> list[ModelChunk]:
+        if not self._named and self._meta is None and (chunk.id or chunk.model):
+            self._meta = (chunk.id or "", chunk.model or "")
+        if chunk.usage:
+            self._usage = _usage(chunk.usage)
+        choices = chunk.choices
+        if not choices:
+            return []
+        choice = choices[0]  # we never ask for n > 1
         delta = choice.delta
-        reasoning = _reasoning(delta)
-        if reasoning:
-            pieces.append(ModelChunk(reasoning=reasoning))
-        if delta.content:
-            pieces.extend(splitter.feed(delta.content))
-        if delta.refusal:
-            pieces.append(ModelChunk(refusal=delta.refusal))
-        if delta.tool_calls:
-            pieces.append(
-                ModelChunk(tool_calls=tuple(_tool_call(call) for call in delta.tool_calls))
-            )
-        if choice.finish_reason:
-            pieces.append(ModelChunk(finish=choice.finish_reason))
-    return pieces
+        content = delta.content
+        if (  # the commonest chunk by far: a piece of text and nothing else
+            content
+            and choice.finish_reason is None
+            and not delta.tool_calls
+            and not delta.refusal
+            and not delta.__pydantic_extra__
+        ):
+            splitter = self._splitter
+            if splitter.idle and "<" not in content:  # no <think> tag can begin here
+                pieces = [ModelChunk(content)]
+            else:
+                pieces = splitter.feed(content)
+        else:
+            pieces = []
+            reasoning = _reasoning(delta)
+            if reasoning:
+                pieces.append(ModelChunk(reasoning=reasoning))
+            if content:
+                pieces.extend(self._splitter.feed(content))
+            if delta.refusal:
+                pieces.append(ModelChunk(refusal=delta.refusal))
+            if delta.tool_calls:
+                pieces.append(
+                    ModelChunk(tool_calls=tuple(_tool_call(call) for call in delta.tool_calls))
+                )
+            if choice.finish_reason:
+                pieces.append(ModelChunk(finish=choice.finish_reason))
+        if self._meta is not None and pieces:
+            pieces[0].response_id, pieces[0].response_model = self._meta
+            self._meta, self._named = None, True
+        return pieces
+
+    def close(self) -> list[ModelChunk]:
+        """What the reply's end completes: text held back by the splitter, then the usage."""
+        pieces = self._splitter.close()
+        if self._usage is not None:
+            pieces.append(ModelChunk(usage=self._usage))
+        if self._meta is not None:
+            pieces = pieces or [ModelChunk()]
+            pieces[0].response_id, pieces[0].response_model = self._meta
+        return pieces
 
 
 @dataclass(frozen=True, slots=True)
@@ -447,8 +473,16 @@ class ThinkSplitter:
     def __init__(self) -> None:
         self._buffer = ""
         self._inside = False
+        self.idle = True
+        """Outside any ``<think>`` span with nothing held back: text with no ``<`` in it is
+        plain content as it stands (the check the caller makes for nearly every chunk)."""
 
     def feed(self, text: str) -> list[ModelChunk]:
+        pieces = self._feed(text)
+        self.idle = not self._buffer and not self._inside
+        return pieces
+
+    def _feed(self, text: str) -> list[ModelChunk]:
         self._buffer += text
         pieces: list[ModelChunk] = []
         while True:
@@ -469,6 +503,7 @@ class ThinkSplitter:
         pieces: list[ModelChunk] = []
         self._emit(pieces, self._buffer)
         self._buffer = ""
+        self.idle = not self._inside
         return pieces
 
     def _emit(self, pieces: list[ModelChunk], text: str) -> None:

@@ -1,9 +1,10 @@
 """A run's events on their way to its one consumer, and the reading of one model reply.
 
 ``Outbox`` holds what the run produced and the consumer has not taken yet: a deque and one
-wake-up event, cheaper per event than ``asyncio.Queue`` (a run has exactly one consumer).
-Text of one kind and step that the consumer has not taken is merged, so a consumer that
-falls behind the model takes what piled up as one event instead of one per chunk.
+waiter, cheaper per event than ``asyncio.Queue`` (a run has exactly one consumer). Text of
+one kind and step that the consumer has not taken is merged, and streamed text wakes the
+consumer at most once per ``text_latency``, so the consumer takes many chunks in one wake
+instead of being woken for each.
 
 ``ReplyReader`` reads one reply's stream for a step format: the stall watchdog, the stream
 closed however the reading ends, and everything in a chunk besides the reply text (notices,
@@ -58,17 +59,59 @@ class TextRun:
 
 
 class Outbox:
-    """The run's events not yet taken by its consumer (``Run.events`` drains it)."""
+    """The run's events not yet taken by its consumer (``Run.events`` drains it).
 
-    __slots__ = ("arrived", "pending")
+    The consumer waits in ``wait`` and takes everything pending in one wake. An event that
+    changes what the run is doing (a step, an action, an observation, the outcome) wakes it at
+    once; streamed text wakes it at most ``text_latency`` seconds after the first piece it has
+    not taken, and pieces that arrive meanwhile join that piece instead of waking it again.
+    With chunks a few milliseconds apart that is one wake for many chunks instead of one
+    each; order is kept (text pending is taken before the event that follows it).
+    """
 
-    def __init__(self) -> None:
+    __slots__ = ("_loop", "_timer", "_waiter", "pending", "text_latency")
+
+    def __init__(self, text_latency: float = 0.0) -> None:
         self.pending: deque[Event | TextRun] = deque()
-        self.arrived = asyncio.Event()
+        self.text_latency = text_latency
+        self._loop = asyncio.get_running_loop()
+        self._waiter: asyncio.Future[None] | None = None
+        self._timer: asyncio.TimerHandle | None = None
+
+    async def wait(self) -> None:
+        """Until something is pending (at once when it already is)."""
+        if self.pending:
+            return
+        waiter = self._waiter = self._loop.create_future()
+        try:
+            await waiter
+        finally:
+            self._waiter = None
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+
+    def _wake(self) -> None:
+        self._timer = None
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def _text_arrived(self) -> None:
+        """The first text the waiting consumer has not taken: wake it soon, not per chunk."""
+        if self._waiter is None or self._timer is not None:
+            return  # the consumer is busy (it drains before it waits again), or a wake is due
+        if self.text_latency <= 0:
+            self._wake()
+        else:
+            self._timer = self._loop.call_later(self.text_latency, self._wake)
 
     def emit(self, event: Event) -> None:
         self.pending.append(event)
-        self.arrived.set()
+        if self._waiter is not None:
+            if self._timer is not None:
+                self._timer.cancel()
+            self._wake()
 
     def emit_text(self, kind: type[TextDelta], n: int, text: str) -> None:
         """Text for the consumer, merged into the same kind and step's text not taken yet."""
@@ -79,7 +122,7 @@ class Outbox:
                 last.parts.append(text)
                 return
         pending.append(TextRun(kind, n, [text]))
-        self.arrived.set()
+        self._text_arrived()
 
     def emit_parsed(self, n: int, events: list[ThoughtText | AnswerText | ActionFound]) -> None:
         """The parser's text events: all of the batch is queued, then the consumer is woken
@@ -100,7 +143,7 @@ class Outbox:
                 last.parts.append(event.text)  # type: ignore[union-attr]
             else:
                 pending.append(TextRun(delta, n, [event.text], labelled))  # type: ignore[union-attr]
-                self.arrived.set()
+                self._text_arrived()
 
 
 class ReplyReader:

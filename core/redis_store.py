@@ -6,8 +6,9 @@ message naming host, port and db but never the URL's credentials.
 
 Keys, all under a configurable prefix (default ``reactbot:``)::
 
-    {prefix}history:{conversation}   LIST of JSON messages, last max_turns*2, TTL 7 days
-    {prefix}trace:{trace_id}         STRING, Trace JSON compressed (``encode_trace``), TTL 30 days
+    {prefix}history:{conversation}   LIST of JSON messages (long ones packed, ``core.codec``),
+                                     last max_turns*2, TTL 7 days
+    {prefix}trace:{trace_id}         STRING, the trace packed (``encode_trace``), TTL 30 days
     {prefix}traces:{conversation}    ZSET trace_id -> started_at, trimmed, TTL 30 days
     {prefix}recent-traces            ZSET trace_id -> started_at of every conversation; beyond
                                      max_traces the oldest traces are deleted with their entry
@@ -20,12 +21,26 @@ Keys, all under a configurable prefix (default ``reactbot:``)::
     {prefix}usage:{day}:{scope}:{id} STRING tokens counted that UTC day, EXPIREAT its end
     {prefix}allow:{conversation}     HASH tool -> who allowed it for the conversation, TTL 7 days
     {prefix}files:{conversation}     LIST of JSON passages of attached files, the history's TTL
+    {prefix}channel:{channel}        HASH of an admin's settings for the channel: NO TTL, kept
+                                     until an admin changes it (``PERSISTENT_KINDS``)
+    {prefix}inflight:{surface}       HASH run -> its record, and ``inflight-beats:{surface}``, a
+                                     ZSET run -> heartbeat: NO TTL, a record leaves when its run
+                                     ends or is claimed (``PERSISTENT_KINDS``)
+    {prefix}search:{query hash}      STRING, a search result packed (``core.tools.search``), PX
+                                     ``tools.search.cache_ttl``
     {prefix}stop                     pub/sub channel: JSON {"run": run_id, "by": who}
     {prefix}approval                 pub/sub channel: JSON {"run", "step", "call", decision}
     {prefix}pending:{run}:{step}:{c} STRING, the request waiting for a decision, PX timeout+60s
 
 Stop requests are pub/sub, so one published while a subscriber is disconnected is lost
 for it: the person presses Stop again (the button stays until the run ends).
+
+Where the keys live (``RedisTarget``, ``create_client``): one server, the primary a set of
+Sentinels names (followed through a failover), or a Redis Cluster, each over TLS with a
+``rediss://`` URL. On a cluster the keys of one conversation (history, lock, traces index,
+allow, files) and of one surface (inflight, inflight-beats) carry it as a hash tag,
+``{prefix}history:{{conversation}}``, so each script and transaction over them runs on one
+slot; on one server and Sentinel the names are as listed above.
 """
 
 from __future__ import annotations
@@ -37,7 +52,6 @@ import logging
 import math
 import secrets
 import time
-import zlib
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import (
@@ -47,16 +61,21 @@ from contextlib import (
     contextmanager,
     suppress,
 )
-from dataclasses import asdict, dataclass
-from typing import Any, cast
+from dataclasses import MISSING, asdict, dataclass, fields
+from typing import Any, TypeAlias, cast
+from urllib.parse import urlsplit
 
 import redis.asyncio as aioredis
+from redis.asyncio.cluster import RedisCluster
+from redis.asyncio.connection import parse_url
 from redis.asyncio.retry import Retry
+from redis.asyncio.sentinel import Sentinel, SentinelConnectionPool
 from redis.backoff import ExponentialBackoff
 from redis.client import NEVER_DECODE
 from redis.exceptions import OutOfMemoryError, RedisError, ResponseError
 
 from core.approval import ApprovalRequest, Decision, DecisionHandler, RequestKey, key_of
+from core.codec import ZLIB, ZLIB_DICT, pack, unpack
 from core.errors import StoreFull, StoreUnavailable
 from core.history import Message
 from core.stores import (
@@ -71,9 +90,13 @@ from core.stores import (
     renewing,
 )
 from core.tools.lookup import Passage
-from core.trace import Trace
+from core.trace import Trace, TraceStep
 
 DEFAULT_PREFIX = "reactbot:"
+PERSISTENT_KINDS = frozenset({"channel", "inflight", "inflight-beats"})
+"""The kinds of key kept without a TTL, on purpose: a channel's settings (what an admin chose
+stays until an admin changes it) and the run registry (a record leaves when its run ends or is
+claimed). Every other key expires."""
 DEFAULT_MAX_TURNS = 10
 DEFAULT_HISTORY_TTL = 7 * 24 * 3600
 DEFAULT_TIMEOUT = 0.5
@@ -146,34 +169,67 @@ return 1
 """
 
 
-def _describe(client: aioredis.Redis) -> str:
-    """host:port/db of the client, for error messages; the password is never part of it."""
-    kwargs = client.connection_pool.connection_kwargs
+Client: TypeAlias = aioredis.Redis | RedisCluster
+"""One server or a Sentinel-managed primary (``Redis``), or a Redis Cluster."""
+
+
+def _connection_kwargs(client: Client) -> dict[str, Any]:
+    if isinstance(client, RedisCluster):
+        return client.get_connection_kwargs()
+    kwargs: dict[str, Any] = client.connection_pool.connection_kwargs
+    return kwargs
+
+
+def _describe(client: Client) -> str:
+    """host:port/db of the client (the primary's name and its sentinels, or the cluster's
+    nodes), for error messages; the password is never part of it."""
+    if isinstance(client, RedisCluster):
+        nodes = client.get_nodes() or client.nodes_manager.startup_nodes.values()
+        return "cluster " + ",".join(sorted(f"{n.host}:{n.port}" for n in nodes)[:6])
+    pool = client.connection_pool
+    kwargs = pool.connection_kwargs
+    if isinstance(pool, SentinelConnectionPool):
+        sentinels = ",".join(
+            f"{s.connection_pool.connection_kwargs.get('host', '?')}:"
+            f"{s.connection_pool.connection_kwargs.get('port', '?')}"
+            for s in pool.sentinel_manager.sentinels
+        )
+        return f"primary {pool.service_name!r} of sentinels {sentinels}/{kwargs.get('db', 0)}"
     if "path" in kwargs:
         return f"unix:{kwargs['path']}"
     return f"{kwargs.get('host', '?')}:{kwargs.get('port', '?')}/{kwargs.get('db', 0)}"
 
 
 class _RedisBase:
-    def __init__(self, client: aioredis.Redis, *, prefix: str) -> None:
+    def __init__(self, client: Client, *, prefix: str) -> None:
         self._client = client
         self._prefix = prefix
+        self._cluster = isinstance(client, RedisCluster)
 
     def _key(self, kind: str, name: str) -> str:
         return f"{self._prefix}{kind}:{name}"
+
+    def _tagged(self, kind: str, name: str) -> str:
+        """A key of one conversation (or surface): on a cluster ``name`` is its hash tag,
+        ``{prefix}{kind}:{{name}}``, so every key of it lies in one slot and a script or
+        transaction over several of them runs on one node. On one server the name is as
+        before, so keys written by earlier versions still read."""
+        if self._cluster:
+            return f"{self._prefix}{kind}:{{{name}}}"
+        return self._key(kind, name)
 
     def _unavailable(self, action: str) -> AbstractContextManager[None]:
         return _unavailable(self._client, action)
 
 
 @contextmanager
-def _unavailable(client: aioredis.Redis, action: str) -> Iterator[None]:
+def _unavailable(client: Client, action: str) -> Iterator[None]:
     """Map every redis (and socket) error to ``StoreUnavailable``, credentials scrubbed."""
     try:
         yield
     except (RedisError, OSError) as exc:
         detail = str(exc)
-        password = client.connection_pool.connection_kwargs.get("password")
+        password = _connection_kwargs(client).get("password")
         if password:
             detail = detail.replace(str(password), "***")
         if is_out_of_memory(exc):
@@ -203,7 +259,7 @@ class RedisHistoryStore(_RedisBase):
 
     def __init__(
         self,
-        client: aioredis.Redis,
+        client: Client,
         *,
         prefix: str = DEFAULT_PREFIX,
         max_turns: int = DEFAULT_MAX_TURNS,
@@ -216,11 +272,14 @@ class RedisHistoryStore(_RedisBase):
         self._store_steps = store_steps
 
     def key(self, conversation: str) -> str:
-        return self._key("history", conversation)
+        return self._tagged("history", conversation)
 
     async def load(self, conversation: str) -> list[Message]:
         with self._unavailable("load history"):
-            raw = cast(list[str], await self._client.lrange(self.key(conversation), 0, -1))
+            raw = cast(
+                list[bytes],
+                await _undecoded(self._client, "LRANGE", self.key(conversation), "0", "-1"),
+            )
         return [m for m in map(_decode_message, raw) if m is not None]
 
     async def append(self, conversation: str, *messages: Message) -> None:
@@ -251,17 +310,28 @@ class RedisHistoryStore(_RedisBase):
                     pipe.expire(key, self._ttl)
                 await pipe.execute()
 
-    def _encode(self, message: Message) -> str:
+    def _encode(self, message: Message) -> str | bytes:
+        """A message's compact JSON, packed (``core.codec``) when that makes it smaller: an
+        answer of a few hundred characters takes about half, a short question stays text."""
         data: dict[str, Any] = dict(message)
         if not self._store_steps:
             data = {k: data[k] for k in _MESSAGE_KEYS}
-        return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+        text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+        if len(text) < PACK_MESSAGES_FROM:
+            return text
+        packed = pack(text)
+        return packed if len(packed) < len(text.encode()) else text
 
 
-def _decode_message(raw: str) -> Message | None:
-    """Parse one stored message; entries that are not messages are skipped, not fatal."""
+PACK_MESSAGES_FROM = 96
+"""Characters of a message's JSON from which it is stored packed (shorter ones gain nothing)."""
+
+
+def _decode_message(raw: bytes | str) -> Message | None:
+    """Parse one stored message, packed or plain JSON (as messages were stored before);
+    entries that are not messages are skipped, not fatal."""
     try:
-        data = json.loads(raw)
+        data = json.loads(unpack(raw))
     except ValueError:
         return None
     if not isinstance(data, dict) or data.get("role") not in _ROLES:
@@ -289,6 +359,19 @@ redis.call('zremrangebyrank', KEYS[1], 0, over - 1)
 return over
 """
 
+# The cluster's form of the bound: trace keys lie in other slots than the index, so the
+# script only takes the oldest entries out of the index and says which; the caller unlinks
+# their traces.
+_POP_OLDEST_TRACES_LUA = """
+local over = redis.call('zcard', KEYS[1]) - tonumber(ARGV[1])
+if over <= 0 then
+    return {}
+end
+local oldest = redis.call('zrange', KEYS[1], 0, over - 1)
+redis.call('zremrangebyrank', KEYS[1], 0, over - 1)
+return oldest
+"""
+
 LARGE_TRACE_CHARS = 64 * 1024
 """A trace's JSON beyond this is compressed (and cut to fit) in a worker thread, so a tool
 that returned megabytes does not hold the event loop while it is stored."""
@@ -304,7 +387,7 @@ class RedisTraceStore(_RedisBase):
 
     def __init__(
         self,
-        client: aioredis.Redis,
+        client: Client,
         *,
         prefix: str = DEFAULT_PREFIX,
         ttl_seconds: int = DEFAULT_TRACE_TTL,
@@ -318,28 +401,24 @@ class RedisTraceStore(_RedisBase):
         self._max_traces = max(0, max_traces)
         self._max_bytes = max_trace_bytes
         self._drop_oldest = client.register_script(_DROP_OLDEST_TRACES_LUA)
+        self._pop_oldest = client.register_script(_POP_OLDEST_TRACES_LUA)
 
     async def save(self, trace: Trace) -> None:
-        index, recent = self._key("traces", trace.conversation), self._recent_key()
+        index, recent = self._tagged("traces", trace.conversation), self._recent_key()
         now = time.time()
         score = trace.started_at or now
-        text = trace.to_json()
+        text = stored_json(trace)
         if len(text) > LARGE_TRACE_CHARS:
             value = await asyncio.to_thread(encode_trace_json, text, max_bytes=self._max_bytes)
         else:
             value = encode_trace_json(text, max_bytes=self._max_bytes)
         with self._unavailable("save the trace"):
-            async with self._client.pipeline(transaction=True) as pipe:
-                pipe.set(self._key("trace", trace.id), value, ex=self._ttl)
-                # The conversation's index and the index of recent traces of every one.
-                # Index entries outlive nothing: drop those whose trace has expired, and
-                # keep each index bounded for very chatty conversations.
-                for key in (index, recent):
-                    pipe.zadd(key, {trace.id: score})
-                    pipe.zremrangebyscore(key, "-inf", f"({now - self._ttl}")
-                    if key == index or not self._max_traces:
-                        pipe.zremrangebyrank(key, 0, -self._max_indexed - 1)
-                    pipe.expire(key, self._ttl)
+            if self._cluster:
+                await self._save_spread(trace.id, value, index, score, now)
+                return
+            client = cast(aioredis.Redis, self._client)  # not a cluster: one transaction
+            async with client.pipeline(transaction=True) as pipe:
+                self._queue_save(pipe, trace.id, value, index, score, now)
                 if self._max_traces:
                     await self._drop_oldest(
                         keys=[recent],
@@ -348,13 +427,44 @@ class RedisTraceStore(_RedisBase):
                     )
                 await pipe.execute()
 
+    def _queue_save(
+        self, pipe: Any, trace_id: str, value: bytes, index: str, score: float, now: float
+    ) -> None:
+        pipe.set(self._key("trace", trace_id), value, ex=self._ttl)
+        # The conversation's index and the index of recent traces of every one. Index
+        # entries outlive nothing: drop those whose trace has expired, and keep each index
+        # bounded for very chatty conversations.
+        for key in (index, self._recent_key()):
+            pipe.zadd(key, {trace_id: score})
+            pipe.zremrangebyscore(key, "-inf", f"({now - self._ttl}")
+            if key == index or not self._max_traces:
+                pipe.zremrangebyrank(key, 0, -self._max_indexed - 1)
+            pipe.expire(key, self._ttl)
+
+    async def _save_spread(
+        self, trace_id: str, value: bytes, index: str, score: float, now: float
+    ) -> None:
+        """The save on a cluster, where the trace, its conversation's index and the index of
+        every trace lie in three slots (no transaction spans them): the writes in one
+        pipeline (a round trip per node), then the oldest beyond ``max_traces`` taken out of
+        the index by a script and their traces unlinked. A process that dies between the two
+        leaves those traces to their TTL."""
+        async with self._client.pipeline(transaction=False) as pipe:
+            self._queue_save(pipe, trace_id, value, index, score, now)
+            await pipe.execute()
+        if not self._max_traces:
+            return
+        oldest = await self._pop_oldest(keys=[self._recent_key()], args=[self._max_traces])
+        if oldest:
+            await self._client.unlink(*[self._key("trace", str(i)) for i in oldest])
+
     async def get(self, trace_id: str) -> Trace | None:
         with self._unavailable("load the trace"):
             raw = await _undecoded(self._client, "GET", self._key("trace", trace_id))
         return decode_trace(raw) if raw is not None else None
 
     async def list(self, conversation: str, *, limit: int = 20) -> builtins.list[Trace]:
-        return await self._indexed(self._key("traces", conversation), limit)
+        return await self._indexed(self._tagged("traces", conversation), limit)
 
     async def _indexed(self, index: str, limit: int) -> builtins.list[Trace]:
         if limit <= 0:
@@ -363,11 +473,20 @@ class RedisTraceStore(_RedisBase):
             ids = cast(builtins.list[str], await self._client.zrevrange(index, 0, limit - 1))
             if not ids:
                 return []
-            raws = cast(
-                builtins.list[bytes | None],
-                await _undecoded(self._client, "MGET", *[self._key("trace", i) for i in ids]),
-            )
+            keys = [self._key("trace", i) for i in ids]
+            raws = cast(builtins.list[bytes | None], await self._get_undecoded(keys))
         return [decode_trace(raw) for raw in raws if raw is not None]
+
+    async def _get_undecoded(self, keys: builtins.list[str]) -> builtins.list[Any]:
+        """The values of ``keys`` as bytes: one MGET, or on a cluster (where they lie in many
+        slots) one pipeline of GETs, a round trip per node."""
+        if not self._cluster:
+            return cast(builtins.list[Any], await _undecoded(self._client, "MGET", *keys))
+        async with self._client.pipeline(transaction=False) as pipe:
+            for key in keys:
+                pipe.execute_command("GET", key, **{NEVER_DECODE: True})
+            replies: builtins.list[Any] = await pipe.execute()
+            return replies
 
     async def recent(self, *, limit: int = 20) -> builtins.list[Trace]:
         """Newest first across conversations, from one index of every saved trace (bounded
@@ -383,31 +502,131 @@ class RedisTraceStore(_RedisBase):
         return recent[0] if recent else None
 
 
-TRACE_ZLIB = b"\x01"
-"""The format byte of a stored trace whose JSON follows zlib-compressed. Traces stored
-before it are plain JSON text, which starts with ``{``: both read back."""
+TRACE_ZLIB = ZLIB
+"""The format byte of traces stored zlib-compressed without a dictionary (read, no longer
+written). Traces stored before it are plain JSON text, which starts with ``{``."""
+TRACE_FORMAT = ZLIB_DICT
+"""The format byte of a trace stored now: its compact JSON compressed with ``core.codec``'s
+dictionary. All three forms read back (``decode_trace``)."""
 
 
 def encode_trace(trace: Trace, *, max_bytes: int | None = None) -> bytes:
-    """The stored form of a trace: the format byte, then its JSON compressed. Traces are
+    """The stored form of a trace: ``stored_json`` packed (``core.codec.pack``). Traces are
     most of what a conversation stores (thoughts, observations, the model's raw replies,
-    which repeat each other) and compress several times over; nothing of the trace is
-    dropped, so it reads back whole and replays, unless it would take more than
-    ``max_bytes``: then the longest tool results are cut until it fits (``cut_to_fit``).
-    ``trace`` itself is never changed (the thread's attachment is made from it, whole)."""
-    return encode_trace_json(trace.to_json(), max_bytes=max_bytes)
+    which repeat each other: inside one compressed value a repeat costs a few bytes) and
+    compress several times over; nothing of the trace is dropped, so it reads back whole and
+    replays, unless it would take more than ``max_bytes``: then the longest tool results are
+    cut until it fits (``cut_to_fit``). ``trace`` itself is never changed (the thread's
+    attachment is made from it, whole)."""
+    return encode_trace_json(stored_json(trace), max_bytes=max_bytes)
+
+
+def stored_json(trace: Trace) -> str:
+    """The trace's JSON as it is stored: compact, without the fields that hold their empty
+    default (None, "", 0, False, [], of that very type: "" where the default is None stays),
+    which ``Trace.from_dict`` gives back, and with each raw reply referring to its thought
+    and the answer rather than holding them twice (``_raw_parts``). Fields whose default is
+    not empty (a step's ``kind``, ``status``, ``mode``, ``version``) are always written, so a
+    later change of a default cannot change an old trace."""
+    data = _without_defaults(trace.to_dict(), _EMPTY_TRACE_DEFAULTS)
+    data["steps"] = [_without_defaults(step, _EMPTY_STEP_DEFAULTS) for step in data["steps"]]
+    for step in data["steps"]:
+        parts = _raw_parts(step, data)
+        if parts is not None:
+            step["raw"] = parts
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+
+
+def _empty_defaults(cls: type) -> dict[str, object]:
+    """The fields of ``cls`` whose default is empty, with that default."""
+    found: dict[str, object] = {}
+    for f in fields(cls):
+        if f.default_factory is not MISSING:
+            default = f.default_factory()
+        elif f.default is not MISSING:
+            default = f.default
+        else:
+            continue
+        if default is None or (isinstance(default, str | int | float | list) and not default):
+            found[f.name] = default
+    for kept in ("id", "steps", "question", "version"):
+        found.pop(kept, None)
+    return found
+
+
+def _without_defaults(data: dict[str, Any], defaults: dict[str, object]) -> dict[str, Any]:
+    def default(name: str, value: object) -> bool:
+        if name not in defaults:
+            return False
+        empty = defaults[name]
+        return type(value) is type(empty) and value == empty
+
+    return {k: v for k, v in data.items() if not default(k, v)}
+
+
+_EMPTY_TRACE_DEFAULTS = _empty_defaults(Trace)
+_EMPTY_STEP_DEFAULTS = _empty_defaults(TraceStep)
+
+RAW_REFERS_FROM = 24
+"""Characters of a thought or an answer from which a step's raw reply refers to it."""
+
+
+def _raw_parts(step: dict[str, Any], trace: dict[str, Any]) -> builtins.list[Any] | None:
+    """A step's raw reply without the second copy of its thought and of the answer: the
+    reply as a list of its own text and references (``{"f": "thought"}``, ``{"f":
+    "answer"}``) to the fields that hold the rest; None when it holds neither whole. Exact
+    by construction (``_joined`` gives the same text back), and checked."""
+    raw = step.get("raw")
+    if not isinstance(raw, str) or not raw:
+        return None
+    found: builtins.list[tuple[int, str, str]] = []
+    for name, text in (("thought", step.get("thought")), ("answer", trace.get("answer"))):
+        if isinstance(text, str) and len(text) >= RAW_REFERS_FROM:
+            at = raw.find(text)
+            if at >= 0:
+                found.append((at, name, text))
+    parts: builtins.list[Any] = []
+    end = 0
+    for at, name, text in sorted(found):
+        if at < end:  # overlaps the one before: that one is a reference, this stays text
+            continue
+        if at > end:
+            parts.append(raw[end:at])
+        parts.append({"f": name})
+        end = at + len(text)
+    if not parts:
+        return None
+    if end < len(raw):
+        parts.append(raw[end:])
+    return parts if _joined(parts, step, trace) == raw else None
+
+
+def _joined(parts: builtins.list[Any], step: dict[str, Any], trace: dict[str, Any]) -> str:
+    out = []
+    for part in parts:
+        if isinstance(part, str):
+            out.append(part)
+        elif isinstance(part, dict):
+            owner = trace if part.get("f") == "answer" else step
+            value = owner.get(str(part.get("f")))
+            out.append(value if isinstance(value, str) else "")
+    return "".join(out)
+
+
+def _with_raw(data: dict[str, Any]) -> dict[str, Any]:
+    """A stored trace's data with each step's raw reply whole again (``_raw_parts``)."""
+    for step in data.get("steps") or []:
+        if isinstance(step, dict) and isinstance(step.get("raw"), list):
+            step["raw"] = _joined(step["raw"], step, data)
+    return data
 
 
 def encode_trace_json(text: str, *, max_bytes: int | None = None) -> bytes:
-    """``encode_trace`` of a trace's JSON text (pure, so a worker thread may run it)."""
-    encoded = _compressed(text)
+    """``encode_trace`` of a trace's stored JSON text (pure, so a worker thread may run it)."""
+    encoded = pack(text)
     if max_bytes is None or len(encoded) <= max_bytes:
         return encoded
     return cut_to_fit(json.loads(text), len(text), encoded, max_bytes)
-
-
-def _compressed(text: str) -> bytes:
-    return TRACE_ZLIB + zlib.compress(text.encode(), 6)
 
 
 CUT_NOTE = "… [cut: {cut:,} characters; the whole result is in the thread's attachment]"
@@ -423,7 +642,9 @@ def cut_to_fit(data: dict[str, Any], chars: int, encoded: bytes, max_bytes: int)
     at most ``max_bytes``: the longest tool result is cut (at least by half, more when the
     compression ratio says more is needed), each cut result ending with ``CUT_NOTE``, again
     until it fits; then attachments lose their data, then the model's texts are cut alike.
-    A trace that still does not fit (a bound below a bare trace's size) is stored smallest."""
+    A trace that still does not fit (a bound below a bare trace's size) is stored smallest.
+    Raw replies are whole text again here (``_with_raw``), so each is cut as it reads."""
+    data = _with_raw(data)
     steps = [s for s in data.get("steps") or [] if isinstance(s, dict)]
     cuts = _Cuts(steps)
     size = _Size(chars, encoded)
@@ -449,8 +670,8 @@ class _Size:
 
     @classmethod
     def of(cls, data: dict[str, Any]) -> _Size:
-        text = json.dumps(data, ensure_ascii=False)
-        return cls(len(text), _compressed(text))
+        text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+        return cls(len(text), pack(text))
 
     def excess_chars(self, max_bytes: int) -> int:
         """Characters of JSON to remove, by the compression ratio so far, to land just
@@ -499,18 +720,16 @@ class _Cuts:
         return True
 
 
-async def _undecoded(client: aioredis.Redis, *command: str) -> Any:
+async def _undecoded(client: Client, *command: str) -> Any:
     """``command``'s reply as bytes: the client decodes replies as text, which compressed
     values are not."""
-    return await client.execute_command(*command, **{NEVER_DECODE: True})  # type: ignore[no-untyped-call]
+    return await client.execute_command(*command, **{NEVER_DECODE: True})
 
 
 def decode_trace(raw: bytes | str) -> Trace:
-    """A stored trace in either format: compressed (``TRACE_ZLIB``) or older plain JSON."""
-    data = raw.encode() if isinstance(raw, str) else raw
-    if data[:1] == TRACE_ZLIB:
-        return Trace.from_json(zlib.decompress(data[1:]).decode())
-    return Trace.from_json(data.decode())
+    """A stored trace in any format: ``TRACE_FORMAT``, the older ``TRACE_ZLIB``, or the
+    oldest plain JSON (``core.codec.unpack``)."""
+    return Trace.from_dict(_with_raw(json.loads(unpack(raw))))
 
 
 # ---- locks --------------------------------------------------------------------------------
@@ -528,7 +747,7 @@ class RedisLocks(_RedisBase):
 
     def __init__(
         self,
-        client: aioredis.Redis,
+        client: Client,
         *,
         prefix: str = DEFAULT_PREFIX,
         lease_seconds: float = DEFAULT_LOCK_LEASE,
@@ -551,7 +770,7 @@ class RedisLocks(_RedisBase):
     async def hold(
         self, conversation: str, *, on_wait: OnWait | None = None
     ) -> AsyncIterator[None]:
-        key = self._key("lock", conversation)
+        key = self._tagged("lock", conversation)
         token = secrets.token_hex(16)
         await self._acquire(key, token, on_wait)
         try:
@@ -623,24 +842,38 @@ class RedisLocks(_RedisBase):
 # ---- event claims -------------------------------------------------------------------------
 
 
+CLAIM_REPLICA_WAIT = 0.1
+"""Seconds a claim waits for a replica to hold it (``WAIT``) with ``replicas``."""
+
+
 class RedisEventClaims(_RedisBase):
-    """Claim a platform event id once across all processes: ``SET NX EX``."""
+    """Claim a platform event id once across all processes: ``SET NX EX``.
+
+    Replication is asynchronous: a primary that dies right after a claim may take it along,
+    and the replica promoted in its place would let the redelivered event through. With
+    ``replicas`` (1 under Sentinel) each claim is followed, in the same round trip, by
+    ``WAIT replicas`` for up to ``CLAIM_REPLICA_WAIT``: a claim a replica has acknowledged
+    survives the failover."""
 
     def __init__(
         self,
-        client: aioredis.Redis,
+        client: Client,
         *,
         prefix: str = DEFAULT_PREFIX,
         ttl_seconds: int = DEFAULT_CLAIM_TTL,
+        replicas: int = 0,
     ) -> None:
         super().__init__(client, prefix=prefix)
         self._ttl = ttl_seconds
+        self._replicas = replicas
 
     async def claim(self, event_id: str) -> bool:
         key = self._key("event", event_id)
         try:
             with self._unavailable("claim the event"):
-                return bool(await self._client.set(key, "1", nx=True, ex=self._ttl))
+                if not self._replicas:
+                    return bool(await self._client.set(key, "1", nx=True, ex=self._ttl))
+                return await self._claim_replicated(key)
         except StoreFull:
             # A full Redis refuses the SET even when the key exists: a redelivered event must
             # not pass for new. Reads still work: a claim made before is still seen.
@@ -648,6 +881,15 @@ class RedisEventClaims(_RedisBase):
                 if await self._client.exists(key):
                     return False
             raise  # not claimed before, and cannot be now: the caller decides
+
+    async def _claim_replicated(self, key: str) -> bool:
+        async with self._client.pipeline(transaction=False) as pipe:
+            pipe.set(key, "1", nx=True, ex=self._ttl)
+            pipe.wait(self._replicas, max(1, int(CLAIM_REPLICA_WAIT * 1000)))
+            taken, acknowledged = await pipe.execute()
+        if taken and int(acknowledged) < self._replicas:
+            log.debug("an event claim reached %s of %d replicas", acknowledged, self._replicas)
+        return bool(taken)
 
 
 # ---- cooldowns ----------------------------------------------------------------------------
@@ -657,7 +899,7 @@ class RedisCooldowns(_RedisBase):
     """One window per key across all processes: ``SET NX PX``, and ``PTTL`` when refused,
     in one script (one round trip)."""
 
-    def __init__(self, client: aioredis.Redis, *, prefix: str = DEFAULT_PREFIX) -> None:
+    def __init__(self, client: Client, *, prefix: str = DEFAULT_PREFIX) -> None:
         super().__init__(client, prefix=prefix)
         self._script = client.register_script(_COOLDOWN_LUA)
 
@@ -711,7 +953,11 @@ class RedisUsageCounters(_RedisBase):
         if not keys:
             return []
         with self._unavailable("read token counts"):
-            raw = await self._client.mget([self._key("usage", k) for k in keys])
+            names = [self._key("usage", k) for k in keys]
+            if isinstance(self._client, RedisCluster):  # the counters lie in many slots
+                raw = await self._client.mget_nonatomic(names)
+            else:
+                raw = await self._client.mget(names)
         return [int(v) if v is not None else 0 for v in raw]
 
 
@@ -768,7 +1014,7 @@ class RedisRateBudget(_RedisBase):
 
     def __init__(
         self,
-        client: aioredis.Redis,
+        client: Client,
         name: str,
         *,
         limit: int,
@@ -843,7 +1089,7 @@ class RedisRateBudget(_RedisBase):
 class RedisRunSlots(_RedisBase):
     """``RunSlots`` shared by every process: a sorted set of slots scored by lease expiry."""
 
-    def __init__(self, client: aioredis.Redis, *, prefix: str = DEFAULT_PREFIX) -> None:
+    def __init__(self, client: Client, *, prefix: str = DEFAULT_PREFIX) -> None:
         super().__init__(client, prefix=prefix)
         self._script = client.register_script(_TAKE_SLOT_LUA)
 
@@ -876,12 +1122,12 @@ class RedisRunRegistry(_RedisBase):
     script, so exactly one process gets it. Neither key has a TTL: a record leaves when its
     run ends or is claimed (and only runs in flight are there)."""
 
-    def __init__(self, client: aioredis.Redis, *, prefix: str = DEFAULT_PREFIX) -> None:
+    def __init__(self, client: Client, *, prefix: str = DEFAULT_PREFIX) -> None:
         super().__init__(client, prefix=prefix)
         self._claim = client.register_script(_CLAIM_RUN_LUA)
 
     def _keys(self, surface: str) -> tuple[str, str]:
-        return self._key("inflight-beats", surface), self._key("inflight", surface)
+        return self._tagged("inflight-beats", surface), self._tagged("inflight", surface)
 
     async def beat(self, records: Sequence[RunRecord], *, at: float) -> None:
         if not records:
@@ -921,6 +1167,11 @@ class RedisRunRegistry(_RedisBase):
         with self._unavailable("look up a run"):
             return await self._client.zscore(beats, run_id) is not None
 
+    async def count(self, surface: str) -> int:
+        beats, _ = self._keys(surface)
+        with self._unavailable("count the runs in flight"):
+            return int(await self._client.zcard(beats))
+
 
 # ---- stop requests ------------------------------------------------------------------------
 
@@ -934,7 +1185,7 @@ class _RedisChannel(_RedisBase):
 
     def __init__(
         self,
-        client: aioredis.Redis,
+        client: Client,
         *,
         prefix: str = DEFAULT_PREFIX,
         name: str,
@@ -973,6 +1224,11 @@ class _RedisChannel(_RedisBase):
         while True:
             pubsub = self._client.pubsub(ignore_subscribe_messages=True)
             try:
+                if isinstance(self._client, RedisCluster):
+                    # A cluster's pub/sub picks its node from the slot map, which the client
+                    # only has once it has spoken to the cluster (a PUBLISH on any node
+                    # reaches the subscribers of every node).
+                    await self._client.initialize()
                 await pubsub.subscribe(self.channel)
                 subscribed.set()
                 if failing:
@@ -1019,7 +1275,7 @@ class RedisStopRequests(_RedisChannel):
 
     def __init__(
         self,
-        client: aioredis.Redis,
+        client: Client,
         *,
         prefix: str = DEFAULT_PREFIX,
         ready_timeout: float = 2 * DEFAULT_TIMEOUT,
@@ -1045,7 +1301,7 @@ class RedisDecisions(_RedisChannel):
 
     def __init__(
         self,
-        client: aioredis.Redis,
+        client: Client,
         *,
         prefix: str = DEFAULT_PREFIX,
         ready_timeout: float = 2 * DEFAULT_TIMEOUT,
@@ -1109,7 +1365,7 @@ class RedisAllowances(_RedisBase):
 
     def __init__(
         self,
-        client: aioredis.Redis,
+        client: Client,
         *,
         prefix: str = DEFAULT_PREFIX,
         ttl_seconds: int = DEFAULT_HISTORY_TTL,
@@ -1119,11 +1375,11 @@ class RedisAllowances(_RedisBase):
 
     async def allowed(self, conversation: str, tool: str) -> str | None:
         with self._unavailable("read the allowances"):
-            by = await self._client.hget(self._key("allow", conversation), tool.lower())
+            by = await self._client.hget(self._tagged("allow", conversation), tool.lower())
         return str(by) if by is not None else None
 
     async def allow(self, conversation: str, tool: str, *, by: str) -> None:
-        key = self._key("allow", conversation)
+        key = self._tagged("allow", conversation)
         with self._unavailable("store the allowance"):
             async with self._client.pipeline(transaction=True) as pipe:
                 pipe.hset(key, tool.lower(), by)
@@ -1137,7 +1393,7 @@ class RedisFileStore(_RedisBase):
 
     def __init__(
         self,
-        client: aioredis.Redis,
+        client: Client,
         *,
         prefix: str = DEFAULT_PREFIX,
         ttl_seconds: int = DEFAULT_HISTORY_TTL,
@@ -1146,7 +1402,7 @@ class RedisFileStore(_RedisBase):
         self._ttl = ttl_seconds
 
     def key(self, conversation: str) -> str:
-        return self._key("files", conversation)
+        return self._tagged("files", conversation)
 
     async def load(self, conversation: str) -> builtins.list[Passage]:
         """The passages, and the TTL renewed: files live as long as the conversation is used."""
@@ -1191,7 +1447,7 @@ def _decode_passage(raw: str) -> Passage | None:
 
 @dataclass(frozen=True, slots=True)
 class RedisStores:
-    client: aioredis.Redis
+    client: Client
     history: RedisHistoryStore
     traces: RedisTraceStore
     locks: RedisLocks
@@ -1218,24 +1474,44 @@ class RedisStores:
             await self.client.ping()
 
     async def memory(self) -> tuple[int, int]:
-        """Bytes the server uses and its ``maxmemory`` (0: no limit), from ``INFO memory``."""
+        """Bytes the server uses and its ``maxmemory`` (0: no limit), from ``INFO memory``;
+        on a cluster, those of the primary nearest its limit (each node fills by itself)."""
         with _unavailable(self.client, "report its memory"):
-            info = await self.client.info("memory")
-        return int(info.get("used_memory", 0)), int(info.get("maxmemory", 0))
+            if not isinstance(self.client, RedisCluster):
+                info = await self.client.info("memory")
+                return int(info.get("used_memory", 0)), int(info.get("maxmemory", 0))
+            figures = []
+            for node in self.client.get_primaries():
+                info = await self.client.info("memory", target_nodes=node)
+                figures.append((int(info.get("used_memory", 0)), int(info.get("maxmemory", 0))))
+        return max(figures, key=lambda f: (f[1] > 0 and f[0] / f[1], f[0]), default=(0, 0))
 
     async def eviction_policy(self) -> str | None:
-        """The server's ``maxmemory-policy``, or None when it cannot be read: ``CONFIG`` is
-        refused on many managed servers (or renamed), and the server may be away."""
+        """The server's ``maxmemory-policy`` (on a cluster, the first primary's that may evict,
+        else the first's), or None when it cannot be read: ``CONFIG`` is refused on many
+        managed servers (or renamed), and the server may be away."""
         try:
-            reply = await self.client.config_get("maxmemory-policy")
+            if isinstance(self.client, RedisCluster):
+                replies = [
+                    await self.client.config_get("maxmemory-policy", target_nodes=node)
+                    for node in self.client.get_primaries()
+                ]
+            else:
+                replies = [await self.client.config_get("maxmemory-policy")]
         except (RedisError, OSError) as exc:
             log.debug("cannot read maxmemory-policy from %s: %s", self.address, exc)
             return None
-        policy = reply.get("maxmemory-policy") if isinstance(reply, dict) else None
-        return str(policy) if policy else None
+        policies = [
+            str(reply["maxmemory-policy"])
+            for reply in replies
+            if isinstance(reply, dict) and reply.get("maxmemory-policy")
+        ]
+        evicting = [p for p in policies if evicts_what_guards_correctness(p)]
+        chosen = evicting or policies
+        return chosen[0] if chosen else None
 
     async def aclose(self) -> None:
-        await self.client.aclose()
+        await close_client(self.client)
 
 
 def evicts_what_guards_correctness(policy: str) -> bool:
@@ -1245,32 +1521,131 @@ def evicts_what_guards_correctness(policy: str) -> bool:
     return policy.startswith(("volatile-", "allkeys-"))
 
 
-def create_client(url: str, *, timeout: float = DEFAULT_TIMEOUT) -> aioredis.Redis:
+@dataclass(frozen=True, slots=True)
+class RedisTarget:
+    """Where the stores live: one server (``url``), the primary a set of Sentinels names
+    (``sentinels``, ``sentinel_service``; ``url`` then gives only the scheme, credentials and
+    db), or a Redis Cluster that ``url`` names a node of (``cluster``). A ``rediss://`` url
+    means TLS, verified by ``tls_ca_file`` (else the system's CAs), with a client
+    certificate when ``tls_cert_file`` is set; Sentinels are reached the same way."""
+
+    url: str | None = None
+    sentinels: tuple[tuple[str, int], ...] = ()
+    sentinel_service: str | None = None
+    cluster: bool = False
+    tls_ca_file: str | None = None
+    tls_cert_file: str | None = None
+    tls_key_file: str | None = None
+    tls_check_hostname: bool = True
+
+    @property
+    def tls(self) -> bool:
+        return urlsplit(self.url or "").scheme == "rediss"
+
+    def tls_kwargs(self) -> dict[str, Any]:
+        """redis-py's ``ssl_*`` arguments; nothing without TLS (a plain connection takes
+        none of them)."""
+        if not self.tls:
+            return {}
+        kwargs: dict[str, Any] = {
+            "ssl_cert_reqs": "required",
+            "ssl_check_hostname": self.tls_check_hostname,
+        }
+        if self.tls_ca_file:
+            kwargs["ssl_ca_certs"] = self.tls_ca_file
+        if self.tls_cert_file:
+            kwargs["ssl_certfile"] = self.tls_cert_file
+            kwargs["ssl_keyfile"] = self.tls_key_file
+        return kwargs
+
+
+def parse_host_port(text: str) -> tuple[str, int]:
+    """``host:port`` (``[::1]:26379`` too) as a pair."""
+    host, _, port = text.strip().rpartition(":")
+    return host.strip("[]"), int(port)
+
+
+class BlockingSentinelPool(SentinelConnectionPool, aioredis.BlockingConnectionPool):
+    """The Sentinel-managed primary's pool, waiting for a free connection like the one
+    server's (``create_client``) instead of refusing a command past ``max_connections``."""
+
+
+def create_client(target: str | RedisTarget, *, timeout: float = DEFAULT_TIMEOUT) -> Client:
     """One client whose every operation fails within about a second when Redis is gone.
 
     redis-py's defaults (5 s socket timeouts, 10 retries with backoff) can stall a turn
-    for many seconds; here a dead or hanging server costs two short attempts.
+    for many seconds; here a dead or hanging server costs two short attempts. ``target``
+    is a URL (one server) or a ``RedisTarget``.
     """
+    if isinstance(target, str):
+        target = RedisTarget(url=target)
+    common: dict[str, Any] = {
+        "decode_responses": True,
+        "socket_timeout": timeout,
+        "socket_connect_timeout": timeout,
+        "retry": Retry(ExponentialBackoff(cap=0.2, base=0.05), 1),
+        "health_check_interval": 30,
+        **target.tls_kwargs(),
+    }
+    if target.sentinels:
+        return _sentinel_client(target, common, timeout=timeout)
+    if target.url is None:
+        raise ValueError("a Redis url is needed without sentinels")
+    if target.cluster:
+        # Each node has its own connections (``MAX_CONNECTIONS`` of them); the cluster
+        # client retries a command itself after MOVED/ASK or a node's failover.
+        del common["health_check_interval"]
+        return RedisCluster.from_url(target.url, max_connections=MAX_CONNECTIONS, **common)
     # redis-py's pool refuses a command outright ("Too many connections") once
     # max_connections (100 by default) are busy: a burst of conversations would lose their
     # memory. This pool makes a command wait for a free connection instead. That wait is not
     # a sign of a dead server (each busy connection gives up within ``timeout``), so it may
     # last longer: under a burst, failing it would send the bot "without memory" for a while.
     pool = aioredis.BlockingConnectionPool.from_url(
-        url,
-        max_connections=MAX_CONNECTIONS,
-        timeout=max(POOL_WAIT, timeout),
-        decode_responses=True,
-        socket_timeout=timeout,
-        socket_connect_timeout=timeout,
-        retry=Retry(ExponentialBackoff(cap=0.2, base=0.05), 1),
-        health_check_interval=30,
+        target.url, max_connections=MAX_CONNECTIONS, timeout=max(POOL_WAIT, timeout), **common
     )
     return aioredis.Redis.from_pool(pool)
 
 
+def _sentinel_client(target: RedisTarget, common: dict[str, Any], *, timeout: float) -> Client:
+    """The primary the sentinels name, through redis-py's ``Sentinel``: each new connection
+    asks them where it is, so after a failover the next attempt reaches the promoted
+    replica (and a write to a demoted primary, refused READONLY, drops its connection)."""
+    account: dict[str, Any] = {}
+    if target.url:
+        parsed = parse_url(target.url)
+        account = {k: v for k, v in parsed.items() if k in ("username", "password", "db")}
+    reach = {k: v for k, v in common.items() if k.startswith(("socket_", "ssl_"))}
+    sentinel = Sentinel(  # type: ignore[no-untyped-call]
+        list(target.sentinels),
+        sentinel_kwargs={**reach, **({"ssl": True} if target.tls else {})},
+    )
+    return cast(
+        aioredis.Redis,
+        sentinel.master_for(
+            target.sentinel_service or "mymaster",
+            redis_class=aioredis.Redis,
+            connection_pool_class=BlockingSentinelPool,
+            max_connections=MAX_CONNECTIONS,
+            timeout=max(POOL_WAIT, timeout),
+            ssl=target.tls,
+            **account,
+            **common,
+        ),
+    )
+
+
+async def close_client(client: Client) -> None:
+    """Close ``client`` and, for a Sentinel-managed primary, the clients of its sentinels."""
+    await client.aclose()
+    if not isinstance(client, RedisCluster):
+        pool = client.connection_pool
+        if isinstance(pool, SentinelConnectionPool):
+            await pool.sentinel_manager.aclose()
+
+
 def connect(
-    url: str,
+    target: str | RedisTarget,
     *,
     prefix: str = DEFAULT_PREFIX,
     max_turns: int = DEFAULT_MAX_TURNS,
@@ -1286,7 +1661,8 @@ def connect(
 ) -> RedisStores:
     """Build the stores on one client. No I/O: the client connects on first use,
     so a Redis that is down at start-up does not stop the bot (see ``core.resilient``)."""
-    client = create_client(url, timeout=timeout)
+    client = create_client(target, timeout=timeout)
+    sentinel = isinstance(target, RedisTarget) and bool(target.sentinels)
     return RedisStores(
         client=client,
         history=RedisHistoryStore(
@@ -1306,7 +1682,9 @@ def connect(
         locks=RedisLocks(
             client, prefix=prefix, lease_seconds=lock_lease, hold_at_most=lock_hold_at_most
         ),
-        claims=RedisEventClaims(client, prefix=prefix, ttl_seconds=claim_ttl),
+        claims=RedisEventClaims(
+            client, prefix=prefix, ttl_seconds=claim_ttl, replicas=1 if sentinel else 0
+        ),
         cooldowns=RedisCooldowns(client, prefix=prefix),
         stops=RedisStopRequests(client, prefix=prefix),
         slots=RedisRunSlots(client, prefix=prefix),

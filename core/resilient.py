@@ -468,6 +468,12 @@ class ResilientRunRegistry:
         except StoreUnavailable:
             return True  # unknown: never tell a person a live run has ended
 
+    async def count(self, surface: str) -> int:
+        try:
+            return await self.health.call(None, lambda: self.inner.count(surface))
+        except StoreUnavailable:
+            return 0  # unknown: each process reserves for its own runs, as without Redis
+
 
 class ResilientStopRequests:
     """Published through the shared store; while it is down, delivered in this process only.

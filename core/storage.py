@@ -47,7 +47,7 @@ from core.stores import (
 )
 
 if TYPE_CHECKING:  # the Redis client and the wrappers load only for bundles that use them
-    from core.redis_store import RedisStores
+    from core.redis_store import RedisStores, RedisTarget
     from core.resilient import OnUnavailable, StoreHealth
 
 DEFAULT_MAX_TURNS = 10
@@ -112,7 +112,7 @@ class Stores:
     @classmethod
     def redis(
         cls,
-        url: str,
+        url: str | RedisTarget,
         *,
         prefix: str = "reactbot:",
         max_turns: int = DEFAULT_MAX_TURNS,
@@ -126,7 +126,8 @@ class Stores:
         claim_ttl: int = DEFAULT_CLAIM_TTL,
     ) -> Stores:
         """Every store on one client (no I/O yet: it connects on first use, so a Redis that
-        is down at start does not stop the bot). Close it with ``aclose``. ``max_traces``
+        is down at start does not stop the bot): ``url`` is one server's URL, or a
+        ``RedisTarget`` (Sentinel, Cluster, TLS files). Close it with ``aclose``. ``max_traces``
         (0: no bound) and ``max_trace_bytes`` bound the traces; None: the defaults."""
         from core.redis_store import DEFAULT_MAX_TRACE_BYTES, DEFAULT_MAX_TRACES, connect
 

@@ -497,6 +497,11 @@ class RunRegistry(Protocol):
         about to be found dead)."""
         ...
 
+    async def count(self, surface: str) -> int:
+        """How many runs of ``surface`` are registered, by every process: the live ones and
+        those a dead process left (their final edits are all still to come)."""
+        ...
+
 
 class InMemoryRunRegistry:
     """``RunRegistry`` for one process (nothing survives it, so nothing is ever orphaned
@@ -524,6 +529,9 @@ class InMemoryRunRegistry:
 
     async def running(self, surface: str, run_id: str) -> bool:
         return (surface, run_id) in self._records
+
+    async def count(self, surface: str) -> int:
+        return sum(1 for s, _ in self._records if s == surface)
 
 
 # ---- run slots ----------------------------------------------------------------------------

@@ -1362,8 +1362,9 @@ class MentionReply(_Reply):
 
 
 class InteractionReply(_Reply):
-    """An answer to ``/ask``: the deferred response becomes the live message (Discord shows
-    its own "thinking…" while files are read), the refused files said in a follow-up."""
+    """An answer to ``/ask``: the deferred response (Discord's own "thinking…") becomes the
+    live message, with Stop, before the files are read; the refused files are said in a
+    follow-up."""
 
     def __init__(self, cog: AskCog, interaction: discord.Interaction, ask: Ask[Asker]) -> None:
         super().__init__(cog, ask, interaction.channel_id or 0)

@@ -40,6 +40,7 @@ from collections.abc import (
     Mapping,
 )
 from contextlib import AbstractAsyncContextManager
+from functools import partial
 from typing import Any
 
 import aiohttp
@@ -271,7 +272,11 @@ class SlackBot:
         self.history = SlackHistory(client)
         """Earlier messages of a thread or channel, read for a mention (``context.*``)."""
         self.pacer = EditPacer(
-            settings.update_interval, shared=workspace_budget(settings, update_budget)
+            settings.update_interval,
+            shared=workspace_budget(settings, update_budget),
+            # the budget is every replica's: keep a final for each of their runs (and for
+            # those a dead replica left), not only for this process's
+            in_flight=partial(stores.runs.count, "Slack"),
         )
         self.stream_pacers = StreamPacers.for_workspace(
             settings.update_interval, shared=stream_budgets

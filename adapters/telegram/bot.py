@@ -9,8 +9,13 @@ updates, each question translated into an ``Ask``.
               conversation telegram:<chat>, or telegram:<chat>:<topic> in a forum topic)
       -> Answering.admit -> a Refusal (a reply saying so) or a Ticket
       -> Answering.answer(ticket, TelegramReply): a reply to the question, edited live
-    a Stop button press -> answerCallbackQuery, always; may_stop; Answering.stop
+         (a document or photo on it read first, "typing…" meanwhile: adapters.telegram.files)
+    a button press -> answerCallbackQuery, always, whatever it asked:
+         Stop (may_stop; Answering.stop), Approve / Deny / Always allow (may_decide; the
+         broker), Edit… / Deny with reason… (a ForceReply prompt, whose reply decides),
+         Retry under an interrupted answer (its question asked again)
     /reset -> the conversation's history and files forgotten
+    /settings /verbosity /model /persona /tools /usage -> adapters.telegram.commands
 
 This module writes no admission code: access (``telegram.allowed_chats``) is its one rule,
 handed to ``Answering`` with the policy every surface shares.
@@ -23,11 +28,13 @@ import logging
 import os
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from telegram import MessageEntity, Update
+from telegram import CallbackQuery, MessageEntity, Update, User
+from telegram import Chat as TelegramChat
+from telegram import Message as TelegramMessage
 from telegram.constants import ChatType
 from telegram.error import TelegramError
 from telegram.ext import (
@@ -47,6 +54,7 @@ from adapters.answering import (
     Policy,
     Refusal,
     Ticket,
+    edit_problem,
     may_decide,
     may_stop,
 )
@@ -54,19 +62,30 @@ from adapters.attachments import ConversationFiles
 from adapters.channels import ChannelChoices
 from adapters.live import LiveMessage, RunView, Verbosity
 from adapters.pacing import EditPacer
+from adapters.telegram.commands import COMMANDS, SettingsCommands
+from adapters.telegram.files import TelegramFiles, typing
 from adapters.telegram.render import (
     DECIDE_PREFIX,
+    PROMPTS,
+    RETRY_PREFIX,
     STOP_PREFIX,
     VERDICTS,
+    Button,
     TelegramPayload,
     TelegramRenderer,
+    cut,
+    decision_prompt,
     inert,
+    markdown_html,
+    prompt_ref,
+    retry_data,
 )
 from adapters.telegram.surface import Chat, TelegramSurface
 from core.agent import Agent, Run
-from core.approval import ApprovalBroker, Decision, Verdict
+from core.approval import ApprovalBroker, ApprovalRequest, Decision, Verdict
 from core.budgets import TokenBudgets
 from core.errors import StoreUnavailable
+from core.files import Incoming
 from core.storage import Stores
 from core.stores import RunRecord
 from core.trace import Trace
@@ -96,7 +115,8 @@ class TelegramSettings:
     allowed_chats: frozenset[int] = frozenset()
     """Chats that may ask; empty: every private chat."""
     admins: frozenset[int] = frozenset()
-    """User ids exempt from the cooldown, who may stop anyone's run."""
+    """User ids exempt from the cooldown, who may stop anyone's run, reset a group and change
+    a chat's settings (in a group, with the chat's own administrators)."""
     verbosity: Verbosity = "full"
     cooldown_seconds: float = 5.0
     max_runs_per_user: int = 2
@@ -157,7 +177,8 @@ class TelegramReply:
         return conversation_of(self._asker.chat, self._asker.thread)
 
     def reading(self) -> contextlib.AbstractAsyncContextManager[object]:
-        return contextlib.nullcontext()
+        """ "typing…" in the chat (its topic) while the question's files are read."""
+        return typing(self._bot.application.bot, self._asker.chat, self._asker.thread)
 
     async def show(self, run: Run, view: RunView) -> LiveMessage[TelegramPayload] | None:
         renderer = TelegramRenderer(
@@ -220,6 +241,10 @@ class TelegramBot:
         self.pacer = EditPacer(EDIT_INTERVAL)
         self.group_pacer = EditPacer(GROUP_EDIT_INTERVAL, channel_window=GROUP_WRITES)
         self.application = application or telegram_application(settings)
+        self.telegram_files = (
+            TelegramFiles(self.application.bot, files.downloader) if files is not None else None
+        )
+        """Documents and photos on a question, read with getFile (``files.*``)."""
         self.answering: Answering[Asker] = Answering(
             agent,
             surface="telegram",
@@ -230,12 +255,14 @@ class TelegramBot:
             choices=choices,
             files=files,
             broker=broker,
-            empty_question="Send me a question as text.",
+            empty_question="Send me a question as text (with a file or a photo: as its caption).",
             quote=lambda text: text,  # every text is escaped when it is sent
             shutdown_by="a bot restart",
             merge_window=settings.merge_window,
             finalise=self._finish_orphan,
         )
+        self.commands = SettingsCommands(self)
+        """``/settings``, ``/verbosity``, ``/model``, ``/persona``, ``/tools``, ``/usage``."""
         self._add_handlers()
 
     def _add_handlers(self) -> None:
@@ -245,8 +272,10 @@ class TelegramBot:
         app.add_handler(CommandHandler("reset", self.on_reset))
         app.add_handler(CommandHandler("ask", self.on_ask))
         app.add_handler(CommandHandler("trace", self.on_trace))
-        app.add_handler(MessageHandler(private & filters.TEXT & ~filters.COMMAND, self.on_text))
-        app.add_handler(MessageHandler(groups & filters.TEXT & ~filters.COMMAND, self.on_group))
+        app.add_handler(CommandHandler(list(COMMANDS), self.on_setting))
+        said = (filters.TEXT | filters.Document.ALL | filters.PHOTO) & ~filters.COMMAND
+        app.add_handler(MessageHandler(private & said, self.on_text))
+        app.add_handler(MessageHandler(groups & said, self.on_group))
         app.add_handler(CallbackQueryHandler(self.on_button))
         app.add_error_handler(self.on_error)
 
@@ -294,12 +323,15 @@ class TelegramBot:
         del context
         message = update.effective_message
         if message is not None and message.chat.type == ChatType.PRIVATE:
-            await self._question(update, message.text or "")
+            if await self._prompt_reply(update):
+                return
+            await self._question(update, message.text or message.caption or "")
 
     async def on_group(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         """In a group only a mention of the bot, or a reply to one of its messages."""
         message, me = update.effective_message, context.bot
-        if message is None or message.text is None:
+        text = (message.text or message.caption) if message is not None else None
+        if message is None or text is None or await self._prompt_reply(update):
             return
         replied = message.reply_to_message
         to_me = (
@@ -308,14 +340,18 @@ class TelegramBot:
             and (replied.from_user.id == me.id)
         )
         mention = f"@{me.username}".lower() if me.username else None
+        kinds: list[str | None] = [MessageEntity.MENTION]
+        named = (
+            message.parse_entities(kinds) if message.text else message.parse_caption_entities(kinds)
+        )
         mentioned = mention is not None and any(
-            text.lower() == mention
-            for entity, text in message.parse_entities([MessageEntity.MENTION]).items()
+            said.lower() == mention
+            for entity, said in named.items()
             if entity.type == MessageEntity.MENTION
         )
         if not (to_me or mentioned):
             return
-        question = message.text
+        question = text
         if mention is not None:
             question = re.sub(re.escape(mention), " ", question, flags=re.IGNORECASE)
         await self._question(update, question)
@@ -328,6 +364,22 @@ class TelegramBot:
         asker, user = _asker(update), update.effective_user
         if asker is None or user is None:
             return
+        chat_name = _chat_name(update.effective_chat)
+        await self._ask(asker, user, text, self._files_of(update), chat_name=chat_name)
+
+    async def _ask(
+        self,
+        asker: Asker,
+        user: User,
+        text: str,
+        files: Sequence[Incoming] = (),
+        *,
+        ident: str | None = None,
+        chat_name: str = "",
+    ) -> str | None:
+        """Admit the question and answer it in a task; the refusal's words (also sent as a
+        reply), or None when it is being answered. ``ident``: the ask's own id (default:
+        the message's); ``chat_name``: the chat as the trace names it."""
         ask: Ask[Asker] = Ask(
             who=asker,
             user=str(user.id),
@@ -336,14 +388,22 @@ class TelegramBot:
             admin=user.id in self.settings.admins,
             place=conversation_of(asker.chat),
             question=text.strip(),
-            ident=f"telegram:{asker.chat}:{asker.message}",
-            channel_name=_chat_name(update),
+            ident=ident or f"telegram:{asker.chat}:{asker.message}",
+            files=files,
+            channel_name=chat_name,
         )
         admitted = await self.answering.admit(ask)
         if isinstance(admitted, Refusal):
             await self.say(asker, admitted.text)
-            return
+            return admitted.text
         self.answering.spawn(self._answer(admitted, asker))
+        return None
+
+    def _files_of(self, update: Update) -> list[Incoming]:
+        message = update.effective_message
+        if self.telegram_files is None or message is None:
+            return []
+        return self.telegram_files.incoming(message)
 
     async def _answer(self, ticket: Ticket[Asker], asker: Asker) -> None:
         await self.answering.answer(ticket, TelegramReply(self, asker))
@@ -360,7 +420,7 @@ class TelegramBot:
         if (asker := _asker(update)) is None:
             return
         refused = await self.answering.refusal(asker)
-        if refused is None and is_group(asker.chat) and asker.user not in self.settings.admins:
+        if refused is None and is_group(asker.chat) and not await self.commands.is_admin(asker):
             refused = "Only an admin can reset a group's conversation."
         if refused is not None:
             await self.say(asker, refused)
@@ -370,6 +430,21 @@ class TelegramBot:
         if self.files is not None:
             await self.files.clear(conversation)
         await self.say(asker, "🧹 I have forgotten our conversation.")
+
+    async def on_setting(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        """A settings command (``adapters.telegram.commands``); its reply in the chat."""
+        del context
+        message, asker = update.effective_message, _asker(update)
+        if message is None or asker is None or not message.text:
+            return
+        head, _, argument = message.text.partition(" ")
+        if "\n" in head:  # "/persona\nline one…": the text starts on the next line
+            head, _, rest = head.partition("\n")
+            argument = f"{rest} {argument}" if argument else rest
+        command = head.removeprefix("/").partition("@")[0].lower()
+        reply = await self.commands.run(command, asker, argument)
+        shown, _ = markdown_html(cut(reply, 3500))
+        await self.say_html(asker, shown)
 
     async def on_trace(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         """The conversation's last trace, as its ``.md`` and ``.json`` documents."""
@@ -404,18 +479,22 @@ class TelegramBot:
             return
         words: str | None = None
         try:
-            words = await self._pressed(query.data or "", query.from_user.id, query.from_user)
+            words = await self._pressed(query)
         finally:
             try:
                 await query.answer(words)
             except TelegramError:
                 log.warning("could not answer the callback query %s", query.id, exc_info=True)
 
-    async def _pressed(self, data: str, user_id: int, user: Any) -> str | None:
+    async def _pressed(self, query: CallbackQuery) -> str | None:
         """Stop, pressed at whichever process Telegram reached: the asker is in the button,
         and ``Answering.stop`` forwards to the process running it."""
+        data, user = query.data or "", query.from_user
+        user_id = user.id
         if data.startswith(DECIDE_PREFIX):
-            return await self._decided(data, user_id, user)
+            return await self._decided(data, query)
+        if data.startswith(RETRY_PREFIX):
+            return await self._retry(data.removeprefix(RETRY_PREFIX), query)
         if not data.startswith(STOP_PREFIX):
             return "That button is not one of mine."
         run_id, _, asker = data.removeprefix(STOP_PREFIX).partition(":")
@@ -428,40 +507,133 @@ class TelegramBot:
             return "That answer is no longer running."
         return "Stopping…"
 
-    async def _decided(self, data: str, user_id: int, user: Any) -> str:
+    async def _decided(self, data: str, query: CallbackQuery) -> str:
         """Approve, Deny or Always allow, pressed under an action waiting for a person
-        (``agent.approval.approvers`` decides who may); the broker reaches the run's process."""
+        (``agent.approval.approvers`` decides who may); the broker reaches the run's process.
+        Edit… and Deny with reason… ask for the words first: a ForceReply prompt, whose
+        reply (at any process) decides."""
+        user = query.from_user
         try:
             verdict, run_id, step, call, asker = data.removeprefix(DECIDE_PREFIX).split(":")
             key = (run_id, int(step), int(call))
         except ValueError:
             return "That button is not one of mine."
-        if self.broker is None or verdict not in VERDICTS:
+        if self.broker is None or verdict not in VERDICTS | PROMPTS:
             return "Approvals are not set up on this bot."
-        if await self.broker.request(key) is None:
+        request = await self.broker.request(key)
+        if request is None:
             return "This action was already decided, or its time ran out."
-        admin = user_id in self.settings.admins
-        if not may_decide(self.settings.approvers, user=str(user_id), asker=asker or None,
-                          admin=admin):  # fmt: skip
+        if not self._may_decide(user.id, asker):
             return "Only the person who asked can decide this."
-        by = user.username or user.full_name or str(user_id)
+        if verdict in PROMPTS:
+            return await self._prompt(verdict, query, request, ref=data.removeprefix(
+                f"{DECIDE_PREFIX}{verdict}:"))  # fmt: skip
+        by = user.username or user.full_name or str(user.id)
         chosen: Verdict = VERDICTS[verdict]  # type: ignore[assignment]
-        await self.broker.decide(key, Decision(chosen, by, by_id=str(user_id)))
+        await self.broker.decide(key, Decision(chosen, by, by_id=str(user.id)))
         return {"approve": "Approved.", "deny": "Denied.", "always": "Allowed here from now on."}[
             chosen
         ]
 
+    def _may_decide(self, user_id: int, asker: str) -> bool:
+        admin = user_id in self.settings.admins
+        return may_decide(
+            self.settings.approvers, user=str(user_id), asker=asker or None, admin=admin
+        )
+
+    async def _prompt(
+        self, kind: str, query: CallbackQuery, request: ApprovalRequest, *, ref: str
+    ) -> str:
+        """The ForceReply under the live message that asks for the new input or the reason."""
+        message = query.message
+        if not isinstance(message, TelegramMessage):
+            return "I cannot ask for that here: the message is too old."
+        thread = message.message_thread_id if message.is_topic_message else None
+        payload = decision_prompt(
+            kind, tool=request.name, current=request.input, ref=ref,
+            mention=query.from_user.username if is_group(message.chat.id) else None,
+        )  # fmt: skip
+        try:
+            await self.chat(message.chat.id, thread).send(payload, reply_to=message.message_id)
+        except TelegramError:
+            log.warning("could not ask for a decision in chat %s", message.chat.id, exc_info=True)
+            return "I could not ask for it here; try Approve or Deny."
+        if kind == "e":
+            return "Reply to my message with the new input."
+        return "Reply to my message with your reason."
+
+    async def _prompt_reply(self, update: Update) -> bool:
+        """A reply to one of the bot's Edit… or Deny with reason… prompts: the edited input
+        or the reason decides the pending action it names. False for any other message."""
+        message, user = update.effective_message, update.effective_user
+        replied = message.reply_to_message if message is not None else None
+        me = self.application.bot
+        if message is None or user is None or replied is None or replied.from_user is None:
+            return False
+        if replied.from_user.id != me.id or (found := prompt_ref(replied.text or "")) is None:
+            return False
+        asker = _asker(update)
+        assert asker is not None  # a message with its sender
+        kind, run_id, step, call, asked_by = found.groups()
+        key = (run_id, int(step), int(call))
+        text = message.text or message.caption or ""
+        request = await self.broker.request(key) if self.broker is not None else None
+        if self.broker is None or request is None:
+            said = "This action was already decided, or its time ran out."
+        elif not self._may_decide(user.id, asked_by):
+            said = "Only the person who asked can decide this."
+        elif kind == "e" and (problem := edit_problem(text, json_input=request.json_input)):
+            said = f"{problem} Nothing was decided: press Edit… again."
+        else:
+            by = user.username or user.full_name or str(user.id)
+            if kind == "e":
+                decision, said = (
+                    Decision("edit", by, input=text, by_id=str(user.id)),
+                    "✏️ Edited: it runs with your input.",
+                )
+            else:
+                decision, said = (
+                    Decision("deny", by, reason=text.strip(), by_id=str(user.id)),
+                    "❌ Denied, with your reason.",
+                )
+            await self.broker.decide(key, decision)
+        await self.say(asker, said)
+        return True
+
     async def _finish_orphan(self, record: RunRecord, trace: Trace, text: str) -> None:
         """The last edit of an answer whose process died: the message says so, its Stop
-        button gone."""
-        del trace  # stored by the caller; the message only says what happened
+        button replaced by Retry (when the question is known: it is asked again)."""
         try:
             chat, message_id = int(record.where["chat"]), int(record.where["message"])
         except (KeyError, ValueError):
             return
         surface = TelegramSurface(self.chat(chat), message_id)
+        retry = (Button("🔁 Retry", retry_data(record.run_id)),) if trace.question else ()
         async with surface.chat.pacer.slot(surface.channel_key, priority="final"):
-            await surface.edit(TelegramPayload(inert(text)))
+            await surface.edit(TelegramPayload(inert(text), retry))
+
+    async def _retry(self, run_id: str, query: CallbackQuery) -> str:
+        """Retry under an interrupted answer: its question asked again, by whoever pressed,
+        as a reply to that message (admitted like any question)."""
+        message = query.message
+        if not isinstance(message, TelegramMessage):
+            return "I cannot retry that here: the message is too old."
+        try:
+            trace = await self.stores.traces.get(run_id)
+        except StoreUnavailable:
+            trace = None
+        if trace is None or not trace.question:
+            return "I no longer have that question: please ask it again."
+        thread = message.message_thread_id if message.is_topic_message else None
+        asker = Asker(message.chat.id, query.from_user.id, message.message_id, thread)
+        refused = await self._ask(
+            asker,
+            query.from_user,
+            trace.question,
+            ident=f"telegram:retry:{query.id}",
+            chat_name=_chat_name(message.chat),
+        )
+        return cut(refused, 190) if refused is not None else "Asking again…"
 
     async def on_error(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
         log.error("a Telegram update failed", exc_info=context.error)
@@ -469,16 +641,19 @@ class TelegramBot:
     async def say(self, asker: Asker, text: str) -> None:
         """A short message of the bot's own words (escaped), a reply to the asker's message
         in their topic; never raises."""
+        await self.say_html(asker, inert(text))
+
+    async def say_html(self, asker: Asker, html: str) -> None:
+        """``say``, of HTML this module drew (every outside text in it escaped)."""
         chat = self.chat(asker.chat, asker.thread)
         try:
-            await chat.send(TelegramPayload(inert(text)), reply_to=asker.message or None)
+            await chat.send(TelegramPayload(html), reply_to=asker.message or None)
         except TelegramError:
             log.warning("could not send a message in chat %s", asker.chat, exc_info=True)
 
 
-def _chat_name(update: Update) -> str:
+def _chat_name(chat: TelegramChat | None) -> str:
     """A group's title, ``DM`` for a private chat; "" when Telegram gave neither."""
-    chat = update.effective_chat
     if chat is None:
         return ""
     if chat.type == "private":

@@ -3,7 +3,8 @@
 Four styles, one per part of a step: the thought in *italic* (💭), the action in **bold** with
 its input in ``code`` (🛠), the observation in a block quote, the answer drawn from its
 Markdown (``markdown_html``: bold, italic, strike, code, headings, bullets, quotes, code
-blocks; a link's URL always visible). Every
+blocks, tables aligned in a ``<pre>`` block by ``adapters.tables``; a link's URL always
+visible). Every
 text from outside (a model's, a tool's, a person's) goes through ``html.escape`` and nothing
 else: this module writes every tag itself, never an ``<a>``, so no masked link and no
 ``tg://user?id=`` mention can come from model text (a URL stays visible text, which Telegram
@@ -24,6 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from adapters.live import RunView, StepView, final_mark, status_line
+from adapters.tables import FENCE_LINE, tables_as_code
 from core.text import neutral_bidi
 from core.trace import Trace, TraceStep, summary_line
 
@@ -49,10 +51,21 @@ STOP_PREFIX = "stop:"
 """``callback_data`` of the Stop button: ``stop:<run id>:<asker's user id>`` (at most 38
 bytes, under Telegram's 64): the process a press reaches may not be the one running it."""
 CALLBACK_BYTES = 64
+RETRY_PREFIX = "retry:"
+"""``callback_data`` of Retry under an interrupted answer: ``retry:<run id>``."""
 DECIDE_PREFIX = "ok:"
 """``callback_data`` of a decision: ``ok:<verdict>:<run>:<step>:<call>:<asker>`` (verdict
-``a``pprove, ``d``eny or ``w``, always: at most 52 bytes)."""
+``a``pprove, ``d``eny or ``w``, always; ``e``dit and ``r``eason ask for a reply first: at
+most 52 bytes)."""
 VERDICTS = {"a": "approve", "d": "deny", "w": "always"}
+PROMPTS = {"e": "edit", "r": "deny"}
+"""Decisions that need words: a ForceReply prompt asks for them (Telegram has no modal)."""
+PROMPT_REF = re.compile(r"ref ([er]):([0-9A-Za-z_-]{1,40}):(\d{1,9}):(\d{1,9}):(\d{0,20})")
+"""The last line of a prompt: which pending action a reply to it decides. Read back from the
+replied-to message (the bot's own, which Telegram includes in the reply), so any process
+can take the reply; only the last line counts (``prompt_ref``), not one the input shown
+above it may hold."""
+PROMPT_INPUT_UNITS = 3000
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,13 +81,23 @@ class Document:
 
 
 @dataclass(frozen=True, slots=True)
+class ReplyPrompt:
+    """A ForceReply: the person's app opens a reply to the message, with this placeholder;
+    ``selective``: only for the people the message @mentions."""
+
+    placeholder: str
+    selective: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class TelegramPayload:
-    """One state of the message: its HTML (``parse_mode`` HTML) and its inline buttons; or a
-    document sent with its HTML as the caption."""
+    """One state of the message: its HTML (``parse_mode`` HTML) and its inline buttons (or
+    a ForceReply); or a document sent with its HTML as the caption."""
 
     html: str
     buttons: tuple[Button, ...] = ()
     document: Document | None = None
+    prompt: ReplyPrompt | None = None
 
 
 def units(text: str) -> int:
@@ -152,7 +175,7 @@ def split_answer(text: str, limit: int) -> list[str]:
 
 # ---- a model's Markdown, as Telegram HTML --------------------------------------------------
 
-_FENCE_LINE = re.compile(r"^[ ]{0,3}(```|~~~)")
+_FENCE_LINE = FENCE_LINE
 _HEADING = re.compile(r"^[ ]{0,3}#{1,6}[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*$")
 _BULLET = re.compile(r"^([ \t]*)[-*+][ \t]+(.*)$")
 _QUOTE = re.compile(r"^[ ]{0,3}>[ \t]?(.*)$")
@@ -330,7 +353,8 @@ class TelegramRenderer:
         pending = view.pending
         if pending is None:
             return ()
-        offered = [("a", "✅ Approve"), ("d", "❌ Deny")]
+        offered = [("a", "✅ Approve"), ("e", "✏️ Edit…"), ("d", "❌ Deny"),
+                   ("r", "💬 Deny with reason…")]  # fmt: skip
         if pending.remember:
             offered.append(("w", "♾ Always allow"))
         tail = f"{self.run_id}:{pending.step}:{pending.call}:{view.asker}"
@@ -367,8 +391,9 @@ class TelegramRenderer:
         footer = self._footer(view)
         outcome = self._outcome(view)
         room = MESSAGE_UNITS - _size(footer) - _size(outcome) - 2
-        parts = split_answer(view.answer, room) if view.answer else []
-        self._answer, self._rest = view.answer, parts[1:]
+        answer = tables_as_code(view.answer)  # before the split: it counts the padding too
+        parts = split_answer(answer, room) if answer else []
+        self._answer, self._rest = answer, parts[1:]
         shown = answer_parts_html(parts)
         self._rest_html = shown[1:]
         body = "\n".join(filter(None, [_join(outcome), *shown[:1], _join(footer)]))
@@ -450,3 +475,37 @@ class TelegramRenderer:
             TelegramPayload(_join(caption), document=markdown),
             TelegramPayload("", document=data),
         ]
+
+
+def retry_data(run_id: str) -> str:
+    """Retry's ``callback_data``, within 64 bytes (a run id is 12 hex digits: always)."""
+    data = f"{RETRY_PREFIX}{run_id}"
+    return data if len(data.encode()) <= CALLBACK_BYTES else RETRY_PREFIX
+
+
+def prompt_ref(text: str) -> re.Match[str] | None:
+    """The ``PROMPT_REF`` of a prompt's text as Telegram gives it back: its last line."""
+    return PROMPT_REF.fullmatch(text.rsplit("\n", 1)[-1])
+
+
+def decision_prompt(
+    kind: str, *, tool: str, current: str, ref: str, mention: str | None = None
+) -> TelegramPayload:
+    """The ForceReply asking for an edited input (``kind`` ``e``) or a denial's reason
+    (``r``); its last line is ``ref <kind>:<run>:<step>:<call>:<asker>`` (``PROMPT_REF``).
+    ``mention``: the presser's @username, so a group's ForceReply is for them alone."""
+    lines: list[list[_Piece]] = []
+    if mention:
+        lines.append([_Piece(f"@{cut(mention, 40)}")])
+    if kind == "e":
+        lines += [
+            [_Piece(f"✏️ Reply to this message with the new input for {cut(tool, 60)}.", "b")],
+            [_Piece("Now: "), _Piece(cut(current, PROMPT_INPUT_UNITS) or " ", "code")],
+        ]
+        placeholder = "The new input"
+    else:
+        lines.append([_Piece(f"💬 Reply to this message with why {cut(tool, 60)} should not "
+                             "run.", "b")])  # fmt: skip
+        placeholder = "Why not"
+    lines.append([_Piece(f"ref {kind}:{ref}", "i")])
+    return TelegramPayload(_join(lines), prompt=ReplyPrompt(placeholder, selective=bool(mention)))

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from telegram import (
     Bot,
+    ForceReply,
     InlineKeyboardButton,
     InlineKeyboardMarkup,
     InputFile,
@@ -42,11 +43,20 @@ def retry_seconds(exc: RetryAfter) -> float:
     return value.total_seconds() if isinstance(value, dtm.timedelta) else float(value)
 
 
-def markup(payload: TelegramPayload) -> InlineKeyboardMarkup | None:
+def markup(payload: TelegramPayload) -> InlineKeyboardMarkup | ForceReply | None:
+    if payload.prompt is not None:
+        prompt = payload.prompt
+        return ForceReply(selective=prompt.selective, input_field_placeholder=prompt.placeholder)
     if not payload.buttons:
         return None
     buttons = [InlineKeyboardButton(b.text, callback_data=b.data) for b in payload.buttons]
     return InlineKeyboardMarkup([buttons[i : i + 2] for i in range(0, len(buttons), 2)])
+
+
+def inline(payload: TelegramPayload) -> InlineKeyboardMarkup | None:
+    """An edited message takes inline buttons only (a ForceReply goes with a new one)."""
+    shown = markup(payload)
+    return shown if isinstance(shown, InlineKeyboardMarkup) else None
 
 
 def mapped(exc: TelegramError) -> EditDeferred | EditRejected:
@@ -135,7 +145,7 @@ class TelegramSurface:
                 chat_id=self.chat.chat,
                 message_id=self.message_id,
                 parse_mode="HTML",
-                reply_markup=markup(payload),
+                reply_markup=inline(payload),
                 link_preview_options=NO_PREVIEW,
             )
         except TelegramError as exc:

@@ -25,11 +25,13 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
+from core.codec import pack, unpack
 from core.errors import ToolError, ToolTimeout
 from core.tools import ToolHints, ToolResult
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
+    from redis.asyncio.cluster import RedisCluster
 
 __all__ = ["InMemorySearchCache", "RedisSearchCache", "SearchCache", "SearchTool"]
 
@@ -86,31 +88,37 @@ class InMemorySearchCache:
 
 
 class RedisSearchCache:
-    """Search results shared by every bot process on one Redis, as JSON with a TTL.
+    """Search results shared by every bot process on one Redis, as JSON with a TTL, packed
+    (``core.codec``: about half the size; entries stored as plain JSON before still read).
 
     Errors from Redis propagate; ``SearchTool`` treats any cache failure as a miss.
     """
 
-    def __init__(self, client: Redis, prefix: str = "reactbot:search:") -> None:
+    def __init__(self, client: Redis | RedisCluster, prefix: str = "reactbot:search:") -> None:
         self._client = client
         self._prefix = prefix
 
     async def get(self, key: str) -> ToolResult | None:
-        raw = await self._client.get(self._prefix + key)
+        from redis.client import NEVER_DECODE  # the client may decode replies as text
+
+        command = self._client.execute_command
+        raw = await command("GET", self._prefix + key, **{NEVER_DECODE: True})
         return None if raw is None else _decode_result(raw)
 
     async def set(self, key: str, value: ToolResult, ttl: float) -> None:
         ttl_ms = int(ttl * 1000)
         if ttl_ms <= 0:
             return
-        payload = json.dumps({"text": value.text, "sources": list(value.sources)})
+        entry = {"text": value.text, "sources": list(value.sources)}
+        payload = pack(json.dumps(entry, ensure_ascii=False, separators=(",", ":")))
         await self._client.set(self._prefix + key, payload, px=ttl_ms)
 
 
 def _decode_result(raw: bytes | str) -> ToolResult | None:
-    """A cached entry, or None when it is not one we wrote (then it is simply a miss)."""
+    """A cached entry, packed or plain JSON, or None when it is not one we wrote (then it is
+    simply a miss)."""
     try:
-        data = json.loads(raw)
+        data = json.loads(unpack(raw))
     except ValueError:
         return None
     if not isinstance(data, dict):

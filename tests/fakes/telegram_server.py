@@ -12,7 +12,9 @@ Implemented (https://core.telegram.org/bots/api): ``getMe``, ``getUpdates`` (lon
 ``offset`` confirms every update before it, ``timeout`` seconds are waited for a new one),
 ``setWebhook`` (an https URL; ``secret_token`` of ``A-Za-z0-9_-``; while one is set
 getUpdates answers 409 Conflict, as Telegram does), ``deleteWebhook``, ``sendMessage``,
-``editMessageText``, ``answerCallbackQuery``, ``sendDocument`` (multipart), ``sendChatAction``. Method names are case-insensitive; a
+``editMessageText``, ``answerCallbackQuery``, ``sendDocument`` (multipart), ``sendChatAction``,
+``getFile`` and the file host beside the API (``GET /file/bot<token>/<file_path>``, only for a
+path ``getFile`` handed out; 404 ``Not Found`` otherwise). Method names are case-insensitive; a
 request's parameters come as a query string, a form (``application/x-www-form-urlencoded``
 or ``multipart/form-data``: what python-telegram-bot sends, objects as JSON text) or a JSON
 body. Every call is recorded (``fake.calls``) with its arrival time and outcome.
@@ -31,6 +33,9 @@ Answers are ``{"ok": true, "result": …}``, or ``{"ok": false, "error_code": N,
   "all <, > and & symbols that are not a part of a tag or an HTML entity must be replaced");
   the message keeps the plain text and the entities Telegram would make (``text_link`` for
   ``<a href>``, ``text_mention`` for ``tg://user?id=``), which is what tests inspect;
+- a ForceReply (``force_reply: true``, a placeholder of at most 64 characters) on a new
+  message only: an edit takes an inline keyboard (else "can't parse reply keyboard markup
+  JSON object");
 - an inline keyboard button without text or ``callback_data`` over 64 bytes: 400 ``Bad
   Request: BUTTON_DATA_INVALID`` (text: ``BUTTON_TEXT_EMPTY``); unknown ``parse_mode``:
   ``Bad Request: unsupported parse_mode``;
@@ -41,6 +46,11 @@ Answers are ``{"ok": true, "result": …}``, or ``{"ok": false, "error_code": N,
   not found``;
 - a reply to a message that does not exist: 400 ``Bad Request: message to be replied not
   found``; a chat no person opened: 400 ``Bad Request: chat not found``;
+- ``getChatAdministrators`` of a private chat: 400 ``Bad Request: there are no administrators
+  in the private chat``; of a group, its creator and administrators (``fake.set_admins``),
+  as ``ChatMember`` objects with every field the API documents;
+- ``getFile`` of a ``file_id`` nobody sent: 400 ``Bad Request: invalid file_id``; of a file
+  over 20 MB (what bots may download): 400 ``Bad Request: file is too big``;
 - ``answerCallbackQuery`` of an id never sent, or answered already: 400 ``Bad Request: query
   is too old and response timeout expired or query ID is invalid``;
 - flood control, per chat: more than ``chat_writes`` writes (sends and edits) in any
@@ -78,6 +88,9 @@ BOT_USERNAME = "reactbot_test_bot"
 MESSAGE_LIMIT = 4096
 CAPTION_LIMIT = 1024
 CALLBACK_DATA_BYTES = 64
+FILE_LIMIT = 20 * 1024 * 1024
+"""The largest file ``getFile`` hands a bot (Bot API: "up to 20MB in size")."""
+PLACEHOLDER_CHARS = 64
 NOT_MODIFIED = (
     "Bad Request: message is not modified: specified new message content and reply markup "
     "are exactly the same as a current content and reply markup of the message"
@@ -278,6 +291,8 @@ class Message:
     """The forum topic it is in (``message_thread_id``)."""
     replied: JSON | None = None
     """The message it replies to, as the API shows it (``reply_to_message``)."""
+    photo: list[JSON] | None = None
+    """A photo a person sent: its sizes, smallest first (``PhotoSize`` objects)."""
 
     @property
     def group(self) -> bool:
@@ -302,16 +317,21 @@ class Message:
             data["is_topic_message"] = True
         if self.replied is not None:
             data["reply_to_message"] = self.replied
-        if self.document is not None:
-            data["document"] = self.document
+        if self.document is not None or self.photo is not None:
+            if self.document is not None:
+                data["document"] = self.document
+            if self.photo is not None:
+                data["photo"] = self.photo
             if self.text:
                 data["caption"] = self.text
+                if self.entities:
+                    data["caption_entities"] = self.entities
         else:
             data["text"] = self.text
             if self.entities:
                 data["entities"] = self.entities
-        if self.reply_markup:
-            data["reply_markup"] = self.reply_markup
+        if self.reply_markup and "inline_keyboard" in self.reply_markup:
+            data["reply_markup"] = self.reply_markup  # a ForceReply is not shown to others
         if self.edits:
             data["edit_date"] = int(time.time())
         return data
@@ -346,7 +366,15 @@ class FakeTelegram:
         self.messages: dict[tuple[int, int], Message] = {}
         self.documents: list[tuple[int, str, bytes]] = []
         """``(chat, file name, content)`` of every document sent."""
-        self.actions: list[tuple[int, str]] = []
+        self.actions: list[tuple[int, str, float]] = []
+        """``(chat, action, arrival time)`` of every sendChatAction."""
+        self.files: dict[str, FakeFile] = {}
+        """``file_id`` -> the file people (or the bot) sent."""
+        self.downloads: list[str] = []
+        """The ``file_path`` of every download the file host served."""
+        self._paths: dict[str, FakeFile] = {}
+        self.admins: dict[int, list[int]] = {}
+        """A group's administrators, its creator first (``set_admins``)."""
         self.answered: dict[str, JSON] = {}
         """Callback query id -> the arguments it was answered with."""
         self.violations = 0
@@ -373,6 +401,7 @@ class FakeTelegram:
     async def __aenter__(self) -> Self:
         app = web.Application(client_max_size=60 * 1024 * 1024)
         app.router.add_route("*", "/bot{token}/{method}", self._api)
+        app.router.add_get("/file/bot{token}/{path:.+}", self._download)
         self._runner, self.port = await serve_locally(app, host=self.host)
         return self
 
@@ -391,6 +420,11 @@ class FakeTelegram:
     def base_url(self) -> str:
         """``telegram.api_base_url``: the prefix the client appends its token to."""
         return f"http://{self.host}:{self.port}/bot"
+
+    @property
+    def base_file_url(self) -> str:
+        """The file host beside it (``Bot(base_file_url=…)``)."""
+        return f"http://{self.host}:{self.port}/file/bot"
 
     # ---- the people's side --------------------------------------------------------------
     def user_says(
@@ -425,6 +459,51 @@ class FakeTelegram:
         self.messages[(chat, message.id)] = message
         self._push({"message": message.as_api()})
         return message
+
+    def user_sends(
+        self,
+        chat: int,
+        *,
+        caption: str = "",
+        document: tuple[str, bytes, str] | None = None,
+        photo: bytes | None = None,
+        user: int | None = None,
+        thread: int | None = None,
+        reply_to: Message | None = None,
+    ) -> Message:
+        """A person sends a document (``(file name, content, mime type)``) or a photo (its
+        JPEG bytes: Telegram offers a thumbnail and the full size) with ``caption``."""
+        message = self.user_says(chat, caption, user=user, thread=thread, reply_to=reply_to)
+        if document is not None:
+            name, content, mime = document
+            message.document = {
+                **self.add_file(content, "documents", name).described(),
+                "file_name": name,
+                "mime_type": mime,
+            }
+        if photo is not None:
+            thumb = self.add_file(photo[: max(1, len(photo) // 10)], "photos", "thumb.jpg")
+            full = self.add_file(photo, "photos", "photo.jpg")
+            message.photo = [
+                {**thumb.described(), "width": 90, "height": 90},
+                {**full.described(), "width": 1280, "height": 960},
+            ]
+        update = self._updates[-1]  # the one user_says made: it shows the files now
+        update["message"] = message.as_api()
+        return message
+
+    def set_admins(self, chat: int, users: list[int]) -> None:
+        """``users`` administer group ``chat``, the first as its creator."""
+        self.chats.add(chat)
+        self.admins[chat] = list(users)
+
+    def add_file(self, content: bytes, folder: str, name: str) -> FakeFile:
+        number = len(self.files) + 1
+        suffix = name.rpartition(".")[2] if "." in name else "bin"
+        found = FakeFile(f"BQAC{number:04d}file", f"AgAD{number:04d}", content,
+                         f"{folder}/file_{number}.{suffix}")  # fmt: skip
+        self.files[found.file_id] = found
+        return found
 
     def press(self, message: Message, data: str, *, user: int | None = None) -> str:
         """A person presses the button with ``callback_data`` ``data`` under ``message``;
@@ -624,7 +703,7 @@ class FakeTelegram:
         chat = self._chat(args)
         message = self.messages.get((chat, _int(args.get("message_id"))))
         text, entities = self._text(args, "text", MESSAGE_LIMIT)
-        markup = self._markup(args)
+        markup = self._markup(args, inline_only=True)  # an edit keeps inline keyboards only
         if message is None or not message.from_bot or message.document is not None:
             raise bad("message to edit not found")
         if (text, entities, markup) == (message.text, message.entities, message.reply_markup):
@@ -662,12 +741,7 @@ class FakeTelegram:
             text=caption,
             entities=entities,
             reply_to=reply_to,
-            document={
-                "file_id": f"doc{len(self.documents)}",
-                "file_unique_id": f"u{len(self.documents)}",
-                "file_name": name,
-                "file_size": len(content),
-            },
+            document={**self.add_file(content, "documents", name).described(), "file_name": name},
         )
         self.messages[(chat, message.id)] = message
         return message.as_api()
@@ -677,8 +751,45 @@ class FakeTelegram:
         action = str(args.get("action", ""))
         if action not in CHAT_ACTIONS:
             raise bad("wrong parameter action in request")
-        self.actions.append((chat, action))
+        self._thread(chat, args)
+        self.actions.append((chat, action, time.monotonic()))
         return True
+
+    async def _m_getchatadministrators(self, args: JSON) -> list[JSON]:
+        chat = self._chat(args)
+        if chat > 0:
+            raise bad("there are no administrators in the private chat")
+        members: list[JSON] = []
+        for k, user in enumerate(self.admins.get(chat, [])):
+            person = {"id": user, "is_bot": False, "first_name": f"user{user}"}
+            if k == 0:
+                members.append({"status": "creator", "user": person, "is_anonymous": False})
+                continue
+            rights = dict.fromkeys(_ADMIN_RIGHTS, False)
+            members.append({"status": "administrator", "user": person, **rights,
+                            "can_manage_chat": True})  # fmt: skip
+        return members
+
+    async def _m_getfile(self, args: JSON) -> JSON:
+        found = self.files.get(str(args.get("file_id", "")))
+        if found is None:
+            raise bad("invalid file_id")
+        if len(found.content) > FILE_LIMIT:
+            raise bad("file is too big")
+        self._paths[found.path] = found
+        return {**found.described(), "file_path": found.path}
+
+    async def _download(self, request: web.Request) -> web.Response:
+        """The file host: the bytes of a path ``getFile`` gave out, to this bot's token."""
+        if request.match_info["token"] != self.token:
+            error = ApiError(401, "Unauthorized")
+        elif (found := self._paths.get(request.match_info["path"])) is None:
+            error = ApiError(404, "Not Found")
+        else:
+            self.downloads.append(found.path)
+            self._changed.set()
+            return web.Response(body=found.content, content_type="application/octet-stream")
+        return web.json_response(error.body(), status=error.code)
 
     # ---- checks ---------------------------------------------------------------------------
     def _chat(self, args: JSON) -> int:
@@ -704,10 +815,15 @@ class FakeTelegram:
             raise bad("message caption is too long" if name == "caption" else "message is too long")
         return text, entities
 
-    def _markup(self, args: JSON) -> JSON | None:
+    def _markup(self, args: JSON, *, inline_only: bool = False) -> JSON | None:
         markup = args.get("reply_markup")
         if markup is None:
             return None
+        if isinstance(markup, dict) and "force_reply" in markup and not inline_only:
+            placeholder = str(markup.get("input_field_placeholder", ""))
+            if markup["force_reply"] is not True or len(placeholder) > PLACEHOLDER_CHARS:
+                raise bad("can't parse reply keyboard markup JSON object")
+            return markup
         if not isinstance(markup, dict) or not isinstance(markup.get("inline_keyboard"), list):
             raise bad("can't parse reply keyboard markup JSON object")
         for row in markup["inline_keyboard"]:
@@ -758,6 +874,29 @@ class FakeTelegram:
             self._blocked[chat] = now + seconds
             raise _too_many(seconds)
         window.append(now)
+
+
+_ADMIN_RIGHTS = (
+    "can_be_edited", "is_anonymous", "can_manage_chat", "can_delete_messages",
+    "can_manage_video_chats", "can_restrict_members", "can_promote_members", "can_change_info",
+    "can_invite_users", "can_post_stories", "can_edit_stories", "can_delete_stories",
+)  # fmt: skip
+"""The fields the Bot API requires of a ``ChatMemberAdministrator``."""
+
+
+@dataclass(frozen=True, slots=True)
+class FakeFile:
+    file_id: str
+    file_unique_id: str
+    content: bytes
+    path: str
+
+    def described(self) -> JSON:
+        return {
+            "file_id": self.file_id,
+            "file_unique_id": self.file_unique_id,
+            "file_size": len(self.content),
+        }
 
 
 def _too_many(seconds: int) -> ApiError:

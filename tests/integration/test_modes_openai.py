@@ -213,7 +213,7 @@ async def test_a_multi_argument_tool_is_called_natively_and_checked(fake: FakeOp
     )
     fake.reply("", tool_calls=[FakeToolCall("add", '{"a": 40, "b": 2}', argument_chunk_size=3)])
     answer = "40 + 2 = 42. " + "The sum is checked by the tool, not from memory. " * 6
-    fake.reply(answer, chunks=40, delay=0.005)
+    fake.reply(answer, chunks=40, delay=0.05)  # chunks further apart than TEXT_LATENCY
     model = OpenAIChatModel(model="fake-model", base_url=fake.base_url, api_key="sk-test")
     try:
         agent = Agent(model, tools, settings=AgentSettings(mode="tools"))

@@ -137,7 +137,7 @@ async def test_subscribing_while_redis_is_down_does_not_block_start() -> None:
     down = connect("redis://127.0.0.1:1/0", prefix="x:")
     try:
         started = time.monotonic()
-        async with down.stops.subscribe(lambda run, by: None):
+        async with down.stops.subscribe(lambda run, by, _: None):
             pass
         assert time.monotonic() - started < 3.0  # a blocking connect retries for ~4.7 s
     finally:

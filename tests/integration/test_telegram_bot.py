@@ -12,11 +12,15 @@ from typing import Any
 
 import pytest
 
+from adapters.attachments import ConversationFiles
 from adapters.channels import ChannelChoices
 from adapters.telegram.bot import NOT_HERE, TelegramBot, TelegramSettings
+from adapters.telegram.files import telegram_downloader
 from core.agent import Agent, AgentSettings
 from core.approval import ApprovalBroker, InMemoryDecisions, InMemoryPending
 from core.budgets import InMemoryUsageCounters, TokenBudgets
+from core.file_workers import FileReaders
+from core.files import FileLimits
 from core.scripted import ScriptedModel, Turn
 from core.storage import Stores
 from core.tools import FunctionTool, ToolHints, ToolRegistry
@@ -81,9 +85,18 @@ def _timedelta(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 async def make() -> AsyncIterator[Callable[..., Any]]:
-    opened: list[tuple[FakeTelegram, TelegramBot, ApprovalBroker]] = []
+    opened: list[tuple[FakeTelegram, TelegramBot, ApprovalBroker, FileReaders | None]] = []
 
-    async def build(turns: list[Turn], *, approval: bool = False, **settings: Any) -> Harness:
+    async def build(
+        turns: list[Turn],
+        *,
+        approval: bool = False,
+        files: FileLimits | None = None,
+        vision: bool = False,
+        **settings: Any,
+    ) -> Harness:
+        """``files``: documents and photos are read, within these limits (in worker
+        processes, as served); ``vision``: the model reads images."""
         fake = FakeTelegram()
         await fake.__aenter__()
         broker = ApprovalBroker(InMemoryDecisions(), InMemoryPending())
@@ -102,6 +115,17 @@ async def make() -> AsyncIterator[Callable[..., Any]]:
             )
         )  # fmt: skip
         stores = Stores.in_memory()
+        readers = FileReaders() if files is not None else None
+        conversation_files = (
+            ConversationFiles(
+                stores.files,
+                telegram_downloader(fake.base_url, max_bytes=files.max_bytes, timeout=5),
+                files,
+                reader=readers,
+            )
+            if files is not None and readers is not None
+            else None
+        )
         model = ScriptedModel(turns)
         agent = Agent(
             model,
@@ -119,7 +143,9 @@ async def make() -> AsyncIterator[Callable[..., Any]]:
             agent,
             stores=stores,
             budgets=TokenBudgets(InMemoryUsageCounters()),
-            choices=ChannelChoices(stores.channel_settings, {}, tools, default_model=model.name),
+            choices=ChannelChoices(
+                stores.channel_settings, {}, tools, default_model=model.name, default_vision=vision
+            ),
             settings=TelegramSettings(
                 token=fake.token,
                 api_base_url=fake.base_url,
@@ -128,15 +154,18 @@ async def make() -> AsyncIterator[Callable[..., Any]]:
                 **settings,
             ),
             broker=broker,
+            files=conversation_files,
         )
-        opened.append((fake, bot, broker))
+        opened.append((fake, bot, broker, readers))
         await bot.start()
         return Harness(fake, bot, stores, model, deleted)
 
     yield build
-    for fake, bot, broker in opened:
+    for fake, bot, broker, readers in opened:
         await bot.aclose(grace=2.0)
         await broker.aclose()
+        if readers is not None:
+            await readers.aclose()
         await fake.__aexit__(None, None, None)
 
 
@@ -301,8 +330,9 @@ async def test_an_action_is_approved_from_its_buttons_by_the_asker_only(make: An
     await h.fake.wait_for(lambda: waiting() is not None, what="the approval buttons")
     asking = waiting()
     assert asking is not None and "Approve this action?" in asking.text
-    approve, deny, *_, stop = (b["callback_data"] for b in asking.buttons)
-    assert approve.startswith("ok:a:") and deny.startswith("ok:d:") and stop.startswith("stop:")
+    approve, edit, deny, reason, *_, stop = (b["callback_data"] for b in asking.buttons)
+    assert approve.startswith("ok:a:") and edit.startswith("ok:e:") and deny.startswith("ok:d:")
+    assert reason.startswith("ok:r:") and stop.startswith("stop:")
     assert all(len(b["callback_data"].encode()) <= 64 for b in asking.buttons)
     other = h.fake.press(asking, approve, user=CHAT + 1)
     await h.fake.wait_for(lambda: other in h.fake.answered, what="the answer to the other")
@@ -327,9 +357,89 @@ async def test_a_denied_action_never_runs(make: Any) -> None:
     question = h.fake.user_says(CHAT, "delete a.txt")
     await h.fake.wait_for(lambda: any(len(m.buttons) > 1 for m in h.replies()), what="buttons")
     asking = next(m for m in h.replies() if len(m.buttons) > 1)
-    h.fake.press(asking, asking.buttons[1]["callback_data"])
+    h.fake.press(asking, _button(asking, "ok:d:"))
     final = await h.answer_to(question)
     assert "I did not delete it" in final.text and h.deleted == []
+
+
+def _button(message: Message, prefix: str) -> str:
+    return next(
+        b["callback_data"] for b in message.buttons if b["callback_data"].startswith(prefix)
+    )
+
+
+async def _asking(h: Harness, chat: int = CHAT) -> Message:
+    def waiting() -> Message | None:
+        return next((m for m in h.fake.bot_messages(chat) if len(m.buttons) > 1), None)
+
+    await h.fake.wait_for(lambda: waiting() is not None, what="the approval buttons")
+    found = waiting()
+    assert found is not None
+    return found
+
+
+async def _prompted(h: Harness, under: Message, query: str, chat: int = CHAT) -> Message:
+    """The ForceReply prompt the press ``query`` sent under the live message ``under``."""
+    await h.fake.wait_for(lambda: query in h.fake.answered, what="answerCallbackQuery")
+
+    def prompt() -> Message | None:
+        return next(
+            (m for m in h.fake.bot_messages(chat)
+             if m.reply_to == under.id and (m.reply_markup or {}).get("force_reply")),
+            None,
+        )  # fmt: skip
+
+    await h.fake.wait_for(lambda: prompt() is not None, what="the prompt")
+    found = prompt()
+    assert found is not None
+    return found
+
+
+async def test_edit_asks_for_the_new_input_in_a_force_reply_and_the_reply_runs_it(
+    make: Any,
+) -> None:
+    h: Harness = await make(DELETE, approval=True)
+    question = h.fake.user_says(CHAT, "delete a.txt")
+    asking = await _asking(h)
+    query = h.fake.press(asking, _button(asking, "ok:e:"))
+    prompt = await _prompted(h, asking, query)
+    assert h.fake.answered[query]["text"] == "Reply to my message with the new input."
+    assert "new input for files_delete" in prompt.text and "Now: a.txt" in prompt.text
+    assert prompt.reply_markup is not None and prompt.reply_markup["input_field_placeholder"]
+    someone = h.fake.user_says(CHAT, "c.txt", user=CHAT + 1, reply_to=prompt)  # not the asker
+    await h.fake.wait_for(lambda: any(m.reply_to == someone.id for m in h.replies()), what="no")
+    assert [m.text for m in h.replies() if m.reply_to == someone.id] == [
+        "Only the person who asked can decide this."
+    ]
+    h.fake.user_says(CHAT, "b.txt", reply_to=prompt)
+    final = await h.answer_to(question)
+    assert h.deleted == ["b.txt"] and "a.txt is gone" in final.text
+    trace = (await h.stores.traces.list(f"telegram:{CHAT}"))[0]
+    assert trace.steps[0].action_input == "b.txt"
+    h.model.assert_complete()  # the reply to the prompt started no question of its own
+    assert h.fake.refused() == []
+
+
+async def test_deny_with_a_reason_from_a_force_reply(make: Any) -> None:
+    h: Harness = await make(
+        [DELETE[0], Turn("Thought: refused.\nFinal Answer: I did not delete it")], approval=True
+    )
+    question = h.fake.user_says(GROUP, "/ask delete a.txt", user=ALICE)
+    asking = await _asking(h, GROUP)
+    query = h.fake.press(asking, _button(asking, "ok:r:"), user=ALICE)
+    prompt = await _prompted(h, asking, query, GROUP)
+    assert "why files_delete should not run" in prompt.text
+    h.fake.user_says(GROUP, "not on a Friday", user=ALICE, reply_to=prompt)
+    final = await _group_answer(h, question)
+    assert "I did not delete it" in final.text and h.deleted == []
+    trace = (await h.stores.traces.list(f"telegram:{GROUP}"))[0]
+    assert "not on a Friday" in (trace.steps[0].observation or "")
+    late = h.fake.user_says(GROUP, "changed my mind", user=ALICE, reply_to=prompt)
+    await h.fake.wait_for(lambda: bool(_group_replies(h, late)), what="the late reply's answer")
+    assert _group_replies(h, late)[0].text == (
+        "This action was already decided, or its time ran out."
+    )
+    assert h.fake.refused() == []
 
 
 # ---- groups and forum topics ----------------------------------------------------------------

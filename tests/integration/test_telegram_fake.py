@@ -6,6 +6,7 @@ from __future__ import annotations
 import html
 from collections.abc import AsyncIterator
 
+import aiohttp
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -165,7 +166,7 @@ async def test_documents_and_chat_actions(fake: FakeTelegram, bot: Bot) -> None:
     await bot.send_chat_action(CHAT, "typing")
     sent = await bot.send_document(CHAT, b"# trace\n", filename="trace.md", caption="the trace")
     assert fake.documents == [(CHAT, "trace.md", b"# trace\n")]
-    assert fake.actions == [(CHAT, "typing")]
+    assert [(c, a) for c, a, _ in fake.actions] == [(CHAT, "typing")]
     assert sent.document is not None and sent.document.file_name == "trace.md"
     with pytest.raises(BadRequest):
         await bot.send_chat_action(CHAT, "dancing")
@@ -174,3 +175,28 @@ async def test_documents_and_chat_actions(fake: FakeTelegram, bot: Bot) -> None:
 @given(st.text())
 def test_escaped_text_parses_back_to_itself(text: str) -> None:
     assert parse_html(html.escape(text)) == (text, [])
+
+
+async def test_get_file_and_the_file_host_are_strict(fake: FakeTelegram) -> None:
+    bot = Bot(fake.token, base_url=fake.base_url, base_file_url=fake.base_file_url)
+    await bot.initialize()
+    sent = fake.user_sends(CHAT, caption="look", document=("a.txt", b"hello", "text/plain"))
+    assert sent.document is not None
+    file_id = sent.document["file_id"]
+    url = f"{fake.base_file_url}{fake.token}/{fake.files[file_id].path}"
+    async with aiohttp.ClientSession() as session:
+        async with session.get(url) as early:  # no getFile yet: the path was never handed out
+            assert early.status == 404 and (await early.json())["description"] == "Not Found"
+        got = await bot.get_file(file_id)
+        assert got.file_path == url and got.file_size == 5
+        async with session.get(url) as response:
+            assert response.status == 200 and await response.read() == b"hello"
+        async with session.get(url.replace(fake.token, "1:wrong")) as stranger:
+            assert stranger.status == 401
+    assert bytes(await got.download_as_bytearray()) == b"hello"  # as the client itself fetches
+    with pytest.raises(BadRequest, match="Invalid file_id"):
+        await bot.get_file("no-such-file")
+    huge = fake.add_file(b"\0" * (20 * 1024 * 1024 + 1), "documents", "huge.bin")
+    with pytest.raises(BadRequest, match="File is too big"):
+        await bot.get_file(huge.file_id)
+    await bot.shutdown()

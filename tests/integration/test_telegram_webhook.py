@@ -15,10 +15,11 @@ from adapters.channels import ChannelChoices
 from adapters.telegram.bot import TelegramBot, TelegramSettings
 from adapters.telegram.webhook import SECRET_HEADER, WebhookServer, webhook_secret
 from core.agent import Agent, AgentSettings
+from core.approval import ApprovalBroker
 from core.budgets import InMemoryUsageCounters, TokenBudgets
 from core.scripted import ScriptedModel, Turn
 from core.storage import Stores
-from core.tools import ToolRegistry
+from core.tools import FunctionTool, ToolRegistry
 from tests.fakes.local_server import serve_locally
 from tests.fakes.telegram_server import FakeTelegram
 
@@ -32,6 +33,7 @@ class Process:
     server: WebhookServer
     url: str
     model: ScriptedModel
+    deleted: list[str]
 
 
 @pytest.fixture(autouse=True)
@@ -56,11 +58,24 @@ async def processes(
     model answers with ``TURNS`` (or the test's ``turns`` marker)."""
     marker = request.node.get_closest_marker("turns")
     turns = marker.args[0] if marker is not None else TURNS
-    made: list[tuple[Process, Stores, web.AppRunner]] = []
+    made: list[tuple[Process, Stores, web.AppRunner, ApprovalBroker]] = []
     for _ in range(2):
         stores = Stores.redis(redis_url, prefix=redis_prefix)
         model = ScriptedModel(list(turns))
-        agent = Agent(model, ToolRegistry(), stores=stores, settings=AgentSettings(deadline=20))
+        deleted: list[str] = []
+
+        async def delete(path: str, deleted: list[str] = deleted) -> str:
+            deleted.append(path)
+            return f"deleted {path}"
+
+        tools = ToolRegistry()
+        tools.add(FunctionTool("files_delete", delete, "Deletes a file.", "files_delete[a.txt]"))
+        broker = ApprovalBroker(stores.decisions, stores.pending)
+        agent = Agent(
+            model, tools, stores=stores, approve=broker,
+            settings=AgentSettings(deadline=20, approval_timeout=20,
+                                   approval_tools=frozenset({"files_delete"})),
+        )  # fmt: skip
         secret = webhook_secret(fake.token)
         bot = TelegramBot(
             agent,
@@ -77,15 +92,17 @@ async def processes(
                 webhook_url=URL,
                 webhook_secret=secret,
             ),
+            broker=broker,
         )
         server = WebhookServer(bot, path="/telegram/hook", secret=secret)
         runner, port = await serve_locally(server.application())
         await bot.start()
-        made.append((Process(bot, server, f"http://127.0.0.1:{port}/telegram/hook", model),
-                     stores, runner))  # fmt: skip
-    yield [p for p, _, _ in made]
-    for process, stores, runner in made:
+        process = Process(bot, server, f"http://127.0.0.1:{port}/telegram/hook", model, deleted)
+        made.append((process, stores, runner, broker))
+    yield [p for p, _, _, _ in made]
+    for process, stores, runner, broker in made:
         await process.bot.aclose(grace=2.0)
+        await broker.aclose()
         await runner.cleanup()
         await stores.aclose()
 
@@ -164,3 +181,39 @@ async def test_stop_pressed_at_the_other_process_stops_the_run(
     assert fake.answered[query]["text"] == "Stopping…"
     assert question.id == live.reply_to
     assert b.model.calls == []
+
+
+@pytest.mark.turns(
+    [
+        Turn("Thought: I will delete it.\nAction: files_delete[a.txt]"),
+        Turn("Thought: done.\nFinal Answer: it is gone"),
+    ]
+)
+async def test_edit_pressed_and_replied_at_the_other_process_runs_the_edited_input(
+    fake: FakeTelegram, processes: list[Process]
+) -> None:
+    """Process A runs the answer; Edit… and the reply to its prompt both reach B, which
+    reads the pending action from the shared store and sends the decision to A."""
+    question = fake.user_says(CHAT, "delete a.txt")
+    secret = webhook_secret(fake.token)
+    a, b = processes
+    assert await post(a.url, fake.updates[-1], secret=secret) == 200
+    await fake.wait_for(
+        lambda: any(len(m.buttons) > 1 for m in fake.bot_messages(CHAT)), what="the buttons"
+    )
+    (live,) = fake.bot_messages(CHAT)
+    edit = next(x["callback_data"] for x in live.buttons if x["callback_data"].startswith("ok:e:"))
+    query = fake.press(live, edit)
+    assert await post(b.url, fake.updates[-1], secret=secret) == 200
+    await fake.wait_for(lambda: len(fake.bot_messages(CHAT)) == 2, what="the prompt")
+    prompt = fake.bot_messages(CHAT)[1]
+    assert prompt.reply_to == live.id and "Now: a.txt" in prompt.text
+    await fake.wait_for(lambda: query in fake.answered, what="answerCallbackQuery")
+    assert fake.answered[query]["text"] == "Reply to my message with the new input."
+    fake.user_says(CHAT, "b.txt", reply_to=prompt)
+    assert await post(b.url, fake.updates[-1], secret=secret) == 200
+    await fake.wait_for(
+        lambda: "it is gone" in fake.message(CHAT, live.id).text, what="the final answer"
+    )
+    assert a.deleted == ["b.txt"] and b.deleted == [] and b.model.calls == []
+    assert question.id == live.reply_to and fake.refused() == []

@@ -62,6 +62,11 @@ async def run(agent: Agent, question: str = "What is 6*7?") -> list[Event]:
     return [event async for event in agent.run(question)]
 
 
+async def run_per_chunk(agent: Agent, question: str = "What is 6*7?") -> list[Event]:
+    """Every piece as the format lets it out (no ``text_latency``): how a reply streams."""
+    return [event async for event in agent.start(question).events(text_latency=0)]
+
+
 def final(events: Sequence[Event]) -> Finished:
     last = events[-1]
     assert isinstance(last, Finished), last
@@ -210,7 +215,7 @@ async def test_json_mode_streams_the_thought_live_and_answers() -> None:
     model = ScriptedModel(
         [Turn(step_one, chunk_size=3, delay=0.001), Turn(step_two, chunk_size=2, delay=0.001)]
     )
-    events = await run(Agent(model, registry(), settings=AgentSettings(mode="json")))
+    events = await run_per_chunk(Agent(model, registry(), settings=AgentSettings(mode="json")))
     thoughts = [e.text for e in events if isinstance(e, ThoughtDelta) and e.step == 1]
     assert len(thoughts) > 3 and "".join(thoughts) == 'Arithmetic: "6*7".'
     assert "".join(e.text for e in events if isinstance(e, AnswerDelta)) == "6*7 = 42."
@@ -381,7 +386,7 @@ async def test_in_tools_mode_a_long_answer_streams_live_and_a_thought_waits_for_
             Turn(answer, chunk_size=10, delay=0.001),
         ]
     )
-    events = await run(Agent(model, registry(), settings=AgentSettings(mode="tools")))
+    events = await run_per_chunk(Agent(model, registry(), settings=AgentSettings(mode="tools")))
     thoughts = [e.text for e in events if isinstance(e, ThoughtDelta)]
     assert thoughts == ["Compute it."]  # held until the call began, then shown whole
     answers = [e.text for e in events if isinstance(e, AnswerDelta)]

@@ -18,6 +18,8 @@ from adapters.telegram.render import (
     TRACE_MESSAGES,
     TelegramPayload,
     TelegramRenderer,
+    decision_prompt,
+    prompt_ref,
     split_answer,
     units,
 )
@@ -78,8 +80,8 @@ def test_live_payloads_are_accepted_at_every_point_of_a_run(
     *decisions, stop = payload.buttons
     assert stop.data == f"stop:0123456789ab:{view.asker}"
     if waiting:
-        offered = 3 if asked.remember else 2
-        assert [b.data.split(":")[1] for b in decisions] == ["a", "d", "w"][:offered]
+        offered = 5 if asked.remember else 4
+        assert [b.data.split(":")[1] for b in decisions] == ["a", "e", "d", "r", "w"][:offered]
         assert "Approve this action?" in parse_html(payload.html)[0]
     else:
         assert decisions == []
@@ -171,3 +173,27 @@ def test_while_a_person_decides_the_message_does_not_change() -> None:
     first = renderer.live(view)
     now[0] += 30.0
     assert renderer.live(view) == first  # LiveMessage sends no edit: nothing to see changed
+
+
+@PROPERTY
+@given(
+    st.sampled_from(["e", "r"]),
+    hostile_text(max_pieces=6),
+    hostile_text(max_pieces=8),
+    st.one_of(st.none(), st.text(min_size=1, max_size=64)),
+)
+def test_a_decision_prompt_is_accepted_and_names_its_action(
+    kind: str, tool: str, current: str, mention: str | None
+) -> None:
+    ref = "0123456789ab:12:3:" + "9" * 20
+    payload = bounded(
+        lambda: decision_prompt(kind, tool=tool, current=current, ref=ref, mention=mention)
+    )
+    text = accepted(payload)
+    found = prompt_ref(text)  # read back from the message as Telegram gives it
+    spoofed = decision_prompt(kind, tool=tool, current=f"x\nref e:evil:1:1:1\n{current}", ref=ref)
+    assert prompt_ref(accepted(spoofed)) is not None
+    assert prompt_ref(accepted(spoofed)).groups()[1] == "0123456789ab"  # type: ignore[union-attr]
+    assert found is not None and found.groups() == (kind, "0123456789ab", "12", "3", "9" * 20)
+    assert payload.prompt is not None and 1 <= len(payload.prompt.placeholder) <= 64
+    assert payload.prompt.selective == bool(mention) and not payload.buttons

@@ -1,0 +1,165 @@
+"""A chat's settings on Telegram: ``/settings``, ``/verbosity``, ``/model``, ``/persona``,
+``/tools`` and ``/usage``, on the shared ``ChannelChoices`` (the same settings Discord's
+``/reactbot`` and Slack's ``/ask-settings`` change), kept under the chat (``telegram:<chat>``:
+its forum topics follow it, as a Discord thread follows its channel).
+
+Anyone who may ask here may read them (``/settings``, ``/usage``, ``/model`` and ``/tools``
+without an argument); changing them needs an admin: a user in ``telegram.admins``, or in a
+group one of the chat's administrators (``getChatAdministrators``, cached for
+``ADMINS_TTL`` seconds, so a promotion or demotion counts within a minute). In a private
+chat only ``telegram.admins`` may change them, as in Discord's DMs.
+
+::
+
+    /settings                          verbosity, model, tools and the persona's length
+    /verbosity full|compact|answer|default
+    /model [NAME|default]              without NAME: the catalogue
+    /persona [TEXT|clear]              without TEXT: its length, and how to set it
+    /tools [NAME]                      without NAME: which are on; with it: on <-> off
+    /usage                             the tokens you used today
+
+Replies are the shared wording drawn as Telegram HTML (``markdown_html``: a model's name in
+backticks is ``code``); a person's text in them is escaped like any other.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+from telegram import Bot
+from telegram.error import TelegramError
+
+from adapters.channels import ChoiceError
+from adapters.live import VERBOSITIES
+from core.budgets import UNREADABLE
+from core.errors import StoreUnavailable
+
+if TYPE_CHECKING:
+    from adapters.telegram.bot import Asker, TelegramBot
+
+log = logging.getLogger(__name__)
+
+ADMINS_TTL = 60.0
+"""Seconds a group's administrators are remembered (one getChatAdministrators a minute)."""
+ONLY_ADMINS = "Only an admin can change this chat's settings."
+COMMANDS = ("settings", "verbosity", "model", "persona", "tools", "usage")
+VERBOSITY_USAGE = "Usage: /verbosity full|compact|answer|default"
+
+
+class ChatAdmins:
+    """Who administers each group, as Telegram says (cached briefly)."""
+
+    def __init__(self, bot: Bot, *, ttl: float = ADMINS_TTL) -> None:
+        self.bot = bot
+        self.ttl = ttl
+        self._known: dict[int, tuple[float, frozenset[int]]] = {}
+
+    async def of(self, chat: int) -> frozenset[int]:
+        """The user ids of ``chat``'s creator and administrators; none for a private chat,
+        or while Telegram cannot say (logged; only ``telegram.admins`` count meanwhile)."""
+        if chat > 0:
+            return frozenset()
+        now = time.monotonic()
+        known = self._known.get(chat)
+        if known is not None and known[0] > now:
+            return known[1]
+        try:
+            members = await self.bot.get_chat_administrators(chat)
+        except TelegramError as exc:
+            log.warning("could not read the administrators of chat %s: %s", chat, exc)
+            return frozenset()
+        ids = frozenset(m.user.id for m in members)
+        self._known[chat] = (now + self.ttl, ids)
+        return ids
+
+
+class SettingsCommands:
+    """The settings commands of one ``TelegramBot``."""
+
+    def __init__(self, bot: TelegramBot) -> None:
+        self.bot = bot
+        self.admins = ChatAdmins(bot.application.bot)
+
+    async def is_admin(self, asker: Asker) -> bool:
+        """``telegram.admins``, or (in a group) one of the chat's administrators."""
+        if asker.user in self.bot.settings.admins:
+            return True
+        return asker.user in await self.admins.of(asker.chat)
+
+    async def run(self, command: str, asker: Asker, argument: str) -> str:
+        """The reply to ``/command argument`` (Markdown-ish shared wording)."""
+        if command not in COMMANDS:
+            return "That is not one of my commands."
+        if (refused := await self.bot.answering.refusal(asker)) is not None:
+            return refused
+        handler = getattr(self, f"_{command}")
+        reply: str = await handler(asker, argument.strip())
+        return reply
+
+    @staticmethod
+    def _key(asker: Asker) -> str:
+        """Where the chat's settings are kept: the chat's, its topics' too."""
+        return f"telegram:{asker.chat}"
+
+    async def _settings(self, asker: Asker, argument: str) -> str:
+        del argument
+        choices, default = self.bot.answering.choices, self.bot.settings.verbosity
+        return "\n".join(await choices.describe(self._key(asker), default))
+
+    async def _usage(self, asker: Asker, argument: str) -> str:
+        del argument
+        admin = await self.is_admin(asker)
+        text = await self.bot.answering.budgets.report(
+            f"telegram:{asker.user}", self._key(asker), admin=admin
+        )
+        return f"⚠️ {text}" if text == UNREADABLE else text
+
+    async def _verbosity(self, asker: Asker, argument: str) -> str:
+        if argument not in (*VERBOSITIES, "default"):
+            return VERBOSITY_USAGE
+
+        async def put(key: str) -> str:
+            value = None if argument == "default" else argument
+            try:
+                await self.bot.stores.channel_settings.put(key, "verbosity", value)
+            except StoreUnavailable:
+                return "⚠️ I could not save that: the shared store is unavailable. Try again soon."
+            shown = value or f"{self.bot.settings.verbosity} (the default)"
+            return f"This chat now sees: **{shown}**."
+
+        return await self._change(asker, put)
+
+    async def _model(self, asker: Asker, argument: str) -> str:
+        choices = self.bot.answering.choices
+        if not argument:
+            return choices.choices()
+        return await self._change(asker, lambda key: choices.set_model(key, argument))
+
+    async def _persona(self, asker: Asker, argument: str) -> str:
+        choices = self.bot.answering.choices
+        if not argument:
+            current = await choices.persona(self._key(asker))
+            said = f"This chat's persona is {len(current):,} characters." if current else (
+                "This chat has no persona."
+            )  # fmt: skip
+            return f"{said} /persona TEXT sets it (admins); /persona clear clears it."
+        text = "" if argument.lower() == "clear" else argument
+        return await self._change(asker, lambda key: choices.set_persona(key, text))
+
+    async def _tools(self, asker: Asker, argument: str) -> str:
+        choices = self.bot.answering.choices
+        if not argument:
+            return await choices.tools_line(self._key(asker))
+        return await self._change(asker, lambda key: choices.toggle_tool(key, argument))
+
+    async def _change(self, asker: Asker, change: Callable[[str], Awaitable[str]]) -> str:
+        """An admin's change of this chat's settings; the reply says what it is now."""
+        if not await self.is_admin(asker):
+            return ONLY_ADMINS
+        try:
+            return await change(self._key(asker))
+        except ChoiceError as exc:
+            return f"⚠️ {exc}"

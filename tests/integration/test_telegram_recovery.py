@@ -1,0 +1,65 @@
+"""Telegram's half of crash recovery, through the real client against the strict fake: an
+answer a dead process left "thinking" (its record in the run registry, its heartbeat long
+stopped) is finished by a live process: the message says it was interrupted, its Stop is
+replaced by Retry, the trace is stored as interrupted; Retry asks the question again, as
+whoever pressed it, in a reply to that message."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from adapters.recovery import INTERRUPTED
+from adapters.telegram.render import Button, TelegramPayload
+from core.scripted import Turn
+from core.stores import RunRecord
+from core.trace import Trace
+from tests.integration import test_telegram_bot
+from tests.integration.test_telegram_bot import CHAT, Harness
+
+make = test_telegram_bot.make
+"""The Telegram harness fixture (the real client, the bot, the strict fake)."""
+
+
+async def test_an_answer_a_dead_process_left_is_finished_with_retry(make: Any) -> None:
+    h: Harness = await make([Turn("Thought: easy.\nFinal Answer: all is well")], run_lease=1.0)
+    asked = h.fake.user_says(CHAT, "/start")  # the chat opened (a greeting, no question)
+    left = await h.bot.chat(CHAT).send(  # what the dead process had posted, Stop and all
+        TelegramPayload("<b>🤔 Thinking · step 1/8</b>", (Button("⏹ Stop", "stop:deadrun:4242"),)),
+        reply_to=asked.id,
+    )
+    trace = Trace(question="what is up?", conversation=f"telegram:{CHAT}", id="deadrun")
+    where = {"chat": str(CHAT), "message": str(left)}
+    dead = RunRecord("deadrun", "telegram", trace.conversation, "dead", where,
+                     trace=trace.to_json())  # fmt: skip
+    await h.stores.runs.beat([dead], at=time.time() - 600)  # silent for ten minutes
+
+    def finished() -> bool:
+        return h.fake.message(CHAT, left).text.startswith("⚠️ Interrupted")
+
+    await h.fake.wait_for(finished, within=10, what="the orphan finished")
+    shown = h.fake.message(CHAT, left)
+    assert shown.text == INTERRUPTED
+    assert [b["callback_data"] for b in shown.buttons] == ["retry:deadrun"]
+    stored = await h.stores.traces.get("deadrun")
+    assert stored is not None and stored.status == "interrupted"
+    assert not await h.stores.runs.running("telegram", "deadrun")
+    query = h.fake.press(shown, "retry:deadrun", user=CHAT)
+    await h.fake.wait_for(lambda: query in h.fake.answered, what="answerCallbackQuery")
+    assert h.fake.answered[query]["text"] == "Asking again…"
+    final = await h.answer_to(shown)  # the new answer replies to the interrupted message
+    assert "all is well" in final.text
+    assert "what is up?" in str(h.model.calls[0].messages[-1]["content"])
+    h.model.assert_complete()
+    assert h.fake.refused() == []
+
+
+async def test_retry_of_a_question_no_longer_stored_says_so(make: Any) -> None:
+    h: Harness = await make([], run_lease=1.0)
+    h.fake.user_says(CHAT, "/start")
+    left = await h.bot.chat(CHAT).send(TelegramPayload("⚠️ Interrupted", (Button("🔁 Retry",
+                                       "retry:gone"),)))  # fmt: skip
+    query = h.fake.press(h.fake.message(CHAT, left), "retry:gone", user=CHAT)
+    await h.fake.wait_for(lambda: query in h.fake.answered, what="answerCallbackQuery")
+    assert h.fake.answered[query]["text"] == "I no longer have that question: please ask it again."
+    h.model.assert_complete()
