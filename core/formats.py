@@ -98,8 +98,9 @@ def interrupted_keeps(
     step: TraceStep, parts: list[str], thought: Callable[[str], str]
 ) -> Iterator[None]:
     """A reply cut off while it streams (Stop, Ctrl-C, a timeout, a dropped connection)
-    leaves on the step what people already saw of it: the text so far as ``raw`` and its
-    thought. The trace then shows, and counts, the step the live message showed."""
+    leaves on the step what the model had sent: the text so far as ``raw`` and its thought.
+    The trace then shows, and counts, the step the live message showed (in tools mode a
+    short text is still held back from it, thought or answer; the trace keeps it too)."""
     try:
         yield
     except BaseException:
