@@ -112,7 +112,7 @@ class Ask(Generic[A]):
     """The asker across processes (``discord:1``, ``slack:T:U``): budgets, cooldowns and run
     slots count under it."""
     name: str
-    """The asker as the trace shows them."""
+    """The asker as the trace shows them (a display name when the platform gave one)."""
     admin: bool
     place: str
     """Where the channel's settings are kept; the channel whose budget the question spends."""
@@ -125,6 +125,8 @@ class Ask(Generic[A]):
     earlier: EarlierReader | None = field(default=None, compare=False)
     """Reads the thread's or channel's earlier messages (a mention where others talked);
     None: the question is read alone."""
+    channel_name: str = ""
+    """The place as people call it (``#general``), when the platform gave its name."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -504,6 +506,8 @@ class Answering(Generic[A]):
             ask.question,
             conversation=conversation,
             user=ask.name,
+            user_id=ask.user,
+            channel=ask.channel_name,
             model=choice.model,
             tools=tools,
             persona=choice.persona,
@@ -580,23 +584,23 @@ class Answering(Generic[A]):
         running = self._running.get(run_id)
         return running.ask if running is not None else None
 
-    async def stop(self, run_id: str, *, by: str) -> bool:
+    async def stop(self, run_id: str, *, by: str, by_id: str = "") -> bool:
         """Stop ``run_id`` here, or ask the process running it (already permitted by the
         caller: ``may_stop``); False when no process runs it any more (it ended, or its
         process died), so the surface can say so."""
         running = self._running.get(run_id)
         if running is not None:
-            running.run.cancel(by=by)
+            running.run.cancel(by=by, by_id=by_id or None)
             return True
         if not await self.recovery.running(run_id):
             return False
-        await self.stops.request(run_id, by=by)
+        await self.stops.request(run_id, by=by, by_id=by_id)
         return True
 
-    def _stop_requested(self, run_id: str, by: str) -> None:
+    def _stop_requested(self, run_id: str, by: str, by_id: str) -> None:
         running = self._running.get(run_id)
         if running is not None:
-            running.run.cancel(by=by)
+            running.run.cancel(by=by, by_id=by_id or None)
 
     # ---- tasks and the process's life ---------------------------------------------------
     def spawn(self, work: Coroutine[Any, Any, None]) -> None:

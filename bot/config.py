@@ -826,6 +826,21 @@ def model_prices(config: Config) -> dict[str, Price]:
     return prices
 
 
+def picked_model_price(config: Config, name: str) -> Price | None:
+    """The price of the model ``--model NAME`` runs on (``reactbot eval``): a catalogue
+    entry's own price by its catalogue name; any other name runs on the configured endpoint,
+    so only ``model.price`` can be its price, and only when the configured model section
+    names that model. Never another entry's price for a model of the same name elsewhere."""
+    entry = config.models.get(name)
+    if entry is not None:
+        return _price(entry.price) if entry.price is not None else None
+    section = config.model
+    named = {section.name, section.step_model, section.answer_model} - {None, ""}
+    if section.price is None or not config.model_configured or name not in named:
+        return None
+    return _price(section.price)
+
+
 def _price(price: PriceConfig) -> Price:
     return Price(price.input, price.output, price.cached_input)
 

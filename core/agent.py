@@ -173,6 +173,8 @@ class Agent:
         *,
         conversation: str = "",
         user: str = "",
+        user_id: str = "",
+        channel: str = "",
         mode: Mode | None = None,
         model: ChatModel | None = None,
         tools: ToolRegistry | None = None,
@@ -200,6 +202,8 @@ class Agent:
             question=question,
             conversation=conversation,
             user=user,
+            user_id=user_id,
+            channel=channel,
             mode=chosen,
             persona=persona.strip()[: prompt.PERSONA_CHARS],
         )
@@ -297,6 +301,7 @@ class Run:
         )
         self._formats = formats_for(agent.json_formats, self._to_text)
         self._stopped_by: str | None = None
+        self._stopped_by_id: str | None = None
         self._cancel_requested = False
         self._final: FinalEvent | None = None
         self._deadline: asyncio.Timeout | None = None
@@ -350,12 +355,14 @@ class Run:
         return mode if mode in ("tools", "json") else "text"  # type: ignore[return-value]
 
     # ---- public -------------------------------------------------------------------------
-    def cancel(self, by: str | None = None) -> None:
-        """Stop the run. The first call wins, and once the outcome is decided (the final
-        event exists) a late Stop changes nothing."""
+    def cancel(self, by: str | None = None, *, by_id: str | None = None) -> None:
+        """Stop the run (``by``: who, as people know them; ``by_id``: their platform id,
+        when ``by`` is a display name). The first call wins, and once the outcome is
+        decided (the final event exists) a late Stop changes nothing."""
         if not self._task.done() and not self._cancel_requested and self._final is None:
             self._cancel_requested = True
             self._stopped_by = by
+            self._stopped_by_id = by_id
             self._task.cancel()
 
     async def events(self, *, text_latency: float = TEXT_LATENCY) -> AsyncIterator[Event]:
@@ -489,6 +496,7 @@ class Run:
     def _cancellation(self) -> Cancelled:
         trace, by = self.trace, self._stopped_by
         trace.status, trace.stopped_by = "cancelled", by
+        trace.stopped_by_id = self._stopped_by_id
         trace.reason = f"stopped by {by}" if by else "cancelled"
         self._close_open_step("cancelled")
         return Cancelled(trace, by)

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from telegram import CallbackQuery, MessageEntity, Update, User
+from telegram import Chat as TelegramChat
 from telegram import Message as TelegramMessage
 from telegram.constants import ChatType
 from telegram.error import TelegramError
@@ -363,7 +364,8 @@ class TelegramBot:
         asker, user = _asker(update), update.effective_user
         if asker is None or user is None:
             return
-        await self._ask(asker, user, text, self._files_of(update))
+        chat_name = _chat_name(update.effective_chat)
+        await self._ask(asker, user, text, self._files_of(update), chat_name=chat_name)
 
     async def _ask(
         self,
@@ -373,10 +375,11 @@ class TelegramBot:
         files: Sequence[Incoming] = (),
         *,
         ident: str | None = None,
+        chat_name: str = "",
     ) -> str | None:
         """Admit the question and answer it in a task; the refusal's words (also sent as a
         reply), or None when it is being answered. ``ident``: the ask's own id (default:
-        the message's)."""
+        the message's); ``chat_name``: the chat as the trace names it."""
         ask: Ask[Asker] = Ask(
             who=asker,
             user=str(user.id),
@@ -387,6 +390,7 @@ class TelegramBot:
             question=text.strip(),
             ident=ident or f"telegram:{asker.chat}:{asker.message}",
             files=files,
+            channel_name=chat_name,
         )
         admitted = await self.answering.admit(ask)
         if isinstance(admitted, Refusal):
@@ -499,7 +503,7 @@ class TelegramBot:
         if not may_stop(user=str(user_id), asker=ask.user if ask else asker or None, admin=admin):
             return "Only the person who asked can stop it."
         by = user.username or user.full_name or str(user_id)
-        if not await self.answering.stop(run_id, by=by):
+        if not await self.answering.stop(run_id, by=by, by_id=str(user_id)):
             return "That answer is no longer running."
         return "Stopping…"
 
@@ -526,7 +530,7 @@ class TelegramBot:
                 f"{DECIDE_PREFIX}{verdict}:"))  # fmt: skip
         by = user.username or user.full_name or str(user.id)
         chosen: Verdict = VERDICTS[verdict]  # type: ignore[assignment]
-        await self.broker.decide(key, Decision(chosen, by))
+        await self.broker.decide(key, Decision(chosen, by, by_id=str(user.id)))
         return {"approve": "Approved.", "deny": "Denied.", "always": "Allowed here from now on."}[
             chosen
         ]
@@ -584,12 +588,12 @@ class TelegramBot:
             by = user.username or user.full_name or str(user.id)
             if kind == "e":
                 decision, said = (
-                    Decision("edit", by, input=text),
+                    Decision("edit", by, input=text, by_id=str(user.id)),
                     "✏️ Edited: it runs with your input.",
                 )
             else:
                 decision, said = (
-                    Decision("deny", by, reason=text.strip()),
+                    Decision("deny", by, reason=text.strip(), by_id=str(user.id)),
                     "❌ Denied, with your reason.",
                 )
             await self.broker.decide(key, decision)
@@ -623,7 +627,11 @@ class TelegramBot:
         thread = message.message_thread_id if message.is_topic_message else None
         asker = Asker(message.chat.id, query.from_user.id, message.message_id, thread)
         refused = await self._ask(
-            asker, query.from_user, trace.question, ident=f"telegram:retry:{query.id}"
+            asker,
+            query.from_user,
+            trace.question,
+            ident=f"telegram:retry:{query.id}",
+            chat_name=_chat_name(message.chat),
         )
         return cut(refused, 190) if refused is not None else "Asking again…"
 
@@ -642,6 +650,15 @@ class TelegramBot:
             await chat.send(TelegramPayload(html), reply_to=asker.message or None)
         except TelegramError:
             log.warning("could not send a message in chat %s", asker.chat, exc_info=True)
+
+
+def _chat_name(chat: TelegramChat | None) -> str:
+    """A group's title, ``DM`` for a private chat; "" when Telegram gave neither."""
+    if chat is None:
+        return ""
+    if chat.type == "private":
+        return "DM"
+    return chat.title or (f"@{chat.username}" if chat.username else "")
 
 
 def _asker(update: Update) -> Asker | None:

@@ -35,7 +35,7 @@ from core.events import (
     ThoughtDelta,
     UsageCounted,
 )
-from core.trace import summary_line
+from core.trace import steps_made, summary_line
 
 STYLES = {
     "thought": "dim italic",
@@ -233,7 +233,9 @@ class TerminalRenderer:
                 self.exit_code = 1
             case Cancelled(by=by):
                 who = f" by {by}" if by else ""
-                self._line(f"⏹ Stopped{who} after step {event.trace.step_count}.", "warning")
+                steps = steps_made(event.trace)
+                after = f"after step {steps}" if steps else "before the first step"
+                self._line(f"⏹ Stopped{who} {after}.", "warning")
                 self.exit_code = 130
             case _:
                 assert_never(event)

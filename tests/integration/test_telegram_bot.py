@@ -215,6 +215,9 @@ async def test_stop_from_the_inline_button(make: Any) -> None:
     await h.fake.wait_for(lambda: query in h.fake.answered, what="answerCallbackQuery")
     assert h.fake.answered[query]["text"] == "Stopping…"
     assert h.fake.refused() == []
+    await h.bot.answering.settled()
+    (trace,) = await h.stores.traces.list(f"telegram:{CHAT}")
+    assert (trace.stopped_by, trace.stopped_by_id) == (f"user{CHAT}", str(CHAT))
 
 
 async def test_every_press_is_answered_even_one_the_bot_does_not_know(make: Any) -> None:
@@ -340,6 +343,10 @@ async def test_an_action_is_approved_from_its_buttons_by_the_asker_only(make: An
     assert "a.txt is gone" in final.text and h.deleted == ["a.txt"]
     assert h.fake.answered[mine]["text"] == "Approved."
     assert h.fake.refused() == []
+    await h.bot.answering.settled()
+    (trace,) = await h.stores.traces.list(f"telegram:{CHAT}")
+    approval = trace.steps[0].approval
+    assert approval is not None and (approval.by, approval.by_id) == (f"user{CHAT}", str(CHAT))
 
 
 async def test_a_denied_action_never_runs(make: Any) -> None:
@@ -503,3 +510,17 @@ async def test_in_a_group_only_the_asker_or_an_admin_stops_and_resets(make: Any)
     reset = h.fake.user_says(GROUP, "/reset", user=ALICE)
     await h.fake.wait_for(lambda: bool(_group_replies(h, reset)), what="the reset's reply")
     assert _group_replies(h, reset)[0].text == "Only an admin can reset a group's conversation."
+
+
+async def test_the_trace_names_the_asker_and_the_group_and_keeps_the_ids(make: Any) -> None:
+    h: Harness = await make(CALC * 2)
+    mention = h.fake.user_says(GROUP, "@reactbot_test_bot What is 17*23+4?", user=ALICE)
+    await _group_answer(h, mention)
+    private = h.fake.user_says(CHAT, "What is 17*23+4?")
+    await h.answer_to(private)
+    await h.bot.answering.settled()
+    (group_trace,) = await h.stores.traces.list(f"telegram:{GROUP}")
+    assert (group_trace.user, group_trace.user_id) == (f"user{ALICE}", str(ALICE))
+    assert group_trace.channel == f"group{GROUP}"  # the group's title
+    (dm_trace,) = await h.stores.traces.list(f"telegram:{CHAT}")
+    assert (dm_trace.user_id, dm_trace.channel) == (str(CHAT), "DM")
