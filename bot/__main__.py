@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import sys
 
 
 def main() -> None:
+    # Start-up allocates some 40,000 objects (modules, classes, functions) that all stay
+    # alive: collecting them on the way is wasted time (~80 young and 7 middle collections
+    # on `reactbot ask`, 15-25 ms). run_cli freezes them and turns collection back on once
+    # its imports are done.
+    gc.disable()
     from bot.cli import run_cli
 
     try:

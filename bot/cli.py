@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import itertools
 import logging
 import os
@@ -282,6 +283,9 @@ async def run_cli(
     from bot.logs import setup_logging
     from bot.platforms import enabled as enabled_platforms
 
+    if not gc.isenabled():  # bot/__main__.py turned it off for the imports above
+        gc.freeze()  # what they made lives as long as the process: never walk it again
+        gc.enable()
     console = Console(file=stdout or sys.stdout, highlight=False, soft_wrap=True)
     errors = Console(file=sys.stderr, highlight=False, soft_wrap=True)
     for shown in (console, errors):  # a terminal wraps at words; piped lines stay whole
