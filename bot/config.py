@@ -19,7 +19,6 @@ use instead. Nothing here runs at import time.
 
 from __future__ import annotations
 
-import difflib
 import json
 import re
 import typing
@@ -1280,6 +1279,8 @@ def _unknown_key(loc: tuple[int | str, ...], *, env_path: tuple[str, ...] | None
     if section is None:
         return "unknown key"
     known = [name for name in section.model_fields if name not in _NOT_FROM_FILE]
+    import difflib  # with an unknown key only, not with every start-up
+
     close = difflib.get_close_matches(str(loc[-1]), known, n=1, cutoff=0.6)
     if close and env_path is not None and len(env_path) >= len(loc):
         fixed = (*env_path[: len(loc) - 1], close[0], *env_path[len(loc) :])
