@@ -26,6 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 QUESTION = "What is 17*23+4?"
+REPO = Path(__file__).resolve().parent.parent
+"""Every command runs here: ``python -m bot`` imports ``bot`` from the working directory before
+PYTHONPATH, so run from another checkout it would time that checkout's code."""
 _SETTINGS = ("REACTBOT_", "OPENAI_", "REDIS_", "TAVILY_", "OTEL_", "DISCORD_", "SLACK_")
 
 
@@ -47,8 +50,7 @@ def commands(python: str) -> tuple[Command, ...]:
 def clean_env(env: Mapping[str, str]) -> dict[str, str]:
     """``env`` without anything that would pick a real model, Redis or a platform."""
     kept = {k: v for k, v in env.items() if not k.startswith(_SETTINGS)}
-    repo = str(Path(__file__).resolve().parent.parent)
-    kept["PYTHONPATH"] = os.pathsep.join(p for p in (repo, env.get("PYTHONPATH")) if p)
+    kept["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
     kept.pop("PYTHONDONTWRITEBYTECODE", None)  # a start-up is measured with its caches
     return kept
 
@@ -67,7 +69,9 @@ def _children_cpu() -> float:
 def run_once(command: Command, env: Mapping[str, str]) -> Timing:
     """Wall-clock and CPU milliseconds of one run; raises when the command fails."""
     cpu, start = _children_cpu(), time.perf_counter()
-    done = subprocess.run(command.argv, env=env, capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        command.argv, env=env, capture_output=True, text=True, check=False, cwd=REPO
+    )
     elapsed = (time.perf_counter() - start) * 1000
     if done.returncode != 0:
         raise SystemExit(f"{command.label} exited {done.returncode}:\n{done.stderr}")
@@ -111,7 +115,7 @@ def parse_importtime(stderr: str) -> list[ImportLine]:
 
 def top_imports(command: Command, env: Mapping[str, str], top: int) -> list[ImportLine]:
     argv = (command.argv[0], "-X", "importtime", *command.argv[1:])
-    done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False, cwd=REPO)
     ranked = sorted(parse_importtime(done.stderr), key=lambda i: i.cumulative_us, reverse=True)
     return ranked[:top]
 
