@@ -326,8 +326,9 @@ async def run_cli(
             with _quiet_store_warnings(unless=args.verbose):
                 return await trace_command(app, args, console, errors)
         await app.start()
-        for note in app.notes:
-            errors.print(f"note: {note}", style="dim", markup=False)
+        for note in app.notes:  # plain text: a name in a note is shown as written, and no
+            # emoji table is loaded for it (~5 ms of every start-up; bench/startup.py)
+            errors.print(f"note: {note}", style="dim", markup=False, emoji=False)
         chosen = getattr(args, "conversation", None)
         conversation = chosen or DEFAULT_CONVERSATION
         mode: Mode | None = getattr(args, "mode", None)

@@ -71,6 +71,7 @@ NEVER_FOR_ASK = (
     "pygments",
     "rich.markdown",
     "rich.syntax",
+    "rich._emoji_codes",  # notes are printed as plain text
     "html.parser",
     "csv",
     "importlib.metadata",  # pydantic's plugin scan: with no file, nothing is validated
