@@ -266,15 +266,23 @@ def _command_index(args: Sequence[str]) -> int | None:
     return None
 
 
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    """The command line read; ``--help``, ``--version`` and a usage error exit here (0 or 2)."""
+    return build_parser().parse_args(question_args(argv))
+
+
 async def run_cli(
     argv: Sequence[str],
     *,
     env: Mapping[str, str] | None = None,
     stdin: IO[str] | None = None,
     stdout: IO[str] | None = None,
+    parsed: argparse.Namespace | None = None,
 ) -> int:
+    """Run the command ``argv`` names; ``parsed``: ``parse_args(argv)``, when the caller has
+    read it already (bot/__main__.py does, before asyncio is imported)."""
     env = os.environ if env is None else env
-    args = build_parser().parse_args(question_args(argv))
+    args = parse_args(argv) if parsed is None else parsed
     from rich.console import Console
 
     from adapters.terminal.chat import Approvals, ask, chat
