@@ -16,7 +16,6 @@ from rich.cells import cell_len, get_character_cell_size
 from rich.console import Console
 from rich.text import Text
 
-from adapters.live import approval_words
 from core.events import (
     ActionDecided,
     AnswerDelta,
@@ -212,6 +211,8 @@ class TerminalRenderer:
             case ApprovalRequested(name=name, input=arg):
                 self._line(f"✋ {name}[{arg}] needs a person's approval", "warning")
             case ApprovalDecided():
+                from adapters.live import approval_words  # with a decision, not at start-up
+
                 self._line(f"  {approval_words(event)}", "meta")
             case ObservationReady(text=text, error=error):
                 style = "warning" if error else "observation"
