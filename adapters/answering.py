@@ -488,6 +488,7 @@ class Answering(Generic[A]):
         intake, tools = Intake(), choice.tools
         prepare: Prepare | None = None
         files = self.files
+        shown = asyncio.Event()
         if files is not None and ask.files:
             # Read in the run's own task, its live message (with Stop) shown meanwhile: a
             # Stop or a shutdown ends the reading at once, as it ends any step.
@@ -497,6 +498,9 @@ class Answering(Generic[A]):
                         conversation, ask.files, choice, self.agent.tools
                     )
                 if notice := intake.notice():
+                    # After the live message: a note first could take its place (a Discord
+                    # interaction's follow-up sent while its response is still deferred).
+                    await shown.wait()
                     await reply.note(notice)
                 return tools, intake.shown
 
@@ -521,7 +525,10 @@ class Answering(Generic[A]):
             approvers=self.policy.approvers,
             verbosity=verbosity,
         )
-        follower = await reply.show(run, view)
+        try:
+            follower = await reply.show(run, view)
+        finally:
+            shown.set()
         if follower is None:
             await run.aclose()
             return

@@ -206,6 +206,15 @@ class TelegramReply:
         return {"chat": str(self._asker.chat), "message": str(self._message_id)}
 
 
+def _in_place_of(request: ApprovalRequest, message: object) -> bool:
+    """Whether ``message`` (the one a button was pressed under, or a prompt replied to) is
+    in the chat, and the topic, of the run that asked for ``request``."""
+    if not isinstance(message, TelegramMessage):
+        return False
+    thread = message.message_thread_id if message.is_topic_message else None
+    return request.conversation == conversation_of(message.chat.id, thread)
+
+
 def conversation_of(chat: int, thread: int | None = None) -> str:
     """A private chat or group is one conversation; each forum topic is one of its own."""
     return f"telegram:{chat}" if thread is None else f"telegram:{chat}:{thread}"
@@ -514,7 +523,7 @@ class TelegramBot:
         reply (at any process) decides."""
         user = query.from_user
         try:
-            verdict, run_id, step, call, asker = data.removeprefix(DECIDE_PREFIX).split(":")
+            verdict, run_id, step, call, _ = data.removeprefix(DECIDE_PREFIX).split(":")
             key = (run_id, int(step), int(call))
         except ValueError:
             return "That button is not one of mine."
@@ -523,7 +532,11 @@ class TelegramBot:
         request = await self.broker.request(key)
         if request is None:
             return "This action was already decided, or its time ran out."
-        if not self._may_decide(user.id, asker):
+        # The asker and the place come from the request the run stored, never from the
+        # button's data: a client can send any callback data.
+        if not _in_place_of(request, query.message):
+            return "That button is not one of mine."
+        if not self._may_decide(user.id, request.asker):
             return "Only the person who asked can decide this."
         if verdict in PROMPTS:
             return await self._prompt(verdict, query, request, ref=data.removeprefix(
@@ -574,13 +587,17 @@ class TelegramBot:
             return False
         asker = _asker(update)
         assert asker is not None  # a message with its sender
-        kind, run_id, step, call, asked_by = found.groups()
+        kind, run_id, step, call, _ = found.groups()
         key = (run_id, int(step), int(call))
         text = message.text or message.caption or ""
         request = await self.broker.request(key) if self.broker is not None else None
         if self.broker is None or request is None:
             said = "This action was already decided, or its time ran out."
-        elif not self._may_decide(user.id, asked_by):
+        elif not _in_place_of(request, replied):
+            # The reference is read from the replied-to message's text, which may end with
+            # words a model wrote: it decides only an action of this chat, for its asker.
+            said = "That is not one of my questions here."
+        elif not self._may_decide(user.id, request.asker):
             said = "Only the person who asked can decide this."
         elif kind == "e" and (problem := edit_problem(text, json_input=request.json_input)):
             said = f"{problem} Nothing was decided: press Edit… again."
@@ -622,9 +639,11 @@ class TelegramBot:
             trace = await self.stores.traces.get(run_id)
         except StoreUnavailable:
             trace = None
-        if trace is None or not trace.question:
-            return "I no longer have that question: please ask it again."
         thread = message.message_thread_id if message.is_topic_message else None
+        if trace is None or not trace.question or trace.conversation != conversation_of(
+            message.chat.id, thread
+        ):  # a question is asked again only where it was asked (callback data is any text)
+            return "I no longer have that question: please ask it again."
         asker = Asker(message.chat.id, query.from_user.id, message.message_id, thread)
         refused = await self._ask(
             asker,

@@ -337,6 +337,11 @@ async def test_an_action_is_approved_from_its_buttons_by_the_asker_only(make: An
     other = h.fake.press(asking, approve, user=CHAT + 1)
     await h.fake.wait_for(lambda: other in h.fake.answered, what="the answer to the other")
     assert h.fake.answered[other]["text"] == "Only the person who asked can decide this."
+    # A modified client names itself the asker in the data: the run's own request decides.
+    forged = approve.rsplit(":", 1)[0] + f":{CHAT + 1}"
+    spoof = h.fake.press(asking, forged, user=CHAT + 1, spoofed=True)
+    await h.fake.wait_for(lambda: spoof in h.fake.answered, what="the answer to the spoof")
+    assert h.fake.answered[spoof]["text"] == "Only the person who asked can decide this."
     assert h.deleted == []
     mine = h.fake.press(h.fake.message(CHAT, asking.id), approve)
     final = await h.answer_to(question)
