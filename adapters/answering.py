@@ -39,13 +39,14 @@ from adapters.live import LiveStats, RunView, Verbosity
 from adapters.recovery import BEAT_EVERY, Finalise, Recovery
 from adapters.room import BUSY, Room
 from adapters.tasks import Tasks
-from core.agent import Agent, Earlier, Run
+from core.agent import Agent, Earlier, Prepare, Run
 from core.approval import ApprovalBroker
 from core.budgets import TokenBudgets
 from core.events import Event
 from core.files import Incoming, Intake
 from core.storage import Stores
 from core.stores import renewing
+from core.tools import ToolRegistry
 
 log = logging.getLogger(__name__)
 
@@ -116,7 +117,7 @@ class Ask(Generic[A]):
     """The asker across processes (``discord:1``, ``slack:T:U``): budgets, cooldowns and run
     slots count under it."""
     name: str
-    """The asker as the trace shows them."""
+    """The asker as the trace shows them (a display name when the platform gave one)."""
     admin: bool
     place: str
     """Where the channel's settings are kept; the channel whose budget the question spends."""
@@ -129,6 +130,8 @@ class Ask(Generic[A]):
     earlier: EarlierReader | None = field(default=None, compare=False)
     """Reads the thread's or channel's earlier messages (a mention where others talked);
     None: the question is read alone."""
+    channel_name: str = ""
+    """The place as people call it (``#general``), when the platform gave its name."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -502,21 +505,38 @@ class Answering(Generic[A]):
             return
         read = await self._read_earlier(ask, reply)
         intake, tools = Intake(), choice.tools
-        if self.files is not None:
-            incoming = ask.files
-            async with reply.reading() if incoming else contextlib.nullcontext():
-                intake, tools = await self.files.prepare(
-                    conversation, incoming, choice, self.agent.tools
-                )
+        prepare: Prepare | None = None
+        files = self.files
+        shown = asyncio.Event()
+        if files is not None and ask.files:
+            # Read in the run's own task, its live message (with Stop) shown meanwhile: a
+            # Stop or a shutdown ends the reading at once, as it ends any step.
+            async def prepare() -> tuple[ToolRegistry | None, Sequence[str]]:
+                async with reply.reading():
+                    intake, tools = await files.prepare(
+                        conversation, ask.files, choice, self.agent.tools
+                    )
+                if notice := intake.notice():
+                    # After the live message: a note first could take its place (a Discord
+                    # interaction's follow-up sent while its response is still deferred).
+                    await shown.wait()
+                    await reply.note(notice)
+                return tools, intake.shown
+
+        elif files is not None:  # no file now: the earlier ones searched (one store read)
+            intake, tools = await files.prepare(conversation, (), choice, self.agent.tools)
         run = self.agent.start(
             ask.question,
             conversation=conversation,
             user=ask.name,
+            user_id=ask.user,
+            channel=ask.channel_name,
             model=choice.model,
             tools=tools,
             persona=choice.persona,
             images=intake.shown,
             earlier=read,
+            prepare=prepare,
         )
         view = RunView(
             question=run.trace.question,
@@ -524,7 +544,10 @@ class Answering(Generic[A]):
             approvers=self.policy.approvers,
             verbosity=verbosity,
         )
-        follower = await reply.show(run, view)
+        try:
+            follower = await reply.show(run, view)
+        finally:
+            shown.set()
         if follower is None:
             await run.aclose()
             return
@@ -587,23 +610,23 @@ class Answering(Generic[A]):
         running = self._running.get(run_id)
         return running.ask if running is not None else None
 
-    async def stop(self, run_id: str, *, by: str) -> bool:
+    async def stop(self, run_id: str, *, by: str, by_id: str = "") -> bool:
         """Stop ``run_id`` here, or ask the process running it (already permitted by the
         caller: ``may_stop``); False when no process runs it any more (it ended, or its
         process died), so the surface can say so."""
         running = self._running.get(run_id)
         if running is not None:
-            running.run.cancel(by=by)
+            running.run.cancel(by=by, by_id=by_id or None)
             return True
         if not await self.recovery.running(run_id):
             return False
-        await self.stops.request(run_id, by=by)
+        await self.stops.request(run_id, by=by, by_id=by_id)
         return True
 
-    def _stop_requested(self, run_id: str, by: str) -> None:
+    def _stop_requested(self, run_id: str, by: str, by_id: str) -> None:
         running = self._running.get(run_id)
         if running is not None:
-            running.run.cancel(by=by)
+            running.run.cancel(by=by, by_id=by_id or None)
 
     # ---- tasks and the process's life ---------------------------------------------------
     def spawn(self, work: Coroutine[Any, Any, None]) -> None:

@@ -13,7 +13,9 @@ live update is a courtesy and must never make the final one wait. Three prioriti
 
 A shared budget smaller than the runs going (Slack's 50 ``chat.update`` a minute, 50 runs at
 once) therefore goes to finals and approvals first; first and live updates resume as runs
-end.
+end. The runs counted are every replica's (``EditPacer.in_flight``, the run registry's count),
+the ones a dead replica left included: each replica's own count alone let one replica's live
+updates spend the finals of another's runs, and nobody's kept any for an orphan's.
 
 The allowances, as the platforms count them:
 
@@ -38,7 +40,7 @@ import logging
 import math
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, Protocol
 
@@ -344,6 +346,7 @@ class EditPacer:
         *,
         channel_window: tuple[int, float] | None = None,
         shared: Budget | None = None,
+        in_flight: Callable[[], Awaitable[int]] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if channel_window is not None and shared is not None:
@@ -360,6 +363,12 @@ class EditPacer:
         self._shared_blocked_until = -math.inf
         self.running = 0
         """Runs whose live message is following them (their finals are still to come)."""
+        self.in_flight = in_flight
+        """How many runs every process sharing ``shared`` has in flight (the run registry's
+        count: the other replicas' and those a dead process left, whose finals come from
+        whichever process finishes them). Asked before each live or first update takes from
+        the shared budget, so that it keeps one edit for each of them, not only for this
+        process's runs."""
         self.stats = PacerStats()
 
     @property
@@ -396,10 +405,14 @@ class EditPacer:
         finally:
             self.running -= 1
 
-    def _shared_reserve(self, priority: Priority) -> int:
+    async def _shared_reserve(self, priority: Priority) -> int:
         if priority == "final" or self.shared is None:
             return 0
-        return min(self.running, self.shared.limit)  # one final per run still going
+        going = self.running
+        if self.in_flight is not None:  # every process's, counted now: a count kept from
+            # the last heartbeat missed runs started since, and their finals went short
+            going = max(going, await self.in_flight())
+        return min(going, self.shared.limit)  # one final per run still going
 
     def _wait(self, state: ChannelState, priority: Priority, now: float) -> float:
         """Seconds until the channel lets an edit of ``priority`` go (the shared budget aside)."""
@@ -443,7 +456,7 @@ class EditPacer:
         while True:
             wait = self._wait(state, priority, self._clock())
             if wait <= 0 and self.shared is not None:  # taken (and counted) when it is 0
-                wait = await self.shared.take(self._shared_reserve(priority))
+                wait = await self.shared.take(await self._shared_reserve(priority))
             if wait <= 0:
                 break
             waited = True

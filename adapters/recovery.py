@@ -3,9 +3,9 @@
 Each process registers the answers it is writing (``core.stores.RunRegistry``: the run, its
 conversation, the platform's reference to its message, the person's run slot, and the trace
 so far) and renews them with a heartbeat every ``beat_every`` seconds. Every process also
-looks, as often, for answers of its surface whose heartbeat stopped ``orphan_after`` seconds
-ago: their process died (``kill -9``, an OOM kill, a lost machine). One live process claims
-each (atomically: exactly one does) and finishes it:
+looks, every second (``SWEEP_EVERY``), for answers of its surface whose heartbeat stopped
+``orphan_after`` seconds ago: their process died (``kill -9``, an OOM kill, a lost
+machine). One live process claims each (atomically: exactly one does) and finishes it:
 
 - the message says "⚠️ Interrupted: the bot restarted while answering. Ask again." (the
   surface's ``Finalise``: Discord and Slack edit the message, with a Retry button);
@@ -40,6 +40,11 @@ INTERRUPTED = "⚠️ Interrupted: the bot restarted while answering. Ask again.
 NOT_RUNNING = "This answer is no longer running (the bot restarted while answering)."
 HISTORY_NOTE = "(No answer: the bot restarted while answering this question.)"
 BEAT_EVERY = 5.0
+SWEEP_EVERY = 1.0
+"""Seconds between looks for orphans (at most): one is found this soon after its lease
+lapsed, so a dead process's answer is finished within ``ORPHAN_AFTER`` + this + one edit
+of its last heartbeat. (Looking only at each heartbeat made that ``ORPHAN_AFTER`` + 5 s:
+the whole 30 s promised, with nothing left for the edit.) A look is one small read."""
 ORPHAN_AFTER = 25.0
 """Seconds without a heartbeat before an answer counts as its process's orphan. The
 conversation locks and run slots have leases this long too (renewed by live runs), so the
@@ -182,19 +187,24 @@ class Recovery:
             self._task = asyncio.create_task(self._loop(), name=f"recovery:{self.surface}")
 
     async def _loop(self) -> None:
-        next_sweep = 0.0
+        sweep_every = min(self.beat_every, SWEEP_EVERY)
+        next_beat = next_sweep = 0.0
         while True:
+            now = time.monotonic()
             try:
-                await self.beat()
-                if time.monotonic() >= next_sweep:
-                    next_sweep = time.monotonic() + self.beat_every
+                if self._wake.is_set() or now >= next_beat:
+                    self._wake.clear()
+                    next_beat = now + self.beat_every
+                    await self.beat()
+                if now >= next_sweep:
+                    next_sweep = now + sweep_every
                     await self.sweep()
             except Exception:  # the next round tries again
                 log.exception("crash recovery on %s failed this round", self.surface)
+            pause = min(next_beat, next_sweep) - time.monotonic()
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self.beat_every):
+                async with asyncio.timeout(max(0.0, pause)):
                     await self._wake.wait()
-            self._wake.clear()
 
     async def aclose(self) -> None:
         if self._task is not None:

@@ -52,7 +52,20 @@ FENCE_LINE = re.compile(r"^[ ]{0,3}(```|~~~)")
 """A line that opens or closes a code block, as the surfaces' renderers read it."""
 _RULE = re.compile(r"^\|?:?-+:?(?:\|:?-+:?)*\|?$")
 _SPLIT = re.compile(r"(?<!\\)\|")
-_DROPPED = re.compile(r"`|\*\*|__|~{3,}")
+_DROPPED = re.compile(r"\*\*|__|~{3,}")
+
+
+def _drop_markers(text: str) -> str:
+    """``text`` with no backtick, ``**``, ``__`` or ``~~~`` left: backticks go first, and the
+    rest until none is left, since removing one can join two halves (``~~`~``, ``_`_``)."""
+    text = text.replace("`", "")
+    while True:
+        dropped = _DROPPED.sub("", text)
+        if dropped == text:
+            return text
+        text = dropped
+
+
 _ZERO_WIDTH = frozenset({"Mn", "Me", "Cf"})
 
 
@@ -82,7 +95,7 @@ def cells(row: str) -> list[str]:
 
 
 def _cell(text: str) -> str:
-    return " ".join(_DROPPED.sub("", text.replace("\\|", "|")).split())
+    return " ".join(_drop_markers(text.replace("\\|", "|")).split())
 
 
 def aligned(header: str, body: Sequence[str]) -> list[str] | None:
@@ -105,7 +118,7 @@ def aligned(header: str, body: Sequence[str]) -> list[str] | None:
         lines.append(" | ".join(padded).rstrip())
         if k == 0:
             lines.append("-+-".join("-" * w for w in widths))
-    lines += [_DROPPED.sub("", row) for row in body[TABLE_ROWS:]]
+    lines += [_drop_markers(row) for row in body[TABLE_ROWS:]]
     return lines
 
 

@@ -14,8 +14,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pydantic import SecretStr
-
 from bot.config import Config, MCPServerConfig, RedisConfig, model_prices
 from bot.logs import RunLogContext
 from core.agent import Agent, AgentSettings
@@ -35,6 +33,8 @@ from core.tools.calculator import CalculatorTool
 from core.trace import Trace
 
 if TYPE_CHECKING:  # the search, redis and MCP modules load only when configured
+    from pydantic import SecretStr
+
     from adapters.channels import ChannelChoices
     from adapters.pacing import Budget
     from adapters.room import Room

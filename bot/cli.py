@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import itertools
 import logging
 import os
@@ -265,15 +266,23 @@ def _command_index(args: Sequence[str]) -> int | None:
     return None
 
 
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    """The command line read; ``--help``, ``--version`` and a usage error exit here (0 or 2)."""
+    return build_parser().parse_args(question_args(argv))
+
+
 async def run_cli(
     argv: Sequence[str],
     *,
     env: Mapping[str, str] | None = None,
     stdin: IO[str] | None = None,
     stdout: IO[str] | None = None,
+    parsed: argparse.Namespace | None = None,
 ) -> int:
+    """Run the command ``argv`` names; ``parsed``: ``parse_args(argv)``, when the caller has
+    read it already (bot/__main__.py does, before asyncio is imported)."""
     env = os.environ if env is None else env
-    args = build_parser().parse_args(question_args(argv))
+    args = parse_args(argv) if parsed is None else parsed
     from rich.console import Console
 
     from adapters.terminal.chat import Approvals, ask, chat
@@ -282,6 +291,9 @@ async def run_cli(
     from bot.logs import setup_logging
     from bot.platforms import enabled as enabled_platforms
 
+    if not gc.isenabled():  # bot/__main__.py turned it off for the imports above
+        gc.freeze()  # what they made lives as long as the process: never walk it again
+        gc.enable()
     console = Console(file=stdout or sys.stdout, highlight=False, soft_wrap=True)
     errors = Console(file=sys.stderr, highlight=False, soft_wrap=True)
     for shown in (console, errors):  # a terminal wraps at words; piped lines stay whole
@@ -322,8 +334,9 @@ async def run_cli(
             with _quiet_store_warnings(unless=args.verbose):
                 return await trace_command(app, args, console, errors)
         await app.start()
-        for note in app.notes:
-            errors.print(f"note: {note}", style="dim", markup=False)
+        for note in app.notes:  # plain text: a name in a note is shown as written, and no
+            # emoji table is loaded for it (~5 ms of every start-up; bench/startup.py)
+            errors.print(f"note: {note}", style="dim", markup=False, emoji=False)
         chosen = getattr(args, "conversation", None)
         conversation = chosen or DEFAULT_CONVERSATION
         mode: Mode | None = getattr(args, "mode", None)

@@ -19,7 +19,6 @@ use instead. Nothing here runs at import time.
 
 from __future__ import annotations
 
-import difflib
 import json
 import re
 import typing
@@ -134,7 +133,9 @@ def _check_not_blank(value: str | None) -> str | None:
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # Start-up (bench/startup.py): a section's validator is built when something is first
+    # validated, not at import; with no file and no REACTBOT_* key nothing is (load_config).
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
         # URLs may carry credentials (redis://:password@host): never show them.
@@ -148,6 +149,17 @@ class _Section(BaseModel):
         if not isinstance(data, dict):
             return data
         return {k: _redact_url(v) if isinstance(v, str) else v for k, v in data.items()}
+
+
+_S = typing.TypeVar("_S", bound=_Section)
+
+
+def _defaults(section: type[_S]) -> typing.Callable[[], _S]:
+    """The default of a section-valued key: the section with each key at its default, built
+    without validating it (``model_construct``), which is what validating no keys gives (every
+    section's validators accept its defaults, tests/unit/test_config.py checks it) without
+    building the section's validator."""
+    return section.model_construct
 
 
 class PriceConfig(_Section):
@@ -201,7 +213,7 @@ class AgentConfig(_Section):
     is told, at once, to ask again in a moment (``adapters.room``)."""
     mode: Literal["text", "tools", "json"] = "text"
     parallel_tools: int = Field(default=4, ge=1, le=32)
-    approval: ApprovalConfig = ApprovalConfig()
+    approval: ApprovalConfig = Field(default_factory=_defaults(ApprovalConfig))
     merge_window: float = Field(default=1.5, ge=0, le=30)
     """Seconds: messages from one person in one conversation this close together, before a
     run starts, are one question (0: every message on its own)."""
@@ -346,10 +358,10 @@ class MCPConfig(_Section):
 
 
 class ToolsConfig(_Section):
-    search: SearchConfig = SearchConfig()
-    lookup: LookupConfig = LookupConfig()
-    calculate: CalculateConfig = CalculateConfig()
-    mcp: MCPConfig = MCPConfig()
+    search: SearchConfig = Field(default_factory=_defaults(SearchConfig))
+    lookup: LookupConfig = Field(default_factory=_defaults(LookupConfig))
+    calculate: CalculateConfig = Field(default_factory=_defaults(CalculateConfig))
+    mcp: MCPConfig = Field(default_factory=_defaults(MCPConfig))
 
 
 class RedisConfig(_Section):
@@ -516,11 +528,11 @@ class SlackConfig(_Section):
     use_native_streaming: bool | None = None
     """Deprecated: ``slack.streaming`` replaces it (true: ``native``, false: ``update``)."""
     suggested_prompts: tuple[SuggestedPrompt, ...] = Field(
-        default=(
-            SuggestedPrompt(
+        default=(  # valid as written: constructed, so that no validator is built at import
+            SuggestedPrompt.model_construct(
                 title="What can you do?", message="What can you do, and with which tools?"
             ),
-            SuggestedPrompt(title="Calculate", message="What is 17*23+4?"),
+            SuggestedPrompt.model_construct(title="Calculate", message="What is 17*23+4?"),
         ),
         max_length=4,
     )
@@ -688,11 +700,12 @@ class Secrets(_Section):
         values = {field: (env.get(var) or "").strip() for field, var in SECRET_ENV_VARS.items()}
         named = {var: env.get(var, "") for var in mcp}
         keys = {var: (env.get(var) or "").strip() for var in models}
-        return cls(
-            **{field: SecretStr(v) for field, v in values.items() if v},
-            mcp={var: SecretStr(v) for var, v in named.items() if v},
-            models={var: SecretStr(v) for var, v in keys.items() if v},
-        )
+        # Every value is a SecretStr already, under a field's own name: nothing to validate,
+        # so no validator is built (start-up); tests/unit/test_config.py compares it.
+        fields: dict[str, Any] = {field: SecretStr(v) for field, v in values.items() if v}
+        fields["mcp"] = {var: SecretStr(v) for var, v in named.items() if v}
+        fields["models"] = {var: SecretStr(v) for var, v in keys.items() if v}
+        return cls.model_construct(**fields)
 
     def values(self) -> list[str]:
         """The secret values that are set (to scrub them from any text)."""
@@ -771,25 +784,25 @@ LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 class Config(_Section):
     """Everything the bot is configured with. Build it with ``load_config``."""
 
-    model: ModelConfig = ModelConfig()
-    agent: AgentConfig = AgentConfig()
-    tools: ToolsConfig = ToolsConfig()
-    redis: RedisConfig = RedisConfig()
-    discord: DiscordConfig = DiscordConfig()
-    slack: SlackConfig = SlackConfig()
-    budgets: BudgetsConfig = BudgetsConfig()
+    model: ModelConfig = Field(default_factory=_defaults(ModelConfig))
+    agent: AgentConfig = Field(default_factory=_defaults(AgentConfig))
+    tools: ToolsConfig = Field(default_factory=_defaults(ToolsConfig))
+    redis: RedisConfig = Field(default_factory=_defaults(RedisConfig))
+    discord: DiscordConfig = Field(default_factory=_defaults(DiscordConfig))
+    slack: SlackConfig = Field(default_factory=_defaults(SlackConfig))
+    budgets: BudgetsConfig = Field(default_factory=_defaults(BudgetsConfig))
     models: dict[str, CatalogueModel] = Field(default_factory=dict)
     """The model catalogue: names a channel (``/reactbot model``) or a question may pick."""
-    telemetry: TelemetryConfig = TelemetryConfig()
-    web: WebConfig = WebConfig()
-    telegram: TelegramConfig = TelegramConfig()
-    files: FilesConfig = FilesConfig()
-    ops: OpsConfig = OpsConfig()
-    context: ContextConfig = ContextConfig()
+    telemetry: TelemetryConfig = Field(default_factory=_defaults(TelemetryConfig))
+    web: WebConfig = Field(default_factory=_defaults(WebConfig))
+    telegram: TelegramConfig = Field(default_factory=_defaults(TelegramConfig))
+    files: FilesConfig = Field(default_factory=_defaults(FilesConfig))
+    ops: OpsConfig = Field(default_factory=_defaults(OpsConfig))
+    context: ContextConfig = Field(default_factory=_defaults(ContextConfig))
     log_level: LogLevel = "INFO"
     log_format: Literal["text", "json"] = "text"
     """``json``: one JSON object per line, a run's lines carrying its id and conversation."""
-    secrets: Secrets = Secrets()
+    secrets: Secrets = Field(default_factory=_defaults(Secrets))
 
     @field_validator("models")
     @classmethod
@@ -833,6 +846,21 @@ def model_prices(config: Config) -> dict[str, Price]:
     return prices
 
 
+def picked_model_price(config: Config, name: str) -> Price | None:
+    """The price of the model ``--model NAME`` runs on (``reactbot eval``): a catalogue
+    entry's own price by its catalogue name; any other name runs on the configured endpoint,
+    so only ``model.price`` can be its price, and only when the configured model section
+    names that model. Never another entry's price for a model of the same name elsewhere."""
+    entry = config.models.get(name)
+    if entry is not None:
+        return _price(entry.price) if entry.price is not None else None
+    section = config.model
+    named = {section.name, section.step_model, section.answer_model} - {None, ""}
+    if section.price is None or not config.model_configured or name not in named:
+        return None
+    return _price(section.price)
+
+
 def _price(price: PriceConfig) -> Price:
     return Price(price.input, price.output, price.cached_input)
 
@@ -865,6 +893,8 @@ def load_config(path: str | Path | None, env: Mapping[str, str]) -> Config:
     overridden = _apply_env_overrides(data, env)
     overridden |= _apply_env_keys(data, env, file)
     secrets = Secrets.from_env(env, mcp=_mcp_variables(data), models=_model_variables(data))
+    if not data:  # the embedded defaults: nothing to validate, and no validator to build
+        return _resolve_relative_paths(Config.model_construct(secrets=secrets), file)
     try:
         config = Config.model_validate({**data, "secrets": secrets})
     except ValidationError as exc:
@@ -1271,6 +1301,8 @@ def _unknown_key(loc: tuple[int | str, ...], *, env_path: tuple[str, ...] | None
     if section is None:
         return "unknown key"
     known = [name for name in section.model_fields if name not in _NOT_FROM_FILE]
+    import difflib  # with an unknown key only, not with every start-up
+
     close = difflib.get_close_matches(str(loc[-1]), known, n=1, cutoff=0.6)
     if close and env_path is not None and len(env_path) >= len(loc):
         fixed = (*env_path[: len(loc) - 1], close[0], *env_path[len(loc) :])

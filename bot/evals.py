@@ -303,11 +303,20 @@ def missing_tools(cases: Sequence[Case], tools: ToolRegistry) -> str | None:
     return None
 
 
-def agent_for(app: App, prompt: str | None) -> Agent:
+def agent_for(app: App, prompt: str | None, *, model: str | None = None) -> Agent:
     """The app's Agent for the built-in prompt; for a ``--prompt``, the same Agent's parts
     with that system prompt (as ``trace replay --prompt`` does). Neither keeps a
-    conversation's history: each case is asked on its own."""
+    conversation's history: each case is asked on its own. With ``model`` (a ``--model``
+    name), it knows that model's price alone (``picked_model_price``): prices are kept by
+    model name, and a name outside the catalogue must not borrow an entry's."""
     base = app.agent
+    prices = base.prices
+    if model is not None:
+        from bot.config import picked_model_price
+
+        price = picked_model_price(app.config, model)
+        runs_as = app.catalogue[model].name if model in app.catalogue else model
+        prices = {runs_as: price} if price is not None else {}
     settings = base.settings if prompt is None else replace(base.settings, system_prompt=prompt)
     return Agent(
         base.model,
@@ -317,7 +326,7 @@ def agent_for(app: App, prompt: str | None) -> Agent:
         settings=settings,
         approve=base.approve,
         observers=base.observers,
-        prices=base.prices,
+        prices=prices,
     )
 
 
@@ -543,8 +552,8 @@ def _plan(app: App, options: EvalOptions) -> _Plan:
     modes = list(dict.fromkeys(options.modes)) or [app.agent.settings.mode]
     setups = []
     for prompt_name, prompt_text in prompts:
-        agent = agent_for(app, prompt_text)
         for model_name, picked in chosen:
+            agent = agent_for(app, prompt_text, model=model_name if picked else None)
             for mode in modes:
                 combination = Combination(model_name, mode, prompt_name)
                 setups.append(Setup(combination, agent, picked, mode))

@@ -3,7 +3,6 @@ parses arguments."""
 
 from __future__ import annotations
 
-import getpass
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -29,7 +28,7 @@ from core.replay import (
     finish_replay,
     start_replay,
 )
-from core.trace import Trace, one_line, summary_line, utc_iso
+from core.trace import Trace, one_line, steps_made, summary_line, utc_iso
 
 if TYPE_CHECKING:
     from bot.app import App
@@ -193,7 +192,7 @@ async def replay_command(
             markup=False,
             soft_wrap=False,
         )
-        run = start_replay(agent, original, replaying, mode=mode, user=_user())
+        run = start_replay(agent, original, replaying, mode=mode)
         final = await _show_replay(run, replaying, console)
     finally:
         if opened:
@@ -245,14 +244,6 @@ async def diff_command(app: App, console: Console, left_id: str, right_id: str) 
     render_diff(diff_traces(left, right), console)
     print_page_link(app.config, console, left.id, right.id)
     return 0
-
-
-def _user() -> str:
-    """Who runs the replay (the original's asker may be someone else)."""
-    try:
-        return getpass.getuser()
-    except (OSError, KeyError):  # no name for this uid (a container)
-        return ""
 
 
 async def _close(model: ChatModel) -> None:
@@ -323,7 +314,7 @@ def _run_head(name: str, trace: Trace) -> Text:
     models = ", ".join(dict.fromkeys(trace.models)) or "?"
     prompt = "custom prompt" if trace.system_prompt is not None else "built-in prompt"
     head.append(f"\n{_clip(models, 80)} · {_clip(trace.mode, 10)} mode · {prompt}", style="dim")
-    totals = f"{trace.step_count} steps · {trace.seconds:.1f} s"
+    totals = f"{steps_made(trace)} steps · {trace.seconds:.1f} s"
     if trace.total_tokens:
         totals += f" · {trace.total_tokens:,} tokens"
     head.append(f"\n{_clip(trace.status, 20)} · {totals}", style="dim")

@@ -216,7 +216,9 @@ class Approvals:
             note = f"No decision within {self.timeout:g} s, so the action was not run."
             return action, Outcome(note, True)
         if decision.verdict == "deny":
-            self._record(n, step, "denied", decision.by, action.input, decision.reason)
+            self._record(
+                n, step, "denied", decision.by, action.input, decision.reason, by_id=decision.by_id
+            )
             reason = f" Their reason: {decision.reason}" if decision.reason else ""
             return action, Outcome("The user denied this action." + reason, True)
         conversation, allowances = self.trace.conversation, self.allowances
@@ -225,13 +227,23 @@ class Approvals:
                 await allowances.allow(conversation, tool.name, by=decision.by)
         if decision.verdict == "edit" and decision.input is not None:
             edited = Action(action.name, decision.input)
-            self._record(n, step, "edited", decision.by, edited.input, decision.reason)
+            self._record(
+                n, step, "edited", decision.by, edited.input, decision.reason, by_id=decision.by_id
+            )
             assert step.approval is not None
             step.approval.input = action.input
             self._redecide(n, step, edited, step.call)
             return edited, None
         remembered = decision.verdict == "always"
-        self._record(n, step, "approved", decision.by, action.input, remembered=remembered)
+        self._record(
+            n,
+            step,
+            "approved",
+            decision.by,
+            action.input,
+            remembered=remembered,
+            by_id=decision.by_id,
+        )
         return action, None
 
     async def _ask(
@@ -242,7 +254,7 @@ class Approvals:
         request = ApprovalRequest(
             run_id=self.trace.id,
             conversation=self.trace.conversation,
-            asker=self.trace.user,
+            asker=self.trace.user_id or self.trace.user,  # an id: approvers are checked by it
             step=n,
             call=step.call,
             thought=thought or step.thought,
@@ -317,6 +329,9 @@ class Approvals:
         reason: str = "",
         *,
         remembered: bool = False,
+        by_id: str = "",
     ) -> None:
-        step.approval = ApprovalRecord(outcome, by, self._clock(), None, reason, remembered)
+        step.approval = ApprovalRecord(
+            outcome, by, self._clock(), None, reason, remembered, by_id=by_id
+        )
         self.outbox.emit(ApprovalDecided(n, step.call, outcome, by, runs, reason, remembered))

@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Literal
@@ -173,19 +173,25 @@ class Agent:
         *,
         conversation: str = "",
         user: str = "",
+        user_id: str = "",
+        channel: str = "",
         mode: Mode | None = None,
         model: ChatModel | None = None,
         tools: ToolRegistry | None = None,
         persona: str = "",
         images: Sequence[str] = (),
         earlier: Earlier | None = None,
+        prepare: Prepare | None = None,
     ) -> Run:
         """A running answer to ``question``. For this run only: ``mode`` overrides the
         settings' mode, ``model`` and ``tools`` the agent's own (a channel's choice),
         ``persona`` is added below the core instructions (``prompt.persona_section``), and
         ``images`` (``data:`` URLs) go with the question to a model that reads images, and
         ``earlier`` (the channel's earlier messages) goes before it as fenced data, recorded
-        as the trace's first step (index 0: it is no model call)."""
+        as the trace's first step (index 0: it is no model call). ``prepare`` runs first, in
+        the run's own task (the files attached to the question, read): what it returns
+        replaces ``tools`` and adds to ``images``, and a Stop (``cancel``) ends it at once,
+        as it ends any step."""
         problem = self.question_problem(question)
         if problem is not None:  # the trace keeps what is needed to see why, not megabytes
             question = question[: self.settings.max_question_chars] + "…"
@@ -196,6 +202,8 @@ class Agent:
             question=question,
             conversation=conversation,
             user=user,
+            user_id=user_id,
+            channel=channel,
             mode=chosen,
             persona=persona.strip()[: prompt.PERSONA_CHARS],
         )
@@ -204,7 +212,7 @@ class Agent:
             trace.notices.append(f"{len(images)} attached image(s) shown to the model")
         if earlier is not None and earlier.text:
             trace.steps.append(earlier.step(self._clock()))
-        run = Run(self, trace, refusal=problem, model=model, tools=tools)
+        run = Run(self, trace, refusal=problem, model=model, tools=tools, prepare=prepare)
         run.images = list(images)
         run.earlier = earlier
         return run
@@ -254,6 +262,11 @@ _FINAL_EVENTS = (Finished, Failed, Cancelled)
 """As a tuple: ``isinstance`` with ``A | B | C`` builds the union anew for every event."""
 
 
+Prepare = Callable[[], Awaitable[tuple[ToolRegistry | None, Sequence[str]]]]
+"""Work a run does before its first step (``Agent.start(prepare=...)``): the run's tools
+(None: as chosen) and more images for the question."""
+
+
 class Run:
     """One question being answered. Owns its task; safe to cancel from any coroutine."""
 
@@ -265,9 +278,11 @@ class Run:
         refusal: str | None = None,
         model: ChatModel | None = None,
         tools: ToolRegistry | None = None,
+        prepare: Prepare | None = None,
     ) -> None:
         self.agent = agent
         self.trace = trace
+        self._prepare = prepare
         self.model = model or agent.model
         self.answer_model = agent.answer_model if model is None else None
         """The default model's answer model; a run on its own model (a channel's or a
@@ -286,6 +301,7 @@ class Run:
         )
         self._formats = formats_for(agent.json_formats, self._to_text)
         self._stopped_by: str | None = None
+        self._stopped_by_id: str | None = None
         self._cancel_requested = False
         self._final: FinalEvent | None = None
         self._deadline: asyncio.Timeout | None = None
@@ -318,18 +334,35 @@ class Run:
         self._task = asyncio.get_running_loop().create_task(self._main())
         self._task.add_done_callback(self._ensure_final)
 
+    async def _prepared(self, prepare: Prepare) -> None:
+        """What the run needs before its first step (its files, read), in its own task."""
+        tools, images = await prepare()
+        if images:
+            self.trace.notices.append(f"{len(images)} attached image(s) shown to the model")
+        if tools is not None:
+            self.tools = self._approvals.tools = tools
+            self._tools = Tools(
+                tools,
+                timeout=self.settings.tool_timeout,
+                clock=self.agent._clock,
+                probes=self._probes,
+            )
+        self.images.extend(images)
+
     @property
     def mode(self) -> Mode:
         mode = self.trace.mode
         return mode if mode in ("tools", "json") else "text"  # type: ignore[return-value]
 
     # ---- public -------------------------------------------------------------------------
-    def cancel(self, by: str | None = None) -> None:
-        """Stop the run. The first call wins, and once the outcome is decided (the final
-        event exists) a late Stop changes nothing."""
+    def cancel(self, by: str | None = None, *, by_id: str | None = None) -> None:
+        """Stop the run (``by``: who, as people know them; ``by_id``: their platform id,
+        when ``by`` is a display name). The first call wins, and once the outcome is
+        decided (the final event exists) a late Stop changes nothing."""
         if not self._task.done() and not self._cancel_requested and self._final is None:
             self._cancel_requested = True
             self._stopped_by = by
+            self._stopped_by_id = by_id
             self._task.cancel()
 
     async def events(self, *, text_latency: float = TEXT_LATENCY) -> AsyncIterator[Event]:
@@ -425,6 +458,8 @@ class Run:
         if self.earlier is not None and self.earlier.text:
             self._emit(Notice("info", self.earlier.summary))
         try:
+            if self._prepare is not None:
+                await self._prepared(self._prepare)
             async with self._turn():
                 trace.started_at = self.agent._clock()  # waiting for the lock is not run time
                 async with asyncio.timeout(self.settings.deadline) as self._deadline:
@@ -461,6 +496,7 @@ class Run:
     def _cancellation(self) -> Cancelled:
         trace, by = self.trace, self._stopped_by
         trace.status, trace.stopped_by = "cancelled", by
+        trace.stopped_by_id = self._stopped_by_id
         trace.reason = f"stopped by {by}" if by else "cancelled"
         self._close_open_step("cancelled")
         return Cancelled(trace, by)

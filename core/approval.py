@@ -55,6 +55,8 @@ class Decision:
     """The edited input (``edit`` only)."""
     reason: str = ""
     """Why, when the person said (a denial's reason, from a modal)."""
+    by_id: str = ""
+    """The platform's id of ``by`` when ``by`` is a display name (Discord)."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -70,7 +72,14 @@ class Decision:
             return None
         if verdict == "edit" and edited is None:
             return None
-        return cls(verdict, by, edited, reason if isinstance(reason, str) else "")
+        by_id = data.get("by_id", "")
+        return cls(
+            verdict,
+            by,
+            edited,
+            reason if isinstance(reason, str) else "",
+            by_id if isinstance(by_id, str) else "",
+        )
 
 
 class Approver(Protocol):

@@ -197,8 +197,9 @@ class TokenBudgets:
 
     async def count(self, user: str, channel: str, trace: Trace) -> None:
         """Adds a finished run's reported tokens, and its cost when its model has a price,
-        to the asker's and the channel's day (today's spend is shown even without limits)."""
-        tokens = run_tokens(trace) if self.enabled else 0
+        to the asker's and the channel's day: counted even without limits, since ``usage``
+        reports them (it said "0 tokens today" after a run when no limit was set)."""
+        tokens = run_tokens(trace)
         cost = micro_usd(trace.cost_usd or 0.0)
         user_key, channel_key, ends = self._keys(user, channel)
         usd_user, usd_channel = self._usd_keys(user, channel)

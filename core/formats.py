@@ -15,7 +15,8 @@ The prompt sections and correction messages per mode are ``core.prompt``'s.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -25,7 +26,7 @@ from core.events import AnswerDelta, Mode, Notice, ThoughtDelta
 from core.llm import ChatModel, Message, ModelChunk
 from core.modes import JsonFieldStreamer, JsonFormat, JsonFormats, ToolCall, ToolCallAssembler
 from core.outbox import ReplyReader, TextDelta
-from core.parser import ParseError, Step, StreamParser
+from core.parser import ParseError, Step, StreamParser, ThoughtText
 from core.tools import ToolRegistry
 from core.tools.schema import tool_specs
 from core.trace import TraceStep
@@ -92,6 +93,34 @@ class _Prompted:
         return prompt.final_answer_message(draft, self.name)
 
 
+@contextlib.contextmanager
+def interrupted_keeps(
+    step: TraceStep, parts: list[str], thought: Callable[[str], str]
+) -> Iterator[None]:
+    """A reply cut off while it streams (Stop, Ctrl-C, a timeout, a dropped connection)
+    leaves on the step what the model had sent: the text so far as ``raw`` and its thought.
+    The trace then shows, and counts, the step the live message showed (in tools mode a
+    short text is still held back from it, thought or answer; the trace keeps it too)."""
+    try:
+        yield
+    except BaseException:
+        text = "".join(parts)
+        if text and not step.raw:
+            step.raw = text
+            step.thought = step.thought or thought(text)
+        raise
+
+
+def _text_thought(text: str) -> str:
+    """The thought of a partial text-mode reply, as the stream showed it."""
+    parser = StreamParser()
+    return "".join(e.text for e in parser.feed(cut_at_stop(text)) if isinstance(e, ThoughtText))
+
+
+def _json_thought(text: str) -> str:
+    return "".join(t for name, t in JsonFieldStreamer().feed(text) if name == "thought")
+
+
 class TextFormat(_Prompted):
     name: Mode = "text"
 
@@ -103,18 +132,19 @@ class TextFormat(_Prompted):
         keep = parts.append
         stream = request.model.stream(request.messages, stop=prompt.STOP)
         # The commonest loop of all, written out rather than through consume's callback.
-        async with reader.reading(stream) as kick:
-            async for chunk in stream:
-                kick(chunk.pause)
-                if chunk.notice or chunk.reasoning or chunk.usage is not None or chunk.refusal:
-                    reader.absorb(n, step, chunk)
-                if chunk.text:
-                    keep(chunk.text)
-                    parsed = parse(chunk.text)
-                    if parsed:
-                        outbox.emit_parsed(n, parsed)
-                    if parser.observed:  # a provider that ignores stop: the rest is invented
-                        break
+        with interrupted_keeps(step, parts, _text_thought):
+            async with reader.reading(stream) as kick:
+                async for chunk in stream:
+                    kick(chunk.pause)
+                    if chunk.notice or chunk.reasoning or chunk.usage is not None or chunk.refusal:
+                        reader.absorb(n, step, chunk)
+                    if chunk.text:
+                        keep(chunk.text)
+                        parsed = parse(chunk.text)
+                        if parsed:
+                            outbox.emit_parsed(n, parsed)
+                        if parser.observed:  # a provider ignoring stop: the rest is invented
+                            break
         outbox.emit_parsed(n, parser.close())
         raw = step.raw = cut_at_stop("".join(parts))
         if step.refusal:
@@ -149,7 +179,8 @@ class ToolsFormat(_Prompted):
         tools = request.tools
         specs = tool_specs(tools) if not request.final and len(tools) else None
         stream = request.model.stream(request.messages, stop=(), tools=specs)
-        await reader.consume(n, step, stream, on_chunk)
+        with interrupted_keeps(step, parts, lambda text: text.strip()):
+            await reader.consume(n, step, stream, on_chunk)
         label.end()
         content = "".join(parts).strip()
         step.raw = content
@@ -199,7 +230,8 @@ class JsonStepFormat(_Prompted):
 
         format_ = modes.response_format(json_format)
         stream = request.model.stream(request.messages, stop=(), response_format=format_)
-        await reader.consume(n, request.step, stream, on_chunk)
+        with interrupted_keeps(request.step, parts, _json_thought):
+            await reader.consume(n, request.step, stream, on_chunk)
         text = "".join(parts)
         request.step.raw = text
         if request.step.refusal:

@@ -9,6 +9,7 @@ for once, not on every turn.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Callable, Sequence
@@ -25,10 +26,17 @@ from core.trace import Trace
 MESSAGE_OVERHEAD_TOKENS = 4
 """Role markers and separators that every chat message costs on top of its text."""
 
-# Han, kana, Hangul and full-width forms: about one token per character, not per four.
-_DENSE = re.compile(
-    r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef]"
-)
+
+@functools.cache
+def _dense() -> re.Pattern[str]:
+    """Han, kana, Hangul and full-width forms: about one token per character, not per four.
+
+    Compiled on first use: a class of 46,000 code points takes a few ms to compile, which
+    every start-up paid (bench/startup.py)."""
+    return re.compile(
+        r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef]"
+    )
+
 
 _SUMMARY_INSTRUCTIONS = (
     "You compress chat history for an assistant. Summarise the conversation below in at most "
@@ -65,7 +73,7 @@ def answer_message(trace: Trace, *, with_steps: bool = False) -> StepsMessage:
 
 def estimate_tokens(text: str) -> int:
     """A cheap estimate: ~4 characters per token, one per CJK character."""
-    dense = len(_DENSE.findall(text))
+    dense = 0 if text.isascii() else len(_dense().findall(text))
     return dense + math.ceil((len(text) - dense) / 4)
 
 

@@ -1170,6 +1170,11 @@ class RedisRunRegistry(_RedisBase):
         with self._unavailable("look up a run"):
             return await self._client.zscore(beats, run_id) is not None
 
+    async def count(self, surface: str) -> int:
+        beats, _ = self._keys(surface)
+        with self._unavailable("count the runs in flight"):
+            return int(await self._client.zcard(beats))
+
 
 # ---- stop requests ------------------------------------------------------------------------
 
@@ -1266,7 +1271,8 @@ def _json_object(data: object) -> dict[str, Any] | None:
 
 
 class RedisStopRequests(_RedisChannel):
-    """Stop requests on ``{prefix}stop``: ``{"run": run_id, "by": who}``."""
+    """Stop requests on ``{prefix}stop``: ``{"run": run_id, "by": who, "by_id": their id}``
+    (``by_id`` absent from older processes' requests)."""
 
     kind = "stop requests"
 
@@ -1279,14 +1285,14 @@ class RedisStopRequests(_RedisChannel):
     ) -> None:
         super().__init__(client, prefix=prefix, name="stop", ready_timeout=ready_timeout)
 
-    async def request(self, run_id: str, *, by: str) -> None:
-        await self._publish({"run": run_id, "by": by})
+    async def request(self, run_id: str, *, by: str, by_id: str = "") -> None:
+        await self._publish({"run": run_id, "by": by, "by_id": by_id})
 
     def subscribe(self, handler: StopHandler) -> AbstractAsyncContextManager[None]:
         def delivered(data: dict[str, Any]) -> None:
-            run_id, by = data.get("run"), data.get("by")
+            run_id, by, by_id = data.get("run"), data.get("by"), data.get("by_id", "")
             if isinstance(run_id, str) and isinstance(by, str):
-                deliver(handler, run_id, by)
+                deliver(handler, run_id, by, by_id if isinstance(by_id, str) else "")
 
         return self._subscription(delivered)
 

@@ -213,10 +213,11 @@ def start_replay(
     replaying: ReplayingTools,
     *,
     mode: Mode | None = None,
-    user: str = "",
 ) -> Run:
     """Ask ``original``'s question again on ``agent`` (built with ``replaying.registry``),
-    in ``mode`` (default: the original's), with the channel persona it ran with. The run
+    in ``mode`` (default: the original's), with the channel persona it ran with, for the
+    original's asker in the original's place (a replay repeats their question; who typed
+    ``trace replay`` is not who asked it). The run
     keeps no history and stores no trace: ``finish_replay`` completes its Trace, which the
     caller stores."""
     if agent.tools is not replaying.registry:
@@ -225,7 +226,9 @@ def start_replay(
     run = agent.start(
         original.question,
         conversation=original.conversation,
-        user=user,
+        user=original.user,
+        user_id=original.user_id,
+        channel=original.channel,
         mode=chosen,
         persona=original.persona,
     )

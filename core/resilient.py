@@ -468,6 +468,12 @@ class ResilientRunRegistry:
         except StoreUnavailable:
             return True  # unknown: never tell a person a live run has ended
 
+    async def count(self, surface: str) -> int:
+        try:
+            return await self.health.call(None, lambda: self.inner.count(surface))
+        except StoreUnavailable:
+            return 0  # unknown: each process reserves for its own runs, as without Redis
+
 
 class ResilientStopRequests:
     """Published through the shared store; while it is down, delivered in this process only.
@@ -487,11 +493,11 @@ class ResilientStopRequests:
         self.health = health or StoreHealth()
         self.local = local or InMemoryStopRequests()
 
-    async def request(self, run_id: str, *, by: str) -> None:
+    async def request(self, run_id: str, *, by: str, by_id: str = "") -> None:
         try:
-            await self.health.call(None, lambda: self.inner.request(run_id, by=by))
+            await self.health.call(None, lambda: self.inner.request(run_id, by=by, by_id=by_id))
         except StoreUnavailable:
-            await self.local.request(run_id, by=by)
+            await self.local.request(run_id, by=by, by_id=by_id)
 
     @asynccontextmanager
     async def subscribe(self, handler: StopHandler) -> AsyncIterator[None]:

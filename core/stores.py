@@ -29,7 +29,8 @@ OnWait = Callable[[], Awaitable[None] | None]
 
 Clock = Callable[[], float]
 
-StopHandler = Callable[[str, str], None]
+StopHandler = Callable[[str, str, str], None]
+"""Told ``(run_id, by, by_id)``: by whom a run is to be stopped (their id beside, or "")."""
 """Called with ``(run_id, by)`` for each stop request heard; must not block."""
 
 log = logging.getLogger(__name__)
@@ -105,7 +106,7 @@ class StopRequests(Protocol):
     subscriber cancels the named run if it is one of its own (and ignores it otherwise).
     """
 
-    async def request(self, run_id: str, *, by: str) -> None: ...
+    async def request(self, run_id: str, *, by: str, by_id: str = "") -> None: ...
 
     def subscribe(self, handler: StopHandler) -> AbstractAsyncContextManager[None]:
         """Call ``handler`` for every request while the context is open."""
@@ -496,6 +497,11 @@ class RunRegistry(Protocol):
         about to be found dead)."""
         ...
 
+    async def count(self, surface: str) -> int:
+        """How many runs of ``surface`` are registered, by every process: the live ones and
+        those a dead process left (their final edits are all still to come)."""
+        ...
+
 
 class InMemoryRunRegistry:
     """``RunRegistry`` for one process (nothing survives it, so nothing is ever orphaned
@@ -523,6 +529,9 @@ class InMemoryRunRegistry:
 
     async def running(self, surface: str, run_id: str) -> bool:
         return (surface, run_id) in self._records
+
+    async def count(self, surface: str) -> int:
+        return sum(1 for s, _ in self._records if s == surface)
 
 
 # ---- run slots ----------------------------------------------------------------------------
@@ -571,12 +580,12 @@ class InMemoryStopRequests:
     def __init__(self) -> None:
         self._handlers: list[StopHandler] = []
 
-    async def request(self, run_id: str, *, by: str) -> None:
-        self.dispatch(run_id, by)
+    async def request(self, run_id: str, *, by: str, by_id: str = "") -> None:
+        self.dispatch(run_id, by, by_id)
 
-    def dispatch(self, run_id: str, by: str) -> None:
+    def dispatch(self, run_id: str, by: str, by_id: str = "") -> None:
         for handler in list(self._handlers):
-            deliver(handler, run_id, by)
+            deliver(handler, run_id, by, by_id)
 
     @asynccontextmanager
     async def subscribe(self, handler: StopHandler) -> AsyncIterator[None]:
@@ -587,10 +596,10 @@ class InMemoryStopRequests:
             self._handlers.remove(handler)
 
 
-def deliver(handler: StopHandler, run_id: str, by: str) -> None:
+def deliver(handler: StopHandler, run_id: str, by: str, by_id: str = "") -> None:
     """Call one subscriber; its bug is logged, so the others (and the listener) go on."""
     try:
-        handler(run_id, by)
+        handler(run_id, by, by_id)
     except Exception:
         log.exception("a stop request handler failed for run %s", run_id)
 

@@ -48,6 +48,9 @@ class ApprovalRecord:
     ``action_input`` is what ran)."""
     reason: str = ""
     remembered: bool = False
+    by_id: str = ""
+    """The platform's id of ``by`` (a display name, which anyone may change); "" when the
+    surface names people by id already or has none."""
 
     def describe(self) -> str:
         """``✅ approved by ada`` and the like, for threads, pages and ``trace show``."""
@@ -113,6 +116,7 @@ def decoded_size(data: str) -> int:
 
 
 _ATTACHMENT_FIELDS = frozenset({"mime_type", "size", "data", "name"})
+_APPROVAL_FIELDS = frozenset(f.name for f in fields(ApprovalRecord))
 
 
 @dataclass(slots=True)
@@ -163,6 +167,14 @@ class Trace:
     id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     conversation: str = ""
     user: str = ""
+    """The asker as people know them: a display name when the platform gave one, else the
+    id (pages show it; anyone may change a display name, so ``user_id`` is kept beside)."""
+    user_id: str = ""
+    """The asker's id on the platform (the one its buttons name: a Discord or Telegram user
+    id, a Slack ``U…``); "" when the surface has none (the terminal)."""
+    channel: str = ""
+    """Where it was asked, as people call the place (``#general``, a group's title, ``DM``)
+    when the platform gave a name; ``conversation`` keeps the ids."""
     models: list[str] = field(default_factory=list)
     started_at: float = 0.0
     ended_at: float = 0.0
@@ -171,6 +183,8 @@ class Trace:
     status: Status = "running"
     reason: str | None = None
     stopped_by: str | None = None
+    stopped_by_id: str | None = None
+    """The id of whoever stopped the run, beside their (changeable) display name."""
     notices: list[str] = field(default_factory=list)
     cited: list[str] = field(default_factory=list)
     """The sources the answer relied on (the "Sources:" line); ``sources`` keeps them all."""
@@ -255,7 +269,9 @@ class Trace:
         for raw in data["steps"]:
             fields_ = {k: v for k, v in raw.items() if k in step_names}
             if isinstance(fields_.get("approval"), dict):
-                fields_["approval"] = ApprovalRecord(**fields_["approval"])
+                fields_["approval"] = ApprovalRecord(
+                    **{k: v for k, v in fields_["approval"].items() if k in _APPROVAL_FIELDS}
+                )
             fields_["attachments"] = [
                 TraceAttachment(**{k: v for k, v in a.items() if k in _ATTACHMENT_FIELDS})
                 for a in fields_.get("attachments") or []
@@ -394,7 +410,9 @@ def summary_line(trace: Trace) -> str:
 
 def steps_made(trace: Trace) -> int:
     """Steps that produced something (a thought, an action, an answer or an observation):
-    a model call that failed before writing anything is not a step anyone saw."""
+    a model call that failed, or was stopped, before writing anything is not a step anyone
+    saw. Every count of steps people read (footers, "Stopped after step N", trace headers)
+    is this one; ``Trace.step_count`` counts model calls (``max_steps``, metrics)."""
     return sum(
         1
         for s in trace.steps

@@ -80,7 +80,7 @@ from core.errors import StoreUnavailable
 from core.prompt import PERSONA_CHARS
 from core.storage import Stores
 from core.stores import RunRecord, record_vote
-from core.trace import Trace
+from core.trace import Trace, steps_made
 
 log = logging.getLogger(__name__)
 
@@ -173,6 +173,14 @@ def asker_of(user: discord.User | discord.Member, channel: Channel, channel_id: 
     )
 
 
+def channel_name(channel: Channel) -> str:
+    """``#general`` (a thread by its own name), ``DM``; "" when Discord gave no name."""
+    if isinstance(channel, discord.DMChannel):
+        return "DM"
+    name = getattr(channel, "name", None)
+    return f"#{name}" if isinstance(name, str) and name else ""
+
+
 def question_from(content: str, bot_id: int) -> str:
     """The message text without the bot's own mention(s)."""
     return re.sub(rf"<@!?{bot_id}>", " ", content).strip()
@@ -231,7 +239,7 @@ def thread_trace_post(trace: Trace, link: str | None) -> DiscordPayload:
         FileSpec(f"trace-{trace.id}.md", trace.to_markdown().encode()),
         FileSpec(f"trace-{trace.id}.json", trace.to_json(indent=2).encode()),
     ]
-    steps = trace.step_count
+    steps = steps_made(trace)
     line = (
         f"-# 🧾 Trace: {steps} step{'s' if steps != 1 else ''} · {trace.seconds:.1f} s · attached"
     )
@@ -1021,6 +1029,7 @@ class AskCog(commands.Cog):
             model=model,
             files=incoming_of(attachments, files.downloader) if files is not None else (),
             earlier=earlier,
+            channel_name=channel_name(channel),
         )
 
     def _earlier(
@@ -1069,7 +1078,8 @@ class AskCog(commands.Cog):
                 "Only the person who asked (or an admin) can stop this run.", ephemeral=True
             )
             return
-        if await self.answering.stop(run_id, by=interaction.user.display_name):
+        who = interaction.user  # a display name anyone may change, and the id beside it
+        if await self.answering.stop(run_id, by=who.display_name, by_id=str(who.id)):
             await interaction.response.defer()  # the live message shows the stop itself
         else:
             await interaction.response.send_message(NOT_RUNNING, ephemeral=True)
@@ -1183,7 +1193,9 @@ class AskCog(commands.Cog):
         if pressed.verdict in ("approve", "always"):
             await interaction.response.defer()  # the live message shows the decision
             verdict: Verdict = "always" if pressed.verdict == "always" else "approve"
-            await broker.decide(pressed.key, Decision(verdict, interaction.user.display_name))
+            who = interaction.user
+            decision = Decision(verdict, who.display_name, by_id=str(who.id))
+            await broker.decide(pressed.key, decision)
             return
         request = await broker.request(pressed.key)
         if request is None:
@@ -1198,9 +1210,9 @@ class AskCog(commands.Cog):
         if broker is None or not self._may_decide(interaction, modal.pressed.asker_id):
             await interaction.response.send_message("You cannot decide this.", ephemeral=True)
             return
-        by = interaction.user.display_name
+        by, by_id = interaction.user.display_name, str(interaction.user.id)
         reason = (modal.reason.value or "").strip()
-        decision = Decision("deny", by, reason=reason)
+        decision = Decision("deny", by, reason=reason, by_id=by_id)
         if modal.edited is not None:
             edited = modal.edited.value
             problem = _json_problem(edited) if modal.request and modal.request.json_input else None
@@ -1211,7 +1223,7 @@ class AskCog(commands.Cog):
                     ephemeral=True,
                 )
                 return
-            decision = Decision("edit", by, input=edited, reason=reason)
+            decision = Decision("edit", by, input=edited, reason=reason, by_id=by_id)
         await interaction.response.defer()
         await broker.decide(modal.pressed.key, decision)
 
@@ -1354,8 +1366,9 @@ class MentionReply(_Reply):
 
 
 class InteractionReply(_Reply):
-    """An answer to ``/ask``: the deferred response becomes the live message (Discord shows
-    its own "thinking…" while files are read), the refused files said in a follow-up."""
+    """An answer to ``/ask``: the deferred response (Discord's own "thinking…") becomes the
+    live message, with Stop, before the files are read; the refused files are said in a
+    follow-up."""
 
     def __init__(self, cog: AskCog, interaction: discord.Interaction, ask: Ask[Asker]) -> None:
         super().__init__(cog, ask, interaction.channel_id or 0)

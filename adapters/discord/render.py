@@ -31,7 +31,7 @@ from adapters.live import status_line as live_status_line
 from core.events import ApprovalRequested
 from core.pricing import format_usd
 from core.text import neutral_bidi
-from core.trace import Trace, TraceStep, one_line, source_domain, summary_line
+from core.trace import Trace, TraceStep, one_line, source_domain, steps_made, summary_line
 
 if TYPE_CHECKING:
     from adapters.discord.layout import Card
@@ -379,7 +379,7 @@ def render_brief(view: RunView, now: float, limit: int = CONTENT_LIMIT) -> str:
 def footer(trace: Trace | None, view: RunView, mark: str, *, thread: bool) -> str:
     """``-# ✅ 3 steps · 6.1 s · 1,240 tokens · text mode · `gpt-4o` · trace in thread ↓``
     (the model(s), and "channel persona" when one was in effect)."""
-    steps = trace.step_count if trace is not None else len(view.steps)
+    steps = steps_made(trace) if trace is not None else len(view.steps)
     seconds = trace.seconds if trace is not None and trace.ended_at else view.elapsed()
     parts = [f"{mark} {_plural(steps, 'step')}", f"{seconds:.1f} s"]
     if view.phase == "refused":
@@ -456,8 +456,9 @@ def final_body(view: RunView) -> tuple[str, str]:
             return head + "Best answer from what was found:\n" + answer, "⚠️"
         case "cancelled":
             who = f" by {sanitize(view.stopped_by)}" if view.stopped_by else ""
-            steps = view.trace.step_count if view.trace is not None else len(view.steps)
-            return f"⏹️ Stopped{who} after step {steps}.", "⏹️"
+            steps = steps_made(view.trace) if view.trace is not None else len(view.steps)
+            after = f"after step {steps}" if steps else "before the first step"
+            return f"⏹️ Stopped{who} {after}.", "⏹️"
         case _:
             reason = sanitize(view.reason or "The run failed.")
             return f"❌ {reason} Nothing was lost; ask again.", "❌"
@@ -575,7 +576,7 @@ def totals_post(
     ``sources_line``, the hosts as links)."""
     mark = {"answered": "✅", "cancelled": "⏹️", "failed": "❌"}.get(trace.status, "⚠️")
     lines = [
-        f"**Totals** {mark} {trace.status.replace('_', ' ')} · {_plural(trace.step_count, 'step')}"
+        f"**Totals** {mark} {trace.status.replace('_', ' ')} · {_plural(steps_made(trace), 'step')}"
         f" · {trace.seconds:.1f} s",
         f"-# {_tokens_text(trace)} · model: {', '.join(dict.fromkeys(trace.models))}",
     ]

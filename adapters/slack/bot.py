@@ -25,6 +25,7 @@ awaits every task, so a shutdown never leaves a message saying "thinking" foreve
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import logging
@@ -39,6 +40,7 @@ from collections.abc import (
     Mapping,
 )
 from contextlib import AbstractAsyncContextManager
+from functools import partial
 from typing import Any
 
 import aiohttp
@@ -144,6 +146,8 @@ USAGE = "Ask me something, for example: `/ask What is 17*23+4?`"
 GONE = "This action is no longer waiting for a decision."
 UNREACHABLE = "I could not look this action up just now; try again in a moment."
 NO_APPROVALS = "Approvals are not set up on this bot, so nobody can decide here."
+NAMES_WITHIN = 2.0
+"""Seconds the asker's and the channel's names may take to look up (once each: remembered)."""
 
 
 LOADING_MESSAGES = ("Reading the question…", "Thinking it through…", "Checking the sources…")
@@ -270,7 +274,11 @@ class SlackBot:
         self.history = SlackHistory(client)
         """Earlier messages of a thread or channel, read for a mention (``context.*``)."""
         self.pacer = EditPacer(
-            settings.update_interval, shared=workspace_budget(settings, update_budget)
+            settings.update_interval,
+            shared=workspace_budget(settings, update_budget),
+            # the budget is every replica's: keep a final for each of their runs (and for
+            # those a dead replica left), not only for this process's
+            in_flight=partial(stores.runs.count, "Slack"),
         )
         self.stream_pacers = StreamPacers.for_workspace(
             settings.update_interval, shared=stream_budgets
@@ -472,6 +480,12 @@ class SlackBot:
         if isinstance(admitted, Refusal):
             await self._tell(question, admitted.text)
             return
+        named = await self._named(question)  # for an admitted question only: no lookups else
+        admitted.ask = dataclasses.replace(
+            admitted.ask,
+            name=named.user_name or named.user,
+            channel_name=named.channel_name,
+        )
         await self.answering.answer(admitted, SlackReply(self, question))
 
     async def _followup(
@@ -629,7 +643,7 @@ class SlackBot:
             who=question,
             user=question.user,
             key=_user_key(question),
-            name=question.user,
+            name=question.user_name or question.user,
             admin=question.user in self.settings.admin_users,
             place=settings_key(question.team, question.channel),
             question=question.text,
@@ -637,7 +651,20 @@ class SlackBot:
             model=question.model,
             files=incoming_of(question.files, files.downloader) if files is not None else (),
             earlier=earlier if question.source == "mention" else None,
+            channel_name=question.channel_name,
         )
+
+    async def _named(self, question: Question) -> Question:
+        """The asker's and the channel's names for the trace, looked up (and remembered)
+        within ``NAMES_WITHIN`` seconds; past it, or refused, the ids stand in."""
+        try:
+            async with asyncio.timeout(NAMES_WITHIN):
+                return await self.history.named(question)
+        except TimeoutError:
+            log.info(
+                "no names for %s within %s s: the ids stand in", question.claim_key, NAMES_WITHIN
+            )
+            return question
 
     async def _access(self, question: Question) -> str | None:
         """Slack's rule of who may ask where; admins may ask anywhere."""

@@ -13,6 +13,7 @@ user id stands in.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -51,6 +52,7 @@ class SlackHistory:
     def __init__(self, client: AsyncWebClient) -> None:
         self._client = client
         self._names: OrderedDict[str, str] = OrderedDict()
+        self._channels: OrderedDict[str, str] = OrderedDict()
 
     async def read(self, question: Question, *, limit: int, bot_user_id: str | None) -> Read:
         """Up to ``limit`` messages before ``question`` in its thread (or channel), none of
@@ -93,10 +95,35 @@ class SlackHistory:
             at = float(str(message.get("ts") or 0))
         except ValueError:
             at = 0.0
-        name = await self._name(user) if user else _bot_name(message)
+        name = await self.user_name(user) if user else _bot_name(message)
         return Said(author=name, at=at, text=text)
 
-    async def _name(self, user: str) -> str:
+    async def named(self, question: Question) -> Question:
+        """``question`` with its asker's display name and its channel's name, where Slack
+        gives them (``users:read``, ``channels:read``; remembered); the ids stand in
+        otherwise, and a command's own names are kept."""
+        user_name = question.user_name or await self.user_name(question.user)
+        channel_name = question.channel_name
+        if not channel_name:
+            channel_name = "DM" if question.is_dm else await self.channel_name(question.channel)
+        return dataclasses.replace(question, user_name=user_name, channel_name=channel_name)
+
+    async def channel_name(self, channel: str) -> str:
+        """``#general``; "" when Slack does not say (no ``channels:read``, a DM)."""
+        known = self._channels.get(channel)
+        if known is not None:
+            return known
+        name = ""
+        try:
+            answer = await self._client.conversations_info(channel=channel)
+            found = (answer.get("channel") or {}).get("name")
+            name = f"#{found}" if isinstance(found, str) and found else ""
+        except (SlackClientError, aiohttp.ClientError, TimeoutError) as exc:
+            log.info("no name for channel %s (%s): its id stands in", channel, exc)
+        _remember(self._channels, channel, name)
+        return name
+
+    async def user_name(self, user: str) -> str:
         known = self._names.get(user)
         if known is not None:
             return known
@@ -107,10 +134,14 @@ class SlackHistory:
             name = str(profile.get("display_name") or profile.get("real_name") or user)
         except (SlackClientError, aiohttp.ClientError, TimeoutError) as exc:
             log.info("no display name for %s (%s): its id stands in", user, exc)
-        self._names[user] = name
-        while len(self._names) > NAMES_KEPT:
-            self._names.popitem(last=False)
+        _remember(self._names, user, name)
         return name
+
+
+def _remember(names: OrderedDict[str, str], key: str, name: str) -> None:
+    names[key] = name
+    while len(names) > NAMES_KEPT:
+        names.popitem(last=False)
 
 
 def _before(message: Mapping[str, Any], ts: str | None) -> bool:

@@ -26,6 +26,8 @@ class CommandPayload(TypedDict):
     trigger_id: str
     response_url: NotRequired[str]
     command: NotRequired[str]
+    user_name: NotRequired[str]
+    channel_name: NotRequired[str]
 
 
 class MessageEvent(TypedDict):
@@ -67,6 +69,10 @@ class Question:
     """Slack file objects attached to the message (``files``), at most ``MAX_FILES``."""
     parent_user: str | None = None
     """Who posted the thread's parent message (``parent_user_id``), for a reply in a thread."""
+    user_name: str = ""
+    """The asker's name, when Slack gave it (a command's ``user_name``, ``users.info``)."""
+    channel_name: str = ""
+    """``#general`` or ``DM``, when Slack gave the channel's name; "" otherwise."""
 
     @property
     def is_dm(self) -> bool:
@@ -130,7 +136,19 @@ def from_command(payload: CommandPayload | dict[str, Any]) -> Question:
         response_url=payload.get("response_url"),
         model=model,
         trigger_id=payload.get("trigger_id"),
+        user_name=str(payload.get("user_name") or ""),
+        channel_name=shown_channel(str(payload.get("channel_name") or "")),
     )
+
+
+def shown_channel(name: str) -> str:
+    """A command's ``channel_name`` as people read it: ``#general``; ``DM`` for Slack's
+    ``directmessage`` (and a group DM's ``mpdm-…``); "" when none was given."""
+    if not name:
+        return ""
+    if name == "directmessage" or name.startswith("mpdm-"):
+        return "DM"
+    return f"#{name}"
 
 
 def ignored_reason(event: MessageEvent | dict[str, Any], *, bot_user_id: str | None) -> str | None:

@@ -51,7 +51,7 @@ from adapters.slack.approval import (
 from adapters.slack.markdown import escape, plain, plain_len, to_mrkdwn
 from core.events import ApprovalDecided, ApprovalRequested
 from core.pricing import format_usd
-from core.trace import ApprovalRecord, Trace, TraceStep, source_domain, summary_line
+from core.trace import ApprovalRecord, Trace, TraceStep, source_domain, steps_made, summary_line
 
 Block = dict[str, Any]
 
@@ -781,7 +781,9 @@ def _final_body(view: RunView, *, reason_limit: int = REASON_LIMIT) -> list[Bloc
 
 
 def _stopped_words(view: RunView) -> str:
-    after = f" after step {len(view.steps)}" if view.steps else " before the first step"
+    # the steps the trace shows (an open step the model wrote nothing in is none of them)
+    steps = steps_made(view.trace) if view.trace is not None else len(view.steps)
+    after = f" after step {steps}" if steps else " before the first step"
     if view.stopped_by == SHUTDOWN:
         return f"Stopped{after}: reactbot was restarting. Ask again in a moment."
     if view.stopped_by:
@@ -806,7 +808,7 @@ def _sources(view: RunView) -> list[str]:
 
 def _totals_line(view: RunView, clock: Callable[[], float]) -> str:
     trace = view.trace
-    steps = trace.step_count if trace is not None else len(view.steps)
+    steps = steps_made(trace) if trace is not None else len(view.steps)
     seconds = trace.seconds if trace is not None and trace.ended_at else view.elapsed(clock())
     parts = [
         f"{_PHASE_EMOJI[view.phase]} {steps} step{'s' if steps != 1 else ''}",
@@ -860,7 +862,7 @@ def trace_posts(
         answer_posts = _pack(blocks, "Answer (continued)")
     if not steps:
         return answer_posts
-    asked = f"*Question* (asked by {mention(trace.user)})"
+    asked = f"*Question* (asked by {mention(trace.user_id or trace.user)})"
     question = trace.question.strip() or "(no question)"
     posts = _pack(
         _sections(asked, question, trace.id, parts=2, sep=":\n"), f"Question: {trace.question}"

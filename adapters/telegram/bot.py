@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from telegram import CallbackQuery, MessageEntity, Update, User
+from telegram import Chat as TelegramChat
 from telegram import Message as TelegramMessage
 from telegram.constants import ChatType
 from telegram.error import TelegramError
@@ -206,6 +207,15 @@ class TelegramReply:
         return {"chat": str(self._asker.chat), "message": str(self._message_id)}
 
 
+def _in_place_of(request: ApprovalRequest, message: object) -> bool:
+    """Whether ``message`` (the one a button was pressed under, or a prompt replied to) is
+    in the chat, and the topic, of the run that asked for ``request``."""
+    if not isinstance(message, TelegramMessage):
+        return False
+    thread = message.message_thread_id if message.is_topic_message else None
+    return request.conversation == conversation_of(message.chat.id, thread)
+
+
 def conversation_of(chat: int, thread: int | None = None) -> str:
     """A private chat or group is one conversation; each forum topic is one of its own."""
     return f"telegram:{chat}" if thread is None else f"telegram:{chat}:{thread}"
@@ -366,7 +376,8 @@ class TelegramBot:
         asker, user = _asker(update), update.effective_user
         if asker is None or user is None:
             return
-        await self._ask(asker, user, text, self._files_of(update))
+        chat_name = _chat_name(update.effective_chat)
+        await self._ask(asker, user, text, self._files_of(update), chat_name=chat_name)
 
     async def _ask(
         self,
@@ -376,10 +387,11 @@ class TelegramBot:
         files: Sequence[Incoming] = (),
         *,
         ident: str | None = None,
+        chat_name: str = "",
     ) -> str | None:
         """Admit the question and answer it in a task; the refusal's words (also sent as a
         reply), or None when it is being answered. ``ident``: the ask's own id (default:
-        the message's)."""
+        the message's); ``chat_name``: the chat as the trace names it."""
         ask: Ask[Asker] = Ask(
             who=asker,
             user=str(user.id),
@@ -390,6 +402,7 @@ class TelegramBot:
             question=text.strip(),
             ident=ident or f"telegram:{asker.chat}:{asker.message}",
             files=files,
+            channel_name=chat_name,
         )
         admitted = await self.answering.admit(ask)
         if isinstance(admitted, Refusal):
@@ -502,7 +515,7 @@ class TelegramBot:
         if not may_stop(user=str(user_id), asker=ask.user if ask else asker or None, admin=admin):
             return "Only the person who asked can stop it."
         by = user.username or user.full_name or str(user_id)
-        if not await self.answering.stop(run_id, by=by):
+        if not await self.answering.stop(run_id, by=by, by_id=str(user_id)):
             return "That answer is no longer running."
         return "Stopping…"
 
@@ -513,7 +526,7 @@ class TelegramBot:
         reply (at any process) decides."""
         user = query.from_user
         try:
-            verdict, run_id, step, call, asker = data.removeprefix(DECIDE_PREFIX).split(":")
+            verdict, run_id, step, call, _ = data.removeprefix(DECIDE_PREFIX).split(":")
             key = (run_id, int(step), int(call))
         except ValueError:
             return "That button is not one of mine."
@@ -522,14 +535,18 @@ class TelegramBot:
         request = await self.broker.request(key)
         if request is None:
             return "This action was already decided, or its time ran out."
-        if not self._may_decide(user.id, asker):
+        # The asker and the place come from the request the run stored, never from the
+        # button's data: a client can send any callback data.
+        if not _in_place_of(request, query.message):
+            return "That button is not one of mine."
+        if not self._may_decide(user.id, request.asker):
             return "Only the person who asked can decide this."
         if verdict in PROMPTS:
             return await self._prompt(verdict, query, request, ref=data.removeprefix(
                 f"{DECIDE_PREFIX}{verdict}:"))  # fmt: skip
         by = user.username or user.full_name or str(user.id)
         chosen: Verdict = VERDICTS[verdict]  # type: ignore[assignment]
-        await self.broker.decide(key, Decision(chosen, by))
+        await self.broker.decide(key, Decision(chosen, by, by_id=str(user.id)))
         return {"approve": "Approved.", "deny": "Denied.", "always": "Allowed here from now on."}[
             chosen
         ]
@@ -573,13 +590,17 @@ class TelegramBot:
             return False
         asker = _asker(update)
         assert asker is not None  # a message with its sender
-        kind, run_id, step, call, asked_by = found.groups()
+        kind, run_id, step, call, _ = found.groups()
         key = (run_id, int(step), int(call))
         text = message.text or message.caption or ""
         request = await self.broker.request(key) if self.broker is not None else None
         if self.broker is None or request is None:
             said = "This action was already decided, or its time ran out."
-        elif not self._may_decide(user.id, asked_by):
+        elif not _in_place_of(request, replied):
+            # The reference is read from the replied-to message's text, which may end with
+            # words a model wrote: it decides only an action of this chat, for its asker.
+            said = "That is not one of my questions here."
+        elif not self._may_decide(user.id, request.asker):
             said = "Only the person who asked can decide this."
         elif kind == "e" and (problem := edit_problem(text, json_input=request.json_input)):
             said = f"{problem} Nothing was decided: press Edit… again."
@@ -587,12 +608,12 @@ class TelegramBot:
             by = user.username or user.full_name or str(user.id)
             if kind == "e":
                 decision, said = (
-                    Decision("edit", by, input=text),
+                    Decision("edit", by, input=text, by_id=str(user.id)),
                     "✏️ Edited: it runs with your input.",
                 )
             else:
                 decision, said = (
-                    Decision("deny", by, reason=text.strip()),
+                    Decision("deny", by, reason=text.strip(), by_id=str(user.id)),
                     "❌ Denied, with your reason.",
                 )
             await self.broker.decide(key, decision)
@@ -621,12 +642,18 @@ class TelegramBot:
             trace = await self.stores.traces.get(run_id)
         except StoreUnavailable:
             trace = None
-        if trace is None or not trace.question:
-            return "I no longer have that question: please ask it again."
         thread = message.message_thread_id if message.is_topic_message else None
+        if trace is None or not trace.question or trace.conversation != conversation_of(
+            message.chat.id, thread
+        ):  # a question is asked again only where it was asked (callback data is any text)
+            return "I no longer have that question: please ask it again."
         asker = Asker(message.chat.id, query.from_user.id, message.message_id, thread)
         refused = await self._ask(
-            asker, query.from_user, trace.question, ident=f"telegram:retry:{query.id}"
+            asker,
+            query.from_user,
+            trace.question,
+            ident=f"telegram:retry:{query.id}",
+            chat_name=_chat_name(message.chat),
         )
         return cut(refused, 190) if refused is not None else "Asking again…"
 
@@ -645,6 +672,15 @@ class TelegramBot:
             await chat.send(TelegramPayload(html), reply_to=asker.message or None)
         except TelegramError:
             log.warning("could not send a message in chat %s", asker.chat, exc_info=True)
+
+
+def _chat_name(chat: TelegramChat | None) -> str:
+    """A group's title, ``DM`` for a private chat; "" when Telegram gave neither."""
+    if chat is None:
+        return ""
+    if chat.type == "private":
+        return "DM"
+    return chat.title or (f"@{chat.username}" if chat.username else "")
 
 
 def _asker(update: Update) -> Asker | None:

@@ -16,7 +16,6 @@ from rich.cells import cell_len, get_character_cell_size
 from rich.console import Console
 from rich.text import Text
 
-from adapters.live import approval_words
 from core.events import (
     ActionDecided,
     AnswerDelta,
@@ -35,7 +34,7 @@ from core.events import (
     ThoughtDelta,
     UsageCounted,
 )
-from core.trace import summary_line
+from core.trace import steps_made, summary_line
 
 STYLES = {
     "thought": "dim italic",
@@ -212,6 +211,8 @@ class TerminalRenderer:
             case ApprovalRequested(name=name, input=arg):
                 self._line(f"✋ {name}[{arg}] needs a person's approval", "warning")
             case ApprovalDecided():
+                from adapters.live import approval_words  # with a decision, not at start-up
+
                 self._line(f"  {approval_words(event)}", "meta")
             case ObservationReady(text=text, error=error):
                 style = "warning" if error else "observation"
@@ -233,7 +234,9 @@ class TerminalRenderer:
                 self.exit_code = 1
             case Cancelled(by=by):
                 who = f" by {by}" if by else ""
-                self._line(f"⏹ Stopped{who} after step {event.trace.step_count}.", "warning")
+                steps = steps_made(event.trace)
+                after = f"after step {steps}" if steps else "before the first step"
+                self._line(f"⏹ Stopped{who} {after}.", "warning")
                 self.exit_code = 130
             case _:
                 assert_never(event)

@@ -479,6 +479,7 @@ class WebChat:
             user=session.id,
             key=session.conversation,
             name="you (web chat)",
+            channel_name="web chat",
             admin=False,
             place=session.conversation,
             question=question,

@@ -475,6 +475,53 @@ def _calculate(expression: str) -> str:
     return format_number(evaluate(expression))
 
 
+MAX_INLINE_BITS: Final = 4096
+"""Expressions whose integer literals hold at most this many bits in all are computed in the
+calling process when they use nothing but ``+ - * / // %``, signs, ``pi`` and ``e``."""
+_INLINE_OPERATORS: Final = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod)
+
+
+def is_trivial(tree: ast.Expression) -> bool:
+    """Whether ``tree`` (already checked by ``parse_expression``) is cheap by construction, so
+    that computing it in this process needs neither the worker's memory nor its CPU limit.
+
+    Why it is bounded: with no power, factorial or other function, an integer result is at
+    most ``prod(|c| + 1)`` over the integer literals ``c`` it is computed from (``+``, ``-``
+    and ``*`` stay within it, ``//`` and ``%`` shrink, the signs keep the size), so no integer
+    ever has more than ``MAX_INLINE_BITS`` bits (the input is at most ``MAX_INPUT_CHARS``
+    characters, hence at most 250 operations on numbers of a few thousand bits:
+    microseconds). Anything with a float is a float: finite, or refused by
+    ``_checked``; ``/`` of huge integers raises ``OverflowError``, refused the same way. The
+    depth was bounded by ``parse_expression``, and ``_eval`` walks sums in a loop.
+    """
+    bits = 0
+    for node in ast.walk(tree.body):
+        if isinstance(node, ast.BinOp):
+            if not isinstance(node.op, _INLINE_OPERATORS):
+                return False
+        elif isinstance(node, ast.Constant):
+            if isinstance(node.value, int):
+                bits += node.value.bit_length() + 1
+        elif not isinstance(node, ast.UnaryOp | ast.Name | ast.operator | ast.unaryop | ast.Load):
+            return False  # a call, or anything else: the worker computes it
+    return bits <= MAX_INLINE_BITS
+
+
+def _outcome(func: Callable[[_T], Any], arg: _T) -> _Reply:
+    """``func(arg)`` as a reply: what the worker sends back, and what a trivial expression
+    computed in this process gives, so that both fail with the same messages."""
+    try:
+        return ("ok", func(arg))
+    except ToolError as exc:
+        return ("error", str(exc))
+    except MemoryError:
+        return ("error", "the calculation ran out of memory")
+    except RecursionError:
+        return ("error", "the expression is too deeply nested")
+    except Exception as exc:  # a bug in the evaluator: report it rather than kill the worker
+        return ("error", f"the calculator failed: {type(exc).__name__}: {exc}")
+
+
 class CalculatorTool:
     """The ``calculate`` tool. Evaluates in one persistent worker process, started on first use.
 
@@ -512,7 +559,13 @@ class CalculatorTool:
         self._lock = asyncio.Lock()
 
     async def run(self, arg: str) -> str:
-        parse_expression(arg)  # fail fast in this process; the worker checks again
+        tree = parse_expression(arg)  # fail fast in this process; the worker checks again
+        if is_trivial(tree):  # bounded by construction: no worker to start or wait for
+            status, payload = _outcome(_calculate, arg)
+            if status != "ok":
+                raise ToolError(str(payload))
+            result: str = payload
+            return result
         return await self._submit(_calculate, arg)
 
     async def aclose(self) -> None:
@@ -681,17 +734,12 @@ def _send(stream: IO[bytes], reply: _Reply) -> None:
 
 
 def _run_job(job: bytes) -> _Reply:
-    try:
-        func, arg = pickle.loads(job)
-        return ("ok", func(arg))
-    except ToolError as exc:
-        return ("error", str(exc))
-    except MemoryError:
-        return ("error", "the calculation ran out of memory")
-    except RecursionError:
-        return ("error", "the expression is too deeply nested")
-    except Exception as exc:  # a bug in the evaluator: report it rather than kill the worker
-        return ("error", f"the calculator failed: {type(exc).__name__}: {exc}")
+    return _outcome(_unpickled_call, job)
+
+
+def _unpickled_call(job: bytes) -> Any:
+    func, arg = pickle.loads(job)
+    return func(arg)
 
 
 def _limit_memory(limit_bytes: int) -> None:

@@ -16,6 +16,7 @@ unreadable or oversized files are skipped with a warning naming the file.
 from __future__ import annotations
 
 import asyncio
+import functools
 import heapq
 import logging
 import math
@@ -46,7 +47,14 @@ MAX_SECTION_CHARS = 4000
 # --- tokenizer ---------------------------------------------------------------------------------
 
 _CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
-_TOKEN_RE = re.compile(rf"(?P<cjk>[{_CJK}]+)|(?P<word>[^\W_{_CJK}]+)")
+
+
+@functools.cache
+def _token_re() -> re.Pattern[str]:
+    # Compiled on first use, not at import: its classes of 28,000 code points take a few ms
+    # to compile, which every start-up paid (bench/startup.py).
+    return re.compile(rf"(?P<cjk>[{_CJK}]+)|(?P<word>[^\W_{_CJK}]+)")
+
 
 _STOPWORD_TEXT = """
     a about after all also am an and any are as at be been before being but by can could
@@ -71,7 +79,7 @@ def tokenize(text: str, *, query: bool = False) -> list[str]:
     word, and common single characters drown the words that matter ("如何接入 Slack").
     """
     tokens: list[str] = []
-    for match in _TOKEN_RE.finditer(unicodedata.normalize("NFKC", text).casefold()):
+    for match in _token_re().finditer(unicodedata.normalize("NFKC", text).casefold()):
         cjk, word = match.group("cjk"), match.group("word")
         if cjk:
             tokens += _cjk_tokens(cjk, unigrams=not query or len(cjk) == 1)

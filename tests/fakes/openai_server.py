@@ -31,7 +31,10 @@ Scripted responses (each method returns the fake, so calls chain):
 - ``drop(text, chunks=...)``: stream those chunks, then cut the TCP connection mid-body.
 - ``stream_error(message, text)``: stream ``text``, then an in-band ``{"error": ...}`` event.
 
-A request that finds the queue empty gets a 500 and is remembered; ``assert_complete()`` fails
+``reply(..., when=predicate)`` keeps a reply for the first request whose body the predicate
+accepts (several processes asking at once, in no fixed order: each question gets its own
+script); a request takes the first queued response it matches, a response without ``when``
+matching any. A request that finds no response for it gets a 500 and is remembered; ``assert_complete()`` fails
 on it and on scripted responses that were never used (the strict-script rule in STYLE.md).
 Closing the fake releases stalled handlers at once, so tests never wait for ``stall_for``.
 """
@@ -44,7 +47,7 @@ import json
 import re
 import time
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Self
@@ -166,7 +169,11 @@ class FakeOpenAI:
         """Every request body (parsed JSON), in arrival order, including failed ones."""
         self.request_headers: list[dict[str, str]] = []
         """The headers of each request, aligned with ``requests``."""
+        self.request_times: list[float] = []
+        """When each request arrived (``time.monotonic()``), aligned with ``requests``."""
         self._script: deque[Scripted] = deque()
+        self._when: dict[int, Callable[[JSON], bool]] = {}
+        """The ``when`` of a scripted response, by its ``id()`` (kept while it is queued)."""
         self._unexpected: list[JSON] = []
         self._closing = asyncio.Event()
         self._runner: web.AppRunner | None = None
@@ -189,6 +196,7 @@ class FakeOpenAI:
         ignore_stop: bool = False,
         finish_reason: str | None = None,
         refusal: Sequence[str] = (),
+        when: Callable[[JSON], bool] | None = None,
     ) -> Self:
         """Queue a streamed reply.
 
@@ -196,23 +204,25 @@ class FakeOpenAI:
         by default the text is split after each word, like a tokenizer would roughly do.
         ``usage``: reported when the request asks for it; by default it is estimated from
         the request and the reply, so clients always see some usage.
+        ``when``: only a request whose body it accepts takes this reply.
         """
-        self._script.append(
-            Reply(
-                text=text,
-                chunks=_split(text, chunks),
-                reasoning=tuple(reasoning),
-                reasoning_field=reasoning_field,
-                tool_calls=tuple(tool_calls),
-                usage=usage,
-                delay=delay,
-                stall_after=stall_after,
-                stall_for=stall_for,
-                ignore_stop=ignore_stop,
-                finish_reason=finish_reason or ("tool_calls" if tool_calls else "stop"),
-                refusal=tuple(refusal),
-            )
+        reply = Reply(
+            text=text,
+            chunks=_split(text, chunks),
+            reasoning=tuple(reasoning),
+            reasoning_field=reasoning_field,
+            tool_calls=tuple(tool_calls),
+            usage=usage,
+            delay=delay,
+            stall_after=stall_after,
+            stall_for=stall_for,
+            ignore_stop=ignore_stop,
+            finish_reason=finish_reason or ("tool_calls" if tool_calls else "stop"),
+            refusal=tuple(refusal),
         )
+        self._script.append(reply)
+        if when is not None:
+            self._when[id(reply)] = when
         return self
 
     def error(
@@ -317,6 +327,7 @@ class FakeOpenAI:
         body: JSON = await request.json()
         self.requests.append(body)
         self.request_headers.append(dict(request.headers))
+        self.request_times.append(time.monotonic())
         refused = sorted(self.unsupported & body.keys())
         if refused:
             return _unsupported(refused[0])
@@ -326,12 +337,12 @@ class FakeOpenAI:
         kind = (body.get("response_format") or {}).get("type")
         if kind is not None and kind not in self.response_formats:
             return _unsupported_format(kind)
-        if not self._script:
+        scripted = self._take(body)
+        if scripted is None:
             self._unexpected.append(body)
             return _error_response(
                 HTTPError(500, "FakeOpenAI: no scripted response left", "server_error", None)
             )
-        scripted = self._script.popleft()
         match scripted:
             case HTTPError():
                 return _error_response(scripted)
@@ -343,6 +354,16 @@ class FakeOpenAI:
                 return web.json_response(self._completion(body, scripted))
             case Reply():
                 return await self._stream(request, body, scripted)
+
+    def _take(self, body: JSON) -> Scripted | None:
+        """The first queued response for this request (its ``when``, if any, accepts it)."""
+        for index, scripted in enumerate(self._script):
+            when = self._when.get(id(scripted))
+            if when is None or when(body):
+                del self._script[index]  # by place: equal replies are still different ones
+                self._when.pop(id(scripted), None)
+                return scripted
+        return None
 
     async def _stream(self, request: web.Request, body: JSON, reply: Reply) -> web.StreamResponse:
         response = await _open_sse(request)

@@ -305,6 +305,8 @@ class FakeSlack:
         with ``needed`` and ``provided``, as Slack does."""
         self.users: dict[str, str] = {}
         """Display names by user id, for ``users.info`` (``add_message`` fills it)."""
+        self.channel_names: dict[str, str] = {}
+        """Channel names by id, for ``conversations.info`` (a DM, ``D…``, has none)."""
 
     # ---- lifecycle ------------------------------------------------------------------------
     async def __aenter__(self) -> Self:
@@ -847,7 +849,12 @@ class FakeSlack:
 
     def _m_conversations_info(self, args: JSON) -> JSON:
         channel = str(args.get("channel", ""))
-        return {"ok": True, "channel": {"id": channel, "is_member": channel not in self.not_joined}}
+        found: JSON = {"id": channel, "is_member": channel not in self.not_joined}
+        if channel.startswith("D"):
+            found["is_im"] = True
+        elif channel in self.channel_names:
+            found["name"] = self.channel_names[channel]
+        return {"ok": True, "channel": found}
 
     def _m_conversations_members(self, args: JSON) -> JSON:
         """Paged like Slack: ``limit`` (default 100, at most 1000) members per page and an

@@ -30,6 +30,7 @@ from core.budgets import InMemoryUsageCounters, TokenBudgets
 from core.errors import ModelUnavailable
 from core.history import InMemoryHistoryStore
 from core.llm import ChatModel, Usage
+from core.pricing import Price
 from core.scripted import ScriptedModel, Turn
 from core.stores import InMemoryLocks, InMemoryTraceStore, RunRegistry
 from core.tools import FunctionTool, ToolRegistry
@@ -113,6 +114,7 @@ async def running(
     registry: ToolRegistry | None = None,
     runs: RunRegistry | None = None,
     room: Room | None = None,
+    prices: dict[str, Price] | None = None,
     **settings: object,
 ) -> AsyncIterator[Harness]:
     """The bot against ``fake`` (a default FakeDiscord unless given, not yet started), with
@@ -122,7 +124,14 @@ async def running(
     await fake.start()
     model = ScriptedModel(list(turns))
     history, traces = InMemoryHistoryStore(), InMemoryTraceStore()
-    agent = Agent(model, registry or tools(), history=history, traces=traces, locks=InMemoryLocks())
+    agent = Agent(
+        model,
+        registry or tools(),
+        history=history,
+        traces=traces,
+        locks=InMemoryLocks(),
+        prices=prices,
+    )
     base = DiscordSettings(
         api_base_url=fake.api_base_url,
         edit_interval=INTERVAL,
@@ -321,6 +330,7 @@ async def test_stop_only_by_the_asker_and_the_trace_records_who() -> None:
         assert final.startswith("⏹️ Stopped by ada after step 1.")
         trace = await h.traces.last(f"discord:{CHANNEL_ID}")
         assert trace is not None and trace.stopped_by == "ada" and trace.status == "cancelled"
+        assert trace.stopped_by_id == "1001"  # beside the display name, which anyone may change
 
 
 async def test_an_admin_may_stop_someone_elses_run() -> None:
@@ -496,6 +506,34 @@ async def test_a_spent_token_budget_refuses_the_next_mention_in_one_line() -> No
         assert len(h.model.calls) == 2, "the refused question cost no model call"
 
 
+async def test_usage_shows_todays_spend_in_dollars_when_the_model_has_a_price() -> None:
+    """``/reactbot usage`` through discord.py against the fake: 500 prompt and 40 completion
+    tokens at $10 and $100 per million are $0.009, of a $0.01 daily allowance."""
+    budgets = TokenBudgets(InMemoryUsageCounters(), usd_per_user=0.01)
+    price = {"scripted": Price(input=10.0, output=100.0)}
+    async with running(CALC_THEN_ANSWER, budgets=budgets, prices=price) as h:
+        before = await usage_reply(h)
+        assert "You have used 0 tokens today (no daily limit for you)." in before
+        assert "Spent today: $0 of your $0.01." in before
+        await h.mention("what is 17*23+4?")
+        await h.finished()
+        await h.settled()
+        after = await usage_reply(h)
+        assert after.startswith("You have used 540 tokens today (no daily limit for you).")
+        assert "Spent today: $0.009 of your $0.01." in after, after
+        footer = h.fake.calls_to("PATCH", "/messages/")[-1].json["content"]
+        assert "540 tokens · $0.009" in footer, footer
+
+
+async def test_usage_shows_tokens_only_when_the_model_has_no_price() -> None:
+    async with running(CALC_THEN_ANSWER, budgets=TokenBudgets(InMemoryUsageCounters())) as h:
+        await h.mention("what is 17*23+4?")
+        await h.finished()
+        await h.settled()
+        after = await usage_reply(h)
+        assert after.startswith("You have used 540 tokens today") and "$" not in after, after
+
+
 # ---- a channel's model, persona and tools --------------------------------------------------
 
 
@@ -571,3 +609,14 @@ async def test_an_unknown_model_asked_for_is_quoted_inert() -> None:
         assert "](" not in text and "@everyone" not in text  # no masked link, no ping
         assert call.json["data"]["allowed_mentions"]["parse"] == []
         assert h.model.calls == []
+
+
+async def test_the_trace_names_the_asker_and_the_channel_and_keeps_the_ids() -> None:
+    async with running(CALC_THEN_ANSWER) as h:
+        await h.mention("what is 17*23+4?", name="Ada Lovelace", author_id=1001)
+        await h.finished()
+        trace = await h.traces.last(f"discord:{CHANNEL_ID}")
+        assert trace is not None
+        assert (trace.user, trace.user_id) == ("Ada Lovelace", "1001")
+        assert trace.channel == f"#channel-{CHANNEL_ID}"
+        assert trace.conversation == f"discord:{CHANNEL_ID}"

@@ -180,6 +180,7 @@ async def test_approve_runs_the_tool_and_the_step_says_who() -> None:
         assert b.processes[0].ran == ["buy milk"]
         assert trace.steps[0].approval is not None
         assert trace.steps[0].approval.describe() == "✅ approved by ada"
+        assert trace.steps[0].approval.by_id == "1001"  # a display name may change; the id not
         assert callbacks(b.fake)[0].json["type"] == 6  # acknowledged without a message
         final = b.fake.calls_to("PATCH", f"/messages/{message_id}")[-1]
         assert "reactbot:decide:" not in json.dumps(final.json)  # the buttons are gone
@@ -206,6 +207,7 @@ async def test_edit_opens_a_prefilled_modal_and_runs_the_edited_input() -> None:
         step = trace.steps[0]
         assert step.action_input == "buy oat milk"
         assert step.approval is not None and step.approval.input == "buy milk"
+        assert (step.approval.by, step.approval.by_id) == ("ada", "1001")
         assert (step.observation or "").startswith("Note: a person edited the input")
 
 
@@ -234,6 +236,7 @@ async def test_deny_with_a_reason_and_a_stranger_cannot_decide() -> None:
         assert b.processes[0].ran == []
         assert trace.steps[0].observation == "The user denied this action. Their reason: not now"
         assert trace.steps[0].approval.describe() == '🚫 denied by ada: "not now"'  # type: ignore[union-attr]
+        assert trace.steps[0].approval.by_id == "1001"  # type: ignore[union-attr]
 
 
 async def test_an_admin_may_decide_and_no_decision_in_time_is_a_denial() -> None:

@@ -12,8 +12,10 @@ with warnings.catch_warnings():
 
 import asyncio
 import contextlib
+import os
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from pathlib import Path
 
 from aiohttp import web
 
@@ -200,6 +202,62 @@ async def test_a_pdf_bomb_is_skipped_in_one_line_and_the_question_still_answered
         assert [p.file for p in await h.store.load(CONVERSATION)] == ["terms.pdf"] * 2
 
 
+async def test_stop_while_a_pdf_bomb_is_read_ends_the_reading_at_once() -> None:
+    async with running([], parse_seconds=60) as h:
+        attachments = [h.fake.add_attachment("bomb.pdf", pdf_bomb(pages=50))]  # minutes of CPU
+        payload = h.fake.message_create("What does it say?", attachments=attachments)
+        await h.fake.dispatch("MESSAGE_CREATE", payload)
+        # The live message, with Stop, is there while the file is read.
+        live = await h.fake.wait_for_call(lambda c: _is_reply(c) and "reactbot:stop" in str(c.json))
+        async with asyncio.timeout(10):
+            while not (workers := file_workers()):  # noqa: ASYNC110
+                await asyncio.sleep(0.05)
+        message_id = int(h.fake.created[-1])
+        stop = next(
+            b["custom_id"]
+            for row in live.json["components"]
+            for b in row.get("components", [])
+            if str(b.get("custom_id", "")).startswith("reactbot:stop")
+        )
+        pressed = asyncio.get_running_loop().time()
+        await h.fake.dispatch("INTERACTION_CREATE", h.fake.button_press(message_id, stop))
+        final = await h.fake.wait_for_call(
+            lambda c: (
+                c.method == "PATCH"
+                and c.path.endswith(f"/messages/{message_id}")
+                and "reactbot:stop" not in str(c.json)
+            ),
+            within=5,
+        )
+        async with asyncio.timeout(2):  # its worker was killed, not left to finish
+            while alive(workers):  # noqa: ASYNC110
+                await asyncio.sleep(0.05)
+        assert asyncio.get_running_loop().time() - pressed < 3
+        print(f"\nfinal after Stop: {content_of(final)!r}")
+        assert "Stopped" in content_of(final)
+        assert h.model.calls == []  # the question never reached the model
+
+
+def alive(pids: list[int]) -> bool:
+    return any(Path(f"/proc/{pid}").exists() for pid in pids)
+
+
+def file_workers() -> list[int]:
+    """This process's file workers (``python -m core.file_workers``), from /proc."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            stat, cmdline = (entry / "stat").read_text(), (entry / "cmdline").read_bytes()
+        except (OSError, NotADirectoryError):
+            continue
+        if (
+            int(stat.rsplit(")", 1)[1].split()[1]) == os.getpid()
+            and b"core.file_workers" in cmdline
+        ):
+            found.append(int(entry.name))
+    return found
+
+
 async def test_files_stay_with_the_conversation_until_reset() -> None:
     later = [
         Turn("Thought: Check the report.\nAction: lookup[warranty]"),
@@ -212,11 +270,13 @@ async def test_files_stay_with_the_conversation_until_reset() -> None:
         )
         await h.fake.dispatch("MESSAGE_CREATE", first)
         await h.fake.wait_for_calls(_is_totals, 1, within=10)
-        # No reply is posted until the files are read: Discord shows "is typing…" meanwhile.
+        # The live message, with Stop, is posted before the files are read (a Stop ends
+        # the reading); Discord shows "is typing…" while they are.
         calls = h.fake.calls
         typing = next(i for i, c in enumerate(calls) if c.path.endswith("/typing"))
         reply = next(i for i, c in enumerate(calls) if _is_reply(c))
-        assert typing < reply and h.fake.typing == [CHANNEL_ID]
+        assert reply < typing and h.fake.typing == [CHANNEL_ID]
+        assert "reactbot:stop" in str(calls[reply].json)
         # A later question without attachments still searches the conversation's files.
         await h.fake.dispatch("MESSAGE_CREATE", h.fake.message_create("And again?"))
         await h.fake.wait_for_calls(_is_totals, 2, within=10)

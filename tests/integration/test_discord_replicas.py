@@ -128,6 +128,7 @@ async def test_a_stop_click_on_another_process_stops_the_run(
         assert final[-1].json["content"].startswith("⏹️ Stopped by ada after step 1.")
         trace = await owner.traces.last(f"discord:{CHANNEL_ID}")
         assert trace is not None and trace.stopped_by == "ada"
+        assert trace.stopped_by_id == "1001"  # carried across processes with the name
         assert other.model.calls == []
 
 

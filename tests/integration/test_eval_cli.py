@@ -172,3 +172,45 @@ async def test_ctrl_c_stops_cleanly_and_writes_what_finished(tmp_path: Path) -> 
     data = json.loads((tmp_path / "out" / "results.json").read_text())
     assert data["interrupted"] is True
     assert [r["case"] for r in data["runs"]] == ["one"]
+
+
+async def test_a_model_outside_the_catalogue_shows_tokens_and_no_borrowed_price(
+    tmp_path: Path,
+) -> None:
+    """``--model NAME`` not in the catalogue runs on the configured endpoint: neither the
+    configured model's price nor a catalogue entry's price (another endpoint serving a model
+    of that name) is its price."""
+    config = tmp_path / "reactbot.yaml"
+    config.write_text(
+        "model:\n  price: " + json.dumps(PRICE) + "\n"
+        "models:\n"
+        "  big:\n"
+        "    name: fake-big\n"
+        "    base_url: http://127.0.0.1:9/v1\n"
+        "    price: {input: 100, output: 100}\n"
+    )
+    cases = tmp_path / "one.jsonl"
+    cases.write_text('{"id": "one", "question": "What is 6*7?", "expect": {"number": 42}}\n')
+    async with FakeOpenAI(model="fake-small") as fake:
+        for _ in range(3):
+            fake.reply("Thought: easy.\nAction: finish[42]", usage=FakeUsage(1000, 50))
+        env = {
+            "REACTBOT_MODEL": "fake-small",
+            "OPENAI_BASE_URL": fake.base_url,
+            "OPENAI_API_KEY": "sk-x",
+        }
+        code, out = await cli(
+            "--config", str(config), "eval", str(cases), "--model", "fake-other",
+            "--model", "fake-big", "--model", "fake-small", "--concurrency", "1",
+            "--out", str(tmp_path / "out"), env=env,
+        )  # fmt: skip
+        fake.assert_complete()
+    assert code == 0, out
+    rows = {line.split()[0]: line for line in out.splitlines()[1:4]}
+    assert rows["fake-other"].split()[7:9] == ["1,000/50", "—"], out
+    assert rows["fake-big"].split()[7:9] == ["1,000/50", "—"], out
+    assert "$0.00018" in rows["fake-small"], out  # the configured model keeps its own price
+    data = json.loads((tmp_path / "out" / "results.json").read_text())
+    costs = {r["model"]: r["cost_usd"] for r in data["runs"]}
+    assert costs["fake-other"] is None and costs["fake-big"] is None
+    assert costs["fake-small"] == pytest.approx((1000 * 0.15 + 50 * 0.60) / 1e6)

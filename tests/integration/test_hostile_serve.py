@@ -75,11 +75,14 @@ def search_results() -> Reply:
 
 
 async def launch(
-    tmp_path: Path, config: str, env: dict[str, str], *args: str
+    tmp_path: Path, config: str, env: dict[str, str], *args: str, home: Path | None = None
 ) -> asyncio.subprocess.Process:
     """``python -m bot --config FILE serve ARGS`` with only ``env``'s secrets; its output goes
-    to ``serve.log`` beside the config."""
-    path = tmp_path / "config.yaml"
+    to ``serve.log`` beside the config, both in ``home`` (default ``tmp_path``: processes that
+    run at once each need their own). The Redis prefix is ``tmp_path``'s, shared by them."""
+    home = home or tmp_path
+    home.mkdir(parents=True, exist_ok=True)
+    path = home / "config.yaml"
     # Its own keys on the shared Redis: the fakes' ids repeat from run to run, and a claim an
     # earlier run left would make this process skip the event as handled elsewhere.
     path.write_text(
@@ -88,7 +91,7 @@ async def launch(
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "REACTBOT_"))}
     for name in ("DISCORD_TOKEN", "SLACK_BOT_TOKEN", "SLACK_APP_TOKEN", "TAVILY_API_KEY"):
         clean.pop(name, None)
-    with (tmp_path / "serve.log").open("wb") as log:
+    with (home / "serve.log").open("wb") as log:
         return await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",

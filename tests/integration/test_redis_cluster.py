@@ -151,7 +151,7 @@ async def test_stop_requests_reach_another_process_on_the_cluster(
     heard: list[tuple[str, str]] = []
     got = asyncio.Event()
 
-    def on_stop(run_id: str, by: str) -> None:
+    def on_stop(run_id: str, by: str, by_id: str) -> None:
         heard.append((run_id, by))
         got.set()
 

@@ -75,7 +75,7 @@ async def test_a_request_from_one_process_reaches_another_within_half_a_second(
     stores: RedisStores, other: RedisStores
 ) -> None:
     heard: list[tuple[str, str]] = []
-    async with other.stops.subscribe(lambda run, by: heard.append((run, by))):
+    async with other.stops.subscribe(lambda run, by, _: heard.append((run, by))):
         started = time.monotonic()
         await stores.stops.request("run42", by="U1ADA")
         await eventually(lambda: bool(heard), within=2.0)
@@ -88,7 +88,7 @@ async def test_a_subscriber_survives_idle_time_and_junk_on_the_channel(
     stores: RedisStores, other: RedisStores
 ) -> None:
     heard: list[tuple[str, str]] = []
-    async with other.stops.subscribe(lambda run, by: heard.append((run, by))):
+    async with other.stops.subscribe(lambda run, by, _: heard.append((run, by))):
         await asyncio.sleep(1.3)  # longer than the poll and the client's socket timeout
         await stores.client.publish(stores.stops.channel, "not json")
         await stores.client.publish(stores.stops.channel, '{"run": 1}')
@@ -102,7 +102,7 @@ async def test_leaving_the_subscription_ends_the_listener(
 ) -> None:
     heard: list[str] = []
     before = asyncio.all_tasks()
-    async with other.stops.subscribe(lambda run, by: heard.append(run)):
+    async with other.stops.subscribe(lambda run, by, _: heard.append(run)):
         listeners = asyncio.all_tasks() - before
         assert len(listeners) == 1
     assert all(task.done() for task in listeners)
@@ -118,7 +118,7 @@ async def test_the_listener_reconnects_after_a_redis_restart(redis_server: Redis
     )
     heard: list[str] = []
     try:
-        async with listening.stops.subscribe(lambda run, by: heard.append(run)):
+        async with listening.stops.subscribe(lambda run, by, _: heard.append(run)):
             redis_server.kill()
             await asyncio.sleep(0.5)
             redis_server.start()
@@ -137,7 +137,7 @@ async def test_subscribing_while_redis_is_down_does_not_block_start() -> None:
     down = connect("redis://127.0.0.1:1/0", prefix="x:")
     try:
         started = time.monotonic()
-        async with down.stops.subscribe(lambda run, by: None):
+        async with down.stops.subscribe(lambda run, by, _: None):
             pass
         assert time.monotonic() - started < 3.0  # a blocking connect retries for ~4.7 s
     finally:

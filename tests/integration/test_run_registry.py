@@ -6,6 +6,7 @@ finished once)."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from types import SimpleNamespace
 
@@ -42,9 +43,11 @@ async def test_a_silent_run_is_an_orphan_and_a_beating_one_is_not(registry: RunR
     assert await registry.orphans("Slack", silent_since=150.0) == ["a"]
     assert await registry.orphans("Discord", silent_since=150.0) == ["c"]
     assert await registry.running("Slack", "b") and not await registry.running("Slack", "c")
+    assert (await registry.count("Slack"), await registry.count("Discord")) == (2, 1)
     await registry.end("Slack", "a")
     assert await registry.orphans("Slack", silent_since=150.0) == []
     assert not await registry.running("Slack", "a")
+    assert await registry.count("Slack") == 1
 
 
 async def test_exactly_one_claim_wins(registry: RunRegistry) -> None:
@@ -106,3 +109,27 @@ async def test_a_run_of_this_process_is_never_its_own_orphan() -> None:
     assert await recovery.sweep() == 0 and await recovery.running("mine")
     await recovery.beat()
     assert await stores.runs.orphans("Slack", silent_since=now[0] - 10.0) == []
+
+
+async def test_an_orphan_is_found_within_a_second_of_its_lease_not_at_the_next_heartbeat() -> None:
+    stores = Stores.in_memory()
+    finished: list[float] = []
+
+    async def finalise(record: RunRecord, trace: Trace, text: str) -> None:
+        finished.append(asyncio.get_running_loop().time())
+
+    # Heartbeats 5 s apart (the default); the orphan's lease lapses 0.3 s from now.
+    recovery = Recovery(
+        stores, surface="Slack", finalise=finalise, beat_every=5.0, orphan_after=0.3
+    )
+    recovery.start()
+    try:
+        await asyncio.sleep(0.1)  # its first round (a beat and a look) is done
+        left = asyncio.get_running_loop().time()
+        await stores.runs.beat([record("dead", owner="gone")], at=time.time())
+        async with asyncio.timeout(3):
+            while not finished:  # noqa: ASYNC110
+                await asyncio.sleep(0.02)
+        assert finished[0] - left < 0.3 + 1.0 + 0.3  # the lease, one look, a loaded machine
+    finally:
+        await recovery.aclose()

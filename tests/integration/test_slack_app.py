@@ -32,6 +32,7 @@ from core.budgets import InMemoryUsageCounters, TokenBudgets
 from core.errors import ModelError
 from core.history import InMemoryHistoryStore
 from core.llm import ChatModel, Usage
+from core.pricing import Price
 from core.redis_store import RedisRateBudget, RedisStores
 from core.scripted import ScriptedModel, Turn
 from core.stores import (
@@ -104,6 +105,7 @@ class Harness:
             "user_id": user,
             "user_name": "ada",
             "channel_id": channel,
+            "channel_name": "general" if channel == CHANNEL else "directmessage",
             "team_id": TEAM_ID,
             "trigger_id": self.fake.trigger(),  # one Slack minted: views.open takes it
             "response_url": self.fake.response_url(f"cmd{self._triggers}"),
@@ -185,6 +187,7 @@ async def make(fake: FakeSlack) -> AsyncIterator[Callable[..., Any]]:
         budgets: TokenBudgets | None = None,
         catalogue: dict[str, ChatModel] | None = None,
         room: Room | None = None,
+        price: Price | None = None,
         **overrides: Any,
     ) -> Harness:
         model = ScriptedModel(turns)
@@ -200,6 +203,7 @@ async def make(fake: FakeSlack) -> AsyncIterator[Callable[..., Any]]:
             traces=InMemoryTraceStore(),
             locks=InMemoryLocks(),
             settings=AgentSettings(model_timeout=5.0, deadline=20.0),
+            prices={model.name: price} if price is not None else None,
         )
         settings = SlackSettings(
             bot_token="xoxb-test",
@@ -382,6 +386,35 @@ async def test_thread_mention_continues_the_conversation_in_the_thread(make: Any
     second_prompt = h.model.calls[1].messages
     assert any(m["content"] == "It is 4." for m in second_prompt), "history of the thread is used"
     assert len(h.fake.roots(CHANNEL)) == 1
+
+
+async def test_the_trace_names_the_asker_and_the_channel_as_slack_gave_them(make: Any) -> None:
+    """A command carries ``user_name`` and ``channel_name``; for a mention the names come
+    from ``users.info`` and ``conversations.info``, asked once each; the ids stay beside."""
+    h: Harness = await make(["Thought: easy.\nAction: finish[It is 4.]"] * 3)
+    await h.ask("What is 2+2?")
+    await h.settled()
+    trace = await h.bot.agent.traces.last(f"slack:{TEAM_ID}:{CHANNEL}:{h.root().ts}")
+    assert trace is not None
+    assert (trace.user, trace.user_id, trace.channel) == ("ada", ASKER, "#general")
+    h.fake.users[ASKER], h.fake.channel_names[CHANNEL] = "Ada Lovelace", "general"
+    for n in (1, 2):
+        mention = {
+            "type": "app_mention",
+            "channel": CHANNEL,
+            "user": ASKER,
+            "ts": f"180000000{n}.1",
+            "text": f"<@{BOT_USER_ID}> what is 2+2?",
+        }
+        assert (await h.event(mention, event_id=f"EvNamed{n}"))[0] == 200
+        await h.settled()
+    traces = [t for t in await h.bot.agent.traces.recent(limit=10) if t.id != trace.id]
+    assert len(traces) == 2
+    for named in traces:
+        assert (named.user, named.user_id, named.channel) == ("Ada Lovelace", ASKER, "#general")
+        assert named.conversation.startswith(f"slack:{TEAM_ID}:{CHANNEL}")
+    assert len(h.fake.calls("users.info")) == 1  # remembered
+    assert len(h.fake.calls("conversations.info")) == 1
 
 
 async def test_direct_message_answered_and_bot_or_edited_messages_ignored(make: Any) -> None:
@@ -934,6 +967,31 @@ async def test_a_spent_token_budget_refuses_the_next_question_in_one_line(make: 
     assert "00:00 UTC" in refusal
     await h.settled()
     assert len(h.model.calls) == 2, "the refused question cost no model call"
+
+
+@pytest.mark.parametrize("limit", [0.0, 0.05])
+async def test_usage_shows_todays_spend_in_dollars_when_the_model_has_a_price(
+    make: Any, limit: float
+) -> None:
+    """``/ask-settings usage`` through bolt and the real client against the fake: 120 prompt
+    and 22 completion tokens at $100 and $1,000 per million are $0.034; with
+    ``usd_per_user_per_day`` the allowance is named beside it."""
+    budgets = TokenBudgets(InMemoryUsageCounters(), usd_per_user=limit)
+    h: Harness = await make(tool_then_answer(), budgets=budgets, price=Price(100.0, 1000.0))
+    await h.ask("What is 17*23?", user=ASKER)
+    await h.settled()
+    after = await settings(h, "usage", user=ASKER)
+    assert after.startswith("You have used 142 tokens today (no daily limit for you)."), after
+    spent = "Spent today: $0.034 of your $0.05." if limit else "Spent today: $0.034."
+    assert spent in after, after
+    assert "$0.034" in message_text(h.root())  # the footer says the same cost
+    unpriced: Harness = await make(
+        tool_then_answer(), budgets=TokenBudgets(InMemoryUsageCounters())
+    )
+    await unpriced.ask("What is 17*23?", user=ASKER)
+    await unpriced.settled()
+    tokens_only = await settings(unpriced, "usage", user=ASKER)
+    assert tokens_only.startswith("You have used 142 tokens today") and "$" not in tokens_only
 
 
 async def test_admins_are_not_held_by_the_token_budget(make: Any) -> None:

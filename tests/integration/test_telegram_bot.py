@@ -215,6 +215,9 @@ async def test_stop_from_the_inline_button(make: Any) -> None:
     await h.fake.wait_for(lambda: query in h.fake.answered, what="answerCallbackQuery")
     assert h.fake.answered[query]["text"] == "Stopping…"
     assert h.fake.refused() == []
+    await h.bot.answering.settled()
+    (trace,) = await h.stores.traces.list(f"telegram:{CHAT}")
+    assert (trace.stopped_by, trace.stopped_by_id) == (f"user{CHAT}", str(CHAT))
 
 
 async def test_every_press_is_answered_even_one_the_bot_does_not_know(make: Any) -> None:
@@ -334,12 +337,21 @@ async def test_an_action_is_approved_from_its_buttons_by_the_asker_only(make: An
     other = h.fake.press(asking, approve, user=CHAT + 1)
     await h.fake.wait_for(lambda: other in h.fake.answered, what="the answer to the other")
     assert h.fake.answered[other]["text"] == "Only the person who asked can decide this."
+    # A modified client names itself the asker in the data: the run's own request decides.
+    forged = approve.rsplit(":", 1)[0] + f":{CHAT + 1}"
+    spoof = h.fake.press(asking, forged, user=CHAT + 1, spoofed=True)
+    await h.fake.wait_for(lambda: spoof in h.fake.answered, what="the answer to the spoof")
+    assert h.fake.answered[spoof]["text"] == "Only the person who asked can decide this."
     assert h.deleted == []
     mine = h.fake.press(h.fake.message(CHAT, asking.id), approve)
     final = await h.answer_to(question)
     assert "a.txt is gone" in final.text and h.deleted == ["a.txt"]
     assert h.fake.answered[mine]["text"] == "Approved."
     assert h.fake.refused() == []
+    await h.bot.answering.settled()
+    (trace,) = await h.stores.traces.list(f"telegram:{CHAT}")
+    approval = trace.steps[0].approval
+    assert approval is not None and (approval.by, approval.by_id) == (f"user{CHAT}", str(CHAT))
 
 
 async def test_a_denied_action_never_runs(make: Any) -> None:
@@ -503,3 +515,17 @@ async def test_in_a_group_only_the_asker_or_an_admin_stops_and_resets(make: Any)
     reset = h.fake.user_says(GROUP, "/reset", user=ALICE)
     await h.fake.wait_for(lambda: bool(_group_replies(h, reset)), what="the reset's reply")
     assert _group_replies(h, reset)[0].text == "Only an admin can reset a group's conversation."
+
+
+async def test_the_trace_names_the_asker_and_the_group_and_keeps_the_ids(make: Any) -> None:
+    h: Harness = await make(CALC * 2)
+    mention = h.fake.user_says(GROUP, "@reactbot_test_bot What is 17*23+4?", user=ALICE)
+    await _group_answer(h, mention)
+    private = h.fake.user_says(CHAT, "What is 17*23+4?")
+    await h.answer_to(private)
+    await h.bot.answering.settled()
+    (group_trace,) = await h.stores.traces.list(f"telegram:{GROUP}")
+    assert (group_trace.user, group_trace.user_id) == (f"user{ALICE}", str(ALICE))
+    assert group_trace.channel == f"group{GROUP}"  # the group's title
+    (dm_trace,) = await h.stores.traces.list(f"telegram:{CHAT}")
+    assert (dm_trace.user_id, dm_trace.channel) == (str(CHAT), "DM")

@@ -103,6 +103,8 @@ def test_ctrl_c_during_a_run_starts_its_notice_on_a_new_line() -> None:
     terminal.expect("after step 1.\n› ")  # the chat goes on
     stopped = next(line for line in terminal.seen.splitlines() if "Stopped by you" in line)
     assert stopped.startswith("⏹ Stopped by you (Ctrl-C)"), terminal.seen
+    trace = terminal.command("/trace")  # the step the chat showed is the trace's, counted alike
+    assert "1 step ·" in trace and "I am" in trace, trace
     assert "/quit" in terminal.command("/help")
     terminal.type(CTRL_D)
     assert terminal.finish() == 0

@@ -255,7 +255,10 @@ async def test_a_question_streams_its_steps_then_the_answer_and_links_the_trace(
     states = [d for d in stream.seen if d.get("run") == final["run"]]
     assert len(states) >= 3 and states[0]["phase"] == "starting", "placeholder first"
     async with c.http.get(c.url + final["trace_url"]) as page:
-        assert page.status == 200 and "what is 17*23+4?" in await page.text()
+        text = await page.text()
+        assert page.status == 200 and "what is 17*23+4?" in text
+        assert "<dd>you (web chat)</dd>" not in text  # the session's id is its tooltip
+        assert '<dt>where</dt><dd title="web:' in text and '">web chat</dd>' in text
     turns = await c.history()  # a reload shows the conversation so far
     assert [(t["question"]["text"], t["answer"]["text"]) for t in turns] == [
         ("what is 17*23+4?", "17*23+4 = 395")

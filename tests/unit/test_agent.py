@@ -562,3 +562,47 @@ async def test_json_call_with_a_one_key_object_reaches_each_tool_as_it_takes_it(
     assert isinstance(done, Finished)
     inputs = [s.action_input for s in done.trace.steps if s.action]
     assert inputs == ["Paris", '{"query": "Lyon"}']
+
+
+async def test_what_a_run_prepares_runs_in_it_and_its_tools_are_the_ones_used() -> None:
+    # The files attached to a question are read this way: in the run, its message shown.
+    async def lookup(arg: str) -> str:
+        return "page 2: 36 months"
+
+    with_files = registry(FunctionTool("lookup", lookup, "Searches the files.", "lookup[x]"))
+    prepared: list[str] = []
+
+    async def prepare() -> tuple[ToolRegistry | None, Sequence[str]]:
+        prepared.append("read")
+        return with_files, ()
+
+    model = ScriptedModel(
+        ["Thought: look.\nAction: lookup[warranty]", "Thought: ok.\nFinal Answer: 36"]
+    )
+    run = Agent(model, registry()).start("q", prepare=prepare)
+    events = [event async for event in run.events()]
+    assert prepared == ["read"]
+    assert isinstance(events[-1], Finished) and events[-1].trace.steps[0].observation == (
+        "page 2: 36 months"
+    )
+
+
+async def test_a_stop_while_the_run_prepares_ends_it_at_once() -> None:
+    reading = asyncio.Event()
+    cut: list[bool] = []
+
+    async def prepare() -> tuple[ToolRegistry | None, Sequence[str]]:
+        reading.set()
+        try:
+            await asyncio.sleep(3600)  # a file that takes forever to read
+        except asyncio.CancelledError:
+            cut.append(True)
+            raise
+        return None, ()
+
+    model = ScriptedModel([])  # never asked
+    run = Agent(model, registry()).start("q", prepare=prepare)
+    await asyncio.wait_for(reading.wait(), 1)
+    run.cancel(by="ada")
+    done = await asyncio.wait_for(run.wait(), 1)
+    assert isinstance(done, Cancelled) and done.by == "ada" and cut == [True]

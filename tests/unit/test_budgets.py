@@ -64,11 +64,13 @@ async def test_the_channel_limit_holds_everyone_in_it() -> None:
     assert await b.refusal("u2", "c2") is None
 
 
-async def test_without_limits_nothing_is_counted_or_refused() -> None:
+async def test_without_limits_nothing_is_refused_and_usage_still_tells_the_truth() -> None:
     b = budgets([NOON])
     await b.count("u1", "c1", spent(10**9, 10**9))
     assert await b.refusal("u1", "c1") is None
-    assert (await b.usage("u1", "c1")).user_tokens == 0
+    used = await b.usage("u1", "c1")  # was 0: "You have used 0 tokens today" after a run
+    assert used.user_tokens == 2 * 10**9
+    assert b.describe(used).startswith("You have used 2,000,000,000 tokens today (no daily")
 
 
 async def test_usage_describes_the_count_and_the_limits() -> None:

@@ -306,11 +306,58 @@ def test_the_tool_fits_the_protocol() -> None:
 
 
 async def test_run_evaluates_in_the_worker(tool: CalculatorTool) -> None:
-    assert await tool.run("17*23+4") == "395"
+    assert await tool.run("2^10") == "1024"
     pid = worker_pid(tool)
     assert pid != os.getpid()
     assert await tool.run("2^20000") == "3.9803e+6020"
     assert worker_pid(tool) == pid  # one persistent worker, not one per call
+
+
+@pytest.mark.parametrize(
+    ("expression", "expected"),
+    [("17*23+4", "395"), ("7/2", "3.5"), ("-7 % 3", "2"), ("2*pi", "6.28318530718")],
+)
+async def test_plain_arithmetic_needs_no_worker(
+    tool: CalculatorTool, expression: str, expected: str
+) -> None:
+    assert await tool.run(expression) == expected == calc(expression)
+    assert tool._worker is None
+
+
+@pytest.mark.parametrize(
+    ("expression", "fragment"),
+    [
+        ("1/0", "division by zero"),
+        ("1e308*10", "result too large"),
+        ("1" + "0" * 330 + "/3", "result too large"),  # an int too large for a float
+        ("1" + "0" * 330 + "+0.5", "result too large"),
+    ],
+)
+async def test_plain_arithmetic_fails_as_in_the_worker(
+    tool: CalculatorTool, expression: str, fragment: str
+) -> None:
+    """Computed in this process or in the worker, the same expression fails alike."""
+    with pytest.raises(ToolError, match=fragment) as here:
+        await tool.run(expression)
+    assert tool._worker is None
+    with pytest.raises(ToolError) as there:
+        await tool._submit(calculator._calculate, expression)
+    assert str(there.value) == str(here.value)
+
+
+@pytest.mark.parametrize(
+    "expression", ["2**3", "2^3", "factorial(3)", "sqrt(4)", "abs(-1)", "1+max(1, 2)"]
+)
+def test_powers_and_functions_are_never_computed_in_the_caller(expression: str) -> None:
+    assert not calculator.is_trivial(parse_expression(expression))
+
+
+def test_the_in_process_bound_on_literal_bits() -> None:
+    """``MAX_INLINE_BITS`` caps the literals' bits even if the input limit grew."""
+    under = ast.Expression(ast.BinOp(ast.Constant(2**4000), ast.Mult(), ast.Constant(3)))
+    over = ast.Expression(ast.BinOp(ast.Constant(2**4000), ast.Mult(), ast.Constant(2**200)))
+    assert calculator.is_trivial(under)
+    assert not calculator.is_trivial(over)
 
 
 async def test_bad_input_fails_in_the_parent_without_a_worker(tool: CalculatorTool) -> None:
@@ -328,29 +375,30 @@ async def test_evaluation_errors_come_back_as_tool_errors(tool: CalculatorTool) 
 
 
 async def test_a_slow_job_times_out_and_the_worker_is_replaced(tool: CalculatorTool) -> None:
-    await tool.run("1+1")
+    await tool.run("1^1")
     old_pid = worker_pid(tool)
     with finishes_within(3.0), pytest.raises(ToolTimeout, match="took longer than 1 s"):
         await tool._submit(time.sleep, 30)
     assert tool._worker is None
     assert not is_running(old_pid)
-    assert await tool.run("6*7") == "42"
+    assert await tool.run("6^2") == "36"
     assert worker_pid(tool) != old_pid
 
 
 async def test_a_crashed_worker_becomes_a_tool_error_and_is_replaced(tool: CalculatorTool) -> None:
-    await tool.run("1+1")
+    await tool.run("1^1")
     old_pid = worker_pid(tool)
     with pytest.raises(ToolError, match="crashed"):
         await tool._submit(os._exit, 1)
-    assert await tool.run("6*7") == "42"
+    assert await tool.run("6^2") == "36"
     assert worker_pid(tool) != old_pid
 
 
 async def test_the_worker_memory_limit_turns_into_a_tool_error(tool: CalculatorTool) -> None:
     with pytest.raises(ToolError, match="ran out of memory"):
         await tool._submit(bytearray, 2**30)  # 1 GiB, over the 256 MiB address-space limit
-    assert await tool.run("6*7") == "42"
+    assert await tool.run("6^2") == "36"
+    assert tool._worker is not None
 
 
 async def test_concurrent_calls_share_the_worker(tool: CalculatorTool) -> None:
@@ -360,7 +408,7 @@ async def test_concurrent_calls_share_the_worker(tool: CalculatorTool) -> None:
 
 async def test_aclose_stops_the_worker() -> None:
     tool = CalculatorTool()
-    await tool.run("1")
+    await tool.run("sqrt(1)")
     pid = worker_pid(tool)
     await tool.aclose()
     assert tool._worker is None
@@ -382,4 +430,5 @@ async def test_the_worker_inherits_no_environment(
     environment = await tool._submit(_environment, None)
     assert "OPENAI_API_KEY" not in environment and "DISCORD_TOKEN" not in environment
     assert not any("never-in-the-worker" in value for value in environment.values())
-    assert await tool.run("2+2") == "4"  # and it still computes
+    assert await tool.run("2^2") == "4"  # and it still computes
+    assert tool._worker is not None

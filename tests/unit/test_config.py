@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import itertools
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,6 +15,7 @@ from pydantic import BaseModel, ValidationError
 
 from bot.config import (
     DEPRECATED_KEYS,
+    SECRET_ENV_VARS,
     AgentConfig,
     Config,
     ConfigError,
@@ -74,6 +77,56 @@ def test_no_file_and_empty_env_gives_the_embedded_defaults() -> None:
     assert not config.search_enabled
     assert not platform("discord").enabled(config)
     assert not platform("slack").enabled(config)
+
+
+def _sections(model: BaseModel, path: str = "config") -> Iterator[tuple[str, BaseModel]]:
+    yield path, model
+    for name in type(model).model_fields:
+        value = getattr(model, name)
+        for index, item in enumerate(value if isinstance(value, tuple) else (value,)):
+            if isinstance(item, BaseModel):
+                yield from _sections(item, f"{path}.{name}[{index}]")
+
+
+def test_the_defaults_built_without_validation_are_what_validation_gives(
+    tmp_path: Path,
+) -> None:
+    """With no file and no key set, load_config builds the embedded defaults without
+    validating (no validator is built: start-up); a file naming one section at its defaults
+    goes through validation. Both give the same sections, each with the same keys set, and
+    each section is what validating its set keys gives."""
+    env = {**SECRET_ENV, "PATH": "/usr/bin"}
+    built = load_config(None, env)
+    validated = load_config(write(tmp_path, "agent: {}\n"), env)
+    assert built.agent == validated.agent == AgentConfig.model_validate({})
+    assert built == validated.model_copy(update={"agent": built.agent})
+    built_sections, validated_sections = dict(_sections(built)), dict(_sections(validated))
+    assert built_sections.keys() == validated_sections.keys()
+    assert len(built_sections) > 20  # every section, nested ones and the Slack prompts too
+    for where, section in built_sections.items():
+        given = {name: getattr(section, name) for name in section.model_fields_set}
+        assert type(section).model_validate(given) == section, where
+        if where not in ("config", "config.agent[0]"):
+            assert section.model_fields_set == validated_sections[where].model_fields_set, where
+    secrets = Secrets.model_validate({f: env[v] for f, v in SECRET_ENV_VARS.items() if v in env})
+    assert built.secrets == secrets and secrets.openai_api_key is not None
+    assert built.secrets.model_fields_set == secrets.model_fields_set | {"mcp", "models"}
+
+
+def test_no_validator_is_built_for_the_embedded_defaults() -> None:
+    """The start-up cost of the config is its classes, not their validators."""
+    code = (
+        "import sys\n"
+        "from bot.config import Config, load_config\n"
+        "config = load_config(None, {})\n"
+        "assert config.agent.max_steps == 8\n"
+        "assert not Config.__pydantic_complete__\n"
+        "assert 'pydantic.plugin._loader' not in sys.modules\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
 
 
 def test_an_empty_file_gives_the_defaults(tmp_path: Path) -> None:

@@ -53,8 +53,8 @@ async def test_requests_reach_every_subscriber_while_subscribed() -> None:
     stops = InMemoryStopRequests()
     heard: list[tuple[str, str]] = []
     others: list[tuple[str, str]] = []
-    async with stops.subscribe(lambda r, b: heard.append((r, b))):
-        async with stops.subscribe(lambda r, b: others.append((r, b))):
+    async with stops.subscribe(lambda r, b, _: heard.append((r, b))):
+        async with stops.subscribe(lambda r, b, _: others.append((r, b))):
             await stops.request("run1", by="ada")
         await stops.request("run2", by="bob")
     await stops.request("run3", by="eve")
@@ -66,10 +66,10 @@ async def test_a_failing_subscriber_does_not_stop_the_others() -> None:
     stops = InMemoryStopRequests()
     heard: list[str] = []
 
-    def broken(run_id: str, by: str) -> None:
+    def broken(run_id: str, by: str, by_id: str) -> None:
         raise RuntimeError("bug")
 
-    async with stops.subscribe(broken), stops.subscribe(lambda r, b: heard.append(r)):
+    async with stops.subscribe(broken), stops.subscribe(lambda r, b, _: heard.append(r)):
         await stops.request("run1", by="ada")
     assert heard == ["run1"]
 
@@ -83,7 +83,7 @@ class DeadStops:
     def __init__(self) -> None:
         self.subscribed = 0
 
-    async def request(self, run_id: str, *, by: str) -> None:
+    async def request(self, run_id: str, *, by: str, by_id: str = "") -> None:
         raise StoreUnavailable("down")
 
     @asynccontextmanager
@@ -111,10 +111,10 @@ async def test_windows_the_store_grants_are_remembered_for_a_fallback() -> None:
 async def test_stop_requests_reach_this_process_when_the_store_is_down() -> None:
     inner = DeadStops()
     stops = ResilientStopRequests(inner, health=StoreHealth(retry_after=0))
-    heard: list[tuple[str, str]] = []
-    async with stops.subscribe(lambda r, b: heard.append((r, b))):
-        await stops.request("run1", by="ada")
-    assert heard == [("run1", "ada")]
+    heard: list[tuple[str, str, str]] = []
+    async with stops.subscribe(lambda r, b, i: heard.append((r, b, i))):
+        await stops.request("run1", by="ada", by_id="1001")
+    assert heard == [("run1", "ada", "1001")]  # the id travels beside the name
     assert inner.subscribed == 1
 
 
@@ -122,6 +122,6 @@ async def test_stop_requests_through_a_working_store_are_heard_once() -> None:
     shared = InMemoryStopRequests()  # stands in for Redis: it echoes to every subscriber
     stops = ResilientStopRequests(shared)
     heard: list[str] = []
-    async with stops.subscribe(lambda r, b: heard.append(r)):
+    async with stops.subscribe(lambda r, b, _: heard.append(r)):
         await stops.request("run1", by="ada")
     assert heard == ["run1"]

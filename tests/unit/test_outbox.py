@@ -28,7 +28,7 @@ async def feed_text_one_per_turn(outbox: Outbox, pieces: list[str], step: int = 
 
 
 async def test_text_of_many_loop_turns_reaches_a_waiting_consumer_in_one_wake() -> None:
-    outbox = Outbox(text_latency=0.05)
+    outbox = Outbox(text_latency=5.0)  # the Notice below wakes it: nothing waits that long
     consumer = asyncio.create_task(take_all(outbox, Notice))
     await asyncio.sleep(0)  # the consumer waits
     pieces = [f"piece {n} " for n in range(200)]

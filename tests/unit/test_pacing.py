@@ -225,6 +225,35 @@ async def test_live_updates_leave_part_of_a_shared_budget_to_the_runs_still_goin
         await blocked
 
 
+async def test_a_shared_budget_keeps_the_finals_of_every_replicas_runs_and_the_orphans() -> None:
+    # Two replicas on one budget (Redis, as one LocalBudget here): each has one run, and a
+    # third replica died leaving one; the registry counts all three.
+    budget = LocalBudget(6, per=60.0)
+
+    async def registry() -> int:  # the run registry's count, as every replica sees it
+        return 3
+
+    here = EditPacer(0.0, shared=budget, in_flight=registry)
+    there = EditPacer(0.0, shared=budget, in_flight=registry)
+    live: list[float] = []
+    with here.following():
+        updates = [asyncio.ensure_future(stamp(here, f"c{i}", "live", live)) for i in range(6)]
+        await asyncio.sleep(0.1)
+        # Counting only its own run, it would have spent five and left one final.
+        assert len(live) == 3
+        finals: list[float] = []
+        started = time.monotonic()
+        await asyncio.gather(
+            stamp(here, "c0", "final", finals),  # its own run's
+            stamp(there, "d0", "final", finals),  # the other replica's
+            stamp(there, "orphan", "final", finals),  # the dead one's, finished by a replica
+        )
+        assert len(finals) == 3 and max(finals) - started < SOON
+    for update in updates:
+        update.cancel()
+    await asyncio.gather(*updates, return_exceptions=True)
+
+
 async def test_live_updates_of_two_runs_in_one_channel_take_turns() -> None:
     pacer = EditPacer(0.05)
     order: list[str] = []

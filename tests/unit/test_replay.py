@@ -531,3 +531,17 @@ def test_the_replaying_registry_answers_any_recorded_text_and_bounds_its_reasons
         with pytest.raises(ToolError) as stopped:
             asyncio.run(tool.run(other * 50))
         assert len(str(stopped.value)) <= 400
+
+
+async def test_a_replay_is_asked_for_the_original_asker_in_the_original_place() -> None:
+    """Whoever types ``trace replay`` (root, in a container) did not ask the question: the
+    replay's page says "asked by" the original's asker, with their id and channel."""
+    original = original_trace()
+    original.user, original.user_id, original.channel = "ada", "U1ADA", "#general"
+    original.conversation = "slack:T0TEAM:C1GENERAL:1700000000.000002"
+    replaying = ReplayingTools(Counter().registry(), original)
+    model = ScriptedModel(["Thought: done\nAction: finish[42]"])
+    final = await start_replay(_agent(model, replaying), original, replaying).wait()
+    replay = finish_replay(final.trace, replaying)
+    assert (replay.user, replay.user_id, replay.channel) == ("ada", "U1ADA", "#general")
+    assert replay.conversation == original.conversation

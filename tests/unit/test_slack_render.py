@@ -198,7 +198,7 @@ def test_failure_states() -> None:
     )
     assert ":x: The model sent nothing for 60 s (provider timeout)." in all_text(failed)
     stopped = SlackRenderer(clock=CLOCK).final(view_with(*started(), Cancelled(trace, by="U2BOB")))
-    assert "Stopped by <@U2BOB> after step 1." in all_text(stopped)
+    assert "Stopped by <@U2BOB> after step 2." in all_text(stopped)  # as its "2 steps"
     shutdown = SlackRenderer(clock=CLOCK).final(
         view_with(*started(), Cancelled(trace, by=SHUTDOWN))
     )

@@ -549,4 +549,5 @@ async def test_renewing_renews_last_at_the_end_of_its_time_not_a_beat_before() -
 
     async with renewing(renew, every=0.1, until=0.25, what="x"):
         await asyncio.sleep(0.4)
-    assert len(beats) == 3 and beats[-1] >= 0.25 - 0.01
+    # Beats at 0.1, 0.2 and the last at 0.25 (a late loop may skip one: never the last).
+    assert 2 <= len(beats) <= 3 and beats[-1] >= 0.25 - 0.01

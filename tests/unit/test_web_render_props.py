@@ -71,11 +71,14 @@ def hostile_traces(draw: st.DrawFn) -> Trace:
         id=draw(text.filter(bool)),
         conversation=draw(text),
         user=draw(text),
+        user_id=draw(text),
+        channel=draw(text),
         models=draw(st.lists(text, max_size=3)),
         answer=draw(st.none() | text),
         status=draw(st.sampled_from(["answered", "failed", "cancelled"]) | text),  # type: ignore[arg-type]
         reason=draw(st.none() | text),
         stopped_by=draw(st.none() | text),
+        stopped_by_id=draw(st.none() | text),
         notices=draw(st.lists(text, max_size=2)),
         cited=draw(st.lists(text, max_size=3)),
         mode=draw(text),
@@ -125,6 +128,7 @@ class Page(HTMLParser):
 
 def fields_of(trace: Trace) -> list[str]:
     values = [trace.question, trace.user, trace.conversation, trace.mode, *trace.notices]
+    values += [trace.channel, trace.user_id if trace.user else ""]
     values += [v for v in (trace.persona, trace.replay_of) if v]
     values += [v for v in (trace.answer, trace.reason, trace.stopped_by) if v]
     several_models = len({s.model for s in trace.steps if s.model} | set(trace.models)) > 1
@@ -174,6 +178,7 @@ def check_page(html: str, traces: list[Trace], *, query: str) -> None:
 
 def _all_text(trace: Trace) -> list[str]:
     out = [trace.question, trace.id, trace.user, trace.conversation, trace.mode, trace.status]
+    out += [trace.user_id, trace.channel, trace.stopped_by_id or ""]
     out += [*trace.models, *trace.notices, *trace.cited, trace.answer or "", trace.reason or ""]
     out += [trace.stopped_by or "", trace.persona, trace.replay_of or ""]
     for s in trace.steps:
@@ -266,3 +271,19 @@ def test_a_replayed_observation_is_marked() -> None:
     replay.steps.append(TraceStep(1, action="calculate", observation="4", replayed=True))
     page = render_trace(_environment(), replay, query="exp=1&sig=" + "a" * 64)
     assert "Observation (replayed from the original trace)" in page
+
+
+def test_the_page_names_the_asker_and_the_channel_with_their_ids_in_a_tooltip() -> None:
+    trace = Trace(question="q", id="n1", user="Ada Lovelace", user_id="U1ADA", channel="#general")
+    trace.conversation = "slack:T0TEAM:C1GENERAL:1700000000.000002"
+    trace.stopped_by, trace.stopped_by_id = "bob", "4242"
+    page = render_trace(_environment(), trace, query="exp=1&sig=" + "a" * 64)
+    assert '<dt>asked by</dt><dd title="U1ADA">Ada Lovelace</dd>' in page
+    assert f'<dt>where</dt><dd title="{trace.conversation}">#general</dd>' in page
+    assert '<dt>stopped by</dt><dd title="4242">bob</dd>' in page
+    assert ">U1ADA<" not in page and f">{trace.conversation}<" not in page
+    again = Trace.from_json(trace.to_json())  # the JSON keeps the ids
+    assert (again.user_id, again.channel, again.stopped_by_id) == ("U1ADA", "#general", "4242")
+    unnamed = Trace(question="q", id="n2", user="U1ADA", conversation="slack:T:C")
+    page = render_trace(_environment(), unnamed, query="exp=1&sig=" + "a" * 64)
+    assert '<dd title="slack:T:C">slack:T:C</dd>' in page  # no name given: the id shows

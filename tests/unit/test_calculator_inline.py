@@ -1,0 +1,52 @@
+"""The calculator's in-process path: what ``is_trivial`` lets through is bounded.
+
+Apart from tests/unit/test_calculator.py on purpose: the worker tests there send functions of
+their own module to the worker, which imports that module to run them (hypothesis would make
+that import slow enough to trip a one-second job timeout on a busy machine).
+"""
+
+from __future__ import annotations
+
+import time
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from core.tools import ToolError, calculator
+from core.tools.calculator import evaluate, parse_expression
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["+", "-", "*", "/", "//", "%", "×", "÷", "−"]),
+            st.one_of(
+                st.integers(min_value=0, max_value=10**60).map(str),
+                st.text("9", min_size=1, max_size=80),
+                st.floats(min_value=0, allow_nan=False, allow_infinity=False).map(repr),
+                st.sampled_from(["pi", "e", "(-9999999999)", "-(99**1)"]),
+            ),
+        ),
+        max_size=60,
+    ),
+    st.text("9", min_size=1, max_size=80),
+)
+@settings(max_examples=300, deadline=None)
+def test_what_is_computed_in_the_caller_is_bounded(rest: list[tuple[str, str]], first: str) -> None:
+    """Whatever passes ``is_trivial`` finishes at once with a small number (or is refused),
+    from the longest literals and products that fit in the input."""
+    expression = first + "".join(op + operand for op, operand in rest)
+    try:
+        tree = parse_expression(expression)
+    except ToolError:
+        return
+    if not calculator.is_trivial(tree):
+        assert "**" in expression
+        return
+    start = time.process_time()  # CPU time: a busy machine does not make it fail
+    try:
+        value: int | float | None = evaluate(expression)
+    except ToolError:
+        value = None
+    assert time.process_time() - start < 0.05
+    assert not isinstance(value, int) or value.bit_length() <= calculator.MAX_INLINE_BITS
