@@ -643,8 +643,10 @@ class TelegramBot:
         except StoreUnavailable:
             trace = None
         thread = message.message_thread_id if message.is_topic_message else None
-        if trace is None or not trace.question or trace.conversation != conversation_of(
-            message.chat.id, thread
+        if (
+            trace is None
+            or not trace.question
+            or trace.conversation != conversation_of(message.chat.id, thread)
         ):  # a question is asked again only where it was asked (callback data is any text)
             return "I no longer have that question: please ask it again."
         asker = Asker(message.chat.id, query.from_user.id, message.message_id, thread)
