@@ -383,7 +383,9 @@ async def test_writes_the_bot_did_not_pace_count_too_so_live_updates_leave_the_f
         delays = final_delays(h)
         assert len(delays) == 2
         assert delays[0] < 1.0, delays  # the first final took the kept write (the bucket: 5 s)
-        assert delays[1] > 1.0, delays  # the second waited for the bucket (no 429: it knew)
+        # The second waited for the bucket (no 429: it knew). How long is left of the bucket's
+        # 5 s when that run ends depends on the machine's pace: sent at once would be < 0.1 s.
+        assert delays[1] > 0.25, delays
 
 
 def no_stop(body: dict[str, Any]) -> bool:
