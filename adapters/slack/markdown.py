@@ -26,6 +26,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+from adapters.tables import display_width
 from core.text import neutral_bidi
 
 FENCE = "```"
@@ -227,10 +228,14 @@ def _table(header: str, body: list[str]) -> Iterator[str]:
     rows = [_cells(header)] + [_cells(row) for row in body[:TABLE_ROWS]]
     columns = max(len(row) for row in rows)
     rows = [row + [""] * (columns - len(row)) for row in rows]
-    widths = [max(len(row[c]) for row in rows) for c in range(columns)]
+    # Padded by the columns a character takes in a monospace font (a CJK character two, a
+    # combining mark none), as adapters.tables pads Telegram's tables.
+    widths = [max(display_width(row[c]) for row in rows) for c in range(columns)]
     yield FENCE
     for k, row in enumerate(rows):
-        line = " | ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True))
+        line = " | ".join(
+            cell + " " * (w - display_width(cell)) for cell, w in zip(row, widths, strict=True)
+        )
         yield plain(line.rstrip())
         if k == 0:
             yield plain("-+-".join("-" * w for w in widths))

@@ -155,3 +155,12 @@ def test_code_spans_side_by_side_make_no_fence() -> None:
     out = to_mrkdwn("`# ```# `")
     assert "```" not in out and out.count("`") == 5  # every backtick kept, none touching
     assert_safe(out)
+
+
+def test_a_table_of_wide_characters_lines_up_by_display_columns() -> None:
+    from adapters.tables import display_width
+
+    out = to_mrkdwn("| 名前 | n |\n|---|---|\n| 企業版 | 1 |\n| ab | 22 |")
+    rows = [line for line in out.split("\n") if "|" in line]
+    bars = {display_width(row[: row.index(" | ")]) for row in rows}
+    assert len(rows) == 3 and bars == {6}, rows  # 企業版 is 6 columns wide, as the others pad
