@@ -32,7 +32,8 @@ Printed per platform:
   ``ops.max_loop_lag``) is a refusal, counted apart, and no failure. Must be 0;
 - the machine's load average before and after, and the 429s the platform answered.
 
-``SOAK_PROFILE=path`` writes where the bot's thread spent its time (sampled every 5 ms).
+``SOAK_PROFILE=path`` writes where the bot's thread spent its time (sampled every 5 ms);
+``SOAK_STUCK_AFTER=seconds`` writes each run that has gone on longer, with its task's stack.
 
 Capacity (issue 25 item 3): the largest ``--conversations`` with ``--reply realistic`` whose
 lag p99 is under 100 ms with 0 failed runs; docs/operations.md ("Sizing") has the figures.
@@ -156,6 +157,35 @@ async def sample_lag(figures: BotFigures) -> None:
         started = loop.time()
         await asyncio.sleep(LAG_INTERVAL)
         figures.lags.append(max(0.0, loop.time() - started - LAG_INTERVAL))
+
+
+async def report_stuck(after: float) -> None:
+    """``SOAK_STUCK_AFTER=seconds``: every 5 s, each run older than that which has not ended,
+    or whose consumer has not taken its events, written to stderr once, with its task's stack
+    and its outbox (what is pending, the consumer's waiter, the text wake's timer): for the
+    runs a soak finds never final (issue 25)."""
+    import io
+
+    from core.agent import Run
+
+    told: set[str] = set()
+    while True:
+        await asyncio.sleep(5)
+        for obj in gc.get_objects():
+            if not isinstance(obj, Run) or obj.trace.id in told or not obj.trace.started_at:
+                continue
+            outbox = obj._outbox
+            age = time.time() - obj.trace.started_at
+            if age > after and (not obj.done or outbox.pending):
+                told.add(obj.trace.id)
+                stack = io.StringIO()
+                obj._task.print_stack(file=stack)
+                pending = [type(item).__name__ for item in outbox.pending]
+                sys.stderr.write(
+                    f"stuck run {obj.trace.id}, {age:.0f} s: done={obj.done} "
+                    f"final={obj._final is not None} pending={pending} "
+                    f"waiter={outbox._waiter} timer={outbox._timer}\n{stack.getvalue()}\n"
+                )
 
 
 class Sampler:
@@ -286,6 +316,8 @@ async def soak(
     figures = BotFigures()
     serve_task = asyncio.create_task(_serve(platform, app))
     lag_task = asyncio.create_task(sample_lag(figures))
+    stuck_after = float(os.environ.get("SOAK_STUCK_AFTER") or 0)
+    stuck_task = asyncio.create_task(report_stuck(stuck_after)) if stuck_after else None
     profile = os.environ.get("SOAK_PROFILE")
     sampler = Sampler(profile) if profile else contextlib.nullcontext()
     try:
@@ -310,6 +342,8 @@ async def soak(
     finally:
         sampler.__exit__(None, None, None)
         lag_task.cancel()
+        if stuck_task is not None:
+            stuck_task.cancel()
         serve_task.cancel()  # the bot shuts down first, its fake still answering
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await serve_task
