@@ -179,13 +179,57 @@ async def report_stuck(after: float) -> None:
             if age > after and (not obj.done or outbox.pending):
                 told.add(obj.trace.id)
                 stack = io.StringIO()
-                obj._task.print_stack(file=stack)
+                stack.write(" <- ".join(_awaiting(obj._task.get_coro())) + "\n")
                 pending = [type(item).__name__ for item in outbox.pending]
                 sys.stderr.write(
                     f"stuck run {obj.trace.id}, {age:.0f} s: done={obj.done} "
                     f"final={obj._final is not None} pending={pending} "
-                    f"waiter={outbox._waiter} timer={outbox._timer}\n{stack.getvalue()}\n"
+                    f"waiter={outbox._waiter} timer={outbox._timer}\n{stack.getvalue()}"
+                    f"locks: {await _lock_state(obj)}\n"
                 )
+
+
+def _awaiting(coro: Any) -> list[str]:
+    """Where a suspended coroutine waits, frame by frame through what it awaits (async
+    generators and context managers included, which ``Task.print_stack`` does not follow)."""
+    found = []
+    for _ in range(60):
+        frame = getattr(coro, "cr_frame", None) or getattr(coro, "ag_frame", None)
+        frame = frame or getattr(coro, "gi_frame", None)
+        if frame is not None:
+            found.append(f"{frame.f_code.co_name}:{frame.f_lineno}")
+        inner = (
+            getattr(coro, "cr_await", None)
+            or getattr(coro, "ag_await", None)
+            or getattr(coro, "gi_yieldfrom", None)
+        )
+        if type(inner).__name__ == "async_generator_asend" and frame is not None:
+            manager = frame.f_locals.get("self")  # an asynccontextmanager's __aenter__
+            inner = getattr(manager, "gen", None) or inner
+        if inner is None or inner is coro:
+            found.append(type(coro).__name__)
+            break
+        coro = inner
+    return found
+
+
+async def _lock_state(run: Any) -> str:
+    """Who holds ``run``'s conversation: the in-process lock and the shared one."""
+    locks, conversation = run.agent.locks, run.trace.conversation
+    said = []
+    local = getattr(locks, "local", None)
+    entry = local._locks.get(conversation) if local is not None else None
+    if entry is not None:
+        said.append(
+            f"local users={entry.users} locked={entry.lock.locked()} "
+            f"alive for {entry.alive_until - time.monotonic():.1f} s"
+        )
+    inner = getattr(locks, "inner", None)
+    if inner is not None and hasattr(inner, "_tagged"):
+        key = inner._tagged("lock", conversation)
+        token = await inner._client.get(key)
+        said.append(f"redis {key}={token} pttl={await inner._client.pttl(key)}")
+    return "; ".join(said) or "none"
 
 
 class Sampler:
