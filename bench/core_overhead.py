@@ -234,7 +234,8 @@ async def calculate(expression: str) -> str:
 
 
 # ---- ours ---------------------------------------------------------------------------------
-def our_agent(mode: Literal["text", "tools"], per_turn: bool) -> Agent:
+def our_tools() -> ToolRegistry:
+    """The one tool every side has, as ours registers it (its prompt is every side's too)."""
     tools = ToolRegistry()
     tools.add(
         FunctionTool(
@@ -245,6 +246,11 @@ def our_agent(mode: Literal["text", "tools"], per_turn: bool) -> Agent:
             input_name="expression",
         )
     )
+    return tools
+
+
+def our_agent(mode: Literal["text", "tools"], per_turn: bool) -> Agent:
+    tools = our_tools()
     model = OpenAIChatModel(model=MODEL, base_url="http://bench.invalid/v1", api_key="sk-bench")
     model._client = client_for(TEXT_STREAMS if mode == "text" else TOOL_STREAMS, per_turn)
     return Agent(model, tools, settings=AgentSettings(mode=mode))
@@ -381,7 +387,7 @@ def check_agents(events: list[Any]) -> None:
     assert [e.item.output for e in outputs] == ["4"] * TOOL_STEPS, outputs
 
 
-_TOOLS_FOR_PROMPT = our_agent("tools", False).tools
+_TOOLS_FOR_PROMPT = our_tools()
 
 
 # ---- timing -------------------------------------------------------------------------------

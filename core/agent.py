@@ -306,9 +306,7 @@ class Run:
         self._final: FinalEvent | None = None
         self._deadline: asyncio.Timeout | None = None
         self._probes = Probes(agent.observers, trace) if agent.observers else None
-        self._tools = Tools(
-            self.tools, timeout=settings.tool_timeout, clock=agent._clock, probes=self._probes
-        )
+        self._tools = self._running(self.tools)
         self._memory = Memory(
             agent.history,
             trace,
@@ -341,13 +339,17 @@ class Run:
             self.trace.notices.append(f"{len(images)} attached image(s) shown to the model")
         if tools is not None:
             self.tools = self._approvals.tools = tools
-            self._tools = Tools(
-                tools,
-                timeout=self.settings.tool_timeout,
-                clock=self.agent._clock,
-                probes=self._probes,
-            )
+            self._tools = self._running(tools)
         self.images.extend(images)
+
+    def _running(self, tools: ToolRegistry) -> Tools:
+        """What runs this run's actions from ``tools`` (timeouts, probes)."""
+        return Tools(
+            tools,
+            timeout=self.settings.tool_timeout,
+            clock=self.agent._clock,
+            probes=self._probes,
+        )
 
     @property
     def mode(self) -> Mode:

@@ -212,7 +212,7 @@ def _in_place_of(request: ApprovalRequest, message: object) -> bool:
     in the chat, and the topic, of the run that asked for ``request``."""
     if not isinstance(message, TelegramMessage):
         return False
-    thread = message.message_thread_id if message.is_topic_message else None
+    thread = _thread_of(message)
     return request.conversation == conversation_of(message.chat.id, thread)
 
 
@@ -564,7 +564,7 @@ class TelegramBot:
         message = query.message
         if not isinstance(message, TelegramMessage):
             return "I cannot ask for that here: the message is too old."
-        thread = message.message_thread_id if message.is_topic_message else None
+        thread = _thread_of(message)
         payload = decision_prompt(
             kind, tool=request.name, current=request.input, ref=ref,
             mention=query.from_user.username if is_group(message.chat.id) else None,
@@ -642,7 +642,7 @@ class TelegramBot:
             trace = await self.stores.traces.get(run_id)
         except StoreUnavailable:
             trace = None
-        thread = message.message_thread_id if message.is_topic_message else None
+        thread = _thread_of(message)
         if (
             trace is None
             or not trace.question
@@ -685,9 +685,14 @@ def _chat_name(chat: TelegramChat | None) -> str:
     return chat.title or (f"@{chat.username}" if chat.username else "")
 
 
+def _thread_of(message: TelegramMessage) -> int | None:
+    """The forum topic ``message`` is in, if any (a reply chain's thread id is not one)."""
+    return message.message_thread_id if message.is_topic_message else None
+
+
 def _asker(update: Update) -> Asker | None:
     message, user = update.effective_message, update.effective_user
     if message is None or user is None:
         return None
-    thread = message.message_thread_id if message.is_topic_message else None
+    thread = _thread_of(message)
     return Asker(message.chat.id, user.id, message.message_id, thread)
