@@ -221,8 +221,12 @@ def _markdown_line(line: str) -> str:
     if bullet := _BULLET.match(line):
         depth = min(len(bullet.group(1).expandtabs(4)) // 2, 6)
         return "  " * depth + "• " + _inline(bullet.group(2))
-    if quoted := _QUOTE.match(line):
-        return f"<blockquote>{_inline(quoted.group(1))}</blockquote>"
+    if quoted := _QUOTE.match(line):  # an empty quote shows nothing, like an empty heading
+        return (
+            f"<blockquote>{_inline(quoted.group(1))}</blockquote>"
+            if quoted.group(1).strip()
+            else ""
+        )
     return _inline(line)
 
 

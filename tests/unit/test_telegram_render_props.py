@@ -19,6 +19,7 @@ from adapters.telegram.render import (
     TelegramPayload,
     TelegramRenderer,
     decision_prompt,
+    markdown_html,
     prompt_ref,
     split_answer,
     units,
@@ -197,3 +198,11 @@ def test_a_decision_prompt_is_accepted_and_names_its_action(
     assert found is not None and found.groups() == (kind, "0123456789ab", "12", "3", "9" * 20)
     assert payload.prompt is not None and 1 <= len(payload.prompt.placeholder) <= 64
     assert payload.prompt.selective == bool(mention) and not payload.buttons
+
+
+@pytest.mark.parametrize("line", [">", "> ", "   >\t"])
+def test_an_empty_quote_renders_to_nothing_not_an_empty_element(line: str) -> None:
+    """Telegram refuses a message whose text is empty: ``<blockquote></blockquote>`` alone is
+    one (hypothesis found an answer of ``>`` posted under the trace that way)."""
+    assert markdown_html(line) == ("", False)
+    assert markdown_html("> quoted") == ("<blockquote>quoted</blockquote>", False)
