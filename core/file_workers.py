@@ -88,7 +88,8 @@ class _Worker:
         if self.process.stdin is not None:
             self.process.stdin.close()
         try:
-            await asyncio.wait_for(self.process.wait(), timeout=2)
+            async with asyncio.timeout(2):
+                await self.process.wait()
         except TimeoutError:
             await self.kill()
 
@@ -141,9 +142,10 @@ class FileReaders:
         # busy machine where a CPU second takes longer than a wall second.
         deadline = 3 * self.parse_seconds + 5
         try:
-            reply = await asyncio.wait_for(
-                worker.ask(job, cpu_seconds=self.parse_seconds), timeout=deadline
-            )
+            # asyncio.timeout, not wait_for: before Python 3.12 wait_for swallows a Stop that
+            # arrives as the worker replies (CPython gh-86296), and the run would go on.
+            async with asyncio.timeout(deadline):
+                reply = await worker.ask(job, cpu_seconds=self.parse_seconds)
         except TimeoutError:
             return await self._discard(worker, "stalled")
         except (asyncio.IncompleteReadError, ConnectionError, ValueError):
@@ -187,7 +189,8 @@ class FileReaders:
         self._all.discard(worker)
         if grace:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(worker.process.wait()), timeout=grace)
+                async with asyncio.timeout(grace):
+                    await asyncio.shield(worker.process.wait())
         await worker.kill()
         return {} if outcome is None else self._count(outcome)
 

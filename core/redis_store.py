@@ -1615,6 +1615,31 @@ class _ReadsOnTime:
         except TimeoutError:  # ours: the read was cancelled, and disconnected if asked
             raise RedisTimeoutError(f"Timeout reading from Redis after {limit:g} s") from None
 
+    async def send_packed_command(self, command: Any, check_health: bool = True) -> None:
+        """A write limited by ``on_time`` too. Not only for punctuality: redis-py limits a
+        write with ``asyncio.wait_for``, which before Python 3.12 swallows a cancellation that
+        arrives as the write completes (CPython gh-86296), and the command then goes on as
+        if its task had not been cancelled. A lease's renewal that lost its cancellation
+        kept renewing the lease of a run that had ended: the conversation stayed locked and
+        the run's message stuck at "Writing the answer" (issue 25's soak)."""
+        base = cast(Any, super())
+        limit = self.socket_timeout
+        if not limit:
+            return await base.send_packed_command(command, check_health)  # type: ignore[no-any-return]
+        if not base.is_connected:
+            await base.connect_check_health(check_health=False)
+        if check_health:
+            await base.check_health()
+        self.socket_timeout = None  # redis-py's own limit (and its wait_for) off for this write
+        try:
+            async with on_time(limit):
+                await base.send_packed_command(command, check_health=False)
+        except TimeoutError:  # ours: the write was cancelled, and redis-py disconnected
+            await base.disconnect(nowait=True)
+            raise RedisTimeoutError(f"Timeout writing to Redis after {limit:g} s") from None
+        finally:
+            self.socket_timeout = limit
+
 
 _ON_TIME_CLASSES: dict[type[Any], type[Any]] = {}
 

@@ -615,12 +615,18 @@ async def renewing(
     live holder may need it longer: a person deciding on an approval pauses the run's
     deadline. So the holder renews it while it lives, up to the longest a healthy run can
     take (``until``); a holder that hangs past that loses it as if it had crashed. A failed
-    renewal is logged and tried again at the next beat; the block is never disturbed."""
+    renewal is logged and tried again at the next beat; the block is never disturbed.
+
+    The beat ends when the block does even if a call inside ``renew`` swallows the
+    cancellation (``asyncio.wait_for`` before Python 3.12 does when what it waits for
+    completes at the same moment): a beat that went on would keep a finished holder's lease
+    alive, and this block's exit waiting for it."""
+    ended = False
 
     async def beat() -> None:
         loop = asyncio.get_running_loop()
         stop_at = loop.time() + until
-        while (left := stop_at - loop.time()) > 0:
+        while not ended and (left := stop_at - loop.time()) > 0:
             await asyncio.sleep(min(every, left))  # the last beat falls on ``until`` itself
             try:
                 await renew()
@@ -631,5 +637,6 @@ async def renewing(
     try:
         yield
     finally:
+        ended = True
         task.cancel()
         await asyncio.wait({task})

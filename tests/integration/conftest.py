@@ -50,13 +50,15 @@ def round_trips(monkeypatch: pytest.MonkeyPatch) -> RoundTrips:
     from redis.asyncio.connection import AbstractConnection
 
     counter = RoundTrips()
-    original = AbstractConnection._send_packed_command
+    original = AbstractConnection.send_packed_command
 
-    async def counting(self: AbstractConnection, command: Iterable[bytes]) -> None:
+    async def counting(
+        self: AbstractConnection, command: Iterable[bytes], check_health: bool = True
+    ) -> None:
         counter.count += 1
-        await original(self, command)
+        await original(self, command, check_health)
 
-    monkeypatch.setattr(AbstractConnection, "_send_packed_command", counting)
+    monkeypatch.setattr(AbstractConnection, "send_packed_command", counting)
     return counter
 
 

@@ -26,3 +26,39 @@ async def test_a_burst_beyond_the_pool_waits_instead_of_failing(
     finally:
         await stores.aclose()
     assert [history[-1]["content"] for history in loaded] == [f"q{n}" for n in range(turns)]
+
+
+async def test_a_command_cancelled_at_any_point_of_its_flight_is_cancelled(
+    redis_url: str, redis_prefix: str
+) -> None:
+    """A cancellation is never lost in a command: redis-py limits each write with
+    ``asyncio.wait_for``, which before Python 3.12 swallows a cancellation that arrives as
+    the write completes, and the command returned as if nothing had happened (a lock's
+    renewal then kept a finished run's conversation locked). Cancelled after each number of
+    loop turns in turn, a command either ends cancelled or ends before the cancellation."""
+    stores = connect(redis_url, prefix=redis_prefix)
+    client = stores.client
+    key = f"{redis_prefix}flight"
+    await client.ping()  # connected: the flight is the command's own
+    lost: list[int] = []
+    try:
+        for turns in range(1, 40):
+
+            async def command() -> bool:
+                await client.set(key, "v", px=10_000)
+                task = asyncio.current_task()
+                return task is not None and task.cancelling() > 0  # returned though cancelled
+
+            task = asyncio.create_task(command())
+            for _ in range(turns):
+                await asyncio.sleep(0)
+            task.cancel()
+            try:
+                if await task:
+                    lost.append(turns)
+            except asyncio.CancelledError:
+                pass
+    finally:
+        await client.delete(key)
+        await stores.aclose()
+    assert lost == []

@@ -551,3 +551,25 @@ async def test_renewing_renews_last_at_the_end_of_its_time_not_a_beat_before() -
         await asyncio.sleep(0.4)
     # Beats at 0.1, 0.2 and the last at 0.25 (a late loop may skip one: never the last).
     assert 2 <= len(beats) <= 3 and beats[-1] >= 0.25 - 0.01
+
+
+async def test_renewing_ends_with_its_block_though_a_renewal_swallowed_the_cancellation() -> None:
+    """``asyncio.wait_for`` before Python 3.12 (inside redis-py) can swallow a cancellation
+    and return normally; the beat must end anyway, or the block's exit waits for it while it
+    keeps a finished holder's lease alive for ``until``."""
+    renewing_now = asyncio.Event()
+    renewed: list[str] = []
+
+    async def renew() -> None:  # the first swallows the cancellation, as that wait_for does
+        renewed.append("start")
+        renewing_now.set()
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            if len(renewed) > 1:
+                raise
+
+    async with asyncio.timeout(5):  # the old beat went on for ``until``: 600 s
+        async with renewing(renew, every=0.01, until=600, what="x"):
+            await renewing_now.wait()
+    assert renewed == ["start"]
