@@ -197,7 +197,10 @@ def _awaiting(coro: Any) -> list[str]:
         frame = getattr(coro, "cr_frame", None) or getattr(coro, "ag_frame", None)
         frame = frame or getattr(coro, "gi_frame", None)
         if frame is not None:
-            found.append(f"{frame.f_code.co_name}:{frame.f_lineno}")
+            token = frame.f_locals.get("token")  # a Redis lock's hold: which token it tries
+            found.append(
+                f"{frame.f_code.co_name}:{frame.f_lineno}" + (f"[{token}]" if token else "")
+            )
         inner = (
             getattr(coro, "cr_await", None)
             or getattr(coro, "ag_await", None)
@@ -229,7 +232,23 @@ async def _lock_state(run: Any) -> str:
         key = inner._tagged("lock", conversation)
         token = await inner._client.get(key)
         said.append(f"redis {key}={token} pttl={await inner._client.pttl(key)}")
+    for task in asyncio.all_tasks():  # every lease renewal for this conversation, and its owner
+        if task.get_name().endswith(f"the lock of {conversation}"):
+            beat = task.get_coro()
+            frame = getattr(beat, "cr_frame", None)
+            renew = frame.f_locals.get("renew") if frame is not None else None
+            owner = getattr(renew, "__closure__", None) or ()
+            cells = [repr(c.cell_contents)[:60] for c in owner if _cell_full(c)]
+            said.append(f"renewer {task.get_name()!r} done={task.done()} holds {cells}")
     return "; ".join(said) or "none"
+
+
+def _cell_full(cell: Any) -> bool:
+    try:
+        cell.cell_contents  # noqa: B018
+    except ValueError:
+        return False
+    return True
 
 
 class Sampler:
