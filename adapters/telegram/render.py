@@ -259,8 +259,16 @@ def answer_parts_html(parts: Sequence[str]) -> list[str]:
     shown, open_code = [], False
     for part in parts:
         html_part, open_code = markdown_html(part, in_code=open_code)
+        if not _TAG.sub("", html_part).strip():
+            # Markdown that shows nothing (a lone fence, an empty quote): Telegram refuses a
+            # message with no text, so the part is shown as it was written.
+            html_part = inert(part)
         shown.append(html_part)
     return shown
+
+
+_TAG = re.compile(r"<[^<>]*>")
+"""One of our own tags: everything of the model's is escaped (``inert``)."""
 
 
 def status(view: RunView, now: float) -> str:

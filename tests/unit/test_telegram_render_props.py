@@ -18,6 +18,7 @@ from adapters.telegram.render import (
     TRACE_MESSAGES,
     TelegramPayload,
     TelegramRenderer,
+    answer_parts_html,
     decision_prompt,
     markdown_html,
     prompt_ref,
@@ -206,3 +207,11 @@ def test_an_empty_quote_renders_to_nothing_not_an_empty_element(line: str) -> No
     one (hypothesis found an answer of ``>`` posted under the trace that way)."""
     assert markdown_html(line) == ("", False)
     assert markdown_html("> quoted") == ("<blockquote>quoted</blockquote>", False)
+
+
+def test_an_answer_whose_markdown_shows_nothing_is_shown_as_written() -> None:
+    # hypothesis found an answer of three backticks: an empty <pre></pre>, refused by
+    # Telegram as a message with no text
+    for answer in ("```", "> ", "```\n```", "#"):
+        (html,) = answer_parts_html(split_answer(answer, 4096))
+        assert re.sub(r"<[^<>]*>", "", html).strip(), answer
