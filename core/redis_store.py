@@ -1654,6 +1654,18 @@ def _reading_on_time(connection_class: type[Any]) -> type[Any]:
     return made
 
 
+def _cluster_on_time(cluster: RedisCluster) -> None:
+    """The cluster's connections read and write on time too (``_ReadsOnTime``): redis-py's
+    ``RedisCluster`` takes no connection class, so the one its nodes are built with (the
+    nodes known now, and those it learns from ``CLUSTER SLOTS``) is set after the fact.
+    Before any connection is made: the client connects on first use."""
+    manager = cast(Any, cluster).nodes_manager
+    kwargs = manager.connection_kwargs
+    kwargs["connection_class"] = _reading_on_time(kwargs["connection_class"])
+    for node in manager.startup_nodes.values():
+        node.connection_class = _reading_on_time(node.connection_class)
+
+
 class _WaitsOnTime:
     """A ``BlockingConnectionPool`` whose wait for a free connection counts only the loop's
     punctual time (``core.looplag.on_time``). The wait is a sign that every connection is
@@ -1714,7 +1726,9 @@ def create_client(target: str | RedisTarget, *, timeout: float = DEFAULT_TIMEOUT
         # Each node has its own connections (``MAX_CONNECTIONS`` of them); the cluster
         # client retries a command itself after MOVED/ASK or a node's failover.
         del common["health_check_interval"]
-        return RedisCluster.from_url(target.url, max_connections=MAX_CONNECTIONS, **common)
+        cluster = RedisCluster.from_url(target.url, max_connections=MAX_CONNECTIONS, **common)
+        _cluster_on_time(cluster)
+        return cluster
     # redis-py's pool refuses a command outright ("Too many connections") once
     # max_connections (100 by default) are busy: a burst of conversations would lose their
     # memory. This pool makes a command wait for a free connection instead. That wait is not

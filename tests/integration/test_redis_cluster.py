@@ -223,3 +223,32 @@ async def test_readiness_figures_and_the_eviction_warning_look_at_every_primary(
     finally:
         command(last, "CONFIG", "SET", "maxmemory", "0")
         command(last, "CONFIG", "SET", "maxmemory-policy", "noeviction")
+
+
+async def test_a_command_on_the_cluster_cancelled_at_any_point_is_cancelled(
+    on_cluster: RedisStores,
+) -> None:
+    """The cluster's connections are ours too (redis-py's ``RedisCluster`` takes no
+    connection class): its own writes limit themselves with ``asyncio.wait_for``, which
+    before Python 3.12 loses a cancellation arriving as the write completes."""
+    client = on_cluster.client
+    key = f"t{uuid.uuid4().hex[:8]}:flight"
+    lost: list[int] = []
+    for turns in range(1, 40):
+
+        async def command() -> bool:
+            await client.set(key, "v", px=10_000)
+            task = asyncio.current_task()
+            return task is not None and task.cancelling() > 0  # returned though cancelled
+
+        task = asyncio.create_task(command())
+        for _ in range(turns):
+            await asyncio.sleep(0)
+        task.cancel()
+        try:
+            if await task:
+                lost.append(turns)
+        except asyncio.CancelledError:
+            pass
+    await client.delete(key)
+    assert lost == []
