@@ -3,6 +3,7 @@ and a private ``redis-server`` that fault tests may kill and restart."""
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import shutil
 import signal
@@ -12,6 +13,7 @@ import time
 from collections.abc import AsyncIterator, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -60,6 +62,31 @@ def round_trips(monkeypatch: pytest.MonkeyPatch) -> RoundTrips:
 
     monkeypatch.setattr(AbstractConnection, "send_packed_command", counting)
     return counter
+
+
+async def cancellations_lost(client: Any, key: str, *, turns: int = 40) -> list[int]:
+    """Cancel a ``SET`` of ``key`` after 1, 2, ... ``turns`` - 1 loop turns, each in turn:
+    the turns after which the command returned normally though cancelled (none should:
+    redis-py's own writes limit themselves with ``asyncio.wait_for``, which before Python
+    3.12 loses a cancellation arriving as the write completes, CPython gh-86296)."""
+    lost: list[int] = []
+    for after in range(1, turns):
+
+        async def command() -> bool:
+            await client.set(key, "v", px=10_000)
+            task = asyncio.current_task()
+            return task is not None and task.cancelling() > 0  # returned though cancelled
+
+        task = asyncio.create_task(command())
+        for _ in range(after):
+            await asyncio.sleep(0)
+        task.cancel()
+        try:
+            if await task:
+                lost.append(after)
+        except asyncio.CancelledError:
+            pass
+    return lost
 
 
 def _free_port() -> int:

@@ -22,6 +22,7 @@ from core.stores import RunRecord
 from core.tools.lookup import Passage
 from core.trace import Trace
 from tests.fakes.openai_server import FakeOpenAI
+from tests.integration.conftest import cancellations_lost
 from tests.integration.redis_topologies import Cluster, cluster, command
 
 pytestmark = pytest.mark.slow  # a cluster takes 1-2 s to form
@@ -233,22 +234,6 @@ async def test_a_command_on_the_cluster_cancelled_at_any_point_is_cancelled(
     before Python 3.12 loses a cancellation arriving as the write completes."""
     client = on_cluster.client
     key = f"t{uuid.uuid4().hex[:8]}:flight"
-    lost: list[int] = []
-    for turns in range(1, 40):
-
-        async def command() -> bool:
-            await client.set(key, "v", px=10_000)
-            task = asyncio.current_task()
-            return task is not None and task.cancelling() > 0  # returned though cancelled
-
-        task = asyncio.create_task(command())
-        for _ in range(turns):
-            await asyncio.sleep(0)
-        task.cancel()
-        try:
-            if await task:
-                lost.append(turns)
-        except asyncio.CancelledError:
-            pass
+    lost = await cancellations_lost(client, key)
     await client.delete(key)
     assert lost == []

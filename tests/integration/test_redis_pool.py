@@ -8,6 +8,7 @@ import asyncio
 
 from core.history import Message
 from core.redis_store import MAX_CONNECTIONS, connect
+from tests.integration.conftest import cancellations_lost
 
 
 async def test_a_burst_beyond_the_pool_waits_instead_of_failing(
@@ -40,24 +41,8 @@ async def test_a_command_cancelled_at_any_point_of_its_flight_is_cancelled(
     client = stores.client
     key = f"{redis_prefix}flight"
     await client.ping()  # connected: the flight is the command's own
-    lost: list[int] = []
     try:
-        for turns in range(1, 40):
-
-            async def command() -> bool:
-                await client.set(key, "v", px=10_000)
-                task = asyncio.current_task()
-                return task is not None and task.cancelling() > 0  # returned though cancelled
-
-            task = asyncio.create_task(command())
-            for _ in range(turns):
-                await asyncio.sleep(0)
-            task.cancel()
-            try:
-                if await task:
-                    lost.append(turns)
-            except asyncio.CancelledError:
-                pass
+        lost = await cancellations_lost(client, key)
     finally:
         await client.delete(key)
         await stores.aclose()
