@@ -1569,10 +1569,10 @@ def parse_host_port(text: str) -> tuple[str, int]:
 
 
 class _ReadsOnTime:
-    """A connection whose connects and reads time out after ``socket_connect_timeout`` and
-    ``socket_timeout`` of the loop's punctual time (``core.looplag.on_time``): a connection
-    or a reply that came while the loop was late is taken, not failed. A dead or hung server
-    still fails them in that time."""
+    """A connection whose connects, writes and reads time out after
+    ``socket_connect_timeout`` and ``socket_timeout`` of the loop's punctual time
+    (``core.looplag.on_time``): a connection or a reply that came while the loop was late is
+    taken, not failed. A dead or hung server still fails them in that time."""
 
     socket_timeout: float | None
     socket_connect_timeout: float | None
@@ -1635,7 +1635,6 @@ class _ReadsOnTime:
             async with on_time(limit):
                 await base.send_packed_command(command, check_health=False)
         except TimeoutError:  # ours: the write was cancelled, and redis-py disconnected
-            await base.disconnect(nowait=True)
             raise RedisTimeoutError(f"Timeout writing to Redis after {limit:g} s") from None
         finally:
             self.socket_timeout = limit
