@@ -1,12 +1,15 @@
 # Small, multi-stage, non-root image that runs `reactbot serve`.
 FROM python:3.11-slim AS build
 WORKDIR /src
-COPY pyproject.toml README.md ./
+# uv, pinned as in the Makefile, installs exactly uv.lock's versions (hashes checked).
+RUN pip install --no-cache-dir uv==0.13.9
+COPY pyproject.toml uv.lock README.md ./
 COPY core ./core
 COPY adapters ./adapters
 COPY bot ./bot
 # The otel extra: traces go out when OTEL_EXPORTER_OTLP_ENDPOINT is set (off otherwise).
-RUN python -m venv /venv && /venv/bin/pip install --no-cache-dir ".[otel]"
+RUN UV_PROJECT_ENVIRONMENT=/venv UV_PYTHON_DOWNLOADS=never \
+    uv sync --frozen --no-editable --no-cache --extra otel --python /usr/local/bin/python
 
 FROM python:3.11-slim
 RUN useradd --create-home --uid 10001 reactbot

@@ -1,25 +1,39 @@
 # Two commands on a fresh machine: `make run` and `make test`.
+#
+# Installs are exactly uv.lock (every version pinned, every file's hash checked) through uv,
+# itself pinned and kept in .uv/ beside the project. PYTHON picks the interpreter (3.11, 3.12
+# and 3.13 are tested): python3 uses .venv, any other its own (.venv-python3.12, ...), so
+# `make test PYTHON=python3.12` leaves .venv alone. `make lock` refreshes the lock;
+# `make test-latest` runs lint and the suite on the newest versions pyproject.toml allows.
 PYTHON ?= python3
-VENV := .venv
+UV_VERSION := 0.13.9
+# A pyenv shim answers only for the versions pyenv has selected: ask it with every installed one.
+PYTHON_BIN := $(shell $(PYTHON) -c 'import sys; print(sys.executable)' 2>/dev/null || PYENV_VERSION=$$(pyenv versions --bare 2>/dev/null | tr '\n' ':') $(PYTHON) -c 'import sys; print(sys.executable)' 2>/dev/null)
+VENV ?= $(if $(filter python3,$(PYTHON)),.venv,.venv-$(notdir $(PYTHON)))
 BIN := $(VENV)/bin
+UV := .uv/bin/uv
+# uv never downloads an interpreter: the one PYTHON names is used, or the install stops.
+SYNC = UV_PROJECT_ENVIRONMENT=$(VENV) UV_PYTHON_DOWNLOADS=never $(UV) sync --frozen --quiet --python $(PYTHON_BIN)
 
-.PHONY: run web test test-thorough lint typecheck bench clean
+.PHONY: run web test test-thorough test-latest lock lint typecheck bench clean
 
-$(BIN)/python:
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
+$(UV):
+	@test -n "$(PYTHON_BIN)" || { echo "make: $(PYTHON) is not a Python interpreter here" >&2; exit 1; }
+	$(PYTHON_BIN) -m venv .uv
+	.uv/bin/python -m pip install -q uv==$(UV_VERSION)
 
-$(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -e .
+# --inexact: `make run` after `make test` keeps the dev extra instead of uninstalling it.
+$(VENV)/.installed: pyproject.toml uv.lock | $(UV)
+	$(SYNC) --inexact
 	touch $@
 
-$(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -e '.[dev]'
+$(VENV)/.installed-dev: pyproject.toml uv.lock | $(UV)
+	$(SYNC) --extra dev
 	touch $@ $(VENV)/.installed
 
 # Debian's Chromium for the trace-page browser test: part of installing, not of the suite's time
 # (where it cannot be installed, the test says so and skips).
-$(VENV)/.chromium: | $(BIN)/python
+$(VENV)/.chromium: | $(VENV)/.installed-dev
 	scripts/ensure-chromium >/dev/null || true
 	touch $@
 
@@ -57,10 +71,24 @@ lint: $(VENV)/.installed-dev
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
+## lock: re-resolve uv.lock to the newest versions the ranges allow (run test-latest first)
+lock: | $(UV)
+	UV_PYTHON_DOWNLOADS=never $(UV) lock --upgrade --python $(PYTHON_BIN)
+
+## test-latest: lint and the whole suite in a throwaway venv with the newest allowed versions
+LATEST := .venv-latest
+test-latest: | $(UV)
+	rm -rf $(LATEST)
+	UV_PYTHON_DOWNLOADS=never $(UV) venv --quiet --python $(PYTHON_BIN) $(LATEST)
+	$(UV) pip install --quiet --python $(LATEST)/bin/python --upgrade -e '.[dev]'
+	touch $(LATEST)/.installed $(LATEST)/.installed-dev
+	$(LATEST)/bin/python scripts/check-lock --report
+	$(MAKE) lint test VENV=$(LATEST)
+
 bench: $(VENV)/.installed-dev
 	$(BIN)/python bench/core_overhead.py
 	$(BIN)/python bench/stream_parse.py
 	PYTHON=$(BIN)/python scripts/with-redis $(BIN)/python bench/redis_history.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf .venv .venv-* .uv .pytest_cache .mypy_cache .ruff_cache

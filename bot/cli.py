@@ -290,6 +290,7 @@ async def run_cli(
     from bot.config import ConfigError, load_config
     from bot.logs import setup_logging
     from bot.platforms import enabled as enabled_platforms
+    from bot.versions import warn_outside_ranges
 
     if not gc.isenabled():  # bot/__main__.py turned it off for the imports above
         gc.freeze()  # what they made lives as long as the process: never walk it again
@@ -318,6 +319,8 @@ async def run_cli(
     interactive = args.command in (None, "chat", "ask", "tools", "eval")
     setup_logging(config, verbose=args.verbose, quiet=interactive or args.command == "trace")
     command = args.command or ("serve" if enabled_platforms(config) else "chat")
+    if command in ("serve", "chat"):  # the long-lived ones; ~30 ms that `ask` need not pay
+        warn_outside_ranges()
     if command == "serve":
         from bot.serve import serve, wants_to_wait
 

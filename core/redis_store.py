@@ -1256,7 +1256,8 @@ class _RedisChannel(_RedisBase):
                 failing = True
             finally:
                 with suppress(RedisError, OSError):
-                    await pubsub.aclose()  # type: ignore[no-untyped-call]
+                    # cast: aclose is untyped before redis-py 8.2 and typed from it
+                    await cast(Any, pubsub).aclose()
             await asyncio.sleep(delay)
             delay = min(delay * 2, RECONNECT_MAX)
 
@@ -1748,7 +1749,8 @@ def _sentinel_client(target: RedisTarget, common: dict[str, Any], *, timeout: fl
         parsed = parse_url(target.url)
         account = {k: v for k, v in parsed.items() if k in ("username", "password", "db")}
     reach = {k: v for k, v in common.items() if k.startswith(("socket_", "ssl_"))}
-    sentinel = Sentinel(  # type: ignore[no-untyped-call]
+    # cast: Sentinel's constructor is untyped before redis-py 8.2 and typed from it
+    sentinel = cast(Any, Sentinel)(
         list(target.sentinels),
         sentinel_kwargs={**reach, **({"ssl": True} if target.tls else {})},
     )
