@@ -34,7 +34,7 @@ def telegram_settings(config: Config) -> TelegramSettings:
         verbosity=telegram.verbosity,
         cooldown_seconds=telegram.cooldown_seconds,
         max_runs_per_user=config.agent.max_runs_per_user,
-        run_lease=config.agent.deadline + 60,
+        run_lease=config.agent.lease_seconds,  # a dead process's answers finish after it
         run_hold_at_most=longest_run(config),
         approvers=config.agent.approval.approvers,
         merge_window=config.agent.merge_window,
