@@ -22,6 +22,9 @@ Printed per platform:
   platform took (p50, p99);
 - event-loop lag: how late a 50 ms sleep woke in the bot's process (p50, p99, max), from 5 s
   after start (the login and first connections are not the conversations' load);
+- the bot process's own CPU once warm (the last two thirds of T): milliseconds of CPU per
+  conversation-second and the share of one core (``bench/relay_floor.py`` prints the same
+  figure for a bare relay of the same streams: the floor);
 - RSS growth per 1,000 runs once warm: RSS after the first third of T and at the end of T
   (each after a full collection), divided by the runs that ended between;
 - final states lost: runs whose message, on the platform, never reached a final state (the
@@ -144,6 +147,10 @@ class BotFigures:
     lags: list[float] = field(default_factory=list)
     rss_warm: int = 0
     rss_end: int = 0
+    cpu_warm: float = 0.0
+    cpu_end: float = 0.0
+    wall_warm: float = 0.0
+    wall_end: float = 0.0
     redis_errors: int = 0
     runs_warm: int = 0
     runs_end: int = 0
@@ -389,7 +396,9 @@ async def soak(
         await asyncio.sleep(seconds / 3)
         gc.collect()
         figures.rss_warm, figures.runs_warm = rss_bytes(), counter.ended
+        figures.cpu_warm, figures.wall_warm = time.process_time(), time.monotonic()
         await asyncio.sleep(max(0.0, started + seconds - time.monotonic()))
+        figures.cpu_end, figures.wall_end = time.process_time(), time.monotonic()
         gc.collect()
         figures.rss_end, figures.runs_end = rss_bytes(), counter.ended
         line = await driver.stdout.readline()  # the driver's figures, after the drain
@@ -452,7 +461,12 @@ def _figures(
     runs = bot.runs_end - bot.runs_warm
     growth = (bot.rss_end - bot.rss_warm) / runs * 1000 / 2**20 if runs else float("nan")
     firsts, replies = driven["first_updates"], driven["replies"]
+    cpu, wall = bot.cpu_end - bot.cpu_warm, bot.wall_end - bot.wall_warm
     return {
+        "cpu_share": cpu / wall if wall else float("nan"),
+        "cpu_ms_per_conversation_second": cpu * 1000 / (conversations * wall)
+        if wall
+        else float("nan"),
         "platform": platform,
         "conversations": conversations,
         "minutes": minutes,
@@ -511,6 +525,9 @@ def report(f: dict[str, Any]) -> str:
             f"event-loop lag                p50 {f['lag_p50'] * 1000:.1f} ms"
             f" · p99 {f['lag_p99'] * 1000:.1f} ms · max {f['lag_max'] * 1000:.0f} ms"
             f" ({lag_ok}: p99 < 100 ms)",
+            f"bot process CPU once warm     {f['cpu_ms_per_conversation_second']:.2f} ms per"
+            f" conversation-second ({f['cpu_share'] * 100:.0f}% of a core; the fake, the driver"
+            " and the model are other processes)",
             f"RSS growth once warm          {f['rss_growth_mb_per_1000']:.2f} MB per 1,000 runs"
             f" ({f['rss_warm_mb']:.0f} -> {f['rss_end_mb']:.0f} MB over"
             f" {f['runs_warm_to_end']} runs; {rss_ok}: < 5 MB)",
