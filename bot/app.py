@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from bot.config import Config, MCPServerConfig, RedisConfig, model_prices
 from bot.logs import RunLogContext
+from bot.models import openai_model
 from core.agent import Agent, AgentSettings
 from core.approval import (
     ApprovalBroker,
@@ -33,8 +34,6 @@ from core.tools.calculator import CalculatorTool
 from core.trace import Trace
 
 if TYPE_CHECKING:  # the search, redis and MCP modules load only when configured
-    from pydantic import SecretStr
-
     from adapters.channels import ChannelChoices
     from adapters.pacing import Budget
     from adapters.room import Room
@@ -304,7 +303,7 @@ def _build_model(
             "OpenAI, or OPENAI_BASE_URL for another OpenAI-compatible server."
         )
     # The steps run on the small model when one is configured.
-    return _openai_model(config, config.model.step_model or config.model.name, closers)
+    return openai_model(config, config.model.step_model or config.model.name, closers)
 
 
 def _build_catalogue(
@@ -318,37 +317,10 @@ def _build_catalogue(
             key = config.secrets.models.get(entry.api_key_env)
             if key is None:
                 notes.append(f"models.{name}: {entry.api_key_env} is not set")
-        catalogue[name] = _openai_model(
+        catalogue[name] = openai_model(
             config, entry.name, closers, base_url=entry.base_url, key=key, default_key=False
         )
     return catalogue
-
-
-def _openai_model(
-    config: Config,
-    name: str,
-    closers: list[Callable[[], Awaitable[None]]],
-    *,
-    base_url: str | None = None,
-    key: SecretStr | None = None,
-    default_key: bool = True,
-) -> ChatModel:
-    """``default_key``: without ``key``, use ``OPENAI_API_KEY`` (off: send no key)."""
-    from core.openai_model import OpenAIChatModel
-
-    if key is None and default_key:
-        key = config.secrets.openai_api_key
-    model = OpenAIChatModel(
-        model=name,
-        base_url=base_url or config.model.base_url,
-        api_key=key.get_secret_value() if key else None,
-        request_timeout=config.model.request_timeout,
-        max_retries=config.model.max_retries,
-        temperature=config.model.temperature,
-        max_tokens=config.model.max_tokens,
-    )
-    closers.append(model.aclose)
-    return model
 
 
 def _build_answer_model(
@@ -359,7 +331,7 @@ def _build_answer_model(
     name = settings.answer_model or (settings.name if settings.step_model else None)
     if not config.model_configured or not name or name == settings.step_model:
         return None
-    return _openai_model(config, name, closers)
+    return openai_model(config, name, closers)
 
 
 def _build_compactor(config: Config, steps_model: ChatModel) -> HistoryCompactor | None:

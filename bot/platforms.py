@@ -15,10 +15,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
 if TYPE_CHECKING:
-    from bot.app import App
     from bot.config import Config
+    from bot.hosting import Host
 
-Serve = Callable[["App"], Awaitable[None]]
+Serve = Callable[["Host"], Awaitable[None]]
+"""A platform's ``serve``: given the app (``bot.app.App``, a ``Host``), serves until cancelled."""
 
 
 @dataclass(frozen=True, slots=True)

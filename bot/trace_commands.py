@@ -31,8 +31,8 @@ from core.replay import (
 from core.trace import Trace, one_line, steps_made, summary_line, utc_iso
 
 if TYPE_CHECKING:
-    from bot.app import App
     from bot.config import Config
+    from bot.hosting import Host
 
 QUESTION_WIDTH = 60
 CONVERSATION_WIDTH = 64
@@ -96,7 +96,7 @@ class ReplayError(ReactbotError):
     """What stops ``trace replay`` before it starts, said in one line (exit 2)."""
 
 
-def replay_model(app: App, name: str | None) -> tuple[ChatModel, ChatModel | None, bool]:
+def replay_model(app: Host, name: str | None) -> tuple[ChatModel, ChatModel | None, bool]:
     """The model a replay runs on: ``(steps model, answer model, opened here)``.
 
     Without ``--model``, the configured models. With it, a catalogue name (``models:``);
@@ -111,10 +111,10 @@ def replay_model(app: App, name: str | None) -> tuple[ChatModel, ChatModel | Non
             f"--model {name} needs a model endpoint: set REACTBOT_MODEL and OPENAI_API_KEY "
             "(or OPENAI_BASE_URL); without one, replays run on the offline demo model"
         )
-    from bot.app import _openai_model  # the same client settings as the configured model
+    from bot.models import openai_model  # the same client settings as the configured model
 
     closers: list[Callable[[], Awaitable[None]]] = []
-    return _openai_model(app.config, name, closers), None, True
+    return openai_model(app.config, name, closers), None, True
 
 
 def read_prompt(path: str) -> str:
@@ -133,7 +133,7 @@ def read_prompt(path: str) -> str:
     return text
 
 
-async def find_trace(app: App, trace_id: str, console: Console) -> Trace | None:
+async def find_trace(app: Host, trace_id: str, console: Console) -> Trace | None:
     """The stored trace, or None after saying why it is not there."""
     trace = await app.stores.traces.get(trace_id)
     if trace is not None:
@@ -152,7 +152,7 @@ async def find_trace(app: App, trace_id: str, console: Console) -> Trace | None:
 
 
 async def replay_command(
-    app: App,
+    app: Host,
     console: Console,
     trace_id: str,
     *,
@@ -235,7 +235,7 @@ async def _show_replay(run: Run, replaying: ReplayingTools, console: Console) ->
     return await run.wait()
 
 
-async def diff_command(app: App, console: Console, left_id: str, right_id: str) -> int:
+async def diff_command(app: Host, console: Console, left_id: str, right_id: str) -> int:
     """``reactbot trace diff A B``: 0 when both traces are found, else 1."""
     left = await find_trace(app, left_id, console)
     right = await find_trace(app, right_id, console) if left is not None else None

@@ -49,11 +49,9 @@ from adapters.discord.layout import (
     card_placeholder,
     sources_list,
 )
+from adapters.discord.payload import DiscordPayload, FileSpec, PendingButtons
 from adapters.discord.render import (
-    DiscordPayload,
     DiscordRenderer,
-    FileSpec,
-    PendingButtons,
     fit,
     page_link_line,
     placeholder,

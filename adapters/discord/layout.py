@@ -24,12 +24,18 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from urllib.parse import quote
 
-from adapters.discord.render import (
+from adapters.discord.payload import (
     MAX_FILES,
+    Block,
+    Card,
     DiscordPayload,
+    Rule,
+    SourcesSection,
+    Text,
+)
+from adapters.discord.render import (
     approval_block,
     current_step_block,
     final_body,
@@ -88,40 +94,6 @@ ACCENTS: dict[Phase, int] = {
     "cancelled": GREY,
 }
 STATUS_ACCENTS = {"answered": GREEN, "cancelled": GREY, "failed": RED}
-
-
-@dataclass(frozen=True, slots=True)
-class Text:
-    """A TextDisplay (type 10)."""
-
-    content: str
-
-
-@dataclass(frozen=True, slots=True)
-class Rule:
-    """A Separator (type 14) with its divider line."""
-
-    large: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class SourcesSection:
-    """A Section (type 9): ``text`` with the Sources button as its accessory."""
-
-    content: str
-
-
-Block = Text | Rule | SourcesSection
-
-
-@dataclass(frozen=True, slots=True)
-class Card:
-    """One Container: its accent colour and its blocks, top to bottom. The message's buttons
-    (``DiscordPayload.stop_button`` / ``approval``) go in an ActionRow at its end, and each
-    of the payload's files in a File component (type 13) before it."""
-
-    accent: int | None
-    blocks: tuple[Block, ...]
 
 
 def row_buttons(payload: DiscordPayload) -> int:

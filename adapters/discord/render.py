@@ -15,10 +15,14 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
 from urllib.parse import quote
 
+from adapters.discord.payload import (
+    MAX_FILES,
+    DiscordPayload,
+    FileSpec,
+    PendingButtons,
+)
 from adapters.live import (
     ANSWER_PHASES,
     REFUSED_NOTE,
@@ -33,9 +37,6 @@ from core.pricing import format_usd
 from core.text import neutral_bidi
 from core.trace import Trace, TraceStep, one_line, source_domain, steps_made, summary_line
 
-if TYPE_CHECKING:
-    from adapters.discord.layout import Card
-
 CONTENT_LIMIT = 2000
 COMPACT_LIMIT = 1000
 """The final message's size when Discord refused the full one."""
@@ -44,7 +45,6 @@ OBSERVATION_LINES = 3
 LINE_WIDTH = 160
 SUMMARY_WIDTH = 60
 THREAD_NAME_LIMIT = 100
-MAX_FILES = 10
 ANSWER_POSTS = 30
 """Thread posts an answer's overflow may take; the rest is attached (about 58,000 characters
 shown; a model bounded by ``model.max_tokens`` writes far less)."""
@@ -61,43 +61,6 @@ CURSOR = "▍"
 _URL_UNSAFE = re.compile(r"[\s()<>\[\]\"'`\\|^{}\x00-\x1f\x7f]")
 """Characters percent-encoded in a link target, so a URL cannot end its markdown early."""
 _MENTION = re.compile(r"@(everyone|here|[!&]?[0-9])")
-
-ButtonState = Literal["keep", "show", "remove"]
-
-
-@dataclass(frozen=True, slots=True)
-class FileSpec:
-    name: str
-    data: bytes
-
-
-@dataclass(frozen=True, slots=True)
-class PendingButtons:
-    """The decision buttons for one action waiting for approval."""
-
-    step: int
-    call: int
-    remember: bool
-    """Offer "Allow in this conversation"."""
-    json_input: bool
-
-
-@dataclass(frozen=True, slots=True)
-class DiscordPayload:
-    """What one message should hold. Compared by value: equal payloads are not re-sent."""
-
-    content: str
-    files: tuple[FileSpec, ...] = ()
-    stop_button: ButtonState = "keep"
-    """``show`` attaches the Stop button, ``remove`` drops it, ``keep`` leaves it as it is."""
-    thread_name: str = field(default="", compare=False)
-    approval: PendingButtons | None = None
-    """Show Approve / Edit / Deny (/ Allow in this conversation) beside Stop."""
-    card: Card | None = None
-    """The ``components`` layout: the message is this Container (and ``content`` is empty)."""
-    votes: bool = False
-    """👍 / 👎 under a finished answer, recorded on the run's trace (``Trace.votes``)."""
-
 
 # ---- text helpers -------------------------------------------------------------------------
 

@@ -35,7 +35,8 @@ from typing import Any, Literal
 import aiohttp
 import discord
 
-from adapters.discord.render import DiscordPayload, FileSpec, PendingButtons, thread_name
+from adapters.discord.payload import DiscordPayload, FileSpec, PendingButtons
+from adapters.discord.render import thread_name
 from adapters.live import EditRejected, RateLimited
 from adapters.pacing import EditPacer
 from core.trace import Trace

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from core.errors import ToolError
 from core.llm import ToolSpec
-from core.tools import Tool
+from core.tools.base import Tool
 
 if TYPE_CHECKING:
     from jsonschema.exceptions import ValidationError

@@ -25,7 +25,8 @@ from adapters.discord.layout import (
     hosts_line,
     sources_list,
 )
-from adapters.discord.render import FENCE, DiscordPayload
+from adapters.discord.payload import DiscordPayload
+from adapters.discord.render import FENCE
 from adapters.live import VERBOSITIES, RunView, Verbosity, fallback_text
 from core.events import Finished
 from core.trace import Trace, TraceStep

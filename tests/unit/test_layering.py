@@ -19,18 +19,15 @@ PACKAGES = ("core", "adapters", "bot")
 MAX_LINES = 800
 
 KNOWN_CYCLES: set[frozenset[str]] = {
-    frozenset({"adapters.discord.layout", "adapters.discord.render"}),
     frozenset({"adapters.slack.bot", "adapters.slack.settings_commands"}),
     frozenset({"adapters.telegram.bot", "adapters.telegram.commands"}),
-    frozenset({"bot.app", "bot.logs", "bot.platforms", "bot.trace_commands"}),
-    frozenset({"core.tools", "core.tools.schema"}),
 }
 """Cycles that exist today; each must be broken, none added (a cycle that grows fails too)."""
 
 CEILINGS: dict[str, int] = {
     "core/redis_store.py": 1832,
     "bot/config.py": 1441,
-    "adapters/discord/cog.py": 1419,
+    "adapters/discord/cog.py": 1417,
     "core/parser.py": 1077,
     "adapters/slack/render.py": 1060,
     "adapters/slack/bot.py": 952,
