@@ -10,9 +10,10 @@ from collections.abc import Sequence
 
 import pytest
 
-from core.budgets import InMemoryUsageCounters, TokenBudgets, run_tokens
+from core.budgets import InMemoryUsageCounters, Line, Standing, TokenBudgets, run_tokens
 from core.errors import StoreUnavailable
 from core.trace import Trace, TraceStep
+from tests.stores import check_budget_holds, refusal
 
 NOON = dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.UTC).timestamp()
 
@@ -40,34 +41,34 @@ def test_a_run_counts_every_call_it_made() -> None:
 async def test_the_user_limit_refuses_once_reached_and_says_when_it_resets() -> None:
     now = [NOON]
     b = budgets(now, per_user=300)
-    assert await b.refusal("u1", "c1") is None
+    assert await refusal(b, "u1", "c1") is None
     await b.count("u1", "c1", spent(200, 50))
-    assert await b.refusal("u1", "c1") is None  # 250 < 300
+    assert await refusal(b, "u1", "c1") is None  # 250 < 300
     await b.count("u1", "c1", spent(200, 50))  # one run may take it past the limit
-    line = await b.refusal("u1", "c1")
+    line = await refusal(b, "u1", "c1")
     assert line == (
         "You have used your 300 tokens for today; ask again after the reset "
         "at 00:00 UTC (in 12 h 0 min)."
     )
-    assert await b.refusal("u2", "c1") is None, "per user"
-    assert await b.refusal("u1", "c1", exempt=True) is None, "admins are exempt"
+    assert await refusal(b, "u2", "c1") is None, "per user"
+    assert await refusal(b, "u1", "c1", exempt=True) is None, "admins are exempt"
     now[0] += 12 * 3600  # midnight UTC: a new day
-    assert await b.refusal("u1", "c1") is None
+    assert await refusal(b, "u1", "c1") is None
     assert (await b.usage("u1", "c1")).user_tokens == 0
 
 
 async def test_the_channel_limit_holds_everyone_in_it() -> None:
     b = budgets([NOON], per_channel=100)
     await b.count("u1", "c1", spent(90, 10))
-    line = await b.refusal("u2", "c1")
+    line = await refusal(b, "u2", "c1")
     assert line is not None and line.startswith("This channel has used its 100 tokens for today")
-    assert await b.refusal("u2", "c2") is None
+    assert await refusal(b, "u2", "c2") is None
 
 
 async def test_without_limits_nothing_is_refused_and_usage_still_tells_the_truth() -> None:
     b = budgets([NOON])
     await b.count("u1", "c1", spent(10**9, 10**9))
-    assert await b.refusal("u1", "c1") is None
+    assert await refusal(b, "u1", "c1") is None
     used = await b.usage("u1", "c1")  # was 0: "You have used 0 tokens today" after a run
     assert used.user_tokens == 2 * 10**9
     assert b.describe(used).startswith("You have used 2,000,000,000 tokens today (no daily")
@@ -91,16 +92,38 @@ class Down:
     async def get(self, keys: Sequence[str]) -> list[int]:
         raise StoreUnavailable("Redis at 127.0.0.1:1 failed to read token counts")
 
+    async def hold(
+        self, run: str, lines: Sequence[Line], *, lease: float, expire_at: float
+    ) -> list[Standing] | None:
+        raise StoreUnavailable("Redis at 127.0.0.1:1 failed to hold a budget")
+
+    async def renew(self, run: str, counters: Sequence[str], *, lease: float) -> None:
+        raise StoreUnavailable("Redis at 127.0.0.1:1 failed to renew a budget hold")
+
+    async def settle(
+        self, run: str, counters: Sequence[str], amounts: Sequence[int], *, expire_at: float
+    ) -> None:
+        raise StoreUnavailable("Redis at 127.0.0.1:1 failed to count tokens")
+
 
 async def test_a_store_outage_answers_and_logs_what_went_uncounted(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     b = TokenBudgets(Down(), per_user=1)
     with caplog.at_level(logging.WARNING):
-        assert await b.refusal("u1", "c1") is None
+        assert await refusal(b, "u1", "c1") is None
         await b.count("u1", "c1", spent(5, 5))
     messages = [r.getMessage() for r in caplog.records]
     assert any("not checked" in m for m in messages)
     assert any("10 tokens of run" in m and "not counted" in m for m in messages)
     with pytest.raises(StoreUnavailable):
         await b.usage("u1", "c1")  # the command says it cannot read them, not "0 tokens"
+
+
+async def test_every_usage_store_keeps_the_reservation_rule_in_memory() -> None:
+    now = [NOON]
+
+    async def advance(seconds: float) -> None:
+        now[0] += seconds
+
+    await check_budget_holds(InMemoryUsageCounters(clock=lambda: now[0]), advance, day="d")
