@@ -10,7 +10,14 @@ from collections.abc import Sequence
 
 import pytest
 
-from core.budgets import InMemoryUsageCounters, Line, Standing, TokenBudgets, run_tokens
+from core.budgets import (
+    Hold,
+    InMemoryUsageCounters,
+    Line,
+    Standing,
+    TokenBudgets,
+    run_tokens,
+)
 from core.errors import StoreUnavailable
 from core.trace import Trace, TraceStep
 from tests.stores import check_budget_holds, refusal
@@ -127,3 +134,45 @@ async def test_every_usage_store_keeps_the_reservation_rule_in_memory() -> None:
         now[0] += seconds
 
     await check_budget_holds(InMemoryUsageCounters(clock=lambda: now[0]), advance, day="d")
+
+
+def test_the_reserve_keys_come_from_the_file_or_the_environment() -> None:
+    from bot.config import load_config
+
+    env = {"REACTBOT_BUDGETS__RESERVE_USD": "0.25", "REACTBOT_BUDGETS__RESERVE_TOKENS": "900"}
+    budgets = load_config(None, env).budgets
+    assert (budgets.reserve_usd, budgets.reserve_tokens) == (0.25, 900)
+    assert load_config(None, {}).budgets.reserve_usd == 0
+
+
+async def test_a_question_holds_the_reserve_or_the_askers_average_or_everything_left() -> None:
+    now = [NOON]
+    counters = InMemoryUsageCounters(clock=lambda: now[0])
+    reserved = TokenBudgets(counters, clock=lambda: now[0], per_user=1000, reserve_tokens=300)
+    held = [await reserved.hold("u1", "c1", run=f"r{n}", lease=60) for n in range(5)]
+    assert [isinstance(h, Hold) for h in held] == [True] * 4 + [False], "300+300+300+100"
+    assert held[4] == (
+        "Your questions still running hold the 1,000 tokens left of your 1,000 tokens for "
+        "today; ask again when they end, or after the reset at 00:00 UTC (in 12 h 0 min)."
+    )
+    for h in held[:4]:
+        assert isinstance(h, Hold)
+        await reserved.count("u1", "c1", spent(100, 0), hold=h)  # each cost 100: 400 spent
+    average = TokenBudgets(counters, clock=lambda: now[0], per_user=1000)
+    held = [await average.hold("u1", "c1", run=f"a{n}", lease=60) for n in range(8)]
+    assert [isinstance(h, Hold) for h in held] == [True] * 6 + [False] * 2, "100 each, 600 left"
+    first = TokenBudgets(counters, clock=lambda: now[0], per_user=1000)
+    assert isinstance(await first.hold("u2", "c1", run="b1", lease=60), Hold)
+    assert "the 1,000 tokens left" in str(await first.hold("u2", "c1", run="b2", lease=60))
+
+
+async def test_a_run_that_ends_after_midnight_drops_yesterdays_hold() -> None:
+    now = [NOON + 12 * 3600 - 1]
+    b = budgets(now, per_user=1000)
+    held = await b.hold("u1", "c1", run="r1", lease=60)
+    assert isinstance(held, Hold)
+    now[0] += 2  # the new day: its own counts, yesterday's hold dropped with them
+    await b.count("u1", "c1", spent(10, 0), hold=held)
+    assert (await b.usage("u1", "c1")).user_tokens == 10
+    now[0] -= 2
+    assert await refusal(b, "u1", "c1") is None, "nothing held on yesterday's counter"
