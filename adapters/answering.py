@@ -364,6 +364,7 @@ class Answering(Generic[A]):
             stores,
             surface=surface,
             finalise=finalise,
+            budgets=budgets,
             beat_every=min(BEAT_EVERY, policy.run_lease / 5),
             orphan_after=policy.run_lease,
         )
@@ -613,6 +614,8 @@ class Answering(Generic[A]):
                 where=reply.where(),
                 asker_key=ask.key,
                 slot=ask.ident,
+                place=ask.place,
+                held=self._holds.get(ask.ident),
             )
             if notice:
                 await reply.note(notice)

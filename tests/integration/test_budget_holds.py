@@ -12,7 +12,8 @@ with its own Redis client, and their runs through a real ``Agent`` and a priced 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import contextlib
+from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 
 from adapters.answering import Answering, Ask, Policy, Refusal, Ticket
@@ -84,13 +85,13 @@ async def access(who: str) -> str | None:
 
 @asynccontextmanager
 async def process(
-    shared: RedisStores, *, run_lease: float = 240.0
+    shared: RedisStores, *, run_lease: float = 240.0, turns: Sequence[Turn] = (ANSWER,) * 4
 ) -> AsyncIterator[Answering[str]]:
     """One replica's answering pipeline on its own Redis client (``usd_per_user_per_day: 1``,
     two runs per person, no cooldown: the per-person slot is the only other limit)."""
     stores = Stores.on(shared)
     tools = ToolRegistry()
-    agent = Agent(ScriptedModel([ANSWER] * 4), tools, stores=stores, prices={"scripted": PRICE})
+    agent = Agent(ScriptedModel(list(turns)), tools, stores=stores, prices={"scripted": PRICE})
     answering: Answering[str] = Answering(
         agent,
         surface="slack",
@@ -152,3 +153,39 @@ async def test_a_question_whose_process_died_holds_nothing_after_its_run_lease(
         await live.answer(again, Reply("slack:T1:C3"))
         usage = await live.budgets.usage("slack:T1:U1", "slack:T1:C3")
         assert usage.user_usd == 1.50, "the live run counted, the dead one's hold gone"
+
+
+async def test_the_process_that_finishes_a_dead_ones_answer_settles_its_hold(
+    two_processes: list[RedisStores],
+) -> None:
+    """A process stops beating mid-answer (its first step, 200 prompt tokens, $0.30, done;
+    the next model call hangs): the live process that finishes the answer as interrupted
+    counts what its trace spent and drops its hold at once, though the frozen process would
+    keep renewing it."""
+    step = Turn("Thought: look.\nAction: lookup[x]", usage=Usage(200, 0))
+    hang = Turn("Thought: still", stall_after=0)
+    async with (
+        process(two_processes[0], run_lease=0.5, turns=[step, hang]) as frozen,
+        process(two_processes[1], run_lease=0.5) as live,
+    ):
+        ticket = await frozen.admit(ask(1))
+        assert isinstance(ticket, Ticket)
+        answering = asyncio.create_task(frozen.answer(ticket, Reply("slack:T1:C1")))
+        inflight = two_processes[0].runs._keys("slack")[1]
+        async with asyncio.timeout(5):  # its heartbeat carries the priced step
+            while "cost_usd" not in str(await two_processes[0].client.hvals(inflight)):  # noqa: ASYNC110
+                await asyncio.sleep(0.02)
+        await frozen.recovery.aclose()  # no more heartbeats: its run is an orphan soon
+        refused = await live.admit(ask(2))
+        assert isinstance(refused, Refusal) and refused.reason == "budget"
+        async with asyncio.timeout(5):
+            while not live.recovery.recovered:  # noqa: ASYNC110
+                await asyncio.sleep(0.02)
+        usage = await live.budgets.usage("slack:T1:U1", "slack:T1:C1")
+        assert usage.user_usd == 0.30, "what the dead run spent, from its last heartbeat"
+        again = await live.admit(ask(3))  # the frozen process still renews its hold
+        assert isinstance(again, Ticket), again
+        await again.give_back()
+        answering.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await answering
