@@ -12,6 +12,7 @@ from core.budgets import TokenBudgets
 from core.llm import Usage
 from core.pricing import Price, format_usd, micro_usd
 from core.redis_store import RedisStores, RedisUsageCounters, connect
+from core.storage import Stores
 from core.trace import Trace, TraceStep, summary_line
 from tests.stores import check_budget_holds, refusal
 
@@ -64,3 +65,6 @@ async def test_every_usage_store_keeps_the_reservation_rule_on_redis(
 ) -> None:
     one, _ = two_processes
     await check_budget_holds(one.usage, asyncio.sleep, day=uuid.uuid4().hex)
+    resilient = Stores.on(one).resilient()  # as the bot has them: through the store's health
+    await check_budget_holds(resilient.usage, asyncio.sleep, day=uuid.uuid4().hex)
+    assert resilient.health is not None and resilient.health.failures == 0
