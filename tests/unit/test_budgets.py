@@ -4,11 +4,14 @@ outage."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import logging
 from collections.abc import Sequence
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from core.budgets import (
     Hold,
@@ -19,6 +22,7 @@ from core.budgets import (
     run_tokens,
 )
 from core.errors import StoreUnavailable
+from core.pricing import MICRO_USD, micro_usd
 from core.trace import Trace, TraceStep
 from tests.stores import check_budget_holds, refusal
 
@@ -30,6 +34,10 @@ def spent(prompt: int, completion: int, *more: tuple[int, int]) -> Trace:
     for i, (p, c) in enumerate(((prompt, completion), *more), start=1):
         trace.steps.append(TraceStep(index=i, prompt_tokens=p, completion_tokens=c))
     return trace
+
+
+def priced(usd: float) -> Trace:
+    return Trace(question="q", steps=[TraceStep(index=1, prompt_tokens=1, cost_usd=usd)])
 
 
 def budgets(now: list[float], **limits: int) -> TokenBudgets:
@@ -176,3 +184,50 @@ async def test_a_run_that_ends_after_midnight_drops_yesterdays_hold() -> None:
     assert (await b.usage("u1", "c1")).user_tokens == 10
     now[0] -= 2
     assert await refusal(b, "u1", "c1") is None, "nothing held on yesterday's counter"
+
+
+@given(
+    steps=st.lists(
+        st.one_of(
+            st.tuples(st.just("ask"), st.sampled_from(["c1", "c2"])),
+            st.tuples(st.just("end"), st.integers(0, 20), st.floats(0.0, 1.0)),
+        ),
+        max_size=40,
+    ),
+    reserve=st.sampled_from([0.0, 0.1, 0.4, 2.0]),
+    history=st.integers(0, 3),
+)
+def test_any_interleaving_of_questions_spends_at_most_the_limit_when_runs_cost_what_they_hold(
+    steps: list[tuple[object, ...]], reserve: float, history: int
+) -> None:
+    """Questions admitted and ended in any order: what is counted plus what is held never
+    passes the limit, so runs that cost at most what they held spend at most the limit."""
+    asyncio.run(_interleaved(steps, reserve, history))
+
+
+async def _interleaved(steps: list[tuple[object, ...]], reserve: float, history: int) -> None:
+    now = [NOON]
+    counters = InMemoryUsageCounters(clock=lambda: now[0])
+    b = TokenBudgets(
+        counters, clock=lambda: now[0], usd_per_user=1.0, usd_per_channel=0.7, reserve_usd=reserve
+    )
+    for n in range(history):  # earlier runs of the day: the average is what they cost
+        await b.count("u", "c1", priced(0.05 * (n + 1)))
+    limit = micro_usd(1.0)
+    key = "2026-12-01:usd:user:u"
+    running: list[Hold] = []
+    for n, step in enumerate(steps):
+        if step[0] == "ask":
+            held = await b.hold("u", str(step[1]), run=f"r{n}", lease=600)
+            if isinstance(held, Hold):
+                running.append(held)
+            else:
+                assert " left of " in held or "spent" in held, held
+        elif running:
+            hold = running.pop(int(str(step[1])) % len(running))
+            amount = counters._holds.get(key, {}).get(hold.run, (0, 0.0))[0]
+            cost = int(amount * float(str(step[2])))  # at most what it held
+            await b.count("u", "c1", priced(cost / MICRO_USD), hold=hold)
+        (spent,) = await counters.get([key])
+        held_now = sum(amount for amount, _ in counters._holds.get(key, {}).values())
+        assert spent + held_now <= limit, (spent, held_now)
