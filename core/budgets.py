@@ -335,8 +335,8 @@ class TokenBudgets:
             return Hold(run)
         _, ends = self._day()
         try:
-            whose = await self._lines(user, channel)
-            lines = [line for _, line in whose]
+            kinds = await self._lines(user, channel)
+            lines = [line for _, line in kinds]
             stood = await self.counters.hold(run, lines, lease=lease, expire_at=ends)
         except StoreUnavailable as exc:
             log.warning("budgets not checked: %s", exc)
@@ -344,10 +344,10 @@ class TokenBudgets:
         if stood is None:
             return Hold(run, tuple(line.counter for line in lines))
         when = _reset_phrase(ends, self._clock())
-        for (kind, line), s in zip(whose, stood, strict=False):
+        for (kind, line), s in zip(kinds, stood, strict=False):
             if s.used + s.held >= line.limit:
                 return refused(kind, line.limit, s, when)
-        return refused(whose[0][0], whose[0][1].limit, stood[0], when)  # the store said no
+        return refused(kinds[0][0], kinds[0][1].limit, stood[0], when)  # the store said no
 
     async def _lines(self, user: str, channel: str) -> list[tuple[Whose, Line]]:
         """Every limit set, dollars first, the asker's before the channel's."""
