@@ -4,12 +4,13 @@
 
     platform event --(the surface translates)--> Ask
       -> Answering.admit(ask): one check per concern, cheapest first, each "go on" or a Refusal
-           closing, access (the surface's own rule), question bounds, model, daily budgets,
-           cooldown (admins exempt), room in this process (``adapters.room``: the runs going
+           closing, access (the surface's own rule), question bounds, model, daily budgets
+           (what is left after the holds of the questions still running, and this one's
+           hold taken in the same step: ``core.budgets``), cooldown (admins exempt), room in this process (``adapters.room``: the runs going
            on every surface, the event loop on time), runs per person
          -> a Refusal (its text is shown by the surface) or a Ticket (the room it holds)
       -> Answering.answer(ticket, reply): the channel's choices, files, start, follow,
-         renew the run slot, count tokens, release; the run is registered meanwhile, so a
+         renew the run slot and the budget hold, count tokens (settling the hold), release; the run is registered meanwhile, so a
          Stop from any process and a shutdown find it
 
 A surface brings its ``Access`` rule (who may ask where, in its own terms), and for each
@@ -41,7 +42,7 @@ from adapters.room import BUSY, Room
 from adapters.tasks import Tasks
 from core.agent import Agent, Earlier, Prepare, Run
 from core.approval import ApprovalBroker
-from core.budgets import TokenBudgets
+from core.budgets import Hold, TokenBudgets
 from core.events import Event
 from core.files import Incoming, Intake
 from core.storage import Stores
@@ -363,6 +364,7 @@ class Answering(Generic[A]):
             stores,
             surface=surface,
             finalise=finalise,
+            budgets=budgets,
             beat_every=min(BEAT_EVERY, policy.run_lease / 5),
             orphan_after=policy.run_lease,
         )
@@ -374,6 +376,9 @@ class Answering(Generic[A]):
         self._empty_question = empty_question
         self._quote = quote
         self._running: dict[str, Running[A]] = {}
+        self._holds: dict[str, Hold] = {}
+        """What each admitted ask holds of its budgets, by ``Ask.ident``, until it is counted
+        or given back."""
         self._admitted = 0
         """Asks past the gate whose answer has not ended (this surface's
         ``max_concurrent_runs``; the process's are ``room.taken``)."""
@@ -395,12 +400,17 @@ class Answering(Generic[A]):
     async def admit(self, ask: Ask[A]) -> Ticket[A] | Refusal:
         """The first refusal of the chain, or a ticket the caller must hand to ``answer``
         (or ``give_back`` if it cannot)."""
-        for check in self.checks:
-            refused = await check(ask)
-            if refused is not None:
-                self.decisions[refused.reason] += 1
-                self.room.refused[self.platform, refused.reason] += 1
-                return refused
+        try:
+            for check in self.checks:
+                refused = await check(ask)
+                if refused is not None:
+                    await self._unhold(ask)  # held by the budget check, refused after it
+                    self.decisions[refused.reason] += 1
+                    self.room.refused[self.platform, refused.reason] += 1
+                    return refused
+        except BaseException:
+            await asyncio.shield(self._unhold(ask))
+            raise
         self.decisions["admitted"] += 1
         return Ticket(ask, self)
 
@@ -431,8 +441,20 @@ class Answering(Generic[A]):
         return None
 
     async def _within_budget(self, ask: Ask[A]) -> Refusal | None:
-        text = await self.budgets.refusal(ask.key, ask.place, exempt=ask.admin)
-        return Refusal("budget", text) if text is not None else None
+        """What is left after the questions still running, checked and this question's
+        estimate held in one step of the shared store (``TokenBudgets.hold``)."""
+        held = await self.budgets.hold(
+            ask.key, ask.place, run=ask.ident, lease=self.policy.run_lease, exempt=ask.admin
+        )
+        if isinstance(held, str):
+            return Refusal("budget", held)
+        self._holds[ask.ident] = held
+        return None
+
+    async def _unhold(self, ask: Ask[A]) -> None:
+        held = self._holds.pop(ask.ident, None)
+        if held is not None:
+            await self.budgets.release(held)
 
     async def _cooled_down(self, ask: Ask[A]) -> Refusal | None:
         """Shared by every process, so N replicas still allow one question per window."""
@@ -476,6 +498,7 @@ class Answering(Generic[A]):
     async def _release(self, ask: Ask[A]) -> None:
         self._admitted -= 1
         self.room.give_back()
+        await self._unhold(ask)  # its question never ran (a run's hold is settled by count)
         try:
             await self.slots.give_back(ask.key, ask.ident)
         except Exception:  # its lease frees it anyway
@@ -488,7 +511,7 @@ class Answering(Generic[A]):
         p = self.policy
         try:
             async with renewing(
-                lambda: self._take_slot(ticket.ask),
+                lambda: self._renew(ticket.ask),
                 every=p.run_lease / 3,
                 until=p.run_hold_at_most - p.run_lease,
                 what=f"run slot {ticket.ask.ident}",
@@ -496,6 +519,13 @@ class Answering(Generic[A]):
                 await self._answer(ticket.ask, reply)
         finally:
             await ticket.give_back()
+
+    async def _renew(self, ask: Ask[A]) -> None:
+        """The run slot and the budget hold outlive their lease while the run lives."""
+        held = self._holds.get(ask.ident)
+        if held is not None:
+            await self.budgets.renew(held, lease=self.policy.run_lease)
+        await self._take_slot(ask)
 
     async def _answer(self, ask: Ask[A], reply: Reply) -> None:
         choice = await self.choices.for_run(ask.place, model=ask.model)  # one read of them
@@ -584,6 +614,8 @@ class Answering(Generic[A]):
                 where=reply.where(),
                 asker_key=ask.key,
                 slot=ask.ident,
+                place=ask.place,
+                held=self._holds.get(ask.ident),
             )
             if notice:
                 await reply.note(notice)
@@ -596,7 +628,8 @@ class Answering(Generic[A]):
             self.stats.append(follower.stats)
             if not run.done:  # only when this task itself was cancelled mid-run (shutdown)
                 await run.aclose()
-            await self.budgets.count(ask.key, ask.place, run.trace)
+            held = self._holds.pop(ask.ident, None)
+            await self.budgets.count(ask.key, ask.place, run.trace, hold=held)
             await reply.ended(run)
 
     # ---- runs in flight -----------------------------------------------------------------

@@ -11,7 +11,9 @@ machine). One live process claims each (atomically: exactly one does) and finish
   surface's ``Finalise``: Discord and Slack edit the message, with a Retry button);
 - the trace so far is stored with status ``interrupted``;
 - the question goes into the conversation's history, with a note that it was not answered;
-- the person's run slot is given back (the conversation's lock lapses with its short lease).
+- the person's run slot is given back (the conversation's lock lapses with its short lease);
+- what its trace so far spent is counted against the budgets and its budget hold dropped
+  (``core.budgets``), so the asker need not wait out the hold's lease.
 
 A process that restarts finds its own orphans the same way: its new heartbeat has a new
 owner id.
@@ -28,6 +30,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, replace
 
 from core.agent import Run
+from core.budgets import Hold, TokenBudgets
 from core.events import Event, ObservationReady
 from core.prompt import question_message
 from core.storage import Stores
@@ -70,6 +73,7 @@ class Recovery:
         *,
         surface: str,
         finalise: Finalise | None = None,
+        budgets: TokenBudgets | None = None,
         beat_every: float = BEAT_EVERY,
         orphan_after: float = ORPHAN_AFTER,
         clock: Callable[[], float] = time.time,
@@ -78,6 +82,8 @@ class Recovery:
         self.registry = stores.runs
         self.surface = surface
         self.finalise = finalise
+        self.budgets = budgets
+        """Settles an orphan's budget hold with what its trace spent (None: nobody counts)."""
         self.beat_every = beat_every
         self.orphan_after = orphan_after
         self.owner = secrets.token_hex(8)
@@ -91,7 +97,15 @@ class Recovery:
 
     # ---- this process's answers ---------------------------------------------------------
     async def track(
-        self, run: Run, *, conversation: str, where: dict[str, str], asker_key: str, slot: str
+        self,
+        run: Run,
+        *,
+        conversation: str,
+        where: dict[str, str],
+        asker_key: str,
+        slot: str,
+        place: str = "",
+        held: Hold | None = None,
     ) -> None:
         """Register ``run`` at once (a crash a second later is recovered too)."""
         record = RunRecord(
@@ -102,6 +116,8 @@ class Recovery:
             where=where,
             asker_key=asker_key,
             slot=slot,
+            place=place,
+            held=held.counters if held is not None else (),
         )
         tracked = self._tracked[run.trace.id] = _Tracked(run, record)
         await self.registry.beat([self._current(tracked)], at=self._clock())
@@ -176,6 +192,9 @@ class Recovery:
                 )
             if record.asker_key and record.slot:
                 await self.stores.slots.give_back(record.asker_key, record.slot)
+            if self.budgets is not None and record.asker_key and record.place:
+                held = Hold(record.slot, record.held)
+                await self.budgets.count(record.asker_key, record.place, trace, hold=held)
         except Exception:  # the message is still finished below
             log.exception("could not store what run %s left", record.run_id)
         if self.finalise is not None:

@@ -472,6 +472,8 @@ def _build_budgets(config: Config, stores: Stores) -> TokenBudgets:
         per_channel=budgets.tokens_per_channel_per_day,
         usd_per_user=budgets.usd_per_user_per_day,
         usd_per_channel=budgets.usd_per_channel_per_day,
+        reserve_usd=budgets.reserve_usd,
+        reserve_tokens=budgets.reserve_tokens,
     )
 
 

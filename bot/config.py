@@ -748,6 +748,13 @@ class BudgetsConfig(_Section):
     usd_per_user_per_day: float = Field(default=0.0, ge=0, le=1_000_000)
     """US dollars a person may spend a day (0: no limit), from the models' ``price``."""
     usd_per_channel_per_day: float = Field(default=0.0, ge=0, le=1_000_000)
+    reserve_usd: float = Field(default=0.0, ge=0, le=1_000_000)
+    """US dollars each running question holds of the dollar budgets from its admission until
+    its real cost is counted (0: the asker's average run of the day, or everything left
+    before their first): a question is admitted only while something is left after what
+    the running ones hold (``core.budgets``)."""
+    reserve_tokens: int = Field(default=0, ge=0)
+    """The same for the token budgets."""
 
 
 FileKind = Literal["text", "markdown", "csv", "html", "pdf", "code"]

@@ -7,10 +7,21 @@ nothing here, and only its tokens count.
 
 A run's tokens are the usage its model reported (prompt + completion, every call of the run),
 counted when the run ends, per UTC day, in ``UsageCounters`` that every replica shares
-(Redis) or in memory. A question is refused before any model call once the asker's or the
-channel's count for the day has reached its limit; admins are exempt. The count is checked
-before a run and added after it, so one run may take a budget past its limit: the next one
-is refused.
+(Redis) or in memory. Admins are exempt.
+
+Running questions hold part of the budget (the reservation rule, ``hold``): a question is
+admitted only while its asker's and its channel's limits have something left after what the
+questions still running hold, and at admission it holds an estimate of its own cost, at most
+what is left: ``budgets.reserve_usd`` / ``budgets.reserve_tokens`` when set, else the asker's
+average run of the day (the day's count over the day's runs), else (no run yet today)
+everything that is left. Check and hold are one atomic step in the store, so questions sent
+at once to any number of processes cannot all see the same money left. When the run ends its
+real cost is counted and its hold dropped in one step (``count``); a hold is renewed with the
+run's slot and expires one run lease after its last renewal, so a process that dies leaves
+nothing held for long, and the process that finishes its orphaned answer settles the hold
+with what the trace says was spent. So a day's spending passes a limit only by what the runs
+admitted last cost beyond what they held: by one run's overshoot while runs hold everything
+left (the first of the day, or a reserve at least a run's cost).
 
 When the counters cannot be reached, questions are answered (a budget outage must not take
 the bot down with it) and the tokens of that run go uncounted; both are logged.
@@ -23,7 +34,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Literal, Protocol
 
 from core.errors import StoreUnavailable
 from core.pricing import MICRO_USD, format_usd, micro_usd
@@ -34,8 +45,40 @@ log = logging.getLogger(__name__)
 UNREADABLE = "I cannot read the counts right now: the shared store is unavailable."
 
 
+ALL_LEFT = 10**15
+"""An estimate that holds everything a line has left (no run of the asker's yet today)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Line:
+    """One limit a question is held against: a counter, its limit and the question's
+    estimate (the store holds at most what is left)."""
+
+    counter: str
+    limit: int
+    estimate: int
+
+
+@dataclass(frozen=True, slots=True)
+class Standing:
+    """Where a line stood when a hold was refused: counted, and held by the other runs."""
+
+    used: int
+    held: int
+
+
+def up_to_refusal(lines: Sequence[Line], stood: Sequence[Standing]) -> list[Standing]:
+    """Where the lines stood, up to the first with nothing left (a store that holds one line
+    after another reads no further)."""
+    for i, (line, s) in enumerate(zip(lines, stood, strict=False)):
+        if s.used + s.held >= line.limit:
+            return list(stood[: i + 1])
+    return list(stood)
+
+
 class UsageCounters(Protocol):
-    """Integer counters that vanish at a given time (the end of their day)."""
+    """Integer counters that vanish at a given time (the end of their day), and the holds of
+    the runs in flight on them."""
 
     async def add(self, key: str, amount: int, *, expire_at: float) -> int:
         """Adds ``amount`` and returns the new count, atomically."""
@@ -45,12 +88,34 @@ class UsageCounters(Protocol):
         """The counts (0 for a counter never added to or expired)."""
         ...
 
+    async def hold(
+        self, run: str, lines: Sequence[Line], *, lease: float, expire_at: float
+    ) -> list[Standing] | None:
+        """In one atomic step: when every line has something left after its count and the
+        other runs' unexpired holds, ``run`` holds ``min(estimate, left)`` on each for
+        ``lease`` seconds and None is returned; else nothing is held and the answer is where
+        each line stood, up to the first that refused (``up_to_refusal``)."""
+        ...
+
+    async def renew(self, run: str, counters: Sequence[str], *, lease: float) -> None:
+        """``run``'s holds on ``counters`` last ``lease`` seconds from now."""
+        ...
+
+    async def settle(
+        self, run: str, counters: Sequence[str], amounts: Sequence[int], *, expire_at: float
+    ) -> None:
+        """Adds each amount to its counter and drops ``run``'s hold on it, each counter in
+        one atomic step (an amount of 0 drops the hold only)."""
+        ...
+
 
 class InMemoryUsageCounters:
-    """``UsageCounters`` of one process (no Redis)."""
+    """``UsageCounters`` of one process (no Redis); no await inside a step, so each is atomic."""
 
     def __init__(self, *, clock: Callable[[], float] = time.time) -> None:
         self._counts: dict[str, tuple[int, float]] = {}
+        self._holds: dict[str, dict[str, tuple[int, float]]] = {}
+        """counter -> run -> (amount, until)."""
         self._clock = clock
 
     async def add(self, key: str, amount: int, *, expire_at: float) -> int:
@@ -61,9 +126,59 @@ class InMemoryUsageCounters:
         return count
 
     async def get(self, keys: Sequence[str]) -> list[int]:
+        return self._now(keys)
+
+    def _now(self, keys: Sequence[str]) -> list[int]:
         now = self._clock()
         found = [self._counts.get(key) for key in keys]
         return [entry[0] if entry is not None and entry[1] > now else 0 for entry in found]
+
+    def _held(self, counter: str, *, but: str, now: float) -> int:
+        holds = self._holds.get(counter, {})
+        return sum(amount for run, (amount, until) in holds.items() if run != but and until > now)
+
+    def _drop_expired(self, now: float) -> None:
+        for counter, holds in list(self._holds.items()):
+            live = {run: hold for run, hold in holds.items() if hold[1] > now}
+            if live:
+                self._holds[counter] = live
+            else:
+                del self._holds[counter]
+
+    async def hold(
+        self, run: str, lines: Sequence[Line], *, lease: float, expire_at: float
+    ) -> list[Standing] | None:
+        now = self._clock()
+        self._drop_expired(now)
+        used = self._now([line.counter for line in lines])
+        stood = [
+            Standing(count, self._held(line.counter, but=run, now=now))
+            for line, count in zip(lines, used, strict=True)
+        ]
+        if any(s.used + s.held >= line.limit for line, s in zip(lines, stood, strict=True)):
+            return up_to_refusal(lines, stood)
+        for line, s in zip(lines, stood, strict=True):
+            amount = min(line.estimate, line.limit - s.used - s.held)
+            self._holds.setdefault(line.counter, {})[run] = (amount, now + lease)
+        return None
+
+    async def renew(self, run: str, counters: Sequence[str], *, lease: float) -> None:
+        now = self._clock()
+        for counter in counters:
+            holds = self._holds.get(counter, {})
+            if run in holds and holds[run][1] > now:
+                holds[run] = (holds[run][0], now + lease)
+
+    async def settle(
+        self, run: str, counters: Sequence[str], amounts: Sequence[int], *, expire_at: float
+    ) -> None:
+        for counter, amount in zip(counters, amounts, strict=True):
+            if amount > 0:
+                await self.add(counter, amount, expire_at=expire_at)
+            holds = self._holds.get(counter, {})
+            holds.pop(run, None)
+            if not holds:
+                self._holds.pop(counter, None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,8 +223,49 @@ def _reset_phrase(resets_at: float, now: float) -> str:
     return f"at 00:00 UTC (in {wait})"
 
 
+Whose = Literal["usd:user", "usd:channel", "user", "channel"]
+"""Which limit a line is: the asker's or the channel's, in dollars or in tokens."""
+
+
+def refused(whose: Whose, limit: int, stood: Standing, when: str) -> str:
+    """The one line that says a question is not answered now, and how much is left: nothing
+    (spent), or what the questions still running hold."""
+    usd = whose.startswith("usd:")
+    mine = whose.endswith("user")
+
+    def amount(micros: int) -> str:
+        return format_usd(micros / MICRO_USD) if usd else f"{micros:,} tokens"
+
+    total = format_usd(limit / MICRO_USD) if usd else f"{limit:,} tokens"
+    if stood.used >= limit:
+        done = "spent" if usd else "used"
+        who = f"You have {done} your" if mine else f"This channel has {done} its"
+        return f"{who} {total} for today; ask again after the reset {when}."
+    left = amount(limit - stood.used)
+    who = "Your questions still running hold" if mine else "Questions running in this channel hold"
+    whose_total = f"your {total}" if mine else f"its {total}"
+    return (
+        f"{who} the {left} left of {whose_total} for today; ask again when they end, "
+        f"or after the reset {when}."
+    )
+
+
+def _micro_limit(usd: float) -> int:
+    return micro_usd(usd) if usd else 0
+
+
+@dataclass(frozen=True, slots=True)
+class Hold:
+    """What one admitted question holds (``counters`` empty: nothing, as for an admin)."""
+
+    run: str
+    counters: tuple[str, ...] = ()
+
+
 class TokenBudgets:
-    """Daily limits per user and per channel (0: no limit) over shared counters."""
+    """Daily limits per user and per channel (0: no limit) over shared counters, with the
+    holds of the questions still running (``reserve_usd`` / ``reserve_tokens``: what each
+    holds; 0: the asker's average run of the day, or everything left before their first)."""
 
     def __init__(
         self,
@@ -119,6 +275,8 @@ class TokenBudgets:
         per_channel: int = 0,
         usd_per_user: float = 0.0,
         usd_per_channel: float = 0.0,
+        reserve_tokens: int = 0,
+        reserve_usd: float = 0.0,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.counters = counters
@@ -126,6 +284,8 @@ class TokenBudgets:
         self.per_channel = per_channel
         self.usd_per_user = usd_per_user
         self.usd_per_channel = usd_per_channel
+        self.reserve_tokens = reserve_tokens
+        self.reserve_usd = reserve_usd
         self._clock = clock
 
     @property
@@ -155,63 +315,109 @@ class TokenBudgets:
         day, _ = self._day()
         return f"{day}:usd:user:{user}", f"{day}:usd:channel:{channel}"
 
+    def _runs_key(self, user: str) -> str:
+        """The asker's runs counted today: their average run is the day's count over it."""
+        day, _ = self._day()
+        return f"{day}:runs:user:{user}"
+
     def _all_keys(self, user: str, channel: str) -> tuple[list[str], float]:
         user_key, channel_key, ends = self._keys(user, channel)
         return [user_key, channel_key, *self._usd_keys(user, channel)], ends
 
-    async def refusal(self, user: str, channel: str, *, exempt: bool = False) -> str | None:
-        """The one line that says why this question is not answered today, or None."""
+    # ---- admission: the reservation rule ------------------------------------------------
+    async def hold(
+        self, user: str, channel: str, *, run: str, lease: float, exempt: bool = False
+    ) -> Hold | str:
+        """Admit the question ``run`` and hold its estimate for ``lease`` seconds (renewed
+        with ``renew``, settled by ``count``), or the one line that says why it is not
+        answered now and how much is left."""
         if exempt or not self.enabled:
-            return None
-        keys, ends = self._all_keys(user, channel)
+            return Hold(run)
+        _, ends = self._day()
         try:
-            used, channel_used, spent, channel_spent = await self.counters.get(keys)
+            kinds = await self._lines(user, channel)
+            lines = [line for _, line in kinds]
+            stood = await self.counters.hold(run, lines, lease=lease, expire_at=ends)
         except StoreUnavailable as exc:
-            log.warning("token budgets not checked: %s", exc)
-            return None
+            log.warning("budgets not checked: %s", exc)
+            return Hold(run)
+        if stood is None:
+            return Hold(run, tuple(line.counter for line in lines))
         when = _reset_phrase(ends, self._clock())
-        if self.usd_per_user and spent >= micro_usd(self.usd_per_user):
-            return (
-                f"You have spent your {format_usd(self.usd_per_user)} for today; "
-                f"ask again after the reset {when}."
-            )
-        if self.usd_per_channel and channel_spent >= micro_usd(self.usd_per_channel):
-            return (
-                f"This channel has spent its {format_usd(self.usd_per_channel)} for today; "
-                f"ask again after the reset {when}."
-            )
-        return self._token_refusal(used, channel_used, when)
+        for (kind, line), s in zip(kinds, stood, strict=False):
+            if s.used + s.held >= line.limit:
+                return refused(kind, line.limit, s, when)
+        return refused(kinds[0][0], kinds[0][1].limit, stood[0], when)  # the store said no
 
-    def _token_refusal(self, used: int, channel_used: int, when: str) -> str | None:
-        if self.per_user and used >= self.per_user:
-            return (
-                f"You have used your {self.per_user:,} tokens for today; "
-                f"ask again after the reset {when}."
-            )
-        if self.per_channel and channel_used >= self.per_channel:
-            return (
-                f"This channel has used its {self.per_channel:,} tokens for today; "
-                f"ask again after the reset {when}."
-            )
-        return None
+    async def _lines(self, user: str, channel: str) -> list[tuple[Whose, Line]]:
+        """Every limit set, dollars first, the asker's before the channel's."""
+        user_key, channel_key, _ = self._keys(user, channel)
+        usd_user, usd_channel = self._usd_keys(user, channel)
+        usd, tokens = await self._estimates(user)
+        limits: tuple[tuple[Whose, str, int, int], ...] = (
+            ("usd:user", usd_user, _micro_limit(self.usd_per_user), usd),
+            ("usd:channel", usd_channel, _micro_limit(self.usd_per_channel), usd),
+            ("user", user_key, self.per_user, tokens),
+            ("channel", channel_key, self.per_channel, tokens),
+        )
+        return [(whose, Line(key, limit, est)) for whose, key, limit, est in limits if limit > 0]
 
-    async def count(self, user: str, channel: str, trace: Trace) -> None:
+    async def _estimates(self, user: str) -> tuple[int, int]:
+        """What a question holds, in millionths of a dollar and in tokens: the reserve set,
+        else the asker's average run today, else (none yet) everything left."""
+        usd = micro_usd(self.reserve_usd) if self.reserve_usd else 0
+        tokens = self.reserve_tokens
+        if usd and tokens:
+            return usd, tokens
+        user_key, _, _ = self._keys(user, "")
+        spent, used, runs = await self.counters.get(
+            [self._usd_keys(user, "")[0], user_key, self._runs_key(user)]
+        )
+        if not runs:
+            return usd or ALL_LEFT, tokens or ALL_LEFT
+        return usd or -(-spent // runs), tokens or -(-used // runs)
+
+    async def renew(self, hold: Hold, *, lease: float) -> None:
+        """Keep ``hold`` another ``lease`` seconds (while its run lives)."""
+        if not hold.counters:
+            return
+        try:
+            await self.counters.renew(hold.run, hold.counters, lease=lease)
+        except StoreUnavailable as exc:  # it expires by itself; the next beat tries again
+            log.warning("hold of run %s not renewed: %s", hold.run, exc)
+
+    async def release(self, hold: Hold) -> None:
+        """Drop ``hold`` without counting anything (its question never ran)."""
+        if not hold.counters:
+            return
+        _, ends = self._day()
+        try:
+            await self.counters.settle(
+                hold.run, hold.counters, [0] * len(hold.counters), expire_at=ends
+            )
+        except StoreUnavailable as exc:  # it expires by itself, one lease later
+            log.warning("hold of run %s not released: %s", hold.run, exc)
+
+    async def count(
+        self, user: str, channel: str, trace: Trace, *, hold: Hold | None = None
+    ) -> None:
         """Adds a finished run's reported tokens, and its cost when its model has a price,
-        to the asker's and the channel's day: counted even without limits, since ``usage``
-        reports them (it said "0 tokens today" after a run when no limit was set)."""
+        to the asker's and the channel's day, and drops what the run held: counted even
+        without limits, since ``usage`` reports them (it said "0 tokens today" after a run
+        when no limit was set)."""
         tokens = run_tokens(trace)
         cost = micro_usd(trace.cost_usd or 0.0)
         user_key, channel_key, ends = self._keys(user, channel)
         usd_user, usd_channel = self._usd_keys(user, channel)
+        counters = [user_key, channel_key, usd_user, usd_channel, self._runs_key(user)]
+        amounts = [tokens, tokens, cost, cost, 1]
+        held = hold.counters if hold is not None else ()
+        late = [c for c in held if c not in counters]  # held yesterday, counted today
+        run = hold.run if hold is not None else trace.id
         try:
-            for key, amount in (
-                (user_key, tokens),
-                (channel_key, tokens),
-                (usd_user, cost),
-                (usd_channel, cost),
-            ):
-                if amount > 0:
-                    await self.counters.add(key, amount, expire_at=ends)
+            await self.counters.settle(run, counters, amounts, expire_at=ends)
+            if late:
+                await self.counters.settle(run, late, [0] * len(late), expire_at=ends)
         except StoreUnavailable as exc:
             log.warning("%d tokens of run %s not counted: %s", tokens, trace.id, exc)
 

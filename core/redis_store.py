@@ -19,6 +19,9 @@ Keys, all under a configurable prefix (default ``reactbot:``)::
     {prefix}runs:{key}               ZSET slot -> lease expiry (ms), one script per take
     {prefix}budget:{name}            ZSET request -> when it stops counting (ms), a shared rate budget
     {prefix}usage:{day}:{scope}:{id} STRING tokens counted that UTC day, EXPIREAT its end
+    {prefix}held:{day}:{scope}:{id}  HASH run -> "until_ms:amount", what the runs in flight
+                                     hold on that counter (``budgets.reserve_*``), PEXPIREAT
+                                     the day's end or the last hold's lease, if later
     {prefix}allow:{conversation}     HASH tool -> who allowed it for the conversation, TTL 7 days
     {prefix}files:{conversation}     LIST of JSON passages of attached files, the history's TTL
     {prefix}channel:{channel}        HASH of an admin's settings for the channel: NO TTL, kept
@@ -39,8 +42,9 @@ Where the keys live (``RedisTarget``, ``create_client``): one server, the primar
 Sentinels names (followed through a failover), or a Redis Cluster, each over TLS with a
 ``rediss://`` URL. On a cluster the keys of one conversation (history, lock, traces index,
 allow, files) and of one surface (inflight, inflight-beats) carry it as a hash tag,
-``{prefix}history:{{conversation}}``, so each script and transaction over them runs on one
-slot; on one server and Sentinel the names are as listed above.
+``{prefix}history:{{conversation}}``, and each usage counter and its holds carry the
+counter's name (``{prefix}usage:{{2026-12-06:user:ada}}``), so each script and transaction
+over them runs on one slot; on one server and Sentinel the names are as listed above.
 """
 
 from __future__ import annotations
@@ -77,6 +81,7 @@ from redis.exceptions import OutOfMemoryError, RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from core.approval import ApprovalRequest, Decision, DecisionHandler, RequestKey, key_of
+from core.budgets import Line, Standing, up_to_refusal
 from core.codec import ZLIB, ZLIB_DICT, pack, unpack
 from core.errors import StoreFull, StoreUnavailable
 from core.history import Message
@@ -938,13 +943,110 @@ class RedisChannelSettings(_RedisBase):
 
 # ---- token usage --------------------------------------------------------------------------
 
+# Holds of runs in flight on a day's counters: KEYS are pairs (counter, its holds), ARGV[1] the
+# run, ARGV[2] the lease (ms), ARGV[3] the day's end (ms), then pairs (limit, estimate). A
+# hold is "until_ms:amount" in the holds hash; expired ones are dropped as they are read. When
+# every counter has something left after its count and the other runs' holds, the run holds
+# min(estimate, left) on each; the answer is 1 (held) or 0 (refused), then (count, held by
+# the other runs) per counter.
+_HOLD_USAGE_LUA = """
+local now = redis.call('time')
+local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+local run = ARGV[1]
+local until_ms = now_ms + tonumber(ARGV[2])
+local stood = {}
+local refused = false
+for i = 1, #KEYS / 2 do
+    local held_key = KEYS[2 * i]
+    local used = tonumber(redis.call('get', KEYS[2 * i - 1]) or '0')
+    local held = 0
+    local holds = redis.call('hgetall', held_key)
+    for j = 1, #holds, 2 do
+        local till, amount = string.match(holds[j + 1], '^(%d+):(%d+)$')
+        if not till or tonumber(till) <= now_ms then
+            redis.call('hdel', held_key, holds[j])
+        elseif holds[j] ~= run then
+            held = held + tonumber(amount)
+        end
+    end
+    stood[2 * i - 1] = used
+    stood[2 * i] = held
+    if used + held >= tonumber(ARGV[2 + 2 * i]) then
+        refused = true
+    end
+end
+if refused then
+    table.insert(stood, 1, 0)
+    return stood
+end
+for i = 1, #KEYS / 2 do
+    local left = tonumber(ARGV[2 + 2 * i]) - stood[2 * i - 1] - stood[2 * i]
+    local amount = math.min(tonumber(ARGV[3 + 2 * i]), left)
+    redis.call('hset', KEYS[2 * i], run, string.format('%d:%d', until_ms, amount))
+    redis.call('pexpireat', KEYS[2 * i], math.max(tonumber(ARGV[3]), until_ms))
+end
+table.insert(stood, 1, 1)
+return stood
+"""
+
+# Renews a run's holds: KEYS the holds hashes, ARGV[1] the run, ARGV[2] the lease (ms).
+_RENEW_USAGE_LUA = """
+local now = redis.call('time')
+local until_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) + tonumber(ARGV[2])
+for i = 1, #KEYS do
+    local hold = redis.call('hget', KEYS[i], ARGV[1])
+    local amount = hold and string.match(hold, '^%d+:(%d+)$')
+    if amount then
+        redis.call('hset', KEYS[i], ARGV[1], string.format('%d:%d', until_ms, tonumber(amount)))
+        if redis.call('pttl', KEYS[i]) < tonumber(ARGV[2]) then
+            redis.call('pexpireat', KEYS[i], until_ms)
+        end
+    end
+end
+return 0
+"""
+
+# Settles a run: KEYS pairs (counter, its holds), ARGV[1] the run, ARGV[2] the day's end (s),
+# then an amount per counter, added (when above 0) as the run's hold is dropped.
+_SETTLE_USAGE_LUA = """
+for i = 1, #KEYS / 2 do
+    local amount = tonumber(ARGV[2 + i])
+    if amount > 0 then
+        redis.call('incrby', KEYS[2 * i - 1], amount)
+        redis.call('expireat', KEYS[2 * i - 1], tonumber(ARGV[2]))
+    end
+    redis.call('hdel', KEYS[2 * i], ARGV[1])
+end
+return 0
+"""
+
 
 class RedisUsageCounters(_RedisBase):
     """``core.budgets.UsageCounters``: ``{prefix}usage:{day}:{scope}:{id}``, INCRBY and
-    EXPIREAT in one transaction, so every replica adds to the same count."""
+    EXPIREAT in one step, so every replica adds to the same count, and beside each counter
+    the holds of the runs in flight, ``{prefix}held:{day}:{scope}:{id}``, a hash run ->
+    ``until_ms:amount`` checked, taken and settled by scripts on Redis's own clock. On one
+    server every counter of a question is held in one script; on a cluster each counter and
+    its holds share a hash tag and are held one after another, the ones already held given
+    back when a later one refuses (each limit is still checked and held atomically)."""
+
+    def __init__(self, client: Client, *, prefix: str = DEFAULT_PREFIX) -> None:
+        super().__init__(client, prefix=prefix)
+        self._hold = client.register_script(_HOLD_USAGE_LUA)
+        self._renew = client.register_script(_RENEW_USAGE_LUA)
+        self._settle = client.register_script(_SETTLE_USAGE_LUA)
+
+    def _pair(self, counter: str) -> list[str]:
+        return [self._tagged("usage", counter), self._tagged("held", counter)]
+
+    def _groups(self, count: int) -> list[range]:
+        """The counters each script takes: all at once, or one by one on a cluster."""
+        if self._cluster:
+            return [range(i, i + 1) for i in range(count)]
+        return [range(count)] if count else []
 
     async def add(self, key: str, amount: int, *, expire_at: float) -> int:
-        name = self._key("usage", key)
+        name = self._tagged("usage", key)
         with self._unavailable("count tokens"):
             async with self._client.pipeline(transaction=True) as pipe:
                 pipe.incrby(name, amount)
@@ -956,12 +1058,54 @@ class RedisUsageCounters(_RedisBase):
         if not keys:
             return []
         with self._unavailable("read token counts"):
-            names = [self._key("usage", k) for k in keys]
+            names = [self._tagged("usage", k) for k in keys]
             if isinstance(self._client, RedisCluster):  # the counters lie in many slots
                 raw = await self._client.mget_nonatomic(names)
             else:
                 raw = await self._client.mget(names)
         return [int(v) if v is not None else 0 for v in raw]
+
+    async def hold(
+        self, run: str, lines: Sequence[Line], *, lease: float, expire_at: float
+    ) -> list[Standing] | None:
+        lease_ms = max(1, math.ceil(lease * 1000))
+        done: list[Line] = []
+        stood: list[Standing] = []
+        with self._unavailable("hold a budget"):
+            for group in self._groups(len(lines)):
+                part = [lines[i] for i in group]
+                keys = [name for line in part for name in self._pair(line.counter)]
+                limits = [n for line in part for n in (line.limit, line.estimate)]
+                args: list[str | int] = [run, lease_ms, math.ceil(expire_at * 1000), *limits]
+                held, *raw = await self._hold(keys=keys, args=args)
+                stood += [
+                    Standing(int(u), int(h)) for u, h in zip(raw[::2], raw[1::2], strict=True)
+                ]
+                if not int(held):
+                    await self._give_back(run, done)
+                    return up_to_refusal(lines, stood)
+                done += part
+        return None
+
+    async def _give_back(self, run: str, lines: Sequence[Line]) -> None:
+        if lines:
+            await self.settle(run, [line.counter for line in lines], [0] * len(lines), expire_at=0)
+
+    async def renew(self, run: str, counters: Sequence[str], *, lease: float) -> None:
+        lease_ms = max(1, math.ceil(lease * 1000))
+        with self._unavailable("renew a budget hold"):
+            for group in self._groups(len(counters)):
+                keys = [self._tagged("held", counters[i]) for i in group]
+                await self._renew(keys=keys, args=[run, lease_ms])
+
+    async def settle(
+        self, run: str, counters: Sequence[str], amounts: Sequence[int], *, expire_at: float
+    ) -> None:
+        with self._unavailable("count tokens"):
+            for group in self._groups(len(counters)):
+                keys = [name for i in group for name in self._pair(counters[i])]
+                added = [amounts[i] for i in group]
+                await self._settle(keys=keys, args=[run, math.ceil(expire_at), *added])
 
 
 # ---- rate budgets -------------------------------------------------------------------------

@@ -70,7 +70,7 @@ from core.stores import (
 from core.trace import Trace
 
 if TYPE_CHECKING:
-    from core.budgets import UsageCounters
+    from core.budgets import Line, Standing, UsageCounters
     from core.files import FileStore
     from core.tools.lookup import Passage
 
@@ -607,6 +607,25 @@ class CheckedUsageCounters:
 
     async def get(self, keys: Sequence[str]) -> builtins.list[int]:
         return await self.health.call(None, lambda: self.inner.get(keys))
+
+    async def hold(
+        self, run: str, lines: Sequence[Line], *, lease: float, expire_at: float
+    ) -> builtins.list[Standing] | None:
+        """A hold the store cannot take fails here, and the question goes on unheld (a
+        budget outage must not take the bot down); the other holds keep their leases."""
+        return await self.health.call(
+            None, lambda: self.inner.hold(run, lines, lease=lease, expire_at=expire_at)
+        )
+
+    async def renew(self, run: str, counters: Sequence[str], *, lease: float) -> None:
+        await self.health.call(None, lambda: self.inner.renew(run, counters, lease=lease))
+
+    async def settle(
+        self, run: str, counters: Sequence[str], amounts: Sequence[int], *, expire_at: float
+    ) -> None:
+        await self.health.call(
+            None, lambda: self.inner.settle(run, counters, amounts, expire_at=expire_at)
+        )
 
 
 class CheckedFileStore:

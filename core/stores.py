@@ -429,6 +429,11 @@ class RunRecord:
     slot: str = ""
     trace: str = ""
     """The trace's JSON at the last heartbeat (``TRACE_SNAPSHOT_CHARS`` at most)."""
+    place: str = ""
+    """The channel whose budget the run spends (``core.budgets``)."""
+    held: tuple[str, ...] = ()
+    """The budget counters the run holds (its hold's id is ``slot``): whoever finishes the
+    run settles them with what its trace spent."""
 
     def to_json(self) -> str:
         return json.dumps(
@@ -441,6 +446,8 @@ class RunRecord:
                 "asker_key": self.asker_key,
                 "slot": self.slot,
                 "trace": self.trace,
+                "place": self.place,
+                "held": list(self.held),
             }
         )
 
@@ -457,6 +464,8 @@ class RunRecord:
                 asker_key=str(data.get("asker_key", "")),
                 slot=str(data.get("slot", "")),
                 trace=str(data.get("trace", "")),
+                place=str(data.get("place", "")),
+                held=tuple(str(c) for c in data.get("held") or ()),
             )
         except (ValueError, KeyError, TypeError):
             log.warning("an unreadable run record was skipped")

@@ -3,13 +3,18 @@ the daily dollar budgets are shared by two processes on one real Redis."""
 
 from __future__ import annotations
 
+import asyncio
+import uuid
+
 import pytest
 
 from core.budgets import TokenBudgets
 from core.llm import Usage
 from core.pricing import Price, format_usd, micro_usd
-from core.redis_store import RedisUsageCounters, connect
+from core.redis_store import RedisStores, RedisUsageCounters, connect
+from core.storage import Stores
 from core.trace import Trace, TraceStep, summary_line
+from tests.stores import check_budget_holds, refusal
 
 
 def test_a_price_counts_cached_input_apart() -> None:
@@ -41,15 +46,25 @@ async def test_dollar_budgets_are_shared_by_two_processes(
             TokenBudgets(RedisUsageCounters(s.client, prefix=redis_prefix), usd_per_user=0.05)
             for s in stores
         )
-        assert await two.refusal("ada", "c1") is None
+        assert await refusal(two, "ada", "c1") is None
         await one.count("ada", "c1", priced_trace(0.03))
-        assert await two.refusal("ada", "c1") is None
+        assert await refusal(two, "ada", "c1") is None
         await one.count("ada", "c2", priced_trace(0.03))
-        refusal = await two.refusal("ada", "c3")
-        assert refusal is not None and "You have spent your $0.05 for today" in refusal
-        assert await two.refusal("bob", "c1") is None
+        refused = await refusal(two, "ada", "c3")
+        assert refused is not None and "You have spent your $0.05 for today" in refused
+        assert await refusal(two, "bob", "c1") is None
         report = await two.report("ada", "c1", admin=False)
         assert "Spent today: $0.06 of your $0.05." in report
     finally:
         for s in stores:
             await s.aclose()
+
+
+async def test_every_usage_store_keeps_the_reservation_rule_on_redis(
+    two_processes: list[RedisStores],
+) -> None:
+    one, _ = two_processes
+    await check_budget_holds(one.usage, asyncio.sleep, day=uuid.uuid4().hex)
+    resilient = Stores.on(one).resilient()  # as the bot has them: through the store's health
+    await check_budget_holds(resilient.usage, asyncio.sleep, day=uuid.uuid4().hex)
+    assert resilient.health is not None and resilient.health.failures == 0

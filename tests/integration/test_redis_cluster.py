@@ -24,6 +24,7 @@ from core.trace import Trace
 from tests.fakes.openai_server import FakeOpenAI
 from tests.integration.conftest import cancellations_lost
 from tests.integration.redis_topologies import Cluster, cluster, command
+from tests.stores import check_budget_holds
 
 pytestmark = pytest.mark.slow  # a cluster takes 1-2 s to form
 
@@ -237,3 +238,13 @@ async def test_a_command_on_the_cluster_cancelled_at_any_point_is_cancelled(
     lost = await cancellations_lost(client, key)
     await client.delete(key)
     assert lost == []
+
+
+async def test_budget_holds_keep_their_rule_on_a_cluster(on_cluster: RedisStores) -> None:
+    """Each counter and its holds share a slot, so each limit is held in one script; the
+    counters of one question lie in many slots (held one after another)."""
+    await check_budget_holds(on_cluster.usage, asyncio.sleep, day=uuid.uuid4().hex)
+    client = on_cluster.client
+    assert isinstance(client, RedisCluster)
+    slots = {client.keyslot(k) for k in on_cluster.usage._pair("2026-12-03:user:ada")}
+    assert len(slots) == 1

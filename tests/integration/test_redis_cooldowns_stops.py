@@ -279,6 +279,7 @@ async def test_two_replicas_count_one_users_tokens(stores: RedisStores, other: R
     from core.budgets import TokenBudgets
     from core.redis_store import RedisUsageCounters
     from core.trace import Trace, TraceStep
+    from tests.stores import refusal
 
     prefix = stores.stops.channel[: -len("stop")]
     a, b = (
@@ -290,9 +291,9 @@ async def test_two_replicas_count_one_users_tokens(stores: RedisStores, other: R
     )
     await asyncio.gather(a.count("u", "c", trace), b.count("u", "c", trace))
     assert (await a.usage("u", "c")).user_tokens == 1200, "both replicas' runs counted"
-    assert await b.refusal("u", "c") is not None
+    assert await refusal(b, "u", "c") is not None
     keys = [k async for k in stores.client.scan_iter(match=f"{prefix}usage:*")]
-    assert len(keys) == 2  # the user's day and the channel's
+    assert len(keys) == 3  # the user's day, the channel's, and the user's runs of the day
     for key in keys:
         ttl = await stores.client.ttl(key)
         assert 0 < ttl <= 86_400, "gone at the end of its UTC day"

@@ -994,6 +994,30 @@ async def test_usage_shows_todays_spend_in_dollars_when_the_model_has_a_price(
     assert tokens_only.startswith("You have used 142 tokens today") and "$" not in tokens_only
 
 
+async def test_a_question_asked_while_another_runs_is_told_what_the_running_one_holds(
+    make: Any,
+) -> None:
+    """Through bolt and the real client against the fake: the asker's first question of
+    the day holds everything left of their $0.05 until its real cost ($0.034) is counted, so
+    a second one sent meanwhile is refused with what is left; once the first has ended, the
+    $0.016 left admits the next."""
+    budgets = TokenBudgets(InMemoryUsageCounters(), usd_per_user=0.05)
+    turns = tool_then_answer(delay=0.05) + tool_then_answer()
+    h: Harness = await make(turns, budgets=budgets, price=Price(100.0, 1000.0))
+    await h.ask("What is 17*23?", user=ASKER)
+    _, body, _ = await h.ask("And 2+2?", user=ASKER)  # the first one still running
+    refusal = json.loads(body)["text"]
+    assert refusal.startswith(
+        "Your questions still running hold the $0.05 left of your $0.05 for today; "
+        "ask again when they end, or after the reset at 00:00 UTC"
+    ), refusal
+    await h.settled()
+    _, body, _ = await h.ask("And 3+3?", user=ASKER)
+    assert "for today" not in body, body
+    await h.settled()
+    assert len(h.model.calls) == 4, "the refused question cost no model call"
+
+
 async def test_admins_are_not_held_by_the_token_budget(make: Any) -> None:
     budgets = TokenBudgets(InMemoryUsageCounters(), per_user=1)
     h: Harness = await make(tool_then_answer() + tool_then_answer(), budgets=budgets)

@@ -1,0 +1,191 @@
+"""Budgets with what running questions hold (issue 47 item 2): one person sending four
+questions at the same moment to two processes on one real Redis, each run costing $1.50
+against ``budgets.usd_per_user_per_day: 1``, spent $3.00 of $1.00 when a budget was only
+read before a run and counted after it. Now the first question holds what is left, in the
+same atomic step as the check, and the others are told how much is left and why; a question
+whose process died holds nothing once its run lease has lapsed.
+
+The questions go through the real answering pipeline (the admission chain every surface
+shares: budgets, cooldown, room, the per-person run slots on Redis) of two processes, each
+with its own Redis client, and their runs through a real ``Agent`` and a priced model."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
+
+from adapters.answering import Answering, Ask, Policy, Refusal, Ticket
+from adapters.channels import ChannelChoices
+from adapters.live import LiveStats, RunView, Verbosity
+from core.agent import Agent, Run
+from core.budgets import TokenBudgets
+from core.events import Event
+from core.llm import Usage
+from core.pricing import Price
+from core.redis_store import RedisStores
+from core.scripted import ScriptedModel, Turn
+from core.storage import Stores
+from core.tools import ToolRegistry
+
+ANSWER = Turn("Thought: I know.\nFinal Answer: yes.", usage=Usage(1000, 0))
+PRICE = Price(input=1500.0, output=0.0)
+"""1,000 prompt tokens at $1,500 per million: each run costs $1.50."""
+
+
+class Follower:
+    stats = LiveStats()
+
+    async def follow(self, events: AsyncIterator[Event]) -> object:
+        async for _ in events:
+            pass
+        return None
+
+
+class Reply:
+    def __init__(self, conversation: str) -> None:
+        self.conversation = conversation
+
+    async def open(self, verbosity: Verbosity) -> str | None:
+        return self.conversation
+
+    def reading(self) -> AbstractAsyncContextManager[object]:
+        return nullcontext()
+
+    async def show(self, run: Run, view: RunView) -> Follower:
+        return Follower()
+
+    async def note(self, text: str) -> None:
+        return None
+
+    async def ended(self, run: Run) -> None:
+        return None
+
+    def where(self) -> dict[str, str]:
+        return {"channel": self.conversation}
+
+
+def ask(n: int) -> Ask[str]:
+    return Ask(
+        who="ada",
+        user="U1",
+        key="slack:T1:U1",
+        name="Ada",
+        admin=False,
+        place=f"slack:T1:C{n}",
+        question=f"question {n}",
+        ident=f"slack:event:{n}",
+    )
+
+
+async def access(who: str) -> str | None:
+    return None
+
+
+@asynccontextmanager
+async def process(
+    shared: RedisStores, *, run_lease: float = 240.0, turns: Sequence[Turn] = (ANSWER,) * 4
+) -> AsyncIterator[Answering[str]]:
+    """One replica's answering pipeline on its own Redis client (``usd_per_user_per_day: 1``,
+    two runs per person, no cooldown: the per-person slot is the only other limit)."""
+    stores = Stores.on(shared)
+    tools = ToolRegistry()
+    agent = Agent(ScriptedModel(list(turns)), tools, stores=stores, prices={"scripted": PRICE})
+    answering: Answering[str] = Answering(
+        agent,
+        surface="slack",
+        access=access,
+        policy=Policy(
+            cooldown_seconds=0, max_runs_per_user=2, run_lease=run_lease, run_hold_at_most=240
+        ),
+        stores=stores,
+        budgets=TokenBudgets(stores.usage, usd_per_user=1.0),
+        choices=ChannelChoices(stores.channel_settings, tools=tools),
+        empty_question="Ask.",
+        quote=str,
+    )
+    await answering.start()
+    try:
+        yield answering
+    finally:
+        await answering.aclose(grace=5)
+
+
+async def test_four_questions_at_once_on_two_processes_spend_at_most_one_runs_overshoot(
+    two_processes: list[RedisStores],
+) -> None:
+    async with process(two_processes[0]) as one, process(two_processes[1]) as two:
+        pipelines = [one, two, one, two]
+        admitted = await asyncio.gather(*(p.admit(ask(n)) for n, p in enumerate(pipelines)))
+        tickets = [
+            (p, t) for p, t in zip(pipelines, admitted, strict=True) if isinstance(t, Ticket)
+        ]
+        await asyncio.gather(
+            *(p.answer(t, Reply(f"slack:T1:C{n}")) for n, (p, t) in enumerate(tickets))
+        )
+        spent = (await one.budgets.usage("slack:T1:U1", "slack:T1:C0")).user_usd
+    assert spent <= 1.50, f"${spent:.2f} spent of $1.00 ({len(tickets)} runs admitted)"
+    assert len(tickets) == 1
+    refusals = [r for r in admitted if isinstance(r, Refusal)]
+    assert {r.reason for r in refusals} == {"budget"}
+    assert {r.text.split(";")[0] for r in refusals} == {
+        "Your questions still running hold the $1.00 left of your $1.00 for today"
+    }
+
+
+async def test_a_question_whose_process_died_holds_nothing_after_its_run_lease(
+    two_processes: list[RedisStores],
+) -> None:
+    """The first process admits a question and dies before it runs or gives anything back
+    (as a ``kill -9`` leaves it): no renewal, no settling. Its hold lapses with its lease."""
+    async with (
+        process(two_processes[0], run_lease=0.5) as dead,
+        process(two_processes[1], run_lease=0.5) as live,
+    ):
+        held = await dead.admit(ask(1))
+        assert isinstance(held, Ticket)  # and then never answered nor given back
+        refused = await live.admit(ask(2))
+        assert isinstance(refused, Refusal) and refused.reason == "budget"
+        await asyncio.sleep(0.6)  # the dead process's run lease, on Redis's clock
+        again = await live.admit(ask(3))
+        assert isinstance(again, Ticket), again
+        await live.answer(again, Reply("slack:T1:C3"))
+        usage = await live.budgets.usage("slack:T1:U1", "slack:T1:C3")
+        assert usage.user_usd == 1.50, "the live run counted, the dead one's hold gone"
+
+
+async def test_the_process_that_finishes_a_dead_ones_answer_settles_its_hold(
+    two_processes: list[RedisStores],
+) -> None:
+    """A process stops beating mid-answer (its first step, 200 prompt tokens, $0.30, done;
+    the next model call hangs): the live process that finishes the answer as interrupted
+    counts what its trace spent and drops its hold at once, though the frozen process would
+    keep renewing it."""
+    step = Turn("Thought: look.\nAction: lookup[x]", usage=Usage(200, 0))
+    hang = Turn("Thought: still", stall_after=0)
+    async with (
+        process(two_processes[0], run_lease=0.5, turns=[step, hang]) as frozen,
+        process(two_processes[1], run_lease=0.5) as live,
+    ):
+        ticket = await frozen.admit(ask(1))
+        assert isinstance(ticket, Ticket)
+        answering = asyncio.create_task(frozen.answer(ticket, Reply("slack:T1:C1")))
+        inflight = two_processes[0].runs._keys("slack")[1]
+        async with asyncio.timeout(5):  # its heartbeat carries the priced step
+            while "cost_usd" not in str(await two_processes[0].client.hvals(inflight)):  # noqa: ASYNC110
+                await asyncio.sleep(0.02)
+        await frozen.recovery.aclose()  # no more heartbeats: its run is an orphan soon
+        refused = await live.admit(ask(2))
+        assert isinstance(refused, Refusal) and refused.reason == "budget"
+        async with asyncio.timeout(5):
+            while not live.recovery.recovered:  # noqa: ASYNC110
+                await asyncio.sleep(0.02)
+        usage = await live.budgets.usage("slack:T1:U1", "slack:T1:C1")
+        assert usage.user_usd == 0.30, "what the dead run spent, from its last heartbeat"
+        again = await live.admit(ask(3))  # the frozen process still renews its hold
+        assert isinstance(again, Ticket), again
+        await again.give_back()
+        answering.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await answering
