@@ -106,15 +106,12 @@ class HostRule:
         """The rule of a server listening on ``bind``; ``allowed`` entries must parse (the
         config checks them at start)."""
         local = set(LOOPBACK_NAMES)
-        bound = parse_host(f"[{bind}]" if ":" in bind else bind)
+        bound = parse_host(_bracketed(bind))
         if bound is not None and bind not in _WILDCARDS and _is_ip(bound.name):
             local.add(bound.name)
         named: set[HostName] = set()
         if public_url:
-            hostname = urlsplit(public_url).hostname
-            url_host = parse_host(
-                f"[{hostname}]" if hostname and ":" in hostname else hostname or ""
-            )
+            url_host = parse_host(_bracketed(urlsplit(public_url).hostname or ""))
             if url_host is not None:
                 named.add(url_host)
         for entry in allowed:
@@ -145,6 +142,11 @@ class HostRule:
 def _same_port(given: int | None, expected: int) -> bool:
     """A ``Host`` without a port names the scheme's default one, 80 or 443."""
     return given == expected or (given is None and expected in (80, 443))
+
+
+def _bracketed(address: str) -> str:
+    """An address as a ``Host`` names it (IPv6 in brackets)."""
+    return f"[{address}]" if ":" in address else address
 
 
 def _is_ip(name: str) -> bool:

@@ -171,3 +171,17 @@ def test_a_bad_web_key_is_refused_at_start(tmp_path: Path, text: str, words: str
     path.write_text(text)
     with pytest.raises(ConfigError, match=words):
         load_config(path, {})
+
+
+def test_serve_prints_a_url_the_chat_answers(tmp_path: Path) -> None:
+    from bot.serve_web import chat_url
+
+    path = tmp_path / "c.yaml"
+    for web, shown in (
+        ("{port: 8080}", "http://127.0.0.1:8080/"),
+        ("{host: 0.0.0.0, port: 9000}", "http://127.0.0.1:9000/"),  # not http://0.0.0.0:9000/
+        ("{host: '::1', port: 9000}", "http://[::1]:9000/"),
+        ("{host: 0.0.0.0, public_url: 'https://chat.example.com/'}", "https://chat.example.com/"),
+    ):
+        path.write_text(f"web: {web}\n")
+        assert chat_url(load_config(path, {})) == shown
