@@ -599,8 +599,27 @@ class WebConfig(_Section):
     links posted in trace threads and printed by ``reactbot trace show``."""
     link_ttl: int = Field(default=7 * 86400, ge=60, le=366 * 86400)
     """Seconds a signed link stays valid."""
+    allowed_hosts: tuple[str, ...] = ()
+    """Host names the chat and the trace pages answer besides loopback and ``public_url``'s
+    (``bot.example.com``, or ``bot.example.com:8443`` for that port only); a request naming
+    any other gets 421 (DNS rebinding)."""
+    max_sessions_per_address: int = Field(default=20, ge=1, le=10_000)
+    """New chat sessions one client address may open in a minute (then 429)."""
 
     _http_url = field_validator("public_url")(_check_http_url)
+
+    @field_validator("allowed_hosts")
+    @classmethod
+    def _host_names(cls, hosts: tuple[str, ...]) -> tuple[str, ...]:
+        from adapters.web.hosts import parse_host
+
+        for host in hosts:
+            if parse_host(host) is None:
+                raise ValueError(
+                    f"{host!r} is not a host name: write bot.example.com or "
+                    "bot.example.com:8443 (no scheme, no path)"
+                )
+        return hosts
 
     @field_validator("public_url")
     @classmethod

@@ -200,10 +200,17 @@ async def _start_ops(app: App, chosen: list[str], *, extra: Sequence[RouteAdder]
     app.agent.observers.append(metrics.observer)
     pages = list(extra)
     if app.config.web.enabled:  # the trace pages (issue 17) on the same server
+        from adapters.web.hosts import HostRule
         from bot.web import LinkSigner, add_trace_pages
 
         signer = LinkSigner.from_config(app.config)
-        pages.append(partial(add_trace_pages, traces=app.stores.traces, signer=signer))
+        hosts = HostRule.of(
+            bind=app.config.ops.host,
+            public_url=app.config.web.public_url,
+            allowed=app.config.web.allowed_hosts,
+        )
+        add = partial(add_trace_pages, traces=app.stores.traces, signer=signer, hosts=hosts)
+        pages.append(add)
     web_app = build_ops_app(app, metrics=metrics, expected=chosen, extra=pages)
     server = OpsServer(web_app, host=app.config.ops.host, port=app.config.ops.port, metrics=metrics)
     await server.start()

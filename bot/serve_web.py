@@ -34,6 +34,9 @@ def web_settings(config: Config) -> WebSettings:
         run_hold_at_most=longest_run(config),
         approvers=config.agent.approval.approvers,
         merge_window=config.agent.merge_window,
+        public_url=web_config.public_url,
+        allowed_hosts=web_config.allowed_hosts,
+        max_sessions_per_address=web_config.max_sessions_per_address,
     )
 
 
@@ -75,14 +78,26 @@ async def serve_web(app: App) -> None:
     try:
         site = web.TCPSite(runner, settings.host, settings.port)
         await site.start()
-        host = f"[{settings.host}]" if ":" in settings.host else settings.host
-        print(f"web chat: open http://{host}:{settings.port}/", file=sys.stderr, flush=True)
+        print(f"web chat: open {chat_url(app.config)}", file=sys.stderr, flush=True)
         app.platforms["web"] = PlatformLink(
             connected=_listening, edits=lambda: chat.pacer.stats.edits, rate_limited=lambda: 0
         )
         await asyncio.Event().wait()  # until cancelled
     finally:
         await runner.cleanup()  # runs still going end as stopped, then the sockets close
+
+
+def chat_url(config: Config) -> str:
+    """Where a person opens the chat: ``web.public_url`` when set, else the address it listens
+    on (the loopback one for every address: a wildcard is no name a browser may use, and the
+    chat answers only the names in ``adapters.web.hosts``)."""
+    if config.web.public_url:
+        return config.web.public_url.rstrip("/") + "/"
+    host = config.web.host
+    if host in ("0.0.0.0", "::", ""):
+        host = "127.0.0.1"
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{config.web.port}/"
 
 
 async def _listening() -> bool:

@@ -18,14 +18,19 @@ A question goes through the same ``Answering`` as on Discord and Slack (access, 
 budgets, cooldown, runs per person, approvals); this module only translates HTTP into an
 ``Ask`` and is the ``Reply`` and ``Surface`` of its answer.
 
-Security: the session is an HttpOnly, SameSite=Strict cookie (Secure behind TLS) holding a
+Security: every request must name a host the chat answers (``adapters.web.hosts``: loopback,
+``web.public_url``'s, ``web.allowed_hosts``; else 421, before any session exists: DNS
+rebinding). The session is an HttpOnly, SameSite=Strict cookie (Secure behind TLS) holding a
 random id and its HMAC; every POST carries a CSRF token (an HMAC of the session) in a header
-and must come from the page's own origin. Without a token (``REACTBOT_WEB_TOKEN``) the chat
-is only for loopback addresses; with one, people sign in once with it. The page's policy
+and must come from one of those origins. Without a token (``REACTBOT_WEB_TOKEN``) the chat
+is only for loopback addresses; with one, people sign in once with it (``SIGNIN_TRIES``
+wrong tokens per client address a minute, ``SIGNIN_TRIES_ALL`` from all, then 429). The page's policy
 allows scripts and styles from this origin only, no inline script or handler, and connects
 nowhere else. Everything is bounded: the question, the request body, the SSE streams per
 session (``MAX_STREAMS``: the newest ends the oldest), sessions kept in memory
-(``MAX_SESSIONS``), and an idle stream is closed after ``IDLE_SECONDS``.
+(``MAX_SESSIONS``; one with an open stream or a run is never the one forgotten), new
+sessions per client address a minute (``web.max_sessions_per_address``), and an idle stream
+is closed after ``IDLE_SECONDS``.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ import hashlib
 import hmac
 import json
 import logging
+import math
 import secrets
 import time
 from collections import OrderedDict
@@ -43,7 +49,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
-from urllib.parse import urlsplit
 
 from aiohttp import web
 
@@ -61,6 +66,14 @@ from adapters.channels import ChannelChoices
 from adapters.live import VERBOSITIES, LiveMessage, RunView, Verbosity
 from adapters.pacing import EditPacer
 from adapters.room import Room
+from adapters.web.guard import (
+    WindowLimit,
+    client_key,
+    host_middleware,
+    host_refusal,
+    too_many,
+)
+from adapters.web.hosts import HostRule, is_loopback
 from adapters.web.render import WebPayload, WebRenderer, clean
 from core.agent import Agent, Run
 from core.approval import ApprovalBroker, Decision, Verdict
@@ -78,8 +91,17 @@ MAX_STREAMS = 4
 """Server-Sent Event streams one session may hold open (tabs): a newer one ends the oldest
 (a closed tab is noticed only at the next write, so a refusal would lock out reloads)."""
 MAX_SESSIONS = 10_000
-"""Sessions whose live state this process keeps (the least recent are forgotten; their
-conversations stay in the history store)."""
+"""Sessions whose live state this process keeps (the least recent that has no open stream
+and no run is forgotten; its conversation stays in the history store)."""
+SIGNIN_TRIES = 5
+"""Wrong tokens one client address may have checked in a minute; then 429 until the oldest
+is a minute old."""
+SIGNIN_TRIES_ALL = 60
+"""Wrong tokens checked in a minute from all addresses together: a guesser with many
+addresses (one IPv6 machine has 2^64) still gets 86,400 guesses a day, nothing against a
+token of 16 random bytes, while a team mistyping never comes near it. Reaching it delays
+everyone's sign-in (not a signed-in session) for up to a minute."""
+MINUTE = 60.0
 IDLE_SECONDS = 300.0
 """A stream with nothing to say for this long is closed (the page reopens it when needed)."""
 KEEPALIVE_SECONDS = 15.0
@@ -109,10 +131,14 @@ class WebSettings:
     idle_seconds: float = IDLE_SECONDS
     """A stream with nothing to say for this long, while none of its session's answers
     runs, is closed."""
-
-
-def is_loopback(host: str) -> bool:
-    return host in ("127.0.0.1", "::1", "localhost") or host.startswith("127.")
+    public_url: str | None = None
+    """``web.public_url``: its host is answered besides loopback (``adapters.web.hosts``)."""
+    allowed_hosts: tuple[str, ...] = ()
+    """``web.allowed_hosts``: further names the chat answers (``name`` or ``name:port``)."""
+    max_sessions_per_address: int = 20
+    """New sessions one client address may open in a minute."""
+    max_sessions: int = MAX_SESSIONS
+    """Sessions kept in memory (``MAX_SESSIONS``; smaller in tests)."""
 
 
 class WebChatRefused(ReactbotError):
@@ -142,10 +168,17 @@ class Session:
     live: OrderedDict[str, str] = field(default_factory=OrderedDict)
     """The latest state of each message still running, for a stream opened later (a page
     reloaded mid-run); finished ones are in the history the page loads."""
+    running: int = 0
+    """Answers admitted for this session and not yet ended."""
 
     @property
     def conversation(self) -> str:
         return f"web:{self.id}"
+
+    @property
+    def busy(self) -> bool:
+        """An open stream or an answer on its way: forgetting it would cut a person off."""
+        return bool(self.streams or self.live or self.running)
 
     def publish(self, key: str, body: str, *, final: bool = False) -> None:
         if final:
@@ -161,18 +194,42 @@ class Session:
 
 
 class Sessions:
-    """Signed session ids and the live state of recent ones."""
+    """Signed session ids and the live state of recent ones: at most ``capacity``, and at most
+    ``per_address`` new ones from one client address a minute."""
 
-    def __init__(self, key: bytes) -> None:
+    def __init__(
+        self,
+        key: bytes,
+        *,
+        capacity: int = MAX_SESSIONS,
+        per_address: int = 20,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._key = key
         self._live: OrderedDict[str, Session] = OrderedDict()
+        self.capacity = capacity
+        self.made = WindowLimit(per_address, MINUTE, clock=clock)
 
     def _sign(self, purpose: str, sid: str) -> str:
         return hmac.new(self._key, f"{purpose}\n{sid}".encode(), hashlib.sha256).hexdigest()
 
-    def new_cookie(self) -> tuple[str, Session]:
+    def new_cookie(self, address: str) -> tuple[str, Session] | float | None:
+        """A new session for a client at ``address``; the seconds it must wait when it made
+        its minute's share already, or None when every session kept is busy."""
+        wait = self.made.wait(address)
+        if wait:
+            return wait
         sid = secrets.token_urlsafe(18)
-        return f"{sid}.{self._sign('session', sid)}", self.get(sid)
+        session = self.get(sid)
+        if session is None:
+            return None
+        if self.made.add(address):
+            log.warning(
+                "web chat: %d new sessions from %s within a minute; more wait",
+                self.made.limit,
+                address,
+            )
+        return f"{sid}.{self._sign('session', sid)}", session
 
     def from_cookie(self, value: str | None) -> Session | None:
         if not value or len(value) > 200 or "." not in value:
@@ -188,14 +245,30 @@ class Sessions:
     def all(self) -> list[Session]:
         return list(self._live.values())
 
-    def get(self, sid: str) -> Session:
+    def get(self, sid: str) -> Session | None:
+        """The live state of ``sid``, made when new; None when it is new and no session
+        kept may make room (each one busy)."""
         session = self._live.get(sid)
         if session is None:
+            if len(self._live) >= self.capacity and not self._forget_one():
+                return None
             session = self._live[sid] = Session(sid)
-            while len(self._live) > MAX_SESSIONS:
-                self._live.popitem(last=False)
         self._live.move_to_end(sid)
         return session
+
+    def _forget_one(self) -> bool:
+        """Forget the least recent session that is not busy; a busy one met on the way is
+        moved to the recent end (it is in use), so the next search starts past it."""
+        for _ in range(len(self._live)):
+            sid, oldest = next(iter(self._live.items()))
+            if oldest.busy:
+                self._live.move_to_end(sid)
+                continue
+            del self._live[sid]
+            for stream in oldest.streams:  # none while not busy; never leave one orphaned
+                stream.end()
+            return True
+        return False
 
 
 # ---- the live message -----------------------------------------------------------------------
@@ -271,6 +344,7 @@ class WebChat:
         secret: bytes | None = None,
         trace_link: Callable[[str], str | None] | None = None,
         room: Room | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if not is_loopback(settings.host) and not settings.token:
             raise WebChatRefused(
@@ -282,7 +356,17 @@ class WebChat:
         self.stores = stores
         self.broker = broker
         self.trace_link = trace_link
-        self.sessions = Sessions(secret or secrets.token_bytes(32))
+        self.sessions = Sessions(
+            secret or secrets.token_bytes(32),
+            capacity=settings.max_sessions,
+            per_address=settings.max_sessions_per_address,
+            clock=clock,
+        )
+        self.hosts = HostRule.of(
+            bind=settings.host, public_url=settings.public_url, allowed=settings.allowed_hosts
+        )
+        self.wrong_tokens = WindowLimit(SIGNIN_TRIES, MINUTE, clock=clock)
+        self.wrong_tokens_all = WindowLimit(SIGNIN_TRIES_ALL, MINUTE, clock=clock, max_keys=1)
         self.pacer = EditPacer(EDIT_INTERVAL)
         self._closing = False
         self.answering: Answering[Session] = Answering(
@@ -335,7 +419,7 @@ class WebChat:
         app.router.add_post("/api/verbosity", self.set_verbosity)
 
     def application(self) -> web.Application:
-        app = web.Application(client_max_size=BODY_BYTES)
+        app = web.Application(client_max_size=BODY_BYTES, middlewares=[host_middleware(self.hosts)])
         self.add_routes(app)
         app.on_startup.append(lambda _: self.answering.start())
         app.on_shutdown.append(lambda _: self.aclose())
@@ -357,7 +441,10 @@ class WebChat:
         if session is None:
             if self.settings.token:
                 return self._html(_asset("signin.html"))
-            cookie, session = self.sessions.new_cookie()
+            made = self._new_session(request)
+            if isinstance(made, web.Response):
+                return made
+            cookie, session = made
         html = self._page.replace("{{csrf}}", self.sessions.csrf(session))
         shown = await self.answering.choices.verbosity(session.conversation)
         html = html.replace("{{verbosity}}", shown or self.settings.verbosity)
@@ -371,15 +458,66 @@ class WebChat:
             return web.Response(status=403, text="Not from this page.", headers=self.headers)
         form = await request.post()
         given = str(form.get("token", ""))
-        if not hmac.compare_digest(given.encode(), self.settings.token.encode()):
-            await asyncio.sleep(0.5)  # a guess costs time
-            page = _asset("signin.html").replace(
-                "<!--error-->", '<p class="error" role="alert">That token is not right.</p>'
+        address = client_key(request)
+        # From the limits' check to the count, nothing awaits: requests in parallel cannot
+        # all pass the check before the first wrong one is counted.
+        wait = max(self.wrong_tokens.wait(address), self.wrong_tokens_all.wait("all"))
+        if wait:
+            return self._signin_page(
+                f"Too many wrong tokens: try again in {math.ceil(wait)} seconds.",
+                status=429,
+                headers={"Retry-After": str(max(1, math.ceil(wait)))},
             )
-            return self._html(page, status=403)
-        cookie, _ = self.sessions.new_cookie()
+        if not hmac.compare_digest(given.encode(), self.settings.token.encode()):
+            self._count_wrong_token(address)
+            await asyncio.sleep(0.5)  # a guess costs time
+            return self._signin_page("That token is not right.", status=403)
+        made = self._new_session(request)
+        if isinstance(made, web.Response):
+            return made
+        cookie, _ = made
         response = web.Response(status=303, headers={**self.headers, "Location": "/"})
         self._set_cookie(request, response, cookie)
+        return response
+
+    def _count_wrong_token(self, address: str) -> None:
+        if self.wrong_tokens.add(address):
+            log.warning(
+                "web chat sign-in: %d wrong tokens from %s within a minute; its next tries wait",
+                SIGNIN_TRIES,
+                address,
+            )
+        if self.wrong_tokens_all.add("all"):
+            log.warning(
+                "web chat sign-in: %d wrong tokens from all addresses within a minute; every "
+                "sign-in waits until the oldest is a minute old",
+                SIGNIN_TRIES_ALL,
+            )
+
+    def _new_session(self, request: web.Request) -> tuple[str, Session] | web.Response:
+        made = self.sessions.new_cookie(client_key(request))
+        if made is None:
+            return web.Response(
+                status=503,
+                text="The chat is full right now: try again in a minute.",
+                headers={**self.headers, "Retry-After": "60"},
+            )
+        if isinstance(made, float):
+            return too_many(
+                f"Too many new sessions from your address: try again in {math.ceil(made)} seconds.",
+                made,
+                self.headers,
+            )
+        return made
+
+    def _signin_page(
+        self, error: str, *, status: int, headers: dict[str, str] | None = None
+    ) -> web.Response:
+        page = _asset("signin.html").replace(
+            "<!--error-->", f'<p class="error" role="alert">{error}</p>'
+        )
+        response = self._html(page, status=status)
+        response.headers.update(headers or {})
         return response
 
     async def no_icon(self, request: web.Request) -> web.Response:
@@ -489,11 +627,15 @@ class WebChat:
         if isinstance(admitted, Refusal):
             status = 400 if admitted.reason == "question" else 429
             return self._json({"error": admitted.text, "reason": admitted.reason}, status=status)
+        session.running += 1  # from here to its end, the session is not forgotten
         self.answering.spawn(self._answer(admitted, session))
         return self._json({"ok": True}, status=202)
 
     async def _answer(self, ticket: Ticket[Session], session: Session) -> None:
-        await self.answering.answer(ticket, WebReply(self, session))
+        try:
+            await self.answering.answer(ticket, WebReply(self, session))
+        finally:
+            session.running -= 1
 
     async def stop(self, request: web.Request) -> web.Response:
         session, body = await self._post(request)
@@ -591,12 +733,10 @@ class WebChat:
         return session, body
 
     def _same_origin(self, request: web.Request) -> bool:
-        """A browser names the page's origin on every POST; it must be this server's."""
-        origin = request.headers.get("Origin")
-        if origin is None:
-            return False
-        parts = urlsplit(origin)
-        return parts.netloc == request.host and parts.scheme in ("http", "https")
+        """A browser names the page's origin on every POST; it must be one this server
+        answers, and so must ``Host`` (the middleware checked both; checked again here so
+        no POST depends on how the routes were mounted)."""
+        return "Origin" in request.headers and host_refusal(self.hosts, request) is None
 
     def _set_cookie(self, request: web.Request, response: web.StreamResponse, value: str) -> None:
         response.set_cookie(

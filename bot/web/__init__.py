@@ -29,6 +29,8 @@ import jinja2
 import markupsafe
 from aiohttp import web
 
+from adapters.web.guard import guarded
+from adapters.web.hosts import HostRule
 from core.pricing import format_usd
 from core.replay import diff_traces
 from core.stores import TraceStore
@@ -359,18 +361,30 @@ def render_compare(
 # ---- the routes ---------------------------------------------------------------------------
 
 
-def add_trace_pages(web_app: web.Application, *, traces: TraceStore, signer: LinkSigner) -> None:
+def add_trace_pages(
+    web_app: web.Application,
+    *,
+    traces: TraceStore,
+    signer: LinkSigner,
+    hosts: HostRule | None = None,
+) -> None:
     """Add the trace pages and downloads to ``web_app`` (nothing is added without a secret:
-    the pages are off)."""
+    the pages are off). ``hosts``: the names they answer (``adapters.web.hosts``), on a
+    server whose other routes do not check them (the ops server's probes and metrics); None
+    where the whole application checks them already (the web chat's)."""
     if not signer.enabled:
         log.info("trace pages are off: REACTBOT_LINK_SECRET is not set")
         return
     css = stylesheet()
     pages = _Pages(traces, signer, _environment(css), policy=content_security_policy(css))
-    web_app.router.add_get("/t/{trace_id}", pages.trace)
-    web_app.router.add_get("/t/{trace_id}/trace.json", pages.download_json)
-    web_app.router.add_get("/t/{trace_id}/trace.md", pages.download_markdown)
-    web_app.router.add_get("/t/{a}/vs/{b}", pages.compare)
+    routes = {
+        "/t/{trace_id}": pages.trace,
+        "/t/{trace_id}/trace.json": pages.download_json,
+        "/t/{trace_id}/trace.md": pages.download_markdown,
+        "/t/{a}/vs/{b}": pages.compare,
+    }
+    for path, handler in routes.items():
+        web_app.router.add_get(path, handler if hosts is None else guarded(hosts, handler))
 
 
 class _Pages:

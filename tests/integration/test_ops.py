@@ -413,3 +413,14 @@ async def test_a_trace_link_posted_in_the_thread_opens_its_page_on_the_ops_serve
             trace_id = urllib.parse.urlsplit(link).path.split("/")[2]
             status, _, refused = await get(f"{base}/t/{trace_id}")
             assert status == 403 and trace_id not in refused
+            # Issue 47: a page whose name was rebound to this address gets no trace page,
+            # even with the link; the probes and metrics answer whatever name they dial.
+            rebound = {"Host": f"evil.example:{ops_port}"}
+            async with aiohttp.ClientSession() as http:
+                async with http.get(link.replace("&amp;", "&"), headers=rebound) as page_:
+                    assert page_.status == 421 and "6*7" not in await page_.text()
+                async with http.get(f"{base}/healthz", headers=rebound) as health:
+                    assert health.status == 200
+                named = {"Host": f"localhost:{ops_port}"}
+                async with http.get(link.replace("&amp;", "&"), headers=named) as page_:
+                    assert page_.status == 200

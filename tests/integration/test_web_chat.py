@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, replace
 from typing import Any
@@ -84,7 +85,13 @@ class Events:
 async def make() -> AsyncIterator[Callable[..., Any]]:
     opened: list[tuple[TestServer, aiohttp.ClientSession, ApprovalBroker]] = []
 
-    async def build(turns: list[Turn], *, approval: bool = False, **settings: Any) -> Chat:
+    async def build(
+        turns: list[Turn],
+        *,
+        approval: bool = False,
+        clock: Callable[[], float] = time.monotonic,
+        **settings: Any,
+    ) -> Chat:
         ran: list[str] = []
 
         async def delete(path: str) -> str:
@@ -127,6 +134,7 @@ async def make() -> AsyncIterator[Callable[..., Any]]:
             broker=broker,
             secret=key,
             trace_link=lambda trace_id: f"/t/{trace_id}?{signer.query(trace_id)}",
+            clock=clock,
         )
         app = chat.application()
         add_trace_pages(app, traces=stores.traces, signer=signer)
@@ -412,7 +420,7 @@ async def test_a_public_address_needs_a_token_and_people_sign_in_with_it(make: A
 
 
 def test_is_loopback() -> None:
-    from adapters.web.chat import is_loopback
+    from adapters.web.hosts import is_loopback
 
     assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("127.0.1.1")
     assert not is_loopback("0.0.0.0") and not is_loopback("192.168.1.5")
