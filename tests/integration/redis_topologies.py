@@ -401,6 +401,11 @@ def make_certificates(directory: Path) -> Certificates:
             ),
             critical=True,
         )
+        # Python 3.13 verifies strictly (VERIFY_X509_STRICT): a CA has a subject key id and
+        # each certificate it issues names it (the authority key id)
+        .add_extension(
+            x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False
+        )
         .sign(ca_key, hashes.SHA256())
     )
 
@@ -423,6 +428,10 @@ def make_certificates(directory: Path) -> Certificates:
                 critical=False,
             )
             .add_extension(x509.ExtendedKeyUsage(list(usage)), critical=False)
+            .add_extension(
+                x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()),
+                critical=False,
+            )
             .sign(ca_key, hashes.SHA256())
         )
         return cert.public_bytes(serialization.Encoding.PEM), key
