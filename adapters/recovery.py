@@ -91,7 +91,14 @@ class Recovery:
 
     # ---- this process's answers ---------------------------------------------------------
     async def track(
-        self, run: Run, *, conversation: str, where: dict[str, str], asker_key: str, slot: str
+        self,
+        run: Run,
+        *,
+        conversation: str,
+        where: dict[str, str],
+        asker_key: str,
+        slot: str,
+        asker: str = "",
     ) -> None:
         """Register ``run`` at once (a crash a second later is recovered too)."""
         record = RunRecord(
@@ -102,6 +109,7 @@ class Recovery:
             where=where,
             asker_key=asker_key,
             slot=slot,
+            asker=asker,
         )
         tracked = self._tracked[run.trace.id] = _Tracked(run, record)
         await self.registry.beat([self._current(tracked)], at=self._clock())

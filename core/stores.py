@@ -429,6 +429,10 @@ class RunRecord:
     slot: str = ""
     trace: str = ""
     """The trace's JSON at the last heartbeat (``TRACE_SNAPSHOT_CHARS`` at most)."""
+    asker: str = ""
+    """The asker's id on the platform: who may stop the run or decide on its actions, at
+    whichever process the press arrives (``adapters.decisions``); with ``where``, the
+    run's own word on who asked and where, never a button's."""
 
     def to_json(self) -> str:
         return json.dumps(
@@ -441,6 +445,7 @@ class RunRecord:
                 "asker_key": self.asker_key,
                 "slot": self.slot,
                 "trace": self.trace,
+                "asker": self.asker,
             }
         )
 
@@ -457,6 +462,7 @@ class RunRecord:
                 asker_key=str(data.get("asker_key", "")),
                 slot=str(data.get("slot", "")),
                 trace=str(data.get("trace", "")),
+                asker=str(data.get("asker", "")),
             )
         except (ValueError, KeyError, TypeError):
             log.warning("an unreadable run record was skipped")
@@ -497,6 +503,11 @@ class RunRegistry(Protocol):
         about to be found dead)."""
         ...
 
+    async def record(self, surface: str, run_id: str) -> RunRecord | None:
+        """The record of ``run_id`` as its process last wrote it (who asked, where its
+        message is); None when it is not registered."""
+        ...
+
     async def count(self, surface: str) -> int:
         """How many runs of ``surface`` are registered, by every process: the live ones and
         those a dead process left (their final edits are all still to come)."""
@@ -529,6 +540,10 @@ class InMemoryRunRegistry:
 
     async def running(self, surface: str, run_id: str) -> bool:
         return (surface, run_id) in self._records
+
+    async def record(self, surface: str, run_id: str) -> RunRecord | None:
+        found = self._records.get((surface, run_id))
+        return found[0] if found is not None else None
 
     async def count(self, surface: str) -> int:
         return sum(1 for s, _ in self._records if s == surface)

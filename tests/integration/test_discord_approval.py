@@ -26,7 +26,7 @@ from core.approval import ApprovalBroker, InMemoryAllowances, InMemoryDecisions,
 from core.history import InMemoryHistoryStore
 from core.redis_store import connect
 from core.scripted import ScriptedModel, Turn
-from core.stores import InMemoryLocks, InMemoryTraceStore
+from core.stores import InMemoryLocks, InMemoryRunRegistry, InMemoryTraceStore
 from core.tools import FunctionTool, ToolHints, ToolRegistry
 from core.trace import Trace
 from tests.fakes.discord_limits import invalid_form, max_length
@@ -101,6 +101,7 @@ async def bots(
     await fake.start()
     opened = [connect(redis[0], prefix=redis[1]) for _ in scripts] if redis else []
     local = (InMemoryDecisions(), InMemoryPending(), InMemoryAllowances())
+    local_runs = InMemoryRunRegistry()  # which runs live, and who asked each: every process's
     processes: list[Process] = []
     tasks: list[asyncio.Task[None]] = []
     try:
@@ -137,7 +138,11 @@ async def bots(
             )
             services = Services(
                 agent,
-                in_memory_stores(history=history, traces=traces),
+                in_memory_stores(
+                    history=history,
+                    traces=traces,
+                    runs=opened[index].runs if redis else local_runs,
+                ),
                 DiscordSettings(
                     api_base_url=fake.api_base_url,
                     edit_interval=0.25,
