@@ -72,8 +72,7 @@ async def test_a_forged_or_replayed_stop_at_another_replica_is_refused(
     for sent, user, channel in attempts:
         assert await press(other, sent, user=user, channel=channel) == 200
     await eventually(
-        lambda: len(runs.fake.calls("chat.postEphemeral")) == len(attempts)
-        or not runs.bot.running
+        lambda: len(runs.fake.calls("chat.postEphemeral")) == len(attempts) or not runs.bot.running
     )
     assert runs.bot.running, "the run goes on"
     said = [c.args["text"] for c in runs.fake.calls("chat.postEphemeral")]

@@ -28,8 +28,7 @@ async def _live_in_group(h: Harness) -> tuple[str, str]:
 
     def live() -> bool:
         return any(
-            m.reply_to == question.id and m.buttons and m.edits
-            for m in h.fake.bot_messages(GROUP)
+            m.reply_to == question.id and m.buttons and m.edits for m in h.fake.bot_messages(GROUP)
         )
 
     await h.fake.wait_for(live, what="the live message")
