@@ -312,6 +312,26 @@ async def test_a_click_on_the_other_process_decides_the_run(
         assert other.model.calls == []
 
 
+async def test_a_forged_decision_at_the_other_process_is_refused(
+    redis_url: str, redis_prefix: str
+) -> None:
+    async with bots([[SAVE, DONE], []], redis=(redis_url, redis_prefix)) as b:
+        await b.send(0, "MESSAGE_CREATE", b.fake.message_create("save a note"))
+        message_id, ids = await b.buttons()
+        real = ids["approve"]
+        forged = real.rsplit(":", 1)[0] + ":2002"  # naming the clicker as the asker
+        press = b.fake.button_press(message_id, real, author_id=2002, user_name="mallory")
+        # discord.py answers only a custom id the pressed message carries: a forged copy
+        await b.send(1, "INTERACTION_CREATE", json.loads(json.dumps(press).replace(real, forged)))
+        refusal = await b.fake.wait_for_call(lambda c: c.path.endswith("/callback"))
+        said = refusal.json["data"]["content"]
+        assert said == "Only <@1001> (who asked) or an admin can decide this.", said
+        assert b.processes[0].ran == []
+        await b.send(1, "INTERACTION_CREATE", b.fake.button_press(message_id, real))
+        await b.trace()
+        assert b.processes[0].ran == ["buy milk"]
+
+
 async def test_buttons_on_an_edit_discord_refused_go_again_with_the_next_edit() -> None:
     # The edit that first carries the decision buttons is refused: the next edit must carry
     # them again (Discord kept the old components: without them, nobody could decide).
