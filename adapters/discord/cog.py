@@ -1186,7 +1186,7 @@ class AskCog(commands.Cog):
             return
         if not await self._may_decide(interaction, pressed.run_id):
             await interaction.response.send_message(
-                f"Only {self._deciders(pressed.asker_id)} can decide this.",
+                f"Only {await self._deciders(pressed.run_id)} can decide this.",
                 ephemeral=True,
                 allowed_mentions=NO_MENTIONS,
             )
@@ -1239,10 +1239,11 @@ class AskCog(commands.Cog):
             str(interaction.user.id), {"channel": channel}, admin=self._is_admin(interaction)
         )
 
-    def _deciders(self, asker_id: int) -> str:
-        if self.settings.approvers == "admins":
+    async def _deciders(self, run_id: str) -> str:
+        owner = await self.answering.owner(run_id)
+        if self.settings.approvers == "admins" or owner is None or not owner.asker.isdigit():
             return "an admin"
-        return f"<@{asker_id}> (who asked) or an admin"
+        return f"<@{owner.asker}> (who asked) or an admin"
 
     def _is_admin(self, interaction: discord.Interaction) -> bool:
         channel_id = interaction.channel_id or 0
