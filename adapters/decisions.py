@@ -20,7 +20,7 @@ the run's buttons are only in its own chat, so such a press is forged.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -76,3 +76,12 @@ def may_decide(approvers: str, press: Press, owner: Owner | None) -> bool:
     if approvers == "anyone" or press.admin:
         return True
     return approvers == "asker" and bool(owner.asker) and press.user == owner.asker
+
+
+def may_retry(conversation: str, places: Collection[str]) -> bool:
+    """Retry asks an interrupted run's question again only from the run's own place: its
+    stored trace's ``conversation`` must be one of the ``places`` the press came from, as
+    the platform vouches for them (the chat, its thread or parent, in the surface's own
+    conversation ids). A run id from elsewhere would read out, and ask again, a question
+    of a conversation the presser may not see."""
+    return bool(conversation) and conversation in places

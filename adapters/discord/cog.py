@@ -31,7 +31,7 @@ from adapters.answering import Answering, Ask, Policy, Refusal
 from adapters.attachments import ConversationFiles
 from adapters.channels import ChannelChoices, ChoiceError
 from adapters.context import Read
-from adapters.decisions import Press
+from adapters.decisions import Press, may_retry
 from adapters.discord.access import (
     Asker,
     Membership,
@@ -1123,12 +1123,15 @@ class AskCog(commands.Cog):
                 await message.edit(view=card, allowed_mentions=NO_MENTIONS)
 
     async def retry_pressed(self, interaction: discord.Interaction, run_id: str) -> None:
-        """Retry on an interrupted answer: its question asked again by whoever pressed."""
+        """Retry on an interrupted answer: its question asked again by whoever pressed, in
+        the channel (or thread) it was asked in; a custom id naming another's run is refused."""
         try:
             trace = await self.services.stores.traces.get(run_id)
         except StoreUnavailable:
             trace = None
-        if trace is None or not trace.question:
+        channel, parent = interaction.channel_id, getattr(interaction.channel, "parent_id", None)
+        here = {f"discord:{place}" for place in (channel, parent) if place}
+        if trace is None or not trace.question or not may_retry(trace.conversation, here):
             await interaction.response.send_message(
                 "I no longer have that question: please ask it again.", ephemeral=True
             )

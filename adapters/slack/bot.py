@@ -63,7 +63,7 @@ from adapters.answering import (
 from adapters.attachments import ConversationFiles
 from adapters.channels import ChannelChoices
 from adapters.context import Read
-from adapters.decisions import Press
+from adapters.decisions import Press, may_retry
 from adapters.live import LiveMessage, LiveStats, RunView, Verbosity
 from adapters.pacing import Budget, EditPacer, per_minute
 from adapters.recovery import NOT_RUNNING
@@ -782,13 +782,19 @@ class SlackBot:
 
     async def _on_retry(self, body: dict[str, Any], action: dict[str, Any]) -> None:
         """Retry on an interrupted answer: its question asked again by whoever pressed it
-        (admitted like any question), in a new message of the channel."""
+        (admitted like any question), in a new message of the channel it was asked in."""
         user = str((body.get("user") or {}).get("id", ""))
         channel = str((body.get("channel") or {}).get("id", ""))
         run_id = str(action.get("value", ""))[:64]
         traces = self.agent.traces
         trace = await traces.get(run_id) if traces is not None and run_id else None
-        if trace is None or not trace.question or not user or not channel:
+        if (
+            trace is None
+            or not trace.question
+            or not user
+            or not channel
+            or not may_retry(trace.conversation, _places(body, channel))
+        ):
             await self._ephemeral(
                 channel, user, "I no longer have that question: please ask it again."
             )
@@ -962,3 +968,14 @@ class _StatusShown:
         shown = self.bot._with_status(self.question, events)
         async with contextlib.aclosing(shown) as watched:
             return await self.stream.follow(watched)
+
+
+def _places(body: dict[str, Any], channel: str) -> set[str]:
+    """The conversations a click in ``channel`` may belong to (the channel, the thread of
+    the message clicked), in ``Question.conversation``'s ids, from Slack's signed payload."""
+    team = str((body.get("team") or {}).get("id", ""))
+    container = body.get("container") or {}
+    message = body.get("message") or {}
+    base = f"slack:{team}:{channel}"
+    threads = (container.get("thread_ts"), container.get("message_ts"), message.get("thread_ts"))
+    return {base, *(f"{base}:{ts}" for ts in threads if ts)}

@@ -58,7 +58,7 @@ from adapters.answering import (
 )
 from adapters.attachments import ConversationFiles
 from adapters.channels import ChannelChoices
-from adapters.decisions import Press
+from adapters.decisions import Press, may_retry
 from adapters.live import LiveMessage, RunView, Verbosity
 from adapters.pacing import EditPacer
 from adapters.room import Room
@@ -643,11 +643,8 @@ class TelegramBot:
         except StoreUnavailable:
             trace = None
         thread = _thread_of(message)
-        if (
-            trace is None
-            or not trace.question
-            or trace.conversation != conversation_of(message.chat.id, thread)
-        ):  # a question is asked again only where it was asked (callback data is any text)
+        here = (conversation_of(message.chat.id, thread),)
+        if trace is None or not trace.question or not may_retry(trace.conversation, here):
             return "I no longer have that question: please ask it again."
         asker = Asker(message.chat.id, query.from_user.id, message.message_id, thread)
         refused = await self._ask(
