@@ -1,7 +1,8 @@
-"""Two Slack replicas sharing one real Redis: a Stop forged (its value naming the presser
-as the asker) or replayed verbatim, at the replica that does not run the run, from another
-channel or by someone who is not the asker, is refused and the run goes on; the asker's own
-Stop there stops it. Who may stop, and from where, is the run's own record's word."""
+"""Slack presses checked against the run's own record. Two replicas sharing one real
+Redis: a Stop forged (its value naming the presser as the asker) or replayed verbatim, at
+the replica that does not run the run, from another channel or by someone who is not the
+asker, is refused and the run goes on; the asker's own Stop there stops it. A Retry naming
+a run of another channel is refused."""
 
 from __future__ import annotations
 
@@ -9,9 +10,10 @@ import json
 import urllib.parse
 from typing import Any
 
-from adapters.slack.render import STOP_ACTION_ID
+from adapters.slack.render import RETRY_ACTION_ID, STOP_ACTION_ID
 from core.redis_store import RedisStores
 from core.scripted import Turn
+from core.trace import Trace
 from tests.fakes.slack_server import TEAM_ID, message_text
 from tests.integration import test_slack_app
 from tests.integration.test_slack_app import ASKER, CHANNEL, Harness, eventually
@@ -23,8 +25,10 @@ ADMIN = "UADMIN"
 ELSEWHERE = "C2RANDOM"
 
 
-async def press(h: Harness, value: str, *, user: str, channel: str) -> int:
-    """A Stop click as Slack signs it: the clicked message's channel is Slack's word."""
+async def press(
+    h: Harness, value: str, *, user: str, channel: str, action: str = STOP_ACTION_ID
+) -> int:
+    """A click as Slack signs it: the clicked message's channel is Slack's word."""
     payload = {
         "type": "block_actions",
         "user": {"id": user},
@@ -32,9 +36,9 @@ async def press(h: Harness, value: str, *, user: str, channel: str) -> int:
         "channel": {"id": channel},
         "trigger_id": "press",
         "api_app_id": "A1",
-        "container": {"type": "message", "channel_id": channel},
+        "container": {"type": "message", "channel_id": channel, "message_ts": "9.0"},
         "actions": [
-            {"type": "button", "action_id": STOP_ACTION_ID, "block_id": "b", "value": value,
+            {"type": "button", "action_id": action, "block_id": "b", "value": value,
              "action_ts": "1"}
         ],
     }  # fmt: skip
@@ -83,3 +87,16 @@ async def test_a_forged_or_replayed_stop_at_another_replica_is_refused(
     await runs.settled()
     assert "Stopped by <@U1ADA> after step 1." in message_text(runs.root())
     assert not other.bot.running and other.model.calls == []
+
+
+async def test_a_retry_naming_a_run_of_another_channel_is_refused(make: Any) -> None:
+    h: Harness = await make(["Thought: no.\nFinal Answer: never asked"])
+    asked_in = f"slack:{TEAM_ID}:{CHANNEL}:1.0"
+    trace = Trace(question="our secret plans?", conversation=asked_in, id="r1")
+    assert h.bot.agent.traces is not None
+    await h.bot.agent.traces.save(trace)
+    assert await press(h, "r1", user="U2BOB", channel=ELSEWHERE, action=RETRY_ACTION_ID) == 200
+    await eventually(lambda: bool(h.fake.calls("chat.postEphemeral") or h.model.calls))
+    assert h.model.calls == [], "the question was asked again"
+    (said,) = h.fake.calls("chat.postEphemeral")
+    assert said.args["text"].startswith("I no longer have that question"), said.args
