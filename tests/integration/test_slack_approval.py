@@ -350,7 +350,8 @@ async def test_deny_with_a_reason_is_an_observation_and_the_run_goes_on(make: An
     assert (status, answer) == (200, {})
     await h.settled()
     assert h.ran == []
-    assert "The user denied this action. Their reason: not <!here> that one" in prompts(h, 1)
+    # fenced for the model: its angle brackets are stand-ins (the trace keeps them as said)
+    assert "The user denied this action. Their reason: not ‹!here› that one" in prompts(h, 1)
     final = message_text(h.root())
     assert "I left it." in final
     assert '🚫 denied by <@U1ADA>: "not &lt;!here&gt; that one"' in final
