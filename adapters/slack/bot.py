@@ -85,7 +85,14 @@ from adapters.slack.modals import (
     edit_modal,
     read_submission,
 )
-from adapters.slack.payloads import Question, followup_from, from_command, from_event
+from adapters.slack.payloads import (
+    Question,
+    click_channel,
+    click_places,
+    followup_from,
+    from_command,
+    from_event,
+)
 from adapters.slack.render import (
     RETRY_ACTION_ID,
     STOP_ACTION_ID,
@@ -534,10 +541,8 @@ class SlackBot:
             await self._ephemeral(channel, user, NOT_RUNNING)
 
     def _press(self, user: str, body: dict[str, Any]) -> Press:
-        """Who clicked, and the channel of the message clicked (Slack's word, in its signed
-        payload; not the button's value)."""
-        container = body.get("container") or {}
-        channel = str((body.get("channel") or {}).get("id") or container.get("channel_id") or "")
+        """Who clicked, and where (Slack's word, in its signed payload; not the value)."""
+        channel = click_channel(body)
         return Press(user, {"channel": channel}, admin=user in self.settings.admin_users)
 
     async def _on_approval(self, body: dict[str, Any], action: dict[str, Any]) -> None:
@@ -793,7 +798,7 @@ class SlackBot:
             or not trace.question
             or not user
             or not channel
-            or not may_retry(trace.conversation, _places(body, channel))
+            or not may_retry(trace.conversation, click_places(body, channel))
         ):
             await self._ephemeral(
                 channel, user, "I no longer have that question: please ask it again."
@@ -968,14 +973,3 @@ class _StatusShown:
         shown = self.bot._with_status(self.question, events)
         async with contextlib.aclosing(shown) as watched:
             return await self.stream.follow(watched)
-
-
-def _places(body: dict[str, Any], channel: str) -> set[str]:
-    """The conversations a click in ``channel`` may belong to (the channel, the thread of
-    the message clicked), in ``Question.conversation``'s ids, from Slack's signed payload."""
-    team = str((body.get("team") or {}).get("id", ""))
-    container = body.get("container") or {}
-    message = body.get("message") or {}
-    base = f"slack:{team}:{channel}"
-    threads = (container.get("thread_ts"), container.get("message_ts"), message.get("thread_ts"))
-    return {base, *(f"{base}:{ts}" for ts in threads if ts)}

@@ -12,8 +12,9 @@ updates, each question translated into an ``Ask``.
          (a document or photo on it read first, "typing…" meanwhile: adapters.telegram.files)
     a button press -> answerCallbackQuery, always, whatever it asked:
          Stop (Answering.stop_pressed), Approve / Deny / Always allow (Answering.may_decide;
-         the broker), each checked against the run's own record (adapters.decisions), Edit… / Deny with reason… (a ForceReply prompt, whose reply decides),
-         Retry under an interrupted answer (its question asked again)
+         the broker), each checked against the run's own record (adapters.decisions),
+         Edit… / Deny with reason… (a ForceReply prompt, whose reply decides), Retry under
+         an interrupted answer (its question asked again, only in its own chat)
     /reset -> the conversation's history and files forgotten
     /settings /verbosity /model /persona /tools /usage -> adapters.telegram.commands
 
