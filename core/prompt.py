@@ -13,6 +13,7 @@ per reply, ``core.modes``).
 
 from __future__ import annotations
 
+import functools
 import html
 import json
 import re
@@ -281,9 +282,11 @@ _ANGLES = str.maketrans(
 """``<``, ``>`` and every character whose compatibility decomposition (NFKD, so NFKC too)
 holds one: ``≮≯`` (``<`` and a combining stroke), the small ``﹤﹥``, the fullwidth
 ``＜＞``. tests/unit/test_fences.py checks the list against the whole of Unicode."""
-_CHARREF = re.compile(r"&(#[0-9]+;?|#[xX][0-9a-fA-F]+;?|[^\t\n\f <&#;]{1,32};?)")
+_CHARREF = re.compile(r"&(#[0-9]+;?|#[xX][0-9a-fA-F]+;?|(?=[lLgGnN])[^\t\n\f <&#;]{1,32};?)")
 """A character reference as ``html.unescape`` reads one (the standard library's own
-pattern): named, decimal or hex, with or without its ``;``."""
+pattern: named, decimal or hex, with or without its ``;``), named ones only when they may
+decode to an angle: every HTML5 name that does starts with one of ``lLgGnN`` (``lt``,
+``GT``, ``nlt;``, ``NotLess;``...), so ``&amp;`` and its like are passed over at once."""
 
 
 def inert_angles(text: str) -> str:
@@ -294,10 +297,15 @@ def inert_angles(text: str) -> str:
 
 
 def _inert_reference(found: re.Match[str]) -> str:
-    decoded = html.unescape(found.group(0))
-    if decoded.translate(_ANGLES) == decoded:
-        return found.group(0)  # decodes to no angle (``&amp;``, ``&copy;``): as written
-    return decoded
+    return _decoded_if_angle(found.group(0))
+
+
+@functools.lru_cache(maxsize=1024)
+def _decoded_if_angle(reference: str) -> str:
+    """What ``reference`` decodes to when that holds an angle, else ``reference`` as written
+    (``&amp;``, ``&copy;``). Cached: a page repeats the same few references."""
+    decoded = html.unescape(reference)
+    return reference if decoded.translate(_ANGLES) == decoded else decoded
 
 
 def observation_message(text: str) -> Message:

@@ -36,6 +36,7 @@ LOOK_ALIKES = (
 REFERENCES = [
     "&lt;", "&gt;", "&LT;", "&GT", "&lt", "&gt", "&#60;", "&#62;", "&#060", "&#x3c;",
     "&#X3E;", "&#x003C", "&nlt;", "&ngt;", "&amp;lt;", "&#x226E;", "&#xFF1C;", "&#65124;",
+    "&NotLess;", "&NotGreater;", "&nvlt;", "&nvgt;", "&nless;", "&ngtr;", "&ltimes;", "&gtdot;",
 ]  # fmt: skip
 
 
@@ -108,6 +109,18 @@ def test_the_fence_keeps_everything_but_the_angles(text: str) -> None:
     assert prompt.inert_angles(data) == data  # fencing fenced text changes nothing
     if not any(c in text for c in "&<>\uff1c\uff1e\ufe64\ufe65\u226e\u226f"):
         assert data == text
+
+
+def test_no_html_character_reference_brings_an_angle_back() -> None:
+    from html.entities import html5
+
+    for name in html5:  # every name, with and without a tail
+        for written in (f"&{name}", f"&{name}x", f"&{name};"):
+            assert no_angle(prompt.inert_angles(written)), written
+    folding = [ord(c) for c in "<>\u226e\u226f\ufe64\ufe65\uff1c\uff1e"]
+    for code in [*range(0x100), *folding, 0xD800, 0x10FFFF, 0x110000, 10**9]:  # the odd ones too
+        for written in (f"&#{code}", f"&#{code};", f"&#x{code:x}", f"&#X{code:X};", f"&#00{code}"):
+            assert no_angle(prompt.inert_angles(written)), written
 
 
 def test_the_angle_characters_are_every_one_unicode_folds_into_an_angle() -> None:
