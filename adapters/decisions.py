@@ -10,6 +10,8 @@ stored request, wherever the run lives.
          the process that runs it, else its record in the shared run registry
          (``core.stores.RunRecord``), which only that process writes
       -> may_stop / may_decide: the same answer at every process
+    Retry (the run is over): may_retry, the stored trace's conversation against the
+      places the press came from
 
 A button's data (a run id, an asker) is written by the client as much as by us: Telegram
 passes on any callback data, and a run id is read by everyone who sees the button. So the
