@@ -17,7 +17,8 @@ A surface brings its ``Access`` rule (who may ask where, in its own terms), and 
 question a ``Reply``: the few steps only it knows (post or stream the message, say a short
 note, tidy up). Everything else is here, so each policy is one policy on every surface:
 admins pass the cooldown, the per-process cap holds, every task is guarded and logged, and
-one rule says who may stop a run or decide on an action (``may_stop``, ``may_decide``).
+one rule says who may stop a run or decide on an action (``adapters.decisions``), checked
+against the run's own record wherever it runs (``stop_pressed``, ``may_decide``).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from typing import Any, Generic, Literal, Protocol, TypeVar
 from adapters.attachments import ConversationFiles
 from adapters.channels import ChannelChoices, ChoiceError
 from adapters.context import ContextSettings, EarlierReader, Read, Refusals, bounded, earlier
+from adapters.decisions import Owner, Press, Stopped, may_decide, may_stop
 from adapters.live import LiveStats, RunView, Verbosity
 from adapters.recovery import BEAT_EVERY, Finalise, Recovery
 from adapters.room import BUSY, Room
@@ -77,19 +79,6 @@ def cooldown_message(seconds_left: float) -> str:
 def busy_message(limit: int) -> str:
     runs = "a question" if limit == 1 else f"{limit} questions"
     return f"⏳ You already have {runs} running; ask again when one has finished."
-
-
-def may_stop(*, user: str, asker: str | None, admin: bool) -> bool:
-    """Who may stop a run, on every surface: the person who asked, or an admin."""
-    return admin or (asker is not None and user == asker)
-
-
-def may_decide(approvers: str, *, user: str, asker: str | None, admin: bool) -> bool:
-    """The ``agent.approval.approvers`` policy, on every surface: ``asker`` (the asker or an
-    admin), ``admins``, or ``anyone``."""
-    if approvers == "anyone" or admin:
-        return True
-    return approvers == "asker" and asker is not None and user == asker
 
 
 def edit_problem(text: str, *, json_input: bool) -> str | None:
@@ -311,6 +300,8 @@ class Bursts(Generic[A]):
 class Running(Generic[A]):
     run: Run
     ask: Ask[A]
+    where: dict[str, str]
+    """The platform's reference to the run's message (``Reply.where``)."""
 
 
 class Answering(Generic[A]):
@@ -606,12 +597,14 @@ class Answering(Generic[A]):
     ) -> None:
         # Registered the moment its message (and Stop) is shown, before anything else is
         # awaited: a Stop pressed here or at another process finds it.
-        self._running[run.trace.id] = Running(run, ask)
+        where = reply.where()
+        self._running[run.trace.id] = Running(run, ask, where)
         try:
             await self.recovery.track(
                 run,
                 conversation=run.trace.conversation,
-                where=reply.where(),
+                where=where,
+                asker=ask.user,
                 asker_key=ask.key,
                 slot=ask.ident,
                 place=ask.place,
@@ -643,10 +636,33 @@ class Answering(Generic[A]):
         running = self._running.get(run_id)
         return running.ask if running is not None else None
 
+    async def owner(self, run_id: str) -> Owner | None:
+        """The run's own word on who asked it and where its message is: its ask here, else
+        the record its process keeps in the shared registry; None when no process runs it."""
+        running = self._running.get(run_id)
+        if running is not None:
+            return Owner(running.ask.user, running.where)
+        record = await self.recovery.registry.record(self.recovery.surface, run_id)
+        return Owner(record.asker, record.where) if record is not None else None
+
+    async def stop_pressed(self, run_id: str, press: Press, *, by: str, by_id: str = "") -> Stopped:
+        """A Stop pressed at this process, checked against the run's own record (never the
+        button's data), then the run stopped here or at the process running it."""
+        owner = await self.owner(run_id)
+        if owner is None:
+            return "gone"
+        if not may_stop(press, owner):
+            return "refused"
+        return "stopping" if await self.stop(run_id, by=by, by_id=by_id) else "gone"
+
+    async def may_decide(self, run_id: str, press: Press) -> bool:
+        """Whether ``press`` may decide on the actions of ``run_id`` (the ``approvers``
+        policy), checked against the run's own record wherever it runs."""
+        return may_decide(self.policy.approvers, press, await self.owner(run_id))
+
     async def stop(self, run_id: str, *, by: str, by_id: str = "") -> bool:
-        """Stop ``run_id`` here, or ask the process running it (already permitted by the
-        caller: ``may_stop``); False when no process runs it any more (it ended, or its
-        process died), so the surface can say so."""
+        """Stop ``run_id`` here, or ask the process running it, unchecked (a press goes
+        through ``stop_pressed``); False when no process runs it any more."""
         running = self._running.get(run_id)
         if running is not None:
             running.run.cancel(by=by, by_id=by_id or None)

@@ -106,6 +106,7 @@ class Recovery:
         slot: str,
         place: str = "",
         held: Hold | None = None,
+        asker: str = "",
     ) -> None:
         """Register ``run`` at once (a crash a second later is recovered too)."""
         record = RunRecord(
@@ -118,6 +119,7 @@ class Recovery:
             slot=slot,
             place=place,
             held=held.counters if held is not None else (),
+            asker=asker,
         )
         tracked = self._tracked[run.trace.id] = _Tracked(run, record)
         await self.registry.beat([self._current(tracked)], at=self._clock())

@@ -1314,6 +1314,12 @@ class RedisRunRegistry(_RedisBase):
         with self._unavailable("look up a run"):
             return await self._client.zscore(beats, run_id) is not None
 
+    async def record(self, surface: str, run_id: str) -> RunRecord | None:
+        _, hashed = self._keys(surface)
+        with self._unavailable("look up a run"):
+            raw = await self._client.hget(hashed, run_id)
+        return RunRecord.from_json(raw) if raw else None
+
     async def count(self, surface: str) -> int:
         beats, _ = self._keys(surface)
         with self._unavailable("count the runs in flight"):

@@ -468,6 +468,12 @@ class ResilientRunRegistry:
         except StoreUnavailable:
             return True  # unknown: never tell a person a live run has ended
 
+    async def record(self, surface: str, run_id: str) -> RunRecord | None:
+        try:
+            return await self.health.call(None, lambda: self.inner.record(surface, run_id))
+        except StoreUnavailable:
+            return None  # unknown: nobody may decide about a run nobody can vouch for
+
     async def count(self, surface: str) -> int:
         try:
             return await self.health.call(None, lambda: self.inner.count(surface))

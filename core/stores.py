@@ -434,6 +434,10 @@ class RunRecord:
     held: tuple[str, ...] = ()
     """The budget counters the run holds (its hold's id is ``slot``): whoever finishes the
     run settles them with what its trace spent."""
+    asker: str = ""
+    """The asker's id on the platform: who may stop the run or decide on its actions, at
+    whichever process the press arrives (``adapters.decisions``); with ``where``, the
+    run's own word on who asked and where, never a button's."""
 
     def to_json(self) -> str:
         return json.dumps(
@@ -448,6 +452,7 @@ class RunRecord:
                 "trace": self.trace,
                 "place": self.place,
                 "held": list(self.held),
+                "asker": self.asker,
             }
         )
 
@@ -466,6 +471,7 @@ class RunRecord:
                 trace=str(data.get("trace", "")),
                 place=str(data.get("place", "")),
                 held=tuple(str(c) for c in data.get("held") or ()),
+                asker=str(data.get("asker", "")),
             )
         except (ValueError, KeyError, TypeError):
             log.warning("an unreadable run record was skipped")
@@ -506,6 +512,11 @@ class RunRegistry(Protocol):
         about to be found dead)."""
         ...
 
+    async def record(self, surface: str, run_id: str) -> RunRecord | None:
+        """The record of ``run_id`` as its process last wrote it (who asked, where its
+        message is); None when it is not registered."""
+        ...
+
     async def count(self, surface: str) -> int:
         """How many runs of ``surface`` are registered, by every process: the live ones and
         those a dead process left (their final edits are all still to come)."""
@@ -538,6 +549,10 @@ class InMemoryRunRegistry:
 
     async def running(self, surface: str, run_id: str) -> bool:
         return (surface, run_id) in self._records
+
+    async def record(self, surface: str, run_id: str) -> RunRecord | None:
+        found = self._records.get((surface, run_id))
+        return found[0] if found is not None else None
 
     async def count(self, surface: str) -> int:
         return sum(1 for s, _ in self._records if s == surface)

@@ -27,10 +27,11 @@ import discord
 from discord import app_commands
 from discord.ext import commands
 
-from adapters.answering import Answering, Ask, Policy, Refusal, may_decide, may_stop
+from adapters.answering import Answering, Ask, Policy, Refusal
 from adapters.attachments import ConversationFiles
 from adapters.channels import ChannelChoices, ChoiceError
 from adapters.context import Read
+from adapters.decisions import Press, may_retry
 from adapters.discord.access import (
     Asker,
     Membership,
@@ -364,7 +365,7 @@ class StopButton(
         bots = (commands.Bot, commands.AutoShardedBot)  # the latter is no subclass of Bot
         cog = client.get_cog(AskCog.__cog_name__) if isinstance(client, bots) else None
         if isinstance(cog, AskCog):
-            await cog.stop_pressed(interaction, self.run_id, self.asker_id)
+            await cog.stop_pressed(interaction, self.run_id)
 
 
 # ---- approvals ------------------------------------------------------------------------------
@@ -1066,18 +1067,18 @@ class AskCog(commands.Cog):
         )
 
     # ---- stopping ------------------------------------------------------------------------
-    async def stop_pressed(
-        self, interaction: discord.Interaction, run_id: str, asker_id: int
-    ) -> None:
-        """Checked here, where the click arrived; the run may belong to another process."""
-        admin = self._is_admin(interaction)
-        if not may_stop(user=str(interaction.user.id), asker=str(asker_id), admin=admin):
+    async def stop_pressed(self, interaction: discord.Interaction, run_id: str) -> None:
+        """Checked here, where the click arrived, against the run's own record (the run may
+        belong to another process); the asker in the custom id is not believed."""
+        who = interaction.user  # a display name anyone may change, and the id beside it
+        stopped = await self.answering.stop_pressed(
+            run_id, self._press(interaction), by=who.display_name, by_id=str(who.id)
+        )
+        if stopped == "refused":
             await interaction.response.send_message(
                 "Only the person who asked (or an admin) can stop this run.", ephemeral=True
             )
-            return
-        who = interaction.user  # a display name anyone may change, and the id beside it
-        if await self.answering.stop(run_id, by=who.display_name, by_id=str(who.id)):
+        elif stopped == "stopping":
             await interaction.response.defer()  # the live message shows the stop itself
         else:
             await interaction.response.send_message(NOT_RUNNING, ephemeral=True)
@@ -1120,12 +1121,15 @@ class AskCog(commands.Cog):
                 await message.edit(view=card, allowed_mentions=NO_MENTIONS)
 
     async def retry_pressed(self, interaction: discord.Interaction, run_id: str) -> None:
-        """Retry on an interrupted answer: its question asked again by whoever pressed."""
+        """Retry on an interrupted answer: its question asked again by whoever pressed, in
+        the channel (or thread) it was asked in; a custom id naming another's run is refused."""
         try:
             trace = await self.services.stores.traces.get(run_id)
         except StoreUnavailable:
             trace = None
-        if trace is None or not trace.question:
+        channel, parent = interaction.channel_id, getattr(interaction.channel, "parent_id", None)
+        here = {f"discord:{place}" for place in (channel, parent) if place}
+        if trace is None or not trace.question or not may_retry(trace.conversation, here):
             await interaction.response.send_message(
                 "I no longer have that question: please ask it again.", ephemeral=True
             )
@@ -1181,9 +1185,9 @@ class AskCog(commands.Cog):
                 "Approvals are not set up on this bot.", ephemeral=True
             )
             return
-        if not self._may_decide(interaction, pressed.asker_id):
+        if not await self._may_decide(interaction, pressed.run_id):
             await interaction.response.send_message(
-                f"Only {self._deciders(pressed.asker_id)} can decide this.",
+                f"Only {await self._deciders(pressed.run_id)} can decide this.",
                 ephemeral=True,
                 allowed_mentions=NO_MENTIONS,
             )
@@ -1205,7 +1209,7 @@ class AskCog(commands.Cog):
 
     async def modal_submitted(self, interaction: discord.Interaction, modal: DecisionModal) -> None:
         broker = self.services.broker
-        if broker is None or not self._may_decide(interaction, modal.pressed.asker_id):
+        if broker is None or not await self._may_decide(interaction, modal.pressed.run_id):
             await interaction.response.send_message("You cannot decide this.", ephemeral=True)
             return
         by, by_id = interaction.user.display_name, str(interaction.user.id)
@@ -1225,18 +1229,22 @@ class AskCog(commands.Cog):
         await interaction.response.defer()
         await broker.decide(modal.pressed.key, decision)
 
-    def _may_decide(self, interaction: discord.Interaction, asker_id: int) -> bool:
-        return may_decide(
-            self.settings.approvers,
-            user=str(interaction.user.id),
-            asker=str(asker_id),
-            admin=self._is_admin(interaction),
+    async def _may_decide(self, interaction: discord.Interaction, run_id: str) -> bool:
+        """Against the run's own record, wherever it runs; not the custom id's asker."""
+        return await self.answering.may_decide(run_id, self._press(interaction))
+
+    def _press(self, interaction: discord.Interaction) -> Press:
+        """Who clicked, and the channel of the message clicked (Discord's word, not ours)."""
+        channel = str(interaction.channel_id) if interaction.channel_id else ""
+        return Press(
+            str(interaction.user.id), {"channel": channel}, admin=self._is_admin(interaction)
         )
 
-    def _deciders(self, asker_id: int) -> str:
-        if self.settings.approvers == "admins":
+    async def _deciders(self, run_id: str) -> str:
+        owner = await self.answering.owner(run_id)
+        if self.settings.approvers == "admins" or owner is None or not owner.asker.isdigit():
             return "an admin"
-        return f"<@{asker_id}> (who asked) or an admin"
+        return f"<@{owner.asker}> (who asked) or an admin"
 
     def _is_admin(self, interaction: discord.Interaction) -> bool:
         channel_id = interaction.channel_id or 0

@@ -59,12 +59,11 @@ from adapters.answering import (
     Follower,
     Policy,
     Refusal,
-    may_decide,
-    may_stop,
 )
 from adapters.attachments import ConversationFiles
 from adapters.channels import ChannelChoices
 from adapters.context import Read
+from adapters.decisions import Press, may_retry
 from adapters.live import LiveMessage, LiveStats, RunView, Verbosity
 from adapters.pacing import Budget, EditPacer, per_minute
 from adapters.recovery import NOT_RUNNING
@@ -86,7 +85,14 @@ from adapters.slack.modals import (
     edit_modal,
     read_submission,
 )
-from adapters.slack.payloads import Question, followup_from, from_command, from_event
+from adapters.slack.payloads import (
+    Question,
+    click_channel,
+    click_places,
+    followup_from,
+    from_command,
+    from_event,
+)
 from adapters.slack.render import (
     RETRY_ACTION_ID,
     STOP_ACTION_ID,
@@ -518,18 +524,26 @@ class SlackBot:
             return False
 
     async def _on_stop(self, body: dict[str, Any], action: dict[str, Any]) -> None:
+        """Checked against the run's own record (``Answering.stop_pressed``), wherever it
+        runs: the button's value names the run; the asker it also carries only words the
+        refusal."""
         user = str(body.get("user", {}).get("id", ""))
         run_id, asker = parse_stop_value(str(action.get("value", "")))
-        active = self.answering.ask_of(run_id)
-        if active is not None:
-            asker = active.user
-        channel = active.who.channel if active else str(body.get("channel", {}).get("id", ""))
-        if not may_stop(user=user, asker=asker, admin=user in self.settings.admin_users):
+        press = self._press(user, body)
+        stopped = await self.answering.stop_pressed(run_id, press, by=user)
+        channel = next(iter(press.at.values())) if press.at else ""
+        if stopped == "refused":
+            owner = await self.answering.owner(run_id)
+            asker = owner.asker if owner is not None else asker
             who = mention(asker) if asker else "the person who asked"
             await self._ephemeral(channel, user, f"Only {who} or an admin can stop this run.")
-            return
-        if not await self.answering.stop(run_id, by=user):
+        elif stopped == "gone":
             await self._ephemeral(channel, user, NOT_RUNNING)
+
+    def _press(self, user: str, body: dict[str, Any]) -> Press:
+        """Who clicked, and where (Slack's word, in its signed payload; not the value)."""
+        channel = click_channel(body)
+        return Press(user, {"channel": channel}, admin=user in self.settings.admin_users)
 
     async def _on_approval(self, body: dict[str, Any], action: dict[str, Any]) -> None:
         """A click on an approval button: check who clicked and that the action still waits,
@@ -542,7 +556,7 @@ class SlackBot:
             log.warning("ignoring an approval click whose value is not ours")
             return
         channel, thread_ts = self._where_clicked(body, ref)
-        request = await self._waiting_request(ref, user)
+        request = await self._waiting_request(ref, self._press(user, body))
         if isinstance(request, str):
             await self._ephemeral(channel, user, request, thread_ts=thread_ts)
             return
@@ -567,7 +581,10 @@ class SlackBot:
             await ack()
             return
         user = str(body.get("user", {}).get("id", ""))
-        request = await self._waiting_request(submitted.ref, user)
+        # A modal carries no channel: Slack lets only the person it was opened for (after
+        # a checked click) submit it, and its metadata is ours; who they are is still checked.
+        press = Press(user, None, admin=user in self.settings.admin_users)
+        request = await self._waiting_request(submitted.ref, press)
         if isinstance(request, str):
             await ack(response_action="errors", errors={submitted.field: request})
             return
@@ -578,10 +595,10 @@ class SlackBot:
         await ack()
         await self._decide(submitted.ref, decision)
 
-    async def _waiting_request(self, ref: ApprovalRef, user: str) -> ApprovalRequest | str:
-        """The request ``user`` may decide on now, or why not, in one line for them: they
-        may not (by the ``approvers`` policy; the asker is the request's own word, else the
-        button's), or it no longer waits (decided, timed out, its run ended)."""
+    async def _waiting_request(self, ref: ApprovalRef, press: Press) -> ApprovalRequest | str:
+        """The request ``press`` may decide on now, or why not, in one line for them: they
+        may not (by the ``approvers`` policy, against the run's own record), or it no
+        longer waits (decided, timed out, its run ended)."""
         if self.broker is None:
             return NO_APPROVALS
         try:
@@ -589,12 +606,12 @@ class SlackBot:
         except Exception:  # the shared store is away; a decision could not travel either
             log.warning("could not read the pending request %s", ref.key, exc_info=True)
             return UNREACHABLE
-        asker = request.asker if request is not None else ref.asker
-        approvers = self.settings.approvers
-        admin = user in self.settings.admin_users
-        if not may_decide(approvers, user=user, asker=asker or None, admin=admin):
-            return f"Only {deciders(approvers, asker or None)} can decide on this action."
-        return request if request is not None else GONE
+        if request is None:
+            return GONE
+        if not await self.answering.may_decide(ref.run_id, press):
+            approvers = self.settings.approvers
+            return f"Only {deciders(approvers, request.asker or None)} can decide on this action."
+        return request
 
     async def _decide(self, ref: ApprovalRef, decision: Decision) -> None:
         assert self.broker is not None
@@ -770,13 +787,19 @@ class SlackBot:
 
     async def _on_retry(self, body: dict[str, Any], action: dict[str, Any]) -> None:
         """Retry on an interrupted answer: its question asked again by whoever pressed it
-        (admitted like any question), in a new message of the channel."""
+        (admitted like any question), in a new message of the channel it was asked in."""
         user = str((body.get("user") or {}).get("id", ""))
         channel = str((body.get("channel") or {}).get("id", ""))
         run_id = str(action.get("value", ""))[:64]
         traces = self.agent.traces
         trace = await traces.get(run_id) if traces is not None and run_id else None
-        if trace is None or not trace.question or not user or not channel:
+        if (
+            trace is None
+            or not trace.question
+            or not user
+            or not channel
+            or not may_retry(trace.conversation, click_places(body, channel))
+        ):
             await self._ephemeral(
                 channel, user, "I no longer have that question: please ask it again."
             )

@@ -244,3 +244,20 @@ def _question(
         if isinstance(files, list)
         else (),
     )
+
+
+def click_channel(body: dict[str, Any]) -> str:
+    """The channel of the message a button was clicked on, as Slack's signed payload says."""
+    container = body.get("container") or {}
+    return str((body.get("channel") or {}).get("id") or container.get("channel_id") or "")
+
+
+def click_places(body: dict[str, Any], channel: str) -> set[str]:
+    """The conversations a click in ``channel`` may belong to (the channel, the thread of
+    the message clicked), in ``Question.conversation``'s ids, from Slack's signed payload."""
+    team = str((body.get("team") or {}).get("id", ""))
+    container = body.get("container") or {}
+    message = body.get("message") or {}
+    base = f"slack:{team}:{channel}"
+    threads = (container.get("thread_ts"), container.get("message_ts"), message.get("thread_ts"))
+    return {base, *(f"{base}:{ts}" for ts in threads if ts)}

@@ -11,9 +11,10 @@ updates, each question translated into an ``Ask``.
       -> Answering.answer(ticket, TelegramReply): a reply to the question, edited live
          (a document or photo on it read first, "typing…" meanwhile: adapters.telegram.files)
     a button press -> answerCallbackQuery, always, whatever it asked:
-         Stop (may_stop; Answering.stop), Approve / Deny / Always allow (may_decide; the
-         broker), Edit… / Deny with reason… (a ForceReply prompt, whose reply decides),
-         Retry under an interrupted answer (its question asked again)
+         Stop (Answering.stop_pressed), Approve / Deny / Always allow (Answering.may_decide;
+         the broker), each checked against the run's own record (adapters.decisions),
+         Edit… / Deny with reason… (a ForceReply prompt, whose reply decides), Retry under
+         an interrupted answer (its question asked again, only in its own chat)
     /reset -> the conversation's history and files forgotten
     /settings /verbosity /model /persona /tools /usage -> adapters.telegram.commands
 
@@ -55,11 +56,10 @@ from adapters.answering import (
     Refusal,
     Ticket,
     edit_problem,
-    may_decide,
-    may_stop,
 )
 from adapters.attachments import ConversationFiles
 from adapters.channels import ChannelChoices
+from adapters.decisions import Press, may_retry
 from adapters.live import LiveMessage, RunView, Verbosity
 from adapters.pacing import EditPacer
 from adapters.room import Room
@@ -499,8 +499,9 @@ class TelegramBot:
                 log.warning("could not answer the callback query %s", query.id, exc_info=True)
 
     async def _pressed(self, query: CallbackQuery) -> str | None:
-        """Stop, pressed at whichever process Telegram reached: the asker is in the button,
-        and ``Answering.stop`` forwards to the process running it."""
+        """Stop, pressed at whichever process Telegram reached: only its run id is read from
+        the button (a client writes callback data); who may stop it, and from which chat,
+        is the run's own record's word (``Answering.stop_pressed``)."""
         data, user = query.data or "", query.from_user
         user_id = user.id
         if data.startswith(DECIDE_PREFIX):
@@ -509,15 +510,21 @@ class TelegramBot:
             return await self._retry(data.removeprefix(RETRY_PREFIX), query)
         if not data.startswith(STOP_PREFIX):
             return "That button is not one of mine."
-        run_id, _, asker = data.removeprefix(STOP_PREFIX).partition(":")
-        ask = self.answering.ask_of(run_id)
-        admin = user_id in self.settings.admins
-        if not may_stop(user=str(user_id), asker=ask.user if ask else asker or None, admin=admin):
-            return "Only the person who asked can stop it."
+        run_id = data.removeprefix(STOP_PREFIX).partition(":")[0]
         by = user.username or user.full_name or str(user_id)
-        if not await self.answering.stop(run_id, by=by, by_id=str(user_id)):
+        stopped = await self.answering.stop_pressed(
+            run_id, self._press(user_id, query.message), by=by, by_id=str(user_id)
+        )
+        if stopped == "refused":
+            return "Only the person who asked can stop it."
+        if stopped == "gone":
             return "That answer is no longer running."
         return "Stopping…"
+
+    def _press(self, user_id: int, message: object) -> Press:
+        """Who pressed, and the chat of the message they pressed under (none: refused)."""
+        chat = str(message.chat.id) if isinstance(message, TelegramMessage) else ""
+        return Press(str(user_id), {"chat": chat}, admin=user_id in self.settings.admins)
 
     async def _decided(self, data: str, query: CallbackQuery) -> str:
         """Approve, Deny or Always allow, pressed under an action waiting for a person
@@ -539,7 +546,7 @@ class TelegramBot:
         # button's data: a client can send any callback data.
         if not _in_place_of(request, query.message):
             return "That button is not one of mine."
-        if not self._may_decide(user.id, request.asker):
+        if not await self.answering.may_decide(request.run_id, self._press(user.id, query.message)):
             return "Only the person who asked can decide this."
         if verdict in PROMPTS:
             return await self._prompt(verdict, query, request, ref=data.removeprefix(
@@ -550,12 +557,6 @@ class TelegramBot:
         return {"approve": "Approved.", "deny": "Denied.", "always": "Allowed here from now on."}[
             chosen
         ]
-
-    def _may_decide(self, user_id: int, asker: str) -> bool:
-        admin = user_id in self.settings.admins
-        return may_decide(
-            self.settings.approvers, user=str(user_id), asker=asker or None, admin=admin
-        )
 
     async def _prompt(
         self, kind: str, query: CallbackQuery, request: ApprovalRequest, *, ref: str
@@ -600,7 +601,7 @@ class TelegramBot:
             # The reference is read from the replied-to message's text, which may end with
             # words a model wrote: it decides only an action of this chat, for its asker.
             said = "That is not one of my questions here."
-        elif not self._may_decide(user.id, request.asker):
+        elif not await self.answering.may_decide(request.run_id, self._press(user.id, replied)):
             said = "Only the person who asked can decide this."
         elif kind == "e" and (problem := edit_problem(text, json_input=request.json_input)):
             said = f"{problem} Nothing was decided: press Edit… again."
@@ -643,11 +644,8 @@ class TelegramBot:
         except StoreUnavailable:
             trace = None
         thread = _thread_of(message)
-        if (
-            trace is None
-            or not trace.question
-            or trace.conversation != conversation_of(message.chat.id, thread)
-        ):  # a question is asked again only where it was asked (callback data is any text)
+        here = (conversation_of(message.chat.id, thread),)
+        if trace is None or not trace.question or not may_retry(trace.conversation, here):
             return "I no longer have that question: please ask it again."
         asker = Asker(message.chat.id, query.from_user.id, message.message_id, thread)
         refused = await self._ask(

@@ -59,10 +59,9 @@ from adapters.answering import (
     Policy,
     Refusal,
     Ticket,
-    may_decide,
-    may_stop,
 )
 from adapters.channels import ChannelChoices
+from adapters.decisions import Press
 from adapters.live import VERBOSITIES, LiveMessage, RunView, Verbosity
 from adapters.pacing import EditPacer
 from adapters.room import Room
@@ -640,12 +639,11 @@ class WebChat:
     async def stop(self, request: web.Request) -> web.Response:
         session, body = await self._post(request)
         run_id = str(body.get("run", ""))
-        ask = self.answering.ask_of(run_id)
-        if ask is None:
+        stopped = await self.answering.stop_pressed(run_id, _press(session), by="you")
+        if stopped == "gone":
             return self._json({"error": "That answer is no longer running."}, status=409)
-        if not may_stop(user=session.id, asker=ask.user, admin=False):
+        if stopped == "refused":
             return self._json({"error": "Only the person who asked can stop it."}, status=403)
-        await self.answering.stop(run_id, by="you")
         return self._json({"ok": True})
 
     async def decide(self, request: web.Request) -> web.Response:
@@ -664,12 +662,7 @@ class WebChat:
             return self._json(
                 {"error": "This action was already decided, or its time ran out."}, 409
             )
-        if not may_decide(
-            self.settings.approvers,
-            user=session.conversation,
-            asker=request_.conversation,
-            admin=False,
-        ):
+        if not await self.answering.may_decide(request_.run_id, _press(session)):
             return self._json({"error": "Only the person who asked can decide this."}, 403)
         reason = str(body.get("reason", ""))[:500].strip()
         edited: str | None = None
@@ -768,3 +761,9 @@ def _json_problem(text: str) -> str | None:
 
 def _asset(name: str) -> str:
     return resources.files("adapters.web").joinpath("static", name).read_text(encoding="utf-8")
+
+
+def _press(session: Session) -> Press:
+    """A press from a web session: the session is the person and the place (a run's
+    message is shown only to the session that asked)."""
+    return Press(session.id, {"session": session.id})

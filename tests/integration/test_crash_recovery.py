@@ -64,8 +64,14 @@ async def ask(http: aiohttp.ClientSession, slack: FakeSlack, port: int, text: st
 
 
 async def press(
-    http: aiohttp.ClientSession, port: int, value: str, *, action: str = STOP_ACTION_ID
+    http: aiohttp.ClientSession,
+    port: int,
+    value: str,
+    *,
+    action: str = STOP_ACTION_ID,
+    message_ts: str = "1.0",
 ) -> None:
+    """A click on a button of the message ``message_ts`` in CHANNEL, as Slack signs it."""
     payload = {
         "type": "block_actions",
         "user": {"id": "U1ADA"},
@@ -73,7 +79,7 @@ async def press(
         "channel": {"id": CHANNEL},
         "trigger_id": "press",
         "api_app_id": "A1",
-        "container": {"type": "message", "channel_id": CHANNEL},
+        "container": {"type": "message", "channel_id": CHANNEL, "message_ts": message_ts},
         "actions": [{"type": "button", "action_id": action, "block_id": "b", "value": value}],
     }
     body = urllib.parse.urlencode({"payload": json.dumps(payload)})
@@ -187,7 +193,7 @@ async def test_the_answer_a_killed_replica_left_is_finished_by_the_next(
 
             # Retry on the interrupted message asks its question again, in a new message.
             assert RETRY_ACTION_ID in json.dumps(root.blocks)
-            await press(http, port, stored.id, action=RETRY_ACTION_ID)
+            await press(http, port, stored.id, action=RETRY_ACTION_ID, message_ts=root.ts)
             await until(
                 lambda: any("the meaning is 42" in message_text(m) for m in roots()),
                 within=20,

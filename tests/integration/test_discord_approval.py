@@ -26,7 +26,7 @@ from core.approval import ApprovalBroker, InMemoryAllowances, InMemoryDecisions,
 from core.history import InMemoryHistoryStore
 from core.redis_store import connect
 from core.scripted import ScriptedModel, Turn
-from core.stores import InMemoryLocks, InMemoryTraceStore
+from core.stores import InMemoryLocks, InMemoryRunRegistry, InMemoryTraceStore
 from core.tools import FunctionTool, ToolHints, ToolRegistry
 from core.trace import Trace
 from tests.fakes.discord_limits import invalid_form, max_length
@@ -101,6 +101,7 @@ async def bots(
     await fake.start()
     opened = [connect(redis[0], prefix=redis[1]) for _ in scripts] if redis else []
     local = (InMemoryDecisions(), InMemoryPending(), InMemoryAllowances())
+    local_runs = InMemoryRunRegistry()  # which runs live, and who asked each: every process's
     processes: list[Process] = []
     tasks: list[asyncio.Task[None]] = []
     try:
@@ -137,7 +138,11 @@ async def bots(
             )
             services = Services(
                 agent,
-                in_memory_stores(history=history, traces=traces),
+                in_memory_stores(
+                    history=history,
+                    traces=traces,
+                    runs=opened[index].runs if redis else local_runs,
+                ),
                 DiscordSettings(
                     api_base_url=fake.api_base_url,
                     edit_interval=0.25,
@@ -305,6 +310,26 @@ async def test_a_click_on_the_other_process_decides_the_run(
             == '✏️ edited by ada (the model wrote: buy milk): "ok"'
         )  # type: ignore[union-attr]
         assert other.model.calls == []
+
+
+async def test_a_forged_decision_at_the_other_process_is_refused(
+    redis_url: str, redis_prefix: str
+) -> None:
+    async with bots([[SAVE, DONE], []], redis=(redis_url, redis_prefix)) as b:
+        await b.send(0, "MESSAGE_CREATE", b.fake.message_create("save a note"))
+        message_id, ids = await b.buttons()
+        real = ids["approve"]
+        forged = real.rsplit(":", 1)[0] + ":2002"  # naming the clicker as the asker
+        press = b.fake.button_press(message_id, real, author_id=2002, user_name="mallory")
+        # discord.py answers only a custom id the pressed message carries: a forged copy
+        await b.send(1, "INTERACTION_CREATE", json.loads(json.dumps(press).replace(real, forged)))
+        refusal = await b.fake.wait_for_call(lambda c: c.path.endswith("/callback"))
+        said = refusal.json["data"]["content"]
+        assert said == "Only <@1001> (who asked) or an admin can decide this.", said
+        assert b.processes[0].ran == []
+        await b.send(1, "INTERACTION_CREATE", b.fake.button_press(message_id, real))
+        await b.trace()
+        assert b.processes[0].ran == ["buy milk"]
 
 
 async def test_buttons_on_an_edit_discord_refused_go_again_with_the_next_edit() -> None:

@@ -64,3 +64,27 @@ async def test_an_answer_a_dead_process_left_is_finished(layout: str) -> None:
         await fake.dispatch("INTERACTION_CREATE", press)
         await fake.wait_for_call(lambda c: "all is well" in str(c.json))
         assert "what is up?" in str(h.model.calls[0].messages[-1]["content"])
+
+
+async def test_a_retry_naming_a_run_of_another_channel_is_refused() -> None:
+    # A run id is read by everyone who saw its message; a custom id naming it, pressed in
+    # another channel, must neither read out nor ask again that channel's question.
+    fake = FakeDiscord()
+    elsewhere = CHANNEL_ID + 1
+    fake.add_channel(elsewhere)
+    async with running(["Thought: no.\nFinal Answer: never asked"], fake=fake) as h:
+        trace = Trace(question="our secret plans?", conversation=f"discord:{CHANNEL_ID}", id="r1")
+        trace.status = "interrupted"
+        await h.traces.save(trace)
+        retry = [{"type": 1, "components": [
+            {"type": 2, "style": 2, "label": "Retry", "custom_id": "reactbot:retry:r1"}
+        ]}]  # fmt: skip
+        mine = fake._new_message(elsewhere, {"content": "mine", "components": retry}, ())
+        press = fake.button_press(
+            int(mine["id"]), "reactbot:retry:r1", channel_id=elsewhere, author_id=2002
+        )
+        await fake.dispatch("INTERACTION_CREATE", press)
+        answer = await fake.wait_for_call(lambda c: c.path.endswith("/callback"))
+        assert answer.json["data"]["flags"] == 64
+        assert answer.json["data"]["content"].startswith("I no longer have that question")
+        assert h.model.calls == []

@@ -1,5 +1,7 @@
 """Two Discord bot processes (two clients on one fake gateway) sharing one Redis: a Stop
-click that reaches the process not running the run still stops it; cooldowns are shared."""
+click that reaches the process not running the run still stops it, and one forged or
+replayed there (another channel, a custom id naming the clicker) is refused; cooldowns are
+shared."""
 
 from __future__ import annotations
 
@@ -11,8 +13,10 @@ with warnings.catch_warnings():  # discord.py imports the deprecated audioop mod
 
 import asyncio
 import contextlib
+import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from typing import Any
 
 from adapters.discord.client import ReactBot, create_bot
 from adapters.discord.cog import Services
@@ -26,6 +30,7 @@ from tests.fakes.discord_server import CHANNEL_ID, FakeDiscord
 from tests.integration.test_discord import CALC_THEN_ANSWER, content_of, tools
 from tests.stores import in_memory_stores
 
+OTHER_CHANNEL = CHANNEL_ID + 1
 STALLING = [Turn("Thought: let me think about this for a long time", chunk_size=5, stall_after=3)]
 
 
@@ -54,6 +59,7 @@ async def replicas(
     # which is not what these tests are about.
     fake = FakeDiscord(identify_interval=0.0)
     fake.add_channel(CHANNEL_ID)
+    fake.add_channel(OTHER_CHANNEL)
     await fake.start()
     opened = [connect(redis_url, prefix=redis_prefix) for _ in scripts]
     processes: list[Process] = []
@@ -130,6 +136,53 @@ async def test_a_stop_click_on_another_process_stops_the_run(
         assert trace is not None and trace.stopped_by == "ada"
         assert trace.stopped_by_id == "1001"  # carried across processes with the name
         assert other.model.calls == []
+
+
+async def test_a_forged_or_replayed_stop_on_another_process_is_refused(
+    redis_url: str, redis_prefix: str
+) -> None:
+    async with replicas(redis_url, redis_prefix, [STALLING, []], cooldown_seconds=0) as r:
+        owner, _ = r.processes
+        await r.send(0, "MESSAGE_CREATE", r.fake.message_create("a long question"))
+        reply = await r.fake.wait_for_call(lambda c: "Starting" in content_of(c))
+        custom_id = reply.json["components"][0]["components"][0]["custom_id"]
+        run_id = custom_id.split(":")[2]
+        reply_id = r.fake.created[0]
+        attempts = [  # (custom id, who, channel): none of them the asker where the run is
+            (f"reactbot:stop:{run_id}:2002", 2002, CHANNEL_ID),  # forged: naming the clicker
+            (f"reactbot:stop:{run_id}:2002", 2002, OTHER_CHANNEL),
+            (custom_id, 2002, OTHER_CHANNEL),  # replayed from another channel
+            (custom_id, 1001, OTHER_CHANNEL),  # the asker, but not where the run is
+        ]
+        for sent, who, channel in attempts:
+            press = r.fake.button_press(
+                reply_id, custom_id, author_id=who, user_name="mallory", channel_id=channel
+            )
+            # discord.py answers only a custom id the pressed message carries: a forged one
+            # comes with a forged copy of the message
+            press = json.loads(json.dumps(press).replace(custom_id, sent))
+            await r.send(1, "INTERACTION_CREATE", press)
+
+        def answers() -> list[dict[str, Any]]:
+            return [c.json for c in r.fake.calls if "/callback" in c.path]
+
+        async with asyncio.timeout(5):
+            while len(answers()) < len(attempts):  # noqa: ASYNC110 - the fake's record
+                await asyncio.sleep(0.01)
+        refused = {
+            "flags": 64,
+            "content": "Only the person who asked (or an admin) can stop this run.",
+        }
+        assert [a.get("data", {}) for a in answers()] == [  # a defer (no data): a stop
+            {**a.get("data", {}), **refused} for a in answers()
+        ], answers()
+        assert owner.bot.cog is not None and owner.bot.cog.running, "the run goes on"
+
+        await r.send(1, "INTERACTION_CREATE", r.fake.button_press(reply_id, custom_id))
+        async with asyncio.timeout(2):
+            while owner.bot.cog.running:  # noqa: ASYNC110 - the owner's runs, emptied on stop
+                await asyncio.sleep(0.005)
+        await r.fake.wait_for_call(lambda c: content_of(c).startswith("**Totals**"))
 
 
 async def test_processes_share_one_cooldown(redis_url: str, redis_prefix: str) -> None:

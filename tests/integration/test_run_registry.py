@@ -50,6 +50,15 @@ async def test_a_silent_run_is_an_orphan_and_a_beating_one_is_not(registry: RunR
     assert await registry.count("Slack") == 1
 
 
+async def test_a_record_names_who_asked_and_where_for_any_process(registry: RunRegistry) -> None:
+    asked = RunRecord("r", "Slack", "conv-r", "p1", {"channel": "C1"}, asker="U1", trace="{}")
+    await registry.beat([asked], at=1.0)
+    assert await registry.record("Slack", "r") == asked
+    assert await registry.record("Discord", "r") is None  # another surface's runs are apart
+    await registry.end("Slack", "r")
+    assert await registry.record("Slack", "r") is None
+
+
 async def test_exactly_one_claim_wins(registry: RunRegistry) -> None:
     await registry.beat([record("x")], at=1.0)
     claims = await asyncio.gather(*(registry.claim("Slack", "x") for _ in range(20)))

@@ -45,7 +45,7 @@ from core.errors import StoreUnavailable
 from core.history import InMemoryHistoryStore
 from core.redis_store import RedisStores
 from core.scripted import ScriptedModel, Turn
-from core.stores import InMemoryLocks, InMemoryTraceStore
+from core.stores import InMemoryLocks, InMemoryTraceStore, RunRegistry
 from core.tools import FunctionTool, ToolHints, ToolRegistry
 from tests.fakes.slack_server import (
     BOT_USER_ID,
@@ -177,6 +177,7 @@ async def make(fake: FakeSlack) -> AsyncIterator[Callable[..., Any]]:
         *,
         decisions: DecisionChannel | None = None,
         pending: PendingRequests | None = None,
+        runs: RunRegistry | None = None,
         approval_timeout: float = 30.0,
         **overrides: Any,
     ) -> ApprovalHarness:
@@ -232,7 +233,7 @@ async def make(fake: FakeSlack) -> AsyncIterator[Callable[..., Any]]:
         )
         bot = SlackBot(
             agent,
-            stores=in_memory_stores(),
+            stores=in_memory_stores(runs=runs),
             settings=replace(settings, **overrides),
             broker=broker,
         )
@@ -349,7 +350,8 @@ async def test_deny_with_a_reason_is_an_observation_and_the_run_goes_on(make: An
     assert (status, answer) == (200, {})
     await h.settled()
     assert h.ran == []
-    assert "The user denied this action. Their reason: not <!here> that one" in prompts(h, 1)
+    # fenced for the model: its angle brackets are stand-ins (the trace keeps them as said)
+    assert "The user denied this action. Their reason: not ‹!here› that one" in prompts(h, 1)
     final = message_text(h.root())
     assert "I left it." in final
     assert '🚫 denied by <@U1ADA>: "not &lt;!here&gt; that one"' in final
@@ -537,9 +539,11 @@ async def test_a_click_on_the_other_replica_decides_the_run(
 ) -> None:
     first, second = two_processes
     runs: ApprovalHarness = await make(
-        [DELETE, DONE], decisions=first.decisions, pending=first.pending
+        [DELETE, DONE], decisions=first.decisions, pending=first.pending, runs=first.runs
     )
-    elsewhere: ApprovalHarness = await make([], decisions=second.decisions, pending=second.pending)
+    elsewhere: ApprovalHarness = await make(
+        [], decisions=second.decisions, pending=second.pending, runs=second.runs
+    )
     await runs.ask("Delete the Q3 draft")
     await eventually(waiting(runs.fake))
     root = snapshot(runs.root())

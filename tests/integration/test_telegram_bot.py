@@ -21,10 +21,12 @@ from core.approval import ApprovalBroker, InMemoryDecisions, InMemoryPending
 from core.budgets import InMemoryUsageCounters, TokenBudgets
 from core.file_workers import FileReaders
 from core.files import FileLimits
+from core.redis_store import RedisStores
 from core.scripted import ScriptedModel, Turn
 from core.storage import Stores
 from core.tools import FunctionTool, ToolHints, ToolRegistry
 from tests.fakes.telegram_server import MESSAGE_LIMIT, FakeTelegram, Message, parse_html, utf16_len
+from tests.stores import in_memory_stores
 
 CHAT = 4242
 CALC = [
@@ -93,10 +95,12 @@ async def make() -> AsyncIterator[Callable[..., Any]]:
         approval: bool = False,
         files: FileLimits | None = None,
         vision: bool = False,
+        shared: RedisStores | None = None,
         **settings: Any,
     ) -> Harness:
         """``files``: documents and photos are read, within these limits (in worker
-        processes, as served); ``vision``: the model reads images."""
+        processes, as served); ``vision``: the model reads images; ``shared``: one replica
+        of several, its stop requests and runs in flight on this real Redis."""
         fake = FakeTelegram()
         await fake.__aenter__()
         broker = ApprovalBroker(InMemoryDecisions(), InMemoryPending())
@@ -114,7 +118,11 @@ async def make() -> AsyncIterator[Callable[..., Any]]:
                 hints=ToolHints(read_only=True),
             )
         )  # fmt: skip
-        stores = Stores.in_memory()
+        stores = (
+            Stores.in_memory()
+            if shared is None
+            else in_memory_stores(stops=shared.stops, runs=shared.runs)
+        )
         readers = FileReaders() if files is not None else None
         conversation_files = (
             ConversationFiles(

@@ -63,3 +63,19 @@ async def test_retry_of_a_question_no_longer_stored_says_so(make: Any) -> None:
     await h.fake.wait_for(lambda: query in h.fake.answered, what="answerCallbackQuery")
     assert h.fake.answered[query]["text"] == "I no longer have that question: please ask it again."
     h.model.assert_complete()
+
+
+async def test_a_retry_naming_a_run_of_another_chat_is_refused(make: Any) -> None:
+    # Callback data is any text: a run id read elsewhere must neither read out nor ask again
+    # another chat's question (refused on the code before too; the rule is shared now).
+    h: Harness = await make([], run_lease=1.0)
+    trace = Trace(question="our secret plans?", conversation=f"telegram:{CHAT}", id="r1")
+    await h.stores.traces.save(trace)
+    mallory = CHAT + 7
+    h.fake.user_says(mallory, "/start")
+    await h.fake.wait_for(lambda: bool(h.fake.bot_messages(mallory)))
+    mine = h.fake.bot_messages(mallory)[0]
+    query = h.fake.press(mine, "retry:r1", user=mallory, spoofed=True)
+    await h.fake.wait_for(lambda: query in h.fake.answered, what="answerCallbackQuery")
+    assert h.fake.answered[query]["text"] == "I no longer have that question: please ask it again."
+    h.model.assert_complete()

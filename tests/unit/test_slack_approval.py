@@ -9,7 +9,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from adapters.answering import may_decide, may_stop
+from adapters.decisions import Owner, Press, may_decide, may_stop
 from adapters.slack.approval import ApprovalRef, parse_button_value
 from adapters.slack.modals import (
     INPUT_BLOCK,
@@ -65,17 +65,35 @@ def test_an_asker_too_long_to_be_a_user_id_is_left_out() -> None:
 
 
 def test_who_may_decide_and_who_may_stop_one_rule_on_every_surface() -> None:
-    assert may_decide("asker", user="U1ADA", asker="U1ADA", admin=False)
-    assert may_decide("asker", user="UADMIN", asker="U1ADA", admin=True)
-    assert not may_decide("asker", user="U2BOB", asker="U1ADA", admin=False)
-    assert not may_decide("asker", user="U2BOB", asker=None, admin=False)
-    assert not may_decide("admins", user="U1ADA", asker="U1ADA", admin=False)
-    assert may_decide("admins", user="UADMIN", asker="U1ADA", admin=True)
-    assert may_decide("anyone", user="U2BOB", asker="U1ADA", admin=False)
-    assert may_stop(user="U1ADA", asker="U1ADA", admin=False)
-    assert may_stop(user="UADMIN", asker="U1ADA", admin=True)
-    assert not may_stop(user="U2BOB", asker="U1ADA", admin=False)
-    assert not may_stop(user="U2BOB", asker=None, admin=False)
+    ada = Owner("U1ADA", {"channel": "C1", "ts": "1.0"})
+    nobody = Owner("", {"channel": "C1"})  # a record from before askers were kept
+
+    def press(user: str, *, admin: bool = False, channel: str = "C1") -> Press:
+        return Press(user, {"channel": channel}, admin=admin)
+
+    assert may_decide("asker", press("U1ADA"), ada)
+    assert may_decide("asker", press("UADMIN", admin=True), ada)
+    assert not may_decide("asker", press("U2BOB"), ada)
+    assert not may_decide("asker", press("U2BOB"), nobody)
+    assert not may_decide("admins", press("U1ADA"), ada)
+    assert may_decide("admins", press("UADMIN", admin=True), ada)
+    assert may_decide("anyone", press("U2BOB"), ada)
+    assert may_stop(press("U1ADA"), ada)
+    assert may_stop(press("UADMIN", admin=True), ada)
+    assert not may_stop(press("U2BOB"), ada)
+    assert not may_stop(press("U2BOB"), nobody)
+    # from another chat, or naming none, or about a run nobody runs: refused, even an admin
+    for verdict in (
+        may_stop(press("U1ADA", channel="C2"), ada),
+        may_stop(press("UADMIN", admin=True, channel="C2"), ada),
+        may_decide("anyone", press("U2BOB", channel="C2"), ada),
+        may_stop(Press("U1ADA", {}), ada),
+        may_stop(press("U1ADA", channel=""), ada),
+        may_stop(press("U1ADA"), None),
+        may_decide("anyone", press("U1ADA"), None),
+    ):
+        assert not verdict
+    assert may_decide("asker", Press("U1ADA", None), ada)  # a modal: no place, the person is
 
 
 def test_the_edit_modal_is_prefilled_and_an_edit_decides_the_edited_input() -> None:
