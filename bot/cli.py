@@ -87,7 +87,11 @@ def build_parser() -> argparse.ArgumentParser:
     chat.add_argument("--mode", choices=MODES, help=MODE_HELP)
 
     serve = sub.add_parser(
-        "serve", parents=[config], help="run the configured Discord and/or Slack bots"
+        "serve",
+        parents=[config],
+        help="run the configured platforms ("
+        + ", ".join(p.title for p in PLATFORMS)
+        + "); --platform NAME runs one",
     )
     serve.add_argument("--platform", choices=[p.name for p in PLATFORMS])
 

@@ -90,7 +90,7 @@ def waiting_line(config: Config, problem: str) -> str:
         reason = (
             "No platform is configured: set DISCORD_TOKEN, SLACK_BOT_TOKEN with "
             "SLACK_APP_TOKEN (slack.mode: socket) or SLACK_SIGNING_SECRET (slack.mode: http), "
-            "or web.chat: true (REACTBOT_WEB__CHAT=true) for the web chat."
+            "TELEGRAM_BOT_TOKEN, or web.chat: true (REACTBOT_WEB__CHAT=true) for the web chat."
         )
     return f"{reason} {_waiting('set them (in .env with compose)')}"
 

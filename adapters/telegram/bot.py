@@ -114,7 +114,7 @@ class TelegramSettings:
     api_base_url: str = DEFAULT_API
     """The Bot API prefix the token is appended to (a local Bot API server, a proxy, a fake)."""
     allowed_chats: frozenset[int] = frozenset()
-    """Chats that may ask; empty: every private chat."""
+    """Chats that may ask; empty: every chat (private, and groups where it is addressed)."""
     admins: frozenset[int] = frozenset()
     """User ids exempt from the cooldown, who may stop anyone's run, reset a group and change
     a chat's settings (in a group, with the chat's own administrators)."""

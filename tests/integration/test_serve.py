@@ -174,7 +174,7 @@ async def test_with_no_tokens_and_wait_for_config_serve_waits_for_sigterm() -> N
     serving = await start_serve({"REACTBOT_WAIT_FOR_CONFIG": "1"})
     line = await says_one_line_then_waits_for_sigterm(serving)
     assert line.startswith("No platform is configured: set DISCORD_TOKEN, SLACK_BOT_TOKEN")
-    assert "REACTBOT_WEB__CHAT=true" in line
+    assert "REACTBOT_WEB__CHAT=true" in line and "TELEGRAM_BOT_TOKEN" in line
     assert "Waiting instead of exiting (REACTBOT_WAIT_FOR_CONFIG=1)" in line
     assert "SIGTERM ends the wait" in line
 
