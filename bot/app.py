@@ -391,11 +391,13 @@ def _build_tools(
         closers.append(calculator.aclose)
         registry.add(calculator)
     if tools.lookup.enabled:
-        from core.tools.lookup import LookupTool
+        from core.knowledge import LookupTool
 
         registry.add(
             LookupTool(
-                tools.lookup.path or KNOWLEDGE_DIR, refresh_interval=tools.lookup.refresh_seconds
+                tools.lookup.folders,
+                manual=KNOWLEDGE_DIR,
+                refresh_interval=tools.lookup.refresh_seconds,
             )
         )
     return registry

@@ -351,7 +351,7 @@ async def run_cli(
             return await chat(
                 app, conversation, console, stdin or sys.stdin, mode=mode, people=people
             )
-        return tools_command(app, console)
+        return await tools_command(app, console)
     finally:
         await app.aclose()
 
@@ -373,9 +373,10 @@ _NO_REDIS_HINT = (
 )
 
 
-def tools_command(app: App, console: Console) -> int:
+async def tools_command(app: App, console: Console) -> int:
     from adapters.terminal.render import printable
-    from bot.tools_command import ServerLine, format_tools, server_lines
+    from bot.tools_command import ServerLine, format_sources, format_tools, server_lines
+    from core.knowledge import LookupTool
 
     listed = frozenset(name.lower() for name in app.config.agent.approval.tools)
     statuses = (
@@ -384,6 +385,9 @@ def tools_command(app: App, console: Console) -> int:
     )
     servers = server_lines(app.config.tools.mcp.servers, statuses)
     console.print(printable(format_tools(app.tools, servers, listed=listed)), markup=False)
+    lookup = app.tools.get("lookup") if "lookup" in app.tools.names else None
+    if isinstance(lookup, LookupTool):
+        console.print(printable(format_sources(await lookup.sources())), markup=False)
     return 0 if all(server.working for server in servers) else 1
 
 

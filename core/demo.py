@@ -89,7 +89,7 @@ _OF_PERCENT = re.compile(
     rf"(?P<base>{_NUMBER})\s*的\s*(?:百分之(?P<zh>{_NUMBER})|(?P<rate>{_NUMBER})\s*[%％])"
 )
 _OBSERVATION = re.compile(r"<observation>\n?(.*?)\n?</observation>", re.DOTALL)
-_NEXT_RESULT = re.compile(r"\n\s*\n2\. [^\n]*\.(?:md|markdown|txt)\b")
+_NEXT_RESULT = re.compile(r"\n\s*\n2\. [^\n]*\.[A-Za-z0-9]{1,10}(?:, page \d+| › [^\n]*)?\n")
 """Where lookup's second result starts: its number and the file it is from."""
 _REACT_ACTION = re.compile(r"Action: (\w+)\[(.*)\]\s*$", re.DOTALL)
 

@@ -298,3 +298,19 @@ async def test_a_reply_with_no_usable_format_is_not_shown_as_a_thought() -> None
     assert last.startswith("⚠ unformatted reply ·") and "0 steps" not in unformatted
     # Text before a label that an Action then follows was the thought after all.
     assert "Thought: I will compute it.\nAction: calculate[6*7]" in labelled_later
+
+
+async def test_tools_lists_what_lookup_searches_with_passage_counts(tmp_path: Path) -> None:
+    (tmp_path / "kb").mkdir()
+    (tmp_path / "kb" / "a.md").write_text("# One\n\nfirst\n\n# Two\n\nsecond\n")
+    config = tmp_path / "c.yaml"
+    config.write_text("tools: {lookup: {paths: [kb]}}\n")
+    out = io.StringIO()
+    assert await run_cli(["tools", "--config", str(config)], env={}, stdout=out) == 0
+    lines = [" ".join(line.split()) for line in out.getvalue().splitlines()]
+    assert f"{tmp_path / 'kb'} folder 2 always" in lines
+    manual = next(line for line in lines if line.endswith("when the keywords name reactbot"))
+    assert manual.split()[1] == "manual" and int(manual.split()[2]) > 20
+    demo = io.StringIO()
+    assert await run_cli(["tools"], env={}, stdout=demo) == 0
+    assert "always (no folder set)" in demo.getvalue()

@@ -16,9 +16,9 @@ import bot
 from core.agent import Agent
 from core.demo import DemoModel, _find_expression
 from core.events import Finished
+from core.knowledge import LookupTool
 from core.tools import ToolRegistry
 from core.tools.calculator import CalculatorTool, evaluate
-from core.tools.lookup import LookupTool
 from tests.properties import property_settings
 
 KNOWLEDGE = Path(bot.__file__).parent / "knowledge"

@@ -14,12 +14,12 @@ from hypothesis import strategies as st
 
 import bot
 from core.errors import ToolError
+from core.knowledge import LookupTool
 from core.tools import Tool, ToolResult
 from core.tools.lookup import (
     MAX_PASSAGE_CHARS,
     MAX_SECTION_CHARS,
     BM25Index,
-    LookupTool,
     Passage,
     section_of,
     split_passages,
@@ -303,7 +303,8 @@ async def test_binary_and_undecodable_files_are_skipped_with_a_warning(
 
 async def test_hidden_and_other_files_are_ignored(english_kb: Path) -> None:
     write(english_kb, ".git/notes.md", "# Zebra\n\nzebra")
-    write(english_kb, "data.json", '{"zebra": 1}')
+    write(english_kb, "data.bin", "zebra")
+    write(english_kb, "zebra.png", "zebra")
     result = await LookupTool(english_kb).run("zebra")
     assert result.text.startswith("no passage")
 
