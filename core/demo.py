@@ -20,6 +20,7 @@ import re
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 
+from core.cuts import cut_in
 from core.llm import (
     Message,
     ModelChunk,
@@ -284,7 +285,27 @@ def _answer_from(turn: _Turn, observation: str, chinese: bool) -> Decision:
         return Decision("The knowledge base has nothing on this.", answer=_no_model_answer(chinese))
     lead = "知识库中的相关内容：" if chinese else "Here is what the reactbot knowledge base says:"
     thought = "知识库里有答案。" if chinese else "The knowledge base has a matching passage."
-    return Decision(thought, answer=f"{lead}\n{passage}")
+    return Decision(thought, answer=f"{lead}\n{_whole_or_pointed(passage, chinese)}")
+
+
+def _whole_or_pointed(passage: str, chinese: bool) -> str:
+    """The passage as the model read it; when it was shortened for the model (at a heading,
+    ``core.cuts``), what was shown and where the whole section is."""
+    cut = cut_in(passage)
+    if cut is None:
+        return passage
+    label = cut.shown.partition("\n")[0].removeprefix("1. ").strip()
+    if chinese:
+        more = (
+            f"（本节还有 {cut.rest:,} 个字符：完整内容见 {label}；"
+            "这次回答的 trace 保存了完整的查找结果。）"
+        )
+    else:
+        more = (
+            f"(This section goes on for {cut.rest:,} more characters: all of it is in "
+            f"{label}, and this answer's trace keeps the whole lookup result.)"
+        )
+    return f"{cut.shown}\n\n{more}"
 
 
 def _percentage(question: str) -> tuple[str, str, str] | None:

@@ -314,3 +314,36 @@ async def test_tools_lists_what_lookup_searches_with_passage_counts(tmp_path: Pa
     demo = io.StringIO()
     assert await run_cli(["tools"], env={}, stdout=demo) == 0
     assert "always (no folder set)" in demo.getvalue()
+
+
+async def test_a_long_how_to_is_kept_whole_by_trace_show_and_export(
+    tmp_path: Path, redis_url: str, redis_prefix: str
+) -> None:
+    """Issue 42: `trace show` and `trace export` held the answer cut mid-word and the lookup
+    result cut at ~4,100 characters; the whole section is kept now, the answer points to it."""
+    import json
+
+    config = config_with_prefix(tmp_path, redis_prefix)
+    env = {"REDIS_URL": redis_url}
+    argv = ["ask", "--conversation", "howto", "How do I connect you to Telegram?"]
+    assert await run_cli([*argv, "--config", config], env=env, stdout=io.StringIO()) == 0
+    listed = io.StringIO()
+    argv = ["trace", "list", "--conversation", "howto", "--config", config]
+    assert await run_cli(argv, env=env, stdout=listed) == 0
+    trace_id = listed.getvalue().split()[0]
+    shown = io.StringIO()
+    argv = ["trace", "show", trace_id, "--config", config]
+    assert await run_cli(argv, env=env, stdout=shown) == 0
+    manual = (REPO / "bot" / "knowledge" / "telegram.md").read_text()
+    last_paragraph = manual.rstrip().rsplit("\n\n", 1)[1]
+    assert " ".join(last_paragraph.split()) in " ".join(shown.getvalue().split())
+    out = tmp_path / "t.json"
+    argv = ["trace", "export", trace_id, str(out), "--config", config]
+    assert await run_cli(argv, env=env, stdout=io.StringIO()) == 0
+    data = json.loads(out.read_text())
+    observation = data["steps"][0]["observation"]
+    assert len(observation) > 5000 and last_paragraph in observation
+    assert data["answer"].endswith(
+        "all of it is in telegram.md › Connect reactbot to Telegram, and this answer's trace "
+        "keeps the whole lookup result.)"
+    )
