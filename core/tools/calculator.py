@@ -113,7 +113,8 @@ def _exact_decimals(tree: ast.Expression, source: str) -> None:
                 max(abs(exact.numerator), exact.denominator).bit_length() <= _EXACT_LITERAL_BITS
                 and Fraction(written) == exact
             ):
-                node.value = exact.numerator if exact.denominator == 1 else exact
+                # ast types a constant as what Python source can spell; the tree is ours
+                node.value = exact.numerator if exact.denominator == 1 else exact  # type: ignore[assignment]
 
 
 def _normalise(expression: str) -> str:
