@@ -110,6 +110,10 @@ class App:
     file_readers: FileReaders = field(default_factory=FileReaders)
     """The worker processes that read attached files (``files.max_parallel``, ...)."""
 
+    @property
+    def files_enabled(self) -> bool:
+        return self.config.files.enabled
+
     def file_limits(self) -> FileLimits:
         files = self.config.files
         return FileLimits(

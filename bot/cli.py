@@ -76,6 +76,15 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("--conversation", metavar="ID", help=CONVERSATION_HELP)
     ask.add_argument("--mode", choices=MODES, help=MODE_HELP)
     ask.add_argument(
+        "--file",
+        action="append",
+        default=[],
+        metavar="PATH",
+        type=Path,
+        help="read this file (text, Markdown, PDF, HTML, CSV or code) into the conversation "
+        "first, as an attachment on a platform; lookup searches it (repeatable)",
+    )
+    ask.add_argument(
         "--approve",
         choices=("yes", "no"),
         help="decide every action that needs approval without asking (for scripts); "
@@ -219,7 +228,7 @@ class _VersionAction(argparse._VersionAction):
         super().__call__(parser, namespace, values, option_string)
 
 
-_ASK_OPTIONS_WITH_VALUE = frozenset({"--conversation", "--mode", "--approve", "--config"})
+_ASK_OPTIONS_WITH_VALUE = frozenset({"--conversation", "--mode", "--approve", "--config", "--file"})
 _GLOBAL_OPTIONS_WITH_VALUE = frozenset({"--config"})
 _LONG_OPTION = re.compile(r"--[a-z][a-z-]*(=.*)?")
 
@@ -344,7 +353,10 @@ async def run_cli(
         if command == "ask":
             if chosen is not None and not config.redis.configured:
                 errors.print(f"note: {_PROCESS_ONLY_HISTORY}", style="dim", markup=False)
-            return await ask(app, question, conversation, console, mode=mode, people=people)
+            files = getattr(args, "file", [])
+            return await ask(
+                app, question, conversation, console, mode=mode, people=people, files=files
+            )
         if command == "chat":
             if args.command is None:  # `make run` with nothing configured
                 errors.print(WEB_CHAT_HINT, style="dim", markup=False)

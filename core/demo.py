@@ -92,6 +92,8 @@ _OF_PERCENT = re.compile(
 _OBSERVATION = re.compile(r"<observation>\n?(.*?)\n?</observation>", re.DOTALL)
 _NEXT_RESULT = re.compile(r"\n\s*\n2\. [^\n]*\.[A-Za-z0-9]{1,10}(?:, page \d+| › [^\n]*)?\n")
 """Where lookup's second result starts: its number and the file it is from."""
+_FILES_NOTE = "attached in this conversation"
+"""What ``lookup``'s description says when the conversation has files (``core.knowledge``)."""
 _REACT_ACTION = re.compile(r"Action: (\w+)\[(.*)\]\s*$", re.DOTALL)
 
 
@@ -120,6 +122,8 @@ class _Turn:
     observations: list[str]
     last_action: tuple[str, str] | None
     must_finish: bool
+    files: bool = False
+    """The conversation has attached files (its ``lookup`` says it searches them)."""
 
 
 class DemoModel:
@@ -196,7 +200,9 @@ def _read(messages: Sequence[Message], specs: Sequence[ToolSpec] | None = None) 
         and not after[-1]["content"].startswith("Observation:")
     )
     last_action = actions[-1] if actions else None
-    return _Turn(question, tools, observations, last_action, must_finish)
+    described = [system, *(str(s.get("function", {}).get("description", "")) for s in specs or ())]
+    files = any(_FILES_NOTE in text for text in described)
+    return _Turn(question, tools, observations, last_action, must_finish, files)
 
 
 def _action_in(message: Message) -> tuple[str, str] | None:
@@ -239,12 +245,20 @@ def decide(turn: _Turn) -> Decision:
             else "This is arithmetic, so I will use the calculator."
         )
         return Decision(f"{intro} {plan}", ("calculate", expression))
-    if _ABOUT_BOT.search(turn.question) and "lookup" in turn.tools and not turn.must_finish:
-        plan = (
-            "这是关于 reactbot 的问题，我查一下知识库。"
-            if chinese
-            else "This is a question about reactbot, so I will look it up in the knowledge base."
-        )
+    about_bot = _ABOUT_BOT.search(turn.question)
+    if (about_bot or turn.files) and "lookup" in turn.tools and not turn.must_finish:
+        if about_bot:
+            plan = (
+                "这是关于 reactbot 的问题，我查一下知识库。"
+                if chinese
+                else "This is a question about reactbot, so I will look it up in the knowledge base."
+            )
+        else:
+            plan = (
+                "这个对话附有文件，我在其中查找。"
+                if chinese
+                else "This conversation has attached files, so I will look it up in them."
+            )
         keywords = turn.question.strip().rstrip("?？")
         return Decision(f"{intro} {plan}", ("lookup", keywords))
     return Decision(f"{intro} {_no_model_thought(chinese)}", answer=_no_model_answer(chinese))
@@ -283,7 +297,16 @@ def _answer_from(turn: _Turn, observation: str, chinese: bool) -> Decision:
     passage = _NEXT_RESULT.split(observation.strip(), maxsplit=1)[0]
     if passage.startswith("no passage") or passage.startswith("Error"):
         return Decision("The knowledge base has nothing on this.", answer=_no_model_answer(chinese))
-    lead = "知识库中的相关内容：" if chinese else "Here is what the reactbot knowledge base says:"
+    if turn.files:
+        lead = (
+            "找到的最相关内容："
+            if chinese
+            else "Here is the best match in the attached files and the knowledge base:"
+        )
+    else:
+        lead = (
+            "知识库中的相关内容：" if chinese else "Here is what the reactbot knowledge base says:"
+        )
     thought = "知识库里有答案。" if chinese else "The knowledge base has a matching passage."
     return Decision(thought, answer=f"{lead}\n{_whole_or_pointed(passage, chinese)}")
 
