@@ -387,7 +387,7 @@ _NO_REDIS_HINT = (
 
 async def tools_command(app: App, console: Console) -> int:
     from adapters.terminal.render import printable
-    from bot.tools_command import ServerLine, format_sources, format_tools, server_lines
+    from bot.tools_command import ServerLine, format_tools, server_lines
     from core.knowledge import LookupTool
 
     listed = frozenset(name.lower() for name in app.config.agent.approval.tools)
@@ -396,10 +396,10 @@ async def tools_command(app: App, console: Console) -> int:
         for s in (app.mcp.status() if app.mcp is not None else [])
     )
     servers = server_lines(app.config.tools.mcp.servers, statuses)
-    console.print(printable(format_tools(app.tools, servers, listed=listed)), markup=False)
     lookup = app.tools.get("lookup") if "lookup" in app.tools.names else None
-    if isinstance(lookup, LookupTool):
-        console.print(printable(format_sources(await lookup.sources())), markup=False)
+    sources = await lookup.sources() if isinstance(lookup, LookupTool) else None
+    shown = format_tools(app.tools, servers, listed=listed, sources=sources)
+    console.print(printable(shown), markup=False)
     return 0 if all(server.working for server in servers) else 1
 
 

@@ -46,8 +46,14 @@ def server_lines(
 
 
 def format_tools(
-    tools: Iterable[Tool], servers: Sequence[ServerLine], *, listed: frozenset[str]
+    tools: Iterable[Tool],
+    servers: Sequence[ServerLine],
+    *,
+    listed: frozenset[str],
+    sources: Sequence[SourceCount] | None = None,
 ) -> str:
+    """The tools; what ``lookup`` searches (``sources``, when it is one of them); the MCP
+    servers."""
     rows = [
         (
             tool.name,
@@ -59,6 +65,8 @@ def format_tools(
         for tool in tools
     ]
     lines = _table([HEADERS, *rows]) if rows else ["No tools: every tool is switched off."]
+    if sources is not None:
+        lines.append(format_sources(sources))
     if servers:
         lines += ["", *_table([("MCP SERVER", "TRANSPORT", "STATE"), *map(_server_row, servers)])]
     return "\n".join(lines)

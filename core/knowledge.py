@@ -18,6 +18,7 @@ undecodable, unreadable or oversized files are skipped with a warning naming the
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 import math
 import os
@@ -227,8 +228,7 @@ class LookupTool:
 
     def with_files(self, files: Sequence[Passage]) -> LookupTool:
         """This tool for one run: the same folders (their indexes shared), and ``files``."""
-        tool = object.__new__(LookupTool)
-        tool.folders, tool.manual, tool.top_k = self.folders, self.manual, self.top_k
+        tool = copy.copy(self)
         tool.files = BM25Index(files)
         tool.description = tool._describe()
         return tool

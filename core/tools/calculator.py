@@ -10,7 +10,7 @@ time.
 
 Exact in, exact out: integers stay integers, and ``/`` of exact numbers is a rational
 (``fractions.Fraction``), so ``123456789*987654321 + 17*23 - 4/7`` keeps every digit. A result
-that does not end in decimals is shown as ``0.571428571428… (= 4/7)``. A decimal written with a
+that does not end in decimals is shown as ``4/7 = 0.571428571428…``. A decimal written with a
 point (``2.5``), ``pi``, ``e`` and the functions that are not exact (``sqrt`` of a non-square,
 ``sin``, ``log``, ...) are floating point: the result says ``(rounded)``.
 
@@ -529,8 +529,8 @@ def describe(value: Number) -> str:
 
 def format_number(value: Number) -> str:
     """Show a number: short ints in full, huge ints in scientific notation, floats to 12
-    digits, fractions as decimals: exactly when they end within 30 places, else 12 digits
-    then ``…`` and the fraction itself (``0.571428571428… (= 4/7)``)."""
+    digits, fractions as decimals: exactly when they end within 30 places, else the fraction
+    and its first 12 digits (``4/7 = 0.571428571428…``)."""
     if isinstance(value, Fraction):
         return _fraction_text(value)
     if isinstance(value, int):
@@ -545,6 +545,8 @@ def format_number(value: Number) -> str:
 
 
 def _fraction_text(value: Fraction) -> str:
+    """``7/2`` -> ``3.5``; ``4/7`` -> ``4/7 = 0.571428571428…`` (the fraction first, so the
+    last number is the decimal, as graders and people read the end of an answer)."""
     if value.denominator == 1:
         return format_number(value.numerator)
     sign = "-" if value < 0 else ""
@@ -553,13 +555,13 @@ def _fraction_text(value: Fraction) -> str:
     if places is not None and places <= _EXACT_DECIMAL_PLACES and top // bottom < 10**60:
         digits = str(top * 10**places // bottom).rjust(places + 1, "0")
         return f"{sign}{digits[:-places]}.{digits[-places:]}".rstrip("0").rstrip(".")
-    if _bits(value) > _MAX_EXACT_INT_BITS:
-        exact = "the exact fraction is too long to show"
-    else:
-        exact = f"= {value.numerator}/{bottom}"
     if top // bottom >= 10**60:
-        return f"≈ {sign}{_scientific(top // bottom)} ({exact})"
-    return f"{sign}{_leading_digits(top, bottom)} ({exact})"
+        decimal = f"≈ {sign}{_scientific(top // bottom)}"
+    else:
+        decimal = _leading_digits(top, bottom, sign)
+    if _bits(value) > _MAX_EXACT_INT_BITS:
+        return f"{decimal} (the exact fraction is too long to show)"
+    return f"{value.numerator}/{bottom} {decimal if decimal[0] == '≈' else '= ' + decimal}"
 
 
 def _decimal_places(denominator: int) -> int | None:
@@ -572,20 +574,21 @@ def _decimal_places(denominator: int) -> int | None:
     return max(twos, fives) if rest == 1 else None
 
 
-def _leading_digits(top: int, bottom: int) -> str:
+def _leading_digits(top: int, bottom: int, sign: str) -> str:
     """``top/bottom`` (positive, its whole part under 60 digits) cut, not rounded, to 12
-    digits, then ``…``: 12 places after the point from 1 up, 12 significant digits below 1
-    (in scientific notation below 1e-9)."""
+    digits: ``0.571428571428…`` (12 places after the point from 1 up, 12 significant digits
+    below 1), or ``≈ 7.30505658114e-144`` below 1e-9."""
     whole, rest = divmod(top, bottom)
     if whole:
-        return f"{whole}.{str(rest * 10**_FRACTION_DIGITS // bottom).rjust(_FRACTION_DIGITS, '0')}…"
+        places = str(rest * 10**_FRACTION_DIGITS // bottom).rjust(_FRACTION_DIGITS, "0")
+        return f"{sign}{whole}.{places}…"
     zeros = len(str(bottom // top)) - 1  # zeros after the point, or one more
     if top * 10 ** (zeros + 1) < bottom:
         zeros += 1
     digits = str(top * 10 ** (zeros + _FRACTION_DIGITS) // bottom)[:_FRACTION_DIGITS]
     if zeros < 9:
-        return f"0.{'0' * zeros}{digits}…"
-    return f"{digits[0]}.{digits[1:]}…e-{zeros + 1:02d}"
+        return f"{sign}0.{'0' * zeros}{digits}…"
+    return f"≈ {sign}{digits[0]}.{digits[1:]}e-{zeros + 1:02d}"
 
 
 def _scientific(value: int) -> str:
