@@ -290,7 +290,9 @@ def _answer_from(turn: _Turn, observation: str, chinese: bool) -> Decision:
                 said = f"{base} 减去 {rate[:-4]}" if chinese else f"{rate} {base}"
             else:
                 said = f"{base} 的 {rate}%" if chinese else f"{rate}% of {base}"
-        answer = f"{said} = {observation}"
+        # "22/7 = 22/7 = 3.142857142857…": the fraction the calculator leads with is the
+        # expression itself when nothing was left to reduce.
+        answer = f"{said} = {observation.removeprefix(expression.replace(' ', '') + ' = ')}"
         thought = "计算器给出了结果。" if chinese else "The calculator returned the result."
         return Decision(thought, answer=answer)
     # The best section, whole (the tool bounds it): every step of a how-to, not its first line.

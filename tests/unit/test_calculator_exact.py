@@ -125,3 +125,27 @@ def test_the_issue_s_sum_keeps_every_digit() -> None:
     assert describe(evaluate("sqrt(16/9)")) == "4/3 = 1.333333333333…"
     assert describe(evaluate("12.5/100*80")) == "10"  # 12.5 is a float exactly
     assert describe(evaluate("0.1+0.2")) == "0.3 (rounded)"  # 0.1 is not
+
+
+async def test_the_demo_says_an_exact_division_once() -> None:
+    from core.agent import Agent
+    from core.demo import DemoModel
+    from core.events import Finished
+    from core.tools import ToolRegistry
+    from core.tools.calculator import CalculatorTool
+
+    tools = ToolRegistry()
+    calculator = CalculatorTool()
+    tools.add(calculator)
+    try:
+        answers = []
+        for question in ("What is 22/7?", "What is 123456789*987654321 + 17*23 - 4/7?"):
+            final = [e async for e in Agent(DemoModel(), tools).run(question)][-1]
+            assert isinstance(final, Finished)
+            answers.append(final.answer)
+    finally:
+        await calculator.aclose()
+    assert answers == [
+        "22/7 = 3.142857142857…",
+        "123456789*987654321 + 17*23 - 4/7 = 853528417788449616/7 = 121932631112635659.428571428571…",
+    ]
