@@ -22,9 +22,9 @@ from core.files import (
     Intake,
     ingest,
     is_image,
-    registry_with_files,
     see,
 )
+from core.knowledge import registry_with_files
 from core.tools import ToolRegistry
 
 __all__ = ["STORE_DOWN", "ConversationFiles"]

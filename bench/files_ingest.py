@@ -19,7 +19,8 @@ import statistics
 import time
 from collections.abc import Callable
 
-from core.files import ConversationLookup, extract, passages_of
+from core.files import extract, passages_of
+from core.knowledge import LookupTool
 from core.tools.lookup import Passage
 from tests.unit.test_files import make_pdf
 
@@ -58,7 +59,7 @@ def main() -> None:
         read_ms = median_ms(read)
 
         def look(passages: tuple[Passage, ...] = tuple(passages)) -> None:
-            lookup = ConversationLookup(passages)
+            lookup = LookupTool().with_files(passages)
             asyncio.run(lookup.run("warranty renewal notice months"))
 
         print(

@@ -51,6 +51,7 @@ from adapters.live import LiveStats, RunView, Verbosity  # noqa: E402
 from core.agent import Agent, AgentSettings, Run  # noqa: E402
 from core.budgets import TokenBudgets  # noqa: E402
 from core.events import Event  # noqa: E402
+from core.knowledge import LookupTool  # noqa: E402
 from core.llm import Usage  # noqa: E402
 from core.redis_store import PERSISTENT_KINDS  # noqa: E402
 from core.scripted import ScriptedModel, Turn  # noqa: E402
@@ -58,7 +59,6 @@ from core.storage import Stores  # noqa: E402
 from core.stores import record_vote  # noqa: E402
 from core.tools import ToolRegistry, ToolResult  # noqa: E402
 from core.tools.calculator import CalculatorTool  # noqa: E402
-from core.tools.lookup import LookupTool  # noqa: E402
 from core.tools.search import RedisSearchCache, SearchTool  # noqa: E402
 from tests.fakes.tavily_server import FakeTavily, Reply  # noqa: E402
 

@@ -109,6 +109,10 @@ class App:
     file_readers: FileReaders = field(default_factory=FileReaders)
     """The worker processes that read attached files (``files.max_parallel``, ...)."""
 
+    @property
+    def files_enabled(self) -> bool:
+        return self.config.files.enabled
+
     def file_limits(self) -> FileLimits:
         files = self.config.files
         return FileLimits(
@@ -363,11 +367,13 @@ def _build_tools(
         closers.append(calculator.aclose)
         registry.add(calculator)
     if tools.lookup.enabled:
-        from core.tools.lookup import LookupTool
+        from core.knowledge import LookupTool
 
         registry.add(
             LookupTool(
-                tools.lookup.path or KNOWLEDGE_DIR, refresh_interval=tools.lookup.refresh_seconds
+                tools.lookup.folders,
+                manual=KNOWLEDGE_DIR,
+                refresh_interval=tools.lookup.refresh_seconds,
             )
         )
     return registry

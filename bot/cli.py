@@ -76,6 +76,15 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("--conversation", metavar="ID", help=CONVERSATION_HELP)
     ask.add_argument("--mode", choices=MODES, help=MODE_HELP)
     ask.add_argument(
+        "--file",
+        action="append",
+        default=[],
+        metavar="PATH",
+        type=Path,
+        help="read this file (text, Markdown, PDF, HTML, CSV or code) into the conversation "
+        "first, as an attachment on a platform; lookup searches it (repeatable)",
+    )
+    ask.add_argument(
         "--approve",
         choices=("yes", "no"),
         help="decide every action that needs approval without asking (for scripts); "
@@ -223,7 +232,7 @@ class _VersionAction(argparse._VersionAction):
         super().__call__(parser, namespace, values, option_string)
 
 
-_ASK_OPTIONS_WITH_VALUE = frozenset({"--conversation", "--mode", "--approve", "--config"})
+_ASK_OPTIONS_WITH_VALUE = frozenset({"--conversation", "--mode", "--approve", "--config", "--file"})
 _GLOBAL_OPTIONS_WITH_VALUE = frozenset({"--config"})
 _LONG_OPTION = re.compile(r"--[a-z][a-z-]*(=.*)?")
 
@@ -351,14 +360,17 @@ async def run_cli(
         if command == "ask":
             if chosen is not None and not config.redis.configured:
                 errors.print(f"note: {_PROCESS_ONLY_HISTORY}", style="dim", markup=False)
-            return await ask(app, question, conversation, console, mode=mode, people=people)
+            files = getattr(args, "file", [])
+            return await ask(
+                app, question, conversation, console, mode=mode, people=people, files=files
+            )
         if command == "chat":
             if args.command is None:  # `make run` with nothing configured
                 errors.print(WEB_CHAT_HINT, style="dim", markup=False)
             return await chat(
                 app, conversation, console, stdin or sys.stdin, mode=mode, people=people
             )
-        return tools_command(app, console)
+        return await tools_command(app, console)
     finally:
         await app.aclose()
 
@@ -380,9 +392,10 @@ _NO_REDIS_HINT = (
 )
 
 
-def tools_command(app: App, console: Console) -> int:
+async def tools_command(app: App, console: Console) -> int:
     from adapters.terminal.render import printable
     from bot.tools_command import ServerLine, format_tools, server_lines
+    from core.knowledge import LookupTool
 
     listed = frozenset(name.lower() for name in app.config.agent.approval.tools)
     statuses = (
@@ -390,7 +403,10 @@ def tools_command(app: App, console: Console) -> int:
         for s in (app.mcp.status() if app.mcp is not None else [])
     )
     servers = server_lines(app.config.tools.mcp.servers, statuses)
-    console.print(printable(format_tools(app.tools, servers, listed=listed)), markup=False)
+    lookup = app.tools.get("lookup") if "lookup" in app.tools.names else None
+    sources = await lookup.sources() if isinstance(lookup, LookupTool) else None
+    shown = format_tools(app.tools, servers, listed=listed, sources=sources)
+    console.print(printable(shown), markup=False)
     return 0 if all(server.working for server in servers) else 1
 
 

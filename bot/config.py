@@ -236,8 +236,18 @@ class SearchConfig(_Section):
 
 class LookupConfig(_Section):
     enabled: bool = True
+    paths: tuple[Path, ...] = ()
+    """The operator's knowledge folders (Markdown, text, PDF, HTML, CSV, code). None set: the
+    shipped manual (``bot/knowledge``) is the knowledge base; set: the manual is searched only
+    for keywords that name reactbot."""
     path: Path | None = None
+    """One folder, as before ``paths``; still read, searched after ``paths``."""
     refresh_seconds: float = Field(default=5.0, ge=0, le=86400)
+
+    @property
+    def folders(self) -> tuple[Path, ...]:
+        """``paths`` and ``path``, each folder once, in that order."""
+        return tuple(dict.fromkeys((*self.paths, *((self.path,) if self.path else ()))))
 
 
 class CalculateConfig(_Section):
@@ -1204,12 +1214,16 @@ def _set_key(
 
 
 def _resolve_relative_paths(config: Config, file: Path | None) -> Config:
-    """Expand ``~``; a relative ``tools.lookup.path``, MCP server ``cwd`` or ``redis.tls_*``
+    """Expand ``~``; a relative ``tools.lookup.paths``/``path``, MCP server ``cwd`` or ``redis.tls_*``
     file is relative to the config file."""
     tools = config.tools
     lookup = tools.lookup
-    if lookup.path is not None:
-        lookup = lookup.model_copy(update={"path": _resolve(lookup.path, file)})
+    lookup = lookup.model_copy(
+        update={
+            "paths": tuple(_resolve(path, file) for path in lookup.paths),
+            "path": None if lookup.path is None else _resolve(lookup.path, file),
+        }
+    )
     servers = tuple(
         s if s.cwd is None else s.model_copy(update={"cwd": _resolve(s.cwd, file)})
         for s in tools.mcp.servers

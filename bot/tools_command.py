@@ -1,5 +1,6 @@
 """``reactbot tools``: every tool the model may call, where it comes from, its input in one
-line and whether a person must approve each run; then the MCP servers and their state.
+line and whether a person must approve each run; then the MCP servers and their state, and
+what ``lookup`` searches (each source with its passage count).
 
 A plain function from the registry and the servers' state to text; the CLI prints it.
 """
@@ -10,6 +11,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from bot.config import MCPServerConfig
+from core.knowledge import SourceCount
 from core.tools import Tool, ToolHints, needs_approval, source_of
 from core.tools.schema import compact_schema, schema_of
 
@@ -44,8 +46,14 @@ def server_lines(
 
 
 def format_tools(
-    tools: Iterable[Tool], servers: Sequence[ServerLine], *, listed: frozenset[str]
+    tools: Iterable[Tool],
+    servers: Sequence[ServerLine],
+    *,
+    listed: frozenset[str],
+    sources: Sequence[SourceCount] | None = None,
 ) -> str:
+    """The tools; what ``lookup`` searches (``sources``, when it is one of them); the MCP
+    servers."""
     rows = [
         (
             tool.name,
@@ -57,9 +65,19 @@ def format_tools(
         for tool in tools
     ]
     lines = _table([HEADERS, *rows]) if rows else ["No tools: every tool is switched off."]
+    if sources is not None:
+        lines.append(format_sources(sources))
     if servers:
         lines += ["", *_table([("MCP SERVER", "TRANSPORT", "STATE"), *map(_server_row, servers)])]
     return "\n".join(lines)
+
+
+def format_sources(sources: Sequence[SourceCount]) -> str:
+    """What ``lookup`` searches: each folder and the shipped manual with its passages and
+    when it is searched; a conversation's own files come first whenever they match."""
+    rows = [(source.name, source.kind, f"{source.passages:,}", source.when) for source in sources]
+    rows.append(("files attached in a conversation", "files", "-", "always, ranked first"))
+    return "\n".join(["", *_table([("LOOKUP SOURCE", "KIND", "PASSAGES", "SEARCHED"), *rows])])
 
 
 def hints_text(tool: Tool) -> str:

@@ -27,6 +27,7 @@ from typing import Literal
 from core import modes, prompt
 from core.acting import Approvals, Outcome, Tools
 from core.approval import Allowances, Approver
+from core.cuts import shorten
 from core.errors import (
     ModelError,
     ModelTimeout,
@@ -710,13 +711,7 @@ class Run:
             state.messages.append(prompt.observation_message(for_model))
 
     def _for_model(self, text: str) -> str:
-        limit = self.settings.observation_limit
-        if len(text) <= limit:
-            return text
-        return (
-            text[:limit]
-            + f"\n[… {len(text) - limit} more characters cut; the trace keeps the full text]"
-        )
+        return shorten(text, self.settings.observation_limit)  # the step keeps it whole
 
     async def _finish(self, answer: str, status: FinishedStatus, state: _State) -> Finished:
         answer = answer.strip()

@@ -20,6 +20,7 @@ import re
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 
+from core.cuts import cut_in
 from core.llm import (
     Message,
     ModelChunk,
@@ -89,8 +90,10 @@ _OF_PERCENT = re.compile(
     rf"(?P<base>{_NUMBER})\s*的\s*(?:百分之(?P<zh>{_NUMBER})|(?P<rate>{_NUMBER})\s*[%％])"
 )
 _OBSERVATION = re.compile(r"<observation>\n?(.*?)\n?</observation>", re.DOTALL)
-_NEXT_RESULT = re.compile(r"\n\s*\n2\. [^\n]*\.(?:md|markdown|txt)\b")
+_NEXT_RESULT = re.compile(r"\n\s*\n2\. [^\n]*\.[A-Za-z0-9]{1,10}(?:, page \d+| › [^\n]*)?\n")
 """Where lookup's second result starts: its number and the file it is from."""
+_FILES_NOTE = "attached in this conversation"
+"""What ``lookup``'s description says when the conversation has files (``core.knowledge``)."""
 _REACT_ACTION = re.compile(r"Action: (\w+)\[(.*)\]\s*$", re.DOTALL)
 
 
@@ -119,6 +122,8 @@ class _Turn:
     observations: list[str]
     last_action: tuple[str, str] | None
     must_finish: bool
+    files: bool = False
+    """The conversation has attached files (its ``lookup`` says it searches them)."""
 
 
 class DemoModel:
@@ -195,7 +200,9 @@ def _read(messages: Sequence[Message], specs: Sequence[ToolSpec] | None = None) 
         and not after[-1]["content"].startswith("Observation:")
     )
     last_action = actions[-1] if actions else None
-    return _Turn(question, tools, observations, last_action, must_finish)
+    described = [system, *(str(s.get("function", {}).get("description", "")) for s in specs or ())]
+    files = any(_FILES_NOTE in text for text in described)
+    return _Turn(question, tools, observations, last_action, must_finish, files)
 
 
 def _action_in(message: Message) -> tuple[str, str] | None:
@@ -238,12 +245,20 @@ def decide(turn: _Turn) -> Decision:
             else "This is arithmetic, so I will use the calculator."
         )
         return Decision(f"{intro} {plan}", ("calculate", expression))
-    if _ABOUT_BOT.search(turn.question) and "lookup" in turn.tools and not turn.must_finish:
-        plan = (
-            "这是关于 reactbot 的问题，我查一下知识库。"
-            if chinese
-            else "This is a question about reactbot, so I will look it up in the knowledge base."
-        )
+    about_bot = _ABOUT_BOT.search(turn.question)
+    if (about_bot or turn.files) and "lookup" in turn.tools and not turn.must_finish:
+        if about_bot:
+            plan = (
+                "这是关于 reactbot 的问题，我查一下知识库。"
+                if chinese
+                else "This is a question about reactbot, so I will look it up in the knowledge base."
+            )
+        else:
+            plan = (
+                "这个对话附有文件，我在其中查找。"
+                if chinese
+                else "This conversation has attached files, so I will look it up in them."
+            )
         keywords = turn.question.strip().rstrip("?？")
         return Decision(f"{intro} {plan}", ("lookup", keywords))
     return Decision(f"{intro} {_no_model_thought(chinese)}", answer=_no_model_answer(chinese))
@@ -275,16 +290,47 @@ def _answer_from(turn: _Turn, observation: str, chinese: bool) -> Decision:
                 said = f"{base} 减去 {rate[:-4]}" if chinese else f"{rate} {base}"
             else:
                 said = f"{base} 的 {rate}%" if chinese else f"{rate}% of {base}"
-        answer = f"{said} = {observation}"
+        # "22/7 = 22/7 = 3.142857142857…": the fraction the calculator leads with is the
+        # expression itself when nothing was left to reduce.
+        answer = f"{said} = {observation.removeprefix(expression.replace(' ', '') + ' = ')}"
         thought = "计算器给出了结果。" if chinese else "The calculator returned the result."
         return Decision(thought, answer=answer)
     # The best section, whole (the tool bounds it): every step of a how-to, not its first line.
     passage = _NEXT_RESULT.split(observation.strip(), maxsplit=1)[0]
     if passage.startswith("no passage") or passage.startswith("Error"):
         return Decision("The knowledge base has nothing on this.", answer=_no_model_answer(chinese))
-    lead = "知识库中的相关内容：" if chinese else "Here is what the reactbot knowledge base says:"
+    if turn.files:
+        lead = (
+            "找到的最相关内容："
+            if chinese
+            else "Here is the best match in the attached files and the knowledge base:"
+        )
+    else:
+        lead = (
+            "知识库中的相关内容：" if chinese else "Here is what the reactbot knowledge base says:"
+        )
     thought = "知识库里有答案。" if chinese else "The knowledge base has a matching passage."
-    return Decision(thought, answer=f"{lead}\n{passage}")
+    return Decision(thought, answer=f"{lead}\n{_whole_or_pointed(passage, chinese)}")
+
+
+def _whole_or_pointed(passage: str, chinese: bool) -> str:
+    """The passage as the model read it; when it was shortened for the model (at a heading,
+    ``core.cuts``), what was shown and where the whole section is."""
+    cut = cut_in(passage)
+    if cut is None:
+        return passage
+    label = cut.shown.partition("\n")[0].removeprefix("1. ").strip()
+    if chinese:
+        more = (
+            f"（本节还有 {cut.rest:,} 个字符：完整内容见 {label}；"
+            "这次回答的 trace 保存了完整的查找结果。）"
+        )
+    else:
+        more = (
+            f"(This section goes on for {cut.rest:,} more characters: all of it is in "
+            f"{label}, and this answer's trace keeps the whole lookup result.)"
+        )
+    return f"{cut.shown}\n\n{more}"
 
 
 def _percentage(question: str) -> tuple[str, str, str] | None:

@@ -8,8 +8,7 @@ A file becomes passages in three steps, none of which does I/O::
 
 The passages of a conversation live in a ``FileStore`` (in memory, bounded, here; on Redis
 in ``core.redis_store``) for as long as the conversation's history, and ``/reset`` drops them.
-``ConversationLookup`` is the ``lookup`` a run gets when its conversation has files: the
-shipped knowledge base and the conversation's passages, merged by score, each result saying
+``core.knowledge.LookupTool`` searches them with the knowledge folders, each result saying
 which file and page (``report.pdf, page 3``).
 
 Errors::
@@ -31,13 +30,11 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Protocol
 
-from core.errors import ReactbotError, ToolError
-from core.tools import ToolHints, ToolRegistry, ToolResult
-from core.tools.lookup import BM25Index, Hit, LookupTool, Passage, split_passages
+from core.errors import ReactbotError
+from core.tools.lookup import Passage, split_passages
 
 __all__ = [
     "KINDS",
-    "ConversationLookup",
     "FileLimits",
     "FileReader",
     "FileRefused",
@@ -50,14 +47,12 @@ __all__ = [
     "ingest",
     "kind_of",
     "passages_of",
-    "registry_with_files",
 ]
 
 log = logging.getLogger(__name__)
 
 MB = 1024 * 1024
 MAX_PDF_PAGES = 2000
-SHOWN_PASSAGE_CHARS = 600
 
 _SUFFIXES: dict[str, str] = {
     ".txt": "text",
@@ -296,9 +291,10 @@ def _pdf_pages(shown: str, data: bytes, *, max_chars: int) -> list[Page]:
 # --- passages -----------------------------------------------------------------------------
 
 
-def passages_of(name: str, pages: Sequence[Page]) -> list[Passage]:
-    """Lookup passages of a file's pages; a PDF page's passages carry ``("page N",)``."""
-    shown = safe_name(name)
+def passages_of(name: str, pages: Sequence[Page], *, shown: str | None = None) -> list[Passage]:
+    """Lookup passages of a file's pages; a PDF page's passages carry ``("page N",)``.
+    ``shown``: the name they cite (a knowledge folder's relative path), else ``name``'s own."""
+    shown = shown or safe_name(name)
     markdown = kind_of(name) in ("markdown", "html")
     out: list[Passage] = []
     for number, text in pages:
@@ -510,70 +506,6 @@ class FileReader(Protocol):
 
 def size_text(n: int) -> str:
     return f"{n / MB:g} MB" if n >= MB else f"{n:,} bytes"
-
-
-# --- the lookup a run gets -----------------------------------------------------------------
-
-
-class ConversationLookup:
-    """``lookup`` over the shipped knowledge base and the conversation's files."""
-
-    name = "lookup"
-    example = "lookup[payment terms in the contract]"
-    input_name = "query"
-    hints = ToolHints(read_only=True, destructive=False, open_world=False)
-
-    def __init__(
-        self,
-        files: Sequence[Passage],
-        *,
-        knowledge: LookupTool | None = None,
-        top_k: int = 3,
-    ) -> None:
-        self._files = BM25Index(files)
-        self._knowledge = knowledge
-        self._top_k = top_k
-        # File names are user text: they stay out of the tool's description (the system
-        # prompt) and reach the model only inside observations.
-        count = len({p.file for p in files})
-        self.description = (
-            f"searches the {count} file(s) attached in this conversation"
-            + (" and the local knowledge base" if knowledge is not None else "")
-            + "; returns the best passages with their file and page."
-        )
-
-    async def run(self, query: str) -> ToolResult:
-        query = " ".join(query.split()).strip("\"'")
-        if not query:
-            raise ToolError(f"lookup needs keywords, e.g. {self.example}")
-        hits = self._files.search(query, limit=self._top_k)
-        if self._knowledge is not None:
-            hits += await self._knowledge.search(query, limit=self._top_k)
-        hits = sorted(hits, key=lambda hit: -hit.score)[: self._top_k]
-        if not hits:
-            return ToolResult(f"no passage in the attached files matches '{query[:100]}'")
-        text = "\n\n".join(_render(number, hit) for number, hit in enumerate(hits, start=1))
-        return ToolResult(text, sources=tuple(dict.fromkeys(cite(h.passage) for h in hits)))
-
-
-def _render(number: int, hit: Hit) -> str:
-    text = re.sub(r"\n{3,}", "\n\n", hit.passage.text)
-    if len(text) > SHOWN_PASSAGE_CHARS:
-        text = text[: SHOWN_PASSAGE_CHARS - 1].rstrip() + "…"
-    return f"{number}. {cite(hit.passage)}\n{text}"
-
-
-def registry_with_files(base: ToolRegistry, files: Sequence[Passage]) -> ToolRegistry:
-    """A registry for one run: ``base``'s tools, with ``lookup`` also searching ``files``."""
-    registry = ToolRegistry()
-    knowledge: LookupTool | None = None
-    for tool in base:
-        if tool.name.lower() == "lookup":
-            knowledge = tool if isinstance(tool, LookupTool) else None
-            continue
-        registry.add(tool)
-    registry.add(ConversationLookup(files, knowledge=knowledge))
-    return registry
 
 
 IMAGE_TYPES = {

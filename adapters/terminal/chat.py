@@ -14,7 +14,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Protocol
@@ -26,10 +26,13 @@ from core.agent import Agent, Run
 from core.approval import ApprovalBroker, Decision
 from core.errors import StoreUnavailable
 from core.events import ApprovalRequested, FinalEvent, Finished, Mode
+from core.file_workers import FileReaders
+from core.files import FileLimits
 from core.llm import ChatModel
 from core.prompt import QUESTION_PREFIX
 from core.resilient import StoreHealth
 from core.storage import Stores
+from core.tools import ToolRegistry
 from core.trace import Trace
 
 
@@ -46,6 +49,12 @@ class TerminalApp(Protocol):
     def model(self) -> ChatModel: ...
     @property
     def health(self) -> StoreHealth | None: ...
+    @property
+    def file_readers(self) -> FileReaders: ...
+    @property
+    def files_enabled(self) -> bool: ...
+
+    def file_limits(self) -> FileLimits: ...
 
     def export(self, trace: Trace, path: Path) -> Path:
         """Write ``trace`` to ``path`` (``.json`` or ``.md``)."""
@@ -60,9 +69,41 @@ async def ask(
     *,
     mode: Mode | None = None,
     people: Approvals | None = None,
+    files: Sequence[Path] = (),
 ) -> int:
+    """One question; ``files`` are read into the conversation first (``--file``)."""
+    if files:
+        await attach(app, conversation, files, console)
     final = await _answer(app, question, conversation, console, mode=mode, people=people)
     return 0 if isinstance(final, Finished) else 1
+
+
+async def attach(
+    app: TerminalApp, conversation: str, paths: Sequence[Path], console: Console
+) -> None:
+    """Reads local files into the conversation through the platforms' intake (its limits,
+    its worker processes); says what was read and each refusal in one line."""
+    from adapters.terminal.files import LocalFiles, indexed_line  # only with files
+
+    local = LocalFiles(app, app.stores.files, enabled=app.files_enabled)
+    intake = await local.take(conversation, paths)
+    if read := indexed_line(intake):
+        console.print(printable(read), style="dim", markup=False)
+    if notice := intake.notice():
+        console.print(printable(notice), style="yellow", markup=False)
+
+
+async def _tools_with_files(app: TerminalApp, conversation: str) -> ToolRegistry | None:
+    """The run's tools when the conversation has files (its ``lookup`` searches them too);
+    None (the agent's own) when it has none, or they cannot be read now."""
+    try:
+        if not app.files_enabled or not await app.stores.files.load(conversation):
+            return None
+    except StoreUnavailable:
+        return None
+    from adapters.terminal.files import LocalFiles  # only with files
+
+    return await LocalFiles(app, app.stores.files).tools(conversation, app.agent.tools)
 
 
 async def _answer(
@@ -76,7 +117,8 @@ async def _answer(
 ) -> FinalEvent:
     """Streams one run to the console; Ctrl-C stops the run, not the program."""
     renderer = TerminalRenderer(console)
-    run = app.agent.start(question, conversation=conversation, user=_user(), mode=mode)
+    tools = await _tools_with_files(app, conversation)
+    run = app.agent.start(question, conversation=conversation, user=_user(), mode=mode, tools=tools)
     with stopped_by_interrupt(run, renderer):
         async for event in run.events():
             renderer.handle(event)
@@ -318,6 +360,7 @@ CHAT_COMMANDS = (
     ("/history", "the conversation so far"),
     ("/trace", "the last question's full trace"),
     ("/export FILE", "save the last trace as FILE.json or FILE.md"),
+    ("/attach PATH", "read a file into this conversation; lookup searches it"),
     ("/quit", "leave (Ctrl-D and Ctrl-C at the prompt too)"),
 )
 
@@ -371,6 +414,14 @@ async def _chat_command(
                         console.print(shown, soft_wrap=False)
                     lines = (line.rstrip() for line in captured.get().splitlines())
                     console.print("\n".join(lines), markup=False, highlight=False)
+        case "/attach":
+            if not rest.strip():
+                console.print(
+                    "Usage: /attach PATH (a text, Markdown, PDF, HTML, CSV or code file)",
+                    style="dim",
+                )
+            else:
+                await attach(app, conversation, [Path(rest.strip())], console)
         case "/export":
             last = await session.last_trace(app, conversation)
             if last is None or not rest.strip():

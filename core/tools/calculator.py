@@ -8,6 +8,12 @@ instead of eating the CPU or the memory. ``CalculatorTool`` adds a second wall: 
 a separate process under ``RLIMIT_AS``/``RLIMIT_CPU`` and kills it when it does not answer in
 time.
 
+Exact in, exact out: integers stay integers, and ``/`` of exact numbers is a rational
+(``fractions.Fraction``), so ``123456789*987654321 + 17*23 - 4/7`` keeps every digit. A result
+that does not end in decimals is shown as ``4/7 = 0.571428571428…``. A decimal written with a
+point (``2.5``), ``pi``, ``e`` and the functions that are not exact (``sqrt`` of a non-square,
+``sin``, ``log``, ...) are floating point: the result says ``(rounded)``.
+
 Notation models write: ``^`` means power (``2^10``), ``×`` and ``÷`` mean ``*`` and ``/``, and
 ``−`` (U+2212) is a minus. Thousands separators (``1,000``) are refused, not guessed: a comma
 separates function arguments, so ``max(1,000)`` could not be told apart.
@@ -27,10 +33,13 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal, localcontext
+from fractions import Fraction
 from typing import IO, TYPE_CHECKING, Any, Final, TypeVar
 
 from core.errors import ToolError, ToolTimeout
 from core.tools import ToolHints
+from core.tools.numbers import Number, describe, exact_decimals, format_number
+from core.tools.numbers import bits_of as _bits
 
 if TYPE_CHECKING:
     import asyncio
@@ -44,19 +53,17 @@ __all__ = [
     "MAX_INPUT_CHARS",
     "MAX_RESULT_BITS",
     "CalculatorTool",
+    "describe",
     "evaluate",
     "format_number",
     "parse_expression",
 ]
 
-Number = int | float
 
 MAX_INPUT_CHARS: Final = 500
 MAX_DEPTH: Final = 50
 MAX_RESULT_BITS: Final = 100_000  # about 30,000 digits; one such operation takes ~2 ms
 MAX_ROUND_DIGITS: Final = 100
-_MAX_EXACT_INT_BITS: Final = 200  # ints up to about 60 digits are shown in full
-_SCIENTIFIC_DIGITS: Final = 5
 
 _CONSTANTS: Final[dict[str, float]] = {"pi": math.pi, "e": math.e}
 _REWRITES: Final = (("^", "**"), ("×", "*"), ("÷", "/"), ("−", "-"))
@@ -77,6 +84,7 @@ def parse_expression(expression: str) -> ast.Expression:
     except ValueError as exc:  # e.g. a NUL byte in the source
         raise ToolError(f"not a valid expression: {exc}") from exc
     _check(tree.body, depth=0)
+    exact_decimals(tree, source)
     return tree
 
 
@@ -206,8 +214,9 @@ def _left_spine(node: ast.BinOp) -> tuple[ast.expr, list[tuple[ast.operator, ast
 # --- evaluation -------------------------------------------------------------------------------
 
 
-def evaluate(expression: str) -> int | float:
-    """Evaluate an arithmetic expression; anything outside the allow-list raises ``ToolError``."""
+def evaluate(expression: str) -> Number:
+    """Evaluate an arithmetic expression; anything outside the allow-list raises ``ToolError``.
+    Exact inputs give an exact ``int`` or ``Fraction``; a ``float`` says something rounded."""
     tree = parse_expression(expression)
     return _eval(tree.body, depth=0)
 
@@ -216,16 +225,18 @@ def _eval(node: ast.expr, *, depth: int) -> Number:
     if depth > MAX_DEPTH:  # parse_expression checked already; this guards direct callers
         raise ToolError(f"the expression is nested too deeply (more than {MAX_DEPTH} levels)")
     match node:
-        case ast.Constant(value=int() | float() as value) if not isinstance(value, bool):
+        case ast.Constant(value=int() | float() | Fraction() as value) if not isinstance(
+            value, bool
+        ):
             return value
         case ast.Name(id=name) if name in _CONSTANTS:
             return _CONSTANTS[name]
         case ast.BinOp():
             first, rest = _left_spine(node)
-            value = _eval(first, depth=depth + 1)
+            total = _eval(first, depth=depth + 1)
             for op, right in rest:
-                value = _binary(op, value, _eval(right, depth=depth + 1))
-            return value
+                total = _binary(op, total, _eval(right, depth=depth + 1))
+            return total
         case ast.UnaryOp(op=ast.USub(), operand=operand):
             return -_eval(operand, depth=depth + 1)
         case ast.UnaryOp(op=ast.UAdd(), operand=operand):
@@ -248,7 +259,8 @@ def _binary(op: ast.operator, left: Number, right: Number) -> Number:
                 _check_product_size(left, right)
                 result = left * right
             case "/":
-                result = left / right
+                exact = not isinstance(left, float) and not isinstance(right, float)
+                result = Fraction(left) / right if exact else left / right
             case "//":
                 result = left // right
             case "%":
@@ -267,18 +279,28 @@ def _binary(op: ast.operator, left: Number, right: Number) -> Number:
     return _checked(result)
 
 
+def _is_exact(*values: Number) -> bool:
+    return all(isinstance(value, int | Fraction) for value in values)
+
+
 def _check_product_size(left: Number, right: Number) -> None:
-    if not (isinstance(left, int) and isinstance(right, int)):
+    if isinstance(left, float) or isinstance(right, float):
         return  # float products overflow to inf, which _checked refuses
-    if left.bit_length() + right.bit_length() > MAX_RESULT_BITS + 1:
+    if _bits(left) + _bits(right) > MAX_RESULT_BITS + 1:
         raise ToolError(f"result too large (more than {MAX_RESULT_BITS} bits)")
 
 
 def _power(base: Number, exponent: Number) -> Number:
-    if isinstance(base, int) and isinstance(exponent, int):
-        if exponent > 0 and abs(base) > 1 and exponent * math.log2(abs(base)) > MAX_RESULT_BITS:
+    if _is_exact(base) and isinstance(exponent, int):
+        assert not isinstance(base, float)
+        size = math.log2(max(abs(base.numerator), base.denominator, 1))
+        if abs(exponent) * size > MAX_RESULT_BITS:
             raise ToolError(f"result too large (more than {MAX_RESULT_BITS} bits)")
-        result: Number = base**exponent  # a float when the exponent is negative
+        if exponent < 0:
+            if base == 0:
+                raise ToolError("division by zero")
+            return 1 / Fraction(base) ** -exponent  # exact: a Fraction
+        result: Number = base**exponent
         return result
     if base < 0 and not float(exponent).is_integer():
         raise ToolError("a negative number to a fractional power is not a real number")
@@ -291,8 +313,11 @@ def _checked(value: Number) -> Number:
     if isinstance(value, float):
         if not math.isfinite(value):
             raise ToolError("result too large")
-    elif value.bit_length() > MAX_RESULT_BITS:
+        return value
+    if _bits(value) > MAX_RESULT_BITS:
         raise ToolError(f"result too large (more than {MAX_RESULT_BITS} bits)")
+    if isinstance(value, Fraction) and value.denominator == 1:
+        return value.numerator  # a whole number is an int, whatever made it
     return value
 
 
@@ -327,11 +352,22 @@ def _call(name: str, args: list[Number]) -> Number:
         raise ToolError(f"result too large in {name}") from exc
 
 
+def _rounded(func: Callable[..., float]) -> Callable[..., float]:
+    """``func`` of floats: a fraction is turned into one first (a float result is rounded in
+    any case); an int goes as it is, as ``math`` reads huge ones exactly (``log``)."""
+
+    def apply(*args: Number) -> float:
+        return func(*(float(a) if isinstance(a, Fraction) else a for a in args))
+
+    return apply
+
+
 def _trig(func: Callable[[float], float]) -> Callable[[Number], float]:
     def apply(x: Number) -> float:
-        result = func(x)
+        angle = float(x)
+        result = func(angle)
         # sin(pi) is 1.2e-16 only because pi is rounded; show the 0 people expect.
-        if abs(x) >= 1 and abs(result) < min(1e-15 * abs(x), 1e-9):
+        if abs(angle) >= 1 and abs(result) < min(1e-15 * abs(angle), 1e-9):
             return 0.0
         return result
 
@@ -339,12 +375,25 @@ def _trig(func: Callable[[float], float]) -> Callable[[Number], float]:
 
 
 def _log(x: Number, base: Number | None = None) -> float:
-    return math.log(x) if base is None else math.log(x, base)
+    x = float(x) if isinstance(x, Fraction) else x
+    if base is None:
+        return math.log(x)
+    return math.log(x, float(base) if isinstance(base, Fraction) else base)
+
+
+def _sqrt(x: Number) -> Number:
+    """Exact for the square of an exact number (``sqrt(16)``, ``sqrt(9/4)``), else rounded."""
+    if _is_exact(x) and x >= 0:
+        assert not isinstance(x, float)
+        top, bottom = math.isqrt(x.numerator), math.isqrt(x.denominator)
+        if top * top == x.numerator and bottom * bottom == x.denominator:
+            return Fraction(top, bottom)
+    return math.sqrt(float(x) if isinstance(x, Fraction) else x)
 
 
 def _as_int(value: Number, what: str) -> int:
-    if isinstance(value, float):
-        if not value.is_integer():
+    if isinstance(value, float | Fraction):
+        if isinstance(value, Fraction) or not value.is_integer():
             raise ToolError(f"{what} must be a whole number, got {format_number(value)}")
         return int(value)
     return value
@@ -368,10 +417,22 @@ def _round(x: Number, ndigits: Number | None = None) -> Number:
         )
     if isinstance(x, int):
         return x if digits >= 0 else _round_int(x, 10**-digits)
+    if isinstance(x, Fraction):
+        unit = Fraction(10) ** -digits
+        units = _round_int_fraction(x / unit)
+        return units if ndigits is None else _checked(units * unit)
     with localcontext() as ctx:
         ctx.prec = 400 + MAX_ROUND_DIGITS  # enough for any finite float at any allowed ndigits
         rounded = Decimal(repr(x)).quantize(Decimal(1).scaleb(-digits), rounding=ROUND_HALF_UP)
     return int(rounded) if ndigits is None or digits <= 0 else float(rounded)
+
+
+def _round_int_fraction(x: Fraction) -> int:
+    """``x`` to the nearest whole number, half away from zero."""
+    whole, rest = divmod(abs(x.numerator), x.denominator)
+    if 2 * rest >= x.denominator:
+        whole += 1
+    return whole if x >= 0 else -whole
 
 
 def _round_int(x: int, unit: int) -> int:
@@ -398,61 +459,26 @@ def _max(*args: Number) -> Number:
 
 
 _FUNCTIONS: Final[dict[str, _Function]] = {
-    "sqrt": _Function(math.sqrt, 1, 1),
+    "sqrt": _Function(_sqrt, 1, 1),
     "sin": _Function(_trig(math.sin), 1, 1),
     "cos": _Function(_trig(math.cos), 1, 1),
     "tan": _Function(_trig(math.tan), 1, 1),
-    "asin": _Function(math.asin, 1, 1),
-    "acos": _Function(math.acos, 1, 1),
-    "atan": _Function(math.atan, 1, 1),
+    "asin": _Function(_rounded(math.asin), 1, 1),
+    "acos": _Function(_rounded(math.acos), 1, 1),
+    "atan": _Function(_rounded(math.atan), 1, 1),
     "log": _Function(_log, 1, 2),
-    "log10": _Function(math.log10, 1, 1),
-    "log2": _Function(math.log2, 1, 1),
-    "exp": _Function(math.exp, 1, 1),
+    "log10": _Function(_rounded(math.log10), 1, 1),
+    "log2": _Function(_rounded(math.log2), 1, 1),
+    "exp": _Function(_rounded(math.exp), 1, 1),
     "abs": _Function(abs, 1, 1),
     "round": _Function(_round, 1, 2),
     "floor": _Function(_floor, 1, 1),
     "ceil": _Function(_ceil, 1, 1),
     "factorial": _Function(_factorial, 1, 1),
-    "hypot": _Function(math.hypot, 1, _VARIADIC),
+    "hypot": _Function(_rounded(math.hypot), 1, _VARIADIC),
     "min": _Function(_min, 1, _VARIADIC),
     "max": _Function(_max, 1, _VARIADIC),
 }
-
-
-# --- formatting -------------------------------------------------------------------------------
-
-
-def format_number(value: int | float) -> str:
-    """Show a result: short ints in full, huge ints in scientific notation, floats to 12 digits."""
-    if isinstance(value, int):
-        if value.bit_length() <= _MAX_EXACT_INT_BITS:
-            return str(value)
-        return _scientific(value)
-    if not math.isfinite(value):
-        return str(value)
-    if value.is_integer() and abs(value) < 1e15:
-        return str(int(value))
-    return f"{value:.12g}"
-
-
-def _scientific(value: int) -> str:
-    """``1.2346e+4000`` for a huge int, without ``str()`` (limited to 4300 digits)."""
-    magnitude = abs(value)
-    exponent = int(math.log10(magnitude))  # may be off by one near a power of ten: fix below
-    if magnitude >= 10 ** (exponent + 1):
-        exponent += 1
-    elif magnitude < 10**exponent:
-        exponent -= 1
-    leading = magnitude // 10 ** (exponent - _SCIENTIFIC_DIGITS)  # digits + 1 leading digits
-    mantissa = (leading + 5) // 10  # round half up to _SCIENTIFIC_DIGITS digits
-    if mantissa == 10**_SCIENTIFIC_DIGITS:
-        mantissa //= 10
-        exponent += 1
-    digits = str(mantissa)
-    fraction = digits[1:].rstrip("0")
-    sign = "-" if value < 0 else ""
-    return f"{sign}{digits[0]}{'.' + fraction if fraction else ''}e+{exponent}"
 
 
 # --- the tool and its worker process ----------------------------------------------------------
@@ -472,7 +498,7 @@ _BOOT: Final = (
 
 
 def _calculate(expression: str) -> str:
-    return format_number(evaluate(expression))
+    return describe(evaluate(expression))
 
 
 MAX_INLINE_BITS: Final = 4096
@@ -485,14 +511,18 @@ def is_trivial(tree: ast.Expression) -> bool:
     """Whether ``tree`` (already checked by ``parse_expression``) is cheap by construction, so
     that computing it in this process needs neither the worker's memory nor its CPU limit.
 
-    Why it is bounded: with no power, factorial or other function, an integer result is at
-    most ``prod(|c| + 1)`` over the integer literals ``c`` it is computed from (``+``, ``-``
-    and ``*`` stay within it, ``//`` and ``%`` shrink, the signs keep the size), so no integer
-    ever has more than ``MAX_INLINE_BITS`` bits (the input is at most ``MAX_INPUT_CHARS``
-    characters, hence at most 250 operations on numbers of a few thousand bits:
-    microseconds). Anything with a float is a float: finite, or refused by
-    ``_checked``; ``/`` of huge integers raises ``OverflowError``, refused the same way. The
-    depth was bounded by ``parse_expression``, and ``_eval`` walks sums in a loop.
+    Why it is bounded: with no power, factorial or other function, the numerator and the
+    denominator of an exact result are each at most the product of ``2**bits(c)`` over the
+    exact literals ``c`` it is computed from (their numerators' or denominators' bits, the
+    larger), times 2 for each ``+``, ``-`` or ``%`` (``a/b + c/d`` is ``(ad + bc)/bd``; ``*``
+    and ``/`` multiply, ``//`` shrinks, the signs keep the size). There are fewer operations
+    than literals, and each literal is counted with one bit more, so no integer in it ever
+    has more than ``MAX_INLINE_BITS`` bits (the input is at most
+    ``MAX_INPUT_CHARS`` characters, hence at most 250 operations on numbers of a few thousand
+    bits: microseconds). Anything with a float is a float: finite, or refused by
+    ``_checked``; a fraction too large for a float raises ``OverflowError`` when one joins,
+    refused the same way. The depth was bounded by ``parse_expression``, and ``_eval`` walks
+    sums in a loop.
     """
     bits = 0
     for node in ast.walk(tree.body):
@@ -500,8 +530,8 @@ def is_trivial(tree: ast.Expression) -> bool:
             if not isinstance(node.op, _INLINE_OPERATORS):
                 return False
         elif isinstance(node, ast.Constant):
-            if isinstance(node.value, int):
-                bits += node.value.bit_length() + 1
+            if isinstance(node.value, int | Fraction):
+                bits += _bits(node.value) + 1
         elif not isinstance(node, ast.UnaryOp | ast.Name | ast.operator | ast.unaryop | ast.Load):
             return False  # a call, or anything else: the worker computes it
     return bits <= MAX_INLINE_BITS
@@ -532,7 +562,9 @@ class CalculatorTool:
 
     name = "calculate"
     description = (
-        "Evaluates an arithmetic expression exactly: + - * / // % and ^ or ** for powers, "
+        "Evaluates an arithmetic expression exactly (fractions stay exact; a result from "
+        "decimals with a point, pi, e or sqrt, sin, log... says '(rounded)'): "
+        "+ - * / // % and ^ or ** for powers, "
         "parentheses, pi, e, and sqrt, sin, cos, tan, asin, acos, atan, log(x[, base]), log10, "
         "log2, exp, abs, round(x[, ndigits]), floor, ceil, factorial, hypot, min, max. "
         "Angles are in radians. No variables, units or thousands separators."

@@ -1,48 +1,45 @@
-"""``lookup[keywords]``: BM25 over a local knowledge base, a folder of Markdown and text files.
+"""What ``lookup[keywords]`` is built on: passages, a mixed-language tokenizer and BM25.
 
-Files are split into passages by headings and paragraphs; each passage keeps its file name and
+Text is split into passages by headings and paragraphs; each passage keeps its file name and
 heading path (``slack.md › Connect Slack › Socket Mode``) and is at most ``MAX_PASSAGE_CHARS``
 long. Passages are ranked with BM25 (k1=1.5, b=0.75) over tokens from ``tokenize``, which
 handles English (lower-cased words, stopwords dropped, plurals lightly stripped) and Chinese
 (no spaces to split on, so every CJK run gives its single characters plus its character
-bigrams), and any mix of the two.
+bigrams), and any mix of the two. ``search_together`` ranks several indexes (a
+conversation's files, the operator's folders, the shipped manual) as one.
 
-The index is built off the event loop (``asyncio.to_thread``) by ``await tool.load()`` or on
-first use, and rebuilt when the folder changes: at most every ``refresh_interval`` seconds a
-use compares the files' names, sizes and mtimes with the last build. Binary, undecodable,
-unreadable or oversized files are skipped with a warning naming the file.
+No I/O here: ``core.knowledge`` reads the folders and is the tool.
 """
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import heapq
-import logging
 import math
-import os
 import re
-import time
 import unicodedata
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.errors import ReactbotError, ToolError
-from core.tools import ToolHints, ToolResult
+__all__ = [
+    "BM25Index",
+    "Hit",
+    "Passage",
+    "render_hit",
+    "render_section",
+    "search_together",
+    "section_of",
+    "split_passages",
+    "tokenize",
+]
 
-__all__ = ["BM25Index", "Hit", "LookupTool", "Passage", "build_index", "split_passages", "tokenize"]
-
-logger = logging.getLogger(__name__)
-
-DOCUMENT_SUFFIXES = frozenset({".md", ".markdown", ".txt"})
-MARKDOWN_SUFFIXES = frozenset({".md", ".markdown"})
-MAX_FILE_BYTES = 1_000_000
 MAX_PASSAGE_CHARS = 1000
 SHOWN_PASSAGE_CHARS = 600
-MAX_SECTION_CHARS = 4000
-"""The best hit's whole section is returned up to this; further hits show their passage."""
+MAX_SECTION_CHARS = 60_000
+"""The best hit's whole section is returned up to this (a manual's section is a few thousand
+characters); the agent bounds what the model reads of it, the trace keeps it all."""
 
 # --- tokenizer ---------------------------------------------------------------------------------
 
@@ -206,203 +203,62 @@ class Hit:
 
 
 class BM25Index:
-    """Okapi BM25 over passages, with an inverted index so a query touches only its terms."""
+    """Okapi BM25 over passages, with an inverted index so a query touches only its terms.
+
+    Several indexes are searched as one with ``search_together``: the collection statistics
+    (passage count, each term's document frequency, the average length) are then the union's,
+    so a score from one index means what it means in another."""
 
     def __init__(self, passages: Sequence[Passage], *, k1: float = 1.5, b: float = 0.75) -> None:
         self.passages = tuple(passages)
-        self._k1, self._b = k1, b
-        self._postings: defaultdict[str, list[tuple[int, int]]] = defaultdict(list)
-        self._lengths: list[int] = []
+        self.k1, self.b = k1, b
+        self.postings: defaultdict[str, list[tuple[int, int]]] = defaultdict(list)
+        self.lengths: list[int] = []
         for doc_id, passage in enumerate(self.passages):
             counts = Counter(tokenize(passage.index_text()))
-            self._lengths.append(sum(counts.values()))
+            self.lengths.append(sum(counts.values()))
             for term, frequency in counts.items():
-                self._postings[term].append((doc_id, frequency))
-        self._average_length = sum(self._lengths) / len(self._lengths) if self._lengths else 1.0
+                self.postings[term].append((doc_id, frequency))
+        self.total_length = sum(self.lengths)
 
     def __len__(self) -> int:
         return len(self.passages)
 
     def search(self, query: str, *, limit: int = 3) -> list[Hit]:
-        scores: defaultdict[int, float] = defaultdict(float)
-        for term in dict.fromkeys(tokenize(query, query=True)):
-            postings = self._postings.get(term, [])
-            idf = self._idf(len(postings))
-            for doc_id, frequency in postings:
-                scores[doc_id] += idf * self._saturation(frequency, self._lengths[doc_id])
-        # Ties go to the earlier passage, so results are stable across rebuilds.
-        best = heapq.nlargest(limit, scores.items(), key=lambda item: (item[1], -item[0]))
-        return [Hit(self.passages[doc_id], score) for doc_id, score in best if score > 0]
-
-    def _idf(self, document_frequency: int) -> float:
-        # The "+1" form (Lucene's) keeps idf positive for terms found in most passages.
-        n = len(self.passages)
-        return math.log(1 + (n - document_frequency + 0.5) / (document_frequency + 0.5))
-
-    def _saturation(self, frequency: int, length: int) -> float:
-        norm = self._k1 * (1 - self._b + self._b * length / self._average_length)
-        return frequency * (self._k1 + 1) / (frequency + norm)
+        return [hit for _, hit in search_together([self], query, limit=limit)]
 
 
-# --- reading the folder (blocking: run in a thread) ---------------------------------------------
-
-Snapshot = tuple[tuple[str, int, int], ...]
-
-
-def _document_paths(root: Path) -> list[Path]:
-    if not root.is_dir():
+def search_together(
+    indexes: Sequence[BM25Index], query: str, *, limit: int, first: int | None = None
+) -> list[tuple[int, Hit]]:
+    """The best ``limit`` passages of all ``indexes`` ranked as one BM25 index over their
+    union, each with the position of its index; ``first``: that index's hits come before all
+    others (the conversation's own files), each group in score order. Ties go to the earlier
+    index, then the earlier passage, so results are stable across rebuilds."""
+    count = sum(len(index) for index in indexes)
+    if not count or limit < 1:
         return []
-    return sorted(
-        path
-        for path in root.rglob("*")
-        if path.suffix.lower() in DOCUMENT_SUFFIXES
-        and not any(part.startswith(".") for part in path.relative_to(root).parts)
-        and path.is_file()
+    k1, b = indexes[0].k1, indexes[0].b
+    average = sum(index.total_length for index in indexes) / count or 1.0
+    scores: defaultdict[tuple[int, int], float] = defaultdict(float)
+    for term in dict.fromkeys(tokenize(query, query=True)):
+        postings = [index.postings.get(term, []) for index in indexes]
+        frequency = sum(map(len, postings))
+        # The "+1" form (Lucene's) keeps idf positive for terms found in most passages.
+        idf = math.log(1 + (count - frequency + 0.5) / (frequency + 0.5))
+        for where, (index, found) in enumerate(zip(indexes, postings, strict=True)):
+            for doc_id, tf in found:
+                norm = k1 * (1 - b + b * index.lengths[doc_id] / average)
+                scores[where, doc_id] += idf * tf * (k1 + 1) / (tf + norm)
+    best = heapq.nlargest(
+        limit,
+        ((key, score) for key, score in scores.items() if score > 0),
+        key=lambda item: (item[0][0] == first, item[1], -item[0][0], -item[0][1]),
     )
+    return [(where, Hit(indexes[where].passages[doc_id], score)) for (where, doc_id), score in best]
 
 
-def snapshot(root: Path) -> Snapshot:
-    """Names, sizes and mtimes of the documents: when it changes, the index is stale."""
-    entries: list[tuple[str, int, int]] = []
-    for path in _document_paths(root):
-        try:
-            stat = path.stat()
-        except OSError:
-            continue  # vanished between listing and stat; the next look will tell
-        entries.append((path.relative_to(root).as_posix(), stat.st_size, stat.st_mtime_ns))
-    return tuple(entries)
-
-
-def build_index(root: Path) -> BM25Index:
-    if not root.is_dir():
-        logger.warning(
-            "knowledge base folder %s does not exist; lookup has nothing to search", root
-        )
-    passages: list[Passage] = []
-    for path in _document_paths(root):
-        text = _read_document(path)
-        if text is not None:
-            markdown = path.suffix.lower() in MARKDOWN_SUFFIXES
-            passages += split_passages(path.relative_to(root).as_posix(), text, markdown=markdown)
-    return BM25Index(passages)
-
-
-class _Unusable(ReactbotError):
-    """Why a file in the knowledge-base folder is not indexed."""
-
-
-def _read_document(path: Path) -> str | None:
-    """The file's text, or None (with a warning naming the file) when it is not usable text."""
-    try:
-        return _decode_document(path)
-    except _Unusable as reason:
-        logger.warning("knowledge base: skipping %s: %s", path, reason)
-        return None
-
-
-def _decode_document(path: Path) -> str:
-    try:
-        if path.stat().st_size > MAX_FILE_BYTES:
-            raise _Unusable(f"larger than {MAX_FILE_BYTES} bytes")
-        data = path.read_bytes()
-    except OSError as exc:
-        raise _Unusable(f"unreadable ({exc.strerror or type(exc).__name__})") from exc
-    if b"\0" in data:
-        raise _Unusable("binary (contains NUL bytes)")
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise _Unusable("not valid UTF-8") from exc
-
-
-# --- the tool ----------------------------------------------------------------------------------
-
-
-class LookupTool:
-    """Searches a folder of Markdown and text files; returns the best hit's whole section
-    (the heading that matches the question, with all that is under it), then the next best
-    passages, each with its place."""
-
-    name = "lookup"
-    example = "lookup[connect to Slack]"
-    input_name = "query"
-    hints = ToolHints(read_only=True, destructive=False, open_world=False)
-
-    def __init__(
-        self,
-        path: str | os.PathLike[str],
-        *,
-        top_k: int = 3,
-        refresh_interval: float = 10.0,
-        description: str = (
-            "searches the local knowledge base (about reactbot itself: setup, configuration, "
-            "commands, traces, connecting Discord and Slack) and returns the best passages "
-            "with their file and heading."
-        ),
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        if top_k < 1:
-            raise ValueError("top_k must be at least 1")
-        self.description = description
-        self._root = Path(path)
-        self._top_k = top_k
-        self._refresh_interval = refresh_interval
-        self._clock = clock
-        self._index: BM25Index | None = None
-        self._snapshot: Snapshot = ()
-        self._checked_at = -math.inf
-        self._lock = asyncio.Lock()
-
-    async def load(self) -> None:
-        """Builds the index now (at start), rather than on the first question."""
-        async with self._lock:
-            await self._rebuild()
-
-    async def search(self, query: str, *, limit: int | None = None) -> list[Hit]:
-        index = await self._fresh_index()
-        return index.search(query, limit=limit or self._top_k)
-
-    async def run(self, query: str) -> ToolResult:
-        query = " ".join(query.split()).strip("\"'")
-        if not query:
-            raise ToolError("lookup needs keywords, e.g. lookup[connect to Slack]")
-        index = await self._fresh_index()
-        if not len(index):
-            raise ToolError("the knowledge base is empty: there is nothing to look up")
-        hits = index.search(query, limit=self._top_k)
-        if not hits:
-            return ToolResult(f"no passage in the knowledge base matches '{query[:100]}'")
-        file, path = section_of(hits[0].passage, query)
-        blocks = [_render_section(index, file, path)]
-        others = [h for h in hits[1:] if not _inside(h.passage, file, path)]
-        blocks += [_render(number, hit) for number, hit in enumerate(others, start=2)]
-        shown = [hits[0], *others]
-        return ToolResult(
-            "\n\n".join(blocks), sources=tuple(dict.fromkeys(hit.passage.file for hit in shown))
-        )
-
-    async def _fresh_index(self) -> BM25Index:
-        async with self._lock:
-            if self._index is None:
-                await self._rebuild()
-            elif self._clock() - self._checked_at >= self._refresh_interval:
-                self._checked_at = self._clock()
-                if await asyncio.to_thread(snapshot, self._root) != self._snapshot:
-                    await self._rebuild()
-            assert self._index is not None
-            return self._index
-
-    async def _rebuild(self) -> None:
-        # Snapshot first: a file changing during the build makes the next check rebuild again.
-        self._checked_at = self._clock()
-        self._snapshot = await asyncio.to_thread(snapshot, self._root)
-        self._index = await asyncio.to_thread(build_index, self._root)
-        logger.info(
-            "knowledge base %s: %d files, %d passages",
-            self._root,
-            len(self._snapshot),
-            len(self._index),
-        )
+# --- rendering ---------------------------------------------------------------------------------
 
 
 def section_of(passage: Passage, query: str) -> tuple[str, tuple[str, ...]]:
@@ -422,11 +278,11 @@ def section_of(passage: Passage, query: str) -> tuple[str, tuple[str, ...]]:
     return passage.file, headings[:best]
 
 
-def _inside(passage: Passage, file: str, path: tuple[str, ...]) -> bool:
+def inside(passage: Passage, file: str, path: tuple[str, ...]) -> bool:
     return passage.file == file and bool(path) and passage.headings[: len(path)] == path
 
 
-def _render_section(index: BM25Index, file: str, path: tuple[str, ...]) -> str:
+def render_section(index: BM25Index, file: str, path: tuple[str, ...]) -> str:
     """``1. file › heading path`` and everything under that heading: its paragraphs and
     lists, and its subsections with their headings; at most ``MAX_SECTION_CHARS``."""
     parts: list[str] = []
@@ -443,14 +299,24 @@ def _render_section(index: BM25Index, file: str, path: tuple[str, ...]) -> str:
         previous = below
         parts.append(passage.text)
     text = re.sub(r"\n{3,}", "\n\n", "\n\n".join(parts))
-    if len(text) > MAX_SECTION_CHARS:
-        text = text[: MAX_SECTION_CHARS - 1].rstrip() + "…"
     label = " › ".join((file, *path))
-    return f"1. {label}\n{text}"
+    return f"1. {label}\n{_bounded_section(text, label)}"
 
 
-def _render(number: int, hit: Hit) -> str:
+def _bounded_section(text: str, label: str) -> str:
+    """``text``, or its first ``MAX_SECTION_CHARS`` cut after a paragraph (else a word) with
+    a line that says how much is left and where."""
+    if len(text) <= MAX_SECTION_CHARS:
+        return text
+    cut = text.rfind("\n\n", 0, MAX_SECTION_CHARS)
+    if cut < MAX_SECTION_CHARS // 2:
+        cut = max(text.rfind(" ", 0, MAX_SECTION_CHARS), MAX_SECTION_CHARS // 2)
+    rest = len(text) - cut
+    return f"{text[:cut].rstrip()}\n\n[… {rest:,} more characters of this section in {label}]"
+
+
+def render_hit(number: int, hit: Hit, label: str | None = None) -> str:
     text = re.sub(r"\n{3,}", "\n\n", hit.passage.text)
     if len(text) > SHOWN_PASSAGE_CHARS:
         text = text[: SHOWN_PASSAGE_CHARS - 1].rstrip() + "…"
-    return f"{number}. {hit.passage.label}\n{text}"
+    return f"{number}. {label or hit.passage.label}\n{text}"

@@ -298,3 +298,52 @@ async def test_a_reply_with_no_usable_format_is_not_shown_as_a_thought() -> None
     assert last.startswith("⚠ unformatted reply ·") and "0 steps" not in unformatted
     # Text before a label that an Action then follows was the thought after all.
     assert "Thought: I will compute it.\nAction: calculate[6*7]" in labelled_later
+
+
+async def test_tools_lists_what_lookup_searches_with_passage_counts(tmp_path: Path) -> None:
+    (tmp_path / "kb").mkdir()
+    (tmp_path / "kb" / "a.md").write_text("# One\n\nfirst\n\n# Two\n\nsecond\n")
+    config = tmp_path / "c.yaml"
+    config.write_text("tools: {lookup: {paths: [kb]}}\n")
+    out = io.StringIO()
+    assert await run_cli(["tools", "--config", str(config)], env={}, stdout=out) == 0
+    lines = [" ".join(line.split()) for line in out.getvalue().splitlines()]
+    assert f"{tmp_path / 'kb'} folder 2 always" in lines
+    manual = next(line for line in lines if line.endswith("when the keywords name reactbot"))
+    assert manual.split()[1] == "manual" and int(manual.split()[2]) > 20
+    demo = io.StringIO()
+    assert await run_cli(["tools"], env={}, stdout=demo) == 0
+    assert "always (no folder set)" in demo.getvalue()
+
+
+async def test_a_long_how_to_is_kept_whole_by_trace_show_and_export(
+    tmp_path: Path, redis_url: str, redis_prefix: str
+) -> None:
+    """Issue 42: `trace show` and `trace export` held the answer cut mid-word and the lookup
+    result cut at ~4,100 characters; the whole section is kept now, the answer points to it."""
+    import json
+
+    config = config_with_prefix(tmp_path, redis_prefix)
+    env = {"REDIS_URL": redis_url}
+    argv = ["ask", "--conversation", "howto", "How do I connect you to Telegram?"]
+    assert await run_cli([*argv, "--config", config], env=env, stdout=io.StringIO()) == 0
+    listed = io.StringIO()
+    argv = ["trace", "list", "--conversation", "howto", "--config", config]
+    assert await run_cli(argv, env=env, stdout=listed) == 0
+    trace_id = listed.getvalue().split()[0]
+    shown = io.StringIO()
+    argv = ["trace", "show", trace_id, "--config", config]
+    assert await run_cli(argv, env=env, stdout=shown) == 0
+    manual = (REPO / "bot" / "knowledge" / "telegram.md").read_text()
+    last_paragraph = manual.rstrip().rsplit("\n\n", 1)[1]
+    assert " ".join(last_paragraph.split()) in " ".join(shown.getvalue().split())
+    out = tmp_path / "t.json"
+    argv = ["trace", "export", trace_id, str(out), "--config", config]
+    assert await run_cli(argv, env=env, stdout=io.StringIO()) == 0
+    data = json.loads(out.read_text())
+    observation = data["steps"][0]["observation"]
+    assert len(observation) > 5000 and last_paragraph in observation
+    assert data["answer"].endswith(
+        "all of it is in telegram.md › Connect reactbot to Telegram, and this answer's trace "
+        "keeps the whole lookup result.)"
+    )

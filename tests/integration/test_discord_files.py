@@ -29,9 +29,11 @@ from core.agent import Agent
 from core.file_workers import FileReaders
 from core.files import FileLimits, InMemoryFileStore
 from core.history import InMemoryHistoryStore
+from core.knowledge import LookupTool
 from core.llm import ChatModel
 from core.scripted import ScriptedModel, Turn
 from core.stores import InMemoryLocks, InMemoryTraceStore
+from core.tools import ToolRegistry
 from tests.fakes.discord_limits import MISSING_PERMISSIONS
 from tests.fakes.discord_server import CHANNEL_ID, Call, FakeDiscord
 from tests.fakes.local_server import serve_locally
@@ -66,6 +68,7 @@ async def running(
     *,
     catalogue: dict[str, ChatModel] | None = None,
     parse_seconds: float = 5,
+    registry: ToolRegistry | None = None,
 ) -> AsyncIterator[Harness]:
     fake = FakeDiscord()
     fake.add_channel(CHANNEL_ID)
@@ -82,7 +85,11 @@ async def running(
     model = ScriptedModel(list(turns))
     traces = InMemoryTraceStore()
     agent = Agent(
-        model, tools(), history=InMemoryHistoryStore(), traces=traces, locks=InMemoryLocks()
+        model,
+        registry or tools(),
+        history=InMemoryHistoryStore(),
+        traces=traces,
+        locks=InMemoryLocks(),
     )
     store = InMemoryFileStore()
     readers = FileReaders(parse_seconds=parse_seconds)
@@ -182,6 +189,33 @@ async def test_a_question_about_an_attached_pdf_is_answered_from_its_page() -> N
         assert any(p.endswith("/lie.txt") for p in h.fake.cdn_requests)
         assert h.foreign_seen == []
         assert [p.file for p in await h.store.load(CONVERSATION)] == ["report.pdf"] * 3
+
+
+async def test_a_one_file_question_finds_its_file_with_the_shipped_manual_present() -> None:
+    """Issue 42: the bot's own lookup (the shipped manual, as a fresh clone has it) and a
+    90-character note; the note is the first passage the model reads."""
+    import bot
+
+    registry = tools()
+    registry.add(LookupTool(manual=Path(bot.__file__).parent / "knowledge"))
+    turns = [
+        Turn("Thought: The note may say.\nAction: lookup[launch code for project Bluebird]"),
+        Turn("Thought: It does.\nAction: finish[AMBER-7734]"),
+    ]
+    async with running(turns, registry=registry) as h:
+        note = b"The launch code for project Bluebird is AMBER-7734."
+        attachments = [h.fake.add_attachment("notes.txt", note, content_type="text/plain")]
+        payload = h.fake.message_create(
+            "What is the launch code for project Bluebird?", attachments=attachments
+        )
+        await h.fake.dispatch("MESSAGE_CREATE", payload)
+        await h.fake.wait_for_calls(_is_totals, 1, within=10)
+        trace = await h.traces.last(CONVERSATION)
+        assert trace is not None and trace.answer == "AMBER-7734"
+        (step, *_) = trace.steps
+        assert step.observation is not None
+        assert step.observation.startswith(f"1. notes.txt\n{note.decode()}")
+        assert step.sources[0] == "notes.txt"
 
 
 async def test_a_pdf_bomb_is_skipped_in_one_line_and_the_question_still_answered() -> None:

@@ -407,7 +407,23 @@ async def test_long_observation_is_cut_for_the_model_but_kept_in_the_trace() -> 
     assert isinstance(done, Finished)
     assert done.trace.steps[0].observation == "x" * 5000
     sent = model.calls[1].messages[-1]["content"]
-    assert "4000 more characters cut" in sent and len(sent) < 1200
+    assert "4,000 more characters not shown here; the trace keeps the whole text" in sent
+    assert len(sent) < 1200
+
+
+async def test_an_observation_a_little_over_the_limit_reaches_the_model_whole() -> None:
+    """Issue 42: 14 characters were cut, mid-word, under a 60-character notice."""
+    text = "connect " * 251 + "channel"  # 2,015 characters
+
+    async def near(arg: str) -> str:
+        return text
+
+    tool = FunctionTool("near", near, "Near.", "near[x]")
+    model = ScriptedModel(["Thought: t\nAction: near[x]", "Thought: ok\nAction: finish[ok]"])
+    settings = AgentSettings(observation_limit=2000)
+    done = final(await collect(Agent(model, registry(tool), settings=settings), "q"))
+    assert isinstance(done, Finished)
+    assert text in model.calls[1].messages[-1]["content"]
 
 
 async def test_observation_injection_reaches_the_model_only_as_fenced_data() -> None:

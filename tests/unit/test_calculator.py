@@ -14,7 +14,13 @@ from pathlib import Path
 import pytest
 
 from core.tools import Tool, ToolError, ToolTimeout, calculator
-from core.tools.calculator import CalculatorTool, evaluate, format_number, parse_expression
+from core.tools.calculator import (
+    CalculatorTool,
+    describe,
+    evaluate,
+    format_number,
+    parse_expression,
+)
 
 FAST_SECONDS = 2.0  # every hostile input must be refused well within this
 
@@ -53,7 +59,22 @@ def calc(expression: str) -> str:
         ("--3", "3"),
         ("+4", "4"),
         ("0.1+0.2", "0.3"),
-        ("1/3", "0.333333333333"),
+        ("1/3", "1/3 = 0.333333333333…"),
+        (
+            "123456789*987654321 + 17*23 - 4/7",
+            "853528417788449616/7 = 121932631112635659.428571428571…",
+        ),
+        ("2**-100", "1/1267650600228229401496703205376 ≈ 7.88860905221e-31"),
+        ("1/7000000", "1/7000000 = 0.000000142857142857…"),
+        ("10**70 + 1/3", "≈ 1e+70 (the exact fraction is too long to show)"),
+        ("2**-3", "0.125"),
+        ("1/3*3", "1"),
+        ("(2/3)**-3", "3.375"),
+        ("sqrt(9/4)", "1.5"),
+        ("round(1/3, 2)", "0.33"),
+        ("round(-5/2)", "-3"),
+        ("floor(-7/2)", "-4"),
+        ("factorial(10/2)", "120"),
         ("7 × 6 ÷ 2", "21"),
         ("3 − 5", "-2"),
         ("  2 + 2  ", "4"),
@@ -155,9 +176,9 @@ def test_exact_integer_arithmetic_stays_int() -> None:
         ("exp(1000)", "result too large"),
         ("1e308 * 10", "result too large"),
         ("1e308 + 1e308", "result too large"),
-        ("sqrt(10**400)", "result too large"),
-        ("10**400 * 1.5", "result too large"),
-        ("10**30000 / 3", "result too large"),
+        ("sqrt(10**401)", "result too large"),  # sqrt(10**400) is exactly 10**200
+        ("10**400 * 1.1", "result too large"),  # 1.1 is a float: 1.5 would be exact
+        ("10**30000 / 3 * 1.1", "result too large"),  # exact until a float joins
     ],
 )
 def test_invalid_expressions(expression: str, fragment: str) -> None:
@@ -315,12 +336,18 @@ async def test_run_evaluates_in_the_worker(tool: CalculatorTool) -> None:
 
 @pytest.mark.parametrize(
     ("expression", "expected"),
-    [("17*23+4", "395"), ("7/2", "3.5"), ("-7 % 3", "2"), ("2*pi", "6.28318530718")],
+    [
+        ("17*23+4", "395"),
+        ("7/2", "3.5"),
+        ("-7 % 3", "2"),
+        ("2*pi", "6.28318530718 (rounded)"),
+        ("4/7", "4/7 = 0.571428571428…"),
+    ],
 )
 async def test_plain_arithmetic_needs_no_worker(
     tool: CalculatorTool, expression: str, expected: str
 ) -> None:
-    assert await tool.run(expression) == expected == calc(expression)
+    assert await tool.run(expression) == expected == describe(evaluate(expression))
     assert tool._worker is None
 
 
@@ -329,8 +356,8 @@ async def test_plain_arithmetic_needs_no_worker(
     [
         ("1/0", "division by zero"),
         ("1e308*10", "result too large"),
-        ("1" + "0" * 330 + "/3", "result too large"),  # an int too large for a float
-        ("1" + "0" * 330 + "+0.5", "result too large"),
+        ("1" + "0" * 330 + "/3*1.1", "result too large"),  # a fraction too large for a float
+        ("1" + "0" * 330 + "+0.1", "result too large"),  # 0.5 would be exact
     ],
 )
 async def test_plain_arithmetic_fails_as_in_the_worker(

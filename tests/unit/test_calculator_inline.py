@@ -8,6 +8,7 @@ that import slow enough to trip a one-second job timeout on a busy machine).
 from __future__ import annotations
 
 import time
+from fractions import Fraction
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -45,8 +46,11 @@ def test_what_is_computed_in_the_caller_is_bounded(rest: list[tuple[str, str]], 
         return
     start = time.process_time()  # CPU time: a busy machine does not make it fail
     try:
-        value: int | float | None = evaluate(expression)
+        value: int | Fraction | float | None = evaluate(expression)
     except ToolError:
         value = None
     assert time.process_time() - start < 0.05
+    if isinstance(value, Fraction):
+        assert value.numerator.bit_length() <= calculator.MAX_INLINE_BITS
+        assert value.denominator.bit_length() <= calculator.MAX_INLINE_BITS
     assert not isinstance(value, int) or value.bit_length() <= calculator.MAX_INLINE_BITS

@@ -178,6 +178,24 @@ def test_a_relative_lookup_path_is_relative_to_the_config_file(tmp_path: Path) -
     assert absolute.tools.lookup.path == tmp_path
 
 
+def test_lookup_paths_are_a_list_of_folders_with_the_old_path_after_them(tmp_path: Path) -> None:
+    text = "tools: {lookup: {paths: [handbook, /srv/kb, handbook], path: notes}}\n"
+    config = load_config(write(tmp_path, text), {})
+    assert config.tools.lookup.paths == (
+        tmp_path / "handbook",
+        Path("/srv/kb"),
+        tmp_path / "handbook",
+    )
+    assert config.tools.lookup.folders == (
+        tmp_path / "handbook",
+        Path("/srv/kb"),
+        tmp_path / "notes",
+    )
+    assert load_config(None, {}).tools.lookup.folders == ()
+    from_env = load_config(None, {"REACTBOT_TOOLS__LOOKUP__PATHS": '["/a", "/b"]'})
+    assert from_env.tools.lookup.folders == (Path("/a"), Path("/b"))
+
+
 def test_config_is_frozen() -> None:
     config = load_config(None, {})
     with pytest.raises(ValidationError):

@@ -14,12 +14,12 @@ from hypothesis import strategies as st
 
 import bot
 from core.errors import ToolError
+from core.knowledge import LookupTool
 from core.tools import Tool, ToolResult
 from core.tools.lookup import (
     MAX_PASSAGE_CHARS,
     MAX_SECTION_CHARS,
     BM25Index,
-    LookupTool,
     Passage,
     section_of,
     split_passages,
@@ -303,7 +303,8 @@ async def test_binary_and_undecodable_files_are_skipped_with_a_warning(
 
 async def test_hidden_and_other_files_are_ignored(english_kb: Path) -> None:
     write(english_kb, ".git/notes.md", "# Zebra\n\nzebra")
-    write(english_kb, "data.json", '{"zebra": 1}')
+    write(english_kb, "data.bin", "zebra")
+    write(english_kb, "zebra.png", "zebra")
     result = await LookupTool(english_kb).run("zebra")
     assert result.text.startswith("no passage")
 
@@ -370,3 +371,23 @@ def test_shipped_knowledge_base_is_small_markdown_with_a_chinese_page() -> None:
     assert 4 <= len(files) <= 8  # one page per surface, the basics, Chinese
     assert all(f.suffix == ".md" for f in files)
     assert any("\u4e00" <= ch <= "\u9fff" for f in files for ch in f.read_text("utf-8"))
+
+
+async def test_a_long_section_comes_whole_up_to_the_stated_bound(tmp_path: Path) -> None:
+    """Issue 42: the tool cut the best section at 4,000 characters, so the trace never had
+    the rest; now it returns it whole up to MAX_SECTION_CHARS, and past that says how much
+    is left and where, after a paragraph."""
+    steps = "\n\n".join(f"Step {i}: turn the widget dial {i} times." for i in range(300))
+    write(tmp_path, "guide.md", f"# Widget setup\n\n{steps}\n")
+    result = await LookupTool(tmp_path).run("widget setup")
+    assert len(steps) > 10_000 and result.text == f"1. guide.md › Widget setup\n{steps}"
+
+    huge = "\n\n".join(f"Paragraph {i} about the widget dial." for i in range(3000))
+    write(tmp_path, "guide.md", f"# Widget setup\n\n{huge}\n")
+    cut = await LookupTool(tmp_path).run("widget setup")
+    body, _, note = cut.text.split("\n", 1)[1].rpartition("\n\n")
+    assert len(body) <= MAX_SECTION_CHARS and huge.startswith(body) and body.endswith(".")
+    assert (
+        note
+        == f"[… {len(huge) - len(body):,} more characters of this section in guide.md › Widget setup]"
+    )
