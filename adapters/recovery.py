@@ -40,7 +40,6 @@ from core.trace import Trace
 log = logging.getLogger(__name__)
 
 INTERRUPTED = "⚠️ Interrupted: the bot restarted while answering. Ask again."
-NOT_RUNNING = "This answer is no longer running (the bot restarted while answering)."
 HISTORY_NOTE = "(No answer: the bot restarted while answering this question.)"
 BEAT_EVERY = 5.0
 SWEEP_EVERY = 1.0

@@ -27,6 +27,7 @@ import discord
 from discord import app_commands
 from discord.ext import commands
 
+from adapters import words
 from adapters.answering import Answering, Ask, Policy, Refusal
 from adapters.attachments import ConversationFiles
 from adapters.channels import ChannelChoices, ChoiceError
@@ -70,7 +71,6 @@ from adapters.discord.surface import (
 )
 from adapters.live import VERBOSITIES, LiveMessage, RunView, Verbosity
 from adapters.pacing import DISCORD_CHANNEL_WRITES, EditPacer
-from adapters.recovery import NOT_RUNNING
 from adapters.room import Room
 from core.agent import Agent, Run
 from core.approval import ApprovalBroker, ApprovalRequest, Decision, Verdict
@@ -256,7 +256,7 @@ def _json_problem(text: str) -> str | None:
     return None if isinstance(value, dict) else "it is not an object"
 
 
-ONLY_ADMINS = "Only an admin can change this channel's settings."
+ONLY_ADMINS = words.ONLY_ADMINS
 
 
 def _user_key(asker: Asker) -> str:
@@ -828,7 +828,7 @@ class AskCog(commands.Cog):
         await self.services.stores.history.clear(self._conversation_of(interaction))
         if self.services.files is not None:
             await self.services.files.clear(self._conversation_of(interaction))
-        await interaction.followup.send("🧹 I forgot this conversation's history.", ephemeral=True)
+        await interaction.followup.send(words.RESET_DONE, ephemeral=True)
 
     @app_commands.command(name="trace", description="Post the last trace of this conversation.")
     async def trace(self, interaction: discord.Interaction) -> None:
@@ -837,7 +837,7 @@ class AskCog(commands.Cog):
         await interaction.response.defer(thinking=True)
         trace = await self.services.stores.traces.last(self._conversation_of(interaction))
         if trace is None:
-            await interaction.followup.send("No trace yet in this conversation.")
+            await interaction.followup.send(words.NO_TRACE)
             return
         reply = self.renderer.trace_reply(trace)
         if reply.card is not None:  # a card names its files; it carries no content
@@ -879,14 +879,12 @@ class AskCog(commands.Cog):
             )
         except StoreUnavailable:
             await interaction.response.send_message(
-                "⚠️ I could not save that: the shared store is unavailable. Try again soon.",
+                words.UNSAVED,
                 ephemeral=True,
             )
             return
         shown = value or f"{self.settings.verbosity} (the default)"
-        await interaction.response.send_message(
-            f"This channel now sees: **{shown}**.", ephemeral=True
-        )
+        await interaction.response.send_message(words.now_sees(f"**{shown}**"), ephemeral=True)
 
     @reactbot.command(name="settings", description="Show reactbot's settings for this channel.")
     async def show_settings(self, interaction: discord.Interaction) -> None:
@@ -1075,13 +1073,14 @@ class AskCog(commands.Cog):
             run_id, self._press(interaction), by=who.display_name, by_id=str(who.id)
         )
         if stopped == "refused":
+            asker = await self._asker_of(run_id)
             await interaction.response.send_message(
-                "Only the person who asked (or an admin) can stop this run.", ephemeral=True
+                words.stop_refused(asker), ephemeral=True, allowed_mentions=NO_MENTIONS
             )
         elif stopped == "stopping":
             await interaction.response.defer()  # the live message shows the stop itself
         else:
-            await interaction.response.send_message(NOT_RUNNING, ephemeral=True)
+            await interaction.response.send_message(words.NOT_RUNNING, ephemeral=True)
 
     # ---- the components layout -----------------------------------------------------------
     def _first(
@@ -1130,9 +1129,7 @@ class AskCog(commands.Cog):
         channel, parent = interaction.channel_id, getattr(interaction.channel, "parent_id", None)
         here = {f"discord:{place}" for place in (channel, parent) if place}
         if trace is None or not trace.question or not may_retry(trace.conversation, here):
-            await interaction.response.send_message(
-                "I no longer have that question: please ask it again.", ephemeral=True
-            )
+            await interaction.response.send_message(words.RETRY_GONE, ephemeral=True)
             return
         await self._answer_interaction(interaction, trace.question)
 
@@ -1181,13 +1178,11 @@ class AskCog(commands.Cog):
         """Checked here, where the click arrived; the run may belong to another process."""
         broker = self.services.broker
         if broker is None:
-            await interaction.response.send_message(
-                "Approvals are not set up on this bot.", ephemeral=True
-            )
+            await interaction.response.send_message(words.NO_APPROVALS, ephemeral=True)
             return
         if not await self._may_decide(interaction, pressed.run_id):
             await interaction.response.send_message(
-                f"Only {await self._deciders(pressed.run_id)} can decide this.",
+                words.decide_refused(self.settings.approvers, await self._asker_of(pressed.run_id)),
                 ephemeral=True,
                 allowed_mentions=NO_MENTIONS,
             )
@@ -1201,9 +1196,7 @@ class AskCog(commands.Cog):
             return
         request = await broker.request(pressed.key)
         if request is None:
-            await interaction.response.send_message(
-                "This action was already decided, or its time ran out.", ephemeral=True
-            )
+            await interaction.response.send_message(words.DECISION_GONE, ephemeral=True)
             return
         await interaction.response.send_modal(DecisionModal(self, pressed, request))
 
@@ -1240,11 +1233,10 @@ class AskCog(commands.Cog):
             str(interaction.user.id), {"channel": channel}, admin=self._is_admin(interaction)
         )
 
-    async def _deciders(self, run_id: str) -> str:
+    async def _asker_of(self, run_id: str) -> str | None:
+        """The run's own asker as a mention (sent with no pings), if it is known."""
         owner = await self.answering.owner(run_id)
-        if self.settings.approvers == "admins" or owner is None or not owner.asker.isdigit():
-            return "an admin"
-        return f"<@{owner.asker}> (who asked) or an admin"
+        return f"<@{owner.asker}>" if owner is not None and owner.asker.isdigit() else None
 
     def _is_admin(self, interaction: discord.Interaction) -> bool:
         channel_id = interaction.channel_id or 0

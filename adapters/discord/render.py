@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from urllib.parse import quote
 
+from adapters import words
 from adapters.discord.payload import (
     MAX_FILES,
     DiscordPayload,
@@ -240,7 +241,7 @@ def approval_block(view: RunView, pending: ApprovalRequested, now: float, budget
     pieces = [
         f"**Action** {inline_code(pending.name)}",
         f"{FENCE}{language}\n{defuse_fences(sanitize(shown))}\n{FENCE}",
-        f"-# {who_decides(view)} can decide · denied automatically in "
+        f"-# {words.who_may_decide(view.approvers, _mention(view.asker))} · denied automatically in "
         + countdown(pending.timeout - max(0.0, now - view.pending_since)),
     ]
     thought = pending.thought.strip()
@@ -250,14 +251,9 @@ def approval_block(view: RunView, pending: ApprovalRequested, now: float, budget
     return "\n".join(pieces)
 
 
-def who_decides(view: RunView) -> str:
-    policy = view.approvers
-    if policy == "anyone":
-        return "anyone here"
-    if policy == "admins":
-        return "only an admin"
-    asker = f"<@{view.asker}>" if view.asker.isdigit() else "the person who asked"
-    return f"only {asker} or an admin"
+def _mention(user: str) -> str | None:
+    """A user id as a mention (the message is sent with no pings); None for anything else."""
+    return f"<@{user}>" if user.isdigit() else None
 
 
 def countdown(seconds: float) -> str:

@@ -52,6 +52,7 @@ from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
+from adapters import words
 from adapters.answering import (
     SHUTDOWN,
     Answering,
@@ -66,7 +67,6 @@ from adapters.context import Read
 from adapters.decisions import Press, may_retry
 from adapters.live import LiveMessage, LiveStats, RunView, Verbosity
 from adapters.pacing import Budget, EditPacer, per_minute
-from adapters.recovery import NOT_RUNNING
 from adapters.room import Room
 from adapters.slack.approval import (
     APPROVAL_VIEW_ID,
@@ -97,7 +97,6 @@ from adapters.slack.render import (
     RETRY_ACTION_ID,
     STOP_ACTION_ID,
     SlackRenderer,
-    deciders,
     mention,
     parse_stop_value,
     retry_block,
@@ -149,9 +148,7 @@ INVITE = (
 )
 RESTARTING = "reactbot is restarting; ask again in a moment."
 USAGE = "Ask me something, for example: `/ask What is 17*23+4?`"
-GONE = "This action is no longer waiting for a decision."
 UNREACHABLE = "I could not look this action up just now; try again in a moment."
-NO_APPROVALS = "Approvals are not set up on this bot, so nobody can decide here."
 NAMES_WITHIN = 2.0
 """Seconds the asker's and the channel's names may take to look up (once each: remembered)."""
 
@@ -535,10 +532,11 @@ class SlackBot:
         if stopped == "refused":
             owner = await self.answering.owner(run_id)
             asker = owner.asker if owner is not None else asker
-            who = mention(asker) if asker else "the person who asked"
-            await self._ephemeral(channel, user, f"Only {who} or an admin can stop this run.")
+            await self._ephemeral(
+                channel, user, words.stop_refused(mention(asker) if asker else None)
+            )
         elif stopped == "gone":
-            await self._ephemeral(channel, user, NOT_RUNNING)
+            await self._ephemeral(channel, user, words.NOT_RUNNING)
 
     def _press(self, user: str, body: dict[str, Any]) -> Press:
         """Who clicked, and where (Slack's word, in its signed payload; not the value)."""
@@ -600,17 +598,19 @@ class SlackBot:
         may not (by the ``approvers`` policy, against the run's own record), or it no
         longer waits (decided, timed out, its run ended)."""
         if self.broker is None:
-            return NO_APPROVALS
+            return words.NO_APPROVALS
         try:
             request = await self.broker.request(ref.key)
         except Exception:  # the shared store is away; a decision could not travel either
             log.warning("could not read the pending request %s", ref.key, exc_info=True)
             return UNREACHABLE
         if request is None:
-            return GONE
+            return words.DECISION_GONE
         if not await self.answering.may_decide(ref.run_id, press):
             approvers = self.settings.approvers
-            return f"Only {deciders(approvers, request.asker or None)} can decide on this action."
+            return words.decide_refused(
+                approvers, mention(request.asker) if request.asker else None
+            )
         return request
 
     async def _decide(self, ref: ApprovalRef, decision: Decision) -> None:
@@ -800,9 +800,7 @@ class SlackBot:
             or not channel
             or not may_retry(trace.conversation, click_places(body, channel))
         ):
-            await self._ephemeral(
-                channel, user, "I no longer have that question: please ask it again."
-            )
+            await self._ephemeral(channel, user, words.RETRY_GONE)
             return
         question = Question(
             source="command",

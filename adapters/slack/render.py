@@ -38,6 +38,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from adapters import words
 from adapters.answering import SHUTDOWN
 from adapters.live import REFUSED_NOTE, Phase, RunView, StepView
 from adapters.slack.approval import (
@@ -380,15 +381,6 @@ def countdown(remaining: float) -> str:
     return "in a few seconds"
 
 
-def deciders(approvers: str, asker: str | None) -> str:
-    """Who may decide, in words: ``<@U1ADA> or an admin``, ``an admin``, ``anyone here``."""
-    if approvers == "anyone":
-        return "anyone here"
-    if approvers == "admins":
-        return "an admin"
-    return f"{mention(asker) if asker else 'the person who asked'} or an admin"
-
-
 def approval_button(label: str, action_id: str, value: str, *, style: str | None = None) -> Block:
     button: Block = {
         "type": "button",
@@ -557,8 +549,7 @@ class SlackRenderer:
     def _pending_hint(self, view: RunView, pending: ApprovalRequested) -> str:
         waited = max(0.0, self._clock() - view.pending_since)
         remaining = min(pending.timeout, max(0.0, pending.timeout - waited))
-        who = deciders(view.approvers, view.asker or None)
-        decide = f"only {who} can decide" if view.approvers != "anyone" else f"{who} can decide"
+        decide = words.who_may_decide(view.approvers, mention(view.asker) if view.asker else None)
         if not (self.run_id and self.approvals):
             decide = "waiting for a decision"
         return f"{decide} · denied automatically {countdown(remaining)}"

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from slack_bolt.context.ack.async_ack import AsyncAck
 
+from adapters import words as sentences  # "words" names a command's words here
 from adapters.channels import ChoiceError
 from adapters.live import VERBOSITIES
 from adapters.slack.markdown import escape
@@ -23,7 +24,7 @@ from core.prompt import PERSONA_CHARS
 if TYPE_CHECKING:
     from adapters.slack.bot import SlackBot
 
-ONLY_ADMINS = "Only an admin can change this channel's settings."
+ONLY_ADMINS = sentences.ONLY_ADMINS
 SETTINGS_USAGE = (
     "Usage: `/ask-settings show`, `/ask-settings usage`, "
     "`/ask-settings verbosity full|compact|answer|default`, `/ask-settings model NAME|default`, "
@@ -73,13 +74,10 @@ class SettingsCommands:
         try:
             await self.bot.stores.channel_settings.put(key, "verbosity", value)
         except StoreUnavailable:
-            await ack(
-                text=":warning: I could not save that: the shared store is unavailable. Try again soon.",
-                response_type="ephemeral",
-            )
+            await ack(text=sentences.UNSAVED, response_type="ephemeral")
             return
         shown = value or f"{self.bot.settings.verbosity} (the default)"
-        await ack(text=f"This channel now sees: *{shown}*.", response_type="ephemeral")
+        await ack(text=sentences.now_sees(f"*{shown}*"), response_type="ephemeral")
 
     async def _change_setting(
         self, ack: AsyncAck, command: dict[str, Any], words: list[str]

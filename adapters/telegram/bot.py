@@ -48,6 +48,7 @@ from telegram.ext import (
     filters,
 )
 
+from adapters import words
 from adapters.answering import (
     Answering,
     Approvers,
@@ -433,7 +434,7 @@ class TelegramBot:
             return
         refused = await self.answering.refusal(asker)
         if refused is None and is_group(asker.chat) and not await self.commands.is_admin(asker):
-            refused = "Only an admin can reset a group's conversation."
+            refused = words.RESET_ADMINS
         if refused is not None:
             await self.say(asker, refused)
             return
@@ -441,7 +442,7 @@ class TelegramBot:
         await self.stores.history.clear(conversation)
         if self.files is not None:
             await self.files.clear(conversation)
-        await self.say(asker, "🧹 I have forgotten our conversation.")
+        await self.say(asker, words.RESET_DONE)
 
     async def on_setting(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         """A settings command (``adapters.telegram.commands``); its reply in the chat."""
@@ -472,7 +473,7 @@ class TelegramBot:
             await self.say(asker, "I cannot read the traces now: the store is unavailable.")
             return
         if not traces:
-            await self.say(asker, "No answer here has a trace yet: ask me something first.")
+            await self.say(asker, words.NO_TRACE)
             return
         renderer = TelegramRenderer(traces[0].id, clock=time.monotonic, trace_link=self.trace_link)
         chat = self.chat(asker.chat, asker.thread)
@@ -516,9 +517,9 @@ class TelegramBot:
             run_id, self._press(user_id, query.message), by=by, by_id=str(user_id)
         )
         if stopped == "refused":
-            return "Only the person who asked can stop it."
+            return words.stop_refused()
         if stopped == "gone":
-            return "That answer is no longer running."
+            return words.NOT_RUNNING
         return "Stopping…"
 
     def _press(self, user_id: int, message: object) -> Press:
@@ -538,16 +539,16 @@ class TelegramBot:
         except ValueError:
             return "That button is not one of mine."
         if self.broker is None or verdict not in VERDICTS | PROMPTS:
-            return "Approvals are not set up on this bot."
+            return words.NO_APPROVALS
         request = await self.broker.request(key)
         if request is None:
-            return "This action was already decided, or its time ran out."
+            return words.DECISION_GONE
         # The asker and the place come from the request the run stored, never from the
         # button's data: a client can send any callback data.
         if not _in_place_of(request, query.message):
             return "That button is not one of mine."
         if not await self.answering.may_decide(request.run_id, self._press(user.id, query.message)):
-            return "Only the person who asked can decide this."
+            return words.decide_refused(self.settings.approvers)
         if verdict in PROMPTS:
             return await self._prompt(verdict, query, request, ref=data.removeprefix(
                 f"{DECIDE_PREFIX}{verdict}:"))  # fmt: skip
@@ -596,13 +597,13 @@ class TelegramBot:
         text = message.text or message.caption or ""
         request = await self.broker.request(key) if self.broker is not None else None
         if self.broker is None or request is None:
-            said = "This action was already decided, or its time ran out."
+            said = words.DECISION_GONE
         elif not _in_place_of(request, replied):
             # The reference is read from the replied-to message's text, which may end with
             # words a model wrote: it decides only an action of this chat, for its asker.
             said = "That is not one of my questions here."
         elif not await self.answering.may_decide(request.run_id, self._press(user.id, replied)):
-            said = "Only the person who asked can decide this."
+            said = words.decide_refused(self.settings.approvers)
         elif kind == "e" and (problem := edit_problem(text, json_input=request.json_input)):
             said = f"{problem} Nothing was decided: press Edit… again."
         else:
@@ -646,7 +647,7 @@ class TelegramBot:
         thread = _thread_of(message)
         here = (conversation_of(message.chat.id, thread),)
         if trace is None or not trace.question or not may_retry(trace.conversation, here):
-            return "I no longer have that question: please ask it again."
+            return words.RETRY_GONE
         asker = Asker(message.chat.id, query.from_user.id, message.message_id, thread)
         refused = await self._ask(
             asker,

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 from telegram import Bot
 from telegram.error import TelegramError
 
+from adapters import words
 from adapters.channels import ChoiceError
 from adapters.live import VERBOSITIES
 from core.budgets import UNREADABLE
@@ -44,7 +45,7 @@ log = logging.getLogger(__name__)
 
 ADMINS_TTL = 60.0
 """Seconds a group's administrators are remembered (one getChatAdministrators a minute)."""
-ONLY_ADMINS = "Only an admin can change this chat's settings."
+ONLY_ADMINS = words.ONLY_ADMINS
 COMMANDS = ("settings", "verbosity", "model", "persona", "tools", "usage")
 VERBOSITY_USAGE = "Usage: /verbosity full|compact|answer|default"
 
@@ -126,9 +127,9 @@ class SettingsCommands:
             try:
                 await self.bot.stores.channel_settings.put(key, "verbosity", value)
             except StoreUnavailable:
-                return "⚠️ I could not save that: the shared store is unavailable. Try again soon."
+                return words.UNSAVED
             shown = value or f"{self.bot.settings.verbosity} (the default)"
-            return f"This chat now sees: **{shown}**."
+            return words.now_sees(f"**{shown}**")
 
         return await self._change(asker, put)
 

@@ -24,6 +24,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from adapters import words
 from adapters.live import RunView, StepView, final_mark, status_line
 from adapters.tables import FENCE_LINE, tables_as_code
 from core.text import neutral_bidi
@@ -350,9 +351,7 @@ class TelegramRenderer:
         pending = view.pending
         if pending is None:
             return []
-        who = "the asker or an admin" if view.approvers == "asker" else view.approvers
-        if view.approvers == "anyone":
-            who = "anyone here"
+        who = words.deciders(view.approvers)
         return [
             [_Piece("✋ Approve this action?", "b")],
             [_Piece(f"🛠 {cut(pending.name, 60)}", "b"), _Piece(" "),

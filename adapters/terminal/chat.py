@@ -21,6 +21,7 @@ from typing import IO, Protocol
 
 from rich.console import Console
 
+from adapters import words
 from adapters.terminal.render import TerminalRenderer, printable
 from core.agent import Agent, Run
 from core.approval import ApprovalBroker, Decision
@@ -402,7 +403,7 @@ async def _chat_command(
         case "/trace":
             last = await session.last_trace(app, conversation)
             if last is None:
-                console.print("No trace yet: ask something first.", style="dim")
+                console.print(words.NO_TRACE, style="dim")
             else:
                 from rich.markdown import Markdown  # markdown-it, pygments: only for /trace
 

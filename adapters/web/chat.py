@@ -52,6 +52,7 @@ from typing import Any
 
 from aiohttp import web
 
+from adapters import words
 from adapters.answering import (
     Answering,
     Approvers,
@@ -641,15 +642,15 @@ class WebChat:
         run_id = str(body.get("run", ""))
         stopped = await self.answering.stop_pressed(run_id, _press(session), by="you")
         if stopped == "gone":
-            return self._json({"error": "That answer is no longer running."}, status=409)
+            return self._json({"error": words.NOT_RUNNING}, status=409)
         if stopped == "refused":
-            return self._json({"error": "Only the person who asked can stop it."}, status=403)
+            return self._json({"error": words.stop_refused()}, status=403)
         return self._json({"ok": True})
 
     async def decide(self, request: web.Request) -> web.Response:
         session, body = await self._post(request)
         if self.broker is None:
-            return self._json({"error": "Approvals are not set up on this bot."}, status=409)
+            return self._json({"error": words.NO_APPROVALS}, status=409)
         try:
             key = (str(body["run"]), int(body["step"]), int(body["call"]))
             verdict = str(body["verdict"])
@@ -659,11 +660,9 @@ class WebChat:
             return self._json({"error": "The verdict is approve, edit, deny or always."}, 400)
         request_ = await self.broker.request(key)
         if request_ is None:
-            return self._json(
-                {"error": "This action was already decided, or its time ran out."}, 409
-            )
+            return self._json({"error": words.DECISION_GONE}, 409)
         if not await self.answering.may_decide(request_.run_id, _press(session)):
-            return self._json({"error": "Only the person who asked can decide this."}, 403)
+            return self._json({"error": words.decide_refused("asker")}, 403)
         reason = str(body.get("reason", ""))[:500].strip()
         edited: str | None = None
         if verdict == "edit":
@@ -688,7 +687,7 @@ class WebChat:
         try:
             await self.stores.channel_settings.put(session.conversation, "verbosity", chosen)
         except StoreUnavailable:
-            return self._json({"error": "I could not save that: the store is unavailable."}, 503)
+            return self._json({"error": words.UNSAVED}, 503)
         return self._json({"ok": True, "verbosity": chosen})
 
     # ---- parts ------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from adapters import words
 from adapters.channels import ChannelChoices
 from adapters.discord.client import ReactBot, create_bot
 from adapters.discord.cog import Live, Services
@@ -323,7 +324,7 @@ async def test_stop_only_by_the_asker_and_the_trace_records_who() -> None:
         )
         refusal = await h.fake.wait_for_call(lambda c: "/callback" in c.path)
         assert refusal.json["data"]["flags"] == 64  # ephemeral
-        assert "Only the person who asked" in refusal.json["data"]["content"]
+        assert refusal.json["data"]["content"] == words.stop_refused("<@1001>")  # no ping
         await h.fake.dispatch("INTERACTION_CREATE", h.fake.button_press(reply_id, custom_id))
         await h.finished()
         final = h.edits(reply_id)[-1].json["content"]
@@ -438,7 +439,7 @@ async def set_verbosity(h: Harness, level: str, *, roles: tuple[int, ...] = (ROL
 
 async def test_compact_verbosity_shows_one_status_line_then_the_answer_and_the_thread() -> None:
     async with running(CALC_THEN_ANSWER) as h:
-        assert "now sees: **compact**" in await set_verbosity(h, "compact")
+        assert "now see: **compact**" in await set_verbosity(h, "compact")
         await h.mention("what is 17*23+4?")
         await h.finished()
         reply_id = next(mid for mid, m in h.fake.messages.items() if "395" in m["content"])
@@ -467,13 +468,13 @@ async def test_answer_verbosity_shows_only_the_answer_and_opens_no_thread() -> N
 async def test_only_an_admin_changes_the_verbosity_and_settings_shows_it() -> None:
     async with running([]) as h:
         refused = await set_verbosity(h, "answer", roles=())
-        assert refused == "Only an admin can change this channel's settings."
+        assert refused == words.ONLY_ADMINS
         payload = h.fake.interaction_create("reactbot", subcommand="settings")
         h.fake.remember_interaction(payload)
         await h.fake.dispatch("INTERACTION_CREATE", payload)
         shown = await h.fake.wait_for_call(lambda c: "Verbosity" in str(c.json))
         assert "full (the default)" in str(shown.json)
-        assert await set_verbosity(h, "default") == "This channel now sees: **full (the default)**."
+        assert await set_verbosity(h, "default") == words.now_sees("**full (the default)**")
 
 
 # ---- daily token budgets --------------------------------------------------------------------
@@ -564,7 +565,7 @@ async def test_an_admin_sets_the_channels_model_persona_and_tools() -> None:
         admin_roles=(ROLE_ID,),
     ) as h:
         refused = await reactbot_command(h, "model", {"name": "big"}, admin=False)
-        assert refused["data"]["content"] == "Only an admin can change this channel's settings."
+        assert refused["data"]["content"] == words.ONLY_ADMINS
         unknown = await reactbot_command(h, "model", {"name": "huge"})
         assert unknown["data"]["content"].startswith("⚠️ There is no model named 'huge'.")
         done = await reactbot_command(h, "model", {"name": "big"})

@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
+from adapters import words
 from adapters.discord.client import ReactBot, create_bot
 from adapters.discord.cog import Services
 from adapters.discord.settings import DiscordSettings
@@ -224,9 +225,7 @@ async def test_deny_with_a_reason_and_a_stranger_cannot_decide() -> None:
         await b.send(0, "INTERACTION_CREATE", stranger)
         refusal = await b.fake.wait_for_call(lambda c: c.path.endswith("/callback"))
         assert refusal.json["data"]["flags"] == 64
-        assert refusal.json["data"]["content"] == (
-            "Only <@1001> (who asked) or an admin can decide this."
-        )
+        assert refusal.json["data"]["content"] == (words.decide_refused("asker", "<@1001>"))
         assert refusal.json["data"]["allowed_mentions"]["parse"] == []
         await b.send(0, "INTERACTION_CREATE", b.fake.button_press(message_id, ids["deny"]))
         await b.fake.wait_for_call(
@@ -325,7 +324,7 @@ async def test_a_forged_decision_at_the_other_process_is_refused(
         await b.send(1, "INTERACTION_CREATE", json.loads(json.dumps(press).replace(real, forged)))
         refusal = await b.fake.wait_for_call(lambda c: c.path.endswith("/callback"))
         said = refusal.json["data"]["content"]
-        assert said == "Only <@1001> (who asked) or an admin can decide this.", said
+        assert said == words.decide_refused("asker", "<@1001>"), said
         assert b.processes[0].ran == []
         await b.send(1, "INTERACTION_CREATE", b.fake.button_press(message_id, real))
         await b.trace()

@@ -17,6 +17,7 @@ import asyncio
 import json
 from typing import Any
 
+from adapters import words
 from adapters.discord.layout import AMBER, BLUE, GREEN, GREY
 from core.scripted import Turn
 from core.tools import FunctionTool, ToolRegistry, ToolResult
@@ -338,4 +339,4 @@ async def test_slash_trace_in_the_text_layout_puts_the_numbers_above_the_questio
 async def test_slash_trace_without_a_run_says_there_is_none_yet() -> None:
     async with running([], layout="components") as h:
         call = await trace_reply(h)
-        assert body_of(call)["content"] == "No trace yet in this conversation."
+        assert body_of(call)["content"] == words.NO_TRACE

@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
+from adapters import words
 from adapters.discord.client import ReactBot, create_bot
 from adapters.discord.cog import Services
 from adapters.discord.settings import DiscordSettings
@@ -119,7 +120,7 @@ async def test_a_stop_click_on_another_process_stops_the_run(
         await r.send(1, "INTERACTION_CREATE", stranger)
         refusal = await r.fake.wait_for_call(lambda c: "/callback" in c.path)
         assert refusal.json["data"]["flags"] == 64  # ephemeral, answered by the other process
-        assert "Only the person who asked" in refusal.json["data"]["content"]
+        assert refusal.json["data"]["content"] == words.stop_refused("<@1001>")  # no ping
         await asyncio.sleep(0.2)
         assert owner.bot.cog is not None and owner.bot.cog.running, "still running"
 
@@ -171,7 +172,7 @@ async def test_a_forged_or_replayed_stop_on_another_process_is_refused(
                 await asyncio.sleep(0.01)
         refused = {
             "flags": 64,
-            "content": "Only the person who asked (or an admin) can stop this run.",
+            "content": words.stop_refused("<@1001>"),
         }
         assert [a.get("data", {}) for a in answers()] == [  # a defer (no data): a stop
             {**a.get("data", {}), **refused} for a in answers()

@@ -19,6 +19,7 @@ import pytest
 from slack_sdk.models.blocks import Block
 from slack_sdk.signature import SignatureVerifier
 
+from adapters import words
 from adapters.channels import ChannelChoices
 from adapters.pacing import Budget, LocalBudget
 from adapters.room import Room
@@ -855,7 +856,7 @@ async def test_compact_verbosity_shows_a_status_line_then_the_answer_and_the_thr
     make: Any,
 ) -> None:
     h: Harness = await make(tool_then_answer(delay=0.02))
-    assert await settings(h, "verbosity compact") == "This channel now sees: *compact*."
+    assert await settings(h, "verbosity compact") == words.now_sees("*compact*")
     await h.ask("What is 17*23?")
     await h.settled()
     root = h.root()
@@ -882,11 +883,11 @@ async def test_only_an_admin_changes_the_verbosity_and_anyone_may_read_it(make: 
     h: Harness = await make([])
     assert (await settings(h, "show", user=ASKER)).startswith("Verbosity: full (the default)\n")
     refused = await settings(h, "verbosity answer", user=ASKER)
-    assert refused == "Only an admin can change this channel's settings."
+    assert refused == words.ONLY_ADMINS
     assert (await settings(h, "verbosity loud")).startswith("Usage: `/ask-settings show`")
     await settings(h, "verbosity answer")
     assert (await settings(h, "", user=ASKER)).startswith("Verbosity: answer (set by an admin)")
-    assert await settings(h, "verbosity default") == "This channel now sees: *full (the default)*."
+    assert await settings(h, "verbosity default") == words.now_sees("*full (the default)*")
 
 
 # ---- a channel's model, persona and tools --------------------------------------------------
@@ -901,9 +902,7 @@ async def test_an_admin_picks_the_channels_model_and_a_question_may_pick_its_own
 ) -> None:
     big, small = answers("from big", "big-model-v2"), answers("from small", "small-1")
     h: Harness = await make([], catalogue={"big": big, "small": small})
-    assert await settings(h, "model big", user=ASKER) == (
-        "Only an admin can change this channel's settings."
-    )
+    assert await settings(h, "model big", user=ASKER) == (words.ONLY_ADMINS)
     assert (await settings(h, "model huge")).startswith(":warning: There is no model named 'huge'.")
     assert await settings(h, "model big") == "This channel now uses `big`."
     await h.ask("Which model?")
@@ -942,9 +941,7 @@ async def test_an_admin_turns_a_tool_off_and_sets_a_persona_in_a_modal(make: Any
     status, text, _ = await h.post(
         urllib.parse.urlencode({"payload": json.dumps(long)}), "application/x-www-form-urlencoded"
     )
-    assert json.loads(text)["errors"]["reactbot_input"] == (
-        "Only an admin can change this channel's settings."
-    )
+    assert json.loads(text)["errors"]["reactbot_input"] == (words.ONLY_ADMINS)
 
 
 # ---- daily token budgets --------------------------------------------------------------------

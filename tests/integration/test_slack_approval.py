@@ -18,6 +18,7 @@ from typing import Any
 import aiohttp
 import pytest
 
+from adapters import words
 from adapters.slack.approval import (
     ALWAYS_ACTION_ID,
     APPROVE_ACTION_ID,
@@ -369,7 +370,7 @@ async def test_a_click_by_someone_who_may_not_decide_is_refused_in_a_line_only_t
     for action_id in (APPROVE_ACTION_ID, EDIT_ACTION_ID, DENY_ACTION_ID, ALWAYS_ACTION_ID):
         assert await h.click(action_id, user=STRANGER) == 200
     await eventually(lambda: len(h.ephemerals()) == 4)
-    assert set(h.ephemerals()) == {"Only <@U1ADA> or an admin can decide on this action."}
+    assert set(h.ephemerals()) == {words.decide_refused("asker", "<@U1ADA>")}
     assert {c.args["user"] for c in h.fake.calls("chat.postEphemeral")} == {STRANGER}
     assert h.fake.views == [] and h.ran == [], "nothing decided, no modal opened"
     assert buttons(h.root()), "still waiting"
@@ -386,7 +387,7 @@ async def test_the_approvers_policy_admins_and_anyone(make: Any) -> None:
     assert "only an admin can decide" in message_text(admins.root())
     await admins.click(APPROVE_ACTION_ID, user=ASKER)
     await eventually(lambda: bool(admins.ephemerals()))
-    assert admins.ephemerals() == ["Only an admin can decide on this action."]
+    assert admins.ephemerals() == [words.decide_refused("admins")]
     await admins.click(APPROVE_ACTION_ID, user=ADMIN)
     await admins.settled()
     assert admins.ran == [{"path": "drafts/q3.md"}]
@@ -422,7 +423,7 @@ async def test_a_click_after_the_decision_is_told_the_action_no_longer_waits(mak
     await eventually(lambda: bool(h.ran))
     await h.click(DENY_ACTION_ID, user=ADMIN, message=waiting_root)  # a stale copy of it
     await eventually(lambda: bool(h.ephemerals()))
-    assert h.ephemerals() == ["This action is no longer waiting for a decision."]
+    assert h.ephemerals() == [words.DECISION_GONE]
     await h.settled()
     assert h.fake.views == [] and "✅ approved by <@U1ADA>" in thread_text(h)
 
@@ -550,7 +551,7 @@ async def test_a_click_on_the_other_replica_decides_the_run(
 
     await elsewhere.click(APPROVE_ACTION_ID, user=STRANGER, message=root)
     await eventually(lambda: bool(elsewhere.ephemerals()))
-    assert elsewhere.ephemerals() == ["Only <@U1ADA> or an admin can decide on this action."]
+    assert elsewhere.ephemerals() == [words.decide_refused("asker", "<@U1ADA>")]
     assert runs.ran == [], "the replica that got the click refused a stranger"
 
     await elsewhere.click(EDIT_ACTION_ID, user=ASKER, message=root)
@@ -569,7 +570,7 @@ async def test_a_click_on_the_other_replica_decides_the_run(
     assert not elsewhere.bot.running and elsewhere.model.calls == []
     await elsewhere.click(APPROVE_ACTION_ID, user=ASKER, message=root)  # a stale copy
     await eventually(lambda: len(elsewhere.ephemerals()) == 2)
-    assert elsewhere.ephemerals()[-1] == "This action is no longer waiting for a decision."
+    assert elsewhere.ephemerals()[-1] == words.DECISION_GONE
 
 
 async def test_a_bot_whose_tools_need_approval_answers_by_chat_update_even_in_dms(

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from adapters import words
 from adapters.attachments import ConversationFiles
 from adapters.channels import ChannelChoices
 from adapters.telegram.bot import NOT_HERE, TelegramBot, TelegramSettings
@@ -235,7 +236,7 @@ async def test_every_press_is_answered_even_one_the_bot_does_not_know(make: Any)
     (stop,) = live.buttons
     other = h.fake.press(live, stop["callback_data"], user=CHAT + 1)  # not the asker
     await h.fake.wait_for(lambda: other in h.fake.answered, what="answerCallbackQuery")
-    assert h.fake.answered[other]["text"] == "Only the person who asked can stop it."
+    assert h.fake.answered[other]["text"] == words.stop_refused()
     assert h.bot.answering.running  # still going
     h.fake.press(h.fake.message(CHAT, live.id), stop["callback_data"])
     await h.answer_to(question)
@@ -288,7 +289,7 @@ async def test_trace_sends_the_last_traces_documents(make: Any) -> None:
     await h.fake.wait_for(
         lambda: any(m.reply_to == nothing.id for m in h.replies()), what="a reply"
     )
-    assert "No answer here has a trace yet" in h.replies()[-1].text
+    assert words.NO_TRACE in h.replies()[-1].text
     question = h.fake.user_says(CHAT, "What is 17*23+4?")
     await h.answer_to(question)
     await h.bot.answering.settled()
@@ -308,7 +309,7 @@ async def test_reset_forgets_the_conversation(make: Any) -> None:
     assert await h.stores.history.load(f"telegram:{CHAT}")
     h.fake.user_says(CHAT, "/reset")
     await h.fake.wait_for(
-        lambda: any("forgotten" in m.text for m in h.replies()), what="the reset's reply"
+        lambda: any(words.RESET_DONE in m.text for m in h.replies()), what="the reset's reply"
     )
     assert await h.stores.history.load(f"telegram:{CHAT}") == []
 
@@ -344,12 +345,12 @@ async def test_an_action_is_approved_from_its_buttons_by_the_asker_only(make: An
     assert all(len(b["callback_data"].encode()) <= 64 for b in asking.buttons)
     other = h.fake.press(asking, approve, user=CHAT + 1)
     await h.fake.wait_for(lambda: other in h.fake.answered, what="the answer to the other")
-    assert h.fake.answered[other]["text"] == "Only the person who asked can decide this."
+    assert h.fake.answered[other]["text"] == words.decide_refused("asker")
     # A modified client names itself the asker in the data: the run's own request decides.
     forged = approve.rsplit(":", 1)[0] + f":{CHAT + 1}"
     spoof = h.fake.press(asking, forged, user=CHAT + 1, spoofed=True)
     await h.fake.wait_for(lambda: spoof in h.fake.answered, what="the answer to the spoof")
-    assert h.fake.answered[spoof]["text"] == "Only the person who asked can decide this."
+    assert h.fake.answered[spoof]["text"] == words.decide_refused("asker")
     assert h.deleted == []
     mine = h.fake.press(h.fake.message(CHAT, asking.id), approve)
     final = await h.answer_to(question)
@@ -422,7 +423,7 @@ async def test_edit_asks_for_the_new_input_in_a_force_reply_and_the_reply_runs_i
     someone = h.fake.user_says(CHAT, "c.txt", user=CHAT + 1, reply_to=prompt)  # not the asker
     await h.fake.wait_for(lambda: any(m.reply_to == someone.id for m in h.replies()), what="no")
     assert [m.text for m in h.replies() if m.reply_to == someone.id] == [
-        "Only the person who asked can decide this."
+        words.decide_refused("asker")
     ]
     h.fake.user_says(CHAT, "b.txt", reply_to=prompt)
     final = await h.answer_to(question)
@@ -449,9 +450,7 @@ async def test_deny_with_a_reason_from_a_force_reply(make: Any) -> None:
     assert "not on a Friday" in (trace.steps[0].observation or "")
     late = h.fake.user_says(GROUP, "changed my mind", user=ALICE, reply_to=prompt)
     await h.fake.wait_for(lambda: bool(_group_replies(h, late)), what="the late reply's answer")
-    assert _group_replies(h, late)[0].text == (
-        "This action was already decided, or its time ran out."
-    )
+    assert _group_replies(h, late)[0].text == (words.DECISION_GONE)
     assert h.fake.refused() == []
 
 
@@ -516,13 +515,13 @@ async def test_in_a_group_only_the_asker_or_an_admin_stops_and_resets(make: Any)
     (stop,) = live.buttons
     refused = h.fake.press(live, stop["callback_data"], user=BOB)
     await h.fake.wait_for(lambda: refused in h.fake.answered, what="the answer to Bob")
-    assert h.fake.answered[refused]["text"] == "Only the person who asked can stop it."
+    assert h.fake.answered[refused]["text"] == words.stop_refused()
     h.fake.press(h.fake.message(GROUP, live.id), stop["callback_data"], user=BOB + 1)  # admin
     final = await _group_answer(h, question)
     assert final.text.startswith("⏹️ Stopped by")
     reset = h.fake.user_says(GROUP, "/reset", user=ALICE)
     await h.fake.wait_for(lambda: bool(_group_replies(h, reset)), what="the reset's reply")
-    assert _group_replies(h, reset)[0].text == "Only an admin can reset a group's conversation."
+    assert _group_replies(h, reset)[0].text == words.RESET_ADMINS
 
 
 async def test_the_trace_names_the_asker_and_the_group_and_keeps_the_ids(make: Any) -> None:

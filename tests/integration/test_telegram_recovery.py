@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from adapters import words
 from adapters.recovery import INTERRUPTED
 from adapters.telegram.render import Button, TelegramPayload
 from core.scripted import Turn
@@ -61,7 +62,7 @@ async def test_retry_of_a_question_no_longer_stored_says_so(make: Any) -> None:
                                        "retry:gone"),)))  # fmt: skip
     query = h.fake.press(h.fake.message(CHAT, left), "retry:gone", user=CHAT)
     await h.fake.wait_for(lambda: query in h.fake.answered, what="answerCallbackQuery")
-    assert h.fake.answered[query]["text"] == "I no longer have that question: please ask it again."
+    assert h.fake.answered[query]["text"] == words.RETRY_GONE
     h.model.assert_complete()
 
 
@@ -77,5 +78,5 @@ async def test_a_retry_naming_a_run_of_another_chat_is_refused(make: Any) -> Non
     mine = h.fake.bot_messages(mallory)[0]
     query = h.fake.press(mine, "retry:r1", user=mallory, spoofed=True)
     await h.fake.wait_for(lambda: query in h.fake.answered, what="answerCallbackQuery")
-    assert h.fake.answered[query]["text"] == "I no longer have that question: please ask it again."
+    assert h.fake.answered[query]["text"] == words.RETRY_GONE
     h.model.assert_complete()

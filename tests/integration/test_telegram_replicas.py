@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from adapters import words
 from adapters.telegram.render import Button, TelegramPayload
 from core.redis_store import RedisStores
 from core.scripted import Turn
@@ -59,16 +60,16 @@ async def test_a_forged_or_replayed_stop_at_another_process_is_refused(
         mine = other.fake.bot_messages(presser)[0]
         for sent in (f"stop:{run_id}:{presser}", data):
             query = other.fake.press(mine, sent, user=presser, spoofed=True)
-            assert await _answered(other, query) == "Only the person who asked can stop it."
+            assert await _answered(other, query) == words.stop_refused()
     # Bob in the group itself, replaying Alice's button: the right chat, not the asker.
     other.fake.user_says(GROUP, "lunch anyone?", user=BOB)  # the group, seen by this process
     copy = await other.bot.chat(GROUP).send(TelegramPayload("⏳", (Button("⏹ Stop", data),)))
     query = other.fake.press(other.fake.message(GROUP, copy), data, user=BOB)
-    assert await _answered(other, query) == "Only the person who asked can stop it."
+    assert await _answered(other, query) == words.stop_refused()
     query = other.fake.press(
         other.fake.message(GROUP, copy), f"stop:{run_id}:{BOB}", user=BOB, spoofed=True
     )
-    assert await _answered(other, query) == "Only the person who asked can stop it."
+    assert await _answered(other, query) == words.stop_refused()
     assert runs.bot.answering.running == (run_id,), "the run goes on"
 
     # Alice's own Stop, pressed where the run is not: it is stopped at its process.

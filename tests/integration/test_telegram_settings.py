@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from adapters import words
 from adapters.telegram.commands import ONLY_ADMINS
 from core.scripted import Turn
 from tests.fakes.telegram_server import Message
@@ -37,7 +38,7 @@ async def test_in_a_private_chat_anyone_reads_and_only_telegram_admins_change(ma
         "Usage: /verbosity full|compact|answer|default"
     )
     said = h.fake.user_says(CHAT, "/verbosity answer")
-    assert await _reply(h, said) == "This chat now sees: answer."
+    assert await _reply(h, said) == "Here people now see: answer."
     reply = next(m for m in h.fake.bot_messages(CHAT) if m.reply_to == said.id)
     assert any(e["type"] == "bold" for e in reply.entities)  # **answer**, drawn as HTML
     question = h.fake.user_says(CHAT, "What is 17*23+4?")
@@ -68,9 +69,7 @@ async def test_in_a_group_the_chats_administrators_change_its_settings(make: Any
     assert await _reply(h, h.fake.user_says(GROUP, "/model nope", user=ALICE)) == (
         "⚠️ There is no model named 'nope'. No other models are configured (models: in the config)."
     )
-    assert await _reply(h, h.fake.user_says(GROUP, "/reset", user=ALICE)) == (
-        "🧹 I have forgotten our conversation."
-    )
+    assert await _reply(h, h.fake.user_says(GROUP, "/reset", user=ALICE)) == (words.RESET_DONE)
     assert len(h.fake.of("getChatAdministrators")) == 1  # asked once, then remembered
     stored = await h.stores.channel_settings.get(f"telegram:{GROUP}")
     assert stored["tools_off"] == "calculate"

@@ -1,0 +1,74 @@
+"""One set of words (issue 41): the sentences about presses and commands live in
+``adapters.words``, and no surface writes its own copy."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from adapters import words
+
+ROOT = Path(__file__).resolve().parents[2]
+SURFACES = ("discord", "slack", "telegram", "web", "terminal")
+STEMS = (
+    "no longer running",
+    "can stop this",
+    "can stop it",
+    "can decide",
+    "already decided",
+    "no longer waiting for a decision",
+    "not set up on this bot",
+    "no longer have that question",
+    "i forgot",
+    "forgotten our",
+    "no trace yet",
+    "has a trace yet",
+    "only an admin can",
+    "now see",
+    "could not save that",
+)
+"""Pieces of the sentences ``adapters.words`` holds: a string literal in a surface that
+contains one is a copy that will drift."""
+
+
+def _literals(tree: ast.AST) -> list[tuple[int, str]]:
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            found.append((node.lineno, node.value))
+        elif isinstance(node, ast.JoinedStr):
+            text = "".join(v.value if isinstance(v, ast.Constant) else "{}" for v in node.values)
+            found.append((node.lineno, text))
+    return found
+
+
+def test_no_surface_words_a_sentence_of_its_own() -> None:
+    copies = []
+    for surface in SURFACES:
+        for path in sorted((ROOT / "adapters" / surface).rglob("*.py")):
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            for line, text in _literals(tree):
+                said = "\n" not in text  # a docstring or comment block is not said to anyone
+                if said and any(stem in text.lower() for stem in STEMS):
+                    copies.append(f"{path.relative_to(ROOT)}:{line}: {text!r}")
+    assert not copies, "say these through adapters.words:\n" + "\n".join(copies)
+
+
+@pytest.mark.parametrize(
+    ("approvers", "asker", "said"),
+    [
+        ("asker", None, "Only the person who asked or an admin can decide this."),
+        ("asker", "<@1001>", "Only <@1001> or an admin can decide this."),
+        ("admins", "<@1001>", "Only an admin can decide this."),
+    ],
+)
+def test_who_may_decide_in_one_wording(approvers: str, asker: str | None, said: str) -> None:
+    assert words.decide_refused(approvers, asker) == said
+
+
+def test_the_line_under_a_waiting_action() -> None:
+    assert words.who_may_decide("anyone") == "anyone here can decide"
+    assert words.who_may_decide("asker", "@ada") == "only @ada or an admin can decide"
+    assert words.stop_refused() == "Only the person who asked or an admin can stop this run."
