@@ -27,10 +27,10 @@ KNOWN_CYCLES: set[frozenset[str]] = {
 CEILINGS: dict[str, int] = {
     "core/redis_store.py": 1982,
     "bot/config.py": 1481,
-    "adapters/discord/cog.py": 1425,
+    "adapters/discord/cog.py": 1417,
     "core/parser.py": 1077,
-    "adapters/slack/render.py": 1060,
-    "adapters/slack/bot.py": 975,
+    "adapters/slack/render.py": 1051,
+    "adapters/slack/bot.py": 973,
     "core/tools/mcp.py": 924,
 }
 """Files over 800 lines today and their size: none may grow; each is to be split."""
