@@ -28,7 +28,7 @@ _BOM = "\ufeff".encode()
 
 
 class SSEDecoder:
-    __slots__ = ("_data", "_event", "_pending", "_skip_lf", "_started")
+    __slots__ = ("_between", "_data", "_event", "_pending", "_skip_lf", "_started")
 
     def __init__(self) -> None:
         self._pending: list[bytes] = []
@@ -38,18 +38,27 @@ class SSEDecoder:
         self._started = False
         self._data: list[str] = []
         self._event = ""
+        self._between = False
+        """Between two events, with nothing held: a chunk that is one whole event can be
+        read as it stands."""
 
     def feed(self, chunk: bytes) -> list[ServerSentEvent]:
         if (  # the commonest chunk by far: one whole "data:" event, with nothing around it
-            chunk.endswith(b"\n\n")
+            self._between
             and chunk.startswith(b"data:")
-            and chunk.count(b"\n") == 2
-            and self._started
-            and not (self._pending or self._data or self._event or self._skip_lf)
+            and chunk.find(b"\n") == len(chunk) - 2
+            and chunk.endswith(b"\n\n")
             and b"\r" not in chunk
         ):
             value = chunk[6:-2] if chunk[5] == 32 else chunk[5:-2]  # one space after ":"
             return [("", value.decode("utf-8", "replace"))]
+        events = self._feed(chunk)
+        self._between = self._started and not (
+            self._pending or self._data or self._event or self._skip_lf
+        )
+        return events
+
+    def _feed(self, chunk: bytes) -> list[ServerSentEvent]:
         if self._skip_lf:
             self._skip_lf = False
             if chunk.startswith(b"\n"):
@@ -79,7 +88,7 @@ class SSEDecoder:
         """The end of the stream. An event it cuts short (no blank line after it) is dropped,
         as the spec says, so nothing comes out; the decoder is ready for a new stream."""
         self._pending, self._skip_lf, self._started = [], False, False
-        self._data, self._event = [], ""
+        self._data, self._event, self._between = [], "", False
         return []
 
     def _lines(self, lines: list[bytes]) -> list[ServerSentEvent]:
