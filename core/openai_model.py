@@ -49,7 +49,7 @@ from core.errors import (
     ResponseFormatRefused,
 )
 from core.llm import Message, ModelChunk, ResponseFormat, ToolSpec
-from core.openai_reply import Reply, ThinkSplitter
+from core.openai_reply import Reply, ThinkSplitter, parse_json
 from core.sse import SSEDecoder
 
 __all__ = ["OpenAIChatModel", "ThinkSplitter"]
@@ -177,7 +177,7 @@ class OpenAIChatModel:
                                 if done:
                                     break
                                 _raise_error_event(event, data, response.request)
-                            chunk = json.loads(data)
+                            chunk = parse_json(data)
                             if "error" in chunk:
                                 _raise_error_event(event, data, response.request)
                             for piece in translate(chunk):
@@ -247,7 +247,6 @@ class OpenAIChatModel:
             "/chat/completions",
             cast_to=httpx2.Response,
             content=self._body(request),
-            options={"headers": {"Content-Type": "application/json"}},
             stream=True,
             stream_cls=None,
         )

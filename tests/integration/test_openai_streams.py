@@ -222,3 +222,12 @@ async def test_a_stream_that_stays_open_after_done_ends_at_done(fake: FakeOpenAI
     fake.raw(sse(chunk({"content": "Four"}, finish="stop")), hold=True)
     pieces = await collect(fake)
     assert "".join(p.text for p in pieces) == "Four"
+
+
+async def test_the_request_is_json_with_the_key_as_the_sdk_sends_it(fake: FakeOpenAI) -> None:
+    fake.raw(sse(chunk({"content": "ok"}, finish="stop")))
+    await collect(fake)
+    headers = {k.lower(): v for k, v in fake.request_headers[0].items()}
+    assert headers["content-type"] == "application/json"
+    assert headers["authorization"] == "Bearer k"
+    assert fake.requests[0]["messages"] == MESSAGES and fake.requests[0]["stream"] is True

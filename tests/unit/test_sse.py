@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from core.llm import ModelChunk
-from core.openai_reply import MalformedChunk, Reply
+from core.openai_reply import MalformedChunk, Reply, parse_json
 from core.sse import ServerSentEvent, SSEDecoder
 from tests.properties import property_settings
 
@@ -239,3 +239,34 @@ def test_any_json_gives_well_typed_pieces_or_a_malformed_chunk(chunks: list[Any]
 def test_a_chunk_that_is_not_an_object_is_malformed(chunk: Any) -> None:
     with pytest.raises(MalformedChunk):
         Reply().translate(chunk)
+
+
+SPACE = st.sampled_from(["", " ", "\n", "\t ", "\r\n"])
+
+
+@property_settings(500, ci=25)
+@given(SPACE, JSON, SPACE, st.sampled_from(["", "", "x", "}", "[", '"', "1"]))
+def test_parse_json_is_json_loads(before: str, value: Any, after: str, junk: str) -> None:
+    """The short path to the scanner takes what ``json.loads`` takes and refuses what it
+    refuses, whatever surrounds the value."""
+    text = before + json.dumps(value) + after + junk
+    try:
+        expected: Any = json.loads(text)
+    except ValueError as exc:
+        with pytest.raises(ValueError):
+            parse_json(text)
+        assert isinstance(exc, ValueError)
+    else:
+        assert parse_json(text) == expected
+
+
+@pytest.mark.parametrize("text", ["", " ", "NaN", "-Infinity", '"\\ud800"', "[1,]", "01"])
+def test_parse_json_on_edges(text: str) -> None:
+    try:
+        expected: Any = json.loads(text)
+    except ValueError:
+        with pytest.raises(ValueError):
+            parse_json(text)
+    else:
+        got = parse_json(text)
+        assert got == expected or (got != got and expected != expected)  # NaN
