@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import json
 import json.scanner
-from typing import Any
+from typing import Any, cast
 
 from core.llm import ModelChunk, ToolCallDelta, Usage
 
 __all__ = ["MalformedChunk", "Reply", "ThinkSplitter", "parse_json"]
 
-_scan = json.scanner.make_scanner(json.JSONDecoder())
+_scan = json.scanner.make_scanner(cast(Any, json.JSONDecoder()))  # typeshed wants a scanner
 
 
 def parse_json(data: str) -> Any:
