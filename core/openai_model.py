@@ -178,7 +178,7 @@ class OpenAIChatModel:
                                     break
                                 _raise_error_event(event, data, response.request)
                             chunk = parse_json(data)
-                            if "error" in chunk:
+                            if type(chunk) is dict and "error" in chunk:
                                 _raise_error_event(event, data, response.request)
                             for piece in translate(chunk):
                                 started = True
@@ -190,8 +190,8 @@ class OpenAIChatModel:
                     raise openai.APITimeoutError(request=response.request) from exc
                 except (httpx2.RequestError, ssl.SSLError, anyio.EndOfStream) as exc:
                     raise openai.APIConnectionError(request=response.request) from exc
-                except (ValueError, TypeError, RecursionError) as exc:
-                    # not JSON, not an object, or nested past the parser's depth
+                except (ValueError, RecursionError) as exc:
+                    # not JSON, not an object (MalformedChunk), or nested past the parser's depth
                     raise ModelUnavailable(
                         f"The model provider at {self.endpoint} sent a malformed stream."
                     ) from exc

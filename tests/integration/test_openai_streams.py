@@ -208,7 +208,14 @@ async def test_fields_of_the_wrong_type_count_as_absent(fake: FakeOpenAI) -> Non
 
 
 @pytest.mark.parametrize(
-    "body", [b"data: {not json}\n\n", b"data: [1, 2]\n\n", b"data: " + b"[" * 100_000 + b"\n\n"]
+    "body",
+    [
+        b"data: {not json}\n\n",
+        b"data: [1, 2]\n\n",
+        b"data: 5\n\n",
+        b"data: null\n\n",
+        b"data: " + b"[" * 100_000 + b"\n\n",
+    ],
 )
 async def test_data_that_is_no_chunk_is_a_malformed_stream(fake: FakeOpenAI, body: bytes) -> None:
     fake.raw(body)
