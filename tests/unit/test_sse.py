@@ -270,3 +270,52 @@ def test_parse_json_on_edges(text: str) -> None:
     else:
         got = parse_json(text)
         assert got == expected or (got != got and expected != expected)  # NaN
+
+
+def model_chunks(pieces: list[bytes]) -> list[ModelChunk]:
+    """What ``OpenAIChatModel`` makes of a reply's bytes, without the HTTP: decoder, JSON,
+    reply (``[DONE]`` ends it)."""
+    decoder, reply, out = SSEDecoder(), Reply(), []
+    for piece in pieces:
+        for _, data in decoder.feed(piece):
+            if data.startswith("[DONE]"):
+                return out + reply.close()
+            out += reply.translate(parse_json(data))
+    return out + reply.close()
+
+
+def summary(chunks: list[ModelChunk]) -> tuple[str, str, str, list[tuple[int, str]], list[str]]:
+    return (
+        "".join(c.text for c in chunks),
+        "".join(c.reasoning for c in chunks),
+        "".join(c.refusal for c in chunks),
+        [(t.index, t.arguments) for c in chunks for t in c.tool_calls],
+        [c.finish for c in chunks if c.finish],
+    )
+
+
+DELTA = st.one_of(
+    st.builds(lambda t: {"content": t}, st.text(min_size=1, max_size=6)),
+    st.builds(lambda t: {"reasoning_content": t}, st.text(min_size=1, max_size=6)),
+    st.builds(lambda t: {"refusal": t}, st.text(min_size=1, max_size=6)),
+    st.builds(
+        lambda i, t: {"tool_calls": [{"index": i, "function": {"arguments": t}}]},
+        st.integers(0, 2),
+        st.text(max_size=6),
+    ),
+)
+
+
+@property_settings(200, ci=15)
+@given(st.lists(DELTA, min_size=1, max_size=12), EOL)
+def test_a_reply_cut_at_every_byte_gives_the_same_model_chunks(
+    deltas: list[dict[str, Any]], eol: bytes
+) -> None:
+    events = [{"choices": [{"index": 0, "delta": d, "finish_reason": None}]} for d in deltas]
+    events.append({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+    stream = b"".join(b"data: " + json.dumps(e).encode() + eol + eol for e in events)
+    stream += b": done soon" + eol + b"data: [DONE]" + eol + eol
+    whole = summary(model_chunks([stream]))
+    assert whole[4] == ["stop"]
+    for cut in range(len(stream) + 1):
+        assert summary(model_chunks([stream[:cut], stream[cut:]])) == whole, cut
