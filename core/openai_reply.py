@@ -19,6 +19,7 @@ import json
 import json.scanner
 from typing import Any, cast
 
+from core.errors import MalformedChunk
 from core.llm import ModelChunk, ToolCallDelta, Usage
 
 __all__ = ["MalformedChunk", "Reply", "ThinkSplitter", "parse_json"]
@@ -37,10 +38,6 @@ def parse_json(data: str) -> Any:
     except StopIteration:
         return json.loads(data)
     return value if end == len(data) else json.loads(data)
-
-
-class MalformedChunk(ValueError):
-    """A streamed chunk that is not a JSON object."""
 
 
 class Reply:
