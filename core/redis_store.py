@@ -1306,7 +1306,7 @@ class _RedisChannel(_RedisBase):
                 failing = True
             finally:
                 with suppress(RedisError, OSError):
-                    await pubsub.aclose()  # type: ignore[no-untyped-call]
+                    await pubsub.aclose()  # type: ignore[no-untyped-call,unused-ignore]
             await asyncio.sleep(delay)
             delay = min(delay * 2, RECONNECT_MAX)
 
@@ -1798,7 +1798,7 @@ def _sentinel_client(target: RedisTarget, common: dict[str, Any], *, timeout: fl
         parsed = parse_url(target.url)
         account = {k: v for k, v in parsed.items() if k in ("username", "password", "db")}
     reach = {k: v for k, v in common.items() if k.startswith(("socket_", "ssl_"))}
-    sentinel = Sentinel(  # type: ignore[no-untyped-call]
+    sentinel = Sentinel(  # type: ignore[no-untyped-call,unused-ignore]
         list(target.sentinels),
         sentinel_kwargs={**reach, **({"ssl": True} if target.tls else {})},
     )
