@@ -614,7 +614,7 @@ class Answering(Generic[A]):
                 await reply.note(notice)
             if self.closing:  # shutdown began while the message was being posted
                 run.cancel(by=self.shutdown_by)
-            await follower.follow(self.recovery.watched(run.events()))
+            await follower.follow(self.recovery.watched(run.trace.id, run.events()))
         finally:
             await self.recovery.untrack(run.trace.id)
             self._running.pop(run.trace.id, None)

@@ -2,7 +2,11 @@
 
 Each process registers the answers it is writing (``core.stores.RunRegistry``: the run, its
 conversation, the platform's reference to its message, the person's run slot, and the trace
-so far) and renews them with a heartbeat every ``beat_every`` seconds. Every process also
+so far). Each answer then keeps its own record, on its own timer: when one of its steps
+ends (its observation is in) the step is added to the record, and the record's head (the
+trace without its steps) is written again only when it changed; with nothing new, every
+``beat_every`` seconds, the heartbeat alone is renewed. So a write costs what changed in
+one run: no beat walks every run, and no trace is written twice. Every process also
 looks, every second (``SWEEP_EVERY``), for answers of its surface whose heartbeat stopped
 ``orphan_after`` seconds ago: their process died (``kill -9``, an OOM kill, a lost
 machine). One live process claims each (atomically: exactly one does) and finishes it:
@@ -27,14 +31,14 @@ import logging
 import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from core.agent import Run
 from core.budgets import Hold, TokenBudgets
 from core.events import Event, ObservationReady
 from core.prompt import question_message
 from core.storage import Stores
-from core.stores import RunRecord, snapshot
+from core.stores import TRACE_SNAPSHOT_CHARS, RunRecord, step_json, trace_head
 from core.trace import Trace
 
 log = logging.getLogger(__name__)
@@ -60,6 +64,15 @@ Finalise = Callable[[RunRecord, Trace, str], Awaitable[None]]
 class _Tracked:
     run: Run
     record: RunRecord
+    head: str = ""
+    """The head as last written (the trace without its steps)."""
+    written: int = 0
+    """How many of the trace's steps the record holds."""
+    room: int = TRACE_SNAPSHOT_CHARS
+    """Characters of steps the record may still take; a step beyond them is left out (with
+    every one after it: a trace with a hole would mislead)."""
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    task: asyncio.Task[None] | None = None
 
 
 class Recovery:
@@ -92,7 +105,6 @@ class Recovery:
         self._clock = clock
         self._tracked: dict[str, _Tracked] = {}
         self._task: asyncio.Task[None] | None = None
-        self._wake = asyncio.Event()
 
     # ---- this process's answers ---------------------------------------------------------
     async def track(
@@ -107,7 +119,8 @@ class Recovery:
         held: Hold | None = None,
         asker: str = "",
     ) -> None:
-        """Register ``run`` at once (a crash a second later is recovered too)."""
+        """Register ``run`` at once (a crash a second later is recovered too); once the
+        loop runs (``start``), the run keeps its record on its own timer."""
         record = RunRecord(
             run_id=run.trace.id,
             surface=self.surface,
@@ -121,36 +134,103 @@ class Recovery:
             asker=asker,
         )
         tracked = self._tracked[run.trace.id] = _Tracked(run, record)
-        await self.registry.beat([self._current(tracked)], at=self._clock())
+        await self._register(tracked)
+        if self._task is not None:
+            self._keep_on(tracked)
 
     async def untrack(self, run_id: str) -> None:
-        if self._tracked.pop(run_id, None) is not None:
-            await self.registry.end(self.surface, run_id)
+        tracked = self._tracked.pop(run_id, None)
+        if tracked is None:
+            return
+        if tracked.task is not None:
+            tracked.task.cancel()
+            await asyncio.wait({tracked.task})
+        # An update on its way when the run ended finds it gone and leaves it so (the
+        # registry's ``update`` never brings back a run that is not registered).
+        await self.registry.end(self.surface, run_id)
 
-    def _current(self, tracked: _Tracked) -> RunRecord:
-        return replace(tracked.record, trace=snapshot(tracked.run.trace))
+    async def keep(self, run_id: str) -> None:
+        """Write what changed in ``run_id`` since its last write (its new steps, its head
+        if it changed), or renew its heartbeat alone. A write that did not reach the
+        store (it was down, or the run's record was taken while this process stalled)
+        is made whole: the record again, with every step so far."""
+        tracked = self._tracked.get(run_id)
+        if tracked is None:
+            return
+        trace = tracked.run.trace
+        head = trace_head(trace)
+        steps, room = self._new_steps(tracked)
+        changed = head != tracked.head
+        record = replace(tracked.record, trace=head) if changed else None
+        if await self.registry.update(
+            self.surface, run_id, steps=steps, record=record, at=self._clock()
+        ):
+            tracked.written += len(steps)
+            tracked.room, tracked.head = room, head
+        elif run_id in self._tracked:
+            await self._register(tracked)
+            if run_id not in self._tracked:  # it ended meanwhile: leave nothing behind
+                await self.registry.end(self.surface, run_id)
 
-    async def beat(self) -> None:
-        """Renew every answer this process is writing. An answer that ended while its beat
-        was on the way is ended again after it: the beat may have reached the store after
-        the end and put it back, and ``orphan_after`` later a sweep (this process's own:
-        it no longer tracks it) would have finished the answered message as "Interrupted"."""
-        records = [self._current(t) for t in list(self._tracked.values())]
-        await self.registry.beat(records, at=self._clock())
-        for record in records:
-            if record.run_id not in self._tracked:
-                await self.registry.end(self.surface, record.run_id)
+    def _new_steps(self, tracked: _Tracked) -> tuple[list[str], int]:
+        """The JSON of the steps finished since the last write that still fit, and the room
+        left after them. A step is finished once its observation is in or a step follows
+        it; the one being written is left for the next write."""
+        trace, room = tracked.run.trace, tracked.room
+        finished = len(trace.steps)
+        if finished and trace.steps[-1].observation is None and trace.steps[-1].error is None:
+            finished -= 1
+        steps: list[str] = []
+        for index in range(tracked.written, finished):
+            text = step_json(trace, index)
+            if len(text) > room:
+                room = -1  # this step and every later one stay out
+                break
+            steps.append(text)
+            room -= len(text)
+        return steps, room
 
-    async def watched(self, events: AsyncIterator[Event]) -> AsyncIterator[Event]:
-        """``events`` as they come; a finished step makes the next heartbeat come at once,
+    async def _register(self, tracked: _Tracked) -> None:
+        """The record whole: its head, then its finished steps as far as they fit (the
+        record holds a head; its steps are always added to it)."""
+        head = trace_head(tracked.run.trace)
+        tracked.written, tracked.room, tracked.head = 0, TRACE_SNAPSHOT_CHARS - len(head), ""
+        run_id, at = tracked.record.run_id, self._clock()
+        await self.registry.beat([replace(tracked.record, trace=head)], at=at)
+        steps, room = self._new_steps(tracked)
+        if steps:
+            await self.registry.update(self.surface, run_id, steps=steps, at=at)
+        tracked.written, tracked.room, tracked.head = len(steps), room, head
+
+    async def watched(self, run_id: str, events: AsyncIterator[Event]) -> AsyncIterator[Event]:
+        """``events`` as they come; a finished step has its run's record written at once,
         so what a dead process leaves is at most the step it was writing."""
+        tracked = self._tracked.get(run_id)
         async for event in events:
             yield event
-            if isinstance(event, ObservationReady):
-                self._wake.set()
+            if tracked is not None and isinstance(event, ObservationReady):
+                tracked.wake.set()
 
     async def running(self, run_id: str) -> bool:
         return run_id in self._tracked or await self.registry.running(self.surface, run_id)
+
+    def _keep_on(self, tracked: _Tracked) -> None:
+        run_id = tracked.run.trace.id
+        tracked.task = asyncio.create_task(self._keeping(tracked), name=f"recovery:{run_id}")
+
+    async def _keeping(self, tracked: _Tracked) -> None:
+        """One run's own timer: a write when a step ends, the heartbeat every
+        ``beat_every`` seconds."""
+        run_id = tracked.run.trace.id
+        while True:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.beat_every):
+                    await tracked.wake.wait()
+            tracked.wake.clear()
+            try:
+                await self.keep(run_id)
+            except Exception:  # the next write tries again
+                log.exception("crash recovery could not write run %s this time", run_id)
 
     # ---- the others' ----------------------------------------------------------------------
     async def sweep(self) -> int:
@@ -203,32 +283,29 @@ class Recovery:
 
     # ---- the loop -------------------------------------------------------------------------
     def start(self) -> None:
+        """Look for orphans every ``SWEEP_EVERY`` seconds, and keep each tracked run's
+        record on its own timer."""
         if self._task is None:
             self._task = asyncio.create_task(self._loop(), name=f"recovery:{self.surface}")
+            for tracked in self._tracked.values():
+                if tracked.task is None:
+                    self._keep_on(tracked)
 
     async def _loop(self) -> None:
         sweep_every = min(self.beat_every, SWEEP_EVERY)
-        next_beat = next_sweep = 0.0
         while True:
-            now = time.monotonic()
             try:
-                if self._wake.is_set() or now >= next_beat:
-                    self._wake.clear()
-                    next_beat = now + self.beat_every
-                    await self.beat()
-                if now >= next_sweep:
-                    next_sweep = now + sweep_every
-                    await self.sweep()
+                await self.sweep()
             except Exception:  # the next round tries again
                 log.exception("crash recovery on %s failed this round", self.surface)
-            pause = min(next_beat, next_sweep) - time.monotonic()
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(max(0.0, pause)):
-                    await self._wake.wait()
+            await asyncio.sleep(sweep_every)
 
     async def aclose(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        tasks = [t for t in (self._task, *(k.task for k in self._tracked.values())) if t]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks)
+        self._task = None
+        for tracked in self._tracked.values():
+            tracked.task = None

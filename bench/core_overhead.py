@@ -1,18 +1,28 @@
-"""Per-step cost of our ReAct loop against LangGraph and the OpenAI Agents SDK, on the same
-streamed replies read through each side's real OpenAI adapter.
+"""Per-step cost of our ReAct loop against LangGraph and the OpenAI Agents SDK, each reading
+the same streamed replies through its own OpenAI adapter and its own HTTP client.
 
-Run: ``.venv/bin/python bench/core_overhead.py`` (``--arrival burst`` for the old case where a
-whole reply is read in one loop turn; ``--profile`` adds a cProfile of our side).
+Run: ``.venv/bin/python bench/core_overhead.py`` (``--source sse`` or ``objects`` for one
+case alone; ``--arrival burst`` for a whole reply in one loop turn; ``--profile text|tools``
+for a cProfile of our side; ``BENCH_SECONDS=1`` for a quicker, noisier run).
 
 The work, the same on every side: 3 model turns (2 tool steps, then the answer), each reply
 600-1,000 characters (a thought of several sentences, or the answer), streamed in chunks of
 3-6 characters (mean about 4.6, as providers send tokens), then a usage chunk; 2 calls of the
-same trivial async tool. Every side gets a real ``openai.AsyncOpenAI`` client whose
-``chat.completions.create`` returns the very same prebuilt ``ChatCompletionChunk`` objects, so
-nothing differs below the adapters: what is timed is each library from the SDK's objects up
-to its caller. With ``--arrival turn`` (the default) each chunk arrives in its own loop turn,
-as it does from a socket; every event a side hands out is consumed by the caller.
+same trivial async tool. Each chunk is in OpenAI's exact shape. Two cases, timed in the same
+interleaved rounds:
 
+- **SSE bytes** (judged): every side gets a real ``openai.AsyncOpenAI`` client over a real
+  ``httpx2.AsyncClient`` whose transport (``SSETransport``) serves the replies' SSE bytes,
+  one ``data:`` event per loop turn, as a socket delivers them. So every side sends its own
+  request and pays its own decoding: ours reads the bytes itself (``core.sse``,
+  ``core.openai_reply``); LangChain and the Agents SDK read the SDK's ``AsyncStream``, which
+  builds a pydantic ``ChatCompletionChunk`` per chunk.
+- **prebuilt chunks** (shown, not judged): nobody decodes. The others'
+  ``chat.completions.create`` hands out prebuilt ``ChatCompletionChunk`` objects; ours, which
+  never builds those, reads the same chunks as decoded dicts through the same
+  ``Reply.translate`` its model uses (``DecodedModel``), with no HTTP at all.
+
+The sides:
 - ``ours, text mode``: ``Agent`` with ``OpenAIChatModel``; the reply is ReAct text (the
   thought, then ``Action: calculate[2+2]``), so the StreamParser, the stop cutter, the outbox
   and the trace bookkeeping all run.
@@ -28,7 +38,7 @@ as it does from a socket; every event a side hands out is consumed by the caller
 
 Each side is warmed up, then timed in interleaved batches, in CPU time (``time.process_time``:
 the benchmark is one thread and never sleeps), so drift and other load hit every side alike;
-the machine's load is printed. Targets: ours at least
+the machine's load is printed before and after. Targets, on the SSE-bytes case: ours at least
 20x cheaper per step than LangGraph and 10x cheaper than the Agents SDK, in both modes.
 """
 
@@ -49,23 +59,19 @@ import re
 import statistics
 import time
 import warnings
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Annotated, Any, Literal, TypedDict
 
+import httpx2
 import openai
 from openai.types.chat import ChatCompletionChunk
-from openai.types.chat.chat_completion_chunk import (
-    Choice,
-    ChoiceDelta,
-    ChoiceDeltaToolCall,
-    ChoiceDeltaToolCallFunction,
-)
-from openai.types.completion_usage import CompletionUsage
 
 from core import prompt
 from core.agent import Agent, AgentSettings
 from core.events import Finished, ObservationReady
+from core.llm import ModelChunk
 from core.openai_model import OpenAIChatModel
+from core.openai_reply import Reply
 from core.tools import FunctionTool, ToolRegistry
 
 with warnings.catch_warnings():
@@ -83,8 +89,12 @@ TOOL_STEPS = STEPS - 1
 TARGETS = {"langgraph": 20.0, "agents": 10.0}  # ours must be this many times cheaper per step
 QUESTION = "What is 2+2, checked twice, and why does it matter for the report?"
 ROUNDS = 9
-SECONDS_PER_SIDE = 3.0  # total timed seconds per side, spread over ROUNDS
+SECONDS_PER_SIDE = float(
+    os.environ.get("BENCH_SECONDS", "3.0")
+)  # timed seconds per side, over ROUNDS
 MODEL = "gpt-4.1-mini"
+BASE_URL = "http://bench.invalid/v1"
+Source = Literal["sse", "objects"]
 
 THOUGHTS = [
     "The question asks for a simple sum, but the user also wants it checked twice and "
@@ -121,7 +131,7 @@ TOOL_ARGUMENTS = [json.dumps({"expression": e}) for e in EXPRESSIONS]
 ACTION = re.compile(r"Action:\s*(\w+)\[(.*)\]\s*$", re.DOTALL)
 
 
-# ---- the replies, as the SDK's own objects ------------------------------------------------
+# ---- the replies: SSE bytes, and the SDK's own objects made from the same chunks ---------
 def pieces(text: str, rng: random.Random) -> list[str]:
     """``text`` in pieces of 3-6 characters (mean about 4.6): the size of streamed tokens."""
     out, at = [], 0
@@ -132,53 +142,110 @@ def pieces(text: str, rng: random.Random) -> list[str]:
     return out
 
 
-def _chunk(delta: ChoiceDelta | None, *, finish: str | None = None, usage: bool = False) -> Any:
-    choices = [] if delta is None else [Choice(index=0, delta=delta, finish_reason=finish)]  # type: ignore[arg-type]
-    return ChatCompletionChunk(
-        id="chatcmpl-bench",
-        object="chat.completion.chunk",
-        created=1_700_000_000,
-        model=MODEL,
-        choices=choices,
-        usage=CompletionUsage(prompt_tokens=300, completion_tokens=200, total_tokens=500)
+def _chunk(
+    delta: dict[str, Any] | None, *, finish: str | None = None, usage: bool = False
+) -> dict[str, Any]:
+    """One chunk in OpenAI's exact shape (``usage: null`` on each but the last, as OpenAI
+    sends when asked to include usage)."""
+    choices = (
+        []
+        if delta is None
+        else [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]
+    )
+    return {
+        "id": "chatcmpl-bench",
+        "object": "chat.completion.chunk",
+        "created": 1_700_000_000,
+        "model": MODEL,
+        "system_fingerprint": "fp_bench",
+        "service_tier": "default",
+        "choices": choices,
+        "usage": {
+            "prompt_tokens": 300,
+            "completion_tokens": 200,
+            "total_tokens": 500,
+            "prompt_tokens_details": {"cached_tokens": 0, "audio_tokens": 0},
+            "completion_tokens_details": {"reasoning_tokens": 0, "audio_tokens": 0},
+        }
         if usage
         else None,
-    )
+    }
 
 
-def reply(content: str, call: tuple[int, str] | None, rng: random.Random) -> list[Any]:
+def reply(content: str, call: tuple[int, str] | None, rng: random.Random) -> list[dict[str, Any]]:
     """One streamed reply: the role, the content in pieces, the tool call (id and name
     first, then its arguments in pieces), the finish reason, then the usage chunk."""
-    chunks = [_chunk(ChoiceDelta(role="assistant", content=""))]
-    chunks += [_chunk(ChoiceDelta(content=p)) for p in pieces(content, rng)]
+    chunks = [_chunk({"role": "assistant", "content": "", "refusal": None})]
+    chunks += [_chunk({"content": p}) for p in pieces(content, rng)]
     if call is not None:
         turn, arguments = call
-        head = ChoiceDeltaToolCall(
-            index=0,
-            id=f"call_{turn}",
-            type="function",
-            function=ChoiceDeltaToolCallFunction(name="calculate", arguments=""),
-        )
-        chunks.append(_chunk(ChoiceDelta(tool_calls=[head])))
+        head = {
+            "index": 0,
+            "id": f"call_{turn}",
+            "type": "function",
+            "function": {"name": "calculate", "arguments": ""},
+        }
+        chunks.append(_chunk({"tool_calls": [head]}))
         for piece in pieces(arguments, rng):
-            function = ChoiceDeltaToolCallFunction(arguments=piece)
-            chunks.append(
-                _chunk(ChoiceDelta(tool_calls=[ChoiceDeltaToolCall(index=0, function=function)]))
-            )
-    chunks.append(_chunk(ChoiceDelta(), finish="tool_calls" if call else "stop"))
+            chunks.append(_chunk({"tool_calls": [{"index": 0, "function": {"arguments": piece}}]}))
+    chunks.append(_chunk({}, finish="tool_calls" if call else "stop"))
     chunks.append(_chunk(None, usage=True))
     return chunks
 
 
 _rng = random.Random(7)
-TEXT_STREAMS = [reply(text, None, _rng) for text in TEXT_REPLIES]
-TOOL_STREAMS = [
+TEXT_REPLIES_CHUNKS = [reply(text, None, _rng) for text in TEXT_REPLIES]
+TOOL_REPLIES_CHUNKS = [
     *(
         reply(t, (n, a), _rng)
         for n, (t, a) in enumerate(zip(THOUGHTS, TOOL_ARGUMENTS, strict=True))
     ),
     reply(ANSWER, None, _rng),
 ]
+Replies = list[list[dict[str, Any]]]
+
+
+def sse_events(chunks: list[dict[str, Any]]) -> list[bytes]:
+    """A reply as the provider writes it: one ``data:`` event per chunk, then ``[DONE]``."""
+    return [f"data: {json.dumps(c, separators=(',', ':'))}\n\n".encode() for c in chunks] + [
+        b"data: [DONE]\n\n"
+    ]
+
+
+class EventStream(httpx2.AsyncByteStream):
+    """A response body that hands out one SSE event per loop turn (``per_turn``), as a
+    socket does, or the whole reply at once."""
+
+    def __init__(self, events: list[bytes], per_turn: bool) -> None:
+        self._events = events if per_turn else [b"".join(events)]
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for event in self._events:
+            await asyncio.sleep(0)
+            yield event
+
+
+class SSETransport(httpx2.AsyncBaseTransport):
+    """Serves the replies' SSE bytes in turn, to whatever client asks (one run = one round
+    of the list); below it nothing is shared, above it each side's client does its own
+    request and its own decoding."""
+
+    def __init__(self, replies: Replies, per_turn: bool) -> None:
+        self._events = [sse_events(chunks) for chunks in replies]
+        self._per_turn = per_turn
+        self._calls = 0
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        body = json.loads(await request.aread())
+        assert body.get("stream") is True, "every side streams"
+        events = self._events[self._calls % len(self._events)]
+        self._calls += 1
+        return httpx2.Response(
+            200,
+            headers={"content-type": "text/event-stream; charset=utf-8"},
+            stream=EventStream(events, self._per_turn),
+            request=request,
+        )
 
 
 class ChunkStream:
@@ -211,20 +278,29 @@ class ChunkStream:
         self._chunks = iter(())
 
 
-def client_for(streams: list[list[Any]], per_turn: bool) -> openai.AsyncOpenAI:
-    """A real ``AsyncOpenAI`` client whose chat completions come from ``streams``, in turn:
-    the first call gets the first reply, and so on round the list (one run = one round)."""
-    client = openai.AsyncOpenAI(api_key="sk-bench", base_url="http://bench.invalid/v1")
+def client_for(replies: Replies, source: Source, per_turn: bool) -> openai.AsyncOpenAI:
+    """A real ``AsyncOpenAI`` client answering with ``replies`` in turn.
+
+    ``sse``: over a real ``httpx2.AsyncClient`` whose transport serves the SSE bytes, so the
+    client sends its request and decodes the stream its own way. ``objects``: its
+    ``chat.completions.create`` hands out prebuilt ``ChatCompletionChunk`` objects, so no
+    side decodes anything (and ours, which reads the bytes itself, cannot take this path:
+    it reads the same chunks as the SDK's objects' dicts, see ``ours``)."""
+    if source == "sse":
+        http = httpx2.AsyncClient(transport=SSETransport(replies, per_turn))
+        return openai.AsyncOpenAI(api_key="sk-bench", base_url=BASE_URL, http_client=http)
+    client = openai.AsyncOpenAI(api_key="sk-bench", base_url=BASE_URL)
+    prebuilt = [[ChatCompletionChunk.model_validate(c) for c in chunks] for chunks in replies]
     calls = 0
 
     async def create(**kwargs: Any) -> ChunkStream:
         nonlocal calls
         assert kwargs.get("stream") is True, "every side streams"
-        chunks = streams[calls % len(streams)]
+        chunks = prebuilt[calls % len(prebuilt)]
         calls += 1
         return ChunkStream(chunks, per_turn)
 
-    client.chat.completions.create = create  # type: ignore[method-assign]
+    client.chat.completions.create = create  # type: ignore[method-assign,assignment]
     return client
 
 
@@ -249,11 +325,42 @@ def our_tools() -> ToolRegistry:
     return tools
 
 
-def our_agent(mode: Literal["text", "tools"], per_turn: bool) -> Agent:
-    tools = our_tools()
-    model = OpenAIChatModel(model=MODEL, base_url="http://bench.invalid/v1", api_key="sk-bench")
-    model._client = client_for(TEXT_STREAMS if mode == "text" else TOOL_STREAMS, per_turn)
-    return Agent(model, tools, settings=AgentSettings(mode=mode))
+class DecodedModel:
+    """Ours in the prebuilt case: ``OpenAIChatModel``'s reading of a reply with the bytes
+    already decoded, as the others get the SDK's objects already built: the same
+    ``Reply.translate`` over the chunks' dicts, one per loop turn, and nothing of HTTP."""
+
+    name = MODEL
+    temperature = 0.0
+    max_tokens = None
+
+    def __init__(self, replies: Replies, per_turn: bool) -> None:
+        self._replies = replies
+        self._per_turn = per_turn
+        self._calls = 0
+
+    async def stream(self, messages: Any, *, stop: Any, **_: Any) -> AsyncIterator[ModelChunk]:
+        chunks = self._replies[self._calls % len(self._replies)]
+        self._calls += 1
+        reply = Reply()
+        for chunk in chunks:
+            if self._per_turn:
+                await asyncio.sleep(0)
+            for piece in reply.translate(chunk):
+                yield piece
+        for piece in reply.close():
+            yield piece
+
+
+def our_agent(mode: Literal["text", "tools"], source: Source, per_turn: bool) -> Agent:
+    replies = TEXT_REPLIES_CHUNKS if mode == "text" else TOOL_REPLIES_CHUNKS
+    model: Any
+    if source == "sse":
+        model = OpenAIChatModel(model=MODEL, base_url=BASE_URL, api_key="sk-bench")
+        model._client = client_for(replies, source, per_turn)
+    else:
+        model = DecodedModel(replies, per_turn)
+    return Agent(model, our_tools(), settings=AgentSettings(mode=mode))
 
 
 def ours(agent: Agent) -> Callable[[], Awaitable[list[Any]]]:
@@ -275,7 +382,7 @@ def check_ours(events: list[Any]) -> None:
 
 # ---- LangGraph ----------------------------------------------------------------------------
 def chat_openai(client: openai.AsyncOpenAI, **kwargs: Any) -> ChatOpenAI:
-    llm = ChatOpenAI(model=MODEL, api_key="sk-bench", base_url="http://bench.invalid/v1", **kwargs)  # type: ignore[arg-type]
+    llm = ChatOpenAI(model=MODEL, api_key="sk-bench", base_url=BASE_URL, **kwargs)  # type: ignore[arg-type]
     llm.root_async_client, llm.async_client = client, client.chat.completions
     return llm
 
@@ -286,8 +393,8 @@ def tool_for_langgraph() -> StructuredTool:
     )
 
 
-def langgraph_tools(per_turn: bool) -> Any:
-    llm = chat_openai(client_for(TOOL_STREAMS, per_turn), stream_usage=True)
+def langgraph_tools(source: Source, per_turn: bool) -> Any:
+    llm = chat_openai(client_for(TOOL_REPLIES_CHUNKS, source, per_turn), stream_usage=True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return create_react_agent(
@@ -300,10 +407,10 @@ class TextState(TypedDict):
     action: tuple[str, str] | None
 
 
-def langgraph_text(per_turn: bool) -> Any:
+def langgraph_text(source: Source, per_turn: bool) -> Any:
     """The smallest text-ReAct graph: stream the reply up to the stop sequence, parse the
     action, run the tool, put the observation back, until ``finish``."""
-    llm = chat_openai(client_for(TEXT_STREAMS, per_turn), stream_usage=True).bind(
+    llm = chat_openai(client_for(TEXT_REPLIES_CHUNKS, source, per_turn), stream_usage=True).bind(
         stop=["\nObservation:"]
     )
     tool = tool_for_langgraph()
@@ -360,10 +467,10 @@ def check_langgraph(items: list[Any], text: bool) -> None:
 
 
 # ---- the OpenAI Agents SDK ----------------------------------------------------------------
-def agents_sdk(per_turn: bool) -> Callable[[], Awaitable[list[Any]]]:
+def agents_sdk(source: Source, per_turn: bool) -> Callable[[], Awaitable[list[Any]]]:
     sdk.set_tracing_disabled(True)
     model = sdk.OpenAIChatCompletionsModel(
-        model=MODEL, openai_client=client_for(TOOL_STREAMS, per_turn)
+        model=MODEL, openai_client=client_for(TOOL_REPLIES_CHUNKS, source, per_turn)
     )
     agent = sdk.Agent(
         name="bench",
@@ -422,35 +529,45 @@ PAIRS = {  # which of theirs each of ours is set against
 }
 
 
-def sides(per_turn: bool) -> dict[str, Callable[[], Awaitable[list[Any]]]]:
+def sides(source: Source, per_turn: bool) -> dict[str, Callable[[], Awaitable[list[Any]]]]:
     return {
-        "ours-text": ours(our_agent("text", per_turn)),
-        "ours-tools": ours(our_agent("tools", per_turn)),
-        "langgraph-text": langgraph(langgraph_text(per_turn), text=True),
-        "langgraph-tools": langgraph(langgraph_tools(per_turn), text=False),
-        "agents": agents_sdk(per_turn),
+        "ours-text": ours(our_agent("text", source, per_turn)),
+        "ours-tools": ours(our_agent("tools", source, per_turn)),
+        "langgraph-text": langgraph(langgraph_text(source, per_turn), text=True),
+        "langgraph-tools": langgraph(langgraph_tools(source, per_turn), text=False),
+        "agents": agents_sdk(source, per_turn),
     }
 
 
-async def measure(per_turn: bool) -> tuple[dict[str, list[float]], dict[str, int]]:
-    """Seconds per run for each side, one figure per round; and the events each hands out."""
-    runs_of = sides(per_turn)
-    first = {name: await once() for name, once in runs_of.items()}
-    check_ours(first["ours-text"])
-    check_ours(first["ours-tools"])
-    check_langgraph(first["langgraph-text"], text=True)
-    check_langgraph(first["langgraph-tools"], text=False)
-    check_agents(first["agents"])
-    events = {name: len(items) - (name == "agents") for name, items in first.items()}
+Times = dict[str, list[float]]
+
+
+async def measure(
+    sources: Sequence[Source], per_turn: bool
+) -> tuple[dict[Source, Times], dict[str, int]]:
+    """Seconds per run for each side of each source, one figure per round; and the events
+    each side hands out. Every side of every source runs in every round, one after another."""
+    runs_of = {
+        (source, name): once for source in sources for name, once in sides(source, per_turn).items()
+    }
+    first = {key: await once() for key, once in runs_of.items()}
+    for source in sources:
+        check_ours(first[source, "ours-text"])
+        check_ours(first[source, "ours-tools"])
+        check_langgraph(first[source, "langgraph-text"], text=True)
+        check_langgraph(first[source, "langgraph-tools"], text=False)
+        check_agents(first[source, "agents"])
+    events = {name: len(items) - (name == "agents") for (_, name), items in first.items()}
     counts = {
-        name: max(3, round(SECONDS_PER_SIDE / ROUNDS / await per_run(once)))
-        for name, once in runs_of.items()
+        key: max(3, round(SECONDS_PER_SIDE / ROUNDS / await per_run(once)))
+        for key, once in runs_of.items()
     }
-    times: dict[str, list[float]] = {name: [] for name in runs_of}
+    times: dict[Source, Times] = {source: {} for source in sources}
     for _ in range(ROUNDS):  # interleaved, so drift (thermal, other load) hits every side
-        for name, once in runs_of.items():
+        for key, once in runs_of.items():
             gc.collect()
-            times[name].append(await batch(once, counts[name]) / counts[name])
+            seconds = await batch(once, counts[key]) / counts[key]
+            times[key[0]].setdefault(key[1], []).append(seconds)
     return times, events
 
 
@@ -472,10 +589,8 @@ def load() -> str:
     return f"load average {one:.2f} (1 min), {five:.2f} (5 min) on {os.cpu_count()} CPUs"
 
 
-def report(times: dict[str, list[float]], events: dict[str, int], arrival: str) -> bool:
-    print(
-        f"\narrival: {arrival}; µs per step (a run is {STEPS} steps), over {ROUNDS} interleaved rounds"
-    )
+def report(times: Times, events: dict[str, int], title: str, *, judged: bool) -> bool:
+    print(f"\n{title}; µs per step (a run is {STEPS} steps), over {ROUNDS} interleaved rounds")
     print(f"{'':<33}{'min':>9}{'median':>9}{'max':>9}{'events/run':>12}")
     for name, t in times.items():
         per_step = sorted(x / STEPS * 1e6 for x in t)
@@ -491,15 +606,18 @@ def report(times: dict[str, list[float]], events: dict[str, int], arrival: str) 
             median = statistics.median(ratios)
             ok = median >= TARGETS[kind]
             met &= ok
+            verdict = f"  target {TARGETS[kind]:g}x: {'MET' if ok else 'NOT MET'}" if judged else ""
             print(
                 f"  {LABELS[mine]:<17} vs {LABELS[other]:<32} {ratios[0]:5.1f}x {median:5.1f}x "
-                f"{ratios[-1]:5.1f}x  target {TARGETS[kind]:g}x: {'MET' if ok else 'NOT MET'}"
+                f"{ratios[-1]:5.1f}x{verdict}"
             )
     return met
 
 
-async def profile_ours(mode: Literal["text", "tools"], per_turn: bool, runs: int, top: int) -> None:
-    once = ours(our_agent(mode, per_turn))
+async def profile_ours(
+    mode: Literal["text", "tools"], source: Source, per_turn: bool, runs: int, top: int
+) -> None:
+    once = ours(our_agent(mode, source, per_turn))
     for _ in range(100):
         await once()
     profiler = cProfile.Profile()
@@ -512,7 +630,7 @@ async def profile_ours(mode: Literal["text", "tools"], per_turn: bool, runs: int
         stats = pstats.Stats(profiler, stream=out).strip_dirs().sort_stats(key)
         stats.print_stats(top)
         text = out.getvalue()
-        print(f"\n---- cProfile: ours, {mode} mode, {runs} runs, by {key} ----")
+        print(f"\n---- cProfile: ours, {mode} mode, {source}, {runs} runs, by {key} ----")
         print(text[text.index("   ncalls") :].rstrip())  # drop pstats' preamble
 
 
@@ -525,40 +643,52 @@ def main() -> None:
         help="each chunk in its own loop turn (default), or a whole reply in one",
     )
     parser.add_argument(
+        "--source",
+        choices=["both", "sse", "objects"],
+        default="both",
+        help="what the sides read: SSE bytes through their own HTTP clients (judged), the "
+        "SDK's prebuilt objects, or both in the same interleaved rounds (default)",
+    )
+    parser.add_argument(
         "--profile", choices=["text", "tools"], help="cProfile our side in this mode instead"
     )
     parser.add_argument("--profile-runs", type=int, default=1000)
     parser.add_argument("--top", type=int, default=30)
     args = parser.parse_args()
     per_turn = args.arrival == "turn"
+    sources: list[Source] = ["sse", "objects"] if args.source == "both" else [args.source]
     if args.profile:
-        asyncio.run(profile_ours(args.profile, per_turn, args.profile_runs, args.top))
+        asyncio.run(profile_ours(args.profile, sources[0], per_turn, args.profile_runs, args.top))
         return
 
     print(versions())
     print(load())
-    chars = {
-        "text": sum(
-            len(c.choices[0].delta.content or "") for s in TEXT_STREAMS for c in s if c.choices
-        ),
-        "tools": sum(
-            len(c.choices[0].delta.content or "") for s in TOOL_STREAMS for c in s if c.choices
-        ),
-    }
-    counts = {"text": sum(map(len, TEXT_STREAMS)), "tools": sum(map(len, TOOL_STREAMS))}
-    print(
-        f"one run = {STEPS} model turns ({TOOL_STEPS} tool calls + the answer); streamed per run: "
-        f"text {chars['text']:,} characters in {counts['text']} chunks, tools "
-        f"{chars['tools']:,} characters in {counts['tools']} chunks (tool-call arguments included)"
-    )
-    times, events = asyncio.run(measure(per_turn))
-    met = report(
-        times,
-        events,
-        "one chunk per loop turn" if per_turn else "a whole reply per loop turn (burst)",
-    )
+    for mode, replies in (("text", TEXT_REPLIES_CHUNKS), ("tools", TOOL_REPLIES_CHUNKS)):
+        chars = sum(
+            len(c["choices"][0]["delta"].get("content") or "")
+            for r in replies
+            for c in r
+            if c["choices"]
+        )
+        chunks = sum(map(len, replies))
+        size = sum(len(e) for r in replies for e in sse_events(r))
+        print(
+            f"{mode} mode: {STEPS} model turns per run, {chars:,} characters of content in {chunks} chunks, {size:,} bytes of SSE"
+        )
+    times, events = asyncio.run(measure(sources, per_turn))
+    arrival = "one chunk per loop turn" if per_turn else "a whole reply per loop turn (burst)"
+    met = True
+    for source in sources:
+        title = {
+            "sse": "SSE bytes, each side through its own HTTP client and decoder (judged)",
+            "objects": "prebuilt chunks, no decoding on any side",
+        }[source]
+        judged = source == "sse"
+        ok = report(times[source], events, f"{title}; {arrival}", judged=judged)
+        met = ok if judged else met
     print(load())
-    print(f"verdict: {'MET' if met else 'NOT MET'}")
+    if "sse" in sources:
+        print(f"verdict (SSE bytes): {'MET' if met else 'NOT MET'}")
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@
     │   ├── ModelBadRequest        400/404/422: model name, context length, parameters
     │   │   └── ResponseFormatRefused  the endpoint does not take this ``response_format``
     │   └── ModelUnavailable       5xx or connection errors that outlasted the retries
+    │       └── MalformedChunk     core.openai_reply: a streamed chunk that is no JSON object
     ├── ToolError                  a tool could not do what was asked (becomes an Observation)
     │   └── ToolTimeout
     ├── StoreUnavailable           Redis (or another store) cannot be reached
@@ -63,6 +64,11 @@ class ResponseFormatRefused(ModelBadRequest):
 
 class ModelUnavailable(ModelError):
     pass
+
+
+class MalformedChunk(ModelUnavailable, ValueError):
+    """A streamed chunk that is not a JSON object (a ``ValueError`` too, like the JSON
+    parser's own errors, so one handler maps both to the provider's malformed stream)."""
 
 
 class ToolError(ReactbotError):

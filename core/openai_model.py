@@ -1,6 +1,11 @@
 """``OpenAIChatModel``: the ChatModel for any OpenAI-compatible endpoint, via the ``openai`` SDK.
 
 Works with OpenAI, DeepSeek, Qwen/DashScope, vLLM, OpenRouter, Ollama and llama.cpp server.
+The SDK's client sends the request (auth, base URL, timeouts, headers, status errors); the
+body is ours (``EncodedHistories``: a run's history is encoded once), and so is the reading
+of the stream: the SSE bytes through ``core.sse.SSEDecoder``, each event's ``json.loads``
+straight into ``ModelChunk``s (``core.openai_reply.Reply``), never the SDK's pydantic
+chunk models (building them was a quarter of the bot's CPU).
 What it adds on top of the SDK:
 
 - its own bounded retries (the SDK's are off), only before the first chunk reached the caller,
@@ -10,29 +15,29 @@ What it adds on top of the SDK:
 - a refusal (``delta.refusal``) as ``ModelChunk(refusal=...)``;
 - one ``ModelChunk(usage=...)`` at the end, when the provider reports usage;
 - a fallback for providers that reject ``stream_options``;
+- an error inside the stream (``event: error``, or ``{"error": ...}`` data) raised as the
+  provider's words, whatever shape it takes;
 - every SDK error mapped to ``core.errors`` with a message fit for a chat, with the key redacted.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import random
 import re
-from collections.abc import AsyncGenerator, Sequence
-from dataclasses import dataclass
+import ssl
+from collections import OrderedDict
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from dataclasses import dataclass, field
 from typing import Any, cast
 from urllib.parse import urlsplit
 
+import anyio
+import httpx2
 import openai
-from openai import AsyncOpenAI, AsyncStream, omit
-from openai.types import CompletionUsage
-from openai.types.chat import (
-    ChatCompletionChunk,
-    ChatCompletionMessageParam,
-    ChatCompletionToolUnionParam,
-)
-from openai.types.chat.chat_completion_chunk import ChoiceDelta
+from openai import AsyncOpenAI
 
 from core.errors import (
     ModelAuthError,
@@ -43,7 +48,9 @@ from core.errors import (
     ModelUnavailable,
     ResponseFormatRefused,
 )
-from core.llm import Message, ModelChunk, ResponseFormat, ToolCallDelta, ToolSpec, Usage
+from core.llm import Message, ModelChunk, ResponseFormat, ToolSpec
+from core.openai_reply import Reply, ThinkSplitter, parse_json
+from core.sse import SSEDecoder
 
 __all__ = ["OpenAIChatModel", "ThinkSplitter"]
 
@@ -56,6 +63,7 @@ OPENAI_HOST = "api.openai.com"
 _MAX_RETRY_AFTER = 30.0
 _MAX_BACKOFF = 30.0
 _MAX_PROVIDER_MESSAGE = 300
+_DRAIN_SECONDS = 0.1
 _RETRYABLE_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 # Key-looking strings a provider might echo back (OpenAI echoes a masked key on 401).
 _SECRET_PATTERN = re.compile(r"\bsk-[A-Za-z0-9_\-*]{6,}|Bearer\s+\S+", re.IGNORECASE)
@@ -93,6 +101,7 @@ class OpenAIChatModel:
         self._max_tokens = max_tokens
         self._extra_body = extra_body
         self._client: AsyncOpenAI | None = None
+        self._histories = EncodedHistories()
         # What this endpoint accepts, learnt from its refusals (remembered per instance):
         self._send_stream_options = True
         self._token_limit_name = "max_tokens"
@@ -148,25 +157,46 @@ class OpenAIChatModel:
                 f"No API key for the model provider at {OPENAI_HOST}: set OPENAI_API_KEY, or "
                 "OPENAI_BASE_URL to use another OpenAI-compatible server."
             )
+        request = _Request(messages, stop, tools, response_format)
         attempts = self._max_retries + 1
         for attempt in range(1, attempts + 1):
             started = False
             try:
                 # One request, start to end, read here rather than through a generator of its
                 # own: every chunk passes this loop, and each generator layer costs per chunk.
-                response = await self._create(_Request(messages, stop, tools, response_format))
-                reply = _Reply()
-                translate = reply.translate
-                async with response:
-                    try:
-                        async for chunk in response:
+                response = await self._create(request)
+                reply, decoder = Reply(), SSEDecoder()
+                translate, feed = reply.translate, decoder.feed
+                try:
+                    body = _body_of(response)
+                    done = False
+                    async for raw in body:
+                        for event, data in feed(raw):
+                            if event or data.startswith("[DONE]"):
+                                done = data.startswith("[DONE]")
+                                if done:
+                                    break
+                                _raise_error_event(event, data, response.request)
+                            chunk = parse_json(data)
+                            if type(chunk) is dict and "error" in chunk:
+                                _raise_error_event(event, data, response.request)
                             for piece in translate(chunk):
                                 started = True
                                 yield piece
-                    except json.JSONDecodeError as exc:
-                        raise ModelUnavailable(
-                            f"The model provider at {self.endpoint} sent a malformed stream."
-                        ) from exc
+                        if done:
+                            await _drain(body)
+                            break
+                except httpx2.TimeoutException as exc:
+                    raise openai.APITimeoutError(request=response.request) from exc
+                except (httpx2.RequestError, ssl.SSLError, anyio.EndOfStream) as exc:
+                    raise openai.APIConnectionError(request=response.request) from exc
+                except (ValueError, RecursionError) as exc:
+                    # not JSON, not an object (MalformedChunk), or nested past the parser's depth
+                    raise ModelUnavailable(
+                        f"The model provider at {self.endpoint} sent a malformed stream."
+                    ) from exc
+                finally:
+                    await response.aclose()
                 for piece in reply.close():
                     yield piece
                 return
@@ -183,7 +213,7 @@ class OpenAIChatModel:
 
     # -- one request -----------------------------------------------------------------------
 
-    async def _create(self, request: _Request) -> AsyncStream[ChatCompletionChunk]:
+    async def _create(self, request: _Request) -> httpx2.Response:
         while True:  # each refusal is adapted to once, so this ends
             try:
                 return await self._request(request)
@@ -207,25 +237,43 @@ class OpenAIChatModel:
             return True
         return False
 
-    async def _request(self, request: _Request) -> AsyncStream[ChatCompletionChunk]:
-        limit = self._max_tokens if self._max_tokens is not None else omit
-        completion_limit = self._token_limit_name == "max_completion_tokens"
-        tools, response_format = request.tools, request.response_format
-        return await self._get_client().chat.completions.create(
-            model=self._model,
-            # Message is a subset of the SDK's message union; TypedDicts do not widen by themselves.
-            messages=cast(list[ChatCompletionMessageParam], wire_messages(request.messages)),
+    async def _request(self, request: _Request) -> httpx2.Response:
+        """The request, sent by the SDK's client (its auth, base URL, timeouts, headers and
+        status errors) with a body we encode: the SDK's own ``create`` walks every message
+        of the history through its typing transform on each call, and parses every chunk
+        of the reply into a pydantic model; both are skipped. The response comes back
+        unread, its status already checked."""
+        return await self._get_client().post(
+            "/chat/completions",
+            cast_to=httpx2.Response,
+            content=self._body(request),
             stream=True,
-            stop=list(request.stop) if request.stop else omit,
-            stream_options={"include_usage": True} if self._send_stream_options else omit,
-            temperature=self._temperature if self._temperature is not None else omit,
-            tools=cast(list[ChatCompletionToolUnionParam], list(tools)) if tools else omit,
-            tool_choice="auto" if tools else omit,
-            response_format=cast(Any, response_format) if response_format else omit,
-            max_tokens=omit if completion_limit else limit,
-            max_completion_tokens=limit if completion_limit else omit,
-            extra_body=self._extra_body,
+            stream_cls=None,
         )
+
+    def _body(self, request: _Request) -> bytes:
+        """The request's JSON. The messages come from ``EncodedHistories``: a run's history
+        is encoded once and each step adds only its own messages."""
+        body: dict[str, Any] = {"model": self._model, "stream": True}
+        if request.stop:
+            body["stop"] = list(request.stop)
+        if self._send_stream_options:
+            body["stream_options"] = {"include_usage": True}
+        if self._temperature is not None:
+            body["temperature"] = self._temperature
+        if request.tools:
+            body["tools"] = list(request.tools)
+            body["tool_choice"] = "auto"
+        if request.response_format:
+            body["response_format"] = request.response_format
+        if self._max_tokens is not None:
+            body[self._token_limit_name] = self._max_tokens
+        if self._extra_body:
+            body.update(self._extra_body)  # as the SDK merges it: its keys win
+            if "messages" in body:
+                return json.dumps(body, ensure_ascii=False).encode()
+        rest = json.dumps(body, ensure_ascii=False)
+        return f'{{"messages":{self._histories.encode(request.messages)},{rest[1:]}'.encode()
 
     def _get_client(self) -> AsyncOpenAI:
         if self._client is None:
@@ -338,79 +386,6 @@ def _retry_after(exc: openai.APIStatusError) -> float | None:
     return None
 
 
-# -- chunk translation ---------------------------------------------------------------------
-
-
-class _Reply:
-    """One reply's chunks as ``ModelChunk``s; only chunks that carry something come out.
-
-    Usage comes once, at the end (some servers repeat a cumulative figure on every chunk:
-    the last one counts). The reply's id and model go on the first piece that carries
-    anything: a chunk of its own would count as the reply begun, and end the retries before
-    any text."""
-
-    __slots__ = ("_meta", "_named", "_splitter", "_usage")
-
-    def __init__(self) -> None:
-        self._splitter = ThinkSplitter()
-        self._usage: Usage | None = None
-        self._named = False
-        self._meta: tuple[str, str] | None = None
-
-    def translate(self, chunk: ChatCompletionChunk) -> list[ModelChunk]:
-        if not self._named and self._meta is None and (chunk.id or chunk.model):
-            self._meta = (chunk.id or "", chunk.model or "")
-        if chunk.usage:
-            self._usage = _usage(chunk.usage)
-        choices = chunk.choices
-        if not choices:
-            return []
-        choice = choices[0]  # we never ask for n > 1
-        delta = choice.delta
-        content = delta.content
-        if (  # the commonest chunk by far: a piece of text and nothing else
-            content
-            and choice.finish_reason is None
-            and not delta.tool_calls
-            and not delta.refusal
-            and not delta.__pydantic_extra__
-        ):
-            splitter = self._splitter
-            if splitter.idle and "<" not in content:  # no <think> tag can begin here
-                pieces = [ModelChunk(content)]
-            else:
-                pieces = splitter.feed(content)
-        else:
-            pieces = []
-            reasoning = _reasoning(delta)
-            if reasoning:
-                pieces.append(ModelChunk(reasoning=reasoning))
-            if content:
-                pieces.extend(self._splitter.feed(content))
-            if delta.refusal:
-                pieces.append(ModelChunk(refusal=delta.refusal))
-            if delta.tool_calls:
-                pieces.append(
-                    ModelChunk(tool_calls=tuple(_tool_call(call) for call in delta.tool_calls))
-                )
-            if choice.finish_reason:
-                pieces.append(ModelChunk(finish=choice.finish_reason))
-        if self._meta is not None and pieces:
-            pieces[0].response_id, pieces[0].response_model = self._meta
-            self._meta, self._named = None, True
-        return pieces
-
-    def close(self) -> list[ModelChunk]:
-        """What the reply's end completes: text held back by the splitter, then the usage."""
-        pieces = self._splitter.close()
-        if self._usage is not None:
-            pieces.append(ModelChunk(usage=self._usage))
-        if self._meta is not None:
-            pieces = pieces or [ModelChunk()]
-            pieces[0].response_id, pieces[0].response_model = self._meta
-        return pieces
-
-
 @dataclass(frozen=True, slots=True)
 class _Request:
     messages: Sequence[Message]
@@ -419,117 +394,100 @@ class _Request:
     response_format: ResponseFormat | None
 
 
+def _body_of(response: httpx2.Response) -> AsyncIterator[bytes]:
+    """The response's bytes as they arrive. Unencoded (as providers send a stream), straight
+    from the transport's stream: ``aiter_bytes`` adds a generator, a decoder and a chunker
+    to every read, to undo an encoding that is not there."""
+    if response.headers.get("content-encoding", "identity") == "identity":
+        return aiter(cast(AsyncIterator[bytes], response.stream))
+    return response.aiter_bytes()
+
+
+async def _drain(body: AsyncIterator[bytes]) -> None:
+    """Read what follows ``[DONE]`` (nothing, from a well-behaved server) so an HTTP/1.1
+    connection can be used again, for a moment at most, as the SDK does."""
+    with contextlib.suppress(TimeoutError, httpx2.RequestError, ssl.SSLError, anyio.EndOfStream):
+        async with asyncio.timeout(_DRAIN_SECONDS):
+            async for _ in body:
+                pass
+
+
+def _raise_error_event(event: str, data: str, request: httpx2.Request) -> None:
+    """Raise the provider's error reported inside the stream (``event: error``, or a chunk
+    ``{"error": ...}`` as OpenRouter and vLLM send once the 200 status is out), as the SDK
+    raises it: ``openai.APIError`` with the error as its body. Other named events pass."""
+    try:
+        payload: Any = json.loads(data)
+    except ValueError:
+        payload = data  # an error event's data may be plain words
+    error = payload.get("error", payload) if type(payload) is dict else payload
+    if event != "error" and not (type(payload) is dict and payload.get("error")):
+        return
+    message = error.get("message") if type(error) is dict else error
+    if not isinstance(message, str) or not message:
+        message = "An error occurred during streaming"
+    raise openai.APIError(message, request, body=error)
+
+
 def _names_response_format(exc: openai.APIStatusError) -> bool:
     text = str(exc.body or exc.message).lower()
     return any(word in text for word in ("response_format", "json_schema", "json_object"))
 
 
-def _reasoning(delta: ChoiceDelta) -> str:
-    # Not in the SDK's types: DeepSeek/Qwen send ``reasoning_content``, vLLM/OpenRouter
-    # ``reasoning``; the SDK keeps unknown fields in ``model_extra``.
-    extra = delta.model_extra or {}
-    for key in ("reasoning_content", "reasoning"):
-        value = extra.get(key)
-        if isinstance(value, str) and value:
-            return value
-    return ""
+class EncodedHistories:
+    """The JSON of the histories this model was sent lately, one per run, so that each step
+    of a run encodes only the messages it added.
+
+    A run keeps one list of messages and appends to it step after step (``core.agent``);
+    the list is known by its identity (held here, so no other list can take its id while
+    it is remembered) and each message by its own: the messages still at the head of the
+    list, the same objects as last time, keep their JSON; from the first that differs on,
+    all are encoded again. Messages are never changed in place once sent (a run that
+    rewrites one puts a new dict in its place), which is what makes identity enough.
+    The ``limit`` most recent runs are remembered: with more concurrent runs than that,
+    the oldest encode their whole history again, which is only slower."""
+
+    def __init__(self, *, limit: int = 256) -> None:
+        self._limit = limit
+        self._runs: OrderedDict[int, _EncodedRun] = OrderedDict()
+
+    def encode(self, messages: Sequence[Message]) -> str:
+        key = id(messages)
+        run = self._runs.pop(key, None)
+        if run is None or run.messages is not messages:
+            run = _EncodedRun(messages)
+        sent, parts = run.sent, run.parts
+        same, most = 0, min(len(sent), len(messages))
+        while same < most and sent[same] is messages[same]:
+            same += 1
+        del sent[same:], parts[same:]
+        for message in messages[same:]:
+            sent.append(message)
+            parts.append(json.dumps(wire_message(message), ensure_ascii=False))
+        self._runs[key] = run
+        if len(self._runs) > self._limit:
+            self._runs.popitem(last=False)
+        return f"[{','.join(parts)}]"
 
 
-def _tool_call(call: Any) -> ToolCallDelta:
-    function = call.function
-    return ToolCallDelta(
-        index=call.index,
-        id=call.id,
-        name=function.name if function else None,
-        arguments=(function.arguments or "") if function else "",
-    )
-
-
-def _usage(usage: CompletionUsage) -> Usage:
-    details = usage.prompt_tokens_details
-    cached = details.cached_tokens if details and details.cached_tokens else 0
-    if not cached:
-        # DeepSeek reports cache hits in its own field.
-        hit = (usage.model_extra or {}).get("prompt_cache_hit_tokens")
-        cached = hit if isinstance(hit, int) else 0
-    return Usage(
-        prompt_tokens=usage.prompt_tokens or 0,
-        completion_tokens=usage.completion_tokens or 0,
-        cached_tokens=cached,
-    )
-
-
-class ThinkSplitter:
-    """Moves ``<think>...</think>`` spans of streamed content into reasoning chunks.
-
-    Pure (no I/O, no clock): ``feed(text)`` returns the chunks the text completes and
-    ``close()`` flushes the rest. A tag may straddle chunks, so a tail that could be the start
-    of a tag is held back until the next feed decides it.
-    """
-
-    _OPEN = "<think>"
-    _CLOSE = "</think>"
-
-    def __init__(self) -> None:
-        self._buffer = ""
-        self._inside = False
-        self.idle = True
-        """Outside any ``<think>`` span with nothing held back: text with no ``<`` in it is
-        plain content as it stands (the check the caller makes for nearly every chunk)."""
-
-    def feed(self, text: str) -> list[ModelChunk]:
-        pieces = self._feed(text)
-        self.idle = not self._buffer and not self._inside
-        return pieces
-
-    def _feed(self, text: str) -> list[ModelChunk]:
-        self._buffer += text
-        pieces: list[ModelChunk] = []
-        while True:
-            tag = self._CLOSE if self._inside else self._OPEN
-            index = self._buffer.find(tag)
-            if index < 0:
-                break
-            self._emit(pieces, self._buffer[:index])
-            self._buffer = self._buffer[index + len(tag) :]
-            self._inside = not self._inside
-        keep = _partial_tag_length(self._buffer, tag)
-        self._emit(pieces, self._buffer[: len(self._buffer) - keep])
-        self._buffer = self._buffer[len(self._buffer) - keep :]
-        return pieces
-
-    def close(self) -> list[ModelChunk]:
-        """Flush what was held back; an unterminated ``<think>`` stays reasoning."""
-        pieces: list[ModelChunk] = []
-        self._emit(pieces, self._buffer)
-        self._buffer = ""
-        self.idle = not self._inside
-        return pieces
-
-    def _emit(self, pieces: list[ModelChunk], text: str) -> None:
-        if text:
-            pieces.append(ModelChunk(reasoning=text) if self._inside else ModelChunk(text=text))
-
-
-def _partial_tag_length(text: str, tag: str) -> int:
-    """Length of the longest proper prefix of ``tag`` that ``text`` ends with."""
-    for length in range(min(len(tag) - 1, len(text)), 0, -1):
-        if text.endswith(tag[:length]):
-            return length
-    return 0
+@dataclass(slots=True)
+class _EncodedRun:
+    messages: Sequence[Message]
+    sent: list[Message] = field(default_factory=list)
+    parts: list[str] = field(default_factory=list)
 
 
 def wire_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
     """The messages as the API takes them: a message with ``images`` becomes content parts,
     its text first, then one ``image_url`` part per image."""
-    wired: list[dict[str, Any]] = []
-    for message in messages:
-        images = message.get("images")
-        if not images:
-            wired.append(dict(message))
-            continue
-        parts: list[dict[str, Any]] = [{"type": "text", "text": message["content"]}]
-        parts += [{"type": "image_url", "image_url": {"url": url}} for url in images]
-        plain = {k: v for k, v in message.items() if k != "images"}
-        wired.append({**plain, "content": parts})
-    return wired
+    return [wire_message(message) for message in messages]
+
+
+def wire_message(message: Message) -> dict[str, Any]:
+    images = message.get("images")
+    if not images:
+        return dict(message)
+    parts: list[dict[str, Any]] = [{"type": "text", "text": message["content"]}]
+    parts += [{"type": "image_url", "image_url": {"url": url}} for url in images]
+    plain = {k: v for k, v in message.items() if k != "images"}
+    return {**plain, "content": parts}

@@ -27,8 +27,10 @@ Keys, all under a configurable prefix (default ``reactbot:``)::
     {prefix}channel:{channel}        HASH of an admin's settings for the channel: NO TTL, kept
                                      until an admin changes it (``PERSISTENT_KINDS``)
     {prefix}inflight:{surface}       HASH run -> its record, and ``inflight-beats:{surface}``, a
-                                     ZSET run -> heartbeat: NO TTL, a record leaves when its run
-                                     ends or is claimed (``PERSISTENT_KINDS``)
+                                     ZSET run -> heartbeat, and ``inflight-steps:{surface}:{run}``,
+                                     a LIST of the JSON of the steps finished since the record
+                                     was written: NO TTL, a record leaves when its run ends or
+                                     is claimed (``PERSISTENT_KINDS``)
     {prefix}search:{query hash}      STRING, a search result packed (``core.tools.search``), PX
                                      ``tools.search.cache_ttl``
     {prefix}stop                     pub/sub channel: JSON {"run": run_id, "by": who}
@@ -65,7 +67,7 @@ from contextlib import (
     contextmanager,
     suppress,
 )
-from dataclasses import MISSING, asdict, dataclass, fields
+from dataclasses import MISSING, asdict, dataclass, fields, replace
 from typing import Any, TypeAlias, cast
 from urllib.parse import urlsplit
 
@@ -96,12 +98,13 @@ from core.stores import (
     deliver,
     notify_wait,
     renewing,
+    with_steps,
 )
 from core.tools.lookup import Passage
 from core.trace import Trace, TraceStep
 
 DEFAULT_PREFIX = "reactbot:"
-PERSISTENT_KINDS = frozenset({"channel", "inflight", "inflight-beats"})
+PERSISTENT_KINDS = frozenset({"channel", "inflight", "inflight-beats", "inflight-steps"})
 """The kinds of key kept without a TTL, on purpose: a channel's settings (what an admin chose
 stays until an admin changes it) and the run registry (a record leaves when its run ends or is
 claimed). Every other key expires."""
@@ -1257,24 +1260,47 @@ _CLAIM_RUN_LUA = """
 if redis.call('ZREM', KEYS[1], ARGV[1]) == 1 then
   local record = redis.call('HGET', KEYS[2], ARGV[1])
   redis.call('HDEL', KEYS[2], ARGV[1])
-  return record
+  local steps = redis.call('LRANGE', KEYS[3], 0, -1)
+  redis.call('DEL', KEYS[3])
+  table.insert(steps, 1, record or '')
+  return steps
 end
 return false
+"""
+_UPDATE_RUN_LUA = """
+if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then
+  return 0
+end
+redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
+if ARGV[3] ~= '' then
+  redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
+end
+for i = 4, #ARGV do
+  redis.call('RPUSH', KEYS[3], ARGV[i])
+end
+return 1
 """
 
 
 class RedisRunRegistry(_RedisBase):
     """``RunRegistry`` shared by every process: per surface, a hash of run records and a
-    sorted set of their heartbeats. Claiming an orphan removes it from the set first, in one
-    script, so exactly one process gets it. Neither key has a TTL: a record leaves when its
-    run ends or is claimed (and only runs in flight are there)."""
+    sorted set of their heartbeats, and per run a list of the steps added to its record
+    since it was written (``{prefix}inflight-steps:{surface}:{run}``, in the surface's hash
+    slot). Claiming an orphan removes it from the set first, in one script, so exactly one
+    process gets it; an update is a script too, which finds an ended run gone and leaves it
+    so. No key has a TTL: a record leaves when its run ends or is claimed (and only runs in
+    flight are there)."""
 
     def __init__(self, client: Client, *, prefix: str = DEFAULT_PREFIX) -> None:
         super().__init__(client, prefix=prefix)
         self._claim = client.register_script(_CLAIM_RUN_LUA)
+        self._update = client.register_script(_UPDATE_RUN_LUA)
 
     def _keys(self, surface: str) -> tuple[str, str]:
         return self._tagged("inflight-beats", surface), self._tagged("inflight", surface)
+
+    def _steps_key(self, surface: str, run_id: str) -> str:
+        return f"{self._tagged('inflight-steps', surface)}:{run_id}"
 
     async def beat(self, records: Sequence[RunRecord], *, at: float) -> None:
         if not records:
@@ -1285,7 +1311,23 @@ class RedisRunRegistry(_RedisBase):
                     beats, hashed = self._keys(record.surface)
                     pipe.zadd(beats, {record.run_id: at})
                     pipe.hset(hashed, record.run_id, record.to_json())
+                    pipe.delete(self._steps_key(record.surface, record.run_id))
                 await pipe.execute()
+
+    async def update(
+        self,
+        surface: str,
+        run_id: str,
+        *,
+        steps: Sequence[str] = (),
+        record: RunRecord | None = None,
+        at: float,
+    ) -> bool:
+        beats, hashed = self._keys(surface)
+        keys = [beats, hashed, self._steps_key(surface, run_id)]
+        args = [run_id, repr(at), record.to_json() if record is not None else "", *steps]
+        with self._unavailable("write what changed in a run in flight"):
+            return bool(await self._update(keys=keys, args=args))
 
     async def end(self, surface: str, run_id: str) -> None:
         beats, hashed = self._keys(surface)
@@ -1293,6 +1335,7 @@ class RedisRunRegistry(_RedisBase):
             async with self._client.pipeline(transaction=True) as pipe:
                 pipe.zrem(beats, run_id)
                 pipe.hdel(hashed, run_id)
+                pipe.delete(self._steps_key(surface, run_id))
                 await pipe.execute()
 
     async def orphans(self, surface: str, *, silent_since: float, limit: int = 20) -> list[str]:
@@ -1305,9 +1348,16 @@ class RedisRunRegistry(_RedisBase):
 
     async def claim(self, surface: str, run_id: str) -> RunRecord | None:
         beats, hashed = self._keys(surface)
+        keys = [beats, hashed, self._steps_key(surface, run_id)]
         with self._unavailable("take over a run a dead process left"):
-            raw = await self._claim(keys=[beats, hashed], args=[run_id])
-        return RunRecord.from_json(raw) if raw else None
+            taken = await self._claim(keys=keys, args=[run_id])
+        if not taken or not taken[0]:
+            return None
+        record = RunRecord.from_json(taken[0])
+        if record is None or len(taken) == 1:
+            return record
+        steps = [s.decode() if isinstance(s, bytes) else str(s) for s in taken[1:]]
+        return replace(record, trace=with_steps(record.trace, steps))
 
     async def running(self, surface: str, run_id: str) -> bool:
         beats, _ = self._keys(surface)

@@ -444,6 +444,25 @@ class ResilientRunRegistry:
         with suppress(StoreUnavailable):
             await self.health.call(None, lambda: self.inner.beat(records, at=at))
 
+    async def update(
+        self,
+        surface: str,
+        run_id: str,
+        *,
+        steps: Sequence[str] = (),
+        record: RunRecord | None = None,
+        at: float,
+    ) -> bool:
+        """False while the store is down too: the caller writes the run whole once it is
+        back, so no step is lost in the gap."""
+        try:
+            return await self.health.call(
+                None,
+                lambda: self.inner.update(surface, run_id, steps=steps, record=record, at=at),
+            )
+        except StoreUnavailable:
+            return False
+
     async def end(self, surface: str, run_id: str) -> None:
         with suppress(StoreUnavailable):
             await self.health.call(None, lambda: self.inner.end(surface, run_id))

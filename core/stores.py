@@ -18,7 +18,7 @@ import weakref
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Literal, Protocol, runtime_checkable
 
 from core.history import Message
@@ -410,8 +410,8 @@ class InMemoryCooldowns:
 # ---- runs in flight, for crash recovery -----------------------------------------------------
 
 TRACE_SNAPSHOT_CHARS = 256 * 1024
-"""A heartbeat carries the run's trace so far up to this size (larger: its steps are left
-out, the question and the rest are kept)."""
+"""A run's record carries its trace so far up to this size: the head (the trace without its
+steps) and then its finished steps, as long as they fit (the first ones are kept)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -428,7 +428,8 @@ class RunRecord:
     asker_key: str = ""
     slot: str = ""
     trace: str = ""
-    """The trace's JSON at the last heartbeat (``TRACE_SNAPSHOT_CHARS`` at most)."""
+    """The trace's JSON as last written (``TRACE_SNAPSHOT_CHARS`` at most): its head, and
+    in a claimed record every step added to it since."""
     place: str = ""
     """The channel whose budget the run spends (``core.budgets``)."""
     held: tuple[str, ...] = ()
@@ -478,13 +479,31 @@ class RunRecord:
             return None
 
 
-def snapshot(trace: Trace) -> str:
-    """The trace's JSON for a heartbeat, bounded (``TRACE_SNAPSHOT_CHARS``)."""
-    text = trace.to_json()
-    if len(text) <= TRACE_SNAPSHOT_CHARS:
-        return text
-    small = replace(trace, steps=[]).to_json()
-    return small if len(small) <= TRACE_SNAPSHOT_CHARS else ""
+def trace_head(trace: Trace) -> str:
+    """The trace's JSON without its steps (the question, the models, the status...), or ""
+    when even that is beyond ``TRACE_SNAPSHOT_CHARS``: what a run's record holds, its steps
+    being added one by one as they finish (``RunRegistry.update``)."""
+    text = replace(trace, steps=[]).to_json()
+    return text if len(text) <= TRACE_SNAPSHOT_CHARS else ""
+
+
+def step_json(trace: Trace, index: int) -> str:
+    return json.dumps(asdict(trace.steps[index]), ensure_ascii=False)
+
+
+def with_steps(trace: str, steps: Sequence[str | bytes]) -> str:
+    """A record's trace JSON with the steps added since it was written put at the end of its
+    own; the record's as it is when a piece is unreadable (an interrupted trace keeps what
+    it can)."""
+    if not steps or not trace:
+        return trace
+    try:
+        data = json.loads(trace)
+        data["steps"] = [*(data.get("steps") or []), *(json.loads(step) for step in steps)]
+        return json.dumps(data, ensure_ascii=False)
+    except (ValueError, TypeError, AttributeError):
+        log.warning("the steps a run left could not be read; its trace is kept without them")
+        return trace
 
 
 class RunRegistry(Protocol):
@@ -493,7 +512,23 @@ class RunRegistry(Protocol):
     live process to finish."""
 
     async def beat(self, records: Sequence[RunRecord], *, at: float) -> None:
-        """Register ``records`` or refresh them (their heartbeat is ``at``)."""
+        """Register ``records`` (their heartbeat is ``at``), or replace them whole with the
+        steps added to them."""
+        ...
+
+    async def update(
+        self,
+        surface: str,
+        run_id: str,
+        *,
+        steps: Sequence[str] = (),
+        record: RunRecord | None = None,
+        at: float,
+    ) -> bool:
+        """What changed in a registered run since its last write: its heartbeat is ``at``,
+        the JSON of each of ``steps`` is added to its trace, and its record is replaced by
+        ``record`` when given (whose ``trace`` is a head: steps added stay). A run that is
+        not registered (it ended, or another process claimed it) stays away: False."""
         ...
 
     async def end(self, surface: str, run_id: str) -> None: ...
@@ -503,8 +538,8 @@ class RunRegistry(Protocol):
         ...
 
     async def claim(self, surface: str, run_id: str) -> RunRecord | None:
-        """The record, taken out of the registry; None when another process took it first
-        (or it ended)."""
+        """The record, taken out of the registry, its trace with every step added to it;
+        None when another process took it first (or it ended)."""
         ...
 
     async def running(self, surface: str, run_id: str) -> bool:
@@ -529,13 +564,34 @@ class InMemoryRunRegistry:
 
     def __init__(self) -> None:
         self._records: dict[tuple[str, str], tuple[RunRecord, float]] = {}
+        self._steps: dict[tuple[str, str], list[str]] = {}
 
     async def beat(self, records: Sequence[RunRecord], *, at: float) -> None:
         for record in records:
             self._records[(record.surface, record.run_id)] = (record, at)
+            self._steps.pop((record.surface, record.run_id), None)
+
+    async def update(
+        self,
+        surface: str,
+        run_id: str,
+        *,
+        steps: Sequence[str] = (),
+        record: RunRecord | None = None,
+        at: float,
+    ) -> bool:
+        key = (surface, run_id)
+        held = self._records.get(key)
+        if held is None:
+            return False
+        self._records[key] = (record or held[0], at)
+        if steps:
+            self._steps.setdefault(key, []).extend(steps)
+        return True
 
     async def end(self, surface: str, run_id: str) -> None:
         self._records.pop((surface, run_id), None)
+        self._steps.pop((surface, run_id), None)
 
     async def orphans(self, surface: str, *, silent_since: float, limit: int = 20) -> list[str]:
         found = [
@@ -545,7 +601,10 @@ class InMemoryRunRegistry:
 
     async def claim(self, surface: str, run_id: str) -> RunRecord | None:
         taken = self._records.pop((surface, run_id), None)
-        return taken[0] if taken is not None else None
+        steps = self._steps.pop((surface, run_id), [])
+        if taken is None:
+            return None
+        return replace(taken[0], trace=with_steps(taken[0].trace, steps)) if steps else taken[0]
 
     async def running(self, surface: str, run_id: str) -> bool:
         return (surface, run_id) in self._records

@@ -134,7 +134,13 @@ class StreamError:
     message: str
 
 
-Scripted = Reply | HTTPError | Drop | StreamError
+@dataclass(frozen=True, slots=True)
+class RawStream:
+    pieces: tuple[bytes, ...]
+    hold: bool
+
+
+Scripted = Reply | HTTPError | Drop | StreamError | RawStream
 
 _DEFAULT_ERROR_TYPES = {
     400: "invalid_request_error",
@@ -273,6 +279,16 @@ class FakeOpenAI:
         self._script.append(StreamError(chunks=_split(text, chunks), message=message))
         return self
 
+    def raw(self, body: bytes, *, size: int | None = None, hold: bool = False) -> Self:
+        """Queue a 200 ``text/event-stream`` response whose body is exactly ``body``, written
+        in ``size``-byte pieces (each flushed on its own; one piece by default): a provider's
+        stream as it was captured, with its comments, line ends and shapes. ``hold``: the
+        body never ends (the connection stays open until the fake closes)."""
+        step = size or max(1, len(body))
+        pieces = tuple(body[at : at + step] for at in range(0, len(body), step))
+        self._script.append(RawStream(pieces=pieces, hold=hold))
+        return self
+
     # -- inspection ------------------------------------------------------------------------
 
     @property
@@ -350,6 +366,8 @@ class FakeOpenAI:
                 return await self._drop(request, body, scripted)
             case StreamError():
                 return await self._stream_error(request, body, scripted)
+            case RawStream():
+                return await self._raw(request, scripted)
             case Reply() if not body.get("stream"):
                 return web.json_response(self._completion(body, scripted))
             case Reply():
@@ -415,6 +433,16 @@ class FakeOpenAI:
             await sse.send({"content": piece})
         error = {"message": failure.message, "type": "server_error", "code": None}
         await response.write(f"data: {json.dumps({'error': error})}\n\n".encode())
+        await response.write_eof()
+        return response
+
+    async def _raw(self, request: web.Request, raw: RawStream) -> web.StreamResponse:
+        response = await _open_sse(request)
+        for piece in raw.pieces:
+            await response.write(piece)
+            await asyncio.sleep(0)  # each piece its own write, not coalesced by the buffer
+        if raw.hold:
+            await self._stall(3600)
         await response.write_eof()
         return response
 

@@ -6,8 +6,10 @@ finished once)."""
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import AsyncIterator
+from dataclasses import asdict, replace
 from types import SimpleNamespace
 
 import pytest
@@ -67,13 +69,35 @@ async def test_exactly_one_claim_wins(registry: RunRegistry) -> None:
     assert await registry.claim("Slack", "x") is None and not await registry.running("Slack", "x")
 
 
+async def test_steps_added_since_the_record_come_with_its_claim(registry: RunRegistry) -> None:
+    trace = Trace(question="q", id="s", conversation="conv-s")
+    trace.steps.append(TraceStep(1, action="a", observation="1"))
+    await registry.beat([replace(record("s"), trace=trace.to_json())], at=1.0)
+    steps = [json.dumps(asdict(TraceStep(n, action="b", observation=str(n)))) for n in (2, 3)]
+    assert await registry.update("Slack", "s", steps=steps[:1], at=2.0)
+    head = replace(trace, steps=[], notices=["late"]).to_json()
+    assert await registry.update(
+        "Slack", "s", steps=steps[1:], record=replace(record("s"), trace=head), at=3.0
+    )
+    assert await registry.orphans("Slack", silent_since=2.5) == []
+    claimed = await registry.claim("Slack", "s")
+    assert claimed is not None
+    left = Trace.from_json(claimed.trace)
+    assert [s.index for s in left.steps] == [2, 3] and left.notices == ["late"]
+    assert not await registry.update("Slack", "s", steps=steps, at=4.0), "claimed: it stays gone"
+    assert not await registry.running("Slack", "s")
+
+
 async def test_redis_keeps_nothing_once_runs_end(redis_url: str, redis_prefix: str) -> None:
     shared = connect(redis_url, prefix=redis_prefix)
     try:
         runs: RedisRunRegistry = shared.runs
         await runs.beat([record("a"), record("b")], at=1.0)
+        for run_id in ("a", "b"):
+            assert await runs.update("Slack", run_id, steps=['{"index": 1}'], at=2.0)
         await runs.end("Slack", "a")
         await runs.claim("Slack", "b")
+        assert not await runs.update("Slack", "a", steps=['{"index": 2}'], at=3.0)
         keys = [k async for k in shared.client.scan_iter(match=redis_prefix + "inflight*")]
         assert keys == [], "an empty registry leaves no key behind"
     finally:
@@ -116,7 +140,7 @@ async def test_a_run_of_this_process_is_never_its_own_orphan() -> None:
     now[0] += 60.0
     assert await stores.runs.orphans("Slack", silent_since=now[0] - 10.0) == ["mine"]
     assert await recovery.sweep() == 0 and await recovery.running("mine")
-    await recovery.beat()
+    await recovery.keep("mine")
     assert await stores.runs.orphans("Slack", silent_since=now[0] - 10.0) == []
 
 

@@ -1,0 +1,65 @@
+"""``EncodedHistories``: a run's history encoded once, each step adding its own messages, and
+always the same JSON as encoding the whole history again."""
+
+from __future__ import annotations
+
+import json
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from core.history import Message
+from core.openai_model import EncodedHistories, wire_messages
+from tests.properties import property_settings
+
+MESSAGE = st.builds(
+    lambda role, content, images: (
+        {"role": role, "content": content} | ({"images": images} if images else {})
+    ),
+    st.sampled_from(["system", "user", "assistant"]),
+    st.text(max_size=20),
+    st.lists(st.just("data:image/png;base64,AAAA"), max_size=2),
+)
+EDIT = st.one_of(
+    st.tuples(st.just("append"), MESSAGE),
+    st.tuples(st.just("replace"), MESSAGE),  # a new dict put in the place of one
+    st.tuples(st.just("pop"), st.none()),
+    st.tuples(st.just("new run"), MESSAGE),
+)
+
+
+@property_settings(300, ci=25)
+@given(st.lists(EDIT, max_size=25), st.integers(min_value=1, max_value=3))
+def test_every_step_encodes_what_the_whole_history_encodes(
+    edits: list[tuple[str, Message | None]], limit: int
+) -> None:
+    histories = EncodedHistories(limit=limit)
+    runs: list[list[Message]] = [[]]
+    for turn, (kind, message) in enumerate(edits):
+        messages = runs[turn % len(runs)]
+        if kind == "append" and message is not None:
+            messages.append(message)
+        elif kind == "replace" and message is not None and messages:
+            messages[len(messages) // 2] = message
+        elif kind == "pop" and messages:
+            messages.pop()
+        elif kind == "new run" and message is not None:
+            runs.append([message])
+            messages = runs[-1]
+        assert json.loads(histories.encode(messages)) == wire_messages(messages)
+
+
+def test_a_step_encodes_only_the_messages_it_added() -> None:
+    """Shown by a change made in place, which a run never makes: the message sent before
+    is not read again, the ones after it are."""
+    histories = EncodedHistories()
+    messages: list[Message] = [{"role": "user", "content": "q"}]
+    histories.encode(messages)
+    messages[0]["content"] = "changed in place"
+    messages.append({"role": "assistant", "content": "a"})
+    sent = json.loads(histories.encode(messages))
+    assert [m["content"] for m in sent] == ["q", "a"]
+    assert [m["content"] for m in json.loads(histories.encode(list(messages)))] == [
+        "changed in place",
+        "a",
+    ]  # another list: another run, encoded whole
