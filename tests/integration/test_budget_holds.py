@@ -171,9 +171,17 @@ async def test_the_process_that_finishes_a_dead_ones_answer_settles_its_hold(
         ticket = await frozen.admit(ask(1))
         assert isinstance(ticket, Ticket)
         answering = asyncio.create_task(frozen.answer(ticket, Reply("slack:T1:C1")))
-        inflight = two_processes[0].runs._keys("slack")[1]
+        client, runs = two_processes[0].client, two_processes[0].runs
+        steps = runs._tagged("inflight-steps", "slack") + ":*"  # each finished step, written
+
+        async def priced_step_written() -> bool:
+            async for key in client.scan_iter(match=steps):
+                if "cost_usd" in str(await client.lrange(key, 0, -1)):
+                    return True
+            return False
+
         async with asyncio.timeout(5):  # its heartbeat carries the priced step
-            while "cost_usd" not in str(await two_processes[0].client.hvals(inflight)):  # noqa: ASYNC110
+            while not await priced_step_written():  # noqa: ASYNC110
                 await asyncio.sleep(0.02)
         await frozen.recovery.aclose()  # no more heartbeats: its run is an orphan soon
         refused = await live.admit(ask(2))
