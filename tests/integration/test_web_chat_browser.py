@@ -81,9 +81,10 @@ async def test_a_person_uses_the_chat_in_headless_chromium(
             assert await page.evaluate("document.activeElement.id") == "question"
 
             # 1. Asked with Enter; two steps show while the run is still live.
+            before = await page.locator("li.turn").count()
             await box.fill("what is 17*23+4?")
             await box.press("Enter")
-            turn = page.locator("li.turn").last
+            turn = await new_turn(page, before)
             # Seen in one frame: the second step's action, the run still live, no answer yet.
             await page.wait_for_function(
                 """() => {
@@ -99,25 +100,28 @@ async def test_a_person_uses_the_chat_in_headless_chromium(
             await page.screenshot(path=artifacts / "answered-1280.png", full_page=True)
 
             # 2. Stop, with the button.
+            before = await page.locator("li.turn").count()
             await box.fill("a slow one")
             await page.get_by_role("button", name="Send").click()
-            turn = page.locator("li.turn").last
+            turn = await new_turn(page, before)
             await turn.locator(".step .thought").wait_for()
             await turn.get_by_role("button", name="Stop").click()
             await turn.locator(".outcome", has_text="Stopped by you").wait_for()
 
             # 3. Stop, with Escape.
+            before = await page.locator("li.turn").count()
             await box.fill("another slow one")
             await box.press("Enter")
-            turn = page.locator("li.turn").last
+            turn = await new_turn(page, before)
             await turn.locator(".step .thought").wait_for()
             await page.keyboard.press("Escape")
             await turn.locator(".outcome", has_text="Stopped by you").wait_for()
 
             # 4. Approve.
+            before = await page.locator("li.turn").count()
             await box.fill("delete old.txt")
             await box.press("Enter")
-            turn = page.locator("li.turn").last
+            turn = await new_turn(page, before)
             await turn.locator(".pending").wait_for()
             await page.screenshot(path=artifacts / "approval-1280.png", full_page=True)
             await turn.get_by_role("button", name="Approve").click()
@@ -126,9 +130,10 @@ async def test_a_person_uses_the_chat_in_headless_chromium(
             assert "approved by you" in await turn.locator(".decided").inner_text()
 
             # 5. Deny, with a reason.
+            before = await page.locator("li.turn").count()
             await box.fill("delete report.txt")
             await box.press("Enter")
-            turn = page.locator("li.turn").last
+            turn = await new_turn(page, before)
             await turn.locator(".pending").wait_for()
             await turn.get_by_role("button", name="Deny").click()
             await turn.get_by_label("Reason for denying").fill("it is the only copy")
@@ -191,3 +196,10 @@ async def test_a_person_uses_the_chat_in_headless_chromium(
     assert strangers == [], f"requests left the page's origin: {strangers}"
     assert problems == []
     assert (artifacts / "chat-1280-light.png").stat().st_size > 10_000
+
+
+async def new_turn(page: Any, before: int) -> Any:
+    """The turn a question just sent adds: ``.last`` could still be the one before it
+    (whose steps then match, several at once) until the page has added the new one."""
+    await page.wait_for_function("n => document.querySelectorAll('li.turn').length > n", arg=before)
+    return page.locator("li.turn").nth(before)
