@@ -234,6 +234,26 @@ class SearchConfig(_Section):
     _http_url = field_validator("api_base_url")(_check_http_url)
 
 
+class EmbeddingsConfig(_Section):
+    """Hybrid lookup: passages also ranked by an OpenAI-compatible ``/embeddings`` endpoint
+    (OpenAI, Ollama, vLLM) and fused with BM25 by rank. Off (BM25 alone) while ``model`` is
+    unset. The key comes from the environment variable ``api_key_env`` names, never from
+    this file; a local server (``base_url`` set) may need none."""
+
+    model: str | None = Field(default=None, min_length=1)
+    base_url: str | None = None
+    api_key_env: str | None = None
+
+    _http_url = field_validator("base_url")(_check_http_url)
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _variable(cls, name: str | None) -> str | None:
+        if name is not None:
+            _check_variable_name(name, "the value")
+        return name
+
+
 class LookupConfig(_Section):
     enabled: bool = True
     paths: tuple[Path, ...] = ()
@@ -243,6 +263,7 @@ class LookupConfig(_Section):
     path: Path | None = None
     """One folder, as before ``paths``; still read, searched after ``paths``."""
     refresh_seconds: float = Field(default=5.0, ge=0, le=86400)
+    embeddings: EmbeddingsConfig = Field(default_factory=_defaults(EmbeddingsConfig))
 
     @property
     def folders(self) -> tuple[Path, ...]:
@@ -720,7 +741,8 @@ class Secrets(_Section):
     mcp: dict[str, SecretStr] = Field(default_factory=dict)
     """The variables MCP servers name (``env_from``, ``headers_from``) that are set."""
     models: dict[str, SecretStr] = Field(default_factory=dict)
-    """The variables catalogue models name (``api_key_env``) that are set."""
+    """The variables catalogue models and the lookup's embeddings name (``api_key_env``) that
+    are set."""
 
     @classmethod
     def from_env(
@@ -957,9 +979,13 @@ def _mcp_variables(data: Mapping[str, Any]) -> list[str]:
 
 
 def _model_variables(data: Mapping[str, Any]) -> list[str]:
-    """The variables catalogue entries name (``models.*.api_key_env``), read like MCP's."""
+    """The variables catalogue entries (``models.*.api_key_env``) and the lookup's embeddings
+    (``tools.lookup.embeddings.api_key_env``) name, read like MCP's."""
     models = data.get("models")
-    entries = models.values() if isinstance(models, Mapping) else ()
+    entries = list(models.values()) if isinstance(models, Mapping) else []
+    tools = data.get("tools")
+    lookup = tools.get("lookup") if isinstance(tools, Mapping) else None
+    entries.append(lookup.get("embeddings") if isinstance(lookup, Mapping) else None)
     names = [e.get("api_key_env") for e in entries if isinstance(e, Mapping)]
     return [n for n in names if isinstance(n, str) and _ENV_VAR.match(n)]
 
