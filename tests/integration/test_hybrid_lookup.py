@@ -141,7 +141,7 @@ async def test_an_overlong_input_is_cut_before_it_is_sent() -> None:
     async with FakeEmbeddings(max_tokens=2100) as fake:
         embedder = OpenAIEmbedder(MODEL, base_url=fake.base_url, api_key=KEY)
         (vector,) = await embedder.embed(["word " * 10_000])
-        assert len(vector) == 512
+        assert len(vector) == 2048
         fake.max_tokens = 100
         with pytest.raises(EmbeddingError, match="HTTP 400"):
             await embedder.embed(["word " * 10_000])
