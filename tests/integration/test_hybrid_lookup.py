@@ -211,3 +211,13 @@ async def test_the_three_keys_turn_the_hybrid_on_and_the_key_comes_from_env(
         assert isinstance(tool, LookupTool) and tool.embeddings is None
     finally:
         await app.aclose()
+
+
+def test_a_key_written_where_its_variables_name_belongs_is_refused_unechoed() -> None:
+    from bot.config import ConfigError, load_config
+
+    token = "sk-proj-abcdefghijklmnopqrstuvwxyz0123456789"
+    with pytest.raises(ConfigError) as caught:
+        load_config(None, {"REACTBOT_TOOLS__LOOKUP__EMBEDDINGS__API_KEY_ENV": token})
+    assert "tools.lookup.embeddings.api_key_env" in str(caught.value)
+    assert "looks like a secret" in str(caught.value) and token not in str(caught.value)

@@ -26,7 +26,7 @@ KNOWN_CYCLES: set[frozenset[str]] = {
 
 CEILINGS: dict[str, int] = {
     "core/redis_store.py": 1982,
-    "bot/config.py": 1481,
+    "bot/config.py": 1494,  # issue 42: tools.lookup.embeddings (three keys), as briefed
     "adapters/discord/cog.py": 1425,
     "core/parser.py": 1077,
     "adapters/slack/render.py": 1060,
