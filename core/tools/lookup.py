@@ -39,7 +39,7 @@ __all__ = [
 MAX_PASSAGE_CHARS = 1000
 OVERLAP_CHARS = 200
 """A passage is indexed with the last words (up to this many characters) of the one before it
-in the same section or page run, so an answer cut by a passage boundary is still found whole
+in the same section (or the same PDF page), so an answer cut by a passage boundary is still found whole
 in the second passage; the stored and shown text is the passage's own."""
 SHOWN_PASSAGE_CHARS = 600
 MAX_SECTION_CHARS = 60_000
@@ -134,19 +134,14 @@ class Passage:
 
 def leads(passages: Sequence[Passage]) -> list[str]:
     """Each passage's overlap with the one before it: that passage's last words, up to
-    ``OVERLAP_CHARS``, when both are of the same file and section (or both pages of a PDF);
-    else ""."""
+    ``OVERLAP_CHARS``, when both are of the same file and section (a PDF: the same page);
+    else "". Never across pages: a short next page would win with the words of the page
+    before and cite the wrong page."""
     out = [""]
     for before, passage in itertools.pairwise(passages):
-        same = before.file == passage.file and (
-            before.headings == passage.headings or (_paged(before) and _paged(passage))
-        )
+        same = before.file == passage.file and before.headings == passage.headings
         out.append(_tail(before.text) if same else "")
     return out[: len(passages)]
-
-
-def _paged(passage: Passage) -> bool:
-    return len(passage.headings) == 1 and passage.headings[0].startswith("page ")
 
 
 def _tail(text: str) -> str:
@@ -264,11 +259,7 @@ class BM25Index:
         return self.passages[doc_id].index_text(self.leads[doc_id])
 
     def hit(self, doc_id: int, score: float) -> Hit:
-        # The overlap is shown within a section only: a PDF page's hit cites that page and
-        # shows that page's words, though it was indexed with the end of the page before.
-        passage, lead = self.passages[doc_id], self.leads[doc_id]
-        shown = lead if lead and self.passages[doc_id - 1].headings == passage.headings else ""
-        return Hit(passage, score, shown)
+        return Hit(self.passages[doc_id], score, self.leads[doc_id])
 
     def search(self, query: str, *, limit: int = 3) -> list[Hit]:
         return [hit for _, hit in search_together([self], query, limit=limit)]

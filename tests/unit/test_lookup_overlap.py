@@ -50,12 +50,15 @@ def test_the_overlap_stays_within_a_section_and_a_file() -> None:
     assert found[-2] == "" and found[-1] == ""  # a new section, then a new file
 
 
-def test_pages_of_a_pdf_overlap_but_the_hit_shows_its_own_page_only() -> None:
-    pages = [Passage("r.pdf", ("page 1",), "The code is 12"), Passage("r.pdf", ("page 2",), "34.")]
+def test_pages_of_a_pdf_do_not_overlap_so_a_hit_cites_the_page_its_words_are_on() -> None:
+    pages = [
+        Passage("r.pdf", ("page 2",), "The warranty lasts 36 months."),
+        Passage("r.pdf", ("page 3",), "Index"),
+        Passage("r.pdf", ("page 3",), "More index"),
+    ]
     index = BM25Index(pages)
-    assert index.leads == ["", "The code is 12"]
-    assert "12" in index.text_of(1)
-    assert index.hit(1, 1.0).lead == ""
+    assert index.leads == ["", "", "Index"]  # within page 3 only
+    assert index.search("warranty months")[0].passage.headings == ("page 2",)
 
 
 _passages = st.lists(
@@ -78,4 +81,5 @@ def test_each_lead_is_a_short_end_of_the_passage_before(passages: list[Passage])
         assert len(lead) <= OVERLAP_CHARS
         if lead:
             assert before is not None and before.file == passage.file
+            assert before.headings == passage.headings
             assert before.text.endswith(lead)
