@@ -8,6 +8,7 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
+from core.files import extract, passages_of
 from core.knowledge import LookupTool
 from core.tools.lookup import OVERLAP_CHARS, BM25Index, Passage, leads, split_passages
 from tests.properties import property_settings
@@ -36,7 +37,9 @@ async def test_an_answer_across_a_passage_boundary_is_found_and_shown_whole(
     hits = await LookupTool(tmp_path).search("spare key cellar blue flowerpot", limit=1)
     shown = f"{hits[0].lead} {hits[0].passage.text}"
     assert "cellar" in shown and "flowerpot" in shown
-    result = await LookupTool(tmp_path, top_k=1).run("spare key cellar blue flowerpot")
+    # An attached file's hit is shown passage by passage (a folder's, as its whole section)
+    files = passages_of("house.md", extract("house.md", _boundary_text().encode()))
+    result = await LookupTool(top_k=1).with_files(files).run("spare key cellar blue flowerpot")
     assert "The spare key for the cellar is kept under the blue flowerpot" in " ".join(
         result.text.split()
     )
