@@ -37,6 +37,7 @@ if TYPE_CHECKING:  # the search, redis and MCP modules load only when configured
     from adapters.channels import ChannelChoices
     from adapters.pacing import Budget
     from adapters.room import Room
+    from core.embeddings import Hybrid
     from core.redis_store import Client as Redis
     from core.redis_store import RedisTarget
     from core.resilient import StoreHealth
@@ -369,14 +370,37 @@ def _build_tools(
     if tools.lookup.enabled:
         from core.knowledge import LookupTool
 
+        embeddings = _embeddings(config, notes)
+        if embeddings is not None:
+            closers.append(embeddings.aclose)
         registry.add(
             LookupTool(
                 tools.lookup.folders,
                 manual=KNOWLEDGE_DIR,
                 refresh_interval=tools.lookup.refresh_seconds,
+                embeddings=embeddings,
             )
         )
     return registry
+
+
+def _embeddings(config: Config, notes: list[str]) -> Hybrid | None:
+    """The lookup's dense half (``tools.lookup.embeddings``), or None: BM25 alone."""
+    wanted = config.tools.lookup.embeddings
+    if wanted.model is None:
+        return None
+    key = None
+    if wanted.api_key_env is not None:
+        secret = config.secrets.models.get(wanted.api_key_env)
+        key = None if secret is None else secret.get_secret_value()
+    if key is None and wanted.base_url is None:
+        variable = wanted.api_key_env or "the variable tools.lookup.embeddings.api_key_env names"
+        notes.append(f"Hybrid lookup is off (BM25 alone): set {variable} for the embeddings.")
+        return None
+    from core.embeddings import Hybrid, OpenAIEmbedder, VectorCache
+
+    embedder = OpenAIEmbedder(wanted.model, base_url=wanted.base_url, api_key=key)
+    return Hybrid(VectorCache(embedder))
 
 
 def _tool_timeout(config: Config) -> float:

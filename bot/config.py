@@ -234,15 +234,30 @@ class SearchConfig(_Section):
     _http_url = field_validator("api_base_url")(_check_http_url)
 
 
+def _variable_name(name: str | None) -> str | None:
+    return name if name is None else _check_variable_name(name, "the value")
+
+
+class EmbeddingsConfig(_Section):
+    """Hybrid lookup (docs/tools.md): off while ``model`` is unset; the key is read from the
+    variable ``api_key_env`` names (a local ``base_url`` may need none)."""
+
+    model: str | None = Field(default=None, min_length=1)
+    base_url: str | None = None
+    api_key_env: str | None = None
+    _http_url = field_validator("base_url")(_check_http_url)
+    _variable = field_validator("api_key_env")(_variable_name)
+
+
 class LookupConfig(_Section):
     enabled: bool = True
     paths: tuple[Path, ...] = ()
-    """The operator's knowledge folders (Markdown, text, PDF, HTML, CSV, code). None set: the
-    shipped manual (``bot/knowledge``) is the knowledge base; set: the manual is searched only
-    for keywords that name reactbot."""
+    """The operator's knowledge folders; none: the shipped manual is the knowledge base; some:
+    the manual is searched only for keywords that name reactbot (docs/tools.md)."""
     path: Path | None = None
     """One folder, as before ``paths``; still read, searched after ``paths``."""
     refresh_seconds: float = Field(default=5.0, ge=0, le=86400)
+    embeddings: EmbeddingsConfig = Field(default_factory=_defaults(EmbeddingsConfig))
 
     @property
     def folders(self) -> tuple[Path, ...]:
@@ -260,7 +275,7 @@ _ENV_VAR = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 
 
-def _check_variable_name(name: str, where: str) -> None:
+def _check_variable_name(name: str, where: str) -> str:
     # The value itself is never echoed: it may be a token written here by mistake.
     if _TOKEN_LIKE.match(name):
         raise ValueError(
@@ -272,6 +287,7 @@ def _check_variable_name(name: str, where: str) -> None:
             f"{where} is not an environment variable name (letters, digits and '_'; the value "
             "is read from that variable, never written here)"
         )
+    return name
 
 
 class MCPServerConfig(_Section):
@@ -759,13 +775,7 @@ class CatalogueModel(_Section):
     price: PriceConfig | None = None
 
     _http_url = field_validator("base_url")(_check_http_url)
-
-    @field_validator("api_key_env")
-    @classmethod
-    def _variable(cls, name: str | None) -> str | None:
-        if name is not None:
-            _check_variable_name(name, "the value")
-        return name
+    _variable = field_validator("api_key_env")(_variable_name)
 
 
 class BudgetsConfig(_Section):
@@ -957,9 +967,12 @@ def _mcp_variables(data: Mapping[str, Any]) -> list[str]:
 
 
 def _model_variables(data: Mapping[str, Any]) -> list[str]:
-    """The variables catalogue entries name (``models.*.api_key_env``), read like MCP's."""
+    """The variables ``models.*.api_key_env`` and ``tools.lookup.embeddings.api_key_env`` name."""
     models = data.get("models")
-    entries = models.values() if isinstance(models, Mapping) else ()
+    entries = list(models.values()) if isinstance(models, Mapping) else []
+    tools = data.get("tools")
+    lookup = tools.get("lookup") if isinstance(tools, Mapping) else None
+    entries.append(lookup.get("embeddings") if isinstance(lookup, Mapping) else None)
     names = [e.get("api_key_env") for e in entries if isinstance(e, Mapping)]
     return [n for n in names if isinstance(n, str) and _ENV_VAR.match(n)]
 

@@ -28,6 +28,7 @@ from core.approval import Decision
 from core.errors import ReactbotError
 from core.evals import (
     MAX_CASES,
+    RECALL_AT,
     Baseline,
     BaselineRun,
     Case,
@@ -42,12 +43,16 @@ from core.evals import (
     parse_case,
     regressions,
     seconds_text,
+    source_rank,
     summarise,
 )
 from core.events import ApprovalRequested, Mode
+from core.files import FileRefused, extract, passages_of
+from core.knowledge import registry_with_files
 from core.llm import ChatModel
 from core.pricing import format_usd
 from core.tools import ToolRegistry
+from core.tools.lookup import Passage
 from core.trace import Trace, one_line
 
 if TYPE_CHECKING:
@@ -85,9 +90,38 @@ def read_cases(path: Path) -> list[Case]:
             raise CaseError(f"{len(entries):,} cases; the limit is {MAX_CASES:,}")
         cases = [parse_case(e, line=line, number=i) for i, (line, e) in enumerate(entries, 1)]
         check_unique(cases)
+        cases = [_with_files(case, path.parent) for case in cases]
     except CaseError as exc:
         raise CaseError(f"{path}: {exc}") from None
     return cases
+
+
+def _with_files(case: Case, folder: Path) -> Case:
+    """``case`` with its ``files`` as paths that exist (relative ones from the case file's
+    folder); a missing one is refused here, before any run."""
+    found = []
+    for name in case.files:
+        path = Path(name).expanduser()
+        path = path if path.is_absolute() else folder / path
+        if not path.is_file():
+            raise CaseError(f"line {case.line}: files: {name!r} is not a file")
+        found.append(str(path))
+    return replace(case, files=tuple(found))
+
+
+def attached(paths: Sequence[str], read: dict[str, list[Passage]]) -> list[Passage]:
+    """The lookup passages of the files a case attaches, each file read once per eval
+    (``read``) and cited by its name, as a file attached in a chat is."""
+    passages: list[Passage] = []
+    for name in paths:
+        if name not in read:
+            try:
+                data = Path(name).read_bytes()
+                read[name] = passages_of(Path(name).name, extract(Path(name).name, data))
+            except (OSError, FileRefused) as exc:
+                raise EvalError(f"cannot read the attached file {name}: {exc}") from exc
+        passages += read[name]
+    return passages
 
 
 def _read_text(path: Path, what: str) -> str:
@@ -209,6 +243,7 @@ class Eval:
     results: list[RunResult] = field(default_factory=list)
     stopped: bool = False
     _runs: set[Any] = field(default_factory=set)
+    _files: dict[str, list[Passage]] = field(default_factory=dict)
 
     async def run(self) -> list[RunResult]:
         queue = iter(self.jobs)
@@ -235,12 +270,16 @@ class Eval:
     async def _one(self, job: Job) -> RunResult | None:
         """The run's result, or None when Ctrl-C stopped it (it did not finish)."""
         setup, case = job.setup, job.case
+        tools = _case_tools(setup.agent.tools, case)
+        if case.files:
+            files = attached(case.files, self._files)
+            tools = registry_with_files(tools or setup.agent.tools, files)
         run = setup.agent.start(
             case.question,
             user=EVAL_USER,
             mode=setup.mode,
             model=setup.model,
-            tools=_case_tools(setup.agent.tools, case),
+            tools=tools,
         )
         self._runs.add(run)
         try:
@@ -272,13 +311,16 @@ def _case_tools(tools: ToolRegistry, case: Case) -> ToolRegistry | None:
 def result_of(job: Job, trace: Trace) -> RunResult:
     answered = trace.status in ("answered", "refused", "best_effort", "unformatted")
     answer = trace.answer if answered else None
+    expected = job.case.expect.source
+    rank = None if expected is None else source_rank(expected, _first_lookup(trace))
+    passed = trace.status != "unformatted" and check(job.case.expect, answer)
     return RunResult(
         case=job.case.id,
         combination=job.setup.combination,
         repeat=job.repeat,
         answer=trace.answer,
         status=trace.status,
-        passed=trace.status != "unformatted" and check(job.case.expect, answer),
+        passed=passed and (expected is None or rank is not None),
         steps=trace.step_count,
         format_errors=sum(1 for s in trace.steps if s.kind == "format_error"),
         tokens_in=trace.prompt_tokens,
@@ -287,7 +329,17 @@ def result_of(job: Job, trace: Trace) -> RunResult:
         seconds=trace.seconds,
         trace_id=trace.id,
         reason=None if answered else trace.reason,
+        wants_source=expected is not None,
+        source_rank=rank,
     )
+
+
+def _first_lookup(trace: Trace) -> list[str]:
+    """The sources of the run's first lookup, best first (none: the run looked nothing up)."""
+    for step in trace.steps:
+        if step.action == "lookup" and step.error is None:
+            return step.sources
+    return []
 
 
 def missing_tools(cases: Sequence[Case], tools: ToolRegistry) -> str | None:
@@ -336,6 +388,8 @@ def agent_for(app: App, prompt: str | None, *, model: str | None = None) -> Agen
 def summary_table(summaries: Sequence[Summary], *, prompts: bool) -> Table:
     table = Table(box=None, header_style="bold", pad_edge=False)
     heads = ["model", "mode", *(["prompt"] if prompts else []), "accuracy", "format errors"]
+    sourced = any(s.sourced for s in summaries)
+    heads += [f"recall@{RECALL_AT}", "MRR"] if sourced else []
     heads += ["steps", "tokens in/out", "cost", "p50", "p95"]
     for head in heads:
         left = head in ("model", "mode", "prompt")
@@ -350,6 +404,7 @@ def summary_table(summaries: Sequence[Summary], *, prompts: bool) -> Table:
         row += [
             f"{s.accuracy:.1%}",
             f"{s.unformatted} / {s.reasked}",
+            *([f"{s.recall:.2f}", f"{s.mrr:.2f}"] if sourced else []),
             f"{s.mean_steps:.1f}",
             f"{s.tokens_in:,}/{s.tokens_out:,}",
             format_usd(s.cost_usd) if s.cost_usd is not None else "—",

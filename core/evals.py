@@ -1,6 +1,7 @@
 """Eval cases and what their runs add up to: the pure half of ``reactbot eval``.
 
-A case is a question and one expectation its answer must meet. ``parse_case`` checks one
+A case is a question and one expectation its answer must meet, or the source its lookup must
+cite (``expect: {source: "notes.md"}``, with ``files`` to attach), or both. ``parse_case`` checks one
 entry of a case file (already decoded from JSON or YAML by the caller: no I/O here) and says
 what is wrong with it in one line naming the entry's line and the field. ``check`` gives a
 verdict on an answer; ``summarise`` turns the runs of one combination (model, mode, prompt)
@@ -20,9 +21,11 @@ from typing import Any, Literal
 
 from core.errors import ReactbotError
 
-ExpectKind = Literal["exact", "contains", "regex", "number", "any_of"]
+ExpectKind = Literal["exact", "contains", "regex", "number", "any_of", "source"]
 KINDS: tuple[ExpectKind, ...] = ("exact", "contains", "regex", "number", "any_of")
-CASE_FIELDS = frozenset({"id", "question", "expect", "tags", "tools"})
+CASE_FIELDS = frozenset({"id", "question", "expect", "tags", "tools", "files"})
+RECALL_AT = 3
+"""Recall@k of the source expectations: the source among the lookup's first k sources."""
 QUESTION_CHARS = 20_000
 """A longer question is refused here (the agent would refuse it anyway, at a model call)."""
 TEXT_CHARS = 2_000
@@ -50,20 +53,26 @@ class Expect:
     kind: ExpectKind
     value: str | float | tuple[str, ...]
     tolerance: float = 0.0
+    source: str | None = None
+    """What the run's first lookup must cite: a file (``notes.md``) or a section of one
+    (``notes.md › Setup``); kind ``source`` when the answer is not checked."""
 
     def describe(self) -> str:
         """What is wanted, for the list of failures: ``42``, ``42 ± 0.5``, ``/^ok/``."""
         match self.kind:
             case "number":
                 shown = f"{self.value:.12g}" if isinstance(self.value, float) else str(self.value)
-                return shown + (f" ± {self.tolerance:g}" if self.tolerance else "")
+                shown += f" ± {self.tolerance:g}" if self.tolerance else ""
             case "regex":
-                return f"/{self.value}/"
+                shown = f"/{self.value}/"
             case "any_of":
                 assert isinstance(self.value, tuple)
-                return " or ".join(repr(v) for v in self.value)
+                shown = " or ".join(repr(v) for v in self.value)
+            case "source":
+                return f"a lookup citing {self.value!r}"
             case _:
-                return repr(self.value)
+                shown = repr(self.value)
+        return shown + (f", citing {self.source!r}" if self.source else "")
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +84,8 @@ class Case:
     tags: tuple[str, ...] = ()
     tools: tuple[str, ...] | None = None
     """The tools this case may use (None: every configured tool)."""
+    files: tuple[str, ...] = ()
+    """Files attached to the question, as the case file names them (relative to it)."""
 
 
 def parse_case(entry: object, *, line: int, number: int) -> Case:
@@ -98,6 +109,7 @@ def parse_case(entry: object, *, line: int, number: int) -> Case:
         line=line,
         tags=_names(entry.get("tags", ()), f"{where}: tags"),
         tools=_names(entry["tools"], f"{where}: tools") if "tools" in entry else None,
+        files=_files(entry.get("files", ()), f"{where}: files"),
     )
 
 
@@ -106,8 +118,15 @@ def parse_expect(raw: object, *, where: str) -> Expect:
         raise CaseError(f"{where}: expect: missing (one of {', '.join(KINDS)})")
     if not isinstance(raw, Mapping):
         raise CaseError(f'{where}: expect: must be an object such as {{"number": 42}}')
+    source = None
+    if "source" in raw:
+        source = _text(raw["source"], f"{where}: expect.source", TEXT_CHARS).strip()
+        if not source:
+            raise CaseError(f"{where}: expect.source: must not be empty")
+        if len(raw) == 1:
+            return Expect("source", source, source=source)
     kinds = [k for k in raw if k in KINDS]
-    others = sorted(str(k) for k in raw if k not in KINDS and k != "tolerance")
+    others = sorted(str(k) for k in raw if k not in KINDS and k not in ("tolerance", "source"))
     if others:
         raise CaseError(f"{where}: expect.{_shown(others[0])}: unknown (use {', '.join(KINDS)})")
     if len(kinds) != 1:
@@ -122,15 +141,26 @@ def parse_expect(raw: object, *, where: str) -> Expect:
         tolerance = _number(raw.get("tolerance", 0), f"{where}: expect.tolerance")
         if tolerance < 0:
             raise CaseError(f"{where}: expect.tolerance: must not be negative")
-        return Expect("number", _number(value, label), tolerance)
+        return Expect("number", _number(value, label), tolerance, source)
     if kind == "any_of":
-        return Expect("any_of", _any_of(value, label))
+        return Expect("any_of", _any_of(value, label), source=source)
     if kind == "regex":
-        return Expect("regex", _pattern(value, label))
+        return Expect("regex", _pattern(value, label), source=source)
     text = _text(value, label, TEXT_CHARS)
     if not text.strip():
         raise CaseError(f"{label}: must not be empty")
-    return Expect(kind, text)
+    return Expect(kind, text, source=source)
+
+
+def _files(raw: object, label: str) -> tuple[str, ...]:
+    if not isinstance(raw, list | tuple) or len(raw) > LIST_ITEMS:
+        raise CaseError(f"{label}: must be a list of at most {LIST_ITEMS} paths")
+    files = []
+    for item in raw:
+        if not isinstance(item, str) or not item.strip() or len(item) > ID_CHARS * 10:
+            raise CaseError(f"{label}: each must be a path (text, at most {ID_CHARS * 10} chars)")
+        files.append(item)
+    return tuple(files)
 
 
 def _case_id(raw: object, where: str, number: int) -> str:
@@ -245,11 +275,23 @@ def check(expect: Expect, answer: str | None) -> bool:
             return any(_plain(v) in flat for v in expect.value)
         case "regex":
             return re.search(str(expect.value), text) is not None
+        case "source":  # the citation decides (``source_rank``), not the answer
+            return True
         case "number":
             found = last_number(text)
             assert isinstance(expect.value, float)
             return found is not None and abs(found - expect.value) <= expect.tolerance + 1e-9
     return False
+
+
+def source_rank(expected: str, sources: Sequence[str]) -> int | None:
+    """Where ``expected`` is among a lookup's ``sources`` (from 1), or None: a source is
+    ``expected`` itself or a part of it (``notes.md`` matches ``notes.md › Setup`` and
+    ``report.pdf`` matches ``report.pdf, page 3``)."""
+    for rank, cited in enumerate(sources, start=1):
+        if cited == expected or cited.startswith((f"{expected} ›", f"{expected},")):
+            return rank
+    return None
 
 
 def _plain(text: str) -> str:
@@ -309,6 +351,9 @@ class RunResult:
     trace_id: str
     reason: str | None = None
     """Why the run did not answer (failed, stopped), when it did not."""
+    wants_source: bool = False
+    source_rank: int | None = None
+    """Where the expected source was among the first lookup's sources (from 1); None: not."""
 
     @property
     def unformatted(self) -> bool:
@@ -330,6 +375,7 @@ class RunResult:
             "seconds": round(self.seconds, 4),
             "trace_id": self.trace_id,
             "reason": self.reason,
+            **({"source_rank": self.source_rank} if self.wants_source else {}),
         }
 
 
@@ -348,6 +394,12 @@ class Summary:
     cost_usd: float | None
     p50: float
     p95: float
+    sourced: int = 0
+    """Runs whose case expects a source; recall and MRR are over these."""
+    recall: float = 0.0
+    """Recall@``RECALL_AT``: the share of those runs whose source was in the first three."""
+    mrr: float = 0.0
+    """Mean reciprocal rank of the expected source (0 where it was not cited)."""
 
     @property
     def accuracy(self) -> float:
@@ -367,6 +419,11 @@ class Summary:
             "cost_usd": self.cost_usd,
             "latency_p50": round(self.p50, 4),
             "latency_p95": round(self.p95, 4),
+            **(
+                {f"recall_at_{RECALL_AT}": round(self.recall, 6), "mrr": round(self.mrr, 6)}
+                if self.sourced
+                else {}
+            ),
         }
 
 
@@ -374,6 +431,7 @@ def summarise(combination: Combination, results: Sequence[RunResult]) -> Summary
     mine = [r for r in results if r.combination == combination]
     costs = [r.cost_usd for r in mine if r.cost_usd is not None]
     seconds = sorted(r.seconds for r in mine)
+    ranks = [r.source_rank for r in mine if r.wants_source]
     return Summary(
         combination=combination,
         runs=len(mine),
@@ -386,6 +444,11 @@ def summarise(combination: Combination, results: Sequence[RunResult]) -> Summary
         cost_usd=sum(costs) if costs else None,
         p50=percentile(seconds, 50),
         p95=percentile(seconds, 95),
+        sourced=len(ranks),
+        recall=sum(1 for r in ranks if r is not None and r <= RECALL_AT) / len(ranks)
+        if ranks
+        else 0.0,
+        mrr=sum(1 / r for r in ranks if r is not None) / len(ranks) if ranks else 0.0,
     )
 
 

@@ -9,6 +9,11 @@ different indexes gave:
     the shipped manual         reactbot's own docs (``bot/knowledge``): searched only when no
                                folder is set (the demo) or the keywords name reactbot
 
+With ``embeddings`` (a ``core.embeddings.Hybrid``: ``tools.lookup.embeddings``), every source
+is also ranked by cosine to the query's vector and the two rankings are fused by rank; a
+failing endpoint leaves that query to BM25 alone. A passage is indexed (and embedded) with
+the last words of the one before it, so an answer cut by a boundary is still found.
+
 A folder's index is built off the event loop (``asyncio.to_thread``) by ``await tool.load()``
 or on first use, and rebuilt when the folder changes: at most every ``refresh_interval``
 seconds a use compares the files' names, sizes and mtimes with the last build. Binary,
@@ -26,6 +31,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from core.errors import ReactbotError, ToolError
 from core.files import FileRefused, cite, extract, kind_of, passages_of
@@ -41,6 +47,9 @@ from core.tools.lookup import (
     section_of,
     tokenize,
 )
+
+if TYPE_CHECKING:
+    from core.embeddings import Hybrid
 
 __all__ = [
     "Folder",
@@ -210,6 +219,7 @@ class LookupTool:
         top_k: int = 3,
         refresh_interval: float = 10.0,
         clock: Callable[[], float] = time.monotonic,
+        embeddings: Hybrid | None = None,
     ) -> None:
         if top_k < 1:
             raise ValueError("top_k must be at least 1")
@@ -223,6 +233,7 @@ class LookupTool:
             else Folder(manual, refresh_interval=refresh_interval, clock=clock)
         )
         self.top_k = top_k
+        self.embeddings = embeddings
         self.files = BM25Index(())
         self.description = self._describe()
 
@@ -259,8 +270,9 @@ class LookupTool:
 
     async def load(self) -> None:
         """Builds the folders' indexes now (at start), rather than on the first question."""
-        for folder in self._all_folders():
-            await folder.load()
+        indexes = [await folder.load() for folder in self._all_folders()]
+        if self.embeddings is not None:
+            await self.embeddings.warm(indexes)
 
     async def sources(self) -> list[SourceCount]:
         """Every folder and the manual with its passage count, for ``reactbot tools``."""
@@ -276,7 +288,7 @@ class LookupTool:
         return counts
 
     async def search(self, query: str, *, limit: int | None = None) -> list[Hit]:
-        ranked = self._ranked(await self._sources(query), query, limit or self.top_k)
+        ranked = await self._ranked(await self._sources(query), query, limit or self.top_k)
         return [hit for _, hit in ranked]
 
     async def run(self, query: str) -> ToolResult:
@@ -286,7 +298,7 @@ class LookupTool:
         sources = await self._sources(query)
         if not any(len(source.index) for source in sources):
             raise ToolError("the knowledge base is empty: there is nothing to look up")
-        ranked = self._ranked(sources, query, self.top_k)
+        ranked = await self._ranked(sources, query, self.top_k)
         if not ranked:
             return ToolResult(f"no passage in {self._where()} matches '{query[:100]}'")
         (first, best), blocks = ranked[0], []
@@ -315,11 +327,17 @@ class LookupTool:
             sources.append(_Source("manual", await self.manual.index()))
         return sources
 
-    def _ranked(self, sources: list[_Source], query: str, limit: int) -> list[tuple[_Source, Hit]]:
+    async def _ranked(
+        self, sources: list[_Source], query: str, limit: int
+    ) -> list[tuple[_Source, Hit]]:
         if not sources:
             return []
         first = 0 if sources[0].kind == "files" else None
-        ranked = search_together([s.index for s in sources], query, limit=limit, first=first)
+        indexes = [s.index for s in sources]
+        if self.embeddings is None:
+            ranked = search_together(indexes, query, limit=limit, first=first)
+        else:
+            ranked = await self.embeddings.search(indexes, query, limit=limit, first=first)
         return [(sources[where], hit) for where, hit in ranked]
 
     def _where(self) -> str:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import heapq
+import itertools
 import math
 import re
 import unicodedata
@@ -36,6 +37,10 @@ __all__ = [
 ]
 
 MAX_PASSAGE_CHARS = 1000
+OVERLAP_CHARS = 200
+"""A passage is indexed with the last words (up to this many characters) of the one before it
+in the same section (or the same PDF page), so an answer cut by a passage boundary is still found whole
+in the second passage; the stored and shown text is the passage's own."""
 SHOWN_PASSAGE_CHARS = 600
 MAX_SECTION_CHARS = 60_000
 """The best hit's whole section is returned up to this (a manual's section is a few thousand
@@ -119,11 +124,32 @@ class Passage:
     def label(self) -> str:
         return " › ".join((self.file, *self.headings))
 
-    def index_text(self) -> str:
+    def index_text(self, lead: str = "") -> str:
         # The file stem and headings say what the passage is about, so they are indexed with
-        # it; the nearest heading twice, a poor man's BM25F field weight.
+        # it; the nearest heading twice, a poor man's BM25F field weight. ``lead``: the end
+        # of the passage before (``leads``), the overlap.
         stem = Path(self.file).stem.replace("-", " ").replace("_", " ")
-        return "\n".join((stem, *self.headings, *self.headings[-1:], self.text))
+        return "\n".join((stem, *self.headings, *self.headings[-1:], lead, self.text))
+
+
+def leads(passages: Sequence[Passage]) -> list[str]:
+    """Each passage's overlap with the one before it: that passage's last words, up to
+    ``OVERLAP_CHARS``, when both are of the same file and section (a PDF: the same page);
+    else "". Never across pages: a short next page would win with the words of the page
+    before and cite the wrong page."""
+    out = [""]
+    for before, passage in itertools.pairwise(passages):
+        same = before.file == passage.file and before.headings == passage.headings
+        out.append(_tail(before.text) if same else "")
+    return out[: len(passages)]
+
+
+def _tail(text: str) -> str:
+    if len(text) <= OVERLAP_CHARS:
+        return text
+    tail = text[-OVERLAP_CHARS:]
+    space = tail.find(" ")
+    return tail[space + 1 :] if 0 <= space < OVERLAP_CHARS // 2 else tail
 
 
 _HEADING_RE = re.compile(r"^(#{1,6})\s+(.+?)(?:\s+#+)?\s*$")
@@ -200,6 +226,8 @@ def _pieces(paragraph: str, limit: int) -> Iterator[str]:
 class Hit:
     passage: Passage
     score: float
+    lead: str = ""
+    """The end of the passage before it (the overlap it was indexed with), shown before it."""
 
 
 class BM25Index:
@@ -214,8 +242,9 @@ class BM25Index:
         self.k1, self.b = k1, b
         self.postings: defaultdict[str, list[tuple[int, int]]] = defaultdict(list)
         self.lengths: list[int] = []
-        for doc_id, passage in enumerate(self.passages):
-            counts = Counter(tokenize(passage.index_text()))
+        self.leads = leads(self.passages)
+        for doc_id in range(len(self.passages)):
+            counts = Counter(tokenize(self.text_of(doc_id)))
             self.lengths.append(sum(counts.values()))
             for term, frequency in counts.items():
                 self.postings[term].append((doc_id, frequency))
@@ -223,6 +252,14 @@ class BM25Index:
 
     def __len__(self) -> int:
         return len(self.passages)
+
+    def text_of(self, doc_id: int) -> str:
+        """What passage ``doc_id`` is indexed (and embedded) as: its own text, its file and
+        headings, and its overlap with the passage before."""
+        return self.passages[doc_id].index_text(self.leads[doc_id])
+
+    def hit(self, doc_id: int, score: float) -> Hit:
+        return Hit(self.passages[doc_id], score, self.leads[doc_id])
 
     def search(self, query: str, *, limit: int = 3) -> list[Hit]:
         return [hit for _, hit in search_together([self], query, limit=limit)]
@@ -255,7 +292,7 @@ def search_together(
         ((key, score) for key, score in scores.items() if score > 0),
         key=lambda item: (item[0][0] == first, item[1], -item[0][0], -item[0][1]),
     )
-    return [(where, Hit(indexes[where].passages[doc_id], score)) for (where, doc_id), score in best]
+    return [(where, indexes[where].hit(doc_id, score)) for (where, doc_id), score in best]
 
 
 # --- rendering ---------------------------------------------------------------------------------
@@ -317,6 +354,8 @@ def _bounded_section(text: str, label: str) -> str:
 
 def render_hit(number: int, hit: Hit, label: str | None = None) -> str:
     text = re.sub(r"\n{3,}", "\n\n", hit.passage.text)
+    if hit.lead:  # the words just before it: an answer cut at the boundary reads whole
+        text = f"…{' '.join(hit.lead.split())} {text}"
     if len(text) > SHOWN_PASSAGE_CHARS:
         text = text[: SHOWN_PASSAGE_CHARS - 1].rstrip() + "…"
     return f"{number}. {label or hit.passage.label}\n{text}"
