@@ -4,6 +4,7 @@ requests posted to it, its Web API client pointed at a local fake Slack, scripte
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import logging
@@ -176,6 +177,13 @@ async def fake() -> AsyncIterator[FakeSlack]:
 @pytest.fixture
 async def make(fake: FakeSlack) -> AsyncIterator[Callable[..., Any]]:
     """``await make(turns, **settings)`` -> a served Harness; torn down after the test."""
+    async with serving(fake) as build:
+        yield build
+
+
+@contextlib.asynccontextmanager
+async def serving(fake: FakeSlack) -> AsyncIterator[Callable[..., Any]]:
+    """``make`` outside pytest's fixtures (the conformance drivers use it)."""
     opened: list[tuple[HttpServer, SlackBot, aiohttp.ClientSession]] = []
 
     async def build(

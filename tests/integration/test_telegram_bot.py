@@ -6,6 +6,7 @@ says no edit was identical ("message is not modified"), too long, or bad HTML.""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -88,6 +89,14 @@ def _timedelta(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 async def make() -> AsyncIterator[Callable[..., Any]]:
+    async with bots() as build:
+        yield build
+
+
+@contextlib.asynccontextmanager
+async def bots() -> AsyncIterator[Callable[..., Any]]:
+    """``make`` outside pytest's fixtures (the conformance drivers use it); the caller sets
+    ``PTB_TIMEDELTA`` as the ``_timedelta`` fixture does."""
     opened: list[tuple[FakeTelegram, TelegramBot, ApprovalBroker, FileReaders | None]] = []
 
     async def build(

@@ -6,6 +6,7 @@ tests/integration/test_web_chat_browser.py."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 import time
@@ -83,6 +84,13 @@ class Events:
 
 @pytest.fixture
 async def make() -> AsyncIterator[Callable[..., Any]]:
+    async with chats() as build:
+        yield build
+
+
+@contextlib.asynccontextmanager
+async def chats() -> AsyncIterator[Callable[..., Any]]:
+    """``make`` outside pytest's fixtures (the conformance drivers use it)."""
     opened: list[tuple[TestServer, aiohttp.ClientSession, ApprovalBroker]] = []
 
     async def build(

@@ -1,0 +1,142 @@
+"""The Discord driver: ``tests/integration/test_discord.py``'s ``running`` harness (the real
+discord.py client against the fake gateway and REST API)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+from core.scripted import Turn
+from core.trace import Trace
+from tests.conformance.driver import AskHandle, Persona, Said, normalise
+from tests.fakes.discord_server import CHANNEL_ID, ROLE_ID, Call
+from tests.integration.test_discord import Harness, content_of, running
+
+PEOPLE: dict[Persona, tuple[int, str, tuple[int, ...]]] = {
+    "asker": (1001, "ada", ()),
+    "other": (2002, "mallory", ()),
+    "admin": (3003, "mod", (ROLE_ID,)),
+}
+NAMES = {str(uid): name for uid, name, _ in PEOPLE.values()}
+CONVERSATION = f"discord:{CHANNEL_ID}"
+
+
+class DiscordDriver:
+    platform = "discord"
+
+    def __init__(self, harness: Harness) -> None:
+        self.h = harness
+        self.model = harness.model
+
+    async def ask(self, who: Persona, text: str) -> AskHandle:
+        uid, name, roles = PEOPLE[who]
+        payload = self.h.fake.message_create(text, author_id=uid, name=name, roles=roles)
+        await self.h.fake.dispatch("MESSAGE_CREATE", payload)
+        return AskHandle(who, text, payload)
+
+    async def redeliver(self, handle: AskHandle) -> None:
+        await self.h.fake.dispatch("MESSAGE_CREATE", handle.ref)  # a gateway replay
+
+    def _reply(self, handle: AskHandle) -> dict[str, Any] | None:
+        asked = str(handle.ref["id"])
+        return next(
+            (
+                m
+                for m in self.h.fake.messages.values()
+                if str((m.get("message_reference") or {}).get("message_id")) == asked
+            ),
+            None,
+        )
+
+    async def _reply_with(self, handle: AskHandle, button: str) -> tuple[int, str]:
+        def found(_: Call) -> bool:
+            reply = self._reply(handle)
+            return reply is not None and any(button in i for i in _ids(reply))
+
+        await self.h.fake.wait_for_call(found, within=10.0)
+        reply = self._reply(handle)
+        assert reply is not None
+        return int(reply["id"]), next(i for i in _ids(reply) if button in i)
+
+    async def press_stop(self, who: Persona, handle: AskHandle) -> Said:
+        reply_id, custom_id = await self._reply_with(handle, ":stop:")
+        uid, name, roles = PEOPLE[who]
+        press = self.h.fake.button_press(
+            reply_id, custom_id, author_id=uid, user_name=name, roles=roles
+        )
+        await self.h.fake.dispatch("INTERACTION_CREATE", press)
+        return await self._answer(press)
+
+    async def _answer(self, payload: dict[str, Any]) -> Said:
+        """What the interaction ``payload`` was answered: its callback's text, or the
+        first follow-up or original-response edit with text (files' names beside)."""
+        iid, token = str(payload["id"]), str(payload["token"])
+
+        def answers(call: Call) -> bool:
+            if f"/interactions/{iid}/" in call.path:
+                return True
+            return token in call.path and call.method in ("POST", "PATCH")
+
+        def said(call: Call) -> str:
+            body = call.json if isinstance(call.json, dict) else {}
+            text = content_of(call) or str((body.get("data") or {}).get("content") or "")
+            return " ".join([text, *call.files]).strip()
+
+        async def worded() -> Call:
+            return await self.h.fake.wait_for_call(
+                lambda c: answers(c) and bool(said(c)), within=10.0
+            )
+
+        callback = await self.h.fake.wait_for_call(answers, within=10.0)
+        if said(callback) or callback.json.get("type") == 6:  # 6: a silent deferred update
+            return normalise(said(callback), NAMES)
+        return normalise(said(await worded()), NAMES)
+
+    async def _command(self, who: Persona, name: str) -> Said:
+        uid, user_name, roles = PEOPLE[who]
+        payload = self.h.fake.interaction_create(
+            name, author_id=uid, user_name=user_name, roles=roles
+        )
+        self.h.fake.remember_interaction(payload)
+        await self.h.fake.dispatch("INTERACTION_CREATE", payload)
+        return await self._answer(payload)
+
+    async def reset(self, who: Persona) -> Said:
+        return await self._command(who, "reset")
+
+    async def trace(self, who: Persona) -> Said:
+        return await self._command(who, "trace")
+
+    async def final_text(self, handle: AskHandle) -> str:
+        await self.h.fake.wait_for_call(lambda _: self._reply(handle) is not None, within=10.0)
+        await self.h.settled()
+        reply = self._reply(handle)
+        assert reply is not None
+        return normalise(str(reply["content"]), NAMES)
+
+    async def history(self) -> list[dict[str, Any]]:
+        return list(await self.h.history.load(CONVERSATION))
+
+    async def settled(self) -> None:
+        await self.h.settled()
+
+    async def traces(self) -> list[Trace]:
+        return list(await self.h.traces.recent())
+
+    def named(self, who: Persona) -> str | None:
+        return f"@{PEOPLE[who][1]}"
+
+
+def _ids(message: dict[str, Any]) -> list[str]:
+    return [
+        str(b.get("custom_id"))
+        for row in message.get("components") or []
+        for b in row.get("components") or []
+    ]
+
+
+@contextlib.asynccontextmanager
+async def driving(turns: list[Turn | str], *, merge_window: float = 0.0) -> AsyncIterator[Any]:
+    async with running(turns, admin_roles=(ROLE_ID,), merge_window=merge_window) as h:
+        yield DiscordDriver(h)

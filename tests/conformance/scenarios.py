@@ -1,0 +1,164 @@
+"""The rows of the conformance table (issue 41): what a person does and what they must see,
+the same on every surface. Each row runs on every platform's driver; a surface that does
+not do it yet is a known gap (``gaps``: an ``xfail(strict=True)`` with the plan's reason,
+docs/plans/dispatcher.md §1), one that cannot by nature is skipped (``skips``).
+
+Recorded as the product is before the dispatcher refactor: each slice that closes a gap
+removes its entry here, and a gap closed without that fails the row (strict), so the table
+in docs/conformance.md never lies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from adapters import words
+from core.scripted import Turn
+from tests.conformance.driver import Driver, normalise
+
+CALC: list[Turn | str] = [
+    Turn("Thought: I will use the calculator.\nAction: calculate[17*23+4]", delay=0.02),
+    Turn("Thought: I have it.\nFinal Answer: 17*23+4 = 395", delay=0.02),
+]
+STALLING: list[Turn | str] = [Turn("Thought: this takes a long while", chunk_size=4, stall_after=3)]
+QUESTION = "What is 17*23+4?"
+STOPPED = "⏹️ Stopped by"
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    run: Callable[[Driver], Awaitable[None]]
+    turns: list[Turn | str]
+    merge_window: float = 0.0
+    gaps: dict[str, str] = field(default_factory=dict)
+    """platform -> why it fails today (the row is ``xfail(strict=True)``)."""
+    skips: dict[str, str] = field(default_factory=dict)
+    """platform -> why it cannot apply there."""
+
+
+async def ask_answer_trace(d: Driver) -> None:
+    """A question is answered, and its run leaves a trace of the question."""
+    asked = await d.ask("asker", QUESTION)
+    assert "17*23+4 = 395" in await d.final_text(asked)
+    await d.settled()
+    (trace,) = await d.traces()
+    assert (trace.question, trace.status) == (QUESTION, "answered")
+
+
+async def stop_by_asker(d: Driver) -> None:
+    asked = await d.ask("asker", "a slow one")
+    await d.press_stop("asker", asked)
+    assert (await d.final_text(asked)).startswith(STOPPED)
+
+
+async def stop_by_admin(d: Driver) -> None:
+    asked = await d.ask("asker", "a slow one")
+    await d.press_stop("admin", asked)
+    assert (await d.final_text(asked)).startswith(STOPPED)
+
+
+async def stop_by_other_refused(d: Driver) -> None:
+    """Someone else's Stop is refused, privately, in the shared words; the run goes on."""
+    asked = await d.ask("asker", "a slow one")
+    said = await d.press_stop("other", asked)
+    assert said == normalise(words.stop_refused(d.named("asker")))
+    await d.press_stop("asker", asked)  # still running: its own asker stops it
+    assert (await d.final_text(asked)).startswith(STOPPED)
+
+
+async def duplicate_delivery_once(d: Driver) -> None:
+    """The platform delivers one question twice (a retry, a replay): one run answers it."""
+    asked = await d.ask("asker", QUESTION)
+    await d.redeliver(asked)
+    assert "395" in await d.final_text(asked)
+    await d.settled()
+    assert len(d.model.calls) == 2, "one run of two model calls, not two runs"
+
+
+async def burst_as_one(d: Driver) -> None:
+    """Two messages in a row from one person within ``agent.merge_window``: one question."""
+    first = await d.ask("asker", "What is 17*23")
+    await d.ask("asker", "plus 4?")
+    assert "395" in await d.final_text(first)
+    await d.settled()
+    assert len(d.model.calls) == 2, "one run of two model calls, not two runs"
+    asked = str(d.model.calls[0].messages[-1]["content"])
+    assert "What is 17*23" in asked and "plus 4?" in asked
+
+
+async def reset(d: Driver) -> None:
+    """An admin resets the place: the shared words, and its history is gone."""
+    asked = await d.ask("asker", QUESTION)
+    await d.final_text(asked)
+    await d.settled()
+    assert await d.history()
+    assert await d.reset("admin") == normalise(words.RESET_DONE)
+    assert await d.history() == []
+
+
+async def trace(d: Driver) -> None:
+    """The place's last trace on demand: none yet in the shared words, then the question."""
+    assert await d.trace("asker") == normalise(words.NO_TRACE)
+    asked = await d.ask("asker", QUESTION)
+    await d.final_text(asked)
+    await d.settled()
+    assert QUESTION in await d.trace("asker")
+
+
+NO_CLAIMS_WEB = (
+    "no claims on web (plan §1 claims): a repeated POST /api/ask is a second run; the "
+    "ident is secrets.token_hex"
+)
+NO_BURSTS = "no bursts on {} (plan §1 bursts): merge_window is passed but gather never called"
+NO_SLACK = "no {} on Slack (plan §1 {}; decision 7: /ask-settings {})"
+
+SCENARIOS = (
+    Scenario("ask_answer_trace", ask_answer_trace, CALC),
+    Scenario("stop_by_asker", stop_by_asker, STALLING),
+    Scenario(
+        "stop_by_admin",
+        stop_by_admin,
+        STALLING,
+        skips={"web": "no admins on the web chat: a session is its own place (plan §1 admin)"},
+    ),
+    Scenario("stop_by_other_refused", stop_by_other_refused, STALLING),
+    Scenario(
+        "duplicate_delivery_once",
+        duplicate_delivery_once,
+        CALC * 2,
+        gaps={"web": NO_CLAIMS_WEB},
+        skips={
+            "telegram": "the polling harness cannot redeliver: getUpdates' offset confirms "
+            "each update once; a webhook retry is claimed per update_id "
+            "(tests/integration/test_telegram_webhook.py)"
+        },
+    ),
+    Scenario(
+        "burst_as_one",
+        burst_as_one,
+        CALC * 2,
+        merge_window=0.6,
+        gaps={"telegram": NO_BURSTS.format("Telegram"), "web": NO_BURSTS.format("web")},
+    ),
+    Scenario(
+        "reset",
+        reset,
+        CALC,
+        gaps={
+            "slack": NO_SLACK.format("reset", "Reset", "reset"),
+            "web": "web's /api/reset answers {ok: true} and says nothing: words.RESET_DONE "
+            "is not said (plan §1 Reset: history only)",
+        },
+    ),
+    Scenario(
+        "trace",
+        trace,
+        CALC,
+        gaps={
+            "slack": NO_SLACK.format("trace command", "ShowTrace", "trace"),
+            "web": "no trace command on web, only the per-answer link (plan §1 ShowTrace)",
+        },
+    ),
+)
