@@ -39,8 +39,9 @@ class Driver(Protocol):
 
     async def ask(self, who: Persona, text: str) -> AskHandle: ...
 
-    async def redeliver(self, handle: AskHandle) -> None:
-        """The platform delivers the event of ``handle`` again (a retry, a replay)."""
+    async def redeliver(self, handle: AskHandle) -> Said:
+        """The platform delivers the event of ``handle`` again (a retry, a replay); what
+        the person was told of the repeat ("" if nothing)."""
 
     async def press_stop(self, who: Persona, handle: AskHandle) -> Said:
         """``who`` presses Stop under the running answer; what they were told ("" if nothing)."""

@@ -23,7 +23,7 @@ CALC: list[Turn | str] = [
 ]
 STALLING: list[Turn | str] = [Turn("Thought: this takes a long while", chunk_size=4, stall_after=3)]
 QUESTION = "What is 17*23+4?"
-STOPPED = "⏹️ Stopped by"
+STOPPED = "Stopped by"
 
 
 @dataclass(frozen=True)
@@ -50,13 +50,13 @@ async def ask_answer_trace(d: Driver) -> None:
 async def stop_by_asker(d: Driver) -> None:
     asked = await d.ask("asker", "a slow one")
     await d.press_stop("asker", asked)
-    assert (await d.final_text(asked)).startswith(STOPPED)
+    assert STOPPED in await d.final_text(asked)
 
 
 async def stop_by_admin(d: Driver) -> None:
     asked = await d.ask("asker", "a slow one")
     await d.press_stop("admin", asked)
-    assert (await d.final_text(asked)).startswith(STOPPED)
+    assert STOPPED in await d.final_text(asked)
 
 
 async def stop_by_other_refused(d: Driver) -> None:
@@ -65,13 +65,13 @@ async def stop_by_other_refused(d: Driver) -> None:
     said = await d.press_stop("other", asked)
     assert said == normalise(words.stop_refused(d.named("asker")))
     await d.press_stop("asker", asked)  # still running: its own asker stops it
-    assert (await d.final_text(asked)).startswith(STOPPED)
+    assert STOPPED in await d.final_text(asked)
 
 
 async def duplicate_delivery_once(d: Driver) -> None:
     """The platform delivers one question twice (a retry, a replay): one run answers it."""
     asked = await d.ask("asker", QUESTION)
-    await d.redeliver(asked)
+    assert await d.redeliver(asked) == "", "the repeat is neither answered nor refused"
     assert "395" in await d.final_text(asked)
     await d.settled()
     assert len(d.model.calls) == 2, "one run of two model calls, not two runs"

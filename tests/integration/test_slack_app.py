@@ -248,11 +248,13 @@ async def serving(fake: FakeSlack) -> AsyncIterator[Callable[..., Any]]:
         opened.append((server, bot, session))
         return Harness(fake, bot, model, f"http://127.0.0.1:{port}/slack/events", session)
 
-    yield build
-    for server, bot, session in opened:
-        await server.stop()
-        await bot.aclose()
-        await session.close()
+    try:
+        yield build
+    finally:
+        for server, bot, session in opened:
+            await server.stop()
+            await bot.aclose()
+            await session.close()
 
 
 def tool_then_answer(answer: str = "17*23 = 391.", *, delay: float = 0.0) -> list[Turn | str]:

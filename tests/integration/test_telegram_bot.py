@@ -178,13 +178,15 @@ async def bots() -> AsyncIterator[Callable[..., Any]]:
         await bot.start()
         return Harness(fake, bot, stores, model, deleted)
 
-    yield build
-    for fake, bot, broker, readers in opened:
-        await bot.aclose(grace=2.0)
-        await broker.aclose()
-        if readers is not None:
-            await readers.aclose()
-        await fake.__aexit__(None, None, None)
+    try:
+        yield build
+    finally:
+        for fake, bot, broker, readers in opened:
+            await bot.aclose(grace=2.0)
+            await broker.aclose()
+            if readers is not None:
+                await readers.aclose()
+            await fake.__aexit__(None, None, None)
 
 
 async def _calculate(expression: str) -> str:

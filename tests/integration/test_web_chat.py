@@ -158,11 +158,13 @@ async def chats() -> AsyncIterator[Callable[..., Any]]:
                 csrf = _csrf(await page.text())
         return Chat(chat, url, http, csrf, model, ran)
 
-    yield build
-    for server, http, broker in opened:
-        await http.close()
-        await server.close()
-        await broker.aclose()
+    try:
+        yield build
+    finally:
+        for server, http, broker in opened:
+            await http.close()
+            await server.close()
+            await broker.aclose()
 
 
 class _NoSecrets:

@@ -35,8 +35,19 @@ class DiscordDriver:
         await self.h.fake.dispatch("MESSAGE_CREATE", payload)
         return AskHandle(who, text, payload)
 
-    async def redeliver(self, handle: AskHandle) -> None:
+    async def redeliver(self, handle: AskHandle) -> Said:
+        before = len(self.h.fake.created)
         await self.h.fake.dispatch("MESSAGE_CREATE", handle.ref)  # a gateway replay
+        await self.final_text(handle)
+        said = [self.h.fake.messages[m] for m in self.h.fake.created[before:]]
+        replies = [
+            m for m in said if m.get("message_reference") and m["id"] != self._reply_id(handle)
+        ]
+        return normalise(" ".join(str(m["content"]) for m in replies), NAMES)
+
+    def _reply_id(self, handle: AskHandle) -> str | None:
+        reply = self._reply(handle)
+        return None if reply is None else str(reply["id"])
 
     def _reply(self, handle: AskHandle) -> dict[str, Any] | None:
         asked = str(handle.ref["id"])

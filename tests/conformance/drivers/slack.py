@@ -1,0 +1,121 @@
+"""The Slack driver: ``tests/integration/test_slack_app.py``'s harness (the real bolt app
+served over HTTP, signed requests, its Web API client against the fake Slack)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+from adapters.slack.render import STOP_ACTION_ID
+from core.scripted import Turn
+from core.trace import Trace
+from tests.conformance.driver import AskHandle, Persona, Said, normalise
+from tests.fakes.slack_server import BOT_USER_ID, FakeSlack, message_text
+from tests.integration.test_slack_app import ASKER, CHANNEL, Harness, eventually, serving
+
+PEOPLE: dict[Persona, str] = {"asker": ASKER, "other": "U2BOB", "admin": "UADMIN"}
+NAMES = {"U1ADA": "ada", "U2BOB": "bob", "UADMIN": "admin"}
+
+
+class SlackDriver:
+    platform = "slack"
+
+    def __init__(self, harness: Harness) -> None:
+        self.h = harness
+        self.model = harness.model
+        self._ts = itertools.count(1)
+
+    async def ask(self, who: Persona, text: str) -> AskHandle:
+        n = next(self._ts)
+        mention = {
+            "type": "app_mention",
+            "channel": CHANNEL,
+            "user": PEOPLE[who],
+            "ts": f"1800000000.{n:06d}",
+            "text": f"<@{BOT_USER_ID}> {text}",
+        }
+        roots = len(self.h.fake.roots(CHANNEL))
+        handle = AskHandle(who, text, mention, {"event_id": f"Ev{n}", "root": roots})
+        status, _, _ = await self.h.event(mention, event_id=f"Ev{n}")
+        assert status == 200
+        return handle
+
+    async def redeliver(self, handle: AskHandle) -> Said:
+        retry = {"X-Slack-Retry-Num": "1", "X-Slack-Retry-Reason": "http_timeout"}
+        told = len(self.h.fake.calls("chat.postEphemeral"))
+        status, _, _ = await self.h.event(handle.ref, event_id=handle.extra["event_id"], **retry)
+        assert status == 200
+        await self.final_text(handle)
+        said = self.h.fake.calls("chat.postEphemeral")[told:]
+        return normalise(" ".join(str(c.args.get("text")) for c in said), NAMES)
+
+    async def _root_text(self, handle: AskHandle) -> str:
+        index = handle.extra["root"]
+        await eventually(lambda: len(self.h.fake.roots(CHANNEL)) > index)
+        return message_text(self.h.fake.roots(CHANNEL)[index])
+
+    async def press_stop(self, who: Persona, handle: AskHandle) -> Said:
+        index = handle.extra["root"]
+
+        def stoppable() -> bool:
+            roots = self.h.fake.roots(CHANNEL)
+            return len(roots) > index and STOP_ACTION_ID in json.dumps(roots[index].blocks)
+
+        await eventually(lambda: stoppable() and bool(self.h.bot.running))
+        (run_id,) = self.h.bot.running
+        told = len(self.h.fake.calls("chat.postEphemeral"))
+        status, _, _ = await self.h.press_stop(run_id, user=PEOPLE[who])
+        assert status == 200
+        await eventually(
+            lambda: (
+                len(self.h.fake.calls("chat.postEphemeral")) > told
+                or run_id not in self.h.bot.running
+            )
+        )
+        said = self.h.fake.calls("chat.postEphemeral")[told:]
+        return normalise(str(said[0].args["text"]), NAMES) if said else ""
+
+    async def _settings(self, who: Persona, text: str) -> Said:
+        status, body, _ = await self.h.ask(text, user=PEOPLE[who], command="/ask-settings")
+        assert status == 200
+        try:
+            return normalise(str(json.loads(body)["text"]), NAMES)
+        except (ValueError, KeyError, TypeError):
+            return normalise(body, NAMES)
+
+    async def reset(self, who: Persona) -> Said:
+        return await self._settings(who, "reset")  # decision 7: not a new slash command
+
+    async def trace(self, who: Persona) -> Said:
+        return await self._settings(who, "trace")
+
+    async def final_text(self, handle: AskHandle) -> str:
+        await self._root_text(handle)
+        await self.h.settled()
+        return normalise(await self._root_text(handle), NAMES)
+
+    async def history(self) -> list[dict[str, Any]]:
+        traces = await self.traces()
+        assert traces, "no run here yet"
+        return list(await self.h.bot.agent.history.load(traces[0].conversation))
+
+    async def settled(self) -> None:
+        await self.h.settled()
+
+    async def traces(self) -> list[Trace]:
+        return list(await self.h.bot.agent.traces.recent())
+
+    def named(self, who: Persona) -> str | None:
+        return f"@{NAMES[PEOPLE[who]]}"
+
+
+@contextlib.asynccontextmanager
+async def driving(turns: list[Turn | str], *, merge_window: float = 0.0) -> AsyncIterator[Any]:
+    async with FakeSlack() as fake, serving(fake) as make:
+        harness = await make(list(turns), merge_window=merge_window)
+        yield SlackDriver(harness)
+        await asyncio.sleep(0)

@@ -1,0 +1,97 @@
+"""The Telegram driver: ``tests/integration/test_telegram_bot.py``'s harness (the real
+python-telegram-bot client, polling the strict fake), in a supergroup: the shared place
+where Stop, reset and trace have more than one person to tell apart."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+from core.scripted import Turn
+from core.trace import Trace
+from tests.conformance.driver import AskHandle, Persona, Said, normalise
+from tests.fakes.telegram_server import Message
+from tests.integration.test_telegram_bot import ALICE, BOB, GROUP, Harness, bots
+
+ADMIN = BOB + 1
+PEOPLE: dict[Persona, int] = {"asker": ALICE, "other": BOB, "admin": ADMIN}
+
+
+class TelegramDriver:
+    platform = "telegram"
+
+    def __init__(self, harness: Harness) -> None:
+        self.h = harness
+        self.model = harness.model
+
+    def _replies(self, to: Message) -> list[Message]:
+        return [m for m in self.h.fake.bot_messages(GROUP) if m.reply_to == to.id]
+
+    async def ask(self, who: Persona, text: str) -> AskHandle:
+        question = self.h.fake.user_says(GROUP, f"/ask {text}", user=PEOPLE[who])
+        return AskHandle(who, text, question)
+
+    async def redeliver(self, handle: AskHandle) -> Said:
+        raise NotImplementedError("polling cannot redeliver a confirmed update")
+
+    async def press_stop(self, who: Persona, handle: AskHandle) -> Said:
+        def live() -> Message | None:
+            return next((m for m in self._replies(handle.ref) if m.buttons and m.edits), None)
+
+        await self.h.fake.wait_for(lambda: live() is not None, what="the live message")
+        message = live()
+        assert message is not None
+        stop = next(
+            b["callback_data"] for b in message.buttons if b["callback_data"].startswith("stop:")
+        )
+        query = self.h.fake.press(message, stop, user=PEOPLE[who])
+        await self.h.fake.wait_for(lambda: query in self.h.fake.answered, what="the answer")
+        return normalise(str(self.h.fake.answered[query].get("text") or ""))
+
+    async def _command(self, who: Persona, command: str) -> Said:
+        sent = self.h.fake.user_says(GROUP, command, user=PEOPLE[who])
+        await self.h.fake.wait_for(lambda: bool(self._replies(sent)), what="the reply")
+        if self._replies(sent)[0].document is not None:  # a trace: its .md and .json
+            await self.h.fake.wait_for(lambda: len(self._replies(sent)) >= 2, what="documents")
+        parts = [m.text for m in self._replies(sent)]
+        for m in self._replies(sent):
+            if m.document is not None:
+                name = m.document["file_name"]
+                parts += [c.decode() for chat, n, c in self.h.fake.documents if n == name]
+        return normalise(" ".join(p for p in parts if p))
+
+    async def reset(self, who: Persona) -> Said:
+        return await self._command(who, "/reset")
+
+    async def trace(self, who: Persona) -> Said:
+        return await self._command(who, "/trace")
+
+    async def final_text(self, handle: AskHandle) -> str:
+        def final() -> Message | None:
+            return next((m for m in self._replies(handle.ref) if not m.buttons and m.edits), None)
+
+        await self.h.fake.wait_for(lambda: final() is not None, within=15.0, what="the answer")
+        await self.settled()
+        found = final()
+        assert found is not None
+        return normalise(found.text)
+
+    async def history(self) -> list[dict[str, Any]]:
+        return list(await self.h.stores.history.load(f"telegram:{GROUP}"))
+
+    async def settled(self) -> None:
+        await self.h.bot.answering.settled()
+
+    async def traces(self) -> list[Trace]:
+        return list(await self.h.stores.traces.recent())
+
+    def named(self, who: Persona) -> str | None:
+        return None  # "the person who asked"
+
+
+@contextlib.asynccontextmanager
+async def driving(turns: list[Turn | str], *, merge_window: float = 0.0) -> AsyncIterator[Any]:
+    async with bots() as make:
+        harness = await make(list(turns), admins=frozenset({ADMIN}), merge_window=merge_window)
+        yield TelegramDriver(harness)

@@ -1,0 +1,109 @@
+"""The web chat driver: ``tests/integration/test_web_chat.py``'s harness (the aiohttp app
+over real HTTP, a browser's session cookie and CSRF token, the live states over SSE).
+
+A web session is its own place: the asker's session is also where its "admin" acts (the
+web chat has no admins), and "other" is a second browser with a session of its own."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+
+from core.scripted import Turn
+from core.trace import Trace
+from tests.conformance.driver import AskHandle, Persona, Said, normalise
+from tests.integration.test_web_chat import Chat, Events, _csrf, chats
+
+
+class WebDriver:
+    platform = "web"
+
+    def __init__(self, chat: Chat, stream: Events, other: aiohttp.ClientSession, csrf: str):
+        self.c = chat
+        self.model = chat.model
+        self.stream = stream
+        self._other = (other, csrf)
+        self._asked = 0
+
+    async def _post(self, who: Persona, path: str, body: Any) -> tuple[int, Any]:
+        http, csrf = (self.c.http, self.c.csrf) if who != "other" else self._other
+        headers = {"X-CSRF-Token": csrf, "Origin": self.c.url}
+        async with http.post(self.c.url + path, json=body, headers=headers) as response:
+            if response.content_type != "application/json":
+                return response.status, {"error": f"HTTP {response.status}"}
+            return response.status, await response.json()
+
+    async def ask(self, who: Persona, text: str) -> AskHandle:
+        handle = AskHandle(who, text, self._asked)
+        status, body = await self._post(who, "/api/ask", {"question": text})
+        assert status == 202, body
+        self._asked += 1
+        return handle
+
+    async def redeliver(self, handle: AskHandle) -> Said:
+        _, body = await self._post(handle.who, "/api/ask", {"question": handle.text})
+        return normalise(str(body.get("error", "")))  # a browser's retry of the POST
+
+    def _runs(self) -> list[str]:
+        runs: list[str] = []
+        for state in self.stream.seen:
+            if state.get("run") and state["run"] not in runs:
+                runs.append(state["run"])
+        return runs
+
+    async def _run(self, handle: AskHandle) -> str:
+        await self.stream.until(lambda _: len(self._runs()) > handle.ref)
+        return self._runs()[handle.ref]
+
+    async def press_stop(self, who: Persona, handle: AskHandle) -> Said:
+        run = await self._run(handle)
+        await self.stream.until(lambda d: d.get("run") == run and bool(d.get("steps")))
+        _, body = await self._post(who, "/api/stop", {"run": run})
+        return normalise(str(body.get("error", "")))
+
+    async def reset(self, who: Persona) -> Said:
+        _, body = await self._post(who, "/api/reset", {})
+        return normalise(str(body.get("error", "")))
+
+    async def trace(self, who: Persona) -> Said:
+        _, body = await self._post(who, "/api/trace", {})
+        return normalise(str(body.get("error", "")))
+
+    async def final_text(self, handle: AskHandle) -> str:
+        run = await self._run(handle)
+        final = await self.stream.until(lambda d: d.get("run") == run and d.get("final") is True)
+        await self.settled()
+        parts = [(final.get("answer") or {}).get("text"), final.get("outcome"), final.get("footer")]
+        return normalise(" ".join(str(p) for p in parts if p))
+
+    async def history(self) -> list[dict[str, Any]]:
+        return await self.c.history()
+
+    async def settled(self) -> None:
+        await self.c.chat.answering.settled()
+
+    async def traces(self) -> list[Trace]:
+        return list(await self.c.chat.stores.traces.recent())
+
+    def named(self, who: Persona) -> str | None:
+        return None  # "the person who asked"
+
+
+@contextlib.asynccontextmanager
+async def driving(turns: list[Turn | str], *, merge_window: float = 0.0) -> AsyncIterator[Any]:
+    async with (
+        chats() as make,
+        aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as other,
+    ):
+        chat: Chat = await make(list(turns), merge_window=merge_window)
+        async with other.get(chat.url + "/") as page:
+            csrf = _csrf(await page.text())
+        response = await chat.http.get(chat.url + "/api/events")
+        assert response.status == 200
+        try:
+            yield WebDriver(chat, Events(response), other, csrf)
+        finally:
+            response.close()
