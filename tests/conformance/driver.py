@@ -46,6 +46,13 @@ class Driver(Protocol):
     async def press_stop(self, who: Persona, handle: AskHandle) -> Said:
         """``who`` presses Stop under the running answer; what they were told ("" if nothing)."""
 
+    async def decide(self, who: Persona, handle: AskHandle, verdict: str) -> Said:
+        """``who`` approves or denies (``verdict``) the action the run waits on; a denial
+        gives the reason "not now" where the surface asks for one."""
+
+    def ran(self) -> list[object]:
+        """What the action that needs approval ran with, in order."""
+
     async def reset(self, who: Persona) -> Said: ...
 
     async def trace(self, who: Persona) -> Said:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from adapters import words
 from core.scripted import Turn
 from tests.conformance.driver import Driver, normalise
+from tests.conformance.drivers import ACT
 
 CALC: list[Turn | str] = [
     Turn("Thought: I will use the calculator.\nAction: calculate[17*23+4]", delay=0.02),
@@ -32,6 +33,8 @@ class Scenario:
     run: Callable[[Driver], Awaitable[None]]
     turns: list[Turn | str]
     merge_window: float = 0.0
+    approval: bool = False
+    """The bot asks a person before the surface's ``ACT`` action runs."""
     gaps: dict[str, str] = field(default_factory=dict)
     """platform -> why it fails today (the row is ``xfail(strict=True)``)."""
     skips: dict[str, str] = field(default_factory=dict)
@@ -107,6 +110,28 @@ async def trace(d: Driver) -> None:
     assert QUESTION in await d.trace("asker")
 
 
+async def approve(d: Driver) -> None:
+    """The asker approves the action the run waits on: it runs once, and the step says who."""
+    asked = await d.ask("asker", "please do it")
+    await d.decide("asker", asked, "approve")
+    assert "Done." in await d.final_text(asked)
+    assert len(d.ran()) == 1
+    (trace,) = await d.traces()
+    decided = trace.steps[0].approval
+    assert decided is not None and decided.describe().startswith("✅ approved by")
+
+
+async def deny(d: Driver) -> None:
+    """The asker denies it: it never runs, the model is told, the step says who."""
+    asked = await d.ask("asker", "please do it")
+    await d.decide("asker", asked, "deny")
+    assert "Left alone." in await d.final_text(asked)
+    assert d.ran() == []
+    (trace,) = await d.traces()
+    decided = trace.steps[0].approval
+    assert decided is not None and decided.describe().startswith("🚫 denied by")
+
+
 NO_CLAIMS_WEB = (
     "no claims on web (plan §1 claims): a repeated POST /api/ask is a second run; the "
     "ident is secrets.token_hex"
@@ -124,6 +149,10 @@ SCENARIOS = (
         skips={"web": "no admins on the web chat: a session is its own place (plan §1 admin)"},
     ),
     Scenario("stop_by_other_refused", stop_by_other_refused, STALLING),
+    Scenario("approve", approve, [ACT, "Thought: done.\nFinal Answer: Done."], approval=True),
+    Scenario(
+        "deny", deny, [ACT, "Thought: not allowed.\nFinal Answer: Left alone."], approval=True
+    ),
     Scenario(
         "duplicate_delivery_once",
         duplicate_delivery_once,

@@ -27,5 +27,7 @@ def rows() -> Iterator[Any]:
 
 @pytest.mark.parametrize(("platform", "scenario"), list(rows()))
 async def test_row(platform: str, scenario: Scenario) -> None:
-    async with open_driver(platform, scenario.turns, merge_window=scenario.merge_window) as d:
+    async with open_driver(
+        platform, scenario.turns, merge_window=scenario.merge_window, approval=scenario.approval
+    ) as d:
         await scenario.run(d)

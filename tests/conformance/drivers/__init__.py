@@ -10,13 +10,21 @@ from core.scripted import Turn
 from tests.conformance.driver import Driver
 
 PLATFORMS = ("discord", "slack", "telegram", "web")
+ACT = "<the surface's action that needs approval>"
 
 
 @contextlib.asynccontextmanager
 async def open_driver(
-    platform: str, turns: list[Turn | str], *, merge_window: float = 0.0
+    platform: str,
+    turns: list[Turn | str],
+    *,
+    merge_window: float = 0.0,
+    approval: bool = False,
 ) -> AsyncIterator[Driver]:
-    """The surface ``platform`` served against its fake, its model scripted with ``turns``."""
+    """The surface ``platform`` served against its fake, its model scripted with ``turns``
+    (``ACT`` in them: the surface's own action that needs a person's approval, with
+    ``approval``: a bot whose broker asks for it)."""
     module = importlib.import_module(f"tests.conformance.drivers.{platform}")
-    async with module.driving(turns, merge_window=merge_window) as driver:
+    script = [module.ACT if turn == ACT else turn for turn in turns]
+    async with module.driving(script, merge_window=merge_window, approval=approval) as driver:
         yield driver

@@ -7,11 +7,13 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
+from core.history import InMemoryHistoryStore
 from core.scripted import Turn
 from core.trace import Trace
 from tests.conformance.driver import AskHandle, Persona, Said, normalise
 from tests.fakes.discord_server import CHANNEL_ID, ROLE_ID, Call
 from tests.integration.test_discord import Harness, content_of, running
+from tests.integration.test_discord_approval import SAVE, bots
 
 PEOPLE: dict[Persona, tuple[int, str, tuple[int, ...]]] = {
     "asker": (1001, "ada", ()),
@@ -25,9 +27,34 @@ CONVERSATION = f"discord:{CHANNEL_ID}"
 class DiscordDriver:
     platform = "discord"
 
-    def __init__(self, harness: Harness) -> None:
+    def __init__(self, harness: Harness, ran: list[str] | None = None) -> None:
         self.h = harness
         self.model = harness.model
+        self._ran = ran if ran is not None else []
+
+    def ran(self) -> list[object]:
+        return list(self._ran)
+
+    async def decide(self, who: Persona, handle: AskHandle, verdict: str) -> Said:
+        button = "approve" if verdict == "approve" else "deny"
+        reply_id, custom_id = await self._reply_with(handle, f":{button}")
+        uid, name, roles = PEOPLE[who]
+        press = self.h.fake.button_press(
+            reply_id, custom_id, author_id=uid, user_name=name, roles=roles
+        )
+        await self.h.fake.dispatch("INTERACTION_CREATE", press)
+        callback = await self.h.fake.wait_for_call(
+            lambda c: f"/interactions/{press['id']}/" in c.path, within=10.0
+        )
+        if callback.json.get("type") != 9:  # not a modal: what it said, if anything
+            return await self._answer(press)
+        modal = self.h.fake.modals[-1]
+        reason = {"reason": "not now"}
+        submit = self.h.fake.modal_submit(
+            modal["custom_id"], reason, author_id=uid, user_name=name, roles=roles
+        )
+        await self.h.fake.dispatch("INTERACTION_CREATE", submit)
+        return await self._answer(submit)
 
     async def ask(self, who: Persona, text: str) -> AskHandle:
         uid, name, roles = PEOPLE[who]
@@ -147,7 +174,20 @@ def _ids(message: dict[str, Any]) -> list[str]:
     ]
 
 
+ACT = SAVE
+
+
 @contextlib.asynccontextmanager
-async def driving(turns: list[Turn | str], *, merge_window: float = 0.0) -> AsyncIterator[Any]:
+async def driving(
+    turns: list[Turn | str], *, merge_window: float = 0.0, approval: bool = False
+) -> AsyncIterator[Any]:
+    if approval:  # test_discord_approval's harness: a broker, and a tool that needs it
+        async with bots([turns], admin_roles=(ROLE_ID,), merge_window=merge_window) as b:
+            (process,) = b.processes
+            harness = Harness(
+                b.fake, process.bot, process.model, InMemoryHistoryStore(), process.traces
+            )
+            yield DiscordDriver(harness, process.ran)
+        return
     async with running(turns, admin_roles=(ROLE_ID,), merge_window=merge_window) as h:
         yield DiscordDriver(h)

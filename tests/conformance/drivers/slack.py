@@ -3,19 +3,21 @@ served over HTTP, signed requests, its Web API client against the fake Slack).""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import itertools
 import json
 from collections.abc import AsyncIterator
 from typing import Any
 
+from adapters.slack.approval import APPROVE_ACTION_ID, DENY_ACTION_ID
+from adapters.slack.modals import REASON_BLOCK
 from adapters.slack.render import STOP_ACTION_ID
 from core.scripted import Turn
 from core.trace import Trace
 from tests.conformance.driver import AskHandle, Persona, Said, normalise
 from tests.fakes.slack_server import BOT_USER_ID, FakeSlack, message_text
 from tests.integration.test_slack_app import ASKER, CHANNEL, Harness, eventually, serving
+from tests.integration.test_slack_approval import DELETE, ApprovalHarness, approvals, waiting
 
 PEOPLE: dict[Persona, str] = {"asker": ASKER, "other": "U2BOB", "admin": "UADMIN"}
 NAMES = {"U1ADA": "ada", "U2BOB": "bob", "UADMIN": "admin"}
@@ -28,6 +30,23 @@ class SlackDriver:
         self.h = harness
         self.model = harness.model
         self._ts = itertools.count(1)
+
+    def ran(self) -> list[object]:
+        return list(getattr(self.h, "ran", []))
+
+    async def decide(self, who: Persona, handle: AskHandle, verdict: str) -> Said:
+        assert isinstance(self.h, ApprovalHarness)
+        await eventually(waiting(self.h.fake))
+        told = len(self.h.fake.calls("chat.postEphemeral"))
+        action = APPROVE_ACTION_ID if verdict == "approve" else DENY_ACTION_ID
+        views = len(self.h.fake.views)
+        assert await self.h.click(action, user=PEOPLE[who]) == 200
+        if verdict != "approve":
+            await eventually(lambda: len(self.h.fake.views) > views)
+            status, _ = await self.h.submit({REASON_BLOCK: "not now"}, user=PEOPLE[who])
+            assert status == 200
+        said = self.h.fake.calls("chat.postEphemeral")[told:]
+        return normalise(" ".join(str(c.args.get("text")) for c in said), NAMES)
 
     async def ask(self, who: Persona, text: str) -> AskHandle:
         n = next(self._ts)
@@ -113,9 +132,13 @@ class SlackDriver:
         return f"@{NAMES[PEOPLE[who]]}"
 
 
+ACT = DELETE
+
+
 @contextlib.asynccontextmanager
-async def driving(turns: list[Turn | str], *, merge_window: float = 0.0) -> AsyncIterator[Any]:
-    async with FakeSlack() as fake, serving(fake) as make:
+async def driving(
+    turns: list[Turn | str], *, merge_window: float = 0.0, approval: bool = False
+) -> AsyncIterator[Any]:
+    async with FakeSlack() as fake, (approvals if approval else serving)(fake) as make:
         harness = await make(list(turns), merge_window=merge_window)
         yield SlackDriver(harness)
-        await asyncio.sleep(0)

@@ -12,7 +12,7 @@ from core.scripted import Turn
 from core.trace import Trace
 from tests.conformance.driver import AskHandle, Persona, Said, normalise
 from tests.fakes.telegram_server import Message
-from tests.integration.test_telegram_bot import ALICE, BOB, GROUP, Harness, bots
+from tests.integration.test_telegram_bot import ALICE, BOB, DELETE, GROUP, Harness, bots
 
 ADMIN = BOB + 1
 PEOPLE: dict[Persona, int] = {"asker": ALICE, "other": BOB, "admin": ADMIN}
@@ -24,6 +24,24 @@ class TelegramDriver:
     def __init__(self, harness: Harness) -> None:
         self.h = harness
         self.model = harness.model
+
+    def ran(self) -> list[object]:
+        return list(self.h.deleted)
+
+    async def decide(self, who: Persona, handle: AskHandle, verdict: str) -> Said:
+        def asking() -> Message | None:
+            return next((m for m in self._replies(handle.ref) if len(m.buttons) > 1), None)
+
+        await self.h.fake.wait_for(lambda: asking() is not None, what="the approval buttons")
+        message = asking()
+        assert message is not None
+        prefix = "ok:a:" if verdict == "approve" else "ok:d:"
+        data = next(
+            b["callback_data"] for b in message.buttons if b["callback_data"].startswith(prefix)
+        )
+        query = self.h.fake.press(message, data, user=PEOPLE[who])
+        await self.h.fake.wait_for(lambda: query in self.h.fake.answered, what="the answer")
+        return normalise(str(self.h.fake.answered[query].get("text") or ""))
 
     def _replies(self, to: Message) -> list[Message]:
         return [m for m in self.h.fake.bot_messages(GROUP) if m.reply_to == to.id]
@@ -90,8 +108,15 @@ class TelegramDriver:
         return None  # "the person who asked"
 
 
+ACT = DELETE[0]
+
+
 @contextlib.asynccontextmanager
-async def driving(turns: list[Turn | str], *, merge_window: float = 0.0) -> AsyncIterator[Any]:
+async def driving(
+    turns: list[Turn | str], *, merge_window: float = 0.0, approval: bool = False
+) -> AsyncIterator[Any]:
     async with bots() as make:
-        harness = await make(list(turns), admins=frozenset({ADMIN}), merge_window=merge_window)
+        harness = await make(
+            list(turns), admins=frozenset({ADMIN}), merge_window=merge_window, approval=approval
+        )
         yield TelegramDriver(harness)

@@ -15,7 +15,7 @@ import aiohttp
 from core.scripted import Turn
 from core.trace import Trace
 from tests.conformance.driver import AskHandle, Persona, Said, normalise
-from tests.integration.test_web_chat import Chat, Events, _csrf, chats
+from tests.integration.test_web_chat import DELETE, Chat, Events, _csrf, chats
 
 
 class WebDriver:
@@ -46,6 +46,19 @@ class WebDriver:
     async def redeliver(self, handle: AskHandle) -> Said:
         _, body = await self._post(handle.who, "/api/ask", {"question": handle.text})
         return normalise(str(body.get("error", "")))  # a browser's retry of the POST
+
+    def ran(self) -> list[object]:
+        return list(self.c.ran)
+
+    async def decide(self, who: Persona, handle: AskHandle, verdict: str) -> Said:
+        run = await self._run(handle)
+        waiting = await self.stream.until(lambda d: d.get("run") == run and d.get("pending"))
+        pending = waiting["pending"]
+        body = {"run": run, "step": pending["step"], "call": pending["call"], "verdict": verdict}
+        if verdict == "deny":
+            body["reason"] = "not now"
+        _, answer = await self._post(who, "/api/decide", body)
+        return normalise(str(answer.get("error", "")))
 
     def _runs(self) -> list[str]:
         runs: list[str] = []
@@ -92,13 +105,18 @@ class WebDriver:
         return None  # "the person who asked"
 
 
+ACT = DELETE[0]
+
+
 @contextlib.asynccontextmanager
-async def driving(turns: list[Turn | str], *, merge_window: float = 0.0) -> AsyncIterator[Any]:
+async def driving(
+    turns: list[Turn | str], *, merge_window: float = 0.0, approval: bool = False
+) -> AsyncIterator[Any]:
     async with (
         chats() as make,
         aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as other,
     ):
-        chat: Chat = await make(list(turns), merge_window=merge_window)
+        chat: Chat = await make(list(turns), merge_window=merge_window, approval=approval)
         async with other.get(chat.url + "/") as page:
             csrf = _csrf(await page.text())
         response = await chat.http.get(chat.url + "/api/events")
