@@ -53,6 +53,17 @@ class Driver(Protocol):
     def ran(self) -> list[object]:
         """What the action that needs approval ran with, in order."""
 
+    async def orphan(self, question: str) -> AskHandle:
+        """What a process killed (kill -9) mid-answer leaves: its live message with Stop,
+        and its run's record in the shared registry, its heartbeat stopped long ago. This
+        surface's sweep (``run_lease`` 1 s here) is the next process that finds it."""
+
+    async def orphan_finished(self, handle: AskHandle) -> str:
+        """The orphan's message once the sweep finished it (a Retry under it)."""
+
+    async def press_retry(self, who: Persona, handle: AskHandle) -> Said:
+        """``who`` presses Retry under the finished orphan; what they were told."""
+
     async def reset(self, who: Persona) -> Said: ...
 
     async def trace(self, who: Persona) -> Said:

@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from adapters import words
+from adapters.recovery import INTERRUPTED
 from core.scripted import Turn
 from tests.conformance.driver import Driver, normalise
 from tests.conformance.drivers import ACT
@@ -34,6 +35,8 @@ class Scenario:
     turns: list[Turn | str]
     merge_window: float = 0.0
     approval: bool = False
+    lease: float | None = None
+    """``run_lease`` (None: the surface's default)."""
     """The bot asks a person before the surface's ``ACT`` action runs."""
     gaps: dict[str, str] = field(default_factory=dict)
     """platform -> why it fails today (the row is ``xfail(strict=True)``)."""
@@ -132,11 +135,29 @@ async def deny(d: Driver) -> None:
     assert decided is not None and decided.describe().startswith("🚫 denied by")
 
 
+async def kill9_interrupted_then_retry_once(d: Driver) -> None:
+    """A process dies mid-answer (kill -9): the next one finishes its message as interrupted
+    with Retry; Retry asks the question again, once: a second press asks nothing."""
+    left = await d.orphan(QUESTION)
+    assert normalise(INTERRUPTED) in await d.orphan_finished(left)
+    (trace,) = await d.traces()
+    assert trace.status == "interrupted"
+    await d.press_retry("asker", left)
+    await d.settled()
+    assert len(d.model.calls) == 1 and QUESTION in str(d.model.calls[0].messages[-1]["content"])
+    answered = [t for t in await d.traces() if t.status == "answered"]
+    assert len(answered) == 1 and answered[0].question == QUESTION
+    await d.press_retry("asker", left)  # pressed again, after the retried answer
+    await d.settled()
+    assert len(d.model.calls) == 1, "Retry asks once per interrupted run"
+
+
 NO_CLAIMS_WEB = (
     "no claims on web (plan §1 claims): a repeated POST /api/ask is a second run; the "
     "ident is secrets.token_hex"
 )
 NO_BURSTS = "no bursts on {} (plan §1 bursts): merge_window is passed but gather never called"
+RETRY_TWICE = "Retry works any number of times: it is claimed {}, not per run (plan §1 Retry)"
 NO_SLACK = "no {} on Slack (plan §1 {}; decision 7: /ask-settings {})"
 
 SCENARIOS = (
@@ -170,6 +191,19 @@ SCENARIOS = (
         CALC * 2,
         merge_window=0.6,
         gaps={"telegram": NO_BURSTS.format("Telegram"), "web": NO_BURSTS.format("web")},
+    ),
+    Scenario(
+        "kill9_interrupted_then_retry_once",
+        kill9_interrupted_then_retry_once,
+        [Turn("Thought: easy.\nFinal Answer: 17*23+4 = 395")] * 2,
+        lease=1.0,
+        gaps={
+            "discord": RETRY_TWICE.format("per interaction (discord:interaction:{id})"),
+            "slack": RETRY_TWICE.format("per press (slack:retry:{trigger_id})"),
+            "telegram": RETRY_TWICE.format("not at all (telegram:retry:{query.id})"),
+            "web": "the web chat finishes no orphan and has no Retry (plan §1 orphan finish, "
+            "Retry)",
+        },
     ),
     Scenario(
         "reset",

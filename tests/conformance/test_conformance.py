@@ -28,6 +28,10 @@ def rows() -> Iterator[Any]:
 @pytest.mark.parametrize(("platform", "scenario"), list(rows()))
 async def test_row(platform: str, scenario: Scenario) -> None:
     async with open_driver(
-        platform, scenario.turns, merge_window=scenario.merge_window, approval=scenario.approval
+        platform,
+        scenario.turns,
+        merge_window=scenario.merge_window,
+        approval=scenario.approval,
+        lease=scenario.lease,
     ) as d:
         await scenario.run(d)

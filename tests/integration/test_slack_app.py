@@ -230,7 +230,13 @@ async def serving(fake: FakeSlack) -> AsyncIterator[Callable[..., Any]]:
             shutdown_grace=3.0,
         )
         settings = replace(settings, **overrides)
-        stores = in_memory_stores(cooldowns=cooldowns, stops=stops, runs=runs)
+        stores = in_memory_stores(  # the agent's history and traces, as served (one store)
+            cooldowns=cooldowns,
+            stops=stops,
+            runs=runs,
+            history=agent.history,
+            traces=agent.traces,
+        )
         shared = stores.channel_settings
         bot = SlackBot(
             agent,

@@ -4,11 +4,13 @@ discord.py client against the fake gateway and REST API)."""
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
 from core.history import InMemoryHistoryStore
 from core.scripted import Turn
+from core.stores import InMemoryRunRegistry, RunRecord, RunRegistry
 from core.trace import Trace
 from tests.conformance.driver import AskHandle, Persona, Said, normalise
 from tests.fakes.discord_server import CHANNEL_ID, ROLE_ID, Call
@@ -27,10 +29,42 @@ CONVERSATION = f"discord:{CHANNEL_ID}"
 class DiscordDriver:
     platform = "discord"
 
-    def __init__(self, harness: Harness, ran: list[str] | None = None) -> None:
+    def __init__(
+        self, harness: Harness, ran: list[str] | None = None, runs: RunRegistry | None = None
+    ) -> None:
         self.h = harness
+        self.runs = runs or InMemoryRunRegistry()
         self.model = harness.model
         self._ran = ran if ran is not None else []
+
+    async def orphan(self, question: str) -> AskHandle:
+        run_id = "deadrun"
+        stop = [{"type": 1, "components": [
+            {"type": 2, "style": 4, "label": "Stop", "custom_id": f"reactbot:stop:{run_id}:1001"}
+        ]}]  # fmt: skip
+        body = {"content": "🤔 Thinking · step 1/8 · 3.0 s", "components": stop}
+        left = self.h.fake._new_message(CHANNEL_ID, body, ())
+        trace = Trace(question=question, conversation=CONVERSATION, id=run_id)
+        where = {"channel": str(CHANNEL_ID), "message": str(left["id"])}
+        dead = RunRecord(run_id, "Discord", CONVERSATION, "dead", where, trace=trace.to_json())
+        await self.runs.beat([dead], at=time.time() - 600)
+        return AskHandle("asker", question, int(left["id"]), {"run": run_id})
+
+    async def orphan_finished(self, handle: AskHandle) -> str:
+        def retry() -> bool:
+            return any(":retry:" in i for i in _ids(self.h.fake.messages[handle.ref]))
+
+        await self.h.fake.wait_for_call(lambda _: retry(), within=10.0)
+        return normalise(str(self.h.fake.messages[handle.ref]["content"]), NAMES)
+
+    async def press_retry(self, who: Persona, handle: AskHandle) -> Said:
+        uid, name, roles = PEOPLE[who]
+        custom_id = next(i for i in _ids(self.h.fake.messages[handle.ref]) if ":retry:" in i)
+        press = self.h.fake.button_press(
+            handle.ref, custom_id, author_id=uid, user_name=name, roles=roles
+        )
+        await self.h.fake.dispatch("INTERACTION_CREATE", press)
+        return await self._answer(press)
 
     def ran(self) -> list[object]:
         return list(self._ran)
@@ -179,7 +213,11 @@ ACT = SAVE
 
 @contextlib.asynccontextmanager
 async def driving(
-    turns: list[Turn | str], *, merge_window: float = 0.0, approval: bool = False
+    turns: list[Turn | str],
+    *,
+    merge_window: float = 0.0,
+    approval: bool = False,
+    lease: float | None = None,
 ) -> AsyncIterator[Any]:
     if approval:  # test_discord_approval's harness: a broker, and a tool that needs it
         async with bots([turns], admin_roles=(ROLE_ID,), merge_window=merge_window) as b:
@@ -189,5 +227,9 @@ async def driving(
             )
             yield DiscordDriver(harness, process.ran)
         return
-    async with running(turns, admin_roles=(ROLE_ID,), merge_window=merge_window) as h:
-        yield DiscordDriver(h)
+    runs = InMemoryRunRegistry()
+    leased = {} if lease is None else {"run_lease": lease}
+    async with running(
+        turns, admin_roles=(ROLE_ID,), merge_window=merge_window, runs=runs, **leased
+    ) as h:
+        yield DiscordDriver(h, runs=runs)

@@ -6,16 +6,19 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
+import time
+import urllib.parse
 from collections.abc import AsyncIterator
 from typing import Any
 
 from adapters.slack.approval import APPROVE_ACTION_ID, DENY_ACTION_ID
 from adapters.slack.modals import REASON_BLOCK
-from adapters.slack.render import STOP_ACTION_ID
+from adapters.slack.render import RETRY_ACTION_ID, STOP_ACTION_ID
 from core.scripted import Turn
+from core.stores import RunRecord
 from core.trace import Trace
 from tests.conformance.driver import AskHandle, Persona, Said, normalise
-from tests.fakes.slack_server import BOT_USER_ID, FakeSlack, message_text
+from tests.fakes.slack_server import BOT_USER_ID, TEAM_ID, FakeSlack, Message, message_text
 from tests.integration.test_slack_app import ASKER, CHANNEL, Harness, eventually, serving
 from tests.integration.test_slack_approval import DELETE, ApprovalHarness, approvals, waiting
 
@@ -30,6 +33,51 @@ class SlackDriver:
         self.h = harness
         self.model = harness.model
         self._ts = itertools.count(1)
+
+    async def orphan(self, question: str) -> AskHandle:
+        run_id = "deadrun"
+        posted = await self.h.bot.client.chat_postMessage(channel=CHANNEL, text="🤔 Thinking")
+        ts = str(posted["ts"])
+        conversation = f"slack:{TEAM_ID}:{CHANNEL}:{ts}"
+        trace = Trace(question=question, conversation=conversation, id=run_id)
+        where = {"channel": CHANNEL, "ts": ts}
+        dead = RunRecord(run_id, "Slack", conversation, "dead", where, trace=trace.to_json())
+        await self.h.bot.stores.runs.beat([dead], at=time.time() - 600)
+        return AskHandle("asker", question, ts, {"run": run_id})
+
+    def _message(self, ts: str) -> Message:
+        return next(m for m in self.h.fake.roots(CHANNEL) if m.ts == ts)
+
+    async def orphan_finished(self, handle: AskHandle) -> str:
+        await eventually(lambda: RETRY_ACTION_ID in json.dumps(self._message(handle.ref).blocks))
+        return normalise(message_text(self._message(handle.ref)), NAMES)
+
+    async def press_retry(self, who: Persona, handle: AskHandle) -> Said:
+        payload = {
+            "type": "block_actions",
+            "user": {"id": PEOPLE[who]},
+            "team": {"id": TEAM_ID},
+            "channel": {"id": CHANNEL},
+            "trigger_id": self.h.fake.trigger(),
+            "api_app_id": "A1",
+            "container": {"type": "message", "channel_id": CHANNEL, "message_ts": handle.ref},
+            "actions": [
+                {
+                    "type": "button",
+                    "action_id": RETRY_ACTION_ID,
+                    "block_id": "b",
+                    "value": handle.extra["run"],
+                    "action_ts": "1",
+                }
+            ],
+        }
+        told = len(self.h.fake.calls("chat.postEphemeral"))
+        body = urllib.parse.urlencode({"payload": json.dumps(payload)})
+        status, _, _ = await self.h.post(body, "application/x-www-form-urlencoded")
+        assert status == 200
+        await self.h.settled()
+        said = self.h.fake.calls("chat.postEphemeral")[told:]
+        return normalise(" ".join(str(c.args.get("text")) for c in said), NAMES)
 
     def ran(self) -> list[object]:
         return list(getattr(self.h, "ran", []))
@@ -137,8 +185,13 @@ ACT = DELETE
 
 @contextlib.asynccontextmanager
 async def driving(
-    turns: list[Turn | str], *, merge_window: float = 0.0, approval: bool = False
+    turns: list[Turn | str],
+    *,
+    merge_window: float = 0.0,
+    approval: bool = False,
+    lease: float | None = None,
 ) -> AsyncIterator[Any]:
+    leased = {} if lease is None else {"run_lease": lease}
     async with FakeSlack() as fake, (approvals if approval else serving)(fake) as make:
-        harness = await make(list(turns), merge_window=merge_window)
+        harness = await make(list(turns), merge_window=merge_window, **leased)
         yield SlackDriver(harness)

@@ -5,10 +5,13 @@ where Stop, reset and trace have more than one person to tell apart."""
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
+from adapters.telegram.render import Button, TelegramPayload
 from core.scripted import Turn
+from core.stores import RunRecord
 from core.trace import Trace
 from tests.conformance.driver import AskHandle, Persona, Said, normalise
 from tests.fakes.telegram_server import Message
@@ -24,6 +27,37 @@ class TelegramDriver:
     def __init__(self, harness: Harness) -> None:
         self.h = harness
         self.model = harness.model
+
+    async def orphan(self, question: str) -> AskHandle:
+        run_id, conversation = "deadrun", f"telegram:{GROUP}"
+        self.h.fake.chats.add(GROUP)  # a group the bot is in
+        stop = Button("⏹ Stop", f"stop:{run_id}:{ALICE}")
+        left = await self.h.bot.chat(GROUP).send(
+            TelegramPayload("<b>🤔 Thinking · step 1/8</b>", (stop,))
+        )
+        trace = Trace(question=question, conversation=conversation, id=run_id)
+        where = {"chat": str(GROUP), "message": str(left)}
+        dead = RunRecord(run_id, "telegram", conversation, "dead", where, trace=trace.to_json())
+        await self.h.stores.runs.beat([dead], at=time.time() - 600)
+        return AskHandle("asker", question, left, {"run": run_id})
+
+    async def orphan_finished(self, handle: AskHandle) -> str:
+        def retry() -> bool:
+            shown = self.h.fake.message(GROUP, handle.ref)
+            return any(b["callback_data"].startswith("retry:") for b in shown.buttons)
+
+        await self.h.fake.wait_for(retry, what="the orphan finished")
+        return normalise(self.h.fake.message(GROUP, handle.ref).text)
+
+    async def press_retry(self, who: Persona, handle: AskHandle) -> Said:
+        shown = self.h.fake.message(GROUP, handle.ref)
+        data = next(
+            b["callback_data"] for b in shown.buttons if b["callback_data"].startswith("retry:")
+        )
+        query = self.h.fake.press(shown, data, user=PEOPLE[who])
+        await self.h.fake.wait_for(lambda: query in self.h.fake.answered, what="the answer")
+        await self.settled()
+        return normalise(str(self.h.fake.answered[query].get("text") or ""))
 
     def ran(self) -> list[object]:
         return list(self.h.deleted)
@@ -113,10 +147,19 @@ ACT = DELETE[0]
 
 @contextlib.asynccontextmanager
 async def driving(
-    turns: list[Turn | str], *, merge_window: float = 0.0, approval: bool = False
+    turns: list[Turn | str],
+    *,
+    merge_window: float = 0.0,
+    approval: bool = False,
+    lease: float | None = None,
 ) -> AsyncIterator[Any]:
+    leased = {} if lease is None else {"run_lease": lease}
     async with bots() as make:
         harness = await make(
-            list(turns), admins=frozenset({ADMIN}), merge_window=merge_window, approval=approval
+            list(turns),
+            admins=frozenset({ADMIN}),
+            merge_window=merge_window,
+            approval=approval,
+            **leased,
         )
         yield TelegramDriver(harness)

@@ -47,6 +47,17 @@ class WebDriver:
         _, body = await self._post(handle.who, "/api/ask", {"question": handle.text})
         return normalise(str(body.get("error", "")))  # a browser's retry of the POST
 
+    async def orphan(self, question: str) -> AskHandle:
+        raise NotImplementedError(
+            "the web chat finishes no orphan and has no Retry (plan §1 orphan finish, Retry)"
+        )
+
+    async def orphan_finished(self, handle: AskHandle) -> str:
+        raise NotImplementedError
+
+    async def press_retry(self, who: Persona, handle: AskHandle) -> Said:
+        raise NotImplementedError
+
     def ran(self) -> list[object]:
         return list(self.c.ran)
 
@@ -110,13 +121,18 @@ ACT = DELETE[0]
 
 @contextlib.asynccontextmanager
 async def driving(
-    turns: list[Turn | str], *, merge_window: float = 0.0, approval: bool = False
+    turns: list[Turn | str],
+    *,
+    merge_window: float = 0.0,
+    approval: bool = False,
+    lease: float | None = None,
 ) -> AsyncIterator[Any]:
     async with (
         chats() as make,
         aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as other,
     ):
-        chat: Chat = await make(list(turns), merge_window=merge_window, approval=approval)
+        leased = {} if lease is None else {"run_lease": lease}
+        chat: Chat = await make(list(turns), merge_window=merge_window, approval=approval, **leased)
         async with other.get(chat.url + "/") as page:
             csrf = _csrf(await page.text())
         response = await chat.http.get(chat.url + "/api/events")
