@@ -64,6 +64,15 @@ class Driver(Protocol):
     async def press_retry(self, who: Persona, handle: AskHandle) -> Said:
         """``who`` presses Retry under the finished orphan; what they were told."""
 
+    async def vote(self, who: Persona, handle: AskHandle, value: str) -> Said:
+        """``who`` votes ``value`` ("up" or "down") on the finished answer (its button)."""
+
+    async def settings(self, who: Persona, name: str, value: str) -> Said:
+        """``who`` changes the place's setting ``name`` to ``value``."""
+
+    async def usage(self, who: Persona) -> Said:
+        """``who`` asks what they have used today."""
+
     async def reset(self, who: Persona) -> Said: ...
 
     async def trace(self, who: Persona) -> Said:

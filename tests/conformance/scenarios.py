@@ -152,6 +152,33 @@ async def kill9_interrupted_then_retry_once(d: Driver) -> None:
     assert len(d.model.calls) == 1, "Retry asks once per interrupted run"
 
 
+async def vote(d: Driver) -> None:
+    """Anyone votes on a finished answer: the run's trace keeps the vote."""
+    asked = await d.ask("asker", QUESTION)
+    await d.final_text(asked)
+    await d.vote("other", asked, "up")
+    await d.settled()
+    (trace,) = await d.traces()
+    assert [v.value for v in trace.votes] == ["up"]
+
+
+async def settings_by_admin(d: Driver) -> None:
+    """An admin changes what the place sees, and is told so in the shared words."""
+    assert await d.settings("admin", "verbosity", "answer") == normalise(words.now_sees("answer"))
+
+
+async def settings_by_other_refused(d: Driver) -> None:
+    assert await d.settings("other", "verbosity", "answer") == normalise(words.ONLY_ADMINS)
+
+
+async def usage(d: Driver) -> None:
+    """Anyone may read what they have used today (``core.budgets``' words)."""
+    asked = await d.ask("asker", QUESTION)
+    await d.final_text(asked)
+    await d.settled()
+    assert "You have used" in await d.usage("asker")
+
+
 NO_CLAIMS_WEB = (
     "no claims on web (plan §1 claims): a repeated POST /api/ask is a second run; the "
     "ident is secrets.token_hex"
@@ -204,6 +231,38 @@ SCENARIOS = (
             "web": "the web chat finishes no orphan and has no Retry (plan §1 orphan finish, "
             "Retry)",
         },
+    ),
+    Scenario(
+        "vote",
+        vote,
+        CALC,
+        gaps={
+            "slack": "votes only under streamed answers (plan §1 Vote): none under an answer "
+            "edited in place",
+            "telegram": "no vote buttons on Telegram (plan §1 Vote)",
+            "web": "no votes on the web chat (plan §1 Vote)",
+        },
+    ),
+    Scenario(
+        "settings_by_admin",
+        settings_by_admin,
+        [],
+        gaps={
+            "web": "web's /api/verbosity answers {ok: true} and says nothing: words.now_sees "
+            "is not said (plan §1 Settings)"
+        },
+    ),
+    Scenario(
+        "settings_by_other_refused",
+        settings_by_other_refused,
+        [],
+        skips={"web": "a web session is its own place: nobody else can reach its settings"},
+    ),
+    Scenario(
+        "usage",
+        usage,
+        CALC,
+        gaps={"web": "no usage on the web chat (plan §1 Usage)"},
     ),
     Scenario(
         "reset",

@@ -165,10 +165,33 @@ class DiscordDriver:
             return normalise(said(callback), NAMES)
         return normalise(said(await worded()), NAMES)
 
-    async def _command(self, who: Persona, name: str) -> Said:
+    async def vote(self, who: Persona, handle: AskHandle, value: str) -> Said:
+        reply_id, custom_id = await self._reply_with(handle, f":vote:{value}:")
+        uid, name, roles = PEOPLE[who]
+        press = self.h.fake.button_press(
+            reply_id, custom_id, author_id=uid, user_name=name, roles=roles
+        )
+        await self.h.fake.dispatch("INTERACTION_CREATE", press)
+        return await self._answer(press)
+
+    async def settings(self, who: Persona, name: str, value: str) -> Said:
+        options = {"level": value} if name == "verbosity" else {name: value}
+        return await self._command(who, "reactbot", options, subcommand=name)
+
+    async def usage(self, who: Persona) -> Said:
+        return await self._command(who, "reactbot", subcommand="usage")
+
+    async def _command(
+        self,
+        who: Persona,
+        name: str,
+        options: dict[str, str] | None = None,
+        *,
+        subcommand: str | None = None,
+    ) -> Said:
         uid, user_name, roles = PEOPLE[who]
         payload = self.h.fake.interaction_create(
-            name, author_id=uid, user_name=user_name, roles=roles
+            name, options, author_id=uid, user_name=user_name, roles=roles, subcommand=subcommand
         )
         self.h.fake.remember_interaction(payload)
         await self.h.fake.dispatch("INTERACTION_CREATE", payload)

@@ -14,6 +14,7 @@ from typing import Any
 from adapters.slack.approval import APPROVE_ACTION_ID, DENY_ACTION_ID
 from adapters.slack.modals import REASON_BLOCK
 from adapters.slack.render import RETRY_ACTION_ID, STOP_ACTION_ID
+from adapters.slack.stream_render import FEEDBACK_ACTION_ID
 from core.scripted import Turn
 from core.stores import RunRecord
 from core.trace import Trace
@@ -153,6 +154,18 @@ class SlackDriver:
             return normalise(str(json.loads(body)["text"]), NAMES)
         except (ValueError, KeyError, TypeError):
             return normalise(body, NAMES)
+
+    async def vote(self, who: Persona, handle: AskHandle, value: str) -> Said:
+        await self.final_text(handle)
+        root = self.h.fake.roots(CHANNEL)[handle.extra["root"]]
+        assert FEEDBACK_ACTION_ID in json.dumps(root.blocks), "no vote buttons under the answer"
+        raise NotImplementedError("a press on Slack's feedback buttons")  # none to press today
+
+    async def settings(self, who: Persona, name: str, value: str) -> Said:
+        return await self._settings(who, f"{name} {value}")
+
+    async def usage(self, who: Persona) -> Said:
+        return await self._settings(who, "usage")
 
     async def reset(self, who: Persona) -> Said:
         return await self._settings(who, "reset")  # decision 7: not a new slash command

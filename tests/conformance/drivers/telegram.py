@@ -113,6 +113,18 @@ class TelegramDriver:
                 parts += [c.decode() for chat, n, c in self.h.fake.documents if n == name]
         return normalise(" ".join(p for p in parts if p))
 
+    async def vote(self, who: Persona, handle: AskHandle, value: str) -> Said:
+        await self.final_text(handle)
+        (answer,) = [m for m in self._replies(handle.ref) if m.edits]
+        assert answer.buttons, "no vote buttons under the answer"
+        raise NotImplementedError("a press on Telegram's vote buttons")  # none to press today
+
+    async def settings(self, who: Persona, name: str, value: str) -> Said:
+        return await self._command(who, f"/{name} {value}")
+
+    async def usage(self, who: Persona) -> Said:
+        return await self._command(who, "/usage")
+
     async def reset(self, who: Persona) -> Said:
         return await self._command(who, "/reset")
 

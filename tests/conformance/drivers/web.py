@@ -88,6 +88,19 @@ class WebDriver:
         _, body = await self._post(who, "/api/stop", {"run": run})
         return normalise(str(body.get("error", "")))
 
+    async def vote(self, who: Persona, handle: AskHandle, value: str) -> Said:
+        run = await self._run(handle)
+        _, body = await self._post(who, "/api/vote", {"run": run, "vote": value})
+        return normalise(str(body.get("error", "")))
+
+    async def settings(self, who: Persona, name: str, value: str) -> Said:
+        _, body = await self._post(who, f"/api/{name}", {name: value})
+        return normalise(str(body.get("error", "")))
+
+    async def usage(self, who: Persona) -> Said:
+        _, body = await self._post(who, "/api/usage", {})
+        return normalise(str(body.get("error", "")))
+
     async def reset(self, who: Persona) -> Said:
         _, body = await self._post(who, "/api/reset", {})
         return normalise(str(body.get("error", "")))
