@@ -124,6 +124,18 @@ async def approve(d: Driver) -> None:
     assert decided is not None and decided.describe().startswith("✅ approved by")
 
 
+async def edit(d: Driver) -> None:
+    """The asker edits the action's input: it runs once, with the edited input."""
+    asked = await d.ask("asker", "please do it")
+    await d.decide("asker", asked, "edit")
+    assert "Done." in await d.final_text(asked)
+    (ran,) = d.ran()
+    assert "edited" in str(ran)
+    (trace,) = await d.traces()
+    assert "edited" in trace.steps[0].action_input
+    assert trace.steps[0].approval is not None
+
+
 async def deny(d: Driver) -> None:
     """The asker denies it: it never runs, the model is told, the step says who."""
     asked = await d.ask("asker", "please do it")
@@ -198,6 +210,7 @@ SCENARIOS = (
     ),
     Scenario("stop_by_other_refused", stop_by_other_refused, STALLING),
     Scenario("approve", approve, [ACT, "Thought: done.\nFinal Answer: Done."], approval=True),
+    Scenario("edit", edit, [ACT, "Thought: done.\nFinal Answer: Done."], approval=True),
     Scenario(
         "deny", deny, [ACT, "Thought: not allowed.\nFinal Answer: Left alone."], approval=True
     ),

@@ -70,7 +70,7 @@ class DiscordDriver:
         return list(self._ran)
 
     async def decide(self, who: Persona, handle: AskHandle, verdict: str) -> Said:
-        button = "approve" if verdict == "approve" else "deny"
+        button = verdict
         reply_id, custom_id = await self._reply_with(handle, f":{button}")
         uid, name, roles = PEOPLE[who]
         press = self.h.fake.button_press(
@@ -83,7 +83,7 @@ class DiscordDriver:
         if callback.json.get("type") != 9:  # not a modal: what it said, if anything
             return await self._answer(press)
         modal = self.h.fake.modals[-1]
-        reason = {"reason": "not now"}
+        reason = {"input": EDITED, "reason": ""} if verdict == "edit" else {"reason": "not now"}
         submit = self.h.fake.modal_submit(
             modal["custom_id"], reason, author_id=uid, user_name=name, roles=roles
         )
@@ -232,6 +232,7 @@ def _ids(message: dict[str, Any]) -> list[str]:
 
 
 ACT = SAVE
+EDITED = "buy edited milk"
 
 
 @contextlib.asynccontextmanager

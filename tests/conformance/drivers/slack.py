@@ -11,8 +11,8 @@ import urllib.parse
 from collections.abc import AsyncIterator
 from typing import Any
 
-from adapters.slack.approval import APPROVE_ACTION_ID, DENY_ACTION_ID
-from adapters.slack.modals import REASON_BLOCK
+from adapters.slack.approval import APPROVE_ACTION_ID, DENY_ACTION_ID, EDIT_ACTION_ID
+from adapters.slack.modals import INPUT_BLOCK, REASON_BLOCK
 from adapters.slack.render import RETRY_ACTION_ID, STOP_ACTION_ID
 from adapters.slack.stream_render import FEEDBACK_ACTION_ID
 from core.scripted import Turn
@@ -87,12 +87,13 @@ class SlackDriver:
         assert isinstance(self.h, ApprovalHarness)
         await eventually(waiting(self.h.fake))
         told = len(self.h.fake.calls("chat.postEphemeral"))
-        action = APPROVE_ACTION_ID if verdict == "approve" else DENY_ACTION_ID
+        action = {"approve": APPROVE_ACTION_ID, "edit": EDIT_ACTION_ID}.get(verdict, DENY_ACTION_ID)
         views = len(self.h.fake.views)
         assert await self.h.click(action, user=PEOPLE[who]) == 200
         if verdict != "approve":
             await eventually(lambda: len(self.h.fake.views) > views)
-            status, _ = await self.h.submit({REASON_BLOCK: "not now"}, user=PEOPLE[who])
+            given = {INPUT_BLOCK: EDITED} if verdict == "edit" else {REASON_BLOCK: "not now"}
+            status, _ = await self.h.submit(given, user=PEOPLE[who])
             assert status == 200
         said = self.h.fake.calls("chat.postEphemeral")[told:]
         return normalise(" ".join(str(c.args.get("text")) for c in said), NAMES)
@@ -194,6 +195,7 @@ class SlackDriver:
 
 
 ACT = DELETE
+EDITED = '{"path": "drafts/edited.md"}'
 
 
 @contextlib.asynccontextmanager

@@ -15,7 +15,15 @@ from core.stores import RunRecord
 from core.trace import Trace
 from tests.conformance.driver import AskHandle, Persona, Said, normalise
 from tests.fakes.telegram_server import Message
-from tests.integration.test_telegram_bot import ALICE, BOB, DELETE, GROUP, Harness, bots
+from tests.integration.test_telegram_bot import (
+    ALICE,
+    BOB,
+    DELETE,
+    GROUP,
+    Harness,
+    _prompted,
+    bots,
+)
 
 ADMIN = BOB + 1
 PEOPLE: dict[Persona, int] = {"asker": ALICE, "other": BOB, "admin": ADMIN}
@@ -69,13 +77,17 @@ class TelegramDriver:
         await self.h.fake.wait_for(lambda: asking() is not None, what="the approval buttons")
         message = asking()
         assert message is not None
-        prefix = "ok:a:" if verdict == "approve" else "ok:d:"
+        prefix = {"approve": "ok:a:", "edit": "ok:e:"}.get(verdict, "ok:d:")
         data = next(
             b["callback_data"] for b in message.buttons if b["callback_data"].startswith(prefix)
         )
         query = self.h.fake.press(message, data, user=PEOPLE[who])
         await self.h.fake.wait_for(lambda: query in self.h.fake.answered, what="the answer")
-        return normalise(str(self.h.fake.answered[query].get("text") or ""))
+        said = normalise(str(self.h.fake.answered[query].get("text") or ""))
+        if verdict == "edit":  # the new input: a reply to the ForceReply prompt
+            prompt = await _prompted(self.h, message, query, GROUP)
+            self.h.fake.user_says(GROUP, EDITED, user=PEOPLE[who], reply_to=prompt)
+        return said
 
     def _replies(self, to: Message) -> list[Message]:
         return [m for m in self.h.fake.bot_messages(GROUP) if m.reply_to == to.id]
@@ -155,6 +167,7 @@ class TelegramDriver:
 
 
 ACT = DELETE[0]
+EDITED = "edited.txt"
 
 
 @contextlib.asynccontextmanager

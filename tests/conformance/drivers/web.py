@@ -68,6 +68,8 @@ class WebDriver:
         body = {"run": run, "step": pending["step"], "call": pending["call"], "verdict": verdict}
         if verdict == "deny":
             body["reason"] = "not now"
+        if verdict == "edit":
+            body["input"] = EDITED
         _, answer = await self._post(who, "/api/decide", body)
         return normalise(str(answer.get("error", "")))
 
@@ -130,6 +132,7 @@ class WebDriver:
 
 
 ACT = DELETE[0]
+EDITED = "edited.txt"
 
 
 @contextlib.asynccontextmanager
