@@ -43,6 +43,12 @@ class Driver(Protocol):
         """The platform delivers the event of ``handle`` again (a retry, a replay); what
         the person was told of the repeat ("" if nothing)."""
 
+    async def running(self, handle: AskHandle) -> None:
+        """Until the answer to ``handle`` is live, with its Stop."""
+
+    async def refusal(self, handle: AskHandle) -> Said:
+        """What the asker of ``handle`` was told instead of an answer."""
+
     async def press_stop(self, who: Persona, handle: AskHandle) -> Said:
         """``who`` presses Stop under the running answer; what they were told ("" if nothing)."""
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from adapters import words
 from adapters.recovery import INTERRUPTED
+from adapters.room import BUSY
 from core.scripted import Turn
 from tests.conformance.driver import Driver, normalise
 from tests.conformance.drivers import ACT
@@ -36,6 +37,8 @@ class Scenario:
     merge_window: float = 0.0
     approval: bool = False
     lease: float | None = None
+    room: int | None = None
+    """The process's room (``agent.max_concurrent_runs``; None: the default)."""
     """``run_lease`` (None: the surface's default)."""
     """The bot asks a person before the surface's ``ACT`` action runs."""
     gaps: dict[str, str] = field(default_factory=dict)
@@ -191,6 +194,18 @@ async def usage(d: Driver) -> None:
     assert "You have used" in await d.usage("asker")
 
 
+async def busy_at_room_limit(d: Driver) -> None:
+    """The process answers as many runs as its room holds: one more question, from anyone,
+    is told so in the shared words (``adapters.room.BUSY``), and nothing runs for it."""
+    first = await d.ask("asker", "a slow one")
+    await d.running(first)
+    second = await d.ask("other", QUESTION)
+    assert await d.refusal(second) == normalise(BUSY)
+    await d.press_stop("asker", first)
+    assert STOPPED in await d.final_text(first)
+    assert len(d.model.calls) == 1
+
+
 NO_CLAIMS_WEB = (
     "no claims on web (plan §1 claims): a repeated POST /api/ask is a second run; the "
     "ident is secrets.token_hex"
@@ -277,6 +292,7 @@ SCENARIOS = (
         CALC,
         gaps={"web": "no usage on the web chat (plan §1 Usage)"},
     ),
+    Scenario("busy_at_room_limit", busy_at_room_limit, STALLING, room=1),
     Scenario(
         "reset",
         reset,

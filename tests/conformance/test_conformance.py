@@ -33,5 +33,6 @@ async def test_row(platform: str, scenario: Scenario) -> None:
         merge_window=scenario.merge_window,
         approval=scenario.approval,
         lease=scenario.lease,
+        room=scenario.room,
     ) as d:
         await scenario.run(d)

@@ -16,6 +16,7 @@ import pytest
 from adapters import words
 from adapters.attachments import ConversationFiles
 from adapters.channels import ChannelChoices
+from adapters.room import Room
 from adapters.telegram.bot import NOT_HERE, TelegramBot, TelegramSettings
 from adapters.telegram.files import telegram_downloader
 from core.agent import Agent, AgentSettings
@@ -106,6 +107,7 @@ async def bots() -> AsyncIterator[Callable[..., Any]]:
         files: FileLimits | None = None,
         vision: bool = False,
         shared: RedisStores | None = None,
+        room: Room | None = None,
         **settings: Any,
     ) -> Harness:
         """``files``: documents and photos are read, within these limits (in worker
@@ -173,6 +175,7 @@ async def bots() -> AsyncIterator[Callable[..., Any]]:
             ),
             broker=broker,
             files=conversation_files,
+            room=room,
         )
         opened.append((fake, bot, broker, readers))
         await bot.start()

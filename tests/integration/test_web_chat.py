@@ -19,6 +19,7 @@ import pytest
 from aiohttp.test_utils import TestServer
 
 from adapters.channels import ChannelChoices
+from adapters.room import Room
 from adapters.web.chat import MAX_STREAMS, WebChat, WebChatRefused, WebSettings
 from bot.serve_web import page_signer
 from bot.web import add_trace_pages
@@ -98,6 +99,7 @@ async def chats() -> AsyncIterator[Callable[..., Any]]:
         *,
         approval: bool = False,
         clock: Callable[[], float] = time.monotonic,
+        room: Room | None = None,
         **settings: Any,
     ) -> Chat:
         ran: list[str] = []
@@ -143,6 +145,7 @@ async def chats() -> AsyncIterator[Callable[..., Any]]:
             secret=key,
             trace_link=lambda trace_id: f"/t/{trace_id}?{signer.query(trace_id)}",
             clock=clock,
+            room=room,
         )
         app = chat.application()
         add_trace_pages(app, traces=stores.traces, signer=signer)

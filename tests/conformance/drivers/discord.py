@@ -8,6 +8,7 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
+from adapters.room import Room
 from core.history import InMemoryHistoryStore
 from core.scripted import Turn
 from core.stores import InMemoryRunRegistry, RunRecord, RunRegistry
@@ -131,6 +132,15 @@ class DiscordDriver:
         assert reply is not None
         return int(reply["id"]), next(i for i in _ids(reply) if button in i)
 
+    async def running(self, handle: AskHandle) -> None:
+        await self._reply_with(handle, ":stop:")
+
+    async def refusal(self, handle: AskHandle) -> Said:
+        await self.h.fake.wait_for_call(lambda _: self._reply(handle) is not None, within=10.0)
+        reply = self._reply(handle)
+        assert reply is not None
+        return normalise(str(reply["content"]), NAMES)
+
     async def press_stop(self, who: Persona, handle: AskHandle) -> Said:
         reply_id, custom_id = await self._reply_with(handle, ":stop:")
         uid, name, roles = PEOPLE[who]
@@ -242,6 +252,7 @@ async def driving(
     merge_window: float = 0.0,
     approval: bool = False,
     lease: float | None = None,
+    room: int | None = None,
 ) -> AsyncIterator[Any]:
     if approval:  # test_discord_approval's harness: a broker, and a tool that needs it
         async with bots([turns], admin_roles=(ROLE_ID,), merge_window=merge_window) as b:
@@ -254,6 +265,11 @@ async def driving(
     runs = InMemoryRunRegistry()
     leased = {} if lease is None else {"run_lease": lease}
     async with running(
-        turns, admin_roles=(ROLE_ID,), merge_window=merge_window, runs=runs, **leased
+        turns,
+        admin_roles=(ROLE_ID,),
+        merge_window=merge_window,
+        runs=runs,
+        room=None if room is None else Room(room),
+        **leased,
     ) as h:
         yield DiscordDriver(h, runs=runs)

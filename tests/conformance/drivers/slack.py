@@ -11,6 +11,7 @@ import urllib.parse
 from collections.abc import AsyncIterator
 from typing import Any
 
+from adapters.room import Room
 from adapters.slack.approval import APPROVE_ACTION_ID, DENY_ACTION_ID, EDIT_ACTION_ID
 from adapters.slack.modals import INPUT_BLOCK, REASON_BLOCK
 from adapters.slack.render import RETRY_ACTION_ID, STOP_ACTION_ID
@@ -127,7 +128,7 @@ class SlackDriver:
         await eventually(lambda: len(self.h.fake.roots(CHANNEL)) > index)
         return message_text(self.h.fake.roots(CHANNEL)[index])
 
-    async def press_stop(self, who: Persona, handle: AskHandle) -> Said:
+    async def running(self, handle: AskHandle) -> None:
         index = handle.extra["root"]
 
         def stoppable() -> bool:
@@ -135,6 +136,22 @@ class SlackDriver:
             return len(roots) > index and STOP_ACTION_ID in json.dumps(roots[index].blocks)
 
         await eventually(lambda: stoppable() and bool(self.h.bot.running))
+
+    async def refusal(self, handle: AskHandle) -> Said:
+        user = PEOPLE[handle.who]
+
+        def told() -> list[str]:
+            return [
+                str(c.args.get("text"))
+                for c in self.h.fake.calls("chat.postEphemeral")
+                if c.args.get("user") == user
+            ]
+
+        await eventually(lambda: bool(told()))
+        return normalise(told()[-1], NAMES)
+
+    async def press_stop(self, who: Persona, handle: AskHandle) -> Said:
+        await self.running(handle)
         (run_id,) = self.h.bot.running
         told = len(self.h.fake.calls("chat.postEphemeral"))
         status, _, _ = await self.h.press_stop(run_id, user=PEOPLE[who])
@@ -205,8 +222,10 @@ async def driving(
     merge_window: float = 0.0,
     approval: bool = False,
     lease: float | None = None,
+    room: int | None = None,
 ) -> AsyncIterator[Any]:
     leased = {} if lease is None else {"run_lease": lease}
     async with FakeSlack() as fake, (approvals if approval else serving)(fake) as make:
-        harness = await make(list(turns), merge_window=merge_window, **leased)
+        roomed = {} if room is None else {"room": Room(room)}
+        harness = await make(list(turns), merge_window=merge_window, **leased, **roomed)
         yield SlackDriver(harness)

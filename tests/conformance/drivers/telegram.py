@@ -9,6 +9,7 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
+from adapters.room import Room
 from adapters.telegram.render import Button, TelegramPayload
 from core.scripted import Turn
 from core.stores import RunRecord
@@ -99,12 +100,19 @@ class TelegramDriver:
     async def redeliver(self, handle: AskHandle) -> Said:
         raise NotImplementedError("polling cannot redeliver a confirmed update")
 
-    async def press_stop(self, who: Persona, handle: AskHandle) -> Said:
-        def live() -> Message | None:
-            return next((m for m in self._replies(handle.ref) if m.buttons and m.edits), None)
+    def _live(self, handle: AskHandle) -> Message | None:
+        return next((m for m in self._replies(handle.ref) if m.buttons and m.edits), None)
 
-        await self.h.fake.wait_for(lambda: live() is not None, what="the live message")
-        message = live()
+    async def running(self, handle: AskHandle) -> None:
+        await self.h.fake.wait_for(lambda: self._live(handle) is not None, what="the live one")
+
+    async def refusal(self, handle: AskHandle) -> Said:
+        await self.h.fake.wait_for(lambda: bool(self._replies(handle.ref)), what="the refusal")
+        return normalise(self._replies(handle.ref)[0].text)
+
+    async def press_stop(self, who: Persona, handle: AskHandle) -> Said:
+        await self.running(handle)
+        message = self._live(handle)
         assert message is not None
         stop = next(
             b["callback_data"] for b in message.buttons if b["callback_data"].startswith("stop:")
@@ -177,6 +185,7 @@ async def driving(
     merge_window: float = 0.0,
     approval: bool = False,
     lease: float | None = None,
+    room: int | None = None,
 ) -> AsyncIterator[Any]:
     leased = {} if lease is None else {"run_lease": lease}
     async with bots() as make:
@@ -185,6 +194,7 @@ async def driving(
             admins=frozenset({ADMIN}),
             merge_window=merge_window,
             approval=approval,
+            room=None if room is None else Room(room),
             **leased,
         )
         yield TelegramDriver(harness)

@@ -12,6 +12,7 @@ from typing import Any
 
 import aiohttp
 
+from adapters.room import Room
 from core.scripted import Turn
 from core.trace import Trace
 from tests.conformance.driver import AskHandle, Persona, Said, normalise
@@ -37,11 +38,20 @@ class WebDriver:
             return response.status, await response.json()
 
     async def ask(self, who: Persona, text: str) -> AskHandle:
-        handle = AskHandle(who, text, self._asked)
         status, body = await self._post(who, "/api/ask", {"question": text})
-        assert status == 202, body
+        if status != 202:  # refused: the page shows the error instead
+            return AskHandle(who, text, None, {"said": normalise(str(body.get("error", "")))})
+        handle = AskHandle(who, text, self._asked)
         self._asked += 1
         return handle
+
+    async def running(self, handle: AskHandle) -> None:
+        run = await self._run(handle)
+        await self.stream.until(lambda d: d.get("run") == run and bool(d.get("steps")))
+
+    async def refusal(self, handle: AskHandle) -> Said:
+        assert handle.ref is None, "it was answered"
+        return str(handle.extra["said"])
 
     async def redeliver(self, handle: AskHandle) -> Said:
         _, body = await self._post(handle.who, "/api/ask", {"question": handle.text})
@@ -85,9 +95,8 @@ class WebDriver:
         return self._runs()[handle.ref]
 
     async def press_stop(self, who: Persona, handle: AskHandle) -> Said:
-        run = await self._run(handle)
-        await self.stream.until(lambda d: d.get("run") == run and bool(d.get("steps")))
-        _, body = await self._post(who, "/api/stop", {"run": run})
+        await self.running(handle)
+        _, body = await self._post(who, "/api/stop", {"run": await self._run(handle)})
         return normalise(str(body.get("error", "")))
 
     async def vote(self, who: Persona, handle: AskHandle, value: str) -> Said:
@@ -142,13 +151,20 @@ async def driving(
     merge_window: float = 0.0,
     approval: bool = False,
     lease: float | None = None,
+    room: int | None = None,
 ) -> AsyncIterator[Any]:
     async with (
         chats() as make,
         aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as other,
     ):
         leased = {} if lease is None else {"run_lease": lease}
-        chat: Chat = await make(list(turns), merge_window=merge_window, approval=approval, **leased)
+        chat: Chat = await make(
+            list(turns),
+            merge_window=merge_window,
+            approval=approval,
+            room=None if room is None else Room(room),
+            **leased,
+        )
         async with other.get(chat.url + "/") as page:
             csrf = _csrf(await page.text())
         response = await chat.http.get(chat.url + "/api/events")
