@@ -18,6 +18,9 @@ from core.scripted import ScriptedModel
 from core.trace import Trace
 
 Persona = Literal["asker", "admin", "other"]
+Spot = Literal["channel", "thread"]
+"""Where: the shared place, or its thread that the bot answered in (Discord's thread the
+bot opened, Slack's answer thread, a Telegram forum topic)."""
 Said = str
 """What one person saw (an ephemeral, a callback answer, a reply, an HTTP error), normalised."""
 
@@ -37,7 +40,7 @@ class Driver(Protocol):
     model: ScriptedModel
     """The scripted model every run of this surface calls (its ``calls`` count the runs)."""
 
-    async def ask(self, who: Persona, text: str) -> AskHandle: ...
+    async def ask(self, who: Persona, text: str, *, where: Spot = "channel") -> AskHandle: ...
 
     async def redeliver(self, handle: AskHandle) -> Said:
         """The platform delivers the event of ``handle`` again (a retry, a replay); what
@@ -79,7 +82,7 @@ class Driver(Protocol):
     async def usage(self, who: Persona) -> Said:
         """``who`` asks what they have used today."""
 
-    async def reset(self, who: Persona) -> Said: ...
+    async def reset(self, who: Persona, *, where: Spot = "channel") -> Said: ...
 
     async def trace(self, who: Persona) -> Said:
         """The last trace of the place, as shown (files' text included)."""
@@ -87,8 +90,8 @@ class Driver(Protocol):
     async def final_text(self, handle: AskHandle) -> str:
         """The answer's message once final, normalised."""
 
-    async def history(self) -> list[dict[str, Any]]:
-        """The conversation's stored history (where ``asker`` asks)."""
+    async def history(self, conversation: str | None = None) -> list[dict[str, Any]]:
+        """A conversation's stored history (None: the place's, where ``asker`` asks)."""
 
     async def settled(self) -> None:
         """Every run the surface started has ended."""

@@ -107,6 +107,21 @@ async def reset(d: Driver) -> None:
     assert await d.history() == []
 
 
+async def reset_in_thread(d: Driver) -> None:
+    """A question in the thread the bot answered in, then a reset there: the conversation
+    that question went into is the one forgotten."""
+    first = await d.ask("asker", QUESTION)
+    await d.final_text(first)
+    await d.settled()
+    asked = await d.ask("asker", "and doubled?", where="thread")
+    await d.final_text(asked)
+    await d.settled()
+    threaded = next(t for t in await d.traces() if t.question == "and doubled?")
+    assert await d.history(threaded.conversation)
+    assert await d.reset("admin", where="thread") == normalise(words.RESET_DONE)
+    assert await d.history(threaded.conversation) == []
+
+
 async def trace(d: Driver) -> None:
     """The place's last trace on demand: none yet in the shared words, then the question."""
     assert await d.trace("asker") == normalise(words.NO_TRACE)
@@ -302,6 +317,17 @@ SCENARIOS = (
             "web": "web's /api/reset answers {ok: true} and says nothing: words.RESET_DONE "
             "is not said (plan §1 Reset: history only)",
         },
+    ),
+    Scenario(
+        "reset_in_thread",
+        reset_in_thread,
+        CALC * 2,
+        gaps={
+            "discord": "/reset in the bot's thread resets conversation_id(per_thread), not "
+            "the parent conversation its messages go to (plan §1 conversation of an event)",
+            "slack": NO_SLACK.format("reset", "Reset", "reset"),
+        },
+        skips={"web": "a web session has no threads"},
     ),
     Scenario(
         "trace",

@@ -13,7 +13,7 @@ from core.history import InMemoryHistoryStore
 from core.scripted import Turn
 from core.stores import InMemoryRunRegistry, RunRecord, RunRegistry
 from core.trace import Trace
-from tests.conformance.driver import AskHandle, Persona, Said, normalise
+from tests.conformance.driver import AskHandle, Persona, Said, Spot, normalise
 from tests.fakes.discord_server import CHANNEL_ID, ROLE_ID, Call
 from tests.integration.test_discord import Harness, content_of, running
 from tests.integration.test_discord_approval import SAVE, bots
@@ -91,9 +91,25 @@ class DiscordDriver:
         await self.h.fake.dispatch("INTERACTION_CREATE", submit)
         return await self._answer(submit)
 
-    async def ask(self, who: Persona, text: str) -> AskHandle:
+    async def _thread(self) -> int:
+        """The thread the bot opened under its answer."""
+
+        def threads() -> list[int]:
+            return [
+                cid
+                for cid, c in self.h.fake.channels.items()
+                if c.get("type") == 11 and c.get("parent_id") == str(CHANNEL_ID)
+            ]
+
+        await self.h.fake.wait_for_call(lambda _: bool(threads()), within=10.0)
+        return threads()[0]
+
+    async def ask(self, who: Persona, text: str, *, where: Spot = "channel") -> AskHandle:
         uid, name, roles = PEOPLE[who]
-        payload = self.h.fake.message_create(text, author_id=uid, name=name, roles=roles)
+        channel = CHANNEL_ID if where == "channel" else await self._thread()
+        payload = self.h.fake.message_create(
+            text, author_id=uid, name=name, roles=roles, channel_id=channel
+        )
         await self.h.fake.dispatch("MESSAGE_CREATE", payload)
         return AskHandle(who, text, payload)
 
@@ -198,17 +214,25 @@ class DiscordDriver:
         options: dict[str, str] | None = None,
         *,
         subcommand: str | None = None,
+        channel: int = CHANNEL_ID,
     ) -> Said:
         uid, user_name, roles = PEOPLE[who]
         payload = self.h.fake.interaction_create(
-            name, options, author_id=uid, user_name=user_name, roles=roles, subcommand=subcommand
+            name,
+            options,
+            author_id=uid,
+            user_name=user_name,
+            roles=roles,
+            subcommand=subcommand,
+            channel_id=channel,
         )
         self.h.fake.remember_interaction(payload)
         await self.h.fake.dispatch("INTERACTION_CREATE", payload)
         return await self._answer(payload)
 
-    async def reset(self, who: Persona) -> Said:
-        return await self._command(who, "reset")
+    async def reset(self, who: Persona, *, where: Spot = "channel") -> Said:
+        channel = CHANNEL_ID if where == "channel" else await self._thread()
+        return await self._command(who, "reset", channel=channel)
 
     async def trace(self, who: Persona) -> Said:
         return await self._command(who, "trace")
@@ -220,8 +244,8 @@ class DiscordDriver:
         assert reply is not None
         return normalise(str(reply["content"]), NAMES)
 
-    async def history(self) -> list[dict[str, Any]]:
-        return list(await self.h.history.load(CONVERSATION))
+    async def history(self, conversation: str | None = None) -> list[dict[str, Any]]:
+        return list(await self.h.history.load(conversation or CONVERSATION))
 
     async def settled(self) -> None:
         await self.h.settled()

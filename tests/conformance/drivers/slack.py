@@ -19,7 +19,7 @@ from adapters.slack.stream_render import FEEDBACK_ACTION_ID
 from core.scripted import Turn
 from core.stores import RunRecord
 from core.trace import Trace
-from tests.conformance.driver import AskHandle, Persona, Said, normalise
+from tests.conformance.driver import AskHandle, Persona, Said, Spot, normalise
 from tests.fakes.slack_server import BOT_USER_ID, TEAM_ID, FakeSlack, Message, message_text
 from tests.integration.test_slack_app import ASKER, CHANNEL, Harness, eventually, serving
 from tests.integration.test_slack_approval import DELETE, ApprovalHarness, approvals, waiting
@@ -99,7 +99,7 @@ class SlackDriver:
         said = self.h.fake.calls("chat.postEphemeral")[told:]
         return normalise(" ".join(str(c.args.get("text")) for c in said), NAMES)
 
-    async def ask(self, who: Persona, text: str) -> AskHandle:
+    async def ask(self, who: Persona, text: str, *, where: Spot = "channel") -> AskHandle:
         n = next(self._ts)
         mention = {
             "type": "app_mention",
@@ -110,6 +110,9 @@ class SlackDriver:
         }
         roots = len(self.h.fake.roots(CHANNEL))
         handle = AskHandle(who, text, mention, {"event_id": f"Ev{n}", "root": roots})
+        if where == "thread":  # the thread of the first answer
+            await eventually(lambda: bool(self.h.fake.roots(CHANNEL)))
+            mention["thread_ts"] = handle.extra["thread"] = self.h.fake.roots(CHANNEL)[0].ts
         status, _, _ = await self.h.event(mention, event_id=f"Ev{n}")
         assert status == 200
         return handle
@@ -185,21 +188,28 @@ class SlackDriver:
     async def usage(self, who: Persona) -> Said:
         return await self._settings(who, "usage")
 
-    async def reset(self, who: Persona) -> Said:
-        return await self._settings(who, "reset")  # decision 7: not a new slash command
+    async def reset(self, who: Persona, *, where: Spot = "channel") -> Said:
+        # decision 7: not a new slash command (and a slash command names no thread)
+        return await self._settings(who, "reset")
 
     async def trace(self, who: Persona) -> Said:
         return await self._settings(who, "trace")
 
     async def final_text(self, handle: AskHandle) -> str:
+        if "thread" in handle.extra:  # answered in the thread: its newest message
+            await self.h.settled()
+            replies = self.h.fake.replies(CHANNEL, handle.extra["thread"])
+            return normalise(message_text(replies[-1]), NAMES)
         await self._root_text(handle)
         await self.h.settled()
         return normalise(await self._root_text(handle), NAMES)
 
-    async def history(self) -> list[dict[str, Any]]:
-        traces = await self.traces()
-        assert traces, "no run here yet"
-        return list(await self.h.bot.agent.history.load(traces[0].conversation))
+    async def history(self, conversation: str | None = None) -> list[dict[str, Any]]:
+        if conversation is None:
+            traces = await self.traces()
+            assert traces, "no run here yet"
+            conversation = traces[0].conversation
+        return list(await self.h.bot.agent.history.load(conversation))
 
     async def settled(self) -> None:
         await self.h.settled()

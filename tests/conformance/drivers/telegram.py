@@ -14,7 +14,7 @@ from adapters.telegram.render import Button, TelegramPayload
 from core.scripted import Turn
 from core.stores import RunRecord
 from core.trace import Trace
-from tests.conformance.driver import AskHandle, Persona, Said, normalise
+from tests.conformance.driver import AskHandle, Persona, Said, Spot, normalise
 from tests.fakes.telegram_server import Message
 from tests.integration.test_telegram_bot import (
     ALICE,
@@ -27,6 +27,7 @@ from tests.integration.test_telegram_bot import (
 )
 
 ADMIN = BOB + 1
+TOPIC = 77
 PEOPLE: dict[Persona, int] = {"asker": ALICE, "other": BOB, "admin": ADMIN}
 
 
@@ -93,8 +94,9 @@ class TelegramDriver:
     def _replies(self, to: Message) -> list[Message]:
         return [m for m in self.h.fake.bot_messages(GROUP) if m.reply_to == to.id]
 
-    async def ask(self, who: Persona, text: str) -> AskHandle:
-        question = self.h.fake.user_says(GROUP, f"/ask {text}", user=PEOPLE[who])
+    async def ask(self, who: Persona, text: str, *, where: Spot = "channel") -> AskHandle:
+        topic = TOPIC if where == "thread" else None
+        question = self.h.fake.user_says(GROUP, f"/ask {text}", user=PEOPLE[who], thread=topic)
         return AskHandle(who, text, question)
 
     async def redeliver(self, handle: AskHandle) -> Said:
@@ -121,8 +123,8 @@ class TelegramDriver:
         await self.h.fake.wait_for(lambda: query in self.h.fake.answered, what="the answer")
         return normalise(str(self.h.fake.answered[query].get("text") or ""))
 
-    async def _command(self, who: Persona, command: str) -> Said:
-        sent = self.h.fake.user_says(GROUP, command, user=PEOPLE[who])
+    async def _command(self, who: Persona, command: str, *, topic: int | None = None) -> Said:
+        sent = self.h.fake.user_says(GROUP, command, user=PEOPLE[who], thread=topic)
         await self.h.fake.wait_for(lambda: bool(self._replies(sent)), what="the reply")
         if self._replies(sent)[0].document is not None:  # a trace: its .md and .json
             await self.h.fake.wait_for(lambda: len(self._replies(sent)) >= 2, what="documents")
@@ -145,8 +147,8 @@ class TelegramDriver:
     async def usage(self, who: Persona) -> Said:
         return await self._command(who, "/usage")
 
-    async def reset(self, who: Persona) -> Said:
-        return await self._command(who, "/reset")
+    async def reset(self, who: Persona, *, where: Spot = "channel") -> Said:
+        return await self._command(who, "/reset", topic=TOPIC if where == "thread" else None)
 
     async def trace(self, who: Persona) -> Said:
         return await self._command(who, "/trace")
@@ -161,8 +163,8 @@ class TelegramDriver:
         assert found is not None
         return normalise(found.text)
 
-    async def history(self) -> list[dict[str, Any]]:
-        return list(await self.h.stores.history.load(f"telegram:{GROUP}"))
+    async def history(self, conversation: str | None = None) -> list[dict[str, Any]]:
+        return list(await self.h.stores.history.load(conversation or f"telegram:{GROUP}"))
 
     async def settled(self) -> None:
         await self.h.bot.answering.settled()

@@ -15,7 +15,7 @@ import aiohttp
 from adapters.room import Room
 from core.scripted import Turn
 from core.trace import Trace
-from tests.conformance.driver import AskHandle, Persona, Said, normalise
+from tests.conformance.driver import AskHandle, Persona, Said, Spot, normalise
 from tests.integration.test_web_chat import DELETE, Chat, Events, _csrf, chats
 
 
@@ -37,7 +37,7 @@ class WebDriver:
                 return response.status, {"error": f"HTTP {response.status}"}
             return response.status, await response.json()
 
-    async def ask(self, who: Persona, text: str) -> AskHandle:
+    async def ask(self, who: Persona, text: str, *, where: Spot = "channel") -> AskHandle:
         status, body = await self._post(who, "/api/ask", {"question": text})
         if status != 202:  # refused: the page shows the error instead
             return AskHandle(who, text, None, {"said": normalise(str(body.get("error", "")))})
@@ -112,7 +112,7 @@ class WebDriver:
         _, body = await self._post(who, "/api/usage", {})
         return normalise(str(body.get("error", "")))
 
-    async def reset(self, who: Persona) -> Said:
+    async def reset(self, who: Persona, *, where: Spot = "channel") -> Said:
         _, body = await self._post(who, "/api/reset", {})
         return normalise(str(body.get("error", "")))
 
@@ -127,7 +127,7 @@ class WebDriver:
         parts = [(final.get("answer") or {}).get("text"), final.get("outcome"), final.get("footer")]
         return normalise(" ".join(str(p) for p in parts if p))
 
-    async def history(self) -> list[dict[str, Any]]:
+    async def history(self, conversation: str | None = None) -> list[dict[str, Any]]:
         return await self.c.history()
 
     async def settled(self) -> None:
