@@ -249,11 +249,6 @@ SCENARIOS = (
         duplicate_delivery_once,
         CALC * 2,
         gaps={"web": NO_CLAIMS_WEB},
-        skips={
-            "telegram": "the polling harness cannot redeliver: getUpdates' offset confirms "
-            "each update once; a webhook retry is claimed per update_id "
-            "(tests/integration/test_telegram_webhook.py)"
-        },
     ),
     Scenario(
         "burst_as_one",

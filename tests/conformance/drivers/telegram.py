@@ -1,6 +1,8 @@
 """The Telegram driver: ``tests/integration/test_telegram_bot.py``'s harness (the real
 python-telegram-bot client, polling the strict fake), in a supergroup: the shared place
-where Stop, reset and trace have more than one person to tell apart."""
+where Stop, reset and trace have more than one person to tell apart. Questions arrive
+through the bot's webhook route (``adapters.telegram.webhook``), as Telegram posts them in
+webhook mode, so that one can be delivered twice; presses and commands come by polling."""
 
 from __future__ import annotations
 
@@ -9,12 +11,16 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
+import aiohttp
+
 from adapters.room import Room
 from adapters.telegram.render import Button, TelegramPayload
+from adapters.telegram.webhook import SECRET_HEADER, WebhookServer
 from core.scripted import Turn
 from core.stores import RunRecord
 from core.trace import Trace
 from tests.conformance.driver import AskHandle, Persona, Said, Spot, normalise
+from tests.fakes.local_server import serve_locally
 from tests.fakes.telegram_server import Message
 from tests.integration.test_telegram_bot import (
     ALICE,
@@ -28,15 +34,23 @@ from tests.integration.test_telegram_bot import (
 
 ADMIN = BOB + 1
 TOPIC = 77
+HOOK_SECRET = "conformance-hook-secret"
 PEOPLE: dict[Persona, int] = {"asker": ALICE, "other": BOB, "admin": ADMIN}
 
 
 class TelegramDriver:
     platform = "telegram"
 
-    def __init__(self, harness: Harness) -> None:
+    def __init__(self, harness: Harness, hook: str, http: aiohttp.ClientSession) -> None:
         self.h = harness
         self.model = harness.model
+        self._hook, self._http = hook, http
+
+    async def _post(self, update: dict[str, Any]) -> None:
+        """``update`` as Telegram posts it to the bot's webhook route."""
+        headers = {SECRET_HEADER: HOOK_SECRET}
+        async with self._http.post(self._hook, json=update, headers=headers) as response:
+            assert response.status == 200, await response.text()
 
     async def orphan(self, question: str) -> AskHandle:
         run_id, conversation = "deadrun", f"telegram:{GROUP}"
@@ -97,10 +111,17 @@ class TelegramDriver:
     async def ask(self, who: Persona, text: str, *, where: Spot = "channel") -> AskHandle:
         topic = TOPIC if where == "thread" else None
         question = self.h.fake.user_says(GROUP, f"/ask {text}", user=PEOPLE[who], thread=topic)
-        return AskHandle(who, text, question)
+        # Questions come through the webhook route (no await since user_says: getUpdates
+        # never sees it), where a redelivery can be made as Telegram makes it.
+        update = self.h.fake._updates.pop()
+        await self._post(update)
+        return AskHandle(who, text, question, {"update": update})
 
     async def redeliver(self, handle: AskHandle) -> Said:
-        raise NotImplementedError("polling cannot redeliver a confirmed update")
+        await self._post(handle.extra["update"])  # Telegram's retry: the same update_id
+        await self.final_text(handle)
+        _answer, *more = self._replies(handle.ref)  # anything besides the one answer
+        return normalise(" ".join(m.text for m in more))
 
     def _live(self, handle: AskHandle) -> Message | None:
         return next((m for m in self._replies(handle.ref) if m.buttons and m.edits), None)
@@ -190,7 +211,7 @@ async def driving(
     room: int | None = None,
 ) -> AsyncIterator[Any]:
     leased = {} if lease is None else {"run_lease": lease}
-    async with bots() as make:
+    async with bots() as make, aiohttp.ClientSession() as http:
         harness = await make(
             list(turns),
             admins=frozenset({ADMIN}),
@@ -199,4 +220,9 @@ async def driving(
             room=None if room is None else Room(room),
             **leased,
         )
-        yield TelegramDriver(harness)
+        server = WebhookServer(harness.bot, path="/telegram/hook", secret=HOOK_SECRET)
+        runner, port = await serve_locally(server.application())
+        try:
+            yield TelegramDriver(harness, f"http://127.0.0.1:{port}/telegram/hook", http)
+        finally:
+            await runner.cleanup()
