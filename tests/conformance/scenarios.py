@@ -35,12 +35,13 @@ class Scenario:
     run: Callable[[Driver], Awaitable[None]]
     turns: list[Turn | str]
     merge_window: float = 0.0
+    """``agent.merge_window`` (0: no bursts)."""
     approval: bool = False
+    """The bot asks a person before the surface's ``ACT`` action runs."""
     lease: float | None = None
+    """``run_lease`` (None: the surface's default)."""
     room: int | None = None
     """The process's room (``agent.max_concurrent_runs``; None: the default)."""
-    """``run_lease`` (None: the surface's default)."""
-    """The bot asks a person before the surface's ``ACT`` action runs."""
     gaps: dict[str, str] = field(default_factory=dict)
     """platform -> why it fails today (the row is ``xfail(strict=True)``)."""
     skips: dict[str, str] = field(default_factory=dict)

@@ -71,8 +71,7 @@ class DiscordDriver:
         return list(self._ran)
 
     async def decide(self, who: Persona, handle: AskHandle, verdict: str) -> Said:
-        button = verdict
-        reply_id, custom_id = await self._reply_with(handle, f":{button}")
+        reply_id, custom_id = await self._reply_with(handle, f":{verdict}")
         uid, name, roles = PEOPLE[who]
         press = self.h.fake.button_press(
             reply_id, custom_id, author_id=uid, user_name=name, roles=roles
@@ -114,29 +113,21 @@ class DiscordDriver:
         return AskHandle(who, text, payload)
 
     async def redeliver(self, handle: AskHandle) -> Said:
-        before = len(self.h.fake.created)
         await self.h.fake.dispatch("MESSAGE_CREATE", handle.ref)  # a gateway replay
         await self.final_text(handle)
-        said = [self.h.fake.messages[m] for m in self.h.fake.created[before:]]
-        replies = [
-            m for m in said if m.get("message_reference") and m["id"] != self._reply_id(handle)
-        ]
-        return normalise(" ".join(str(m["content"]) for m in replies), NAMES)
+        _answer, *more = self._replies(handle)  # anything besides the one answer
+        return normalise(" ".join(str(m["content"]) for m in more), NAMES)
 
-    def _reply_id(self, handle: AskHandle) -> str | None:
-        reply = self._reply(handle)
-        return None if reply is None else str(reply["id"])
+    def _replies(self, handle: AskHandle) -> list[dict[str, Any]]:
+        asked = str(handle.ref["id"])
+        return [
+            m
+            for m in self.h.fake.messages.values()
+            if str((m.get("message_reference") or {}).get("message_id")) == asked
+        ]
 
     def _reply(self, handle: AskHandle) -> dict[str, Any] | None:
-        asked = str(handle.ref["id"])
-        return next(
-            (
-                m
-                for m in self.h.fake.messages.values()
-                if str((m.get("message_reference") or {}).get("message_id")) == asked
-            ),
-            None,
-        )
+        return next(iter(self._replies(handle)), None)
 
     async def _reply_with(self, handle: AskHandle, button: str) -> tuple[int, str]:
         def found(_: Call) -> bool:

@@ -26,6 +26,8 @@ from tests.integration.test_slack_approval import DELETE, ApprovalHarness, appro
 
 PEOPLE: dict[Persona, str] = {"asker": ASKER, "other": "U2BOB", "admin": "UADMIN"}
 NAMES = {"U1ADA": "ada", "U2BOB": "bob", "UADMIN": "admin"}
+ACK_WITHIN = 3.0
+"""Slack retries (and shows an error) when a request is not acknowledged within 3 s."""
 
 
 class SlackDriver:
@@ -113,8 +115,8 @@ class SlackDriver:
         if where == "thread":  # the thread of the first answer
             await eventually(lambda: bool(self.h.fake.roots(CHANNEL)))
             mention["thread_ts"] = handle.extra["thread"] = self.h.fake.roots(CHANNEL)[0].ts
-        status, _, _ = await self.h.event(mention, event_id=f"Ev{n}")
-        assert status == 200
+        status, _, seconds = await self.h.event(mention, event_id=f"Ev{n}")
+        assert status == 200 and seconds < ACK_WITHIN, "Slack's ack deadline"
         return handle
 
     async def redeliver(self, handle: AskHandle) -> Said:
@@ -169,8 +171,8 @@ class SlackDriver:
         return normalise(str(said[0].args["text"]), NAMES) if said else ""
 
     async def _settings(self, who: Persona, text: str) -> Said:
-        status, body, _ = await self.h.ask(text, user=PEOPLE[who], command="/ask-settings")
-        assert status == 200
+        status, body, seconds = await self.h.ask(text, user=PEOPLE[who], command="/ask-settings")
+        assert status == 200 and seconds < ACK_WITHIN, "Slack's ack deadline"
         try:
             return normalise(str(json.loads(body)["text"]), NAMES)
         except (ValueError, KeyError, TypeError):
