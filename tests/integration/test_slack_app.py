@@ -4,6 +4,7 @@ requests posted to it, its Web API client pointed at a local fake Slack, scripte
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import logging
@@ -176,6 +177,13 @@ async def fake() -> AsyncIterator[FakeSlack]:
 @pytest.fixture
 async def make(fake: FakeSlack) -> AsyncIterator[Callable[..., Any]]:
     """``await make(turns, **settings)`` -> a served Harness; torn down after the test."""
+    async with serving(fake) as build:
+        yield build
+
+
+@contextlib.asynccontextmanager
+async def serving(fake: FakeSlack) -> AsyncIterator[Callable[..., Any]]:
+    """``make`` outside pytest's fixtures (the conformance drivers use it)."""
     opened: list[tuple[HttpServer, SlackBot, aiohttp.ClientSession]] = []
 
     async def build(
@@ -222,7 +230,13 @@ async def make(fake: FakeSlack) -> AsyncIterator[Callable[..., Any]]:
             shutdown_grace=3.0,
         )
         settings = replace(settings, **overrides)
-        stores = in_memory_stores(cooldowns=cooldowns, stops=stops, runs=runs)
+        stores = in_memory_stores(  # the agent's history and traces, as served (one store)
+            cooldowns=cooldowns,
+            stops=stops,
+            runs=runs,
+            history=agent.history,
+            traces=agent.traces,
+        )
         shared = stores.channel_settings
         bot = SlackBot(
             agent,
@@ -240,11 +254,13 @@ async def make(fake: FakeSlack) -> AsyncIterator[Callable[..., Any]]:
         opened.append((server, bot, session))
         return Harness(fake, bot, model, f"http://127.0.0.1:{port}/slack/events", session)
 
-    yield build
-    for server, bot, session in opened:
-        await server.stop()
-        await bot.aclose()
-        await session.close()
+    try:
+        yield build
+    finally:
+        for server, bot, session in opened:
+            await server.stop()
+            await bot.aclose()
+            await session.close()
 
 
 def tool_then_answer(answer: str = "17*23 = 391.", *, delay: float = 0.0) -> list[Turn | str]:

@@ -6,6 +6,7 @@ two replicas sharing one Redis for a click that lands on the replica not running
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import json
 import logging
@@ -170,6 +171,13 @@ async def fake() -> AsyncIterator[FakeSlack]:
 async def make(fake: FakeSlack) -> AsyncIterator[Callable[..., Any]]:
     """``await make(turns, *, decisions=None, pending=None, approval_timeout=30, **settings)``:
     a served bot whose agent asks its ``ApprovalBroker`` before ``files_delete`` runs."""
+    async with approvals(fake) as build:
+        yield build
+
+
+@contextlib.asynccontextmanager
+async def approvals(fake: FakeSlack) -> AsyncIterator[Callable[..., Any]]:
+    """``make`` outside pytest's fixtures (the conformance drivers use it)."""
     opened: list[tuple[HttpServer, SlackBot, aiohttp.ClientSession]] = []
     brokers: list[ApprovalBroker] = []
 
@@ -246,13 +254,15 @@ async def make(fake: FakeSlack) -> AsyncIterator[Callable[..., Any]]:
         url = f"http://127.0.0.1:{port}/slack/events"
         return ApprovalHarness(fake, bot, model, url, session, ran=ran)
 
-    yield build
-    for server, bot, session in opened:
-        await server.stop()
-        await bot.aclose()
-        await session.close()
-    for broker in brokers:
-        await broker.aclose()
+    try:
+        yield build
+    finally:
+        for server, bot, session in opened:
+            await server.stop()
+            await bot.aclose()
+            await session.close()
+        for broker in brokers:
+            await broker.aclose()
 
 
 def prompts(h: Harness, call: int) -> str:

@@ -6,6 +6,7 @@ says no edit was identical ("message is not modified"), too long, or bad HTML.""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -15,6 +16,7 @@ import pytest
 from adapters import words
 from adapters.attachments import ConversationFiles
 from adapters.channels import ChannelChoices
+from adapters.room import Room
 from adapters.telegram.bot import NOT_HERE, TelegramBot, TelegramSettings
 from adapters.telegram.files import telegram_downloader
 from core.agent import Agent, AgentSettings
@@ -88,6 +90,14 @@ def _timedelta(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 async def make() -> AsyncIterator[Callable[..., Any]]:
+    async with bots() as build:
+        yield build
+
+
+@contextlib.asynccontextmanager
+async def bots() -> AsyncIterator[Callable[..., Any]]:
+    """``make`` outside pytest's fixtures (the conformance drivers use it); the caller sets
+    ``PTB_TIMEDELTA`` as the ``_timedelta`` fixture does."""
     opened: list[tuple[FakeTelegram, TelegramBot, ApprovalBroker, FileReaders | None]] = []
 
     async def build(
@@ -97,6 +107,7 @@ async def make() -> AsyncIterator[Callable[..., Any]]:
         files: FileLimits | None = None,
         vision: bool = False,
         shared: RedisStores | None = None,
+        room: Room | None = None,
         **settings: Any,
     ) -> Harness:
         """``files``: documents and photos are read, within these limits (in worker
@@ -164,18 +175,21 @@ async def make() -> AsyncIterator[Callable[..., Any]]:
             ),
             broker=broker,
             files=conversation_files,
+            room=room,
         )
         opened.append((fake, bot, broker, readers))
         await bot.start()
         return Harness(fake, bot, stores, model, deleted)
 
-    yield build
-    for fake, bot, broker, readers in opened:
-        await bot.aclose(grace=2.0)
-        await broker.aclose()
-        if readers is not None:
-            await readers.aclose()
-        await fake.__aexit__(None, None, None)
+    try:
+        yield build
+    finally:
+        for fake, bot, broker, readers in opened:
+            await bot.aclose(grace=2.0)
+            await broker.aclose()
+            if readers is not None:
+                await readers.aclose()
+            await fake.__aexit__(None, None, None)
 
 
 async def _calculate(expression: str) -> str:

@@ -6,6 +6,7 @@ tests/integration/test_web_chat_browser.py."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 import time
@@ -18,6 +19,7 @@ import pytest
 from aiohttp.test_utils import TestServer
 
 from adapters.channels import ChannelChoices
+from adapters.room import Room
 from adapters.web.chat import MAX_STREAMS, WebChat, WebChatRefused, WebSettings
 from bot.serve_web import page_signer
 from bot.web import add_trace_pages
@@ -83,6 +85,13 @@ class Events:
 
 @pytest.fixture
 async def make() -> AsyncIterator[Callable[..., Any]]:
+    async with chats() as build:
+        yield build
+
+
+@contextlib.asynccontextmanager
+async def chats() -> AsyncIterator[Callable[..., Any]]:
+    """``make`` outside pytest's fixtures (the conformance drivers use it)."""
     opened: list[tuple[TestServer, aiohttp.ClientSession, ApprovalBroker]] = []
 
     async def build(
@@ -90,6 +99,7 @@ async def make() -> AsyncIterator[Callable[..., Any]]:
         *,
         approval: bool = False,
         clock: Callable[[], float] = time.monotonic,
+        room: Room | None = None,
         **settings: Any,
     ) -> Chat:
         ran: list[str] = []
@@ -135,6 +145,7 @@ async def make() -> AsyncIterator[Callable[..., Any]]:
             secret=key,
             trace_link=lambda trace_id: f"/t/{trace_id}?{signer.query(trace_id)}",
             clock=clock,
+            room=room,
         )
         app = chat.application()
         add_trace_pages(app, traces=stores.traces, signer=signer)
@@ -150,11 +161,13 @@ async def make() -> AsyncIterator[Callable[..., Any]]:
                 csrf = _csrf(await page.text())
         return Chat(chat, url, http, csrf, model, ran)
 
-    yield build
-    for server, http, broker in opened:
-        await http.close()
-        await server.close()
-        await broker.aclose()
+    try:
+        yield build
+    finally:
+        for server, http, broker in opened:
+            await http.close()
+            await server.close()
+            await broker.aclose()
 
 
 class _NoSecrets:

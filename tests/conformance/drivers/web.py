@@ -1,0 +1,175 @@
+"""The web chat driver: ``tests/integration/test_web_chat.py``'s harness (the aiohttp app
+over real HTTP, a browser's session cookie and CSRF token, the live states over SSE).
+
+A web session is its own place: the asker's session is also where its "admin" acts (the
+web chat has no admins), and "other" is a second browser with a session of its own."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+
+from adapters.room import Room
+from core.scripted import Turn
+from core.trace import Trace
+from tests.conformance.driver import AskHandle, Persona, Said, Spot, normalise
+from tests.integration.test_web_chat import DELETE, Chat, Events, _csrf, chats
+
+
+class WebDriver:
+    platform = "web"
+
+    def __init__(self, chat: Chat, stream: Events, other: aiohttp.ClientSession, csrf: str):
+        self.c = chat
+        self.model = chat.model
+        self.stream = stream
+        self._other = (other, csrf)
+        self._asked = 0
+
+    async def _post(self, who: Persona, path: str, body: Any) -> tuple[int, Any]:
+        http, csrf = (self.c.http, self.c.csrf) if who != "other" else self._other
+        headers = {"X-CSRF-Token": csrf, "Origin": self.c.url}
+        async with http.post(self.c.url + path, json=body, headers=headers) as response:
+            if response.content_type != "application/json":
+                return response.status, {"error": f"HTTP {response.status}"}
+            return response.status, await response.json()
+
+    async def ask(self, who: Persona, text: str, *, where: Spot = "channel") -> AskHandle:
+        status, body = await self._post(who, "/api/ask", {"question": text})
+        if status != 202:  # refused: the page shows the error instead
+            return AskHandle(who, text, None, {"said": normalise(str(body.get("error", "")))})
+        handle = AskHandle(who, text, self._asked)
+        self._asked += 1
+        return handle
+
+    async def running(self, handle: AskHandle) -> None:
+        run = await self._run(handle)
+        await self.stream.until(lambda d: d.get("run") == run and bool(d.get("steps")))
+
+    async def refusal(self, handle: AskHandle) -> Said:
+        assert handle.ref is None, "it was answered"
+        return str(handle.extra["said"])
+
+    async def redeliver(self, handle: AskHandle) -> Said:
+        _, body = await self._post(handle.who, "/api/ask", {"question": handle.text})
+        return normalise(str(body.get("error", "")))  # a browser's retry of the POST
+
+    async def orphan(self, question: str) -> AskHandle:
+        raise NotImplementedError(
+            "the web chat finishes no orphan and has no Retry (plan §1 orphan finish, Retry)"
+        )
+
+    async def orphan_finished(self, handle: AskHandle) -> str:
+        raise NotImplementedError
+
+    async def press_retry(self, who: Persona, handle: AskHandle) -> Said:
+        raise NotImplementedError
+
+    def ran(self) -> list[object]:
+        return list(self.c.ran)
+
+    async def decide(self, who: Persona, handle: AskHandle, verdict: str) -> Said:
+        run = await self._run(handle)
+        waiting = await self.stream.until(lambda d: d.get("run") == run and d.get("pending"))
+        pending = waiting["pending"]
+        body = {"run": run, "step": pending["step"], "call": pending["call"], "verdict": verdict}
+        if verdict == "deny":
+            body["reason"] = "not now"
+        if verdict == "edit":
+            body["input"] = EDITED
+        _, answer = await self._post(who, "/api/decide", body)
+        return normalise(str(answer.get("error", "")))
+
+    def _runs(self) -> list[str]:
+        runs: list[str] = []
+        for state in self.stream.seen:
+            if state.get("run") and state["run"] not in runs:
+                runs.append(state["run"])
+        return runs
+
+    async def _run(self, handle: AskHandle) -> str:
+        await self.stream.until(lambda _: len(self._runs()) > handle.ref)
+        return self._runs()[handle.ref]
+
+    async def press_stop(self, who: Persona, handle: AskHandle) -> Said:
+        await self.running(handle)
+        _, body = await self._post(who, "/api/stop", {"run": await self._run(handle)})
+        return normalise(str(body.get("error", "")))
+
+    async def vote(self, who: Persona, handle: AskHandle, value: str) -> Said:
+        run = await self._run(handle)
+        _, body = await self._post(who, "/api/vote", {"run": run, "vote": value})
+        return normalise(str(body.get("error", "")))
+
+    async def settings(self, who: Persona, name: str, value: str) -> Said:
+        _, body = await self._post(who, f"/api/{name}", {name: value})
+        return normalise(str(body.get("error", "")))
+
+    async def usage(self, who: Persona) -> Said:
+        _, body = await self._post(who, "/api/usage", {})
+        return normalise(str(body.get("error", "")))
+
+    async def reset(self, who: Persona, *, where: Spot = "channel") -> Said:
+        _, body = await self._post(who, "/api/reset", {})
+        return normalise(str(body.get("error", "")))
+
+    async def trace(self, who: Persona) -> Said:
+        _, body = await self._post(who, "/api/trace", {})
+        return normalise(str(body.get("error", "")))
+
+    async def final_text(self, handle: AskHandle) -> str:
+        run = await self._run(handle)
+        final = await self.stream.until(lambda d: d.get("run") == run and d.get("final") is True)
+        await self.settled()
+        parts = [(final.get("answer") or {}).get("text"), final.get("outcome"), final.get("footer")]
+        return normalise(" ".join(str(p) for p in parts if p))
+
+    async def history(self, conversation: str | None = None) -> list[dict[str, Any]]:
+        return await self.c.history()
+
+    async def settled(self) -> None:
+        await self.c.chat.answering.settled()
+
+    async def traces(self) -> list[Trace]:
+        return list(await self.c.chat.stores.traces.recent())
+
+    def named(self, who: Persona) -> str | None:
+        return None  # "the person who asked"
+
+
+ACT = DELETE[0]
+EDITED = "edited.txt"
+
+
+@contextlib.asynccontextmanager
+async def driving(
+    turns: list[Turn | str],
+    *,
+    merge_window: float = 0.0,
+    approval: bool = False,
+    lease: float | None = None,
+    room: int | None = None,
+) -> AsyncIterator[Any]:
+    async with (
+        chats() as make,
+        aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as other,
+    ):
+        leased = {} if lease is None else {"run_lease": lease}
+        chat: Chat = await make(
+            list(turns),
+            merge_window=merge_window,
+            approval=approval,
+            room=None if room is None else Room(room),
+            **leased,
+        )
+        async with other.get(chat.url + "/") as page:
+            csrf = _csrf(await page.text())
+        response = await chat.http.get(chat.url + "/api/events")
+        assert response.status == 200
+        try:
+            yield WebDriver(chat, Events(response), other, csrf)
+        finally:
+            response.close()
