@@ -193,7 +193,9 @@ async def run(conversations: int, minutes: float, think: float, chunk_interval: 
             gc.collect()
             figures.rss_warm, figures.runs_warm = rss_bytes(), relay.counts.ended
             warm_cpu, warm_chunks = time.process_time(), relay.counts.chunks
+            figures.cpu_warm, figures.wall_warm = warm_cpu, time.monotonic()
             await asyncio.sleep(max(0.0, started + seconds - time.monotonic()))
+            figures.cpu_end, figures.wall_end = time.process_time(), time.monotonic()
             gc.collect()
             figures.rss_end, figures.runs_end = rss_bytes(), relay.counts.ended
             spent, chunks = time.process_time() - warm_cpu, relay.counts.chunks - warm_chunks
