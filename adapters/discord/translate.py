@@ -1,0 +1,140 @@
+"""Translating Discord's objects into ours: which conversation and settings a channel
+belongs to, who asked (``Asker``), why a message is a question. Pure functions over
+discord.py's objects (no I/O), so the cog that handles events stays about handling them.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+import discord
+
+from adapters.discord.access import Asker
+from adapters.discord.settings import DiscordSettings
+
+__all__ = [
+    "Why",
+    "asker_of",
+    "channel_name",
+    "conversation_id",
+    "is_bots_thread",
+    "names_others",
+    "places_of",
+    "question_from",
+    "replies_to",
+    "settings_key",
+    "why_question",
+]
+
+if TYPE_CHECKING:  # discord.py defines these unions for type checkers only
+    from discord.abc import MessageableChannel
+    from discord.interactions import InteractionChannel
+
+    Channel = MessageableChannel | InteractionChannel | None
+
+
+def settings_key(channel: Channel, channel_id: int) -> str:
+    """``discord:{channel}`` whose settings apply: a thread follows its parent channel."""
+    parent = getattr(channel, "parent_id", None) if isinstance(channel, discord.Thread) else None
+    return f"discord:{parent or channel_id}"
+
+
+def conversation_id(channel: Channel, channel_id: int, *, per_thread: bool) -> str:
+    """``discord:{channel}``; a thread is its own conversation unless ``per_thread`` is off.
+    A private thread is always its own: its history and traces never reach the channel."""
+    if (
+        isinstance(channel, discord.Thread)
+        and not per_thread
+        and channel.parent_id
+        and channel.type != discord.ChannelType.private_thread
+    ):
+        return f"discord:{channel.parent_id}"
+    return f"discord:{channel_id}"
+
+
+def places_of(channel: Channel, channel_id: int) -> tuple[int, ...]:
+    """The channel, a thread's parent, and the category: what ``allowed_channels`` may name."""
+    places = [channel_id]
+    parent = channel.parent if isinstance(channel, discord.Thread) else channel
+    if isinstance(channel, discord.Thread) and channel.parent_id:
+        places.append(channel.parent_id)
+    category_id = getattr(parent, "category_id", None)
+    if isinstance(category_id, int):
+        places.append(category_id)
+    return tuple(places)
+
+
+def asker_of(user: discord.User | discord.Member, channel: Channel, channel_id: int) -> Asker:
+    if not isinstance(user, discord.Member):
+        return Asker(user.id, places=(channel_id,))
+    try:
+        admin = user.guild_permissions.administrator
+    except (AttributeError, TypeError):  # roles not cached: treat as a regular member
+        admin = False
+    return Asker(
+        user_id=user.id,
+        role_ids=frozenset(user._roles),
+        guild_id=user.guild.id,
+        places=places_of(channel, channel_id),
+        guild_admin=admin,
+    )
+
+
+def channel_name(channel: Channel) -> str:
+    """``#general`` (a thread by its own name), ``DM``; "" when Discord gave no name."""
+    if isinstance(channel, discord.DMChannel):
+        return "DM"
+    name = getattr(channel, "name", None)
+    return f"#{name}" if isinstance(name, str) and name else ""
+
+
+def question_from(content: str, bot_id: int) -> str:
+    """The message text without the bot's own mention(s)."""
+    return re.sub(rf"<@!?{bot_id}>", " ", content).strip()
+
+
+Why = str
+"""Why a message is a question: ``dm``, ``mention`` or ``followup`` (no mention needed)."""
+
+
+def is_bots_thread(channel: Channel, bot_id: int) -> bool:
+    """A thread the bot opened (an answer's trace thread): talking there is talking to it."""
+    return isinstance(channel, discord.Thread) and channel.owner_id == bot_id
+
+
+def replies_to(message: discord.Message, bot_id: int) -> bool:
+    """A reply (message reference) to one of the bot's messages."""
+    ref = message.reference
+    resolved = ref.resolved if ref is not None else None
+    return isinstance(resolved, discord.Message) and resolved.author.id == bot_id
+
+
+def names_others(message: discord.Message, bot_id: int) -> bool:
+    """The message is addressed to someone else: a person (other than the bot), a role,
+    @everyone or @here. A reply's automatic ping of the bot is no one else."""
+    if message.mention_everyone or message.role_mentions:
+        return True
+    return any(user.id != bot_id for user in message.mentions)
+
+
+def why_question(message: discord.Message, bot_id: int, settings: DiscordSettings) -> Why | None:
+    """Why ``message`` is a question for the bot, or None: a DM, a mention in its text, or
+    (naming nobody else) a reply to the bot or a message in a thread it opened
+    (``reply_followups``), or any message in a free-response channel."""
+    if message.guild is None:
+        return "dm"
+    if bot_id in message.raw_mentions:
+        return "mention"
+    if names_others(message, bot_id):
+        return None
+    channel = message.channel
+    if settings.reply_followups and (
+        replies_to(message, bot_id) or is_bots_thread(channel, bot_id)
+    ):
+        return "followup"
+    free = settings.free_response_channels
+    parent = channel.parent_id if isinstance(channel, discord.Thread) else None
+    if channel.id in free or (parent is not None and parent in free):
+        return "followup"
+    return None
