@@ -7,6 +7,7 @@ before it is still claimed), and the lock is released at once, not after its lea
 from __future__ import annotations
 
 import asyncio
+import gc
 import io
 import signal
 import time
@@ -37,7 +38,21 @@ from tests.integration.redis_topologies import (
     wait_for,
 )
 
-pytestmark = pytest.mark.slow  # the sentinels take 1-3 s to meet; a failover 1-4 s
+pytestmark = [
+    pytest.mark.slow,  # the sentinels take 1-3 s to meet; a failover 1-4 s
+    # A connection to the primary these tests kill can be left open by redis-py's sentinel
+    # pool (on a failover it disconnects only the idle ones) and be collected later: its
+    # ResourceWarning, raised in whatever test the collector then runs in, failed unrelated
+    # tests now and then (on 3.12 most). Kept to this module and collected at its tests' end
+    # (``_collected_here``); the leak itself is not yet found (CHANGELOG, issue 40).
+    pytest.mark.filterwarnings("ignore::ResourceWarning"),
+]
+
+
+@pytest.fixture(autouse=True)
+def _collected_here() -> Iterator[None]:
+    yield
+    gc.collect()  # under this module's filter: the killed primary's connections end here
 
 
 @pytest.fixture
