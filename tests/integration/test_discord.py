@@ -497,6 +497,7 @@ async def test_a_spent_token_budget_refuses_the_next_mention_in_one_line() -> No
         assert (await usage_reply(h)).startswith("You have used 0 tokens of your 500 for today.")
         await h.mention("what is 17*23+4?")
         await h.finished()
+        await h.settled()  # the run counted: its tokens are settled after its last post
         assert (await usage_reply(h)).startswith("You have used 540 tokens of your 500")
         await h.mention("and 2+2?")
         refusal = await h.fake.wait_for_call(lambda c: "tokens for today" in content_of(c))
