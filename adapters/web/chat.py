@@ -662,7 +662,7 @@ class WebChat:
         if request_ is None:
             return self._json({"error": words.DECISION_GONE}, 409)
         if not await self.answering.may_decide(request_.run_id, _press(session)):
-            return self._json({"error": words.decide_refused("asker")}, 403)
+            return self._json({"error": words.decide_refused(self.settings.approvers)}, 403)
         reason = str(body.get("reason", ""))[:500].strip()
         edited: str | None = None
         if verdict == "edit":
