@@ -1,115 +1,50 @@
-"""Turn a model's ReAct reply into one Step, whole (``parse``) or as it streams (``StreamParser``).
-
-The prompt asks for::
-
-    Thought: ...
-    Action: name[input]            # one per reply; ``finish[answer]`` ends the run
-
-Real models drift from that, so these shapes are accepted too: numbered labels
-(``Action 2:``), ``Action: x`` + ``Action Input: y``, ``Final Answer:`` / ``Answer:``,
-``Action: finish`` + ``Answer:``, markdown-bold labels, full-width colons, a JSON tool call
-(``{"action": ..., "action_input": ...}`` or ``{"name": ..., "arguments": ...}``, fenced or
-not, ``arguments`` itself JSON text or an object), text after the closing bracket, an Action
-Input over several lines (a fenced code block) up to the next label, a reply that is only
-``name[input]`` with no label at all, JSON-escaped text whose line breaks arrived as literal
-``\n`` (read as line breaks up to the first real one), and a hallucinated ``Observation:``
-(it and everything after it are dropped).
-
-How the text is read:
-
-* Labels are only recognised at the start of a line. The start of each line is held back
-  until it is known not to be a label (at most ``_MAX_HEAD`` characters), so a live display
-  never shows half a label such as ``"\\nAct"``; everything else is emitted as it arrives.
-* Brackets are matched by depth, so ``search[C++ [lang]]`` keeps its inner brackets and the
-  action is known the moment its bracket closes. If the bracket never closes, the input runs
-  to the end of the reply (or the ``Observation:``), minus one trailing ``]``.
-* ``parse`` is the stream parser fed the whole text, so both always agree.
-
-Every character is looked at a bounded number of times (line heads are bounded, bodies are
-scanned once), so feeding n characters in any chunking is O(n).
-"""
+"""The stream parser: ``feed`` chunks, ``close``, ``result``; ``parse`` feeds it a whole reply."""
 
 from __future__ import annotations
 
 import enum
-import functools
-import json
-import re
-from dataclasses import dataclass
-from typing import Any, Literal
 
-from core.errors import ReactbotError
-
-__all__ = [
-    "Action",
-    "ActionFound",
-    "AnswerText",
-    "ParseError",
-    "ParseEvent",
-    "Step",
-    "StreamParser",
-    "ThoughtText",
-    "parse",
-]
-
-
-class ParseError(ReactbotError):
-    """The reply holds no usable action or answer; the message says what is missing."""
-
-
-@dataclass(frozen=True, slots=True)
-class Action:
-    name: str
-    input: str
-
-
-@dataclass(frozen=True, slots=True)
-class Step:
-    thought: str | None
-    action: Action | None
-    answer: str | None
-
-
-# The two text events are made for nearly every chunk a model streams, and a frozen
-# dataclass costs twice as much to build; nothing changes one once it is returned.
-@dataclass(slots=True)
-class ThoughtText:
-    text: str
-    labelled: bool = True
-    """False for text before any label: it may turn out to be a reply with no usable
-    format, so a display may hold it back until the reply says which it is."""
-
-
-@dataclass(slots=True)
-class AnswerText:
-    text: str
-
-
-@dataclass(frozen=True, slots=True)
-class ActionFound:
-    action: Action
-
-
-ParseEvent = ThoughtText | AnswerText | ActionFound
-
-EMPTY_REPLY = "the reply is empty"
-NO_LABELS = "no Thought, Action or Answer label found in the reply"
-NO_ACTION = "no Action or Answer found after the Thought"
-NO_TOOL_NAME = "the Action has no tool name"
-NO_FINISH_ANSWER = "the finish action has no answer"
-EMPTY_ANSWER = "the final answer is empty"
-NOT_A_TOOL_CALL = "the Action is not a tool call: expected name[input]"
-BAD_JSON_ACTION = "the Action is neither name[input] nor a JSON tool call"
-INPUT_WITHOUT_ACTION = "an Action Input came before any Action"
-
-_FINISH_NAMES = frozenset({"finish", "final answer", "final_answer", "finalanswer", "answer"})
-
-# Longest line start that may still be a label, with room for indentation and decoration
-# ("  **Final Answer 12**：**"); past this a line is plain text.
-_MAX_HEAD = 64
-_BLANKS = " \t\u3000"
-_COLONS = ":："
-_MAX_STEP_DIGITS = 4
+from core.parser.heads import (
+    _ALL_LABELS,
+    _HEAD_SCANS,
+    _HEAD_SCANS_KEPT,
+    _TEXT,
+    _cut_stop,
+    _HeadScan,
+    _Label,
+    _scan_head,
+)
+from core.parser.types import (
+    _BLANKS,
+    _MAX_HEAD,
+    BAD_JSON_ACTION,
+    EMPTY_ANSWER,
+    EMPTY_REPLY,
+    INPUT_WITHOUT_ACTION,
+    NO_ACTION,
+    NO_FINISH_ANSWER,
+    NO_LABELS,
+    NO_TOOL_NAME,
+    NOT_A_TOOL_CALL,
+    Action,
+    ActionFound,
+    AnswerText,
+    ParseError,
+    ParseEvent,
+    Step,
+    ThoughtText,
+)
+from core.parser.values import (
+    _BRACKETS,
+    _CALL_NAME,
+    _MAX_CALL_NAME,
+    _clean_name,
+    _decode_action_input,
+    _is_finish,
+    _json_tool_call,
+    _looks_like_tool_name,
+    _whole_call,
+)
 
 
 def parse(text: str) -> Step:
@@ -118,351 +53,6 @@ def parse(text: str) -> Step:
     parser.feed(text)
     parser.close()
     return parser.result()
-
-
-# --- line heads: is the start of this line a label? -------------------------------------------
-
-
-class _Label(enum.Enum):
-    THOUGHT = enum.auto()
-    ACTION = enum.auto()
-    INPUT = enum.auto()
-    ANSWER = enum.auto()
-    OBSERVATION = enum.auto()
-
-    # Members are singletons compared by identity, so identity hashing is consistent with
-    # equality and skips Enum.__hash__, a Python-level call on every set or cache look-up.
-    __hash__ = object.__hash__
-
-
-_ALL_LABELS = frozenset(_Label)
-
-# Order does not matter: a word only counts when a colon follows it, so "Action" cannot
-# swallow "Action Input:" and "Thought" cannot swallow "Thoughts:".
-_KEYWORDS: tuple[tuple[str, _Label], ...] = (
-    ("final answer", _Label.ANSWER),
-    ("answer", _Label.ANSWER),
-    ("action input", _Label.INPUT),
-    ("action", _Label.ACTION),
-    ("thoughts", _Label.THOUGHT),
-    ("thought", _Label.THOUGHT),
-    ("observation", _Label.OBSERVATION),
-)
-
-
-@dataclass(frozen=True, slots=True)
-class _HeadScan:
-    kind: Literal["label", "json", "text", "more"]
-    label: _Label | None = None
-    end: int = 0
-    """For a label: where its value starts in the line."""
-
-
-_MORE = _HeadScan("more")
-_TEXT = _HeadScan("text")
-_JSON = _HeadScan("json")
-
-
-def _undecided(final: bool) -> _HeadScan:
-    """A head that ran out mid-label: wait for more, unless the line is already complete."""
-    return _TEXT if final else _MORE
-
-
-def _skip_blanks(text: str, i: int) -> int:
-    while i < len(text) and text[i] in _BLANKS:
-        i += 1
-    return i
-
-
-@dataclass(frozen=True, slots=True)
-class _Keywords:
-    """The keywords of one set of labels, arranged for a quick look-up."""
-
-    by_first_letter: dict[str, tuple[tuple[str, _Label], ...]]
-    """In ``_KEYWORDS`` order."""
-    proper_prefixes: frozenset[str]
-    """Lower-cased, with "_" for a space as well: a head that is one of these is undecided."""
-
-
-def _keywords(labels: frozenset[_Label]) -> _Keywords:
-    keywords = _KEYWORDS_BY_LABELS.get(labels)
-    if keywords is None:
-        by_first_letter: dict[str, list[tuple[str, _Label]]] = {}
-        prefixes: set[str] = set()
-        for word, label in _KEYWORDS:
-            if label in labels:
-                by_first_letter.setdefault(word[0], []).append((word, label))
-                for k in range(1, len(word)):
-                    prefixes.update((word[:k], word[:k].replace(" ", "_")))
-        keywords = _Keywords(
-            {first: tuple(words) for first, words in by_first_letter.items()}, frozenset(prefixes)
-        )
-        _KEYWORDS_BY_LABELS[labels] = keywords
-    return keywords
-
-
-_KEYWORDS_BY_LABELS: dict[frozenset[_Label], _Keywords] = {}
-_LONGEST_KEYWORD = max(len(word) for word, _ in _KEYWORDS)
-
-# What a line must start with to be anything but plain text: a blank, bold "**", a JSON "{" or
-# "```", or a character whose lower case is a keyword's first letter.
-_HEAD_MARKS = frozenset(_BLANKS + "*{`")
-_FIRST_LETTERS = frozenset(word[0] for word, _ in _KEYWORDS)
-
-# A complete label, ``[**] word [digits] [**] :``, in one match against the lower-cased head.
-# Blanks, digits, "*", "_" and colons have no case, and str.lower() maps no character to one of
-# them (letters lower-case to letters), so it only touches the keyword's letters, exactly as
-# the character-by-character ``_scan_label`` does. Whatever this
-# does not match (a head that ends early, a label not wanted here, "**" that never opened)
-# takes the long way, which decides everything.
-_BLANK_CLASS = "[" + _BLANKS + "]"
-_LABEL_LINE = re.compile(
-    f"{_BLANK_CLASS}*(\\*\\*{_BLANK_CLASS}*)?("
-    + "|".join(re.escape(word).replace(r"\ ", "[ _]") for word, _ in _KEYWORDS)
-    + f"){_BLANK_CLASS}*[0-9]{{0,{_MAX_STEP_DIGITS}}}{_BLANK_CLASS}*"
-    + f"(\\*\\*{_BLANK_CLASS}*)?[{_COLONS}]"
-)
-_KEYWORD_LABELS = {word.replace(" ", "_"): label for word, label in _KEYWORDS} | dict(_KEYWORDS)
-
-
-def _scan_head(head: str, *, labels: frozenset[_Label], json_ok: bool, final: bool) -> _HeadScan:
-    """Classify a line start. Prefix-stable: a decided answer never changes with more text."""
-    if not head or (head[0] in _BLANKS and not head.strip(_BLANKS)):
-        return _undecided(final) if labels else _TEXT  # nothing but indentation yet
-    first = head[0]
-    if first not in _HEAD_MARKS and first.lower() not in _FIRST_LETTERS:
-        return _TEXT  # most lines of prose
-    n = len(head)
-    folded = head.lower()
-    exact = len(folded) == n  # else some character lower-cased to several: positions shift
-    keywords = _keywords(labels)
-    if exact:
-        if folded in keywords.proper_prefixes:
-            return _TEXT if final else _MORE  # "Act": a keyword, cut short
-        # The common case: the whole label is already in the head.
-        match = _LABEL_LINE.match(folded)
-        if match is not None:
-            opening, word, closing = match.group(1, 2, 3)
-            label = _KEYWORD_LABELS[word]
-            if label in labels:
-                if opening is None:
-                    if closing is None:  # plain "Action:", the commonest label of all
-                        return _label_scan(label, match.end())
-                else:
-                    return _label_value(
-                        head, match.end(), label, bold=True, closed=closing is not None, final=final
-                    )
-    i = _skip_blanks(head, 0)
-    if json_ok:
-        if head.startswith(("{", "```"), i):
-            return _JSON
-        if i < n and "```".startswith(head[i:]):
-            return _undecided(final)
-    if not labels:
-        return _TEXT
-    bold = head.startswith("**", i)
-    if bold:
-        i = _skip_blanks(head, i + 2)
-    elif i == n - 1 and head[i] == "*":
-        return _undecided(final)
-    if i == n:
-        return _undecided(final)
-    # Only the keywords sharing the line's first letter can match.
-    candidates = keywords.by_first_letter.get(head[i].lower())
-    if candidates is None:
-        return _TEXT
-    # The possible keyword, lower-cased once; "_" stands for the space in "action_input" (and
-    # elsewhere mismatches a letter, as it always did).
-    window = folded[i : i + _LONGEST_KEYWORD].replace("_", " ")
-    waiting = False
-    for word, label in candidates:
-        if exact:
-            prefix = window[: len(word)]
-            if not word.startswith(prefix):
-                continue
-            if len(prefix) < len(word):
-                waiting = waiting or not final  # the head ends inside the keyword
-                continue
-            scan = _scan_label_tail(head, i + len(word), label, bold=bold, final=final)
-        else:
-            scan = _scan_label(head, i, word, label, bold=bold, final=final)
-        if scan.kind == "label":
-            return scan
-        waiting = waiting or scan.kind == "more"
-    return _MORE if waiting else _TEXT
-
-
-def _scan_label(
-    head: str, i: int, word: str, label: _Label, *, bold: bool, final: bool
-) -> _HeadScan:
-    """Match ``word [digits] [**] :`` (and a closing ``**`` after the colon) from ``i``."""
-    n = len(head)
-    for expected in word:
-        if i == n:
-            return _undecided(final)
-        char = head[i].lower()
-        if char != expected and not (expected == " " and char == "_"):
-            return _TEXT
-        i += 1
-    return _scan_label_tail(head, i, label, bold=bold, final=final)
-
-
-def _scan_label_tail(head: str, i: int, label: _Label, *, bold: bool, final: bool) -> _HeadScan:
-    """After a label's keyword: ``[digits] [**] :`` (and a closing ``**`` after the colon)."""
-    n = len(head)
-    i = _skip_blanks(head, i)
-    digits_start = i
-    while i < n and "0" <= head[i] <= "9" and i - digits_start < _MAX_STEP_DIGITS:
-        i += 1
-    i = _skip_blanks(head, i)
-    closed = False
-    if bold and head.startswith("**", i):
-        closed = True
-        i = _skip_blanks(head, i + 2)
-    elif bold and i == n - 1 and head[i] == "*":
-        return _undecided(final)
-    if i == n:
-        return _undecided(final)
-    if head[i] not in _COLONS:
-        return _TEXT
-    return _label_value(head, i + 1, label, bold=bold, closed=closed, final=final)
-
-
-def _label_value(
-    head: str, i: int, label: _Label, *, bold: bool, closed: bool, final: bool
-) -> _HeadScan:
-    """A label whose colon ends at ``i``: where does its value start?"""
-    if bold and not closed:
-        # "**Thought:** x": the closing ** belongs to the label, not to the value.
-        n = len(head)
-        after = _skip_blanks(head, i)
-        if head.startswith("**", after):
-            return _label_scan(label, after + 2)
-        if not final and (after == n or (after == n - 1 and head[after] == "*")):
-            return _MORE
-    return _label_scan(label, i)
-
-
-# _scan_head is pure and replies repeat their line starts ("Thought:", "Action: search[", the
-# same token splits from the same model), so its answers are kept: a look-up costs a fraction of
-# a scan. Bounded (heads are at most _MAX_HEAD characters); emptied when full.
-_HEAD_SCANS: dict[tuple[str, frozenset[_Label], bool, bool], _HeadScan] = {}
-_HEAD_SCANS_KEPT = 1024
-
-
-@functools.cache
-def _label_scan(label: _Label, end: int) -> _HeadScan:
-    """Label results are shared: there are only so many labels and head positions."""
-    return _HeadScan("label", label, end)
-
-
-_STOP_LABEL = "Observation"
-"""The label the stop sequence ends at (``core.prompt.STOP``)."""
-
-
-def _cut_stop(head: str) -> bool:
-    """The reply's last line is the start of ``Observation`` (``Obs``): the provider stopped
-    inside the stop sequence, so it is the sequence's remains, not the field's text."""
-    word = head.strip(_BLANKS)
-    return len(word) >= 2 and _STOP_LABEL.startswith(word)
-
-
-# --- values: names, Action Input text and JSON tool calls ---------------------------------------
-
-_BARE_NAME = re.compile(r"[\w.\- ]{1,48}")
-_MAX_BARE_NAME_WORDS = 3
-_NAME_KEYS = ("action", "name", "tool", "tool_name")
-_INPUT_KEYS = ("action_input", "arguments", "input", "tool_input", "args", "parameters")
-
-
-def _clean_name(raw: str) -> str:
-    """``**Search**`` or `` `search` `` -> ``search``: models decorate names as they like."""
-    return raw.strip().strip("`*\"'").strip().lower()
-
-
-def _is_finish(name: str) -> bool:
-    return name in _FINISH_NAMES
-
-
-def _looks_like_tool_name(name: str) -> bool:
-    """Reject prose after ``Action:`` ("I will search for it") that has no brackets."""
-    return bool(_BARE_NAME.fullmatch(name)) and len(name.split()) <= _MAX_BARE_NAME_WORDS
-
-
-def _whole_call(text: str) -> bool:
-    """``name[...]`` and nothing else: the first bracket closes at the very end."""
-    name = _CALL_NAME.match(text)
-    if name is None or not text.startswith("[", name.end()):
-        return False
-    depth = 0
-    for match in _BRACKETS.finditer(text, name.end()):
-        depth += 1 if match.group() == "[" else -1
-        if depth == 0:
-            return match.end() == len(text)
-    return False
-
-
-def _strip_fence(text: str) -> str:
-    if not text.startswith("```"):
-        return text
-    body = text.split("\n", 1)[1] if "\n" in text else ""
-    return body.split("```", 1)[0].strip()
-
-
-def _argument_text(value: Any) -> str:
-    """An input as the model wrote it: one string as itself, anything else as JSON. An object
-    stays an object, even with one key: only the tool knows whether it takes one plain string
-    (``core.acting.Tools.text_action`` reads ``{"query": "x"}`` as ``x`` for such a tool)."""
-    if value is None:
-        return ""
-    if isinstance(value, str):
-        text = value.strip()
-        if text.startswith("{"):
-            # OpenAI-style "arguments" is itself JSON-encoded text.
-            try:
-                decoded = json.loads(text)
-            except ValueError:
-                return text
-            if isinstance(decoded, dict):
-                return _argument_text(decoded)
-        return text
-    return json.dumps(value, ensure_ascii=False)
-
-
-def _decode_action_input(raw: str) -> str:
-    """The text after ``Action Input:`` up to the next label: JSON when it looks like JSON,
-    the body of a fenced code block, else the plain text, all its lines kept."""
-    text = _strip_fence(raw.strip())
-    if text[:1] in ("{", '"', "["):
-        try:
-            value, end = json.JSONDecoder().raw_decode(text)
-        except ValueError:
-            return text
-        if isinstance(value, str):
-            return _argument_text(value)
-        return text[:end]
-    return text
-
-
-def _json_tool_call(raw: str) -> Action | str | None:
-    """A JSON tool call in ``raw``: an Action, the answer text for finish, or None."""
-    start = raw.find("{")
-    if start == -1:
-        return None
-    try:
-        obj, _ = json.JSONDecoder().raw_decode(raw, start)
-    except ValueError:
-        return None
-    if not isinstance(obj, dict):
-        return None
-    if isinstance(obj.get("function"), dict):
-        obj = obj["function"]
-    name = next((obj[k] for k in _NAME_KEYS if isinstance(obj.get(k), str)), "")
-    name = _clean_name(name)
-    if not name:
-        return None
-    argument = _argument_text(next((obj[k] for k in _INPUT_KEYS if k in obj), None))
-    return argument if _is_finish(name) else Action(name, argument)
 
 
 # --- the stream parser ---------------------------------------------------------------------------
@@ -484,9 +74,6 @@ class _State(enum.Enum):
 # contain a line starting with "Answer:". An answer ends when a new step starts.
 _LABELS_IN_BRACKET = frozenset({_Label.OBSERVATION})
 _LABELS_IN_ANSWER = frozenset({_Label.OBSERVATION, _Label.THOUGHT, _Label.ACTION})
-_BRACKETS = re.compile(r"[\[\]]")
-_CALL_NAME = re.compile(r"[A-Za-z_][\w.\-]*")
-_MAX_CALL_NAME = 64
 
 
 class StreamParser:
