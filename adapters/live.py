@@ -25,7 +25,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Generic, Literal, Protocol, TypeVar, assert_never
+from typing import Generic, Literal, Protocol, TypeVar, assert_never, cast, get_args
 
 from adapters.pacing import EditPacer, Priority
 from core.errors import ReactbotError
@@ -33,6 +33,7 @@ from core.events import (
     ActionDecided,
     AnswerDelta,
     ApprovalDecided,
+    ApprovalOutcome,
     ApprovalRequested,
     Cancelled,
     Event,
@@ -163,6 +164,28 @@ def approval_words(event: ApprovalDecided) -> str:
     ).describe()
 
 
+def _decided(step: int, call: int, record: ApprovalRecord | None) -> ApprovalDecided | None:
+    if record is None or record.outcome not in _OUTCOMES:
+        return None
+    outcome = cast(ApprovalOutcome, record.outcome)
+    by, reason = record.by, record.reason
+    return ApprovalDecided(step, call, outcome, by, record.input or "", reason, record.remembered)
+
+
+_OUTCOMES = frozenset(get_args(ApprovalOutcome))
+
+
+def _final_event(trace: Trace) -> FinalEvent:
+    """The final event a finished trace stands for (an interrupted run reads as failed)."""
+    match trace.status:
+        case "answered" | "refused" | "unformatted" | "best_effort" as status:
+            return Finished(trace, trace.answer or "", status)
+        case "cancelled":
+            return Cancelled(trace, trace.stopped_by)
+        case _:
+            return Failed(trace, trace.reason or "The run did not finish.", "internal")
+
+
 # ---- state ------------------------------------------------------------------------------
 
 
@@ -241,6 +264,40 @@ class RunView:
     def elapsed(self, now: float | None = None) -> float:
         end = self.ended_at if self.ended_at is not None else (now or time.monotonic())
         return max(0.0, end - self.started_at)
+
+    @classmethod
+    def of_trace(cls, trace: Trace, *, verbosity: Verbosity = "full") -> RunView:
+        """The final view of a finished run as its trace recorded it, so a page reloaded
+        later draws the same steps, answer and sources its live message showed."""
+        view = cls(
+            question=trace.question,
+            asker=trace.user,
+            model=trace.models[0] if trace.models else "",
+            mode=trace.mode,
+            verbosity=verbosity,
+            started_at=trace.started_at,
+        )
+        for step in trace.steps:
+            if step.kind == "format_error":
+                continue
+            view.steps.append(
+                StepView(
+                    step.index,
+                    thought=step.thought,
+                    reasoning=step.reasoning,
+                    action=step.action,
+                    action_input=step.action_input,
+                    observation=step.observation,
+                    error=step.error is not None,
+                    sources=tuple(step.sources),
+                    final=step.kind == "final",
+                    call=step.call,
+                    approval=_decided(step.index, step.call, step.approval),
+                )
+            )
+        view.apply(_final_event(trace))
+        view.ended_at = trace.ended_at
+        return view
 
     def apply(self, event: Event) -> None:
         match event:

@@ -535,24 +535,27 @@ class WebChat:
 
     # ---- the API ----------------------------------------------------------------------------
     async def history(self, request: web.Request) -> web.Response:
+        """The conversation so far, each finished answer drawn as its live message ended (steps,
+        answer, sources, footer) from its trace; an answer whose trace is gone shows as text."""
         session = self._session(request)
         messages = await self.stores.history.load(session.conversation)
         traces = {t.question: t for t in await self.stores.traces.list(session.conversation)}
+        verbosity = await self.answering.choices.verbosity(session.conversation)
         turns: list[dict[str, Any]] = []
         question: str | None = None
         for message in messages[-2 * HISTORY_TURNS :]:
             if message["role"] == "user" and message["content"].startswith(QUESTION_PREFIX):
                 question = message["content"].removeprefix(QUESTION_PREFIX)
             elif message["role"] == "assistant" and question is not None:
-                trace = traces.get(question)
-                link = self.trace_link(trace.id) if trace and self.trace_link else None
-                turns.append(
-                    {
-                        "question": clean(question, 4_000),
-                        "answer": clean(message["content"], 40_000),
-                        "trace_url": link,
-                    }
+                renderer = WebRenderer(
+                    f"earlier-{len(turns)}", clock=time.monotonic, trace_link=self.trace_link
                 )
+                trace = traces.get(question)
+                if trace is not None and trace.status != "running":
+                    view = RunView.of_trace(trace, verbosity=verbosity or self.settings.verbosity)
+                    turns.append(renderer.final(view).data())
+                else:
+                    turns.append(renderer.earlier(question, message["content"]).data())
                 question = None
         return self._json({"turns": turns})
 

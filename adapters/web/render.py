@@ -179,3 +179,17 @@ class WebRenderer:
                 "outcome": clean(text, 2_000)["text"],
             }
         )
+
+    def earlier(self, question: str, answer: str) -> WebPayload:
+        """An answer from the history whose trace is gone (expired): its words only."""
+        return WebPayload.of(
+            {
+                "type": "run",
+                "run": self.run_id,
+                "question": clean(question, FIELD_CHARS),
+                "phase": "answered",
+                "final": True,
+                "answer": clean(answer, ANSWER_CHARS),
+                "footer": "earlier",
+            }
+        )

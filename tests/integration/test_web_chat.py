@@ -26,6 +26,7 @@ from bot.web import add_trace_pages
 from core.agent import Agent, AgentSettings
 from core.approval import ApprovalBroker, InMemoryDecisions, InMemoryPending
 from core.budgets import InMemoryUsageCounters, TokenBudgets
+from core.prompt import QUESTION_PREFIX
 from core.scripted import ScriptedModel, Turn
 from core.storage import Stores
 from core.tools import FunctionTool, ToolHints, ToolRegistry
@@ -285,8 +286,27 @@ async def test_a_question_streams_its_steps_then_the_answer_and_links_the_trace(
         ("what is 17*23+4?", "17*23+4 = 395")
     ]
     assert turns[0]["trace_url"].split("?")[0] == final["trace_url"].split("?")[0]
+    shown = {k: turns[0][k] for k in ("steps", "footer", "sources", "phase", "final")}
+    assert shown == {k: final[k] for k in shown}, "a reload draws what the live message ended as"
     assert (await c.post("/api/reset", {}))[0] == 200
     assert await c.history() == []
+
+
+async def test_an_answer_whose_trace_is_gone_still_shows_after_a_reload(make: Any) -> None:
+    c: Chat = await make([])
+    assert await c.history() == []  # signs the session in
+    (session,) = c.chat.sessions.all()
+    await c.chat.stores.history.append(
+        session.conversation,
+        {"role": "user", "content": QUESTION_PREFIX + "<b>old</b> question"},
+        {"role": "assistant", "content": "an answer kept longer than its trace"},
+    )
+    (turn,) = await c.history()
+    assert (turn["question"]["text"], turn["answer"]["text"]) == (
+        "<b>old</b> question",
+        "an answer kept longer than its trace",
+    )
+    assert turn["final"] is True and turn["footer"] == "earlier" and "steps" not in turn
 
 
 async def test_a_page_reloaded_mid_run_gets_its_state_and_the_newest_tabs_stay_open(

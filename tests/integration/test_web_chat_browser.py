@@ -54,6 +54,22 @@ def artifacts() -> Path:
     return folder
 
 
+STOP_LINES = """() => {
+    const bar = document.createElement("div");
+    bar.className = "live";
+    const status = bar.appendChild(document.createElement("span"));
+    status.className = "status";
+    status.textContent = "⏳ Thinking about a long question · step 3 of 8 · 12.3 s ".repeat(3);
+    const stop = bar.appendChild(document.createElement("button"));
+    stop.className = "stop";
+    stop.textContent = "Stop";
+    document.querySelector(".message").appendChild(bar);
+    const lines = stop.getBoundingClientRect().height / parseFloat(getComputedStyle(stop).lineHeight);
+    bar.remove();
+    return lines;
+}"""
+
+
 async def test_a_person_uses_the_chat_in_headless_chromium(
     chromium: str,  # noqa: F811 - the fixture
     artifacts: Path,
@@ -184,6 +200,9 @@ async def test_a_person_uses_the_chat_in_headless_chromium(
                     shown.on("pageerror", lambda e: problems.append(f"page error: {e}"))
                     await shown.goto(c.url + "/", wait_until="load")
                     await shown.locator("li.turn .answer").first.wait_for()
+                    # A reload draws the earlier answers' steps, as their live messages did.
+                    assert await shown.locator("li.turn .step .observation").count() >= 1
+                    assert await shown.evaluate(STOP_LINES) < 2, "Stop wraps in its bar"
                     scroll = await shown.evaluate("document.documentElement.scrollWidth")
                     assert scroll <= width, f"{scroll} px wide at a {width} px viewport"
                     await shown.screenshot(

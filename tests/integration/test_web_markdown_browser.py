@@ -111,3 +111,18 @@ def test_long_runs_of_one_delimiter_draw_in_linear_time(page: Any, piece: str) -
     small = page.evaluate(timing, [piece, 2_000])
     large = page.evaluate(timing, [piece, 40_000])  # 20x: linear 20x, quadratic 400x
     assert large < 100 * max(small, 0.5), f"{piece!r}: {small:.2f} ms then {large:.2f} ms"
+
+
+def test_a_wrapped_list_item_stays_one_item(page: Any) -> None:
+    text = "- one item that\nwraps onto two lines\n- two\n\n  still two\n\nafter the list"
+    drawn = page.evaluate(
+        """(text) => {
+        const node = window.reactbotMarkdown(text);
+        return [...node.children].map((e) => [e.tagName, [...e.children].map((c) => c.innerText)]);
+    }""",
+        text,
+    )
+    assert drawn == [
+        ["UL", ["one item that wraps onto two lines", "two\nstill two"]],
+        ["P", []],
+    ]

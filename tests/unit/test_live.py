@@ -21,7 +21,7 @@ from core.events import (
 )
 from core.scripted import ScriptedModel, Turn
 from core.tools import FunctionTool, ToolRegistry
-from core.trace import Trace
+from core.trace import ApprovalRecord, Trace, TraceStep
 
 
 def tools() -> ToolRegistry:
@@ -270,3 +270,30 @@ async def test_a_request_for_approval_goes_like_a_final() -> None:
     assert live._priority() == "live"
     live.view.pending = ApprovalRequested(1, 0, "save_note", "x", "t", 300.0)
     assert live._priority() == "final"
+
+
+def test_a_finished_trace_draws_as_its_live_view_ended() -> None:
+    trace = Trace(question="delete it?", user="ada", started_at=1.0, ended_at=3.5)
+    trace.steps = [
+        TraceStep(1, thought="I will delete.", action="delete", action_input="b.txt",
+                  observation="deleted", approval=ApprovalRecord("edited", by="bo", input="a.txt")),
+        TraceStep(1, action="list", action_input="", call=1, observation="x", error="boom"),
+        TraceStep(2, kind="format_error", raw="nonsense"),
+        TraceStep(2, kind="final", thought="Done."),
+    ]  # fmt: skip
+    trace.status, trace.stopped_by = "cancelled", "bo"
+    view = RunView.of_trace(trace, verbosity="compact")
+    assert (view.phase, view.stopped_by, view.verbosity, view.elapsed()) == (
+        "cancelled", "bo", "compact", 2.5,
+    )  # fmt: skip
+    first, parallel, final = view.steps
+    assert first.approval is not None and (first.approval.outcome, first.approval.by) == (
+        "edited", "bo",
+    )  # fmt: skip
+    assert (parallel.call, parallel.error, final.final, final.thought) == (1, True, True, "Done.")
+    trace.status, trace.answer = "answered", "It is gone."
+    assert (RunView.of_trace(trace).phase, RunView.of_trace(trace).answer) == (
+        "answered", "It is gone.",
+    )  # fmt: skip
+    trace.status, trace.reason = "interrupted", None
+    assert RunView.of_trace(trace).phase == "failed"

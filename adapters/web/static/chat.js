@@ -256,12 +256,7 @@
   fetch("/api/history", { credentials: "same-origin" })
     .then(function (r) { return r.ok ? r.json() : { turns: [] }; })
     .then(function (data) {
-      (data.turns || []).forEach(function (turn, n) {
-        draw({
-          run: "earlier-" + n, question: turn.question, final: true, phase: "answered",
-          answer: turn.answer, footer: "earlier", trace_url: turn.trace_url,
-        });
-      });
+      (data.turns || []).forEach(draw);
       listen();
       box.focus();
     });

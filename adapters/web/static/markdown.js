@@ -71,6 +71,7 @@
     const out = el("div", "md");
     const lines = text.split("\n");
     let list = null;
+    let blank = false; // the line before was blank (a list may go on past one)
     for (let i = 0; i < lines.length; i++) {
       const line = lines[i];
       let m;
@@ -112,12 +113,18 @@
       } else if (/^\s{0,3}([-*_])(\s*\1){2,}\s*$/.test(line)) {
         out.appendChild(el("hr"));
         list = null;
+      } else if (list && line.trim() && (!blank || /^\s{2,}\S/.test(line))) {
+        // A wrapped item's next line (or an indented one after a blank) goes on in that item.
+        const item = list.lastElementChild;
+        item.appendChild(document.createTextNode(blank ? "\n" : " "));
+        inline(line.trim(), item);
       } else if (line.trim()) {
         inline(line, out.appendChild(el("p")));
         list = null;
-      } else {
-        list = null;
+      } else if (blank) {
+        list = null; // two blank lines end a list
       }
+      blank = !line.trim();
     }
     return out;
   }
