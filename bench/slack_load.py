@@ -36,8 +36,8 @@ from collections.abc import Sequence
 import aiohttp
 from slack_sdk.signature import SignatureVerifier
 
+from adapters.slack.blocks import STOP_ACTION_ID
 from adapters.slack.bot import SlackBot
-from adapters.slack.render import STOP_ACTION_ID
 from adapters.slack.server import HttpServer
 from adapters.slack.settings import SlackSettings
 from bench.models import StepScriptModel

@@ -74,6 +74,13 @@ from adapters.slack.approval import (
     ApprovalRef,
     parse_button_value,
 )
+from adapters.slack.blocks import (
+    RETRY_ACTION_ID,
+    STOP_ACTION_ID,
+    mention,
+    parse_stop_value,
+    retry_block,
+)
 from adapters.slack.files import incoming_of
 from adapters.slack.history import SlackHistory
 from adapters.slack.markdown import escape
@@ -93,14 +100,7 @@ from adapters.slack.payloads import (
     from_command,
     from_event,
 )
-from adapters.slack.render import (
-    RETRY_ACTION_ID,
-    STOP_ACTION_ID,
-    SlackRenderer,
-    mention,
-    parse_stop_value,
-    retry_block,
-)
+from adapters.slack.render import SlackRenderer
 from adapters.slack.settings import SlackSettings
 from adapters.slack.settings_commands import SettingsCommands, settings_key
 from adapters.slack.stream_render import FEEDBACK_ACTION_ID, parse_feedback

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from adapters.slack.approval import APPROVAL_VIEW_ID, EDIT_LIMIT, ApprovalRef
-from adapters.slack.render import NAME_LIMIT, Block, prose, section
+from adapters.slack.blocks import NAME_LIMIT, Block, prose, section
 from core.approval import ApprovalRequest, Decision
 
 INPUT_BLOCK = "reactbot_input"

@@ -42,7 +42,8 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.live import EditDeferred, EditRejected, RateLimited, RunView
 from adapters.pacing import Budget, EditPacer, per_minute
-from adapters.slack.render import SlackMessage, SlackRenderer
+from adapters.slack.blocks import SlackMessage
+from adapters.slack.render import SlackRenderer
 from adapters.slack.stream_render import (
     MARKDOWN_LIMIT,
     Chunk,

@@ -39,8 +39,9 @@ from slack_sdk.http_retry.state import RetryState
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.live import EditDeferred, EditRejected, RateLimited
-from adapters.slack.render import SlackMessage, context, fit, prose, shorten
+from adapters.slack.blocks import SlackMessage, context, fit, prose
 from adapters.slack.settings import SlackSettings
+from adapters.slack.trace_thread import shorten
 from core.errors import ReactbotError
 from core.trace import Trace
 

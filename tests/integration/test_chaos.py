@@ -34,7 +34,7 @@ import pytest
 from slack_sdk.signature import SignatureVerifier
 
 from adapters.recovery import INTERRUPTED
-from adapters.slack.render import STOP_ACTION_ID
+from adapters.slack.blocks import STOP_ACTION_ID
 from core.prompt import QUESTION_PREFIX
 from tests.fakes.discord_limits import components_text
 from tests.fakes.discord_server import CHANNEL_ID, GUILD_ID, FakeDiscord

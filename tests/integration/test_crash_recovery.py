@@ -17,7 +17,7 @@ import aiohttp
 from slack_sdk.signature import SignatureVerifier
 
 from adapters.recovery import INTERRUPTED
-from adapters.slack.render import RETRY_ACTION_ID, STOP_ACTION_ID
+from adapters.slack.blocks import RETRY_ACTION_ID, STOP_ACTION_ID
 from adapters.words import NOT_RUNNING
 from core.redis_store import RedisHistoryStore, RedisTraceStore, create_client
 from tests.fakes.openai_server import FakeOpenAI

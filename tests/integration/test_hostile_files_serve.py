@@ -19,7 +19,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from adapters.slack.render import STOP_ACTION_ID
+from adapters.slack.blocks import STOP_ACTION_ID
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.slack_server import FakeSlack, Message, message_text
 from tests.hostile import pdf_bomb

@@ -26,9 +26,9 @@ from adapters.slack.approval import (
     DENY_ACTION_ID,
     EDIT_ACTION_ID,
 )
+from adapters.slack.blocks import STOP_ACTION_ID
 from adapters.slack.bot import SlackBot
 from adapters.slack.modals import INPUT_BLOCK, REASON_BLOCK
-from adapters.slack.render import STOP_ACTION_ID
 from adapters.slack.server import HttpServer
 from adapters.slack.settings import SlackSettings
 from core.agent import Agent, AgentSettings

@@ -10,7 +10,7 @@ import json
 import urllib.parse
 from typing import Any
 
-from adapters.slack.render import RETRY_ACTION_ID, STOP_ACTION_ID
+from adapters.slack.blocks import RETRY_ACTION_ID, STOP_ACTION_ID
 from core.redis_store import RedisStores
 from core.scripted import Turn
 from core.trace import Trace

@@ -13,7 +13,7 @@ import pytest
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.live import EditDeferred, EditRejected, RateLimited
-from adapters.slack.render import SlackMessage, context, section
+from adapters.slack.blocks import SlackMessage, context, section
 from adapters.slack.surface import NotInChannel, SlackSurface, post_root
 from core.trace import Trace
 from tests.fakes.slack_server import TOKEN, FakeSlack, message_text

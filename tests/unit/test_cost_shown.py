@@ -7,8 +7,9 @@ from __future__ import annotations
 from adapters.discord.layout import ComponentsRenderer
 from adapters.discord.render import DiscordRenderer
 from adapters.live import RunView
-from adapters.slack.render import SlackRenderer, trace_posts
+from adapters.slack.render import SlackRenderer
 from adapters.slack.stream_render import totals_line
+from adapters.slack.trace_thread import trace_posts
 from bot.web import _environment, render_trace
 from core.events import Finished, RunStarted
 from core.trace import Trace, TraceStep

@@ -28,7 +28,6 @@ CEILINGS: dict[str, int] = {
     "core/redis_store.py": 2032,
     "bot/config.py": 1494,
     "adapters/discord/cog.py": 1326,
-    "adapters/slack/render.py": 1051,
     "adapters/slack/bot.py": 973,
     "core/tools/mcp.py": 924,
 }

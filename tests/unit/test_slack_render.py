@@ -17,20 +17,18 @@ from adapters.slack.approval import (
     ApprovalRef,
     parse_button_value,
 )
-from adapters.slack.markdown import escape
-from adapters.slack.render import (
+from adapters.slack.blocks import (
     MAX_BLOCKS,
     MESSAGE_BUDGET,
-    OBSERVATION_PARTS,
     SECTION_LIMIT,
     STOP_ACTION_ID,
     SlackMessage,
-    SlackRenderer,
     block_size,
     parse_stop_value,
-    shorten,
-    trace_posts,
 )
+from adapters.slack.markdown import escape
+from adapters.slack.render import SlackRenderer
+from adapters.slack.trace_thread import OBSERVATION_PARTS, shorten, trace_posts
 from core.events import (
     ActionDecided,
     AnswerDelta,

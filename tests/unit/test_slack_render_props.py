@@ -22,16 +22,16 @@ from hypothesis import strategies as st
 from adapters.answering import SHUTDOWN, Approvers
 from adapters.live import VERBOSITIES, RunView, Verbosity
 from adapters.slack.approval import EDIT_LIMIT, parse_button_value
-from adapters.slack.markdown import escape, to_mrkdwn
-from adapters.slack.render import (
+from adapters.slack.blocks import (
     ANSWER_PARTS,
     MAX_BLOCKS,
     MESSAGE_BUDGET,
     SlackMessage,
-    SlackRenderer,
     answer_is_cut,
-    shorten,
 )
+from adapters.slack.markdown import escape, to_mrkdwn
+from adapters.slack.render import SlackRenderer
+from adapters.slack.trace_thread import shorten
 from core.events import (
     ActionDecided,
     AnswerDelta,

@@ -13,8 +13,8 @@ from typing import Any
 
 from adapters.room import Room
 from adapters.slack.approval import APPROVE_ACTION_ID, DENY_ACTION_ID, EDIT_ACTION_ID
+from adapters.slack.blocks import RETRY_ACTION_ID, STOP_ACTION_ID
 from adapters.slack.modals import INPUT_BLOCK, REASON_BLOCK
-from adapters.slack.render import RETRY_ACTION_ID, STOP_ACTION_ID
 from adapters.slack.stream_render import FEEDBACK_ACTION_ID
 from core.scripted import Turn
 from core.stores import RunRecord
