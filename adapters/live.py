@@ -27,6 +27,7 @@ from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, Literal, Protocol, TypeVar, assert_never, cast, get_args
 
+from adapters import words
 from adapters.pacing import EditPacer, Priority
 from core.errors import ReactbotError
 from core.events import (
@@ -49,6 +50,7 @@ from core.events import (
     ThoughtDelta,
     UsageCounted,
 )
+from core.tools.base import ToolDisplay
 from core.trace import ApprovalRecord, Trace
 
 log = logging.getLogger(__name__)
@@ -100,22 +102,21 @@ def final_mark(phase: Phase) -> str:
     return FINAL_MARKS.get(phase, "⚠️")
 
 
-def running_tool(name: str) -> tuple[str, str]:
-    return "🛠️", f"Running {name[:40]}"
-
-
 def status_line(
     view: RunView,
     now: float,
     *,
-    acting: Callable[[str], tuple[str, str]] = running_tool,
+    shown: Callable[[str], str] = lambda name: name[:40],
     still_while_pending: bool = False,
 ) -> str:
-    """``🛠️ Running search · step 2/8 · 3.4 s``: the phase (``acting`` words a running tool),
-    the step, the seconds; with ``still_while_pending`` the seconds stand still while a
-    person decides (the message is then not edited every tick)."""
+    """``🔎 Searching · step 2/8 · 3.4 s``: the phase (a running tool in its own words,
+    ``words.acting``, with ``shown`` rendering a tool's name for the surface), the step, the
+    seconds; with ``still_while_pending`` the seconds stand still while a person decides (the
+    message is then not edited every tick)."""
     if view.phase == "acting":
-        emoji, label = acting((view.current.action if view.current else None) or "tool")
+        step = view.current
+        name = shown((step.action if step else None) or "tool")
+        emoji, label = words.acting(step.display if step else None, name)
     else:
         emoji, label = PHASE_STATUS.get(view.phase, ("🤔", "Thinking"))
     parts = [f"{emoji} {label}"]
@@ -205,6 +206,8 @@ class StepView:
     same reply, each a StepView of its own with the same ``index``."""
     approval: ApprovalDecided | None = None
     """How a person decided on this action, when its tool needed approval."""
+    display: ToolDisplay | None = None
+    """How its tool shows itself at work (``ActionDecided.display``)."""
 
     @property
     def done(self) -> bool:
@@ -319,6 +322,7 @@ class RunView:
             case ActionDecided(name=name, input=arg, call=call):
                 step = self._call_step(event.step, call)
                 step.action, step.action_input = name, arg
+                step.display = event.display
                 self.phase = "acting"
             case ApprovalRequested():
                 self.pending, self.pending_since = event, time.monotonic()

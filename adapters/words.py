@@ -11,6 +11,8 @@ room, access) are worded by the answering pipeline (``adapters.answering``,
 
 from __future__ import annotations
 
+from core.tools.base import ToolDisplay
+
 __all__ = [
     "DECISION_GONE",
     "NOT_RUNNING",
@@ -21,6 +23,7 @@ __all__ = [
     "RESET_DONE",
     "RETRY_GONE",
     "UNSAVED",
+    "acting",
     "decide_refused",
     "deciders",
     "now_sees",
@@ -72,3 +75,11 @@ def now_sees(shown: str) -> str:
     """After an admin changed what a place sees (``verbosity``): ``shown`` as the surface
     emphasises it (``**full**``, ``*full*``)."""
     return f"Here people now see: {shown}."
+
+
+def acting(display: ToolDisplay | None, name: str) -> tuple[str, str]:
+    """A tool at work: its own ``("🔎", "Searching")``, else ``("🛠️", "Running <name>")``
+    with ``name`` already rendered (cut and escaped) by the surface."""
+    if display is not None:
+        return display.emoji, display.verb
+    return "🛠️", f"Running {name}"

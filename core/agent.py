@@ -60,7 +60,7 @@ from core.parser import Action
 from core.pricing import Price
 from core.storage import Stores
 from core.stores import ConversationLocks, TraceStore
-from core.tools import Attachment, ToolRegistry
+from core.tools import Attachment, ToolRegistry, display_of
 from core.trace import (
     ATTACHMENT_BYTES_PER_TRACE,
     Trace,
@@ -679,7 +679,8 @@ class Run:
 
     def _decide(self, n: int, step: TraceStep, action: Action, *, call: int = 0) -> None:
         step.action, step.action_input = action.name, action.input
-        self._emit(ActionDecided(n, action.name, action.input, call))
+        display = display_of(self._tools.tools.get(action.name))
+        self._emit(ActionDecided(n, action.name, action.input, call, display))
 
     def _record_observation(
         self,

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from core.llm import Usage
+from core.tools.base import ToolDisplay
 from core.trace import Trace
 
 Mode = Literal["text", "tools", "json"]
@@ -69,6 +70,8 @@ class ActionDecided:
     call: int = 0
     """Which of the step's actions: native tool calls in one reply are several (0, 1, ...),
     run concurrently, each answered by the ``ObservationReady`` of the same ``call``."""
+    display: ToolDisplay | None = None
+    """How the tool shows itself at work (``🔎 Searching``); None: by its name."""
 
 
 @dataclass(frozen=True, slots=True)

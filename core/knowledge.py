@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 
 from core.errors import ReactbotError, ToolError
 from core.files import FileRefused, cite, extract, kind_of, passages_of
-from core.tools import ToolHints, ToolRegistry, ToolResult
+from core.tools import ToolDisplay, ToolHints, ToolRegistry, ToolResult
 from core.tools.lookup import (
     BM25Index,
     Hit,
@@ -207,6 +207,7 @@ class LookupTool:
     is under it), then the next best passages, each with its place."""
 
     name = "lookup"
+    display = ToolDisplay("📖", "Looking it up")
     example = "lookup[connect to Slack]"
     input_name = "query"
     hints = ToolHints(read_only=True, destructive=False, open_world=False)

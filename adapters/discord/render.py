@@ -197,21 +197,11 @@ def _plural(n: int, word: str) -> str:
 
 # ---- the status line ----------------------------------------------------------------------
 
-_TOOL_STATUS = {
-    "search": ("🔎", "Searching"),
-    "calculate": ("🧮", "Calculating"),
-    "lookup": ("📖", "Looking it up"),
-}
-
 
 def status_line(view: RunView, now: float) -> str:
-    """``🔎 Searching · step 2/8 · 3.4 s`` (``adapters.live.status_line``, with the tools
-    this bot ships named in words)."""
-    return live_status_line(view, now, acting=_acting)
-
-
-def _acting(name: str) -> tuple[str, str]:
-    return _TOOL_STATUS.get(name.lower(), ("🛠️", f"Running {inline_code(name, width=40)}"))
+    """``🔎 Searching · step 2/8 · 3.4 s`` (``adapters.live.status_line``; a tool's name as
+    inline code)."""
+    return live_status_line(view, now, shown=lambda name: inline_code(name, width=40))
 
 
 # ---- the live message ---------------------------------------------------------------------

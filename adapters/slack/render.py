@@ -104,8 +104,6 @@ _PHASE_EMOJI: dict[Phase, str] = {
     "cancelled": ":black_square_for_stop:",
 }
 
-_TOOL_VERBS = {"search": "searching", "calculate": "calculating", "lookup": "looking it up"}
-
 
 class SlackRenderer:
     """Implements ``adapters.live.Renderer[SlackMessage]`` for one run.
@@ -262,9 +260,10 @@ def _status_words(view: RunView) -> str:
         return prose(status, STATUS_LIMIT)
     if view.phase in ("waiting", "retrying"):
         return "waiting"
-    if view.phase == "acting" and view.current is not None and view.current.action:
-        name = view.current.action.lower()
-        return _TOOL_VERBS.get(name, f"running {prose(name, NAME_LIMIT)}")
+    step = view.current
+    if view.phase == "acting" and step is not None and step.action:
+        label = words.acting(step.display, prose(step.action, NAME_LIMIT))[1]
+        return label[:1].lower() + label[1:]
     return {"starting": "starting", "answering": "writing the answer"}.get(view.phase, "thinking")
 
 

@@ -273,13 +273,9 @@ _TAG = re.compile(r"<[^<>]*>")
 
 
 def status(view: RunView, now: float) -> str:
-    """``🛠 Running search · step 2/8 · 3.4 s``; the seconds stand still while a person
+    """``🔎 Searching · step 2/8 · 3.4 s``; the seconds stand still while a person
     decides, so the message is not edited every tick meanwhile."""
-    return status_line(view, now, acting=_acting, still_while_pending=True)
-
-
-def _acting(name: str) -> tuple[str, str]:
-    return "🛠", f"Running {cut(name, 40)}"
+    return status_line(view, now, shown=lambda name: cut(name, 40), still_while_pending=True)
 
 
 def _step_lines(step: StepView) -> list[list[_Piece]]:

@@ -56,6 +56,15 @@ class ToolHints:
     title: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class ToolDisplay:
+    """How people see a tool at work in a live message: ``("🔎", "Searching")``. A tool
+    without one shows as ``🛠️ Running <name>`` (``adapters.words.acting``)."""
+
+    emoji: str
+    verb: str
+
+
 @runtime_checkable
 class Tool(Protocol):
     """``run`` receives one string: the input itself, or, for a tool that declares a
@@ -63,7 +72,8 @@ class Tool(Protocol):
 
     Optional attributes: ``input_name`` (a one-string tool's input in the native modes),
     ``hints`` (``ToolHints``), ``approval`` (True/False: an operator's explicit word on
-    whether it needs approval, over the hints) and ``source`` ("built-in", "mcp:github", ...).
+    whether it needs approval, over the hints), ``source`` ("built-in", "mcp:github", ...)
+    and ``display`` (``ToolDisplay``).
     """
 
     name: str
@@ -87,6 +97,7 @@ class FunctionTool:
     hints: ToolHints | None = None
     approval: bool | None = None
     source: str = "built-in"
+    display: ToolDisplay | None = None
 
     async def run(self, arg: str) -> str | ToolResult:
         if self.parameters is None:
@@ -98,6 +109,11 @@ class FunctionTool:
 def source_of(tool: Tool) -> str:
     source = getattr(tool, "source", None)
     return source if isinstance(source, str) and source else "built-in"
+
+
+def display_of(tool: Tool | None) -> ToolDisplay | None:
+    display = getattr(tool, "display", None)
+    return display if isinstance(display, ToolDisplay) else None
 
 
 def needs_approval(tool: Tool, listed: frozenset[str] = frozenset()) -> bool:

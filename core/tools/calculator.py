@@ -37,7 +37,7 @@ from fractions import Fraction
 from typing import IO, TYPE_CHECKING, Any, Final, TypeVar
 
 from core.errors import ToolError, ToolTimeout
-from core.tools import ToolHints
+from core.tools import ToolDisplay, ToolHints
 from core.tools.numbers import Number, describe, exact_decimals, format_number
 from core.tools.numbers import bits_of as _bits
 
@@ -561,6 +561,7 @@ class CalculatorTool:
     """
 
     name = "calculate"
+    display = ToolDisplay("🧮", "Calculating")
     description = (
         "Evaluates an arithmetic expression exactly (fractions stay exact; a result from "
         "decimals with a point, pi, e or sqrt, sin, log... says '(rounded)'): "

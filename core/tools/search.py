@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from core.codec import pack, unpack
 from core.errors import ToolError, ToolTimeout
-from core.tools import ToolHints, ToolResult
+from core.tools import ToolDisplay, ToolHints, ToolResult
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
@@ -135,6 +135,7 @@ class SearchTool:
     """Web search through Tavily: a short answer plus the top results with title, URL, snippet."""
 
     name = "search"
+    display = ToolDisplay("🔎", "Searching")
     description = (
         "searches the web and returns the top results (title, URL, snippet) and a short answer. "
         "Use it for current events and facts you are not sure of."

@@ -44,7 +44,7 @@ from core.stores import (
     RunRegistry,
     StopRequests,
 )
-from core.tools import FunctionTool, ToolRegistry, ToolResult
+from core.tools import FunctionTool, ToolDisplay, ToolRegistry, ToolResult
 from tests.fakes.slack_server import BOT_USER_ID, TEAM_ID, FakeSlack, Message, message_text
 from tests.stores import in_memory_stores
 
@@ -202,7 +202,13 @@ async def serving(fake: FakeSlack) -> AsyncIterator[Callable[..., Any]]:
         model = ScriptedModel(turns)
         tools = ToolRegistry()
         tools.add(
-            FunctionTool("calculate", calculate, description="arithmetic", example="calculate[1+1]")
+            FunctionTool(
+                "calculate",
+                calculate,
+                description="arithmetic",
+                example="calculate[1+1]",
+                display=ToolDisplay("🧮", "Calculating"),
+            )
         )
         tools.add(FunctionTool("search", search, description="the web", example="search[x]"))
         agent = Agent(

@@ -29,7 +29,7 @@ from core.history import InMemoryHistoryStore, Message
 from core.llm import ModelChunk, Usage
 from core.scripted import ScriptedModel, Turn
 from core.stores import InMemoryLocks, InMemoryTraceStore
-from core.tools import Attachment, FunctionTool, ToolRegistry, ToolResult
+from core.tools import Attachment, FunctionTool, ToolDisplay, ToolRegistry, ToolResult
 from core.trace import ATTACHMENT_BYTES_PER_TRACE, Trace, TraceAttachment
 
 
@@ -622,3 +622,21 @@ async def test_a_stop_while_the_run_prepares_ends_it_at_once() -> None:
     run.cancel(by="ada")
     done = await asyncio.wait_for(run.wait(), 1)
     assert isinstance(done, Cancelled) and done.by == "ada" and cut == [True]
+
+
+async def test_an_action_carries_how_its_tool_shows_itself_at_work() -> None:
+    from core.tools.calculator import CalculatorTool
+
+    tools = ToolRegistry()
+    tools.add(CalculatorTool())
+    model = ScriptedModel(
+        [
+            Turn("Thought: sum.\nAction: Calculate[2+2]"),  # any case, as models write it
+            Turn("Thought: unknown.\nAction: nowhere[x]"),
+            Turn("Thought: done.\nAction: finish[4]"),
+        ]
+    )
+    events = await collect(Agent(model, tools), "2+2?")
+    model.assert_complete()
+    shown = [(e.name, e.display) for e in events if isinstance(e, ActionDecided)]
+    assert shown == [("calculate", ToolDisplay("🧮", "Calculating")), ("nowhere", None)]

@@ -30,6 +30,7 @@ from core.events import (
     StepStarted,
     ThoughtDelta,
 )
+from core.tools import ToolDisplay
 from core.trace import Trace, TraceStep
 
 
@@ -75,11 +76,18 @@ def test_status_line_says_step_elapsed_and_what_happens() -> None:
 
 
 @pytest.mark.parametrize(
-    ("tool", "label"),
-    [("search", "🔎 Searching"), ("calculate", "🧮 Calculating"), ("other", "Running `other`")],
+    ("tool", "display", "label"),
+    [
+        ("search", ToolDisplay("🔎", "Searching"), "🔎 Searching"),
+        ("other", None, "🛠️ Running `other`"),
+        ("`x`@everyone", None, "🛠️ Running `ˋxˋ@\u200beveryone`"),  # cannot ping or break out
+    ],
 )
-def test_status_names_the_tool_being_run(tool: str, label: str) -> None:
-    view = view_with(*started(), ThoughtDelta(1, "t"), ActionDecided(1, tool, "x"))
+def test_status_says_the_tool_at_work_in_its_own_words(
+    tool: str, display: ToolDisplay | None, label: str
+) -> None:
+    decided = ActionDecided(1, tool, "x", display=display)
+    view = view_with(*started(), ThoughtDelta(1, "t"), decided)
     assert label in render_live(view, now=101)
 
 

@@ -43,6 +43,7 @@ from core.events import (
     StepStarted,
     ThoughtDelta,
 )
+from core.tools import ToolDisplay
 from core.trace import ApprovalRecord, Trace, TraceStep
 
 CLOCK = lambda: 1000.0  # noqa: E731 - a fixed clock keeps elapsed seconds stable
@@ -117,7 +118,7 @@ def test_finished_steps_shrink_to_grey_lines_and_status_says_what_happens() -> N
         ActionDecided(1, "search", "Tokyo population"),
         ObservationReady(1, "search", "3 results\nmore"),
         StepStarted(2, 8),
-        ActionDecided(2, "calculate", "1+1"),
+        ActionDecided(2, "calculate", "1+1", display=ToolDisplay("🧮", "Calculating")),
     )
     message = SlackRenderer(run_id="r", clock=CLOCK).live(view)
     assert message.blocks[2]["type"] == "context"

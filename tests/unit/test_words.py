@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from adapters import words
+from core.tools import ToolDisplay
 
 ROOT = Path(__file__).resolve().parents[2]
 SURFACES = ("discord", "slack", "telegram", "web", "terminal")
@@ -72,3 +73,8 @@ def test_the_line_under_a_waiting_action() -> None:
     assert words.who_may_decide("anyone") == "anyone here can decide"
     assert words.who_may_decide("asker", "@ada") == "only @ada or an admin can decide"
     assert words.stop_refused() == "Only the person who asked or an admin can stop this run."
+
+
+def test_a_tool_at_work_in_its_own_words_else_by_its_rendered_name() -> None:
+    assert words.acting(ToolDisplay("🔎", "Searching"), "`search`") == ("🔎", "Searching")
+    assert words.acting(None, "`my_tool`") == ("🛠️", "Running `my_tool`")
