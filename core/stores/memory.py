@@ -1,156 +1,83 @@
-"""Stores beside the history: traces, conversation locks, event claims, cooldowns, stops
-and run slots (how many runs one user has in flight).
-
-Each is a small protocol with an in-process implementation here (the embedded default);
-``core.redis_store`` implements the same protocols on Redis for many processes sharing one
-server, and ``core.resilient`` keeps the bot answering when that server is gone.
+"""Every store in this process: the embedded default (one process, nothing survives a
+restart), each bounded so a stream of new conversations cannot grow memory without bound.
 """
 
 from __future__ import annotations
 
 import asyncio
 import builtins
-import inspect
-import json
 import logging
 import time
 import weakref
-from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import asdict, dataclass, field, replace
-from typing import Literal, Protocol, runtime_checkable
+from collections import OrderedDict, deque
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field, replace
+from typing import Literal
 
-from core.history import Message
+from core.llm import Message
+from core.stores.protocols import (
+    DEFAULT_CLAIM_TTL,
+    DEFAULT_LOCK_LEASE,
+    DEFAULT_TRACE_TTL,
+    Clock,
+    OnWait,
+    StopHandler,
+    TraceStore,
+)
+from core.stores.records import (
+    ApprovalRequest,
+    Decision,
+    DecisionHandler,
+    Line,
+    RequestKey,
+    RunRecord,
+    Standing,
+    key_of,
+    up_to_refusal,
+    with_steps,
+)
+from core.stores.waiting import deliver, notify_wait, renewing
+from core.tools import ToolResult
+from core.tools.lookup import Passage
 from core.trace import Trace, attachment_bytes
-
-OnWait = Callable[[], Awaitable[None] | None]
-"""Called once when a run has to wait for the previous one in its conversation."""
-
-Clock = Callable[[], float]
-
-StopHandler = Callable[[str, str, str], None]
-"""Told ``(run_id, by, by_id)``: by whom a run is to be stopped (their id beside, or "")."""
-"""Called with ``(run_id, by)`` for each stop request heard; must not block."""
 
 log = logging.getLogger(__name__)
 
-DEFAULT_TRACE_TTL = 30 * 24 * 3600
-DEFAULT_LOCK_LEASE = 180.0
-DEFAULT_CLAIM_TTL = 900
+# ---- history ------------------------------------------------------------------------------
 
 
-class TraceStore(Protocol):
-    async def save(self, trace: Trace) -> None: ...
+class InMemoryHistoryStore:
+    """Keeps the last ``max_turns`` question/answer pairs per conversation in this process,
+    for at most ``max_conversations`` conversations: past that, the least recently used one
+    is forgotten, so a stream of new channels or DMs cannot grow memory without bound."""
 
-    async def get(self, trace_id: str) -> Trace | None: ...
+    def __init__(self, *, max_turns: int = 10, max_conversations: int = 10_000) -> None:
+        self._max_messages = max_turns * 2
+        self._max_conversations = max_conversations
+        self._data: OrderedDict[str, deque[Message]] = OrderedDict()
 
-    async def list(self, conversation: str, *, limit: int = 20) -> builtins.list[Trace]:
-        """The conversation's most recent traces, newest first."""
-        ...
+    async def load(self, conversation: str) -> list[Message]:
+        messages = self._data.get(conversation)
+        if messages is None:
+            return []
+        self._data.move_to_end(conversation)
+        return list(messages)
 
-    async def recent(self, *, limit: int = 20) -> builtins.list[Trace]:
-        """The most recent traces of every conversation, newest first."""
-        ...
+    async def append(self, conversation: str, *messages: Message) -> None:
+        stored = self._data.get(conversation)
+        if stored is None:
+            stored = self._data[conversation] = deque(maxlen=self._max_messages)
+            while len(self._data) > self._max_conversations:
+                self._data.popitem(last=False)
+        self._data.move_to_end(conversation)
+        stored.extend(messages)
 
-    async def last(self, conversation: str) -> Trace | None: ...
+    async def clear(self, conversation: str) -> None:
+        self._data.pop(conversation, None)
 
-
-_VOTING: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
-
-
-async def record_vote(
-    traces: TraceStore, run_id: str, value: Literal["up", "down"], by: str
-) -> bool:
-    """``by``'s 👍 or 👎 on the answer of run ``run_id``, kept on its stored trace (replacing
-    their earlier vote); False when the trace is no longer stored. Votes on one trace in this
-    process take turns, so none overwrites another; two replicas voting on one answer in the
-    same instant can still lose one of the two (the trace is read, then written whole)."""
-    lock = _VOTING.get(run_id)
-    if lock is None:
-        lock = _VOTING[run_id] = asyncio.Lock()
-    async with lock:
-        trace = await traces.get(run_id)
-        if trace is None:
-            return False
-        trace.vote(value, by, time.time())
-        await traces.save(trace)
-    return True
-
-
-class ConversationLocks(Protocol):
-    def hold(
-        self, conversation: str, *, on_wait: OnWait | None = None
-    ) -> AbstractAsyncContextManager[None]:
-        """Serialise runs in ``conversation``; ``on_wait`` is called once if this one waits."""
-        ...
-
-
-class EventClaims(Protocol):
-    async def claim(self, event_id: str) -> bool:
-        """True for the first claim of ``event_id`` (within the claim TTL), False after."""
-        ...
-
-
-class Cooldowns(Protocol):
-    async def hit(self, key: str, seconds: float) -> float:
-        """0.0 when ``key`` is free, and a window of ``seconds`` starts; otherwise the
-        seconds left in the current window (which is not extended)."""
-        ...
-
-
-class StopRequests(Protocol):
-    """ "Stop run R", asked by any process, heard by the process that runs R.
-
-    Permission is checked where the click arrives; a request names who asked, and a
-    subscriber cancels the named run if it is one of its own (and ignores it otherwise).
-    """
-
-    async def request(self, run_id: str, *, by: str, by_id: str = "") -> None: ...
-
-    def subscribe(self, handler: StopHandler) -> AbstractAsyncContextManager[None]:
-        """Call ``handler`` for every request while the context is open."""
-        ...
-
-
-class ChannelSettings(Protocol):
-    """What an admin set for one channel (``verbosity``; later model, persona, tools): short
-    strings by name, shared by every process. Unset names take the platform's default."""
-
-    async def get(self, channel: str) -> dict[str, str]: ...
-
-    async def put(self, channel: str, name: str, value: str | None) -> None:
-        """Set ``name``, or remove it (back to the default) with None."""
-        ...
-
-
-class RunSlots(Protocol):
-    """At most ``limit`` runs in flight per key (a user), counted across every process.
-
-    ``take`` checks and reserves in one atomic step, so concurrent questions cannot all slip
-    past the check; a slot is given back when its run ends, or expires after ``lease``
-    seconds (a process that died mid-run must not block its users forever).
-    """
-
-    async def take(self, key: str, slot: str, *, limit: int, lease: float) -> bool: ...
-
-    async def give_back(self, key: str, slot: str) -> None: ...
-
-
-@runtime_checkable
-class ReplaceableHistory(Protocol):
-    """A history store that can swap a conversation's messages at once (used for summaries)."""
-
-    async def replace(self, conversation: str, messages: Sequence[Message]) -> None: ...
-
-
-async def notify_wait(on_wait: OnWait | None) -> None:
-    """Call a sync or async ``on_wait`` callback."""
-    if on_wait is None:
-        return
-    result = on_wait()
-    if inspect.isawaitable(result):
-        await result
+    def __len__(self) -> int:
+        return len(self._data)
 
 
 # ---- traces -------------------------------------------------------------------------------
@@ -407,155 +334,26 @@ class InMemoryCooldowns:
         return 0.0
 
 
-# ---- runs in flight, for crash recovery -----------------------------------------------------
-
-TRACE_SNAPSHOT_CHARS = 256 * 1024
-"""A run's record carries its trace so far up to this size: the head (the trace without its
-steps) and then its finished steps, as long as they fit (the first ones are kept)."""
+_VOTING: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
 
 
-@dataclass(frozen=True, slots=True)
-class RunRecord:
-    """One answer being written, as every process can read it: who runs it (``owner``, one
-    id per process), where its message is (``where``, the platform's reference), and its
-    trace as of the last heartbeat, so a live process can finish it if the owner dies."""
-
-    run_id: str
-    surface: str
-    conversation: str
-    owner: str
-    where: dict[str, str] = field(default_factory=dict)
-    asker_key: str = ""
-    slot: str = ""
-    trace: str = ""
-    """The trace's JSON as last written (``TRACE_SNAPSHOT_CHARS`` at most): its head, and
-    in a claimed record every step added to it since."""
-    place: str = ""
-    """The channel whose budget the run spends (``core.budgets``)."""
-    held: tuple[str, ...] = ()
-    """The budget counters the run holds (its hold's id is ``slot``): whoever finishes the
-    run settles them with what its trace spent."""
-    asker: str = ""
-    """The asker's id on the platform: who may stop the run or decide on its actions, at
-    whichever process the press arrives (``adapters.decisions``); with ``where``, the
-    run's own word on who asked and where, never a button's."""
-
-    def to_json(self) -> str:
-        return json.dumps(
-            {
-                "run_id": self.run_id,
-                "surface": self.surface,
-                "conversation": self.conversation,
-                "owner": self.owner,
-                "where": self.where,
-                "asker_key": self.asker_key,
-                "slot": self.slot,
-                "trace": self.trace,
-                "place": self.place,
-                "held": list(self.held),
-                "asker": self.asker,
-            }
-        )
-
-    @classmethod
-    def from_json(cls, text: str | bytes) -> RunRecord | None:
-        try:
-            data = json.loads(text)
-            return cls(
-                run_id=str(data["run_id"]),
-                surface=str(data["surface"]),
-                conversation=str(data["conversation"]),
-                owner=str(data["owner"]),
-                where={str(k): str(v) for k, v in dict(data.get("where") or {}).items()},
-                asker_key=str(data.get("asker_key", "")),
-                slot=str(data.get("slot", "")),
-                trace=str(data.get("trace", "")),
-                place=str(data.get("place", "")),
-                held=tuple(str(c) for c in data.get("held") or ()),
-                asker=str(data.get("asker", "")),
-            )
-        except (ValueError, KeyError, TypeError):
-            log.warning("an unreadable run record was skipped")
-            return None
-
-
-def trace_head(trace: Trace) -> str:
-    """The trace's JSON without its steps (the question, the models, the status...), or ""
-    when even that is beyond ``TRACE_SNAPSHOT_CHARS``: what a run's record holds, its steps
-    being added one by one as they finish (``RunRegistry.update``)."""
-    text = replace(trace, steps=[]).to_json()
-    return text if len(text) <= TRACE_SNAPSHOT_CHARS else ""
-
-
-def step_json(trace: Trace, index: int) -> str:
-    return json.dumps(asdict(trace.steps[index]), ensure_ascii=False)
-
-
-def with_steps(trace: str, steps: Sequence[str | bytes]) -> str:
-    """A record's trace JSON with the steps added since it was written put at the end of its
-    own; the record's as it is when a piece is unreadable (an interrupted trace keeps what
-    it can)."""
-    if not steps or not trace:
-        return trace
-    try:
-        data = json.loads(trace)
-        data["steps"] = [*(data.get("steps") or []), *(json.loads(step) for step in steps)]
-        return json.dumps(data, ensure_ascii=False)
-    except (ValueError, TypeError, AttributeError):
-        log.warning("the steps a run left could not be read; its trace is kept without them")
-        return trace
-
-
-class RunRegistry(Protocol):
-    """The answers being written, per surface, with a heartbeat each: an answer whose
-    heartbeat stopped belongs to a process that died, and ``claim`` gives it to exactly one
-    live process to finish."""
-
-    async def beat(self, records: Sequence[RunRecord], *, at: float) -> None:
-        """Register ``records`` (their heartbeat is ``at``), or replace them whole with the
-        steps added to them."""
-        ...
-
-    async def update(
-        self,
-        surface: str,
-        run_id: str,
-        *,
-        steps: Sequence[str] = (),
-        record: RunRecord | None = None,
-        at: float,
-    ) -> bool:
-        """What changed in a registered run since its last write: its heartbeat is ``at``,
-        the JSON of each of ``steps`` is added to its trace, and its record is replaced by
-        ``record`` when given (whose ``trace`` is a head: steps added stay). A run that is
-        not registered (it ended, or another process claimed it) stays away: False."""
-        ...
-
-    async def end(self, surface: str, run_id: str) -> None: ...
-
-    async def orphans(self, surface: str, *, silent_since: float, limit: int = 20) -> list[str]:
-        """Runs of ``surface`` whose last heartbeat is older than ``silent_since``."""
-        ...
-
-    async def claim(self, surface: str, run_id: str) -> RunRecord | None:
-        """The record, taken out of the registry, its trace with every step added to it;
-        None when another process took it first (or it ended)."""
-        ...
-
-    async def running(self, surface: str, run_id: str) -> bool:
-        """Whether ``run_id`` is registered (being answered by a process that lives, or
-        about to be found dead)."""
-        ...
-
-    async def record(self, surface: str, run_id: str) -> RunRecord | None:
-        """The record of ``run_id`` as its process last wrote it (who asked, where its
-        message is); None when it is not registered."""
-        ...
-
-    async def count(self, surface: str) -> int:
-        """How many runs of ``surface`` are registered, by every process: the live ones and
-        those a dead process left (their final edits are all still to come)."""
-        ...
+async def record_vote(
+    traces: TraceStore, run_id: str, value: Literal["up", "down"], by: str
+) -> bool:
+    """``by``'s 👍 or 👎 on the answer of run ``run_id``, kept on its stored trace (replacing
+    their earlier vote); False when the trace is no longer stored. Votes on one trace in this
+    process take turns, so none overwrites another; two replicas voting on one answer in the
+    same instant can still lose one of the two (the trace is read, then written whole)."""
+    lock = _VOTING.get(run_id)
+    if lock is None:
+        lock = _VOTING[run_id] = asyncio.Lock()
+    async with lock:
+        trace = await traces.get(run_id)
+        if trace is None:
+            return False
+        trace.vote(value, by, time.time())
+        await traces.save(trace)
+    return True
 
 
 class InMemoryRunRegistry:
@@ -679,47 +477,213 @@ class InMemoryStopRequests:
             self._handlers.remove(handler)
 
 
-def deliver(handler: StopHandler, run_id: str, by: str, by_id: str = "") -> None:
-    """Call one subscriber; its bug is logged, so the others (and the listener) go on."""
-    try:
-        handler(run_id, by, by_id)
-    except Exception:
-        log.exception("a stop request handler failed for run %s", run_id)
+# ---- approvals ----------------------------------------------------------------------------
 
 
-@asynccontextmanager
-async def renewing(
-    renew: Callable[[], Awaitable[object]], *, every: float, until: float, what: str
-) -> AsyncIterator[None]:
-    """Call ``renew`` every ``every`` seconds while the block runs, for at most ``until``
-    seconds.
+class InMemoryDecisions:
+    """Decisions go straight to this process's subscribers."""
 
-    A lease (a conversation lock, a run slot) should outlive a crashed holder by little, yet a
-    live holder may need it longer: a person deciding on an approval pauses the run's
-    deadline. So the holder renews it while it lives, up to the longest a healthy run can
-    take (``until``); a holder that hangs past that loses it as if it had crashed. A failed
-    renewal is logged and tried again at the next beat; the block is never disturbed.
+    def __init__(self) -> None:
+        self._handlers: list[DecisionHandler] = []
 
-    The beat ends when the block does even if a call inside ``renew`` swallows the
-    cancellation (``asyncio.wait_for`` before Python 3.12 does when what it waits for
-    completes at the same moment): a beat that went on would keep a finished holder's lease
-    alive, and this block's exit waiting for it."""
-    ended = False
+    async def publish(self, key: RequestKey, decision: Decision) -> None:
+        self.dispatch(key, decision)
 
-    async def beat() -> None:
-        loop = asyncio.get_running_loop()
-        stop_at = loop.time() + until
-        while not ended and (left := stop_at - loop.time()) > 0:
-            await asyncio.sleep(min(every, left))  # the last beat falls on ``until`` itself
+    def dispatch(self, key: RequestKey, decision: Decision) -> None:
+        for handler in list(self._handlers):
             try:
-                await renew()
-            except Exception as exc:  # the next beat tries again; the lease is the backstop
-                log.warning("could not renew %s: %s", what, exc)
+                handler(key, decision)
+            except Exception:
+                log.exception("a decision handler failed for %s", key)
 
-    task = asyncio.get_running_loop().create_task(beat(), name=f"renew {what}")
-    try:
-        yield
-    finally:
-        ended = True
-        task.cancel()
-        await asyncio.wait({task})
+    @asynccontextmanager
+    async def subscribe(self, handler: DecisionHandler) -> AsyncIterator[None]:
+        self._handlers.append(handler)
+        try:
+            yield
+        finally:
+            self._handlers.remove(handler)
+
+
+class InMemoryAllowances:
+    """Allowances in this process, for at most ``max_conversations`` (least recently used go)."""
+
+    def __init__(self, *, max_conversations: int = 10_000) -> None:
+        self._max = max_conversations
+        self._allowed: OrderedDict[str, dict[str, str]] = OrderedDict()
+
+    async def allowed(self, conversation: str, tool: str) -> str | None:
+        return self.allowed_now(conversation, tool)
+
+    def allowed_now(self, conversation: str, tool: str) -> str | None:
+        tools = self._allowed.get(conversation)
+        return tools.get(tool.lower()) if tools else None
+
+    async def allow(self, conversation: str, tool: str, *, by: str) -> None:
+        self.allow_now(conversation, tool, by=by)
+
+    def allow_now(self, conversation: str, tool: str, *, by: str) -> None:
+        self._allowed.setdefault(conversation, {})[tool.lower()] = by
+        self._allowed.move_to_end(conversation)
+        while len(self._allowed) > self._max:
+            self._allowed.popitem(last=False)
+
+
+class InMemoryPending:
+    def __init__(self) -> None:
+        self._requests: dict[RequestKey, ApprovalRequest] = {}
+
+    async def put(self, request: ApprovalRequest) -> None:
+        self._requests[key_of(request)] = request
+
+    async def get(self, key: RequestKey) -> ApprovalRequest | None:
+        return self._requests.get(key)
+
+    async def drop(self, key: RequestKey) -> None:
+        self._requests.pop(key, None)
+
+
+# ---- token usage --------------------------------------------------------------------------
+
+
+class InMemoryUsageCounters:
+    """``UsageCounters`` of one process (no Redis); no await inside a step, so each is atomic."""
+
+    def __init__(self, *, clock: Callable[[], float] = time.time) -> None:
+        self._counts: dict[str, tuple[int, float]] = {}
+        self._holds: dict[str, dict[str, tuple[int, float]]] = {}
+        """counter -> run -> (amount, until)."""
+        self._clock = clock
+
+    async def add(self, key: str, amount: int, *, expire_at: float) -> int:
+        now = self._clock()
+        self._counts = {k: v for k, v in self._counts.items() if v[1] > now}  # days gone
+        count = self._counts.get(key, (0, expire_at))[0] + amount
+        self._counts[key] = (count, expire_at)
+        return count
+
+    async def get(self, keys: Sequence[str]) -> list[int]:
+        return self._now(keys)
+
+    def _now(self, keys: Sequence[str]) -> list[int]:
+        now = self._clock()
+        found = [self._counts.get(key) for key in keys]
+        return [entry[0] if entry is not None and entry[1] > now else 0 for entry in found]
+
+    def _held(self, counter: str, *, but: str, now: float) -> int:
+        holds = self._holds.get(counter, {})
+        return sum(amount for run, (amount, until) in holds.items() if run != but and until > now)
+
+    def _drop_expired(self, now: float) -> None:
+        for counter, holds in list(self._holds.items()):
+            live = {run: hold for run, hold in holds.items() if hold[1] > now}
+            if live:
+                self._holds[counter] = live
+            else:
+                del self._holds[counter]
+
+    async def hold(
+        self, run: str, lines: Sequence[Line], *, lease: float, expire_at: float
+    ) -> list[Standing] | None:
+        now = self._clock()
+        self._drop_expired(now)
+        used = self._now([line.counter for line in lines])
+        stood = [
+            Standing(count, self._held(line.counter, but=run, now=now))
+            for line, count in zip(lines, used, strict=True)
+        ]
+        if any(s.used + s.held >= line.limit for line, s in zip(lines, stood, strict=True)):
+            return up_to_refusal(lines, stood)
+        for line, s in zip(lines, stood, strict=True):
+            amount = min(line.estimate, line.limit - s.used - s.held)
+            self._holds.setdefault(line.counter, {})[run] = (amount, now + lease)
+        return None
+
+    async def renew(self, run: str, counters: Sequence[str], *, lease: float) -> None:
+        now = self._clock()
+        for counter in counters:
+            holds = self._holds.get(counter, {})
+            if run in holds and holds[run][1] > now:
+                holds[run] = (holds[run][0], now + lease)
+
+    async def settle(
+        self, run: str, counters: Sequence[str], amounts: Sequence[int], *, expire_at: float
+    ) -> None:
+        for counter, amount in zip(counters, amounts, strict=True):
+            if amount > 0:
+                await self.add(counter, amount, expire_at=expire_at)
+            holds = self._holds.get(counter, {})
+            holds.pop(run, None)
+            if not holds:
+                self._holds.pop(counter, None)
+
+
+# ---- files ----------------------------------------------------------------------------------
+
+
+class InMemoryFileStore:
+    """Passages per conversation in this process, for at most ``max_conversations``
+    conversations (the least recently used forgotten first)."""
+
+    def __init__(self, *, max_conversations: int = 1000) -> None:
+        self._max = max_conversations
+        self._data: OrderedDict[str, list[Passage]] = OrderedDict()
+
+    async def load(self, conversation: str) -> list[Passage]:
+        passages = self._data.get(conversation)
+        if passages is None:
+            return []
+        self._data.move_to_end(conversation)
+        return list(passages)
+
+    async def add(self, conversation: str, passages: Sequence[Passage]) -> None:
+        if not passages:
+            return
+        self._data.setdefault(conversation, []).extend(passages)
+        self._data.move_to_end(conversation)
+        while len(self._data) > self._max:
+            self._data.popitem(last=False)
+
+    async def clear(self, conversation: str) -> None:
+        self._data.pop(conversation, None)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+
+# ---- the search cache -----------------------------------------------------------------------
+
+
+class InMemorySearchCache:
+    """A per-process cache with a TTL per entry and a bound on the number of entries (LRU)."""
+
+    def __init__(
+        self, *, max_entries: int = 256, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        if max_entries < 1:
+            raise ValueError("max_entries must be at least 1")
+        self._max_entries = max_entries
+        self._clock = clock
+        self._entries: OrderedDict[str, tuple[float, ToolResult]] = OrderedDict()
+
+    async def get(self, key: str) -> ToolResult | None:
+        entry = self._entries.get(key)
+        if entry is None:
+            return None
+        expires_at, value = entry
+        if expires_at <= self._clock():
+            del self._entries[key]
+            return None
+        self._entries.move_to_end(key)
+        return value
+
+    async def set(self, key: str, value: ToolResult, ttl: float) -> None:
+        if ttl <= 0:
+            return
+        self._entries[key] = (self._clock() + ttl, value)
+        self._entries.move_to_end(key)
+        while len(self._entries) > self._max_entries:
+            self._entries.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._entries)
