@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import heapq
 import logging
 import time
-import weakref
 from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -145,6 +145,15 @@ class InMemoryTraceStore:
         recent = await self.list(conversation, limit=1)
         return recent[0] if recent else None
 
+    async def vote(self, run_id: str, value: Literal["up", "down"], by: str) -> bool:
+        # No await between the read and the write: atomic in this process.
+        self._drop_expired()
+        stored = self._traces.get(run_id)
+        if stored is None:
+            return False
+        stored.trace.vote(value, by, time.time())
+        return True
+
     def _drop_expired(self) -> None:
         now = self._clock()
         for trace_id in [k for k, v in self._traces.items() if v.expires_at <= now]:
@@ -269,41 +278,48 @@ class InMemoryChannelSettings:
 
 
 class InMemoryEventClaims:
-    """Remembers claimed event ids for ``ttl_seconds`` (platform retries come within minutes)."""
+    """Remembers claimed event ids for ``ttl_seconds`` (platform retries come within
+    minutes), or the TTL a claim names."""
 
     def __init__(
         self, *, ttl_seconds: float = DEFAULT_CLAIM_TTL, clock: Clock = time.monotonic
     ) -> None:
         self._ttl = ttl_seconds
         self._clock = clock
-        self._claimed: OrderedDict[str, float] = OrderedDict()
+        self._claimed: dict[str, float] = {}
+        """event id -> when its claim lapses."""
+        self._lapses: list[tuple[float, str]] = []
+        """A heap of (when, event id): the claims in the order they lapse (an entry whose
+        claim was released or renewed meanwhile is skipped when its time comes)."""
 
-    async def claim(self, event_id: str) -> bool:
-        return self.claim_now(event_id)
+    async def claim(self, event_id: str, *, ttl: float | None = None) -> bool:
+        return self.claim_now(event_id, ttl=ttl)
 
-    def claim_now(self, event_id: str) -> bool:
+    def claim_now(self, event_id: str, *, ttl: float | None = None) -> bool:
         """Synchronous claim: no await between check and set, so concurrent tasks cannot race."""
         now = self._clock()
         self._drop_expired(now)
         if event_id in self._claimed:
             return False
-        self._claimed[event_id] = now + self._ttl
+        self._hold(event_id, now, ttl)
         return True
 
-    def remember(self, event_id: str) -> None:
-        """Record a claim made elsewhere (e.g. in Redis) so a later fallback still knows it."""
-        now = self._clock()
-        self._drop_expired(now)
-        self._claimed.pop(event_id, None)  # re-insert at the end to keep expiry order
-        self._claimed[event_id] = now + self._ttl
+    async def release(self, event_id: str) -> None:
+        self.release_now(event_id)
+
+    def release_now(self, event_id: str) -> None:
+        self._claimed.pop(event_id, None)
+
+    def _hold(self, event_id: str, now: float, ttl: float | None) -> None:
+        until = now + (self._ttl if ttl is None else ttl)
+        self._claimed[event_id] = until
+        heapq.heappush(self._lapses, (until, event_id))
 
     def _drop_expired(self, now: float) -> None:
-        # Insertion order is expiry order (constant TTL), so expired ids are at the front.
-        while self._claimed:
-            first_id, expires_at = next(iter(self._claimed.items()))
-            if expires_at > now:
-                break
-            del self._claimed[first_id]
+        while self._lapses and self._lapses[0][0] <= now:
+            until, event_id = heapq.heappop(self._lapses)
+            if self._claimed.get(event_id) == until:
+                del self._claimed[event_id]
 
 
 # ---- cooldowns ----------------------------------------------------------------------------
@@ -334,26 +350,11 @@ class InMemoryCooldowns:
         return 0.0
 
 
-_VOTING: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
-
-
 async def record_vote(
     traces: TraceStore, run_id: str, value: Literal["up", "down"], by: str
 ) -> bool:
-    """``by``'s 👍 or 👎 on the answer of run ``run_id``, kept on its stored trace (replacing
-    their earlier vote); False when the trace is no longer stored. Votes on one trace in this
-    process take turns, so none overwrites another; two replicas voting on one answer in the
-    same instant can still lose one of the two (the trace is read, then written whole)."""
-    lock = _VOTING.get(run_id)
-    if lock is None:
-        lock = _VOTING[run_id] = asyncio.Lock()
-    async with lock:
-        trace = await traces.get(run_id)
-        if trace is None:
-            return False
-        trace.vote(value, by, time.time())
-        await traces.save(trace)
-    return True
+    """``TraceStore.vote`` by its earlier name, until its callers say ``traces.vote``."""
+    return await traces.vote(run_id, value, by)
 
 
 class InMemoryRunRegistry:
@@ -407,9 +408,11 @@ class InMemoryRunRegistry:
     async def running(self, surface: str, run_id: str) -> bool:
         return (surface, run_id) in self._records
 
-    async def record(self, surface: str, run_id: str) -> RunRecord | None:
+    async def get(self, surface: str, run_id: str) -> RunRecord | None:
         found = self._records.get((surface, run_id))
         return found[0] if found is not None else None
+
+    record = get
 
     async def count(self, surface: str) -> int:
         return sum(1 for s, _ in self._records if s == surface)

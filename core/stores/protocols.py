@@ -11,7 +11,7 @@ from __future__ import annotations
 import builtins
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import Protocol, runtime_checkable
+from typing import Literal, Protocol, runtime_checkable
 
 from core.llm import Message
 from core.stores.records import (
@@ -106,13 +106,25 @@ class TraceStore(Protocol):
 
     async def last(self, conversation: str) -> Trace | None: ...
 
+    async def vote(self, run_id: str, value: Literal["up", "down"], by: str) -> bool:
+        """``by``'s 👍 or 👎 on the answer of run ``run_id``, kept on its stored trace
+        (replacing their earlier vote) in one atomic step, so no vote cast at the same
+        moment, on any process, is lost; False when the trace is no longer stored."""
+        ...
+
 
 # ---- coordination between processes ----------------------------------------------------
 
 
 class EventClaims(Protocol):
-    async def claim(self, event_id: str) -> bool:
-        """True for the first claim of ``event_id`` (within the claim TTL), False after."""
+    async def claim(self, event_id: str, *, ttl: float | None = None) -> bool:
+        """True for the first claim of ``event_id`` (within ``ttl`` seconds, the store's
+        claim TTL when None), False after."""
+        ...
+
+    async def release(self, event_id: str) -> None:
+        """Forget the claim of ``event_id``: the next claim of it is the first again (a
+        claim taken for work that did not happen)."""
         ...
 
 
@@ -202,9 +214,13 @@ class RunRegistry(Protocol):
         about to be found dead)."""
         ...
 
-    async def record(self, surface: str, run_id: str) -> RunRecord | None:
+    async def get(self, surface: str, run_id: str) -> RunRecord | None:
         """The record of ``run_id`` as its process last wrote it (who asked, where its
         message is); None when it is not registered."""
+        ...
+
+    async def record(self, surface: str, run_id: str) -> RunRecord | None:
+        """``get`` by its earlier name, until its callers say ``get``."""
         ...
 
     async def count(self, surface: str) -> int:

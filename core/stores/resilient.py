@@ -28,7 +28,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager, suppress
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Literal, TypeVar
 
 from core.errors import StoreFull, StoreUnavailable
 from core.llm import Message
@@ -272,6 +272,16 @@ class ResilientTraceStore:
         recent = await self.list(conversation, limit=1)
         return recent[0] if recent else None
 
+    async def vote(self, run_id: str, value: Literal["up", "down"], by: str) -> bool:
+        """On the shared store's trace, or on this process's when that one is not there (it
+        was saved while the store was down, or the store is down now)."""
+        try:
+            if await self.health.call(None, lambda: self.inner.vote(run_id, value, by)):
+                return True
+        except StoreUnavailable:
+            pass
+        return await self.fallback.vote(run_id, value, by)
+
 
 def _newest_first(*groups: builtins.list[Trace]) -> builtins.list[Trace]:
     merged = {t.id: t for group in groups for t in group}
@@ -339,13 +349,20 @@ class ResilientEventClaims:
         self.health = health or StoreHealth()
         self.local = local or InMemoryEventClaims()
 
-    async def claim(self, event_id: str) -> bool:
-        if not self.local.claim_now(event_id):
+    async def claim(self, event_id: str, *, ttl: float | None = None) -> bool:
+        if not self.local.claim_now(event_id, ttl=ttl):
             return False  # this process has seen it: no need to ask Redis
         try:
-            return await self.health.call(None, lambda: self.inner.claim(event_id))
+            return await self.health.call(None, lambda: self.inner.claim(event_id, ttl=ttl))
         except StoreUnavailable:
             return True  # claimed locally above: the best this process can do
+
+    async def release(self, event_id: str) -> None:
+        """Released here at once; in the shared store when it answers (else its claim lapses
+        with its TTL, and until then the event stays claimed for other processes)."""
+        self.local.release_now(event_id)
+        with suppress(StoreUnavailable):
+            await self.health.call(None, lambda: self.inner.release(event_id))
 
 
 class ResilientCooldowns:
@@ -493,11 +510,13 @@ class ResilientRunRegistry:
         except StoreUnavailable:
             return True  # unknown: never tell a person a live run has ended
 
-    async def record(self, surface: str, run_id: str) -> RunRecord | None:
+    async def get(self, surface: str, run_id: str) -> RunRecord | None:
         try:
-            return await self.health.call(None, lambda: self.inner.record(surface, run_id))
+            return await self.health.call(None, lambda: self.inner.get(surface, run_id))
         except StoreUnavailable:
             return None  # unknown: nobody may decide about a run nobody can vouch for
+
+    record = get
 
     async def count(self, surface: str) -> int:
         try:

@@ -9,11 +9,13 @@ Keys, all under a configurable prefix (default ``reactbot:``)::
     {prefix}history:{conversation}   LIST of JSON messages (long ones packed, ``core.stores.codec``),
                                      last max_turns*2, TTL 7 days
     {prefix}trace:{trace_id}         STRING, the trace packed (``encode_trace``), TTL 30 days
+                                     (a vote rewrites it keeping its TTL)
     {prefix}traces:{conversation}    ZSET trace_id -> started_at, trimmed, TTL 30 days
     {prefix}recent-traces            ZSET trace_id -> started_at of every conversation; beyond
                                      max_traces the oldest traces are deleted with their entry
     {prefix}lock:{conversation}      STRING token, SET NX PX lease
-    {prefix}event:{event_id}         STRING, SET NX EX claim TTL (EXISTS when a full Redis
+    {prefix}event:{event_id}         STRING, SET NX EX claim TTL, or PX the claim's own TTL,
+                                     DEL when released (EXISTS when a full Redis
                                      refuses the SET: a claimed event stays claimed)
     {prefix}cooldown:{key}           STRING, SET NX PX window
     {prefix}runs:{key}               ZSET slot -> lease expiry (ms), one script per take

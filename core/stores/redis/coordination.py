@@ -97,13 +97,14 @@ class RedisEventClaims(_RedisBase):
         self._ttl = ttl_seconds
         self._replicas = replicas
 
-    async def claim(self, event_id: str) -> bool:
+    async def claim(self, event_id: str, *, ttl: float | None = None) -> bool:
         key = self._key("event", event_id)
+        ex, px = (self._ttl, None) if ttl is None else (None, max(1, math.ceil(ttl * 1000)))
         try:
             with self._unavailable("claim the event"):
                 if not self._replicas:
-                    return bool(await self._client.set(key, "1", nx=True, ex=self._ttl))
-                return await self._claim_replicated(key)
+                    return bool(await self._client.set(key, "1", nx=True, ex=ex, px=px))
+                return await self._claim_replicated(key, ex=ex, px=px)
         except StoreFull:
             # A full Redis refuses the SET even when the key exists: a redelivered event must
             # not pass for new. Reads still work: a claim made before is still seen.
@@ -112,14 +113,18 @@ class RedisEventClaims(_RedisBase):
                     return False
             raise  # not claimed before, and cannot be now: the caller decides
 
-    async def _claim_replicated(self, key: str) -> bool:
+    async def _claim_replicated(self, key: str, *, ex: int | None, px: int | None) -> bool:
         async with self._client.pipeline(transaction=False) as pipe:
-            pipe.set(key, "1", nx=True, ex=self._ttl)
+            pipe.set(key, "1", nx=True, ex=ex, px=px)
             pipe.wait(self._replicas, max(1, int(CLAIM_REPLICA_WAIT * 1000)))
             taken, acknowledged = await pipe.execute()
         if taken and int(acknowledged) < self._replicas:
             log.debug("an event claim reached %s of %d replicas", acknowledged, self._replicas)
         return bool(taken)
+
+    async def release(self, event_id: str) -> None:
+        with self._unavailable("release the event's claim"):
+            await self._client.delete(self._key("event", event_id))
 
 
 # ---- cooldowns ----------------------------------------------------------------------------
@@ -583,11 +588,13 @@ class RedisRunRegistry(_RedisBase):
         with self._unavailable("look up a run"):
             return await self._client.zscore(beats, run_id) is not None
 
-    async def record(self, surface: str, run_id: str) -> RunRecord | None:
+    async def get(self, surface: str, run_id: str) -> RunRecord | None:
         _, hashed = self._keys(surface)
         with self._unavailable("look up a run"):
             raw = await self._client.hget(hashed, run_id)
         return RunRecord.from_json(raw) if raw else None
+
+    record = get
 
     async def count(self, surface: str) -> int:
         beats, _ = self._keys(surface)

@@ -7,17 +7,19 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import hashlib
 import json
 import logging
 import math
 import time
 from collections.abc import Sequence
 from dataclasses import MISSING, dataclass, fields
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 import redis.asyncio as aioredis
 from redis.client import NEVER_DECODE
 
+from core.errors import StoreUnavailable
 from core.stores.codec import ZLIB, ZLIB_DICT, pack, unpack
 from core.stores.protocols import (
     DEFAULT_TRACE_TTL,
@@ -71,6 +73,24 @@ redis.call('zremrangebyrank', KEYS[1], 0, over - 1)
 return oldest
 """
 
+# Replaces a trace with its voted form only if nobody wrote it since it was read (ARGV[1],
+# the SHA-1 of what was read): a vote cast at the same moment by another process is read
+# again and added to, never overwritten. The trace keeps its TTL.
+_VOTE_LUA = """
+local stored = redis.call('get', KEYS[1])
+if not stored then
+    return -1
+end
+if redis.sha1hex(stored) ~= ARGV[1] then
+    return 0
+end
+redis.call('set', KEYS[1], ARGV[2], 'KEEPTTL')
+return 1
+"""
+VOTE_ATTEMPTS = 64
+"""Times a vote reads the trace again when other votes keep changing it under it: each round
+lets at least one of the voters through, so as many voting at the same instant all count."""
+
 LARGE_TRACE_CHARS = 64 * 1024
 """A trace's JSON beyond this is compressed (and cut to fit) in a worker thread, so a tool
 that returned megabytes does not hold the event loop while it is stored."""
@@ -101,16 +121,13 @@ class RedisTraceStore(_RedisBase):
         self._max_bytes = max_trace_bytes
         self._drop_oldest = client.register_script(_DROP_OLDEST_TRACES_LUA)
         self._pop_oldest = client.register_script(_POP_OLDEST_TRACES_LUA)
+        self._vote_script = client.register_script(_VOTE_LUA)
 
     async def save(self, trace: Trace) -> None:
         index, recent = self._tagged("traces", trace.conversation), self._recent_key()
         now = time.time()
         score = trace.started_at or now
-        text = stored_json(trace)
-        if len(text) > LARGE_TRACE_CHARS:
-            value = await asyncio.to_thread(encode_trace_json, text, max_bytes=self._max_bytes)
-        else:
-            value = encode_trace_json(text, max_bytes=self._max_bytes)
+        value = await self._encoded(trace)
         with self._unavailable("save the trace"):
             if self._cluster:
                 await self._save_spread(trace.id, value, index, score, now)
@@ -125,6 +142,12 @@ class RedisTraceStore(_RedisBase):
                         client=pipe,
                     )
                 await pipe.execute()
+
+    async def _encoded(self, trace: Trace) -> bytes:
+        text = stored_json(trace)
+        if len(text) > LARGE_TRACE_CHARS:
+            return await asyncio.to_thread(encode_trace_json, text, max_bytes=self._max_bytes)
+        return encode_trace_json(text, max_bytes=self._max_bytes)
 
     def _queue_save(
         self, pipe: Any, trace_id: str, value: bytes, index: str, score: float, now: float
@@ -199,6 +222,25 @@ class RedisTraceStore(_RedisBase):
     async def last(self, conversation: str) -> Trace | None:
         recent = await self.list(conversation, limit=1)
         return recent[0] if recent else None
+
+    async def vote(self, run_id: str, value: Literal["up", "down"], by: str) -> bool:
+        """Read, voted on, and written back only if unchanged since the read (``_VOTE_LUA``);
+        read again when another vote came first."""
+        key = self._key("trace", run_id)
+        for _ in range(VOTE_ATTEMPTS):
+            with self._unavailable("load the trace to vote on"):
+                raw = await _undecoded(self._client, "GET", key)
+            if raw is None:
+                return False
+            trace = decode_trace(raw)
+            trace.vote(value, by, time.time())
+            voted = await self._encoded(trace)
+            read = hashlib.sha1(raw, usedforsecurity=False).hexdigest()
+            with self._unavailable("record a vote"):
+                done = int(await self._vote_script(keys=[key], args=[read, voted]))
+            if done != 0:
+                return done == 1
+        raise StoreUnavailable(f"a vote on {run_id} lost to others {VOTE_ATTEMPTS} times")
 
 
 TRACE_ZLIB = ZLIB
