@@ -462,11 +462,13 @@ def _server_spec(server: MCPServerConfig, config: Config) -> ServerSpec:
 
 
 def _search_tool(config: Config, api_key: str, redis_client: Redis | None) -> SearchTool:
-    from core.tools.search import InMemorySearchCache, RedisSearchCache, SearchCache, SearchTool
+    from core.tools.search import InMemorySearchCache, SearchCache, SearchTool
 
     search = config.tools.search
     cache: SearchCache
     if redis_client is not None:
+        from core.stores.redis import RedisSearchCache
+
         cache = RedisSearchCache(redis_client, prefix=f"{config.redis.prefix}search:")
     else:
         cache = InMemorySearchCache()

@@ -32,13 +32,31 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Literal
 
 from core.errors import StoreUnavailable
 from core.pricing import MICRO_USD, format_usd, micro_usd
+from core.stores.memory import InMemoryUsageCounters
+from core.stores.protocols import UsageCounters
+from core.stores.records import Line, Standing, up_to_refusal
 from core.trace import Trace
+
+__all__ = [
+    "ALL_LEFT",
+    "UNREADABLE",
+    "Hold",
+    "InMemoryUsageCounters",
+    "Line",
+    "Standing",
+    "TokenBudgets",
+    "Usage",
+    "UsageCounters",
+    "refused",
+    "run_tokens",
+    "up_to_refusal",
+]
 
 log = logging.getLogger(__name__)
 
@@ -47,138 +65,6 @@ UNREADABLE = "I cannot read the counts right now: the shared store is unavailabl
 
 ALL_LEFT = 10**15
 """An estimate that holds everything a line has left (no run of the asker's yet today)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Line:
-    """One limit a question is held against: a counter, its limit and the question's
-    estimate (the store holds at most what is left)."""
-
-    counter: str
-    limit: int
-    estimate: int
-
-
-@dataclass(frozen=True, slots=True)
-class Standing:
-    """Where a line stood when a hold was refused: counted, and held by the other runs."""
-
-    used: int
-    held: int
-
-
-def up_to_refusal(lines: Sequence[Line], stood: Sequence[Standing]) -> list[Standing]:
-    """Where the lines stood, up to the first with nothing left (a store that holds one line
-    after another reads no further)."""
-    for i, (line, s) in enumerate(zip(lines, stood, strict=False)):
-        if s.used + s.held >= line.limit:
-            return list(stood[: i + 1])
-    return list(stood)
-
-
-class UsageCounters(Protocol):
-    """Integer counters that vanish at a given time (the end of their day), and the holds of
-    the runs in flight on them."""
-
-    async def add(self, key: str, amount: int, *, expire_at: float) -> int:
-        """Adds ``amount`` and returns the new count, atomically."""
-        ...
-
-    async def get(self, keys: Sequence[str]) -> list[int]:
-        """The counts (0 for a counter never added to or expired)."""
-        ...
-
-    async def hold(
-        self, run: str, lines: Sequence[Line], *, lease: float, expire_at: float
-    ) -> list[Standing] | None:
-        """In one atomic step: when every line has something left after its count and the
-        other runs' unexpired holds, ``run`` holds ``min(estimate, left)`` on each for
-        ``lease`` seconds and None is returned; else nothing is held and the answer is where
-        each line stood, up to the first that refused (``up_to_refusal``)."""
-        ...
-
-    async def renew(self, run: str, counters: Sequence[str], *, lease: float) -> None:
-        """``run``'s holds on ``counters`` last ``lease`` seconds from now."""
-        ...
-
-    async def settle(
-        self, run: str, counters: Sequence[str], amounts: Sequence[int], *, expire_at: float
-    ) -> None:
-        """Adds each amount to its counter and drops ``run``'s hold on it, each counter in
-        one atomic step (an amount of 0 drops the hold only)."""
-        ...
-
-
-class InMemoryUsageCounters:
-    """``UsageCounters`` of one process (no Redis); no await inside a step, so each is atomic."""
-
-    def __init__(self, *, clock: Callable[[], float] = time.time) -> None:
-        self._counts: dict[str, tuple[int, float]] = {}
-        self._holds: dict[str, dict[str, tuple[int, float]]] = {}
-        """counter -> run -> (amount, until)."""
-        self._clock = clock
-
-    async def add(self, key: str, amount: int, *, expire_at: float) -> int:
-        now = self._clock()
-        self._counts = {k: v for k, v in self._counts.items() if v[1] > now}  # days gone
-        count = self._counts.get(key, (0, expire_at))[0] + amount
-        self._counts[key] = (count, expire_at)
-        return count
-
-    async def get(self, keys: Sequence[str]) -> list[int]:
-        return self._now(keys)
-
-    def _now(self, keys: Sequence[str]) -> list[int]:
-        now = self._clock()
-        found = [self._counts.get(key) for key in keys]
-        return [entry[0] if entry is not None and entry[1] > now else 0 for entry in found]
-
-    def _held(self, counter: str, *, but: str, now: float) -> int:
-        holds = self._holds.get(counter, {})
-        return sum(amount for run, (amount, until) in holds.items() if run != but and until > now)
-
-    def _drop_expired(self, now: float) -> None:
-        for counter, holds in list(self._holds.items()):
-            live = {run: hold for run, hold in holds.items() if hold[1] > now}
-            if live:
-                self._holds[counter] = live
-            else:
-                del self._holds[counter]
-
-    async def hold(
-        self, run: str, lines: Sequence[Line], *, lease: float, expire_at: float
-    ) -> list[Standing] | None:
-        now = self._clock()
-        self._drop_expired(now)
-        used = self._now([line.counter for line in lines])
-        stood = [
-            Standing(count, self._held(line.counter, but=run, now=now))
-            for line, count in zip(lines, used, strict=True)
-        ]
-        if any(s.used + s.held >= line.limit for line, s in zip(lines, stood, strict=True)):
-            return up_to_refusal(lines, stood)
-        for line, s in zip(lines, stood, strict=True):
-            amount = min(line.estimate, line.limit - s.used - s.held)
-            self._holds.setdefault(line.counter, {})[run] = (amount, now + lease)
-        return None
-
-    async def renew(self, run: str, counters: Sequence[str], *, lease: float) -> None:
-        now = self._clock()
-        for counter in counters:
-            holds = self._holds.get(counter, {})
-            if run in holds and holds[run][1] > now:
-                holds[run] = (holds[run][0], now + lease)
-
-    async def settle(
-        self, run: str, counters: Sequence[str], amounts: Sequence[int], *, expire_at: float
-    ) -> None:
-        for counter, amount in zip(counters, amounts, strict=True):
-            if amount > 0:
-                await self.add(counter, amount, expire_at=expire_at)
-            holds = self._holds.get(counter, {})
-            holds.pop(run, None)
-            if not holds:
-                self._holds.pop(counter, None)
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,7 @@ A file becomes passages in three steps, none of which does I/O::
     passages_of(name, pages) lookup Passages: file name, ("page 3",) for a PDF page, text
 
 The passages of a conversation live in a ``FileStore`` (in memory, bounded, here; on Redis
-in ``core.redis_store``) for as long as the conversation's history, and ``/reset`` drops them.
+in ``core.stores``) for as long as the conversation's history, and ``/reset`` drops them.
 ``core.knowledge.LookupTool`` searches them with the knowledge folders, each result saying
 which file and page (``report.pdf, page 3``).
 
@@ -24,13 +24,14 @@ import io
 import logging
 import re
 import unicodedata
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Protocol
 
 from core.errors import ReactbotError
+from core.stores.memory import InMemoryFileStore
+from core.stores.protocols import FileStore
 from core.tools.lookup import Passage, split_passages
 
 __all__ = [
@@ -314,48 +315,8 @@ def cite(passage: Passage) -> str:
 # --- the store ----------------------------------------------------------------------------
 
 
-class FileStore(Protocol):
-    """The passages of the files attached in each conversation."""
-
-    async def load(self, conversation: str) -> list[Passage]: ...
-
-    async def add(self, conversation: str, passages: Sequence[Passage]) -> None: ...
-
-    async def clear(self, conversation: str) -> None: ...
-
-
 def indexed_chars(passages: Iterable[Passage]) -> int:
     return sum(len(p.text) for p in passages)
-
-
-class InMemoryFileStore:
-    """Passages per conversation in this process, for at most ``max_conversations``
-    conversations (the least recently used forgotten first)."""
-
-    def __init__(self, *, max_conversations: int = 1000) -> None:
-        self._max = max_conversations
-        self._data: OrderedDict[str, list[Passage]] = OrderedDict()
-
-    async def load(self, conversation: str) -> list[Passage]:
-        passages = self._data.get(conversation)
-        if passages is None:
-            return []
-        self._data.move_to_end(conversation)
-        return list(passages)
-
-    async def add(self, conversation: str, passages: Sequence[Passage]) -> None:
-        if not passages:
-            return
-        self._data.setdefault(conversation, []).extend(passages)
-        self._data.move_to_end(conversation)
-        while len(self._data) > self._max:
-            self._data.popitem(last=False)
-
-    async def clear(self, conversation: str) -> None:
-        self._data.pop(conversation, None)
-
-    def __len__(self) -> int:
-        return len(self._data)
 
 
 # --- taking in a question's files ---------------------------------------------------------

@@ -10,7 +10,8 @@ model and the person reading the trace; the API key never appears in any of it.
 
 Identical queries (after normalisation) within ``cache_ttl`` seconds come from a ``SearchCache``:
 ``InMemorySearchCache`` for one process, ``RedisSearchCache`` when several processes share a
-Redis. A cache that fails or hangs only costs the cache: the search goes on without it.
+Redis (both in ``core.stores``, named here too). A cache that fails or hangs only costs the
+cache: the search goes on without it.
 """
 
 from __future__ import annotations
@@ -19,19 +20,17 @@ import asyncio
 import hashlib
 import json
 import logging
-import time
 import unicodedata
-from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
-from core.codec import pack, unpack
 from core.errors import ToolError, ToolTimeout
+from core.stores.memory import InMemorySearchCache
+from core.stores.protocols import SearchCache
 from core.tools import ToolDisplay, ToolHints, ToolResult
 
 if TYPE_CHECKING:
-    from redis.asyncio import Redis
-    from redis.asyncio.cluster import RedisCluster
+    from core.stores.redis.search_cache import RedisSearchCache
 
 __all__ = ["InMemorySearchCache", "RedisSearchCache", "SearchCache", "SearchTool"]
 
@@ -44,91 +43,14 @@ CACHE_OP_TIMEOUT = 0.5  # a hanging cache must not eat the search's own time bud
 _CACHE_KEY_VERSION = "v1"
 
 
-class SearchCache(Protocol):
-    """Where finished search results are kept for a while, keyed by a normalised query."""
+def __getattr__(name: str) -> object:
+    """``RedisSearchCache`` moved to ``core.stores.redis``; loaded only when asked for, so a
+    search without Redis never imports redis."""
+    if name == "RedisSearchCache":
+        from core.stores.redis.search_cache import RedisSearchCache
 
-    async def get(self, key: str) -> ToolResult | None: ...
-
-    async def set(self, key: str, value: ToolResult, ttl: float) -> None: ...
-
-
-class InMemorySearchCache:
-    """A per-process cache with a TTL per entry and a bound on the number of entries (LRU)."""
-
-    def __init__(
-        self, *, max_entries: int = 256, clock: Callable[[], float] = time.monotonic
-    ) -> None:
-        if max_entries < 1:
-            raise ValueError("max_entries must be at least 1")
-        self._max_entries = max_entries
-        self._clock = clock
-        self._entries: OrderedDict[str, tuple[float, ToolResult]] = OrderedDict()
-
-    async def get(self, key: str) -> ToolResult | None:
-        entry = self._entries.get(key)
-        if entry is None:
-            return None
-        expires_at, value = entry
-        if expires_at <= self._clock():
-            del self._entries[key]
-            return None
-        self._entries.move_to_end(key)
-        return value
-
-    async def set(self, key: str, value: ToolResult, ttl: float) -> None:
-        if ttl <= 0:
-            return
-        self._entries[key] = (self._clock() + ttl, value)
-        self._entries.move_to_end(key)
-        while len(self._entries) > self._max_entries:
-            self._entries.popitem(last=False)
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-
-class RedisSearchCache:
-    """Search results shared by every bot process on one Redis, as JSON with a TTL, packed
-    (``core.codec``: about half the size; entries stored as plain JSON before still read).
-
-    Errors from Redis propagate; ``SearchTool`` treats any cache failure as a miss.
-    """
-
-    def __init__(self, client: Redis | RedisCluster, prefix: str = "reactbot:search:") -> None:
-        self._client = client
-        self._prefix = prefix
-
-    async def get(self, key: str) -> ToolResult | None:
-        from redis.client import NEVER_DECODE  # the client may decode replies as text
-
-        command = self._client.execute_command
-        raw = await command("GET", self._prefix + key, **{NEVER_DECODE: True})
-        return None if raw is None else _decode_result(raw)
-
-    async def set(self, key: str, value: ToolResult, ttl: float) -> None:
-        ttl_ms = int(ttl * 1000)
-        if ttl_ms <= 0:
-            return
-        entry = {"text": value.text, "sources": list(value.sources)}
-        payload = pack(json.dumps(entry, ensure_ascii=False, separators=(",", ":")))
-        await self._client.set(self._prefix + key, payload, px=ttl_ms)
-
-
-def _decode_result(raw: bytes | str) -> ToolResult | None:
-    """A cached entry, packed or plain JSON, or None when it is not one we wrote (then it is
-    simply a miss)."""
-    try:
-        data = json.loads(unpack(raw))
-    except ValueError:
-        return None
-    if not isinstance(data, dict):
-        return None
-    text, sources = data.get("text"), data.get("sources")
-    if not isinstance(text, str) or not isinstance(sources, list):
-        return None
-    if not all(isinstance(url, str) for url in sources):
-        return None
-    return ToolResult(text=text, sources=tuple(sources))
+        return RedisSearchCache
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class SearchTool:

@@ -1,91 +1,23 @@
-"""The registry of answers in flight, on the real Redis and in memory: heartbeats, orphans,
-exactly one claim however many processes race for it; and ``Recovery`` finishing an orphan
+"""The registry of answers in flight on the real Redis (heartbeats, orphans and one claim per
+run on every backend: ``tests/stores``), and ``Recovery`` finishing an orphan
 (trace ``interrupted``, the question in history, the run slot given back, the message
 finished once)."""
 
 from __future__ import annotations
 
 import asyncio
-import json
 import time
-from collections.abc import AsyncIterator
-from dataclasses import asdict, replace
 from types import SimpleNamespace
-
-import pytest
 
 from adapters.recovery import HISTORY_NOTE, INTERRUPTED, Recovery
 from core.redis_store import RedisRunRegistry, connect
 from core.storage import Stores
-from core.stores import InMemoryRunRegistry, RunRecord, RunRegistry
+from core.stores import RunRecord
 from core.trace import Trace, TraceStep
-
-
-@pytest.fixture(params=["memory", "redis"])
-async def registry(
-    request: pytest.FixtureRequest, redis_url: str, redis_prefix: str
-) -> AsyncIterator[RunRegistry]:
-    if request.param == "memory":
-        yield InMemoryRunRegistry()
-        return
-    shared = connect(redis_url, prefix=redis_prefix)
-    try:
-        yield shared.runs
-    finally:
-        await shared.aclose()
 
 
 def record(run_id: str, *, surface: str = "Slack", owner: str = "p1") -> RunRecord:
     return RunRecord(run_id, surface, f"conv-{run_id}", owner, {"channel": "C1", "ts": "1.0"})
-
-
-async def test_a_silent_run_is_an_orphan_and_a_beating_one_is_not(registry: RunRegistry) -> None:
-    await registry.beat([record("a"), record("b"), record("c", surface="Discord")], at=100.0)
-    await registry.beat([record("b")], at=200.0)
-    assert await registry.orphans("Slack", silent_since=150.0) == ["a"]
-    assert await registry.orphans("Discord", silent_since=150.0) == ["c"]
-    assert await registry.running("Slack", "b") and not await registry.running("Slack", "c")
-    assert (await registry.count("Slack"), await registry.count("Discord")) == (2, 1)
-    await registry.end("Slack", "a")
-    assert await registry.orphans("Slack", silent_since=150.0) == []
-    assert not await registry.running("Slack", "a")
-    assert await registry.count("Slack") == 1
-
-
-async def test_a_record_names_who_asked_and_where_for_any_process(registry: RunRegistry) -> None:
-    asked = RunRecord("r", "Slack", "conv-r", "p1", {"channel": "C1"}, asker="U1", trace="{}")
-    await registry.beat([asked], at=1.0)
-    assert await registry.record("Slack", "r") == asked
-    assert await registry.record("Discord", "r") is None  # another surface's runs are apart
-    await registry.end("Slack", "r")
-    assert await registry.record("Slack", "r") is None
-
-
-async def test_exactly_one_claim_wins(registry: RunRegistry) -> None:
-    await registry.beat([record("x")], at=1.0)
-    claims = await asyncio.gather(*(registry.claim("Slack", "x") for _ in range(20)))
-    won = [c for c in claims if c is not None]
-    assert len(won) == 1 and won[0] == record("x")
-    assert await registry.claim("Slack", "x") is None and not await registry.running("Slack", "x")
-
-
-async def test_steps_added_since_the_record_come_with_its_claim(registry: RunRegistry) -> None:
-    trace = Trace(question="q", id="s", conversation="conv-s")
-    trace.steps.append(TraceStep(1, action="a", observation="1"))
-    await registry.beat([replace(record("s"), trace=trace.to_json())], at=1.0)
-    steps = [json.dumps(asdict(TraceStep(n, action="b", observation=str(n)))) for n in (2, 3)]
-    assert await registry.update("Slack", "s", steps=steps[:1], at=2.0)
-    head = replace(trace, steps=[], notices=["late"]).to_json()
-    assert await registry.update(
-        "Slack", "s", steps=steps[1:], record=replace(record("s"), trace=head), at=3.0
-    )
-    assert await registry.orphans("Slack", silent_since=2.5) == []
-    claimed = await registry.claim("Slack", "s")
-    assert claimed is not None
-    left = Trace.from_json(claimed.trace)
-    assert [s.index for s in left.steps] == [2, 3] and left.notices == ["late"]
-    assert not await registry.update("Slack", "s", steps=steps, at=4.0), "claimed: it stays gone"
-    assert not await registry.running("Slack", "s")
 
 
 async def test_redis_keeps_nothing_once_runs_end(redis_url: str, redis_prefix: str) -> None:

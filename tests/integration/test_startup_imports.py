@@ -80,6 +80,7 @@ NEVER_FOR_ASK = (
     # the bot's own code for other models, stores, tools, surfaces and commands
     "core.openai_model",
     "core.redis_store",
+    "core.stores.redis",
     "core.tools.search",
     "core.tools.mcp",
     "core.html_text",

@@ -25,7 +25,6 @@ KNOWN_CYCLES: set[frozenset[str]] = {
 """Cycles that exist today; each must be broken, none added (a cycle that grows fails too)."""
 
 CEILINGS: dict[str, int] = {
-    "core/redis_store.py": 2032,
     "bot/config.py": 1494,
     "adapters/discord/cog.py": 1322,
     "adapters/slack/bot.py": 973,
@@ -33,8 +32,9 @@ CEILINGS: dict[str, int] = {
 }
 """Files over 800 lines today and their size: none may grow; each is to be split."""
 
-REDIS_IMPORTERS = {"core/redis_store.py", "core/tools/search.py"}
-"""The only modules that may import redis (the stores; the search cache until it joins them)."""
+REDIS_IMPORTERS = {"core/stores/redis/"}
+"""Where redis may be imported: a folder (ending in ``/``) and everything under it, or one
+module. Only the Redis stores do."""
 
 
 def _sources() -> Iterator[Path]:
@@ -162,4 +162,11 @@ def test_only_the_stores_import_redis() -> None:
         tree = ast.parse(path.read_text(encoding="utf-8"))
         if any(m == "redis" or m.startswith("redis.") for m in _imported(path, name, tree)):
             importers.add(path.relative_to(ROOT).as_posix())
-    assert importers == REDIS_IMPORTERS
+    allowed = {i for i in importers if any(_under(i, place) for place in REDIS_IMPORTERS)}
+    assert importers == allowed, f"redis imported outside the stores: {sorted(importers - allowed)}"
+    for place in REDIS_IMPORTERS:  # a stale entry would let redis in unnoticed later
+        assert any(_under(i, place) for i in importers), f"nothing in {place} imports redis"
+
+
+def _under(relative: str, place: str) -> bool:
+    return relative.startswith(place) if place.endswith("/") else relative == place
