@@ -540,7 +540,7 @@ class WebChat:
                 )
                 trace = traces.get(question)
                 if trace is not None and trace.status != "running":
-                    view = RunView.of_trace(trace, verbosity=verbosity or self.settings.verbosity)
+                    view = RunView.of_trace(trace, verbosity=verbosity or self.policy.verbosity)
                     turns.append(renderer.final(view).data())
                 else:
                     turns.append(renderer.earlier(question, message["content"]).data())
