@@ -10,7 +10,7 @@ adapters are handed the bundle; nobody lists its stores field by field.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from core.approval import (
@@ -24,6 +24,7 @@ from core.approval import (
 from core.budgets import InMemoryUsageCounters, UsageCounters
 from core.files import FileStore, InMemoryFileStore
 from core.history import HistoryStore, InMemoryHistoryStore
+from core.memories import InMemoryMemories, MemoryStore
 from core.stores import (
     DEFAULT_CLAIM_TTL,
     DEFAULT_LOCK_LEASE,
@@ -83,6 +84,8 @@ class Stores:
     """Whether the shared store answered lately (resilient bundles only)."""
     shared: RedisStores | None = None
     """The Redis stores underneath (their client, their address), when on Redis."""
+    memories: MemoryStore = field(default_factory=InMemoryMemories)
+    """What people asked the bot to remember (``core.memories``): kept without a TTL."""
 
     @classmethod
     def in_memory(
@@ -129,9 +132,10 @@ class Stores:
         is down at start does not stop the bot): ``url`` is one server's URL, or a
         ``RedisTarget`` (Sentinel, Cluster, TLS files). Close it with ``aclose``. ``max_traces``
         (0: no bound) and ``max_trace_bytes`` bound the traces; None: the defaults."""
+        from core.redis_memories import RedisMemories
         from core.redis_store import DEFAULT_MAX_TRACE_BYTES, DEFAULT_MAX_TRACES, connect
 
-        return cls.on(
+        bundle = cls.on(
             connect(
                 url,
                 prefix=prefix,
@@ -146,6 +150,8 @@ class Stores:
                 claim_ttl=claim_ttl,
             )
         )
+        assert bundle.shared is not None
+        return replace(bundle, memories=RedisMemories(bundle.shared.client, prefix=prefix))
 
     @classmethod
     def on(cls, shared: RedisStores) -> Stores:
@@ -202,6 +208,7 @@ class Stores:
             files=r.CheckedFileStore(self.files, health=health),
             health=health,
             shared=self.shared,
+            memories=self.memories,  # read each run: a Redis away costs the recall, said so
         )
 
     @property
