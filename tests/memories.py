@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from core.memories import Holder, Memory, MemoryStore, Scope, Where
+from core.prompt import MEMORY_LEAD
+from core.scripted import ScriptedModel
 
 SLACK_C1 = Where("slack", "T1", "slack:T1:C1", private=False)
 SLACK_C2 = Where("slack", "T1", "slack:T1:C2", private=False)
@@ -50,3 +52,25 @@ async def check_memory_store(store: MemoryStore) -> None:
     assert await store.list(ada) == []
     assert await store.clear(ada) == 0
     assert await store.list(bob) == [theirs], "a clear is one holder's"
+
+
+TRAVELLING = [
+    'Thought: keep it\nAction: remember[{"fact": "I manage the payments team"}]',
+    "Thought: kept\nAction: finish[Noted.]",
+    "Thought: known\nAction: finish[The payments team.]",
+    "Thought: unknown\nAction: finish[I don't know.]",
+    'Thought: keep it\nAction: remember[{"fact": "my salary is 100k"}]',
+    "Thought: kept\nAction: finish[Noted, privately.]",
+    "Thought: ok\nAction: finish[ok]",
+    "Thought: ok\nAction: finish[ok]",
+]
+"""The model's turns for a surface's travel scenario: Ada's fact told in channel A (2 calls),
+asked in channel B by Ada then by someone else (1 each), a fact told in her DM (2), asked in
+her DM and in channel B (1 each)."""
+
+
+def recalled(model: ScriptedModel, call: int) -> str:
+    """The memory block the model was sent in its call ``call`` ("" for none)."""
+    return "".join(
+        m["content"] for m in model.calls[call].messages if m["content"].startswith(MEMORY_LEAD)
+    )

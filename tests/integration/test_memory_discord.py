@@ -5,19 +5,12 @@ channel for her and never for Mallory; a fact she tells in a DM never reaches a 
 from __future__ import annotations
 
 from core.memories import Holder, InMemoryMemories, Memories
-from core.prompt import MEMORY_LEAD
-from core.scripted import ScriptedModel
 from tests.fakes.discord_server import CHANNEL_ID, GUILD_ID, FakeDiscord
 from tests.integration.test_discord import Harness, running
+from tests.memories import TRAVELLING, recalled
 
 OTHER_CHANNEL = CHANNEL_ID + 100
 ADA, MALLORY = 1001, 2002
-
-
-def recalled(model: ScriptedModel, call: int) -> str:
-    return "".join(
-        m["content"] for m in model.calls[call].messages if m["content"].startswith(MEMORY_LEAD)
-    )
 
 
 async def ask(h: Harness, text: str, runs: int, **where: object) -> None:
@@ -30,17 +23,7 @@ async def ask(h: Harness, text: str, runs: int, **where: object) -> None:
 async def test_a_fact_travels_between_channels_for_its_teller_only_and_dms_stay_private() -> None:
     fake = FakeDiscord()
     fake.add_channel(OTHER_CHANNEL, name="random")
-    turns = [
-        'Thought: keep it\nAction: remember[{"fact": "I manage the payments team"}]',
-        "Thought: kept\nAction: finish[Noted.]",
-        "Thought: known\nAction: finish[The payments team.]",
-        "Thought: unknown\nAction: finish[I don't know.]",
-        'Thought: keep it\nAction: remember[{"fact": "my salary is 100k"}]',
-        "Thought: kept\nAction: finish[Noted, privately.]",
-        "Thought: ok\nAction: finish[ok]",
-        "Thought: ok\nAction: finish[ok]",
-    ]
-    async with running(turns, fake=fake) as h:
+    async with running(TRAVELLING, fake=fake) as h:
         assert h.bot.cog is not None
         memories = Memories(InMemoryMemories())
         h.bot.cog.services.agent.memories = memories  # memory.enabled, as App.create wires it

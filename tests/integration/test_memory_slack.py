@@ -8,20 +8,12 @@ from __future__ import annotations
 from typing import Any
 
 from core.memories import Holder, InMemoryMemories, Memories
-from core.prompt import MEMORY_LEAD
-from core.scripted import ScriptedModel
 from tests.fakes.slack_server import TEAM_ID
 from tests.integration.test_slack_app import ASKER, CHANNEL, Harness, fake, make  # noqa: F401
+from tests.memories import TRAVELLING, recalled
 
 OTHER_CHANNEL = "C2RANDOM"
 BOB = "U2BOB"
-
-
-def recalled(model: ScriptedModel, call: int) -> str:
-    """The memory block the model was sent in call ``call`` ("" for none)."""
-    return "".join(
-        m["content"] for m in model.calls[call].messages if m["content"].startswith(MEMORY_LEAD)
-    )
 
 
 async def dm(h: Harness, text: str, *, ts: str) -> None:
@@ -41,14 +33,7 @@ async def test_a_fact_travels_between_channels_for_its_teller_only_and_dms_stay_
 ) -> None:
     h: Harness = await make(
         [
-            'Thought: keep it\nAction: remember[{"fact": "I manage the payments team"}]',
-            "Thought: kept\nAction: finish[Noted.]",
-            "Thought: known\nAction: finish[The payments team.]",
-            "Thought: unknown\nAction: finish[I don't know.]",
-            'Thought: keep it\nAction: remember[{"fact": "my salary is 100k"}]',
-            "Thought: kept\nAction: finish[Noted, privately.]",
-            "Thought: ok\nAction: finish[ok]",
-            "Thought: ok\nAction: finish[ok]",
+            *TRAVELLING,
             "Thought: gone\nAction: forget[payments]",
             "Thought: done\nAction: finish[Forgotten.]",
             "Thought: ok\nAction: finish[ok]",
