@@ -9,7 +9,10 @@ matches) are ``ToolError``s: the model reads why and says so.
 
 from __future__ import annotations
 
-from core.errors import ToolError
+from collections.abc import Awaitable, Callable
+from typing import ParamSpec
+
+from core.errors import StoreUnavailable, ToolError
 from core.memories import Asking, Memories, Scope, quoted
 from core.tools.base import FunctionTool, Tool
 
@@ -19,10 +22,25 @@ NAMES = frozenset({REMEMBER, FORGET})
 
 _SCOPES: dict[str, Scope] = {"me": "person", "channel": "channel"}
 
+P = ParamSpec("P")
+
+
+def _stored(work: Callable[P, Awaitable[str]]) -> Callable[P, Awaitable[str]]:
+    """A store that does not answer is said to the model in one line, as a tool error."""
+
+    async def guarded(*args: P.args, **kwargs: P.kwargs) -> str:
+        try:
+            return await work(*args, **kwargs)
+        except StoreUnavailable as exc:
+            raise ToolError("The memory store is unavailable: nothing changed. Try later.") from exc
+
+    return guarded
+
 
 def memory_tools(memories: Memories, asking: Asking, *, trace: str) -> list[Tool]:
     """The two tools, acting as ``asking`` for the run ``trace``."""
 
+    @_stored
     async def remember(fact: str, scope: str = "me") -> str:
         if scope not in _SCOPES:
             raise ToolError(f"scope must be 'me' or 'channel', not {quoted(scope, limit=20)}.")
@@ -30,6 +48,7 @@ def memory_tools(memories: Memories, asking: Asking, *, trace: str) -> list[Tool
         whose = "about the asker" if kept.scope == "person" else "for this channel"
         return f"Remembered {kept.id} ({whose}): {quoted(kept.text)}"
 
+    @_stored
     async def forget(what: str) -> str:
         gone = await memories.forget(asking, what)
         return "Forgot " + "; ".join(f"{m.id} ({quoted(m.text)})" for m in gone) + "."

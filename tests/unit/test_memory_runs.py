@@ -207,3 +207,19 @@ async def test_a_channel_or_a_catalogue_model_can_turn_memories_off() -> None:
     assert not (await choices.for_run("slack:T1:C1")).memory, "the channel's model too"
     await settings.put("slack:T1:C2", "memory", "off")
     assert not (await choices.for_run("slack:T1:C2")).memory
+
+
+class DeadWrites(InMemoryMemories):
+    async def add(self, memory: Memory, *, limit: int) -> Memory | None:
+        raise StoreUnavailable("Redis at 127.0.0.1:1/0 failed to keep a memory")
+
+
+async def test_a_store_that_does_not_answer_is_one_line_to_the_model() -> None:
+    model = ScriptedModel(
+        ['Thought: keep\nAction: remember[{"fact": "x"}]', "Thought: no\nAction: finish[no]"]
+    )
+    trace = await run(agent(model, Memories(DeadWrites())), "remember x", ADA)
+    step = next(s for s in trace.steps if s.action == "remember")
+    assert step.error and step.observation == (
+        "Error: The memory store is unavailable: nothing changed. Try later."
+    )
