@@ -42,6 +42,8 @@ MAX_CHARS = 500
 MAX_PER_USER = 100
 MAX_PER_CHANNEL = 200
 RECALL_CHARS = 1500
+MAX_TIME = 32503680000.0
+"""The year 3000: a stored date past it (or before 1970) is refused as unreadable."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,9 +135,9 @@ class Memory:
         try:
             data = json.loads(text)
             platform, space, place, private = data["where"]
-            scope = data["scope"]
-            if scope not in ("person", "channel"):
-                return None
+            scope, at = data["scope"], float(data["at"])
+            if scope not in ("person", "channel") or not 0 <= at < MAX_TIME:
+                return None  # a date no line can show (NaN, the year 5000) is no memory
             return cls(
                 id=str(data["id"]),
                 text=str(data["text"]),
@@ -143,7 +145,7 @@ class Memory:
                 by=str(data["by"]),
                 by_name=str(data.get("by_name", "")),
                 where=Where(str(platform), str(space), str(place), bool(private)),
-                at=float(data["at"]),
+                at=at,
                 trace=str(data.get("trace", "")),
             )
         except (ValueError, KeyError, TypeError):

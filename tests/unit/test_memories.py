@@ -7,19 +7,24 @@ from __future__ import annotations
 import random
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from core.memories import (
     Asking,
     Holder,
     InMemoryMemories,
     Memories,
+    Memory,
     MemoryRefused,
     MemorySettings,
     Scope,
     Where,
     memory_line,
+    memory_lines,
     recallable,
 )
+from core.prompt import fence
 from tests.memories import check_memory_store, memory
 
 DM = Where("slack", "T1", "slack:T1:D1", private=True)
@@ -90,10 +95,10 @@ async def test_a_long_conversation_of_many_people_gives_nobody_another_ones_fact
             kept = await memories.remember(me, f"fact {turn} of {user}", scope)
             told[kept.id] = (user, here, scope)
             continue
-        for given in await memories.recall(me):
+        for shown in await memories.recall(me):
             recalled_any += 1
-            by, where, scope = told[given.id]
-            assert given.text.endswith(f"of {by}")
+            by, where, scope = told[shown.id]
+            assert shown.text.endswith(f"of {by}")
             if scope == "channel":
                 assert where.place == here.place
                 continue
@@ -171,3 +176,29 @@ async def test_recall_is_newest_first_within_its_characters() -> None:
     given = await memories.recall(ada)
     assert [m.id for m in given] == [kept[4].id, kept[3].id], "the newest that fit"
     assert sum(len(memory_line(m)) + 1 for m in given) <= 220
+
+
+memory_texts = st.text(min_size=1, max_size=600)
+
+
+@given(text=memory_texts, private=st.booleans(), scope=st.sampled_from(["person", "channel"]))
+def test_a_memory_round_trips_and_reads_as_one_line(text: str, private: bool, scope: Scope) -> None:
+    kept = memory("m1a2b3c4", text, at=1.7e9, scope=scope, where=Where("slack", "T", "p", private))
+    assert Memory.from_json(kept.to_json()) == kept
+    line = memory_line(kept)
+    assert "\n" not in line and "\r" not in line and line.startswith("m1a2b3c4 · ")
+    fenced = fence(memory_lines([kept, kept]), "memory")
+    inner = fenced.removeprefix("<memory>\n").removesuffix("\n</memory>")
+    assert "<" not in inner and ">" not in inner, "nothing inside can close or open a tag"
+
+
+@given(raw=st.one_of(st.text(max_size=200), st.binary(max_size=200)))
+def test_an_unreadable_stored_value_is_skipped_not_raised(raw: str | bytes) -> None:
+    read = Memory.from_json(raw)  # never raises: a value another version wrote is skipped
+    assert read is None or isinstance(read, Memory)
+
+
+@pytest.mark.parametrize("at", ["NaN", "Infinity", "1e300", "-1"])
+def test_a_stored_date_no_line_could_show_is_unreadable(at: str) -> None:
+    kept = memory("m1", "x", at=1.0, where=C1).to_json().replace('"at": 1.0', f'"at": {at}')
+    assert Memory.from_json(kept) is None
