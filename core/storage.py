@@ -208,7 +208,7 @@ class Stores:
             files=r.CheckedFileStore(self.files, health=health),
             health=health,
             shared=self.shared,
-            memories=self.memories,  # read each run: a Redis away costs the recall, said so
+            memories=r.CheckedMemories(self.memories, health=health),
         )
 
     @property

@@ -88,3 +88,21 @@ async def test_memories_on_a_cluster(redis_cluster) -> None:  # type: ignore[no-
             assert len(await on_cluster.list(Holder.person("slack", f"U{i}"))) == 1
     finally:
         await stores.aclose()
+
+
+async def test_a_redis_that_is_away_costs_one_timeout_then_fails_at_once() -> None:
+    """Through the resilient bundle: the first read waits for the dead server, the next
+    ones within the retry window fail at once; a run says so and answers anyway."""
+    from core.errors import StoreUnavailable
+    from core.storage import Stores
+
+    stores = Stores.redis("redis://127.0.0.1:1/0", prefix="t:").resilient()
+    try:
+        ada = Holder.person("slack", "U1")
+        with pytest.raises(StoreUnavailable):
+            await stores.memories.list(ada)
+        assert stores.health is not None and stores.health.degraded
+        with pytest.raises(StoreUnavailable, match="not retried yet"):
+            await stores.memories.add(memory("m1", "x", at=1.0, where=SLACK_C1), limit=5)
+    finally:
+        await stores.aclose()
