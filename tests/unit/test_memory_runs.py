@@ -13,7 +13,7 @@ from core.events import Finished
 from core.memories import Asking, Holder, InMemoryMemories, Memories, Memory, Where
 from core.prompt import MEMORY_LEAD
 from core.remembering import RECALL_MEMORIES, UNAVAILABLE
-from core.scripted import ScriptedModel
+from core.scripted import ScriptedModel, Turn
 from core.tools import ToolRegistry
 from core.trace import Trace
 
@@ -223,3 +223,25 @@ async def test_a_store_that_does_not_answer_is_one_line_to_the_model() -> None:
     assert step.error and step.observation == (
         "Error: The memory store is unavailable: nothing changed. Try later."
     )
+
+
+async def test_native_tool_calls_remember_and_forget_as_in_text_mode() -> None:
+    memories = Memories(InMemoryMemories())
+    model = ScriptedModel(
+        [
+            Turn(tool_calls=(("remember", '{"fact": "we ship on Fridays"}'),)),
+            "Kept.",
+            Turn(tool_calls=(("forget", '{"memory": "Fridays"}'),)),
+            "Forgotten.",
+        ]
+    )
+    bot = agent(model, memories, mode="tools")
+    await run(bot, "remember we ship on Fridays", ADA)
+    specs = {spec["function"]["name"] for spec in model.calls[0].tools or []}
+    assert {"remember", "forget"} <= specs
+    assert [m.text for m in await memories.store.list(Holder.person("slack", "U1"))] == [
+        "we ship on Fridays"
+    ]
+    trace = await run(bot, "forget it", ADA)
+    assert "Forgot" in (next(s for s in trace.steps if s.action == "forget").observation or "")
+    assert await memories.store.list(Holder.person("slack", "U1")) == []
