@@ -49,6 +49,7 @@ from core.approval import ApprovalBroker
 from core.budgets import Hold, TokenBudgets
 from core.events import Event
 from core.files import Incoming, Intake
+from core.memories import Asking, Where
 from core.storage import Stores
 from core.stores import renewing
 from core.tools import ToolRegistry
@@ -122,6 +123,8 @@ class Ask(Generic[A]):
     None: the question is read alone."""
     channel_name: str = ""
     """The place as people call it (``#general``), when the platform gave its name."""
+    where: Where | None = None
+    """Where it is asked, as memories read it (``core.memories``); None: no memories."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -494,6 +497,9 @@ class Answering(Generic[A]):
             images=intake.shown,
             earlier=read,
             prepare=prepare,
+            asking=Asking(ask.user, ask.name, ask.admin, ask.where)
+            if ask.where is not None and choice.memory
+            else None,
         )
         view = RunView(
             question=run.trace.question,

@@ -6,6 +6,8 @@ Kept in ``ChannelSettings`` under the channel's key (a thread follows its channe
     prompt     the persona, at most ``PERSONA_CHARS`` characters; unset: none
     tools_off  tool names turned off, comma-separated; unset: every tool on (a tool added later,
                an MCP server's say, starts on)
+    memory     ``off``: runs here neither recall nor change memories (``core.memories``);
+               unset: on
 
 Reading never needs an admin; changing does (the adapters check). Text that comes back to a
 chat (the replies here) names models and tools from the config and registry, never a user's
@@ -48,6 +50,9 @@ class RunChoice:
     """Tools the channel turned off (lower-cased names)."""
     verbosity: Verbosity | None = None
     """What an admin set for the channel (None: the platform's default)."""
+    memory: bool = True
+    """The run may recall and change memories: the channel did not turn them off, and its
+    model is not one the catalogue says must never receive them (``memory: false``)."""
 
 
 @dataclass(slots=True)
@@ -61,6 +66,8 @@ class ChannelChoices:
     """Catalogue names of the models that read images."""
     default_vision: bool = False
     """The default model reads images (``model.vision``)."""
+    no_memory: frozenset[str] = frozenset()
+    """Catalogue names of the models that must never receive memories (``memory: false``)."""
 
     # ---- reading ------------------------------------------------------------------------
     async def stored(self, key: str) -> dict[str, str]:
@@ -88,7 +95,9 @@ class ChannelChoices:
         tools = self._subset(off) if off else None
         vision = name.strip() in self.vision if chosen is not None and name else self.default_vision
         persona = stored.get("prompt", "")
-        return RunChoice(chosen, tools, persona, vision, frozenset(off), verbosity_of(stored))
+        memory = stored.get("memory") != "off" and not (chosen and name in self.no_memory)
+        verbosity = verbosity_of(stored)
+        return RunChoice(chosen, tools, persona, vision, frozenset(off), verbosity, memory)
 
     async def verbosity(self, key: str) -> Verbosity | None:
         """What an admin set for channel ``key`` (None: the platform's default)."""

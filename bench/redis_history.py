@@ -22,6 +22,11 @@ Memory is ``MEMORY USAGE`` of every key under the bench's own prefix (the shared
 keys that live only while a turn runs (the conversation's lock, the run registry, the run
 slot, the cooldown) are sampled in the middle of the first 20 turns and shown apart. The total is
 compared with issue 25's target, 50 KB (50,000 bytes). Keys are deleted at the end.
+
+Then the asker keeps ``--memories`` memories (100 by default, issue 43's ``memory.max_per_user``)
+through ``remember`` as a run would (facts of 40-200 characters of the same prose): their
+bytes per person are shown apart, since they persist on purpose and are the person's, not the
+conversation's.
 """
 
 from __future__ import annotations
@@ -54,10 +59,12 @@ from core.budgets import TokenBudgets  # noqa: E402
 from core.events import Event  # noqa: E402
 from core.knowledge import LookupTool  # noqa: E402
 from core.llm import Usage  # noqa: E402
+from core.memories import Asking, Memories, MemorySettings, Where  # noqa: E402
 from core.redis_store import PERSISTENT_KINDS  # noqa: E402
 from core.scripted import ScriptedModel, Turn  # noqa: E402
 from core.storage import Stores  # noqa: E402
 from core.stores import record_vote  # noqa: E402
+from core.stores.redis.memories import KIND as MEMORIES  # noqa: E402
 from core.tools import ToolRegistry, ToolResult  # noqa: E402
 from core.tools.calculator import CalculatorTool  # noqa: E402
 from core.tools.search import RedisSearchCache, SearchTool  # noqa: E402
@@ -210,7 +217,7 @@ def ttl_text(ttls: set[int], kind: str) -> str:
     if not ttls:
         return ""
     if ttls == {-1}:
-        return "none (persists)" if kind in PERSISTENT_KINDS else "NONE"
+        return "none (persists)" if kind in PERSISTENT else "NONE"
     low, high = min(ttls), max(ttls)
 
     def one(seconds: int) -> str:
@@ -232,7 +239,19 @@ async def scan(client: Any, prefix: str) -> dict[str, list[tuple[int, int]]]:
     return found
 
 
-async def main(turn_count: int, max_traces: int = 0, observations: str = "calculator") -> int:
+PERSISTENT = PERSISTENT_KINDS | {MEMORIES}
+
+
+async def remember_many(stores: Stores, count: int, rng: random.Random, ada: Asking) -> None:
+    """``count`` facts kept by ``ada``, as ``remember`` keeps them (one script each)."""
+    memories = Memories(stores.memories, MemorySettings(max_per_user=max(1, count)))
+    for i in range(count):
+        await memories.remember(ada, prose(rng, rng.randint(40, 200)), "person", trace=f"t{i}")
+
+
+async def main(
+    turn_count: int, max_traces: int = 0, observations: str = "calculator", memories: int = 100
+) -> int:
     url = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
     prefix = f"reactbot-bench:{uuid.uuid4().hex[:8]}:"
     stores = Stores.redis(url, prefix=prefix, max_traces=max_traces)
@@ -315,6 +334,8 @@ async def main(turn_count: int, max_traces: int = 0, observations: str = "calcul
                 await client.delete(f"{prefix}cooldown:{ask.key}")
             seconds = time.perf_counter() - started
             model.assert_complete()
+            ada = Asking(user, "ada", False, Where("slack", team, place, private=False))
+            await remember_many(stores, memories, rng, ada)
             kept = await scan(client, prefix)
             stored = await stores.traces.list(conversation, limit=turn_count)
             text = sum(
@@ -331,7 +352,15 @@ async def main(turn_count: int, max_traces: int = 0, observations: str = "calcul
             if keys:
                 await client.delete(*keys)
             await stores.aclose()
-    return report(turn_count, max_traces, observations, seconds, kept, sampled, text)
+    kept_memories = kept.pop(MEMORIES, [])
+    code = report(turn_count, max_traces, observations, seconds, kept, sampled, text)
+    size = sum(s for s, _ in kept_memories)
+    ttl = ttl_text({t for _, t in kept_memories}, MEMORIES)
+    print(
+        f"memories: {memories} of one person in {size:,} bytes ({size / 1000:.1f} KB per "
+        f"person, {size // max(1, memories):,} bytes a memory), TTL {ttl}"
+    )
+    return code
 
 
 async def _allowed() -> str | None:
@@ -388,7 +417,7 @@ def report(
             *((k, {t for _, t in v}) for k, v in kept.items()),
             *sampled.ttls.items(),
         ]
-        if -1 in ttls and kind not in PERSISTENT_KINDS
+        if -1 in ttls and kind not in PERSISTENT
     )
     print("kinds with a key without a TTL, not meant to persist:", ", ".join(untimed) or "none")
     missed = turns == TARGET_TURNS and total > TARGET_BYTES
@@ -406,5 +435,8 @@ if __name__ == "__main__":
         help="calculator: three calculations a turn, as realistic_model.py (issue 25's case); "
         "tools: a web search, a knowledge-base lookup and a calculation",
     )
+    parser.add_argument(
+        "--memories", type=int, default=100, help="memories the asker keeps (issue 43)"
+    )
     args = parser.parse_args()
-    sys.exit(asyncio.run(main(args.turns, args.max_traces, args.observations)))
+    sys.exit(asyncio.run(main(args.turns, args.max_traces, args.observations, args.memories)))

@@ -26,6 +26,7 @@ from core.demo import DemoModel
 from core.file_workers import FileReaders
 from core.files import FileLimits
 from core.llm import ChatModel
+from core.memories import Memories
 from core.memory import HistoryCompactor
 from core.observe import RunObserver
 from core.storage import Stores
@@ -149,6 +150,7 @@ class App:
             default_model=self.model.name,
             vision=frozenset(n for n, entry in self.config.models.items() if entry.vision),
             default_vision=self.config.model.vision and self.config.model_configured,
+            no_memory=frozenset(n for n, entry in self.config.models.items() if not entry.memory),
         )
 
     @classmethod
@@ -172,6 +174,7 @@ class App:
             answer_model=_build_answer_model(config, closers),
             compactor=_build_compactor(config, model),
             prices=model_prices(config),
+            memories=_build_memories(config, stores),
             settings=AgentSettings(
                 max_steps=config.agent.max_steps,
                 # A backstop behind the SDK's own read timeout (which it retries): connect
@@ -536,6 +539,16 @@ def redis_target(redis: RedisConfig) -> RedisTarget:
         tls_key_file=path(redis.tls_key_file),
         tls_check_hostname=redis.tls_check_hostname,
     )
+
+
+def _build_memories(config: Config, stores: Stores) -> Memories | None:
+    """What people ask the bot to remember (``memory.*``), in the bundle's store; without
+    Redis they last only as long as this process, and the start says so in the log."""
+    if not config.memory.enabled:
+        return None
+    if not config.redis.configured:
+        log.info("memories are kept in this process only (no redis.url): a restart forgets them")
+    return Memories(stores.memories, config.memory.settings())
 
 
 def _build_stores(config: Config, closers: list[Callable[[], Awaitable[None]]]) -> Stores:

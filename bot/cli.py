@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from bot.memory_command import add_memory_parser, memory_command
 from bot.platforms import PLATFORMS
 
 if TYPE_CHECKING:
@@ -157,6 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
     tdiff.add_argument("trace_a", metavar="A")
     tdiff.add_argument("trace_b", metavar="B")
     _add_eval_parser(sub, config)
+    add_memory_parser(sub, config)
     return parser
 
 
@@ -330,7 +332,8 @@ async def run_cli(
                 return await wait_for_sigterm(errors, config_error_waiting_line())
         return 2
     interactive = args.command in (None, "chat", "ask", "tools", "eval")
-    setup_logging(config, verbose=args.verbose, quiet=interactive or args.command == "trace")
+    quiet = interactive or args.command in ("trace", "memory")
+    setup_logging(config, verbose=args.verbose, quiet=quiet)
     command = args.command or ("serve" if enabled_platforms(config) else "chat")
     if command in ("serve", "chat"):  # the long-lived ones; ~30 ms that `ask` need not pay
         warn_outside_ranges()
@@ -346,6 +349,8 @@ async def run_cli(
             from bot.evals import eval_command, options_of
 
             return await eval_command(app, options_of(args), console, errors)
+        if command == "memory":  # the store alone, like traces
+            return await memory_command(app, args, console, errors)
         if command == "trace":  # reading stored traces needs no tool, model or note
             with _quiet_store_warnings(unless=args.verbose):
                 return await trace_command(app, args, console, errors)

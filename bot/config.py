@@ -41,6 +41,7 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails
 
+from bot.memory_config import MemoryConfig
 from core.errors import ReactbotError
 from core.pricing import Price
 
@@ -106,10 +107,8 @@ SECRET_ENV_VARS: Mapping[str, str] = {
 
 
 class ConfigError(ReactbotError):
-    """The configuration cannot be used; ``str(error)`` says which key and how to fix it.
-
-    One line per problem, each starting with ``config error:``. Never contains a secret.
-    """
+    """The configuration cannot be used: one line per problem, each starting with
+    ``config error:``, saying which key and how to fix it. Never contains a secret."""
 
     def __init__(self, problems: Iterable[str]) -> None:
         self.problems: tuple[str, ...] = tuple(problems)
@@ -292,8 +291,7 @@ def _check_variable_name(name: str, where: str) -> str:
 
 class MCPServerConfig(_Section):
     """One Model Context Protocol server: a command run over stdio, or a Streamable HTTP
-    ``url``. Secrets stay in the environment: ``env_from`` and ``headers_from`` name the
-    variables to read."""
+    ``url``. Secrets stay in the environment (``env_from`` and ``headers_from`` name them)."""
 
     name: str
     enabled: bool = True
@@ -772,6 +770,7 @@ class CatalogueModel(_Section):
     base_url: str | None = None
     api_key_env: str | None = None
     vision: bool = False
+    memory: bool = True  # false: this provider never receives memories (``core.memories``)
     price: PriceConfig | None = None
 
     _http_url = field_validator("base_url")(_check_http_url)
@@ -845,6 +844,7 @@ class Config(_Section):
     files: FilesConfig = Field(default_factory=_defaults(FilesConfig))
     ops: OpsConfig = Field(default_factory=_defaults(OpsConfig))
     context: ContextConfig = Field(default_factory=_defaults(ContextConfig))
+    memory: MemoryConfig = Field(default_factory=MemoryConfig.model_construct)
     log_level: LogLevel = "INFO"
     log_format: Literal["text", "json"] = "text"
     """``json``: one JSON object per line, a run's lines carrying its id and conversation."""

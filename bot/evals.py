@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import secrets
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
@@ -46,10 +47,11 @@ from core.evals import (
     source_rank,
     summarise,
 )
-from core.events import ApprovalRequested, Mode
+from core.events import ApprovalRequested, FinalEvent, Mode
 from core.files import FileRefused, extract, passages_of
 from core.knowledge import registry_with_files
 from core.llm import ChatModel
+from core.memories import Asking, Holder, Where
 from core.pricing import format_usd
 from core.tools import ToolRegistry
 from core.tools.lookup import Passage
@@ -274,12 +276,29 @@ class Eval:
         if case.files:
             files = attached(case.files, self._files)
             tools = registry_with_files(tools or setup.agent.tools, files)
+        person = eval_person(job) if setup.agent.memories is not None else None
+        try:
+            for n, question in enumerate(case.before):  # each in a conversation of its own
+                await self._ask(job, question, tools, person and person.elsewhere(n))
+            final = await self._ask(job, case.question, tools, person)
+        finally:
+            if person is not None and setup.agent.memories is not None:
+                await setup.agent.memories.store.clear(person.holder)  # none left behind
+        if self.stopped and final.trace.status == "cancelled":
+            return None
+        return result_of(job, final.trace)
+
+    async def _ask(
+        self, job: Job, question: str, tools: ToolRegistry | None, person: EvalPerson | None
+    ) -> FinalEvent:
+        setup = job.setup
         run = setup.agent.start(
-            case.question,
+            question,
             user=EVAL_USER,
             mode=setup.mode,
             model=setup.model,
             tools=tools,
+            asking=person.asking if person is not None else None,
         )
         self._runs.add(run)
         try:
@@ -289,12 +308,34 @@ class Eval:
                     await self.app.broker.decide(
                         key, Decision("deny", EVAL_USER, reason=NO_APPROVER)
                     )
-            final = await run.wait()
+            return await run.wait()
         finally:
             self._runs.discard(run)
-        if self.stopped and final.trace.status == "cancelled":
-            return None
-        return result_of(job, final.trace)
+
+
+@dataclass(frozen=True, slots=True)
+class EvalPerson:
+    """The person one job asks as: their own id, so jobs run at once never share memories."""
+
+    asking: Asking
+
+    @property
+    def holder(self) -> Holder:
+        return Holder.person(EVAL_PLATFORM, self.asking.user)
+
+    def elsewhere(self, n: int) -> EvalPerson:
+        """The same person in another channel of the same space (a ``before`` question)."""
+        where = replace(self.asking.where, place=f"{self.asking.where.place}:before-{n}")
+        return EvalPerson(replace(self.asking, where=where))
+
+
+EVAL_PLATFORM = "eval"
+
+
+def eval_person(job: Job) -> EvalPerson:
+    ident = f"{job.setup.combination.label}:{job.case.id}:{job.repeat}:{secrets.token_hex(3)}"
+    where = Where(EVAL_PLATFORM, "eval", f"eval:{ident}", private=False)
+    return EvalPerson(Asking(ident, EVAL_USER, False, where))
 
 
 def _case_tools(tools: ToolRegistry, case: Case) -> ToolRegistry | None:
@@ -379,6 +420,7 @@ def agent_for(app: App, prompt: str | None, *, model: str | None = None) -> Agen
         approve=base.approve,
         observers=base.observers,
         prices=prices,
+        memories=base.memories,
     )
 
 

@@ -52,12 +52,14 @@ from core.events import (
 from core.formats import Reply, Request, StepFormat, assistant_message, formats_for
 from core.history import HistoryStore
 from core.llm import ChatModel, Message
+from core.memories import Asking, Memories
 from core.memory import HistoryCompactor, Memory, MemoryHealth
 from core.modes import ToolCall
 from core.observe import Probes, RunObserver, WatchedModel
 from core.outbox import Outbox, ReplyReader, TextRun
 from core.parser import Action
 from core.pricing import Price
+from core.remembering import RunMemory
 from core.storage import Stores
 from core.stores import ConversationLocks, TraceStore
 from core.tools import Attachment, ToolRegistry, display_of
@@ -130,8 +132,11 @@ class Agent:
         observers: Sequence[RunObserver] = (),
         clock: Callable[[], float] = time.time,
         prices: Mapping[str, Price] | None = None,
+        memories: Memories | None = None,
     ) -> None:
         self.model = model
+        self.memories = memories
+        """What people asked to remember (``core.memories``); None: ``memory.enabled`` off."""
         self.tools = tools
         # The bundle every surface shares; a single keyword stands for one store (a bare
         # agent in a test that needs only history, say) and wins over the bundle's.
@@ -183,6 +188,7 @@ class Agent:
         images: Sequence[str] = (),
         earlier: Earlier | None = None,
         prepare: Prepare | None = None,
+        asking: Asking | None = None,
     ) -> Run:
         """A running answer to ``question``. For this run only: ``mode`` overrides the
         settings' mode, ``model`` and ``tools`` the agent's own (a channel's choice),
@@ -192,7 +198,8 @@ class Agent:
         as the trace's first step (index 0: it is no model call). ``prepare`` runs first, in
         the run's own task (the files attached to the question, read): what it returns
         replaces ``tools`` and adds to ``images``, and a Stop (``cancel``) ends it at once,
-        as it ends any step."""
+        as it ends any step. ``asking``: who asks and where, for their memories (None: the
+        run neither recalls nor changes any)."""
         problem = self.question_problem(question)
         if problem is not None:  # the trace keeps what is needed to see why, not megabytes
             question = question[: self.settings.max_question_chars] + "…"
@@ -213,7 +220,10 @@ class Agent:
             trace.notices.append(f"{len(images)} attached image(s) shown to the model")
         if earlier is not None and earlier.text:
             trace.steps.append(earlier.step(self._clock()))
-        run = Run(self, trace, refusal=problem, model=model, tools=tools, prepare=prepare)
+        recalls = RunMemory(self.memories, asking, trace) if self.memories and asking else None
+        run = Run(
+            self, trace, refusal=problem, model=model, tools=tools, prepare=prepare, memory=recalls
+        )
         run.images = list(images)
         run.earlier = earlier
         return run
@@ -280,15 +290,17 @@ class Run:
         model: ChatModel | None = None,
         tools: ToolRegistry | None = None,
         prepare: Prepare | None = None,
+        memory: RunMemory | None = None,
     ) -> None:
         self.agent = agent
         self.trace = trace
         self._prepare = prepare
+        self._recalls = memory
         self.model = model or agent.model
         self.answer_model = agent.answer_model if model is None else None
         """The default model's answer model; a run on its own model (a channel's or a
         question's pick) answers with that model, as chosen."""
-        self.tools = tools if tools is not None else agent.tools
+        self.tools = self._with_memory(tools if tools is not None else agent.tools)
         self.images: list[str] = []
         self.earlier: Earlier | None = None
         """The channel's earlier messages, read for this question (not kept in history)."""
@@ -339,9 +351,12 @@ class Run:
         if images:
             self.trace.notices.append(f"{len(images)} attached image(s) shown to the model")
         if tools is not None:
-            self.tools = self._approvals.tools = tools
-            self._tools = self._running(tools)
+            self.tools = self._approvals.tools = self._with_memory(tools)
+            self._tools = self._running(self.tools)
         self.images.extend(images)
+
+    def _with_memory(self, tools: ToolRegistry) -> ToolRegistry:
+        return tools if self._recalls is None else self._recalls.tools(tools)
 
     def _running(self, tools: ToolRegistry) -> Tools:
         """What runs this run's actions from ``tools`` (timeouts, probes)."""
@@ -527,6 +542,7 @@ class Run:
             persona=self.trace.persona,
             template=self.settings.system_prompt,
             earlier=self.earlier.text if self.earlier is not None else "",
+            memories=await self._recalls.recall(self.agent._clock()) if self._recalls else "",
         )
         if self.images:
             messages[-1]["images"] = self.images

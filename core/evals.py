@@ -23,7 +23,7 @@ from core.errors import ReactbotError
 
 ExpectKind = Literal["exact", "contains", "regex", "number", "any_of", "source"]
 KINDS: tuple[ExpectKind, ...] = ("exact", "contains", "regex", "number", "any_of")
-CASE_FIELDS = frozenset({"id", "question", "expect", "tags", "tools", "files"})
+CASE_FIELDS = frozenset({"id", "question", "expect", "tags", "tools", "files", "before"})
 RECALL_AT = 3
 """Recall@k of the source expectations: the source among the lookup's first k sources."""
 QUESTION_CHARS = 20_000
@@ -33,6 +33,7 @@ TEXT_CHARS = 2_000
 PATTERN_CHARS = 500
 ANY_OF_ITEMS = 100
 LIST_ITEMS = 100
+BEFORE_ITEMS = 10
 """Tags and tools of one case."""
 ID_CHARS = 100
 ANSWER_CHARS = 20_000
@@ -86,6 +87,9 @@ class Case:
     """The tools this case may use (None: every configured tool)."""
     files: tuple[str, ...] = ()
     """Files attached to the question, as the case file names them (relative to it)."""
+    before: tuple[str, ...] = ()
+    """Questions the same person asks first, each in a conversation of its own (what they
+    told the bot there reaches the question only through its memories, ``memory.*``)."""
 
 
 def parse_case(entry: object, *, line: int, number: int) -> Case:
@@ -110,6 +114,7 @@ def parse_case(entry: object, *, line: int, number: int) -> Case:
         tags=_names(entry.get("tags", ()), f"{where}: tags"),
         tools=_names(entry["tools"], f"{where}: tools") if "tools" in entry else None,
         files=_files(entry.get("files", ()), f"{where}: files"),
+        before=_before(entry.get("before", ()), f"{where}: before"),
     )
 
 
@@ -161,6 +166,15 @@ def _files(raw: object, label: str) -> tuple[str, ...]:
             raise CaseError(f"{label}: each must be a path (text, at most {ID_CHARS * 10} chars)")
         files.append(item)
     return tuple(files)
+
+
+def _before(raw: object, label: str) -> tuple[str, ...]:
+    if not isinstance(raw, list | tuple) or len(raw) > BEFORE_ITEMS:
+        raise CaseError(f"{label}: must be a list of at most {BEFORE_ITEMS} questions")
+    asked = tuple(_text(item, f"{label}[{i}]", QUESTION_CHARS) for i, item in enumerate(raw))
+    if any(not question.strip() for question in asked):
+        raise CaseError(f"{label}: a question must not be empty")
+    return asked
 
 
 def _case_id(raw: object, where: str, number: int) -> str:

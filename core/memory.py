@@ -20,6 +20,7 @@ from core.errors import ModelError, StoreUnavailable
 from core.events import Event, Notice
 from core.history import HistoryStore, Message
 from core.llm import ChatModel
+from core.remembering import RECALL_MEMORIES
 from core.stores import ReplaceableHistory
 from core.trace import Trace
 
@@ -56,6 +57,8 @@ def compact_steps(trace: Trace, *, observation_chars: int = 200) -> str:
     """One line per tool step, ``action[input] -> observation``, observations shortened."""
     lines = []
     for step in trace.tool_steps:
+        if step.action == RECALL_MEMORIES:  # read from the store anew each run, never kept
+            continue
         observation = " ".join((step.observation or step.error or "").split())
         if len(observation) > observation_chars:
             observation = observation[: observation_chars - 1] + "…"

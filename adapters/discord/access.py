@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from adapters.policy import Policy
+from core.memories import Where
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +34,10 @@ class Asker:
     guild_admin: bool = False
     memberships: tuple[Membership, ...] = ()
     """In DMs: the allowed guilds (``dm_guilds``) the user is a member of, with their roles."""
+
+    def where(self, place: str) -> Where:
+        """Where they ask, as memories read it: the guild is the space; a DM is private."""
+        return Where("discord", str(self.guild_id or ""), place, self.guild_id is None)
 
 
 @dataclass(frozen=True, slots=True)

@@ -913,13 +913,14 @@ class AskCog(commands.Cog):
             key=_user_key(asker),
             name=user.display_name,
             admin=is_admin(self.policy, asker),
-            place=settings_key(channel, channel_id),
+            place=(place := settings_key(channel, channel_id)),
             question=question,
             ident=ident,
             model=model,
             files=incoming_of(attachments, files.downloader) if files is not None else (),
             earlier=earlier,
             channel_name=channel_name(channel),
+            where=asker.where(place),
         )
 
     def _earlier(
@@ -1270,8 +1271,7 @@ class MentionReply(_Reply):
 
 class InteractionReply(_Reply):
     """An answer to ``/ask``: the deferred response (Discord's own "thinking…") becomes the
-    live message, with Stop, before the files are read; the refused files are said in a
-    follow-up."""
+    live message, with Stop, before the files are read; refused files are said after it."""
 
     def __init__(self, cog: AskCog, interaction: discord.Interaction, ask: Ask[Asker]) -> None:
         super().__init__(cog, ask, interaction.channel_id or 0)

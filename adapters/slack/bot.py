@@ -648,8 +648,7 @@ class SlackBot:
 
     # ---- policy ---------------------------------------------------------------------------
     def _ask(self, question: Question, *, bot_user_id: str | None = None) -> Ask[Question]:
-        """The question as the answering pipeline reads it; a mention reads the earlier
-        messages of its thread or channel."""
+        """The question as the pipeline reads it; a mention reads its thread's earlier messages."""
         files = self.files
         limit = self.policy.context.messages
 
@@ -669,6 +668,7 @@ class SlackBot:
             files=incoming_of(question.files, files.downloader) if files is not None else (),
             earlier=earlier if question.source == "mention" else None,
             channel_name=question.channel_name,
+            where=question.where,
         )
 
     async def _named(self, question: Question) -> Question:

@@ -11,6 +11,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal, NotRequired, TypedDict
 
+from core.memories import Where
+
 Source = Literal["command", "mention", "dm", "followup"]
 """``followup``: a channel message with no mention (a reply in the thread of one of the
 bot's answers, or any message in a free-response channel)."""
@@ -78,6 +80,12 @@ class Question:
     def is_dm(self) -> bool:
         """A direct message, or ``/ask`` typed in one (DM channel ids start with ``D``)."""
         return self.source == "dm" or self.channel.startswith("D")
+
+    @property
+    def where(self) -> Where:
+        """Where it is asked, as memories read it: the workspace is the space, the channel
+        the place (its settings' key), a DM private."""
+        return Where("slack", self.team, f"slack:{self.team}:{self.channel}", self.is_dm)
 
     def conversation(self, root_ts: str | None = None, *, per_thread: bool = True) -> str:
         """``slack:{team}:{channel}[:{thread}]``: a question in a thread continues that

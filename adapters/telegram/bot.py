@@ -82,6 +82,7 @@ from core.approval import ApprovalBroker, ApprovalRequest, Decision, Verdict
 from core.budgets import TokenBudgets
 from core.errors import StoreUnavailable
 from core.files import Incoming
+from core.memories import Where
 from core.storage import Stores
 from core.stores import RunRecord
 from core.trace import Trace
@@ -109,6 +110,14 @@ class Asker:
     message: int
     thread: int | None = None
     """The forum topic the question was asked in."""
+
+    @property
+    def where(self) -> Where:
+        """Where they ask, as memories read it: a group is the space and each of its topics
+        a place; a private chat is private."""
+        group = is_group(self.chat)
+        place = conversation_of(self.chat, self.thread)
+        return Where("telegram", str(self.chat) if group else "", place, not group)
 
 
 def file_url(api_base_url: str) -> str:
@@ -372,6 +381,7 @@ class TelegramBot:
             ident=ident or f"telegram:{asker.chat}:{asker.message}",
             files=files,
             channel_name=chat_name,
+            where=asker.where,
         )
         admitted = await self.answering.admit(ask)
         if isinstance(admitted, Refusal):

@@ -73,6 +73,7 @@ from core.agent import Agent, Run
 from core.approval import ApprovalBroker, Decision, Verdict
 from core.budgets import TokenBudgets
 from core.errors import ReactbotError, StoreUnavailable
+from core.memories import Where
 from core.prompt import QUESTION_PREFIX
 from core.storage import Stores
 from core.trace import Trace
@@ -613,6 +614,7 @@ class WebChat:
             place=session.conversation,
             question=question,
             ident=f"{session.conversation}:{secrets.token_hex(6)}",
+            where=Where("web", "", session.conversation, private=True),  # the session's own
         )
         admitted = await self.answering.admit(ask)
         if isinstance(admitted, Refusal):

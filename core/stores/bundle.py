@@ -10,9 +10,10 @@ adapters are handed the bundle; nobody lists its stores field by field.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from core.memories import InMemoryMemories, MemoryStore
 from core.stores.memory import (
     InMemoryAllowances,
     InMemoryChannelSettings,
@@ -86,6 +87,8 @@ class Stores:
     """Whether the shared store answered lately (resilient bundles only)."""
     shared: RedisStores | None = None
     """The Redis stores underneath (their client, their address), when on Redis."""
+    memories: MemoryStore = field(default_factory=InMemoryMemories)
+    """What people asked the bot to remember (``core.memories``): kept without a TTL."""
 
     @classmethod
     def in_memory(
@@ -169,6 +172,7 @@ class Stores:
             usage=shared.usage,
             files=shared.files,
             shared=shared,
+            memories=shared.memories,
         )
 
     def resilient(
@@ -205,6 +209,7 @@ class Stores:
             files=r.CheckedFileStore(self.files, health=health),
             health=health,
             shared=self.shared,
+            memories=r.CheckedMemories(self.memories, health=health),
         )
 
     @property

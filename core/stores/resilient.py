@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Literal, TypeVar
 
 from core.errors import StoreFull, StoreUnavailable
 from core.llm import Message
+from core.memories import Holder, Memory, MemoryStore
 from core.stores.memory import (
     InMemoryAllowances,
     InMemoryChannelSettings,
@@ -694,3 +695,25 @@ class CheckedFileStore:
 
     async def clear(self, conversation: str) -> None:
         await self.health.call(None, lambda: self.inner.clear(conversation))
+
+
+class CheckedMemories:
+    """What people asked to remember, through the store's ``StoreHealth``: while it is
+    presumed down a run's recall and its memory tools fail at once (said in the trace and
+    to the model) instead of each waiting for a timeout."""
+
+    def __init__(self, inner: MemoryStore, *, health: StoreHealth) -> None:
+        self.inner = inner
+        self.health = health
+
+    async def add(self, memory: Memory, *, limit: int) -> Memory | None:
+        return await self.health.call(None, lambda: self.inner.add(memory, limit=limit))
+
+    async def list(self, holder: Holder) -> builtins.list[Memory]:
+        return await self.health.call(None, lambda: self.inner.list(holder))
+
+    async def delete(self, holder: Holder, ids: Sequence[str]) -> builtins.list[str]:
+        return await self.health.call(None, lambda: self.inner.delete(holder, ids))
+
+    async def clear(self, holder: Holder) -> int:
+        return await self.health.call(None, lambda: self.inner.clear(holder))

@@ -104,6 +104,7 @@ from core.stores.redis.coordination import (
     RedisRunSlots,
     RedisUsageCounters,
 )
+from core.stores.redis.memories import RedisMemories
 from core.stores.redis.search_cache import RedisSearchCache
 from core.stores.redis.traces import (
     CUT_NOTE,
@@ -204,6 +205,7 @@ class RedisStores:
     allowances: RedisAllowances
     channel_settings: RedisChannelSettings
     files: RedisFileStore
+    memories: RedisMemories
     usage: RedisUsageCounters
 
     @property
@@ -307,5 +309,6 @@ def connect(
         allowances=RedisAllowances(client, prefix=prefix, ttl_seconds=history_ttl),
         channel_settings=RedisChannelSettings(client, prefix=prefix),
         files=RedisFileStore(client, prefix=prefix, ttl_seconds=history_ttl),
+        memories=RedisMemories(client, prefix=prefix),
         usage=RedisUsageCounters(client, prefix=prefix),
     )
