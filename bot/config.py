@@ -43,6 +43,7 @@ from pydantic_core import ErrorDetails
 
 from core.errors import ReactbotError
 from core.pricing import Price
+from core.when import check_zone
 
 if TYPE_CHECKING:
     import yaml
@@ -824,6 +825,18 @@ class ContextConfig(_Section):
     """At most this many characters of them, the newest kept."""
 
 
+class ScheduleConfig(_Section):
+    """Scheduled questions (docs/schedules.md): who may add them and their limits."""
+
+    default_timezone: str | None = None
+    who: Literal["admins", "anyone"] = "admins"
+    max_per_channel: int = Field(default=20, ge=1, le=10_000)
+    max_per_user: int = Field(default=10, ge=1, le=10_000)
+    min_interval_seconds: int = Field(default=300, ge=60, le=7 * 86400)
+    catch_up_seconds: int = Field(default=3600, ge=0, le=7 * 86400)
+    _zone = field_validator("default_timezone")(check_zone)
+
+
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 
 
@@ -845,6 +858,7 @@ class Config(_Section):
     files: FilesConfig = Field(default_factory=_defaults(FilesConfig))
     ops: OpsConfig = Field(default_factory=_defaults(OpsConfig))
     context: ContextConfig = Field(default_factory=_defaults(ContextConfig))
+    schedule: ScheduleConfig = Field(default_factory=_defaults(ScheduleConfig))
     log_level: LogLevel = "INFO"
     log_format: Literal["text", "json"] = "text"
     """``json``: one JSON object per line, a run's lines carrying its id and conversation."""

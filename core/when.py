@@ -35,8 +35,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from cronsim import CronSim, CronSimError
-
 MAX_WHEN_CHARS = 200
 """Longer text is refused at once (a schedule's ``when`` is a short line)."""
 MAX_COUNT = 10_000
@@ -248,6 +246,8 @@ def _cron(words: list[str], default_timezone: str | None, now: float) -> When | 
     if isinstance(zone, WhenProblem):
         return zone
     expression = " ".join(words[:5])
+    from cronsim import CronSim, CronSimError  # loaded when a cron expression is first read
+
     if not _names_only(words[:5]):
         return WhenProblem(
             "Use plain cron fields: numbers, *, ranges (1-5), lists (1,3) and steps (*/15)."
@@ -261,6 +261,8 @@ def _cron(words: list[str], default_timezone: str | None, now: float) -> When | 
 
 
 def _runs_at_all(when: When, now: float) -> When | WhenProblem:
+    from cronsim import CronSimError
+
     try:
         if when.next_after(now) is not None:
             return when
@@ -313,6 +315,13 @@ def _zone_of(words: list[str], default_timezone: str | None) -> str | WhenProble
     return zone
 
 
+def check_zone(value: str | None) -> str | None:
+    """A config validator: ``value`` unless it names no time zone."""
+    if value is not None and zone_name(value) is None:
+        raise ValueError("must be an IANA time zone, e.g. Europe/Paris or UTC")
+    return value
+
+
 def zone_name(name: str) -> str | None:
     """``name`` as an IANA zone's key when it is one (``UTC`` included), else None."""
     if len(name) > 64 or not _ZONE.match(name) or ".." in name:
@@ -324,6 +333,8 @@ def zone_name(name: str) -> str | None:
 
 
 def _next_cron(cron: str, timezone: str, after: float) -> int | None:
+    from cronsim import CronSim
+
     start = datetime.fromtimestamp(int(after), UTC).astimezone(ZoneInfo(timezone))
     try:
         found = next(CronSim(cron, start))
