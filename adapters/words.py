@@ -159,7 +159,7 @@ def schedule_line(schedule: Schedule) -> str:
     if schedule.runs:
         last = schedule.runs[-1]
         parts.append(f"last: {last.outcome.replace('_', ' ')}" + (" (late)" if last.late else ""))
-    question = schedule.question.replace("\n", " ")
+    question = " ".join(schedule.question.split())  # one line, whatever breaks it held
     if len(question) > QUESTION_SHOWN:
         question = question[: QUESTION_SHOWN - 1] + "…"
     return " · ".join(parts) + f" · “{question}”"
