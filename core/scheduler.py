@@ -148,7 +148,14 @@ class Scheduler:
         won: list[Occurrence] = []
         for start in range(0, len(due), AT_ONCE):
             batch = due[start : start + AT_ONCE]
-            for found in await asyncio.gather(*(self._take(s, now) for s in batch)):
+            # Every take of the batch finishes (its claim and its write) before a failure is
+            # raised: none is left running unowned.
+            taken = await asyncio.gather(
+                *(self._take(s, now) for s in batch), return_exceptions=True
+            )
+            for found in taken:
+                if isinstance(found, BaseException):
+                    raise found
                 won.extend(found)
         return won
 

@@ -237,3 +237,31 @@ async def test_lateness_is_told_for_each_planned_run() -> None:
         world.clock.now = START + 60 + second
         await look(scheduler)
     assert told == [3.0, 5.0]  # minute 1 at +3 s; then minute 3 (minute 2 skipped) at +5 s
+
+
+async def test_a_store_that_fails_mid_look_is_raised_once_the_batch_is_done() -> None:
+    from core.errors import StoreUnavailable
+
+    broken: set[str] = set()
+
+    class Flaky(InMemoryEventClaims):
+        async def claim(self, event_id: str) -> bool:
+            if any(f":{schedule_id}:" in event_id for schedule_id in broken):
+                raise StoreUnavailable("Redis failed to claim the event")
+            return await super().claim(event_id)
+
+    world = World()
+    healthy = await world.add("* * * * *")
+    sick = await world.add("* * * * *")
+    broken.add(sick.id)
+    runner = RecordingRunner()
+    scheduler = Scheduler(
+        book=world.book, claims=Flaky(), runner=runner, notice=runner, clock=world.clock
+    )
+    world.clock.now = START + 61
+    with pytest.raises(StoreUnavailable):
+        await scheduler.tick()
+    await scheduler.settled()
+    assert [o.schedule.id for o in runner.ran] == [healthy.id], "the rest of the batch ran"
+    kept = await world.store.get(healthy.id)
+    assert kept is not None and kept.next_at == START + 120
