@@ -11,7 +11,15 @@ room, access) are worded by the answering pipeline (``adapters.answering``,
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Literal
+from zoneinfo import ZoneInfo
+
 from core.tools.base import ToolDisplay
+
+if TYPE_CHECKING:
+    from core.schedules import Refused, Schedule
 
 __all__ = [
     "DECISION_GONE",
@@ -22,11 +30,21 @@ __all__ = [
     "RESET_ADMINS",
     "RESET_DONE",
     "RETRY_GONE",
+    "SCHEDULES_NEED_REDIS",
+    "SCHEDULES_NOT_KEPT",
     "UNSAVED",
     "acting",
     "decide_refused",
     "deciders",
     "now_sees",
+    "run_time",
+    "schedule_added",
+    "schedule_changed",
+    "schedule_header",
+    "schedule_line",
+    "schedule_missing",
+    "schedule_paused_notice",
+    "schedule_refused",
     "stop_refused",
     "who_may_decide",
 ]
@@ -83,3 +101,107 @@ def acting(display: ToolDisplay | None, name: str) -> tuple[str, str]:
     if display is not None:
         return display.emoji, display.verb
     return "🛠️", f"Running {name}"
+
+
+# ---- scheduled questions (docs/schedules.md) ----------------------------------------------
+
+SCHEDULES_NOT_KEPT = (
+    "Schedules live in this process only: without Redis (REDIS_URL) they will not survive a "
+    "restart."
+)
+SCHEDULES_NEED_REDIS = (
+    "Schedules need Redis (REDIS_URL) here: without it they live inside one running "
+    "`reactbot serve`, which this command cannot reach."
+)
+QUESTION_SHOWN = 80
+"""Characters of a schedule's question shown in a list."""
+
+
+def run_time(epoch: int, timezone: str = "") -> str:
+    """``Mon 7 Dec 2026 09:00`` in the schedule's zone (UTC for intervals and ``in``)."""
+    at = datetime.fromtimestamp(epoch, ZoneInfo(timezone) if timezone else UTC)
+    return f"{at:%a} {at.day} {at:%b %Y %H:%M}"
+
+
+def _runs(times: Sequence[int], timezone: str) -> str:
+    zone = timezone or "UTC"
+    return ", ".join(run_time(t, timezone) for t in times) + f" ({zone})"
+
+
+def schedule_added(schedule: Schedule, upcoming: Sequence[int]) -> str:
+    times = _runs(upcoming, schedule.timezone) if upcoming else "none"
+    return f"⏰ Scheduled {schedule.id}: {schedule.when.text}. Next runs: {times}."
+
+
+def schedule_refused(refused: Refused) -> str:
+    """Why a schedule was not added, in one line."""
+    match refused.reason:
+        case "who":
+            return "Only an admin can add a schedule here."
+        case "per_channel":
+            return f"This place already has {refused.limit} schedules: delete one first."
+        case "per_user":
+            return f"You already have {refused.limit} schedules: delete one first."
+        case "interval":
+            return f"Runs must be at least {_duration(refused.limit)} apart."
+        case "question":
+            return (
+                f"Write the question to ask after the time (at most {refused.limit:,} characters)."
+            )
+        case "when":
+            return refused.text
+        case _:
+            return "That schedule could not be added."
+
+
+def _duration(seconds: int) -> str:
+    if seconds % 60:
+        return f"{seconds} seconds"
+    minutes = seconds // 60
+    return f"{minutes} minute" + ("s" if minutes != 1 else "")
+
+
+def schedule_line(schedule: Schedule) -> str:
+    """One schedule in a list: id, when, state, next run, owner, last outcome, question."""
+    parts = [schedule.id, schedule.when.text, schedule.state]
+    due = schedule.next_at if schedule.state == "active" else None
+    parts.append(f"next {run_time(due, schedule.timezone)}" if due is not None else "no next run")
+    parts.append(f"by {schedule.owner_name or schedule.owner}")
+    if schedule.runs:
+        last = schedule.runs[-1]
+        parts.append(f"last: {last.outcome.replace('_', ' ')}" + (" (late)" if last.late else ""))
+    question = " ".join(schedule.question.split())  # one line, whatever breaks it held
+    if len(question) > QUESTION_SHOWN:
+        question = question[: QUESTION_SHOWN - 1] + "…"
+    return " · ".join(parts) + f" · “{question}”"
+
+
+def schedule_missing(schedule_id: str) -> str:
+    shown = schedule_id[:20].replace("@", "@\u200b")
+    return f"No schedule {shown} here: `schedule list` shows their ids."
+
+
+def schedule_changed(
+    schedule: Schedule, what: Literal["paused", "resumed", "deleted", "run"]
+) -> str:
+    if what == "run":
+        return f"▶️ {schedule.id} will run in a few seconds."
+    if what == "resumed":
+        due = schedule.next_at
+        after = f" Next run: {_runs([due], schedule.timezone)}." if due is not None else ""
+        return f"▶️ Resumed {schedule.id}.{after}"
+    return f"{'⏸️ Paused' if what == 'paused' else '🗑️ Deleted'} {schedule.id}."
+
+
+def schedule_paused_notice(schedule: Schedule) -> str:
+    """Told to the owner when the failures in a row paused their schedule."""
+    return (
+        f"⏸️ Your schedule {schedule.id} ({schedule.when.text}) failed {schedule.failures} "
+        f"times in a row, so I paused it. Resume it with: schedule resume {schedule.id}"
+    )
+
+
+def schedule_header(schedule: Schedule, *, late: bool) -> str:
+    """The first line of a scheduled run's message."""
+    marker = " · late" if late else ""
+    return f"⏰ Scheduled by {schedule.owner_name or 'someone'} · {schedule.when.text}{marker}"

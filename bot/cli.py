@@ -1,4 +1,4 @@
-"""The ``reactbot`` command line: ask, chat, serve, tools, trace.
+"""The ``reactbot`` command line: ask, chat, serve, tools, trace, eval, schedule.
 
 ``main()`` in ``bot/__main__.py`` is the only place that calls ``asyncio.run``.
 
@@ -159,7 +159,50 @@ def build_parser() -> argparse.ArgumentParser:
     tdiff.add_argument("trace_b", metavar="B")
     _add_eval_parser(sub, config)
     add_memory_parser(sub, config)
+    _add_schedule_parser(sub, config)
     return parser
+
+
+def _add_schedule_parser(
+    sub: argparse._SubParsersAction[Any], config: argparse.ArgumentParser
+) -> None:
+    schedule = sub.add_parser(
+        "schedule",
+        parents=[config],
+        help="scheduled questions: add, list, pause, resume, delete, run (needs Redis)",
+        description="Questions the bot asks on its own at set times, once across every "
+        'serving process. WHEN is a cron expression and a zone ("0 9 * * MON '
+        'Europe/Paris") or a phrase: "every day 09:00 Europe/Paris", "every monday 09:00 '
+        'Europe/Paris", "every 2 hours", "in 30 minutes", "at 2026-12-24 18:00 Europe/Paris".',
+    )
+    schedule.set_defaults(schedule_help=schedule.format_help)
+    ssub = schedule.add_subparsers(dest="schedule_command", metavar="SUBCOMMAND")
+    add = ssub.add_parser("add", parents=[config], help="add a schedule; prints its next runs")
+    add.add_argument("when", metavar="WHEN", help="when it runs (quote it)")
+    add.add_argument("question", nargs="+", metavar="QUESTION", help="what to ask")
+    _place_options(add, required=True)
+    listing = ssub.add_parser("list", parents=[config], help="every schedule, or one place's")
+    _place_options(listing, required=False)
+    for name, text in (
+        ("pause", "stop running it until resumed"),
+        ("resume", "run it again from its next time"),
+        ("delete", "delete it"),
+        ("run", "run it now, once (the next serving process to look takes it)"),
+    ):
+        sub_command = ssub.add_parser(name, parents=[config], help=text)
+        sub_command.add_argument("schedule_id", metavar="ID")
+
+
+def _place_options(parser: argparse.ArgumentParser, *, required: bool) -> None:
+    parser.add_argument(
+        "--platform", required=required, choices=[p.name for p in PLATFORMS], help="where it posts"
+    )
+    parser.add_argument(
+        "--channel",
+        required=required,
+        help="the channel (Slack, Discord) or chat (Telegram) id it posts in",
+    )
+    parser.add_argument("--thread", default="", help="a thread or forum topic in it")
 
 
 def _add_eval_parser(sub: argparse._SubParsersAction[Any], config: argparse.ArgumentParser) -> None:
@@ -332,7 +375,7 @@ async def run_cli(
                 return await wait_for_sigterm(errors, config_error_waiting_line())
         return 2
     interactive = args.command in (None, "chat", "ask", "tools", "eval")
-    quiet = interactive or args.command in ("trace", "memory")
+    quiet = interactive or args.command in ("trace", "memory", "schedule")
     setup_logging(config, verbose=args.verbose, quiet=quiet)
     command = args.command or ("serve" if enabled_platforms(config) else "chat")
     if command in ("serve", "chat"):  # the long-lived ones; ~30 ms that `ask` need not pay
@@ -351,6 +394,10 @@ async def run_cli(
             return await eval_command(app, options_of(args), console, errors)
         if command == "memory":  # the store alone, like traces
             return await memory_command(app, args, console, errors)
+        if command == "schedule":  # the work is in bot/schedule_command.py
+            from bot.schedule_command import schedule_command
+
+            return await schedule_command(app, args, console, errors)
         if command == "trace":  # reading stored traces needs no tool, model or note
             with _quiet_store_warnings(unless=args.verbose):
                 return await trace_command(app, args, console, errors)

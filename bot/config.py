@@ -42,6 +42,7 @@ from pydantic import (
 from pydantic_core import ErrorDetails
 
 from bot.memory_config import MemoryConfig
+from bot.schedule_config import ScheduleConfig
 from core.errors import ReactbotError
 from core.pricing import Price
 
@@ -845,6 +846,7 @@ class Config(_Section):
     ops: OpsConfig = Field(default_factory=_defaults(OpsConfig))
     context: ContextConfig = Field(default_factory=_defaults(ContextConfig))
     memory: MemoryConfig = Field(default_factory=MemoryConfig.model_construct)
+    schedule: ScheduleConfig = Field(default_factory=ScheduleConfig.model_construct)
     log_level: LogLevel = "INFO"
     log_format: Literal["text", "json"] = "text"
     """``json``: one JSON object per line, a run's lines carrying its id and conversation."""

@@ -19,6 +19,7 @@ import errno
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 from prometheus_client import (
@@ -42,6 +43,9 @@ from core.observe import ModelRequest
 from core.pricing import Price
 from core.trace import Trace
 
+if TYPE_CHECKING:
+    from core.scheduler import Scheduler
+
 log = logging.getLogger(__name__)
 
 RouteAdder = Callable[[web.Application], None]
@@ -57,6 +61,7 @@ MAX_LABEL = 64
 STEP_BUCKETS = (1, 2, 3, 4, 5, 6, 8, 10, 15, 20, 30, 50)
 SECONDS_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 3, 5, 10, 20, 30, 60, 120)
 LAG_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5)
+LATENESS_BUCKETS = (1, 2, 5, 10, 15, 30, 60, 300, 900, 3600)
 
 
 class OpsError(ReactbotError):
@@ -145,6 +150,19 @@ class Metrics:
         stay few, and model text is no label)."""
         return name if self.app.tools.get(name) is not None else "unknown"
 
+    def watch_schedules(self, scheduler: Scheduler) -> None:
+        """``reactbot_schedule_runs_total{outcome}`` (read from the scheduler's own counts
+        when scraped) and ``reactbot_schedule_lateness_seconds`` (each planned run's seconds
+        behind its time)."""
+        lateness = Histogram(
+            "reactbot_schedule_lateness_seconds",
+            "Scheduled runs: seconds from the planned time to the run's start",
+            buckets=LATENESS_BUCKETS,
+            registry=self.registry,
+        )
+        scheduler.lateness.append(lateness.observe)
+        self.registry.register(_ScheduleCounts(scheduler))
+
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
 
@@ -187,6 +205,22 @@ class _AdapterCounters:
         for (platform, reason), count in sorted(self._app.room.refused.items()):
             refused.add_metric([platform, reason], count)
         yield from (edits, limited, redis, full, refused)
+
+
+class _ScheduleCounts:
+    def __init__(self, scheduler: Scheduler) -> None:
+        self._scheduler = scheduler
+
+    def collect(self) -> Iterable[Metric]:
+        runs = CounterMetricFamily(
+            "reactbot_schedule_runs",
+            "Scheduled occurrences by outcome (ok; run_failed: the run failed; post_failed: "
+            "its message could not be posted; skipped: missed ones dropped after downtime)",
+            labels=["outcome"],
+        )
+        for outcome, count in sorted(self._scheduler.counts.items()):
+            runs.add_metric([outcome], count)
+        yield runs
 
 
 class _MetricsObserver:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
+from adapters import words
 from bot.app import App
 from bot.config import Config
 from bot.logs import RedactSecrets, secret_values
@@ -172,6 +173,8 @@ async def serve(
         await app.start()
         for note in app.notes:
             console.print(f"note: {note}", style="dim", markup=False)
+        if not config.redis.configured:
+            console.print(f"note: {words.SCHEDULES_NOT_KEPT}", style="dim", markup=False)
         with _cancel_on_sigterm() as terminated:
             try:
                 async with asyncio.TaskGroup() as group:

@@ -150,6 +150,12 @@ def _only_string(text: str) -> str | None:
     return None
 
 
+def remembers(tool: Tool) -> bool:
+    """Whether a person's "always" may stand for the rest of the conversation: not for a tool
+    that says ``remember = False`` (each of its actions is approved on its own)."""
+    return getattr(tool, "remember", True) is not False
+
+
 Redecide = Callable[[int, TraceStep, Action, int], None]
 """Records (and announces) the action a step takes after a person edited it."""
 
@@ -196,7 +202,7 @@ class Approvals:
         if tool is None or not needs_approval(tool, self.listed):
             return action, None
         conversation, allowances = self.trace.conversation, self.allowances
-        if allowances is not None and conversation:
+        if allowances is not None and conversation and remembers(tool):
             by = await self._allowed_by(allowances, conversation, tool.name)
             if by is not None:
                 self._record(n, step, "allowed", by, action.input)
@@ -222,7 +228,8 @@ class Approvals:
             reason = f" Their reason: {decision.reason}" if decision.reason else ""
             return action, Outcome("The user denied this action." + reason, True)
         conversation, allowances = self.trace.conversation, self.allowances
-        if decision.verdict == "always" and allowances is not None and conversation:
+        always = decision.verdict == "always" and remembers(tool)
+        if always and allowances is not None and conversation:
             with contextlib.suppress(StoreUnavailable):
                 await allowances.allow(conversation, tool.name, by=decision.by)
         if decision.verdict == "edit" and decision.input is not None:
@@ -234,7 +241,7 @@ class Approvals:
             step.approval.input = action.input
             self._redecide(n, step, edited, step.call)
             return edited, None
-        remembered = decision.verdict == "always"
+        remembered = always
         self._record(
             n,
             step,
@@ -262,7 +269,7 @@ class Approvals:
             input=action.input,
             json_input=parameters_of(tool) is not None,
             timeout=self.timeout,
-            remember=self.remember and bool(self.trace.conversation),
+            remember=self.remember and bool(self.trace.conversation) and remembers(tool),
         )
         visible = asyncio.Event()
         self.outbox.emit(

@@ -72,8 +72,9 @@ class Tool(Protocol):
 
     Optional attributes: ``input_name`` (a one-string tool's input in the native modes),
     ``hints`` (``ToolHints``), ``approval`` (True/False: an operator's explicit word on
-    whether it needs approval, over the hints), ``source`` ("built-in", "mcp:github", ...)
-    and ``display`` (``ToolDisplay``).
+    whether it needs approval, over the hints), ``remember`` (False: a person's "always" is
+    never kept for it, each action is approved on its own), ``source`` ("built-in",
+    "mcp:github", ...) and ``display`` (``ToolDisplay``).
     """
 
     name: str

@@ -60,7 +60,9 @@ async def test_sigterm_stops_serving_gracefully(
         async with asyncio.timeout(15):
             code = await serving
     assert code == 0
-    assert "Stopped (SIGTERM)." in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "Stopped (SIGTERM)." in err
+    assert "note: Schedules live in this process only: without Redis" in err
 
 
 async def test_a_platform_that_cannot_start_is_reported_in_one_line(

@@ -122,3 +122,41 @@ async def test_metrics_publish_no_created_series() -> None:
     text = metrics.exposition().decode()
     assert "reactbot_runs_total{" in text and "reactbot_run_steps_bucket{" in text
     assert "_created" not in text
+
+
+async def test_scheduled_runs_are_counted_by_outcome_with_their_lateness() -> None:
+    from core.scheduler import RecordingRunner, Scheduler
+    from core.schedules import Added, InMemorySchedules, Place, ScheduleBook, ScheduleSettings
+    from core.stores import InMemoryEventClaims
+
+    now = [1_800_000_000.0]
+    book = ScheduleBook(InMemorySchedules(), ScheduleSettings(min_interval_seconds=60))
+    added = await book.add(
+        owner="slack:T1:UADA",
+        owner_name="@ada",
+        place=Place("slack", "C1"),
+        when_text="* * * * * UTC",
+        question="anything new?",
+        admin=True,
+        now=now[0],
+    )
+    assert isinstance(added, Added)
+    runner = RecordingRunner(["post_failed"])
+    scheduler = Scheduler(
+        book=book,
+        claims=InMemoryEventClaims(),
+        runner=runner,
+        notice=runner,
+        clock=lambda: now[0],
+    )
+    metrics = Metrics(App.create(Config()))
+    metrics.watch_schedules(scheduler)
+    for minute in (1, 2):
+        now[0] = added.upcoming[minute - 1] + 4
+        await scheduler.tick()
+        await scheduler.settled()
+    assert value(metrics, "reactbot_schedule_runs_total", outcome="post_failed") == 1
+    assert value(metrics, "reactbot_schedule_runs_total", outcome="ok") == 1
+    assert value(metrics, "reactbot_schedule_lateness_seconds_count") == 2
+    assert value(metrics, "reactbot_schedule_lateness_seconds_sum") == 8
+    assert value(metrics, "reactbot_schedule_lateness_seconds_bucket", le="5.0") == 2
