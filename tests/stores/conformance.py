@@ -35,7 +35,7 @@ from core.stores import (
 )
 from core.stores.redis.connection import RedisTarget
 
-SHORT = 0.5
+SHORT = 1.5  # long enough that a loaded runner does not lapse it between two calls
 """Seconds a short-lived entry lives in these tests: long enough for a loaded machine's round
 trips (a cluster's too) to fit inside it, short enough to wait out."""
 
