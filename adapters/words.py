@@ -12,6 +12,7 @@ room, access) are worded by the answering pipeline (``adapters.answering``,
 from __future__ import annotations
 
 from core.tools.base import ToolDisplay
+from core.trace import clock
 
 __all__ = [
     "DECISION_GONE",
@@ -23,11 +24,17 @@ __all__ = [
     "RESET_DONE",
     "RETRY_GONE",
     "UNSAVED",
+    "VOICE_OFF",
+    "VOICE_SILENT",
     "acting",
     "decide_refused",
     "deciders",
+    "heard_line",
     "now_sees",
     "stop_refused",
+    "voice_failed",
+    "voice_too_big",
+    "voice_too_long",
     "who_may_decide",
 ]
 
@@ -83,3 +90,48 @@ def acting(display: ToolDisplay | None, name: str) -> tuple[str, str]:
     if display is not None:
         return display.emoji, display.verb
     return "🛠️", f"Running {name}"
+
+
+# --- voice notes (adapters.voice) -----------------------------------------------------------
+
+VOICE_OFF = "🎤 I can't listen to voice notes here: speech to text is not set up. Please type it."
+VOICE_SILENT = "🎤 I couldn't hear anything in that voice note."
+_VOICE_FAILED = {
+    "format": "the speech service could not read that audio",
+    "auth": "the speech service refused the bot's key",
+    "too_big": "it is too large for the speech service",
+    "busy": "the speech service is busy",
+    "down": "the speech service is unavailable",
+    "timeout": "the speech service took too long",
+    "empty": "the speech service sent no text",
+}
+
+
+def voice_failed(kind: str) -> str:
+    """One line for a transcription that failed (``core.speech.SpeechError.kind``)."""
+    why = _VOICE_FAILED.get(kind, "the speech service failed")
+    return f"⚠️ I couldn't transcribe that voice note: {why}. Please try again or type it."
+
+
+def voice_too_long(seconds: float, limit: float) -> str:
+    return (
+        f"🎤 That voice note is {clock(seconds)} long; I listen to at most {clock(limit)}. "
+        "Please send a shorter one or type it."
+    )
+
+
+def voice_too_big(size: str) -> str:
+    return f"🎤 That voice note is larger than {size}; please send a shorter one or type it."
+
+
+HEARD_CHARS = 600
+"""Characters of a transcript the live message shows (the whole is the question)."""
+
+
+def heard_line(text: str, seconds: float | None) -> str:
+    """The first line of an answer to a voice note: ``🎤 0:07 · what was heard``, one line,
+    at most ``HEARD_CHARS`` characters of it."""
+    flat = " ".join(text.split())
+    if len(flat) > HEARD_CHARS:
+        flat = flat[: HEARD_CHARS - 1] + "…"
+    return f"🎤 {clock(seconds)} · {flat}"

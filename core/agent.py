@@ -60,6 +60,7 @@ from core.outbox import Outbox, ReplyReader, TextRun
 from core.parser import Action
 from core.pricing import Price
 from core.remembering import RunMemory
+from core.speech import Heard
 from core.storage import Stores
 from core.stores import ConversationLocks, TraceStore
 from core.tools import Attachment, ToolRegistry, display_of
@@ -189,6 +190,7 @@ class Agent:
         earlier: Earlier | None = None,
         prepare: Prepare | None = None,
         asking: Asking | None = None,
+        voice: Heard | None = None,
     ) -> Run:
         """A running answer to ``question``. For this run only: ``mode`` overrides the
         settings' mode, ``model`` and ``tools`` the agent's own (a channel's choice),
@@ -199,7 +201,8 @@ class Agent:
         the run's own task (the files attached to the question, read): what it returns
         replaces ``tools`` and adds to ``images``, and a Stop (``cancel``) ends it at once,
         as it ends any step. ``asking``: who asks and where, for their memories (None: the
-        run neither recalls nor changes any)."""
+        run neither recalls nor changes any). ``voice``: the question was a voice note,
+        heard so (the trace keeps it, and its cost)."""
         problem = self.question_problem(question)
         if problem is not None:  # the trace keeps what is needed to see why, not megabytes
             question = question[: self.settings.max_question_chars] + "…"
@@ -214,6 +217,7 @@ class Agent:
             channel=channel,
             mode=chosen,
             persona=persona.strip()[: prompt.PERSONA_CHARS],
+            voice=voice,
         )
         trace.system_prompt = self.settings.system_prompt
         if images:

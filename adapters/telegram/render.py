@@ -278,6 +278,11 @@ def status(view: RunView, now: float) -> str:
     return status_line(view, now, shown=lambda name: cut(name, 40), still_while_pending=True)
 
 
+def _heard(view: RunView) -> list[list[_Piece]]:
+    """A voice question's transcript, first (``words.heard_line``)."""
+    return [[_Piece(cut(view.heard, 700), "i")]] if view.heard else []
+
+
 def _step_lines(step: StepView) -> list[list[_Piece]]:
     return _parts_of(step, thought_units=THOUGHT_UNITS, observation_units=OBSERVATION_UNITS)
 
@@ -335,6 +340,7 @@ class TelegramRenderer:
         head = [[_Piece(status(view, self._clock()), "b")]]
         if view.verbosity == "answer":
             head = [[_Piece(f"⏳ Working on it · {view.elapsed(self._clock()):.1f} s", "b")]]
+        head = _heard(view) + head
         answer = [[_Piece(cut(view.answer.strip(), LIVE_ANSWER_UNITS))]] if view.answer else []
         pending = self._pending(view)
         room = MESSAGE_UNITS - _size(head) - _size(answer) - _size(pending) - 3
@@ -396,7 +402,7 @@ class TelegramRenderer:
     # ---- final ----------------------------------------------------------------------------
     def final(self, view: RunView) -> TelegramPayload:
         footer = self._footer(view)
-        outcome = self._outcome(view)
+        outcome = _heard(view) + self._outcome(view)
         room = MESSAGE_UNITS - _size(footer) - _size(outcome) - 2
         answer = tables_as_code(view.answer)  # before the split: it counts the padding too
         parts = split_answer(answer, room) if answer else []
@@ -407,7 +413,7 @@ class TelegramRenderer:
         return TelegramPayload(body.strip())
 
     def compact(self, view: RunView) -> TelegramPayload:
-        outcome = self._outcome(view)
+        outcome = _heard(view) + self._outcome(view)
         body = [[_Piece(cut(view.answer.strip(), 1000))]] if view.answer.strip() else []
         return TelegramPayload(_join(outcome + body + self._footer(view)))
 

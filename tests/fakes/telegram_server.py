@@ -293,6 +293,9 @@ class Message:
     """The message it replies to, as the API shows it (``reply_to_message``)."""
     photo: list[JSON] | None = None
     """A photo a person sent: its sizes, smallest first (``PhotoSize`` objects)."""
+    timed: tuple[str, JSON] | None = None
+    """A voice note, an audio file or a round video a person sent: (``voice``, ``audio`` or
+    ``video_note``; the Bot API's ``Voice``, ``Audio`` or ``VideoNote`` object)."""
 
     @property
     def group(self) -> bool:
@@ -317,11 +320,13 @@ class Message:
             data["is_topic_message"] = True
         if self.replied is not None:
             data["reply_to_message"] = self.replied
-        if self.document is not None or self.photo is not None:
+        if self.document is not None or self.photo is not None or self.timed is not None:
             if self.document is not None:
                 data["document"] = self.document
             if self.photo is not None:
                 data["photo"] = self.photo
+            if self.timed is not None:
+                data[self.timed[0]] = self.timed[1]  # a video note has no caption: none is set
             if self.text:
                 data["caption"] = self.text
                 if self.entities:
@@ -470,10 +475,36 @@ class FakeTelegram:
         user: int | None = None,
         thread: int | None = None,
         reply_to: Message | None = None,
+        voice: tuple[bytes, int] | None = None,
+        audio: tuple[str, bytes, str, int] | None = None,
+        video_note: tuple[bytes, int] | None = None,
     ) -> Message:
         """A person sends a document (``(file name, content, mime type)``) or a photo (its
-        JPEG bytes: Telegram offers a thumbnail and the full size) with ``caption``."""
+        JPEG bytes: Telegram offers a thumbnail and the full size) with ``caption``; or a
+        voice note (``(Ogg/Opus bytes, duration in seconds)``, kept as ``voice/….oga``), an
+        audio file (``(file name, content, mime type, duration)``) or a round video
+        (``(MP4 bytes, duration)``, which carries no caption), as the Bot API describes each
+        (``Voice``, ``Audio``, ``VideoNote``)."""
+        if video_note is not None and caption:
+            raise AssertionError("Telegram round videos carry no caption")
         message = self.user_says(chat, caption, user=user, thread=thread, reply_to=reply_to)
+        if voice is not None:
+            content, seconds = voice
+            found = self.add_file(content, "voice", "voice.oga")
+            described = {**found.described(), "duration": seconds, "mime_type": "audio/ogg"}
+            message.timed = ("voice", described)
+        if audio is not None:
+            name, content, mime, seconds = audio
+            found = self.add_file(content, "music", name)
+            described = {**found.described(), "duration": seconds, "mime_type": mime}
+            message.timed = ("audio", {**described, "file_name": name})
+        if video_note is not None:
+            content, seconds = video_note
+            found = self.add_file(content, "video_notes", "note.mp4")
+            message.timed = (
+                "video_note",
+                {**found.described(), "duration": seconds, "length": 240},
+            )
         if document is not None:
             name, content, mime = document
             message.document = {

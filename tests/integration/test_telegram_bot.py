@@ -20,6 +20,7 @@ from adapters.room import Room
 from adapters.telegram.bot import NOT_HERE, TelegramBot
 from adapters.telegram.files import telegram_downloader
 from adapters.telegram.settings import TelegramSettings
+from adapters.voice import Hearing
 from core.agent import Agent, AgentSettings
 from core.approval import ApprovalBroker, InMemoryDecisions, InMemoryPending
 from core.budgets import InMemoryUsageCounters, TokenBudgets
@@ -110,6 +111,7 @@ async def bots() -> AsyncIterator[Callable[..., Any]]:
         vision: bool = False,
         shared: RedisStores | None = None,
         room: Room | None = None,
+        hearing: Hearing | None = None,
         **settings: Any,
     ) -> Harness:
         """``files``: documents and photos are read, within these limits (in worker
@@ -144,6 +146,7 @@ async def bots() -> AsyncIterator[Callable[..., Any]]:
                 telegram_downloader(fake.base_url, max_bytes=files.max_bytes, timeout=5),
                 files,
                 reader=readers,
+                hearing=hearing or Hearing(),
             )
             if files is not None and readers is not None
             else None
