@@ -41,6 +41,7 @@ from adapters.discord.render import (
     final_body,
     fit,
     footer,
+    heard_lines,
     page_link_line,
     pending_buttons,
     question_posts,
@@ -162,10 +163,11 @@ def live_card(view: RunView, now: float) -> Card:
     else:
         block = current_step_block(view, current, CURRENT_LIMIT - 100) if current else ""
     lines = [fit(step_summary(s), STEP_LINE_LIMIT) for s in view.steps if s.done]
-    # Container, head, separator, current step, and the ActionRow with its buttons.
-    fixed = 1 + 1 + 1 + 1 + 1 + ROW_BUTTONS
+    # Container, transcript, head, separator, current step, the ActionRow with its buttons.
+    heard = [Text(line) for line in heard_lines(view)]
+    fixed = 1 + len(heard) + 1 + 1 + 1 + 1 + ROW_BUTTONS
     steps = collapse_lines(lines, room=STEPS_LIMIT, count=MAX_COMPONENTS - fixed)
-    blocks: list[Block] = [Text(fit("\n".join(head), HEAD_LIMIT))]
+    blocks: list[Block] = [*heard, Text(fit("\n".join(head), HEAD_LIMIT))]
     blocks += [Text(line) for line in steps]
     if block.strip():
         blocks += [Rule(), Text(fit(block, CURRENT_LIMIT))]
@@ -220,7 +222,7 @@ def final_card(
     _, mark = final_body(view)
     trace = trace or view.trace
     shown, rest = card_answer_parts(view, limit=limit)
-    blocks: list[Block] = [Text(shown)]
+    blocks: list[Block] = [*(Text(line) for line in heard_lines(view)), Text(shown)]
     cited = trace.cited if trace is not None and view.phase == "answered" and sources else ()
     line = hosts_line(cited)
     notes = ["-# (the answer goes on in the thread ↓)"] if rest else []
