@@ -347,11 +347,14 @@ class FakeSlack:
         mimetype: str = "text/plain",
         declared_size: int | None = None,
         url: str | None = None,
+        clip_ms: int | None = None,
     ) -> JSON:
         """A file object as Slack puts it in a message event's ``files``, its
         ``url_private`` served by this fake (``files.slack.com/files-pri/{team}-{id}/{name}``
         in Slack) to the bot token only. ``declared_size`` is the ``size`` it claims (a lie
-        when it differs); ``url`` points it elsewhere (a foreign host) instead."""
+        when it differs); ``url`` points it elsewhere (a foreign host) instead. ``clip_ms``:
+        an audio clip recorded in Slack, described as Slack describes one (``subtype``
+        ``slack_audio``, ``media_display_type`` ``audio``, its ``duration_ms``)."""
         file_id = f"F{next(self._ts):010d}"
         path = f"/files-pri/{TEAM_ID}-{file_id}/{name}"
         self.files[path] = (data, mimetype)
@@ -368,6 +371,11 @@ class FakeSlack:
             "url_private": private,
             "url_private_download": url
             or f"{self.url}/files-pri/{TEAM_ID}-{file_id}/download/{name}",
+            **(
+                {"subtype": "slack_audio", "media_display_type": "audio", "duration_ms": clip_ms}
+                if clip_ms is not None
+                else {}
+            ),
         }
 
     async def _file(self, request: web.Request) -> web.Response:
