@@ -161,9 +161,9 @@ _SILENCE = re.compile(
     r"""(?x)^(?:
         (?:thank\s*you|thanks)(?:\s+(?:so|very)\s+much)?(?:\s+for\s+(?:watching|listening|viewing))?
       | (?:please\s+)?(?:like\s+(?:and|&)\s+)?subscribe(?:\s+to\s+(?:my|the|our)\s+channel)?
-      | (?:subtitles|captions|transcription|transcript|translated|translation)\s+by\b.*
-      | (?:subtitles|captions)\s+(?:made|created|provided)\s+by\b.*
-      | amara\.org.*
+      | (?:subtitles|captions|transcription|transcript|translated|translation)\s+by(?:\s+\S+){0,4}
+      | (?:subtitles|captions)\s+(?:made|created|provided)\s+by(?:\s+\S+){0,4}
+      | (?:the\s+)?amara\.org(?:\s+\S+){0,2}
       | see\s+you\s+(?:next\s+time|in\s+the\s+next\s+(?:video|one))
       | (?:bye|you|oh|so|okay|hmm+|uh+|um+|music|applause|silence|blank_audio|no\s+speech)
       | \.*
