@@ -20,6 +20,7 @@ __all__ = [
     "NO_APPROVALS",
     "NO_TRACE",
     "ONLY_ADMINS",
+    "PICTURES_NOT_SENT",
     "RESET_ADMINS",
     "RESET_DONE",
     "RETRY_GONE",
@@ -135,3 +136,9 @@ def heard_line(text: str, seconds: float | None) -> str:
     if len(flat) > HEARD_CHARS:
         flat = flat[: HEARD_CHARS - 1] + "…"
     return f"🎤 {clock(seconds)} · {flat}"
+
+
+PICTURES_NOT_SENT = (
+    "🖼️ The pictures for this answer could not be attached here (can the bot upload files?); "
+    "they are kept in its trace."
+)

@@ -189,6 +189,7 @@ class App:
                 observation_limit=config.agent.observation_limit,
                 store_steps=config.redis.store_steps,
                 max_question_chars=config.agent.max_question_chars,
+                attachment_max_bytes=config.files.max_bytes,
                 mode=config.agent.mode,
                 parallel_tools=config.agent.parallel_tools,
                 approval_timeout=approval.timeout,

@@ -44,6 +44,7 @@ from adapters.discord.render import (
     heard_lines,
     page_link_line,
     pending_buttons,
+    picture_files,
     question_posts,
     render_brief,
     sanitize,
@@ -336,6 +337,7 @@ class ComponentsRenderer:
     def final(self, view: RunView) -> DiscordPayload:
         return DiscordPayload(
             "",
+            picture_files(view),
             stop_button="remove",
             thread_name=thread_name(view.question),
             card=final_card(view),
@@ -344,7 +346,8 @@ class ComponentsRenderer:
 
     def compact(self, view: RunView) -> DiscordPayload:
         card = final_card(view, limit=COMPACT_ANSWER_LIMIT, sources=False)
-        return DiscordPayload("", stop_button="remove", card=card, votes=view.phase == "answered")
+        files = picture_files(view)
+        return DiscordPayload("", files, "remove", card=card, votes=view.phase == "answered")
 
     def trace_posts(
         self, trace: Trace, *, whole_answer: bool = False, steps: bool = True

@@ -34,6 +34,7 @@ from adapters.live import (
 )
 from adapters.live import status_line as live_status_line
 from core.events import ApprovalRequested
+from core.pictures import pictures_of
 from core.pricing import format_usd
 from core.text import neutral_bidi
 from core.trace import Trace, TraceStep, one_line, source_domain, steps_made, summary_line
@@ -287,6 +288,12 @@ def collapse_steps(lines: list[str], budget: int) -> list[str]:
         kept.append(line)
         used += len(line) + 1
     return list(reversed(kept))
+
+
+def picture_files(view: RunView) -> tuple[FileSpec, ...]:
+    """The pictures the run's tools returned (``core.pictures``), attached to its answer."""
+    trace = view.trace
+    return tuple(FileSpec(p.name, p.data) for p in pictures_of(trace)) if trace else ()
 
 
 def heard_lines(view: RunView) -> list[str]:
@@ -662,6 +669,7 @@ class DiscordRenderer:
         content, _ = answer_parts(view)
         return DiscordPayload(
             fit(content),
+            picture_files(view),
             stop_button="remove",
             thread_name=thread_name(view.question),
             votes=view.phase == "answered",
@@ -670,7 +678,10 @@ class DiscordRenderer:
     def compact(self, view: RunView) -> DiscordPayload:
         content, _ = answer_parts(view, limit=COMPACT_LIMIT, sources=False)
         return DiscordPayload(
-            fit(content, COMPACT_LIMIT), stop_button="remove", votes=view.phase == "answered"
+            fit(content, COMPACT_LIMIT),
+            picture_files(view),
+            stop_button="remove",
+            votes=view.phase == "answered",
         )
 
     def trace_posts(

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from adapters import words
 from adapters.live import RunView, StepView, final_mark, status_line
 from adapters.tables import FENCE_LINE, tables_as_code
+from core.pictures import pictures_of
 from core.text import neutral_bidi
 from core.trace import Trace, TraceStep, summary_line
 
@@ -99,6 +100,8 @@ class TelegramPayload:
     buttons: tuple[Button, ...] = ()
     document: Document | None = None
     prompt: ReplyPrompt | None = None
+    photo: Document | None = None
+    """A picture a tool returned, sent with ``sendPhoto`` under the answer."""
 
 
 def units(text: str) -> int:
@@ -443,7 +446,8 @@ class TelegramRenderer:
     ) -> list[TelegramPayload]:
         """Replies under the answer: the answer's parts that did not fit in its message (the
         whole answer, when the message could show only a smaller form), at most
-        ``MAX_REPLIES``; then, with ``steps``, the steps (at most ``TRACE_MESSAGES``) and the
+        ``MAX_REPLIES``; the pictures its tools returned (``core.pictures``); then, with
+        ``steps``, the steps (at most ``TRACE_MESSAGES``) and the
         trace as ``.md`` and ``.json`` documents, the trace page's link in the caption."""
         if whole_answer:
             parts = split_answer(self._answer, MESSAGE_UNITS)
@@ -451,6 +455,7 @@ class TelegramRenderer:
         else:  # what did not fit in the message, a code block it left open reopened
             parts, htmls = self._rest, self._rest_html
         posts = [TelegramPayload(h) for h in htmls[:MAX_REPLIES] if h.strip()]
+        posts += [TelegramPayload("", photo=Document(p.name, p.data)) for p in pictures_of(trace)]
         if left := sum(units(p) for p in parts[MAX_REPLIES:]):
             posts.append(TelegramPayload(f"<i>… {left:,} more characters of the answer are "
                                          "in its trace.</i>"))  # fmt: skip

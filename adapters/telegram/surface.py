@@ -107,6 +107,13 @@ class Chat:
         raise AssertionError("unreachable")  # the loop returns or raises
 
     async def _post(self, payload: TelegramPayload, replying: ReplyParameters | None) -> Message:
+        if payload.photo is not None:
+            return await self.bot.send_photo(
+                self.chat,
+                InputFile(payload.photo.content, filename=payload.photo.name),
+                message_thread_id=self.thread,
+                reply_parameters=replying,
+            )
         if payload.document is not None:
             return await self.bot.send_document(
                 self.chat,

@@ -269,6 +269,9 @@ class FakeSlack:
         self.messages: dict[str, Message] = {}
         self.responses: list[tuple[str, JSON]] = []
         self.uploads: dict[str, bytes] = {}
+        self.shared_files: list[JSON] = []
+        """Each file an upload completed (files.completeUploadExternal): its id, filename,
+        title, bytes, and the channel and thread it was shared in."""
         """Files whose upload arrived whole, by file id."""
         self.not_joined: set[str] = set()
         self.channel_members: dict[str, list[str]] = {}
@@ -978,7 +981,17 @@ class FakeSlack:
             if pending is None or pending.data is None:
                 return {"ok": False, "error": "file_not_found"}
         for item in parsed:
-            self._pending.pop(item["id"])
+            done = self._pending.pop(item["id"])
+            self.shared_files.append(
+                {
+                    "id": item["id"],
+                    "filename": done.filename,
+                    "title": item.get("title", ""),
+                    "data": done.data,
+                    "channel_id": args.get("channel_id"),
+                    "thread_ts": args.get("thread_ts"),
+                }
+            )
         return {"ok": True, "files": [{"id": f["id"], "title": f.get("title", "")} for f in parsed]}
 
 
@@ -988,6 +1001,7 @@ BOT_SCOPES = (
     "channels:read",
     "chat:write",
     "files:read",
+    "files:write",
     "groups:history",
     "groups:read",
     "im:history",
@@ -1004,6 +1018,8 @@ def _needed_scope(method: str, channel: str) -> str | None:
     C public, G private, D a DM); None for methods the fake does not check."""
     if method == "users.info":
         return "users:read"
+    if method in ("files.getUploadURLExternal", "files.completeUploadExternal"):
+        return "files:write"
     if method not in _HISTORY_METHODS:
         return None
     return {"G": "groups:history", "D": "im:history"}.get(channel[:1], "channels:history")

@@ -374,6 +374,8 @@ class FakeTelegram:
         self.actions: list[tuple[int, str, float]] = []
         """``(chat, action, arrival time)`` of every sendChatAction."""
         self.files: dict[str, FakeFile] = {}
+        self.photos: list[tuple[int, bytes]] = []
+        """Each photo the bot sent (sendPhoto): its chat and bytes."""
         """``file_id`` -> the file people (or the bot) sent."""
         self.downloads: list[str] = []
         """The ``file_path`` of every download the file host served."""
@@ -778,6 +780,32 @@ class FakeTelegram:
             reply_to=reply_to,
             document={**self.add_file(content, "documents", name).described(), "file_name": name},
         )
+        self.messages[(chat, message.id)] = message
+        return message.as_api()
+
+    async def _m_sendphoto(self, args: JSON) -> JSON:
+        """A photo upload, refused as the Bot API refuses one (sendPhoto: "The photo must be
+        at most 10 MB in size"; bytes no image decoder reads: ``IMAGE_PROCESS_FAILED``)."""
+        chat = self._chat(args)
+        photo = args.get("photo")
+        if not isinstance(photo, dict):
+            raise bad("there is no photo in the request")
+        content: bytes = photo["content"]
+        if len(content) > 10 * 1024 * 1024:
+            raise bad("PHOTO_INVALID_DIMENSIONS")
+        if not content.startswith((b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"GIF8")) and not (
+            content[:4] == b"RIFF" and content[8:12] == b"WEBP"
+        ):
+            raise bad("IMAGE_PROCESS_FAILED")
+        caption, entities = self._text(args, "caption", CAPTION_LIMIT, required=False)
+        reply_to = self._reply_to(chat, args)
+        self._write(chat)
+        self.photos.append((chat, content))
+        found = self.add_file(content, "photos", str(photo["filename"]))
+        message = Message(
+            chat, next(self._message_ids), from_bot=True, text=caption, entities=entities,
+            reply_to=reply_to, photo=[{**found.described(), "width": 512, "height": 512}],
+        )  # fmt: skip
         self.messages[(chat, message.id)] = message
         return message.as_api()
 

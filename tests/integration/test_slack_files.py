@@ -80,6 +80,7 @@ async def served(readers: FileReaders) -> AsyncIterator[Callable[..., Any]]:
         download_token: str = "xoxb-test",
         catalogue: dict[str, ChatModel] | None = None,
         hearing: Hearing | None = None,
+        registry: ToolRegistry | None = None,
     ) -> tuple[Harness, InMemoryTraceStore, InMemoryFileStore]:
         fake = FakeSlack()
         await fake.__aenter__()
@@ -87,7 +88,7 @@ async def served(readers: FileReaders) -> AsyncIterator[Callable[..., Any]]:
         traces = InMemoryTraceStore()
         agent = Agent(
             model,
-            tools(),
+            registry or tools(),
             history=InMemoryHistoryStore(),
             traces=traces,
             locks=InMemoryLocks(),
