@@ -26,7 +26,7 @@ from typing import Protocol, TypeVar
 
 from adapters import words
 from core.files import MB, FileRefused, Incoming, is_audio, size_text
-from core.speech import MAX_UPLOAD, Heard, SpeechError, Transcriber, is_silence
+from core.speech import MAX_UPLOAD, Heard, Speaker, SpeechError, Transcriber, is_silence
 
 __all__ = ["Hearing", "Voiced"]
 
@@ -54,6 +54,9 @@ class Hearing:
     transcriber: Transcriber | None = None
     max_seconds: float = 300.0
     max_bytes: int = 10 * MB
+    speaker: Speaker | None = None
+    """Speaks the answers to voice questions (``tts.*``; Telegram sends them as voice
+    messages); None: answers are text only."""
     _heard: dict[str, Heard] = field(default_factory=dict)
     """What each admitted ask was heard as, by its ident, until ``apply`` takes it."""
 

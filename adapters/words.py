@@ -17,6 +17,7 @@ from core.trace import clock
 __all__ = [
     "DECISION_GONE",
     "NOT_RUNNING",
+    "NOT_SPOKEN",
     "NO_APPROVALS",
     "NO_TRACE",
     "ONLY_ADMINS",
@@ -142,3 +143,5 @@ PICTURES_NOT_SENT = (
     "🖼️ The pictures for this answer could not be attached here (can the bot upload files?); "
     "they are kept in its trace."
 )
+
+NOT_SPOKEN = "🔇 I couldn't read this answer aloud; the text above is the whole of it."

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 from adapters.voice import Hearing
 from bot.config import Config
 from bot.config_voice import SttConfig, TtsConfig
+
+if TYPE_CHECKING:
+    from core.speech import OpenAISpeaker
 
 __all__ = ["build_hearing", "speech_key"]
 
@@ -45,4 +49,26 @@ def build_hearing(
     )
     closers.append(transcriber.aclose)
     hearing.transcriber = transcriber
+    hearing.speaker = _speaker(config, notes, closers)
     return hearing
+
+
+def _speaker(
+    config: Config, notes: list[str], closers: list[Callable[[], Awaitable[None]]]
+) -> OpenAISpeaker | None:
+    """``tts.model``'s speaker (answers to voice questions spoken back), or None."""
+    tts = config.tts
+    if tts.model is None:
+        return None
+    key = speech_key(config, tts)
+    if key is None and tts.base_url is None:
+        variable = tts.api_key_env or "OPENAI_API_KEY"
+        notes.append(f"Answers are not spoken: set {variable} for tts.model {tts.model}.")
+        return None
+    from core.speech import OpenAISpeaker
+
+    speaker = OpenAISpeaker(
+        tts.model, voice=tts.voice, base_url=tts.base_url, api_key=key, max_chars=tts.max_chars
+    )
+    closers.append(speaker.aclose)
+    return speaker

@@ -6,6 +6,7 @@ real ``openai`` client, and what a transcript of silence looks like.
     OpenAITranscriber the multipart upload (``response_format=json``: every compatible server
                       and model takes it; ``verbose_json`` is whisper-1's only)
     Heard             the transcript, the note's length, the model, what it cost
+    OpenAISpeaker     an answer spoken: ``POST {base_url}/audio/speech``, Ogg/Opus back
     is_silence        a transcript that is only what speech models invent from silence
 
 Errors::
@@ -30,7 +31,9 @@ if TYPE_CHECKING:
 __all__ = [
     "MAX_UPLOAD",
     "Heard",
+    "OpenAISpeaker",
     "OpenAITranscriber",
+    "Speaker",
     "SpeechError",
     "Transcriber",
     "is_silence",
@@ -153,6 +156,82 @@ def _kind_of(status: int) -> Why:
     if status >= 500:
         return "down"
     return "format"
+
+
+# --- speaking -----------------------------------------------------------------------------
+
+
+class Speaker(Protocol):
+    """Turns an answer into a voice message's audio (Ogg/Opus)."""
+
+    async def speak(self, text: str) -> bytes: ...
+
+
+_CODE = re.compile(r"```.*?```|`[^`]*`", re.S)
+_LINK = re.compile(r"\[([^\]]*)\]\([^)]*\)")
+_MARKS = re.compile(r"[*_#>|~`]+")
+
+
+def speakable(text: str, limit: int) -> str:
+    """An answer as it is read aloud: code and Markdown marks left out (a link by its words),
+    at most ``limit`` characters, cut after a sentence where one ends in its second half."""
+    plain = _MARKS.sub("", _LINK.sub(r"\1", _CODE.sub(" ", text)))
+    plain = " ".join(plain.split())
+    if len(plain) <= limit:
+        return plain
+    cut = plain[:limit]
+    end = max(cut.rfind(". "), cut.rfind("! "), cut.rfind("? "))
+    return cut[: end + 1] if end > limit // 2 else cut.rstrip() + "…"
+
+
+class OpenAISpeaker:
+    """``POST {base_url}/audio/speech`` (``response_format=opus``): what Telegram plays as a
+    voice message."""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        voice: str = "alloy",
+        base_url: str | None = None,
+        api_key: str | None = None,
+        max_chars: int = 1500,
+        timeout: float = 60.0,
+        max_retries: int = 2,
+    ) -> None:
+        from openai import AsyncOpenAI
+
+        self.model, self.voice, self.max_chars = model, voice, max_chars
+        self._client = AsyncOpenAI(
+            base_url=base_url,
+            api_key=api_key or "not-needed",
+            timeout=timeout,
+            max_retries=max_retries,
+        )
+
+    async def speak(self, text: str) -> bytes:
+        import openai
+
+        said = speakable(text, self.max_chars)
+        if not said:
+            raise SpeechError("empty", "nothing to say")
+        try:
+            response = await self._client.audio.speech.create(
+                model=self.model, voice=self.voice, input=said, response_format="opus"
+            )
+        except openai.APITimeoutError as exc:
+            raise SpeechError("timeout") from exc
+        except openai.APIStatusError as exc:
+            raise SpeechError(_kind_of(exc.status_code), f"HTTP {exc.status_code}") from exc
+        except openai.APIError as exc:
+            raise SpeechError("down", type(exc).__name__) from exc
+        audio = response.content
+        if not audio.startswith(b"OggS"):  # Telegram plays Ogg/Opus as a voice message
+            raise SpeechError("format", "the answer is not Ogg audio")
+        return audio
+
+    async def aclose(self) -> None:
+        await self._client.close()
 
 
 # --- silence ------------------------------------------------------------------------------

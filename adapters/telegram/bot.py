@@ -271,7 +271,8 @@ class TelegramBot:
 
     def chat(self, chat: int, thread: int | None = None) -> Chat:
         pacer = self.group_pacer if is_group(chat) else self.pacer
-        return Chat(self.application.bot, chat, pacer, thread)
+        speaker = self.files.hearing.speaker if self.files is not None else None
+        return Chat(self.application.bot, chat, pacer, thread, speaker=speaker)
 
     # ---- the process's life ---------------------------------------------------------------
     async def start(self) -> None:

@@ -102,6 +102,10 @@ class TelegramPayload:
     prompt: ReplyPrompt | None = None
     photo: Document | None = None
     """A picture a tool returned, sent with ``sendPhoto`` under the answer."""
+    spoken: str | None = None
+    """An answer to a voice question, to be spoken (``tts.*``) and sent with ``sendVoice``."""
+    voice: Document | None = None
+    """The spoken answer's Ogg/Opus audio (``Chat.send`` makes it from ``spoken``)."""
 
 
 def units(text: str) -> int:
@@ -456,6 +460,8 @@ class TelegramRenderer:
             parts, htmls = self._rest, self._rest_html
         posts = [TelegramPayload(h) for h in htmls[:MAX_REPLIES] if h.strip()]
         posts += [TelegramPayload("", photo=Document(p.name, p.data)) for p in pictures_of(trace)]
+        if trace.voice is not None and trace.status == "answered" and trace.answer:
+            posts.append(TelegramPayload("", spoken=trace.answer))  # asked by voice: heard back
         if left := sum(units(p) for p in parts[MAX_REPLIES:]):
             posts.append(TelegramPayload(f"<i>… {left:,} more characters of the answer are "
                                          "in its trace.</i>"))  # fmt: skip

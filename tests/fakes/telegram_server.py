@@ -375,6 +375,8 @@ class FakeTelegram:
         """``(chat, action, arrival time)`` of every sendChatAction."""
         self.files: dict[str, FakeFile] = {}
         self.photos: list[tuple[int, bytes]] = []
+        self.voices: list[tuple[int, bytes]] = []
+        """Each voice message the bot sent (sendVoice): its chat and bytes."""
         """Each photo the bot sent (sendPhoto): its chat and bytes."""
         """``file_id`` -> the file people (or the bot) sent."""
         self.downloads: list[str] = []
@@ -806,6 +808,27 @@ class FakeTelegram:
             chat, next(self._message_ids), from_bot=True, text=caption, entities=entities,
             reply_to=reply_to, photo=[{**found.described(), "width": 512, "height": 512}],
         )  # fmt: skip
+        self.messages[(chat, message.id)] = message
+        return message.as_api()
+
+    async def _m_sendvoice(self, args: JSON) -> JSON:
+        """A voice message upload: the Bot API takes OGG/Opus (or MP3, M4A) of at most 50 MB
+        for a bot; other bytes are refused here (the wording is the fake's own)."""
+        chat = self._chat(args)
+        voice = args.get("voice")
+        if not isinstance(voice, dict):
+            raise bad("there is no voice in the request")
+        content: bytes = voice["content"]
+        if len(content) > 50 * 1024 * 1024:
+            raise bad("file is too big")
+        if not (content.startswith((b"OggS", b"ID3")) or content[4:8] == b"ftyp"):
+            raise bad("wrong file type: voice messages must be OGG/Opus, MP3 or M4A")
+        reply_to = self._reply_to(chat, args)
+        self._write(chat)
+        self.voices.append((chat, content))
+        found = self.add_file(content, "voice", str(voice["filename"]))
+        message = Message(chat, next(self._message_ids), True, "", reply_to=reply_to)
+        message.timed = ("voice", {**found.described(), "duration": 1, "mime_type": "audio/ogg"})
         self.messages[(chat, message.id)] = message
         return message.as_api()
 

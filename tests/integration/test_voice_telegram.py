@@ -14,7 +14,7 @@ from adapters import words
 from adapters.voice import Hearing
 from core.files import MB, FileLimits
 from core.scripted import Turn
-from core.speech import OpenAITranscriber
+from core.speech import OpenAISpeaker, OpenAITranscriber
 from tests.fakes.speech_server import FakeSpeech
 from tests.fakes.spoken import ESPEAK, recognise, speak, word_error_rate
 from tests.integration import test_telegram_bot
@@ -156,3 +156,59 @@ async def test_real_speech_crosses_the_whole_way(
     assert word_error_rate(spoken, heard) <= 0.6  # "what is the law" (espeak-ng 1.51)
     assert h.model.calls[0].messages[-1]["content"].endswith(heard)
     assert final.text.startswith(f"🎤 0:02 · {heard}")
+
+
+OPUS = b"OggS\x00\x02" + b"OpusHead" + bytes(300)
+
+
+@pytest.fixture
+async def spoken(speech: tuple[FakeSpeech, Hearing]) -> AsyncIterator[tuple[FakeSpeech, Hearing]]:
+    fake, hearing = speech
+    speaker = OpenAISpeaker(
+        "tts-1", voice="nova", base_url=fake.base_url, api_key=fake.api_key, max_retries=0
+    )
+    hearing.speaker = speaker
+    yield fake, hearing
+    await speaker.aclose()
+
+
+async def test_a_voice_question_is_answered_in_text_and_then_spoken(
+    make: Any, spoken: tuple[FakeSpeech, Hearing]
+) -> None:
+    fake, hearing = spoken
+    fake.transcript("What is the capital of France?").speech(OPUS)
+    turns = [Turn("Thought: easy.\nFinal Answer: **Paris**, see [the atlas](https://x.example).")]
+    h: Harness = await make(turns, files=FileLimits(max_bytes=MB), hearing=hearing)
+    final = await h.answer_to(h.fake.user_sends(CHAT, voice=(OGG, 3)))
+    await h.bot.answering.settled()
+    assert h.fake.voices == [(CHAT, OPUS)]
+    (voice,) = [m for m in h.fake.bot_messages(CHAT) if m.timed is not None]
+    assert voice.reply_to == final.id and voice.id > final.id  # under the text answer
+    (asked,) = fake.speech_requests
+    assert asked["model"] == "tts-1" and asked["voice"] == "nova"
+    assert asked["response_format"] == "opus"
+    assert asked["input"] == "Paris, see the atlas."  # read aloud: no marks, a link by its words
+    fake.assert_complete()
+
+
+async def test_a_typed_question_is_not_spoken(
+    make: Any, spoken: tuple[FakeSpeech, Hearing]
+) -> None:
+    fake, hearing = spoken
+    h: Harness = await make(ANSWER, files=FileLimits(max_bytes=MB), hearing=hearing)
+    await h.answer_to(h.fake.user_says(CHAT, "What is the capital of France?"))
+    await h.bot.answering.settled()
+    assert h.fake.voices == [] and fake.speech_requests == []
+
+
+async def test_a_failing_speech_endpoint_is_one_line_under_the_answer(
+    make: Any, spoken: tuple[FakeSpeech, Hearing]
+) -> None:
+    fake, hearing = spoken
+    fake.transcript("What is the capital of France?").error(500, "boom")
+    h: Harness = await make(ANSWER, files=FileLimits(max_bytes=MB), hearing=hearing)
+    final = await h.answer_to(h.fake.user_sends(CHAT, voice=(OGG, 3)))
+    await h.bot.answering.settled()
+    assert "Paris." in final.text and h.fake.voices == []
+    assert words.NOT_SPOKEN in _said(h)
+    fake.assert_complete()

@@ -16,7 +16,7 @@ from adapters.voice import Hearing, _upload_name
 from bot.config import load_config
 from bot.voice import build_hearing
 from core.files import MB, FileRefused, Incoming, is_audio
-from core.speech import Heard, SpeechError, is_silence
+from core.speech import Heard, SpeechError, is_silence, speakable
 from core.trace import Trace, clock
 from tests.properties import property_settings
 
@@ -253,3 +253,27 @@ def test_stt_reads_its_key_from_the_variable_it_names() -> None:
     missing = {"REACTBOT_STT__MODEL": "whisper-1"}
     assert build_hearing(load_config(None, missing), notes, []).transcriber is None
     assert notes == ["Voice notes are not heard: set OPENAI_API_KEY for stt.model whisper-1."]
+
+
+# ---- spoken answers ----------------------------------------------------------------------
+
+
+def test_an_answer_is_read_without_its_marks() -> None:
+    answer = (
+        "## Paris\n**Paris** is the capital (see [the atlas](https://x.example)).\n```py\nx=1\n```"
+    )
+    assert speakable(answer, 200) == "Paris Paris is the capital (see the atlas)."
+
+
+def test_a_long_answer_is_cut_after_a_sentence() -> None:
+    answer = "One sentence here. " * 20
+    said = speakable(answer, 100)
+    assert said.endswith("here.") and len(said) <= 100
+
+
+@property_settings(300)
+@given(st.text(max_size=3000), st.integers(1, 500))
+def test_what_is_spoken_is_bounded_and_unmarked(text: str, limit: int) -> None:
+    said = speakable(text, limit)
+    assert len(said) <= limit + 1  # the ellipsis of a cut
+    assert not any(mark in said for mark in "*_#>|~`")
