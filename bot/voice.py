@@ -31,12 +31,8 @@ def build_hearing(
     ``files.max_bytes``; without one, a ``Hearing`` that tells each voice note so."""
     stt = config.stt
     hearing = Hearing(max_seconds=stt.max_seconds, max_bytes=config.files.max_bytes)
-    if stt.model is None:
-        return hearing
-    key = speech_key(config, stt)
-    if key is None and stt.base_url is None:
-        variable = stt.api_key_env or "OPENAI_API_KEY"
-        notes.append(f"Voice notes are not heard: set {variable} for stt.model {stt.model}.")
+    reached, key = _reachable(config, stt, "stt", "Voice notes are not heard", notes)
+    if stt.model is None or not reached:
         return hearing
     from core.speech import OpenAITranscriber
 
@@ -58,12 +54,8 @@ def _speaker(
 ) -> OpenAISpeaker | None:
     """``tts.model``'s speaker (answers to voice questions spoken back), or None."""
     tts = config.tts
-    if tts.model is None:
-        return None
-    key = speech_key(config, tts)
-    if key is None and tts.base_url is None:
-        variable = tts.api_key_env or "OPENAI_API_KEY"
-        notes.append(f"Answers are not spoken: set {variable} for tts.model {tts.model}.")
+    reached, key = _reachable(config, tts, "tts", "Answers are not spoken", notes)
+    if tts.model is None or not reached:
         return None
     from core.speech import OpenAISpeaker
 
@@ -72,3 +64,18 @@ def _speaker(
     )
     closers.append(speaker.aclose)
     return speaker
+
+
+def _reachable(
+    config: Config, section: SttConfig | TtsConfig, name: str, off: str, notes: list[str]
+) -> tuple[bool, str | None]:
+    """Whether the section's endpoint can be called (a key, or a ``base_url`` that may need
+    none) and its key; a model named without either is said once in ``notes``."""
+    if section.model is None:
+        return False, None
+    key = speech_key(config, section)
+    if key is None and section.base_url is None:
+        variable = section.api_key_env or "OPENAI_API_KEY"
+        notes.append(f"{off}: set {variable} for {name}.model {section.model}.")
+        return False, None
+    return True, key

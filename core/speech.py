@@ -18,8 +18,10 @@ Errors::
 
 from __future__ import annotations
 
+import contextlib
 import re
 import unicodedata
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol
 
@@ -113,20 +115,12 @@ class OpenAITranscriber:
     async def transcribe(
         self, name: str, data: bytes, *, content_type: str | None, seconds: float | None
     ) -> Heard:
-        import openai
-
-        try:
+        with _mapped_errors():
             result = await self._client.audio.transcriptions.create(
                 model=self._model,
                 file=(name, data, content_type or "application/octet-stream"),
                 response_format="json",
             )
-        except openai.APITimeoutError as exc:
-            raise SpeechError("timeout") from exc
-        except openai.APIStatusError as exc:
-            raise SpeechError(_kind_of(exc.status_code), f"HTTP {exc.status_code}") from exc
-        except openai.APIError as exc:  # no connection, an unreadable answer
-            raise SpeechError("down", type(exc).__name__) from exc
         text = getattr(result, "text", None)
         if not isinstance(text, str):
             raise SpeechError("empty", "no text in the answer")
@@ -144,6 +138,21 @@ class OpenAITranscriber:
 
     async def aclose(self) -> None:
         await self._client.close()
+
+
+@contextlib.contextmanager
+def _mapped_errors() -> Iterator[None]:
+    """The ``openai`` client's errors as ``SpeechError`` (the key is in none of them)."""
+    import openai
+
+    try:
+        yield
+    except openai.APITimeoutError as exc:
+        raise SpeechError("timeout") from exc
+    except openai.APIStatusError as exc:
+        raise SpeechError(_kind_of(exc.status_code), f"HTTP {exc.status_code}") from exc
+    except openai.APIError as exc:  # no connection, an unreadable answer
+        raise SpeechError("down", type(exc).__name__) from exc
 
 
 def _kind_of(status: int) -> Why:
@@ -210,21 +219,13 @@ class OpenAISpeaker:
         )
 
     async def speak(self, text: str) -> bytes:
-        import openai
-
         said = speakable(text, self.max_chars)
         if not said:
             raise SpeechError("empty", "nothing to say")
-        try:
+        with _mapped_errors():
             response = await self._client.audio.speech.create(
                 model=self.model, voice=self.voice, input=said, response_format="opus"
             )
-        except openai.APITimeoutError as exc:
-            raise SpeechError("timeout") from exc
-        except openai.APIStatusError as exc:
-            raise SpeechError(_kind_of(exc.status_code), f"HTTP {exc.status_code}") from exc
-        except openai.APIError as exc:
-            raise SpeechError("down", type(exc).__name__) from exc
         audio = response.content
         if not audio.startswith(b"OggS"):  # Telegram plays Ogg/Opus as a voice message
             raise SpeechError("format", "the answer is not Ogg audio")

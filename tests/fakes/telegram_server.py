@@ -788,48 +788,49 @@ class FakeTelegram:
     async def _m_sendphoto(self, args: JSON) -> JSON:
         """A photo upload, refused as the Bot API refuses one (sendPhoto: "The photo must be
         at most 10 MB in size"; bytes no image decoder reads: ``IMAGE_PROCESS_FAILED``)."""
-        chat = self._chat(args)
-        photo = args.get("photo")
-        if not isinstance(photo, dict):
-            raise bad("there is no photo in the request")
-        content: bytes = photo["content"]
-        if len(content) > 10 * 1024 * 1024:
-            raise bad("PHOTO_INVALID_DIMENSIONS")
-        if not content.startswith((b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"GIF8")) and not (
-            content[:4] == b"RIFF" and content[8:12] == b"WEBP"
-        ):
-            raise bad("IMAGE_PROCESS_FAILED")
+        chat, content, found = self._upload(args, "photo", 10 * 1024 * 1024, _is_image,
+                                            "IMAGE_PROCESS_FAILED")  # fmt: skip
         caption, entities = self._text(args, "caption", CAPTION_LIMIT, required=False)
-        reply_to = self._reply_to(chat, args)
-        self._write(chat)
-        self.photos.append((chat, content))
-        found = self.add_file(content, "photos", str(photo["filename"]))
         message = Message(
             chat, next(self._message_ids), from_bot=True, text=caption, entities=entities,
-            reply_to=reply_to, photo=[{**found.described(), "width": 512, "height": 512}],
+            reply_to=self._reply_to(chat, args),
+            photo=[{**found.described(), "width": 512, "height": 512}],
         )  # fmt: skip
-        self.messages[(chat, message.id)] = message
-        return message.as_api()
+        self.photos.append((chat, content))
+        return self._sent(message)
 
     async def _m_sendvoice(self, args: JSON) -> JSON:
         """A voice message upload: the Bot API takes OGG/Opus (or MP3, M4A) of at most 50 MB
         for a bot; other bytes are refused here (the wording is the fake's own)."""
-        chat = self._chat(args)
-        voice = args.get("voice")
-        if not isinstance(voice, dict):
-            raise bad("there is no voice in the request")
-        content: bytes = voice["content"]
-        if len(content) > 50 * 1024 * 1024:
-            raise bad("file is too big")
-        if not (content.startswith((b"OggS", b"ID3")) or content[4:8] == b"ftyp"):
-            raise bad("wrong file type: voice messages must be OGG/Opus, MP3 or M4A")
-        reply_to = self._reply_to(chat, args)
-        self._write(chat)
-        self.voices.append((chat, content))
-        found = self.add_file(content, "voice", str(voice["filename"]))
-        message = Message(chat, next(self._message_ids), True, "", reply_to=reply_to)
+        chat, content, found = self._upload(
+            args, "voice", 50 * 1024 * 1024, _is_voice,
+            "wrong file type: voice messages must be OGG/Opus, MP3 or M4A",
+        )  # fmt: skip
+        message = Message(
+            chat, next(self._message_ids), True, "", reply_to=self._reply_to(chat, args)
+        )
         message.timed = ("voice", {**found.described(), "duration": 1, "mime_type": "audio/ogg"})
-        self.messages[(chat, message.id)] = message
+        self.voices.append((chat, content))
+        return self._sent(message)
+
+    def _upload(
+        self, args: JSON, field: str, limit: int, readable: Callable[[bytes], bool], refusal: str
+    ) -> tuple[int, bytes, FakeFile]:
+        """The chat and the uploaded ``field``'s bytes (kept as a file), or the refusal."""
+        chat = self._chat(args)
+        upload = args.get(field)
+        if not isinstance(upload, dict):
+            raise bad(f"there is no {field} in the request")
+        content: bytes = upload["content"]
+        if len(content) > limit:
+            raise bad("file is too big")
+        if not readable(content):
+            raise bad(refusal)
+        self._write(chat)
+        return chat, content, self.add_file(content, field, str(upload["filename"]))
+
+    def _sent(self, message: Message) -> JSON:
+        self.messages[(message.chat, message.id)] = message
         return message.as_api()
 
     async def _m_sendchataction(self, args: JSON) -> bool:
@@ -983,6 +984,16 @@ class FakeFile:
             "file_unique_id": self.file_unique_id,
             "file_size": len(self.content),
         }
+
+
+def _is_image(data: bytes) -> bool:
+    return data.startswith((b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"GIF8")) or (
+        data[:4] == b"RIFF" and data[8:12] == b"WEBP"
+    )
+
+
+def _is_voice(data: bytes) -> bool:
+    return data.startswith((b"OggS", b"ID3")) or data[4:8] == b"ftyp"
 
 
 def _too_many(seconds: int) -> ApiError:
