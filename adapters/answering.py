@@ -368,6 +368,7 @@ class Answering(Generic[A]):
                     self.room.refused[self.platform, refused.reason] += 1
                     return refused
         except BaseException:
+            self.hearing.forget(ask.ident)
             await asyncio.shield(self._unhold(ask))
             raise
         self.decisions["admitted"] += 1
