@@ -37,6 +37,12 @@ $(VENV)/.chromium: | $(VENV)/.installed-dev
 	scripts/ensure-chromium >/dev/null || true
 	touch $@
 
+# Debian's espeak-ng, which speaks the voice tests' questions (where it cannot be installed,
+# the real-speech test says so and skips).
+$(VENV)/.espeak: | $(VENV)/.installed-dev
+	scripts/ensure-espeak >/dev/null || true
+	touch $@
+
 ## run: start the bot (configured platforms, else terminal chat with the offline demo model)
 run: $(VENV)/.installed
 	$(BIN)/reactbot $(ARGS)
@@ -57,11 +63,11 @@ PYTEST_ARGS ?= -n $(WORKERS) $(if $(SEED),--randomly-seed=$(SEED)) --cov=core --
 TEST_ENV = PYTHONDONTWRITEBYTECODE= PYTHON=$(BIN)/python
 
 ## test: the whole suite, with a Redis that answers (started if needed)
-test: $(VENV)/.installed-dev $(VENV)/.chromium
+test: $(VENV)/.installed-dev $(VENV)/.chromium $(VENV)/.espeak
 	$(TEST_ENV) scripts/with-redis $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 ## test-thorough: the same suite with every property test at its full number of examples
-test-thorough: $(VENV)/.installed-dev $(VENV)/.chromium
+test-thorough: $(VENV)/.installed-dev $(VENV)/.chromium $(VENV)/.espeak
 	HYPOTHESIS_PROFILE=thorough $(TEST_ENV) scripts/with-redis $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 ## lint: ruff, the formatter, mypy (strict) and the import-linter layer contracts

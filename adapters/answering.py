@@ -44,12 +44,15 @@ from adapters.policy import Policy
 from adapters.recovery import BEAT_EVERY, Finalise, Recovery
 from adapters.room import BUSY, Room
 from adapters.tasks import Tasks
+from adapters.voice import Hearing
+from adapters.words import heard_line
 from core.agent import Agent, Earlier, Prepare, Run
 from core.approval import ApprovalBroker
 from core.budgets import Hold, TokenBudgets
 from core.events import Event
 from core.files import Incoming, Intake
 from core.memories import Asking, Where
+from core.speech import Heard
 from core.storage import Stores
 from core.stores import renewing
 from core.tools import ToolRegistry
@@ -60,7 +63,16 @@ A = TypeVar("A")
 """The surface's own record of who asks (Discord: roles and places; Slack: the question)."""
 
 Reason = Literal[
-    "closing", "access", "question", "model", "budget", "cooldown", "capacity", "overloaded", "busy"
+    "closing",
+    "access",
+    "question",
+    "model",
+    "budget",
+    "cooldown",
+    "voice",
+    "capacity",
+    "overloaded",
+    "busy",
 ]
 """Why a question is refused: ``capacity`` and ``overloaded`` are the process's own room
 (``adapters.room``: too many runs, a late event loop), ``busy`` the asker's runs at once."""
@@ -125,6 +137,9 @@ class Ask(Generic[A]):
     """The place as people call it (``#general``), when the platform gave its name."""
     where: Where | None = None
     """Where it is asked, as memories read it (``core.memories``); None: no memories."""
+    heard: Heard | None = None
+    """Its voice note, heard at admission (``adapters.voice``): the transcript is in
+    ``question``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -280,6 +295,8 @@ class Answering(Generic[A]):
         room: Room | None = None,
     ) -> None:
         self.agent = agent
+        self.hearing = files.hearing if files is not None else Hearing()
+        """Voice notes heard at admission, the intake's (``stt.*``; ``adapters.voice``)."""
         self.platform = surface.lower()
         self.room = room if room is not None else Room()
         """The process's room, shared by every surface it serves (``adapters.room``); one of
@@ -331,6 +348,7 @@ class Answering(Generic[A]):
             self._known_model,
             self._within_budget,
             self._cooled_down,
+            self._heard,
             self._room_here,
             self._slot_for_person,
         )
@@ -344,15 +362,17 @@ class Answering(Generic[A]):
             for check in self.checks:
                 refused = await check(ask)
                 if refused is not None:
+                    self.hearing.forget(ask.ident)
                     await self._unhold(ask)  # held by the budget check, refused after it
                     self.decisions[refused.reason] += 1
                     self.room.refused[self.platform, refused.reason] += 1
                     return refused
         except BaseException:
+            self.hearing.forget(ask.ident)
             await asyncio.shield(self._unhold(ask))
             raise
         self.decisions["admitted"] += 1
-        return Ticket(ask, self)
+        return Ticket(self.hearing.apply(ask), self)
 
     async def refusal(self, who: A) -> str | None:
         """The access rule alone, for commands that start no run (``/reset``, ``/trace``)."""
@@ -366,7 +386,7 @@ class Answering(Generic[A]):
         return Refusal("access", text) if text is not None else None
 
     async def _bounded(self, ask: Ask[A]) -> Refusal | None:
-        if not ask.question:
+        if not ask.question and not self.hearing.wanted(ask.files):
             return Refusal("question", self._empty_question)
         problem = self.agent.question_problem(ask.question)
         return Refusal("question", too_long(problem)) if problem is not None else None
@@ -402,6 +422,12 @@ class Answering(Generic[A]):
             return None
         left = await self.cooldowns.hit(ask.key, self.policy.cooldown_seconds)
         return Refusal("cooldown", cooldown_message(left)) if left > 0 else None
+
+    async def _heard(self, ask: Ask[A]) -> Refusal | None:
+        """Its voice notes transcribed, once the cheaper checks passed (nothing is sent for
+        a question refused anyway)."""
+        refused = await self.hearing.check(ask)
+        return Refusal("voice", refused) if refused is not None else None
 
     async def _room_here(self, ask: Ask[A]) -> Refusal | None:
         """The process's room (its runs on every surface, its loop on time): checked and
@@ -500,9 +526,11 @@ class Answering(Generic[A]):
             asking=Asking(ask.user, ask.name, ask.admin, ask.where)
             if ask.where is not None and choice.memory
             else None,
+            voice=ask.heard,
         )
         view = RunView(
             question=run.trace.question,
+            heard=heard_line(ask.heard.text, ask.heard.seconds) if ask.heard else "",
             asker=ask.user,
             approvers=self.policy.approvers,
             verbosity=verbosity,

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from adapters.channels import RunChoice
 from adapters.downloads import Downloader
+from adapters.voice import Hearing
 from core.errors import StoreUnavailable
 from core.files import (
     FileLimits,
@@ -41,6 +42,8 @@ class ConversationFiles:
     limits: FileLimits = field(default_factory=FileLimits)
     reader: FileReader = field(kw_only=True)
     """Reads each file (in a worker process: ``core.file_workers.FileReaders``)."""
+    hearing: Hearing = field(kw_only=True, default_factory=Hearing)
+    """Hears the voice notes among them before the run (``stt.*``; ``adapters.voice``)."""
 
     async def take(
         self, conversation: str, incoming: Sequence[Incoming], *, vision: bool = False

@@ -94,14 +94,20 @@ class Downloader:
         return origin[1] in self.token_hosts
 
     def incoming(
-        self, name: str, url: str, *, size: int | None, content_type: str | None
+        self,
+        name: str,
+        url: str,
+        *,
+        size: int | None,
+        content_type: str | None,
+        seconds: float | None = None,
     ) -> Incoming:
         """An ``Incoming`` for ``core.files.ingest`` that downloads with this downloader."""
 
         async def fetch() -> bytes:
             return await self.fetch(url, name=name)
 
-        return Incoming(name, size, content_type, url, fetch)
+        return Incoming(name, size, content_type, url, fetch, seconds)
 
     async def fetch(self, url: str, *, name: str) -> bytes:
         """The file's bytes, at most ``max_bytes``; ``FileRefused`` otherwise."""

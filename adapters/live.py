@@ -227,6 +227,8 @@ class RunView:
     """Everything a renderer needs; ``apply`` is the only way it changes."""
 
     question: str = ""
+    heard: str = ""
+    """The question was a voice note: ``🎤 0:07 · transcript``, shown first."""
     asker: str = ""
     max_steps: int = 0
     model: str = ""

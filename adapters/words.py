@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Literal
 from zoneinfo import ZoneInfo
 
 from core.tools.base import ToolDisplay
+from core.trace import clock
 
 if TYPE_CHECKING:
     from core.schedules import Refused, Schedule
@@ -24,18 +25,23 @@ if TYPE_CHECKING:
 __all__ = [
     "DECISION_GONE",
     "NOT_RUNNING",
+    "NOT_SPOKEN",
     "NO_APPROVALS",
     "NO_TRACE",
     "ONLY_ADMINS",
+    "PICTURES_NOT_SENT",
     "RESET_ADMINS",
     "RESET_DONE",
     "RETRY_GONE",
     "SCHEDULES_NEED_REDIS",
     "SCHEDULES_NOT_KEPT",
     "UNSAVED",
+    "VOICE_OFF",
+    "VOICE_SILENT",
     "acting",
     "decide_refused",
     "deciders",
+    "heard_line",
     "now_sees",
     "run_time",
     "schedule_added",
@@ -46,6 +52,9 @@ __all__ = [
     "schedule_paused_notice",
     "schedule_refused",
     "stop_refused",
+    "voice_failed",
+    "voice_too_big",
+    "voice_too_long",
     "who_may_decide",
 ]
 
@@ -205,3 +214,56 @@ def schedule_header(schedule: Schedule, *, late: bool) -> str:
     """The first line of a scheduled run's message."""
     marker = " · late" if late else ""
     return f"⏰ Scheduled by {schedule.owner_name or 'someone'} · {schedule.when.text}{marker}"
+
+
+# --- voice notes (adapters.voice) -----------------------------------------------------------
+
+VOICE_OFF = "🎤 I can't listen to voice notes here: speech to text is not set up. Please type it."
+VOICE_SILENT = "🎤 I couldn't hear anything in that voice note."
+_VOICE_FAILED = {
+    "format": "the speech service could not read that audio",
+    "auth": "the speech service refused the bot's key",
+    "too_big": "it is too large for the speech service",
+    "busy": "the speech service is busy",
+    "down": "the speech service is unavailable",
+    "timeout": "the speech service took too long",
+    "empty": "the speech service sent no text",
+}
+
+
+def voice_failed(kind: str) -> str:
+    """One line for a transcription that failed (``core.speech.SpeechError.kind``)."""
+    why = _VOICE_FAILED.get(kind, "the speech service failed")
+    return f"⚠️ I couldn't transcribe that voice note: {why}. Please try again or type it."
+
+
+def voice_too_long(seconds: float, limit: float) -> str:
+    return (
+        f"🎤 That voice note is {clock(seconds)} long; I listen to at most {clock(limit)}. "
+        "Please send a shorter one or type it."
+    )
+
+
+def voice_too_big(size: str) -> str:
+    return f"🎤 That voice note is larger than {size}; please send a shorter one or type it."
+
+
+HEARD_CHARS = 600
+"""Characters of a transcript the live message shows (the whole is the question)."""
+
+
+def heard_line(text: str, seconds: float | None) -> str:
+    """The first line of an answer to a voice note: ``🎤 0:07 · what was heard``, one line,
+    at most ``HEARD_CHARS`` characters of it."""
+    flat = " ".join(text.split())
+    if len(flat) > HEARD_CHARS:
+        flat = flat[: HEARD_CHARS - 1] + "…"
+    return f"🎤 {clock(seconds)} · {flat}"
+
+
+PICTURES_NOT_SENT = (
+    "🖼️ The pictures for this answer could not be attached here (can the bot upload files?); "
+    "they are kept in its trace."
+)
+
+NOT_SPOKEN = "🔇 I couldn't read this answer aloud; the text above is the whole of it."

@@ -38,6 +38,7 @@ if TYPE_CHECKING:  # the search, redis and MCP modules load only when configured
     from adapters.channels import ChannelChoices
     from adapters.pacing import Budget
     from adapters.room import Room
+    from adapters.voice import Hearing
     from core.embeddings import Hybrid
     from core.redis_store import Client as Redis
     from core.redis_store import RedisTarget
@@ -90,6 +91,8 @@ class App:
     room: Room = field(default_factory=lambda: _build_room(None))
     """The process's room for runs, shared by every surface it serves
     (``agent.max_concurrent_runs``, ``ops.max_loop_lag``; ``adapters.room``)."""
+    hearing: Hearing = field(default_factory=lambda: _no_hearing())
+    """Voice notes heard before their run (``stt.*``), on every surface (``bot.voice``)."""
 
     @property
     def health(self) -> StoreHealth | None:
@@ -186,6 +189,7 @@ class App:
                 observation_limit=config.agent.observation_limit,
                 store_steps=config.redis.store_steps,
                 max_question_chars=config.agent.max_question_chars,
+                attachment_max_bytes=config.files.max_bytes,
                 mode=config.agent.mode,
                 parallel_tools=config.agent.parallel_tools,
                 approval_timeout=approval.timeout,
@@ -209,6 +213,7 @@ class App:
             catalogue=_build_catalogue(config, notes, closers),
             file_readers=_build_file_readers(config, closers),
             room=_build_room(config),
+            hearing=_build_hearing(config, notes, closers),
         )
 
     async def start(self) -> None:
@@ -248,6 +253,20 @@ class App:
                 await close()
             except Exception:  # closing must go on for the others
                 log.exception("error while shutting down")
+
+
+def _build_hearing(
+    config: Config, notes: list[str], closers: list[Callable[[], Awaitable[None]]]
+) -> Hearing:
+    from bot.voice import build_hearing  # the speech client loads only when configured
+
+    return build_hearing(config, notes, closers)
+
+
+def _no_hearing() -> Hearing:
+    from adapters.voice import Hearing
+
+    return Hearing()
 
 
 def _build_room(config: Config | None) -> Room:

@@ -41,6 +41,8 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails
 
+from bot.config_voice import SttConfig, TtsConfig
+from bot.config_yaml import unique_key_loader
 from bot.memory_config import MemoryConfig
 from bot.schedule_config import ScheduleConfig
 from core.errors import ReactbotError
@@ -847,6 +849,8 @@ class Config(_Section):
     context: ContextConfig = Field(default_factory=_defaults(ContextConfig))
     memory: MemoryConfig = Field(default_factory=MemoryConfig.model_construct)
     schedule: ScheduleConfig = Field(default_factory=ScheduleConfig.model_construct)
+    stt: SttConfig = Field(default_factory=SttConfig.model_construct)
+    tts: TtsConfig = Field(default_factory=TtsConfig.model_construct)
     log_level: LogLevel = "INFO"
     log_format: Literal["text", "json"] = "text"
     """``json``: one JSON object per line, a run's lines carrying its id and conversation."""
@@ -969,34 +973,15 @@ def _mcp_variables(data: Mapping[str, Any]) -> list[str]:
 
 
 def _model_variables(data: Mapping[str, Any]) -> list[str]:
-    """The variables ``models.*.api_key_env`` and ``tools.lookup.embeddings.api_key_env`` name."""
+    """The variables ``models.*``, ``tools.lookup.embeddings``, ``stt`` and ``tts`` name as ``api_key_env``."""
     models = data.get("models")
     entries = list(models.values()) if isinstance(models, Mapping) else []
     tools = data.get("tools")
     lookup = tools.get("lookup") if isinstance(tools, Mapping) else None
     entries.append(lookup.get("embeddings") if isinstance(lookup, Mapping) else None)
+    entries += [data.get("stt"), data.get("tts")]
     names = [e.get("api_key_env") for e in entries if isinstance(e, Mapping)]
     return [n for n in names if isinstance(n, str) and _ENV_VAR.match(n)]
-
-
-def _unique_key_loader() -> type[yaml.SafeLoader]:
-    """A SafeLoader that refuses duplicate keys instead of keeping the last one silently
-    (made when a config file is read: without one, PyYAML is never imported)."""
-    import yaml
-
-    class UniqueKeyLoader(yaml.SafeLoader):
-        def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-            seen: set[Any] = set()
-            for key_node, _ in node.value:
-                key = self.construct_object(key_node, deep=deep)
-                if key in seen:
-                    raise yaml.constructor.ConstructorError(
-                        None, None, f"duplicate key {key!r}", key_node.start_mark
-                    )
-                seen.add(key)
-            return super().construct_mapping(node, deep=deep)
-
-    return UniqueKeyLoader
 
 
 def _read_yaml(file: Path) -> dict[str, Any]:
@@ -1012,7 +997,7 @@ def _read_yaml(file: Path) -> dict[str, Any]:
     import yaml
 
     try:
-        data = yaml.load(text, Loader=_unique_key_loader())
+        data = yaml.load(text, Loader=unique_key_loader())
     except yaml.YAMLError as exc:
         raise ConfigError([_describe_yaml_error(file, exc)]) from None
     if data is None:

@@ -40,7 +40,11 @@ def discord_files(app: App) -> ConversationFiles | None:
         app.config.discord.api_base_url, max_bytes=files.max_bytes, timeout=files.download_timeout
     )
     return ConversationFiles(
-        app.stores.files, downloader, app.file_limits(), reader=app.file_readers
+        app.stores.files,
+        downloader,
+        app.file_limits(),
+        reader=app.file_readers,
+        hearing=app.hearing,
     )
 
 

@@ -64,7 +64,11 @@ def slack_files(app: App, settings: SlackSettings) -> ConversationFiles | None:
         timeout=files.download_timeout,
     )
     return ConversationFiles(
-        app.stores.files, downloader, app.file_limits(), reader=app.file_readers
+        app.stores.files,
+        downloader,
+        app.file_limits(),
+        reader=app.file_readers,
+        hearing=app.hearing,
     )
 
 

@@ -43,7 +43,11 @@ def telegram_files(app: App, settings: TelegramSettings) -> ConversationFiles | 
         settings.api_base_url, max_bytes=files.max_bytes, timeout=files.download_timeout
     )
     return ConversationFiles(
-        app.stores.files, downloader, app.file_limits(), reader=app.file_readers
+        app.stores.files,
+        downloader,
+        app.file_limits(),
+        reader=app.file_readers,
+        hearing=app.hearing,
     )
 
 

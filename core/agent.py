@@ -60,6 +60,7 @@ from core.outbox import Outbox, ReplyReader, TextRun
 from core.parser import Action
 from core.pricing import Price
 from core.remembering import RunMemory
+from core.speech import Heard
 from core.storage import Stores
 from core.stores import ConversationLocks, TraceStore
 from core.tools import Attachment, ToolRegistry, display_of
@@ -99,6 +100,9 @@ class AgentSettings:
     """Offer "Allow for this conversation"."""
     max_question_chars: int = 4000
     """Longer questions are refused before any model call."""
+    attachment_max_bytes: int = 10 * 1024 * 1024
+    """A tool's image or audio larger than this is listed in the trace, not kept (nor
+    attached to the answer): ``files.max_bytes``."""
     mode: Mode = "text"
     """``text``, ``tools`` or ``json``: how the model is asked for its steps."""
     parallel_tools: int = 4
@@ -189,6 +193,7 @@ class Agent:
         earlier: Earlier | None = None,
         prepare: Prepare | None = None,
         asking: Asking | None = None,
+        voice: Heard | None = None,
     ) -> Run:
         """A running answer to ``question``. For this run only: ``mode`` overrides the
         settings' mode, ``model`` and ``tools`` the agent's own (a channel's choice),
@@ -199,7 +204,8 @@ class Agent:
         the run's own task (the files attached to the question, read): what it returns
         replaces ``tools`` and adds to ``images``, and a Stop (``cancel``) ends it at once,
         as it ends any step. ``asking``: who asks and where, for their memories (None: the
-        run neither recalls nor changes any)."""
+        run neither recalls nor changes any). ``voice``: the question was a voice note,
+        heard so (the trace keeps it, and its cost)."""
         problem = self.question_problem(question)
         if problem is not None:  # the trace keeps what is needed to see why, not megabytes
             question = question[: self.settings.max_question_chars] + "…"
@@ -214,6 +220,7 @@ class Agent:
             channel=channel,
             mode=chosen,
             persona=persona.strip()[: prompt.PERSONA_CHARS],
+            voice=voice,
         )
         trace.system_prompt = self.settings.system_prompt
         if images:
@@ -712,7 +719,9 @@ class Run:
             outcome.text = f"{EDIT_NOTE}{action.name}[{action.input}].\n" + outcome.text
         step.observation = outcome.text
         step.sources = list(outcome.sources)
-        step.attachments = kept_attachments(self.trace, outcome.attachments)
+        step.attachments = kept_attachments(
+            self.trace, outcome.attachments, max_bytes=self.settings.attachment_max_bytes
+        )
         if outcome.error:
             step.error = outcome.text
         step.ended_at = self.agent._clock()
@@ -738,17 +747,21 @@ class Run:
         return Finished(self.trace, answer, status)
 
 
-def kept_attachments(trace: Trace, attachments: Sequence[Attachment]) -> list[TraceAttachment]:
-    """A tool's attachments as the trace keeps them: the bytes while the trace has room
-    (``ATTACHMENT_BYTES_PER_TRACE``), else only what they were."""
+def kept_attachments(
+    trace: Trace, attachments: Sequence[Attachment], *, max_bytes: int | None = None
+) -> list[TraceAttachment]:
+    """A tool's attachments as the trace keeps them: the bytes of each within ``max_bytes``
+    (``files.max_bytes``) while the trace has room (``ATTACHMENT_BYTES_PER_TRACE``), else
+    only what they were."""
     room = ATTACHMENT_BYTES_PER_TRACE - sum(
         len(a.data) for step in trace.steps for a in step.attachments if a.data is not None
     )
     kept = []
     for attachment in attachments:
-        data = attachment.data if len(attachment.data) <= room else None
-        room -= len(data or "")
         size = decoded_size(attachment.data)
+        fits = len(attachment.data) <= room and (max_bytes is None or size <= max_bytes)
+        data = attachment.data if fits else None
+        room -= len(data or "")
         kept.append(TraceAttachment(attachment.mime_type, size, data, attachment.name))
     return kept
 

@@ -127,6 +127,9 @@ _CODE_SUFFIXES = frozenset(
     ]
 )
 _IMAGE_SUFFIXES = frozenset([".png", ".jpg", ".jpeg", ".gif", ".webp", ".bmp"])
+_AUDIO_SUFFIXES = frozenset(
+    [".ogg", ".oga", ".opus", ".mp3", ".m4a", ".wav", ".webm", ".flac", ".mpga", ".aac"]
+)
 KINDS = frozenset({"text", "markdown", "csv", "html", "pdf", "code"})
 
 
@@ -156,6 +159,16 @@ def kind_of(name: str) -> str | None:
 def is_image(name: str, content_type: str | None = None) -> bool:
     return (content_type or "").startswith("image/") or (
         PurePosixPath(name.lower()).suffix in _IMAGE_SUFFIXES
+    )
+
+
+def is_audio(item: Incoming) -> bool:
+    """A voice note or an audio file (heard by ``adapters.voice``, never read as a
+    document): an audio type or extension, or a length the platform gave (a round video)."""
+    return (
+        item.seconds is not None
+        or (item.content_type or "").startswith("audio/")
+        or PurePosixPath(item.name.lower()).suffix in _AUDIO_SUFFIXES
     )
 
 
@@ -400,6 +413,8 @@ class Incoming:
     content_type: str | None
     url: str
     fetch: Callable[[], Awaitable[bytes]]
+    seconds: float | None = None
+    """A voice note's or a video note's length, as the platform gave it."""
 
 
 async def ingest(
@@ -416,6 +431,8 @@ async def ingest(
     intake = Intake()
     documents: list[Incoming] = []
     for item in incoming:
+        if is_audio(item):
+            continue  # heard before the run (adapters.voice), never indexed
         if is_image(item.name, item.content_type):
             intake.images.append(item)
         else:

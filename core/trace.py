@@ -14,6 +14,7 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from core.pricing import format_usd
+from core.speech import Heard
 
 Status = Literal[
     "running",
@@ -200,6 +201,9 @@ class Trace:
     asked anew."""
     votes: list[Vote] = field(default_factory=list)
     """Readers' feedback on the answer (absent in traces stored before it existed)."""
+    voice: Heard | None = None
+    """The question was asked by voice: the transcript, the note's length, the speech model
+    and what hearing it cost (counted in ``cost_usd``)."""
     version: int = TRACE_VERSION
 
     def vote(self, value: Literal["up", "down"], by: str, at: float) -> None:
@@ -232,8 +236,11 @@ class Trace:
 
     @property
     def cost_usd(self) -> float | None:
-        """What the run's model calls cost in US dollars; None when no step had a price."""
+        """What the run's model calls (and hearing its voice question) cost in US dollars;
+        None when nothing had a price."""
         costs = [s.cost_usd for s in self.steps if s.cost_usd is not None]
+        if self.voice is not None and self.voice.cost_usd is not None:
+            costs.append(self.voice.cost_usd)
         return sum(costs) if costs else None
 
     @property
@@ -278,13 +285,17 @@ class Trace:
                 if isinstance(a, dict)
             ]
             steps.append(TraceStep(**fields_))
-        rest = {k: v for k, v in data.items() if k in trace_names and k not in ("steps", "votes")}
+        rest = {
+            k: v
+            for k, v in data.items()
+            if k in trace_names and k not in ("steps", "votes", "voice")
+        }
         votes = [
             Vote(v["value"], str(v.get("by", "")), float(v.get("at", 0.0)))
             for v in data.get("votes") or []
             if isinstance(v, dict) and v.get("value") in ("up", "down")
         ]
-        return cls(steps=steps, votes=votes, **rest)
+        return cls(steps=steps, votes=votes, voice=_voice(data.get("voice")), **rest)
 
     @classmethod
     def from_json(cls, text: str) -> Trace:
@@ -298,6 +309,8 @@ class Trace:
         if self.replay_of:
             lines += [f"**Replay of:** {self.replay_of}", ""]
         lines += [f"**Question:** {self.question}", ""]
+        if self.voice is not None:
+            lines += [f"**Asked by voice:** {voice_summary(self.voice)}", ""]
         if self.persona:
             lines += ["**Channel persona:**", "", _fence(self.persona), ""]
         for step in self.steps:
@@ -315,6 +328,34 @@ class Trace:
             lines += [f"**Feedback:** {feedback} ({voters})", ""]
         lines.append(summary_line(self))
         return "\n".join(lines) + "\n"
+
+
+def _voice(data: object) -> Heard | None:
+    if not isinstance(data, dict) or not isinstance(data.get("text"), str):
+        return None
+    seconds, cost = data.get("seconds"), data.get("cost_usd")
+    return Heard(
+        data["text"],
+        float(seconds) if isinstance(seconds, int | float) else None,
+        str(data.get("model", "")),
+        float(cost) if isinstance(cost, int | float) else None,
+    )
+
+
+def clock(seconds: float | None) -> str:
+    """A note's length as people read it: ``0:07``, ``4:05``; ``?`` when unknown."""
+    if seconds is None:
+        return "?"
+    whole = max(0, round(seconds))
+    return f"{whole // 60}:{whole % 60:02d}"
+
+
+def voice_summary(voice: Heard) -> str:
+    """``0:07 · whisper-1 · $0.0007``: how a voice question was heard."""
+    parts = [clock(voice.seconds), voice.model or "speech model"]
+    if voice.cost_usd is not None:
+        parts.append(format_usd(voice.cost_usd))
+    return " · ".join(parts)
 
 
 def render_step_markdown(step: TraceStep) -> list[str]:

@@ -1,6 +1,8 @@
 """Discord attachments as ``core.files.Incoming``: the attachment's own name, declared size,
 content type and CDN URL (downloaded only through the ``Downloader``, never discord.py's
-unbounded ``Attachment.read``)."""
+unbounded ``Attachment.read``). A voice message is an ``audio/ogg`` attachment
+(``voice-message.ogg``) whose flags carry ``IS_VOICE_MESSAGE`` (1 << 13), with its
+``duration_secs`` and ``waveform``: the length is kept, so it is checked before download."""
 
 from __future__ import annotations
 
@@ -31,6 +33,12 @@ def incoming_of(
     attachments: Sequence[discord.Attachment], downloader: Downloader
 ) -> list[Incoming]:
     return [
-        downloader.incoming(a.filename, a.url, size=a.size, content_type=a.content_type)
+        downloader.incoming(
+            a.filename,
+            a.url,
+            size=a.size,
+            content_type=a.content_type,
+            seconds=a.duration if a.is_voice_message() else None,
+        )
         for a in attachments
     ]

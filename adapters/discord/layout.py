@@ -41,8 +41,10 @@ from adapters.discord.render import (
     final_body,
     fit,
     footer,
+    heard_lines,
     page_link_line,
     pending_buttons,
+    picture_files,
     question_posts,
     render_brief,
     sanitize,
@@ -162,10 +164,11 @@ def live_card(view: RunView, now: float) -> Card:
     else:
         block = current_step_block(view, current, CURRENT_LIMIT - 100) if current else ""
     lines = [fit(step_summary(s), STEP_LINE_LIMIT) for s in view.steps if s.done]
-    # Container, head, separator, current step, and the ActionRow with its buttons.
-    fixed = 1 + 1 + 1 + 1 + 1 + ROW_BUTTONS
+    # Container, transcript, head, separator, current step, the ActionRow with its buttons.
+    heard = [Text(line) for line in heard_lines(view)]
+    fixed = 1 + len(heard) + 1 + 1 + 1 + 1 + ROW_BUTTONS
     steps = collapse_lines(lines, room=STEPS_LIMIT, count=MAX_COMPONENTS - fixed)
-    blocks: list[Block] = [Text(fit("\n".join(head), HEAD_LIMIT))]
+    blocks: list[Block] = [*heard, Text(fit("\n".join(head), HEAD_LIMIT))]
     blocks += [Text(line) for line in steps]
     if block.strip():
         blocks += [Rule(), Text(fit(block, CURRENT_LIMIT))]
@@ -220,7 +223,7 @@ def final_card(
     _, mark = final_body(view)
     trace = trace or view.trace
     shown, rest = card_answer_parts(view, limit=limit)
-    blocks: list[Block] = [Text(shown)]
+    blocks: list[Block] = [*(Text(line) for line in heard_lines(view)), Text(shown)]
     cited = trace.cited if trace is not None and view.phase == "answered" and sources else ()
     line = hosts_line(cited)
     notes = ["-# (the answer goes on in the thread ↓)"] if rest else []
@@ -334,6 +337,7 @@ class ComponentsRenderer:
     def final(self, view: RunView) -> DiscordPayload:
         return DiscordPayload(
             "",
+            picture_files(view),
             stop_button="remove",
             thread_name=thread_name(view.question),
             card=final_card(view),
@@ -342,7 +346,8 @@ class ComponentsRenderer:
 
     def compact(self, view: RunView) -> DiscordPayload:
         card = final_card(view, limit=COMPACT_ANSWER_LIMIT, sources=False)
-        return DiscordPayload("", stop_button="remove", card=card, votes=view.phase == "answered")
+        files = picture_files(view)
+        return DiscordPayload("", files, "remove", card=card, votes=view.phase == "answered")
 
     def trace_posts(
         self, trace: Trace, *, whole_answer: bool = False, steps: bool = True

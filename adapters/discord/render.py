@@ -34,11 +34,14 @@ from adapters.live import (
 )
 from adapters.live import status_line as live_status_line
 from core.events import ApprovalRequested
+from core.pictures import pictures_of
 from core.pricing import format_usd
 from core.text import neutral_bidi
 from core.trace import Trace, TraceStep, one_line, source_domain, steps_made, summary_line
 
 CONTENT_LIMIT = 2000
+HEARD_LIMIT = 400
+"""Characters of a voice question's transcript shown above its answer."""
 COMPACT_LIMIT = 1000
 """The final message's size when Discord refused the full one."""
 EMBED_DESCRIPTION_LIMIT = 4096
@@ -287,13 +290,24 @@ def collapse_steps(lines: list[str], budget: int) -> list[str]:
     return list(reversed(kept))
 
 
+def picture_files(view: RunView) -> tuple[FileSpec, ...]:
+    """The pictures the run's tools returned (``core.pictures``), attached to its answer."""
+    trace = view.trace
+    return tuple(FileSpec(p.name, p.data) for p in pictures_of(trace)) if trace else ()
+
+
+def heard_lines(view: RunView) -> list[str]:
+    """A voice question's transcript as a quote, first in its messages (``RunView.heard``)."""
+    return ["> " + one_line(sanitize(view.heard), HEARD_LIMIT)] if view.heard else []
+
+
 def render_live(view: RunView, now: float, limit: int = CONTENT_LIMIT) -> str:
     """The live message: status, finished steps as subtext lines, the current step (with a
     channel's ``compact`` or ``answer`` verbosity, the status line alone, and the pending
     action when a person must decide)."""
     if view.verbosity != "full":
         return render_brief(view, now, limit)
-    head = [status_line(view, now)]
+    head = [*heard_lines(view), status_line(view, now)]
     if view.status_text and view.phase not in ("waiting", "retrying"):
         head.append("-# " + one_line(sanitize(view.status_text), 200))
     if view.memory_unavailable:
@@ -316,6 +330,7 @@ def render_brief(view: RunView, now: float, limit: int = CONTENT_LIMIT) -> str:
         line = f"⏳ Working on it · {view.elapsed(now):.1f} s"
     else:
         line = status_line(view, now)
+    line = "\n".join([*heard_lines(view), line])
     if view.pending is None:
         return fit(line, limit)
     block = approval_block(view, view.pending, now, limit - len(line) - 1)
@@ -427,11 +442,12 @@ def answer_parts(
     line = sources_line(trace.cited) if cited and trace is not None else ""
     foot = footer(trace, view, mark, thread=True) if view.verbosity != "answer" else ""
     tail_lines = [line for line in (line, foot) if line]
-    room = limit - sum(len(line) + 1 for line in tail_lines) - 40
+    heard = heard_lines(view)
+    room = limit - sum(len(line) + 1 for line in heard + tail_lines) - 40
     parts = split_text(body, room)
     if len(parts) > 1:
         tail_lines.insert(0, "-# (the answer goes on in the thread ↓)")
-    return "\n".join([parts[0], *tail_lines]), parts[1:]
+    return "\n".join([*heard, parts[0], *tail_lines]), parts[1:]
 
 
 def answer_overflow(trace: Trace, verbosity: Verbosity = "full") -> list[str]:
@@ -653,6 +669,7 @@ class DiscordRenderer:
         content, _ = answer_parts(view)
         return DiscordPayload(
             fit(content),
+            picture_files(view),
             stop_button="remove",
             thread_name=thread_name(view.question),
             votes=view.phase == "answered",
@@ -661,7 +678,10 @@ class DiscordRenderer:
     def compact(self, view: RunView) -> DiscordPayload:
         content, _ = answer_parts(view, limit=COMPACT_LIMIT, sources=False)
         return DiscordPayload(
-            fit(content, COMPACT_LIMIT), stop_button="remove", votes=view.phase == "answered"
+            fit(content, COMPACT_LIMIT),
+            picture_files(view),
+            stop_button="remove",
+            votes=view.phase == "answered",
         )
 
     def trace_posts(

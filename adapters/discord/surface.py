@@ -290,6 +290,8 @@ class DiscordSurface:
             kwargs["view"] = self._votes() if payload.votes and self._votes is not None else None
         elif self._controls is not None and payload.approval != self._shown:
             kwargs["view"] = self._controls(payload.approval)
+        if payload.files:  # the pictures a tool returned, attached to the final answer
+            kwargs["attachments"] = to_files(payload.files)
         try:
             await self._edit(**kwargs)
             if "view" in kwargs:  # only once Discord has them: a failed edit sends them again

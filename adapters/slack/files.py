@@ -1,6 +1,8 @@
 """Slack files on a message as ``core.files.Incoming``: downloaded from ``url_private`` with
 the bot token (``files:read``), which the ``Downloader`` sends to Slack's file host (and the
-configured API base URL's origin) only."""
+configured API base URL's origin) only. An audio file or a recorded clip (``subtype``
+``slack_audio``) is heard, not read (``adapters.voice``); a clip's ``duration_ms`` is kept
+so its length is checked before it is downloaded."""
 
 from __future__ import annotations
 
@@ -37,12 +39,14 @@ def incoming_of(files: Iterable[dict[str, Any]], downloader: Downloader) -> list
         url = str(file.get("url_private_download") or file.get("url_private") or "")
         size = file.get("size")
         mimetype = file.get("mimetype")
+        millis = file.get("duration_ms")
         incoming.append(
             downloader.incoming(
                 name,
                 url,
                 size=size if isinstance(size, int) else None,
                 content_type=mimetype if isinstance(mimetype, str) else None,
+                seconds=millis / 1000 if isinstance(millis, int | float) and millis >= 0 else None,
             )
         )
     return incoming

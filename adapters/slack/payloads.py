@@ -234,10 +234,10 @@ def _question(
     bot_user_id: str | None,
 ) -> Question | None:
     text = plain_text(str(event.get("text", "")), bot_user_id=bot_user_id)
-    if not text:
+    files = event.get("files")
+    if not text and not files:  # an audio clip alone is a question (adapters.voice)
         return None
     thread = event.get("thread_ts")
-    files = event.get("files")
     return Question(
         source=source,
         team=str(event.get("team") or team),

@@ -268,8 +268,8 @@ def _status_words(view: RunView) -> str:
 
 
 def _question_block(view: RunView, *, limit: int = QUESTION_LIMIT) -> Block:
-    question = prose(view.question.strip(), limit) if view.question.strip() else "(no question)"
-    return section(f"*{mention(view.asker)} asked:* {question}")
+    asked = (view.heard or view.question).strip() or "(no question)"  # voice: "🎤 0:07 · …"
+    return section(f"*{mention(view.asker)} asked:* {prose(asked, limit)}")
 
 
 def _current_step_blocks(view: RunView, room: int, *, timeout: float | None = None) -> list[Block]:

@@ -38,11 +38,13 @@ from slack_sdk.http_retry.response import HttpResponse
 from slack_sdk.http_retry.state import RetryState
 from slack_sdk.web.async_client import AsyncWebClient
 
+from adapters import words
 from adapters.live import EditDeferred, EditRejected, RateLimited
 from adapters.slack.blocks import SlackMessage, context, fit, prose
 from adapters.slack.settings import SlackSettings
 from adapters.slack.trace_thread import shorten
 from core.errors import ReactbotError
+from core.pictures import pictures_of
 from core.trace import Trace
 
 log = logging.getLogger(__name__)
@@ -269,6 +271,7 @@ class SlackSurface:
         raise EditRejected(f"chat.update refused the payload: {error or exc}") from exc
 
     async def post_trace(self, trace: Trace, posts: Sequence[SlackMessage]) -> None:
+        await self._upload_pictures(trace)
         for post in posts:
             if not await self._reply(post):
                 return
@@ -320,6 +323,26 @@ class SlackSurface:
 
     async def _post(self, content: dict[str, Any]) -> None:
         await _post_message(self.client, self.channel, self.thread_ts, content)
+
+    async def _upload_pictures(self, trace: Trace) -> None:
+        """The pictures the run's tools returned (``core.pictures``), first in the answer's
+        thread: one upload (files.getUploadURLExternal, then completeUploadExternal)."""
+        pictures = pictures_of(trace)
+        if not pictures:
+            return
+        try:
+            await self.client.files_upload_v2(
+                channel=self.channel,
+                thread_ts=self.thread_ts,
+                file_uploads=[
+                    {"content": p.data, "filename": p.name, "title": p.name} for p in pictures
+                ],
+            )
+        except (SlackClientError, aiohttp.ClientError, TimeoutError) as exc:
+            log.warning("the pictures of trace %s not uploaded: %s", trace.id, exc)
+            await self._reply(
+                SlackMessage(words.PICTURES_NOT_SENT, (context(words.PICTURES_NOT_SENT),))
+            )
 
     async def _upload_json(self, trace: Trace) -> None:
         """The trace as a .json file in the thread, for anyone who wants to replay it."""

@@ -58,7 +58,7 @@ from adapters.pacing import EditPacer
 from adapters.policy import Policy
 from adapters.room import Room
 from adapters.telegram.commands import COMMANDS, SettingsCommands
-from adapters.telegram.files import TelegramFiles, typing
+from adapters.telegram.files import HEARD, TelegramFiles, typing
 from adapters.telegram.render import (
     DECIDE_PREFIX,
     PROMPTS,
@@ -263,7 +263,7 @@ class TelegramBot:
         app.add_handler(CommandHandler("ask", self.on_ask))
         app.add_handler(CommandHandler("trace", self.on_trace))
         app.add_handler(CommandHandler(list(COMMANDS), self.on_setting))
-        said = (filters.TEXT | filters.Document.ALL | filters.PHOTO) & ~filters.COMMAND
+        said = (filters.TEXT | filters.Document.ALL | filters.PHOTO | HEARD) & ~filters.COMMAND
         app.add_handler(MessageHandler(private & said, self.on_text))
         app.add_handler(MessageHandler(groups & said, self.on_group))
         app.add_handler(CallbackQueryHandler(self.on_button))
@@ -271,7 +271,8 @@ class TelegramBot:
 
     def chat(self, chat: int, thread: int | None = None) -> Chat:
         pacer = self.group_pacer if is_group(chat) else self.pacer
-        return Chat(self.application.bot, chat, pacer, thread)
+        speaker = self.files.hearing.speaker if self.files is not None else None
+        return Chat(self.application.bot, chat, pacer, thread, speaker=speaker)
 
     # ---- the process's life ---------------------------------------------------------------
     async def start(self) -> None:
@@ -320,7 +321,7 @@ class TelegramBot:
     async def on_group(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         """In a group only a mention of the bot, or a reply to one of its messages."""
         message, me = update.effective_message, context.bot
-        text = (message.text or message.caption) if message is not None else None
+        text = (message.text or message.caption or "") if message is not None else None
         if message is None or text is None or await self._prompt_reply(update):
             return
         replied = message.reply_to_message

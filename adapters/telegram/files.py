@@ -13,6 +13,10 @@ file host is refused. Telegram hands bots files of at most 20 MB: a bigger one i
 ``getFile`` ("file is too big"), and said so.
 
 A photo comes in several sizes: the largest within ``files.max_bytes`` is read (JPEG).
+
+Voice notes (``voice``: Ogg/Opus, ``.oga``), audio files (``audio``) and round videos
+(``video_note``: MP4) come with their ``duration`` in seconds: they are heard, not read
+(``adapters.voice``), fetched the same way once their size and length passed.
 """
 
 from __future__ import annotations
@@ -21,19 +25,24 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import replace
+from datetime import timedelta
 from urllib.parse import quote
 
-from telegram import Bot, Document, Message, PhotoSize
+from telegram import Audio, Bot, Document, Message, PhotoSize, VideoNote, Voice
 from telegram.constants import ChatAction
 from telegram.error import BadRequest, TelegramError
+from telegram.ext import filters
 
 from adapters.downloads import Downloader
 from core.files import MB, FileRefused, Incoming, safe_name
 
-__all__ = ["TYPING_EVERY", "TelegramFiles", "telegram_downloader", "typing"]
+__all__ = ["HEARD", "TYPING_EVERY", "TelegramFiles", "telegram_downloader", "typing"]
 
 log = logging.getLogger(__name__)
 
+HEARD = filters.VOICE | filters.AUDIO | filters.VIDEO_NOTE
+"""Messages heard as questions (``adapters.voice``), with or without a caption."""
 BOT_FILE_LIMIT = 20 * MB
 """What ``getFile`` hands a bot (the Bot API: "files of up to 20MB in size")."""
 TYPING_EVERY = 4.5
@@ -68,7 +77,23 @@ class TelegramFiles:
             found.append(self._document(document))
         if message.photo:
             found.append(self._photo(message.photo))
+        if (note := message.voice or message.audio or message.video_note) is not None:
+            found.append(self._timed(note))
         return found
+
+    def _timed(self, note: Voice | Audio | VideoNote) -> Incoming:
+        """A voice note, an audio file or a round video, with the length Telegram gave."""
+        kind: str | None
+        if isinstance(note, VideoNote):
+            name, kind = f"round-video-{note.file_unique_id}.mp4", "video/mp4"
+        elif isinstance(note, Audio) and note.file_name:
+            name, kind = note.file_name, note.mime_type
+        else:
+            name, kind = f"voice-{note.file_unique_id}.oga", note.mime_type or "audio/ogg"
+        item = self._incoming(note.file_id, name, note.file_size, kind)
+        length = note.duration  # an int of seconds, or a timedelta (python-telegram-bot 22)
+        seconds = length.total_seconds() if isinstance(length, timedelta) else float(length)
+        return replace(item, seconds=seconds)
 
     def _document(self, document: Document) -> Incoming:
         name = document.file_name or f"document-{document.file_unique_id}"

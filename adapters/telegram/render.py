@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from adapters import words
 from adapters.live import RunView, StepView, final_mark, status_line
 from adapters.tables import FENCE_LINE, tables_as_code
+from core.pictures import pictures_of
 from core.text import neutral_bidi
 from core.trace import Trace, TraceStep, summary_line
 
@@ -99,6 +100,12 @@ class TelegramPayload:
     buttons: tuple[Button, ...] = ()
     document: Document | None = None
     prompt: ReplyPrompt | None = None
+    photo: Document | None = None
+    """A picture a tool returned, sent with ``sendPhoto`` under the answer."""
+    spoken: str | None = None
+    """An answer to a voice question, to be spoken (``tts.*``) and sent with ``sendVoice``."""
+    voice: Document | None = None
+    """The spoken answer's Ogg/Opus audio (``Chat.send`` makes it from ``spoken``)."""
 
 
 def units(text: str) -> int:
@@ -278,6 +285,11 @@ def status(view: RunView, now: float) -> str:
     return status_line(view, now, shown=lambda name: cut(name, 40), still_while_pending=True)
 
 
+def _heard(view: RunView) -> list[list[_Piece]]:
+    """A voice question's transcript, first (``words.heard_line``)."""
+    return [[_Piece(cut(view.heard, 700), "i")]] if view.heard else []
+
+
 def _step_lines(step: StepView) -> list[list[_Piece]]:
     return _parts_of(step, thought_units=THOUGHT_UNITS, observation_units=OBSERVATION_UNITS)
 
@@ -335,6 +347,7 @@ class TelegramRenderer:
         head = [[_Piece(status(view, self._clock()), "b")]]
         if view.verbosity == "answer":
             head = [[_Piece(f"⏳ Working on it · {view.elapsed(self._clock()):.1f} s", "b")]]
+        head = _heard(view) + head
         answer = [[_Piece(cut(view.answer.strip(), LIVE_ANSWER_UNITS))]] if view.answer else []
         pending = self._pending(view)
         room = MESSAGE_UNITS - _size(head) - _size(answer) - _size(pending) - 3
@@ -396,7 +409,7 @@ class TelegramRenderer:
     # ---- final ----------------------------------------------------------------------------
     def final(self, view: RunView) -> TelegramPayload:
         footer = self._footer(view)
-        outcome = self._outcome(view)
+        outcome = _heard(view) + self._outcome(view)
         room = MESSAGE_UNITS - _size(footer) - _size(outcome) - 2
         answer = tables_as_code(view.answer)  # before the split: it counts the padding too
         parts = split_answer(answer, room) if answer else []
@@ -407,7 +420,7 @@ class TelegramRenderer:
         return TelegramPayload(body.strip())
 
     def compact(self, view: RunView) -> TelegramPayload:
-        outcome = self._outcome(view)
+        outcome = _heard(view) + self._outcome(view)
         body = [[_Piece(cut(view.answer.strip(), 1000))]] if view.answer.strip() else []
         return TelegramPayload(_join(outcome + body + self._footer(view)))
 
@@ -437,7 +450,8 @@ class TelegramRenderer:
     ) -> list[TelegramPayload]:
         """Replies under the answer: the answer's parts that did not fit in its message (the
         whole answer, when the message could show only a smaller form), at most
-        ``MAX_REPLIES``; then, with ``steps``, the steps (at most ``TRACE_MESSAGES``) and the
+        ``MAX_REPLIES``; the pictures its tools returned (``core.pictures``); then, with
+        ``steps``, the steps (at most ``TRACE_MESSAGES``) and the
         trace as ``.md`` and ``.json`` documents, the trace page's link in the caption."""
         if whole_answer:
             parts = split_answer(self._answer, MESSAGE_UNITS)
@@ -445,6 +459,9 @@ class TelegramRenderer:
         else:  # what did not fit in the message, a code block it left open reopened
             parts, htmls = self._rest, self._rest_html
         posts = [TelegramPayload(h) for h in htmls[:MAX_REPLIES] if h.strip()]
+        posts += [TelegramPayload("", photo=Document(p.name, p.data)) for p in pictures_of(trace)]
+        if trace.voice is not None and trace.status == "answered" and trace.answer:
+            posts.append(TelegramPayload("", spoken=trace.answer))  # asked by voice: heard back
         if left := sum(units(p) for p in parts[MAX_REPLIES:]):
             posts.append(TelegramPayload(f"<i>… {left:,} more characters of the answer are "
                                          "in its trace.</i>"))  # fmt: skip

@@ -24,9 +24,11 @@ from telegram import (
 )
 from telegram.error import BadRequest, Forbidden, RetryAfter, TelegramError
 
+from adapters import words
 from adapters.live import EditDeferred, EditRejected, RateLimited
 from adapters.pacing import EditPacer
-from adapters.telegram.render import TelegramPayload
+from adapters.telegram.render import Document, TelegramPayload, inert
+from core.speech import Speaker, SpeechError
 from core.trace import Trace
 
 log = logging.getLogger(__name__)
@@ -76,11 +78,21 @@ class Chat:
     """Sends into one chat (a forum topic of it, with ``thread``) within the pacer's
     allowance for the chat."""
 
-    def __init__(self, bot: Bot, chat: int, pacer: EditPacer, thread: int | None = None) -> None:
+    def __init__(
+        self,
+        bot: Bot,
+        chat: int,
+        pacer: EditPacer,
+        thread: int | None = None,
+        *,
+        speaker: Speaker | None = None,
+    ) -> None:
         self.bot = bot
         self.chat = chat
         self.pacer = pacer
         self.thread = thread
+        self.speaker = speaker
+        """Speaks the answers to voice questions (``tts.*``); None: they stay text."""
 
     @property
     def key(self) -> str:
@@ -94,6 +106,8 @@ class Chat:
             if reply_to is not None
             else None
         )
+        if payload.spoken is not None:
+            payload = await self._spoken(payload.spoken)
         for attempt in range(POST_ATTEMPTS):
             async with self.pacer.slot(self.key, priority="first"):
                 try:
@@ -106,7 +120,33 @@ class Chat:
             return sent.message_id
         raise AssertionError("unreachable")  # the loop returns or raises
 
+    async def _spoken(self, answer: str) -> TelegramPayload:
+        """The answer as a voice message (spoken once, before any retry), or the line that
+        says it could not be."""
+        if self.speaker is None:
+            raise AssertionError("a spoken answer to send, but no speaker")
+        try:
+            audio = await self.speaker.speak(answer)
+        except SpeechError as exc:
+            log.warning("the answer in chat %s was not spoken: %s", self.chat, exc)
+            return TelegramPayload(inert(words.NOT_SPOKEN))
+        return TelegramPayload("", voice=Document("answer.ogg", audio))
+
     async def _post(self, payload: TelegramPayload, replying: ReplyParameters | None) -> Message:
+        if payload.voice is not None:
+            return await self.bot.send_voice(
+                self.chat,
+                InputFile(payload.voice.content, filename=payload.voice.name),
+                message_thread_id=self.thread,
+                reply_parameters=replying,
+            )
+        if payload.photo is not None:
+            return await self.bot.send_photo(
+                self.chat,
+                InputFile(payload.photo.content, filename=payload.photo.name),
+                message_thread_id=self.thread,
+                reply_parameters=replying,
+            )
         if payload.document is not None:
             return await self.bot.send_document(
                 self.chat,
@@ -154,7 +194,10 @@ class TelegramSurface:
             raise mapped(exc) from exc
 
     async def post_trace(self, trace: Trace, posts: Sequence[TelegramPayload]) -> None:
-        """Each of ``posts`` as a reply under the message, in order."""
+        """Each of ``posts`` as a reply under the message, in order (the spoken answer only
+        where answers are spoken: ``tts.*``)."""
         del trace
         for post in posts:
+            if post.spoken is not None and self.chat.speaker is None:
+                continue
             await self.chat.send(post, reply_to=self.message_id)

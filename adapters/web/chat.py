@@ -382,7 +382,7 @@ class WebChat:
         self.headers = {
             "Content-Security-Policy": (
                 "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
-                "img-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+                "img-src 'self' data:; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
             ),
             "Referrer-Policy": "no-referrer",
             "X-Content-Type-Options": "nosniff",

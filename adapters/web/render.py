@@ -10,12 +10,14 @@ value, so the live message never sends the same state twice.
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from adapters.live import RunView, StepView, approval_words, final_mark, status_line
+from core.pictures import pictures_of
 from core.text import http_url, neutral_bidi
 from core.trace import Trace, source_domain, summary_line
 
@@ -158,6 +160,10 @@ class WebRenderer:
         if view.memory_unavailable:
             data["footer"] += " · ⚠️ memory unavailable"
         if trace is not None:
+            data["pictures"] = [  # checked by their bytes: the type is ours, never the tool's
+                f"data:{p.mime_type};base64,{base64.b64encode(p.data).decode()}"
+                for p in pictures_of(trace)
+            ]
             data["sources"] = sources(trace.cited or trace.sources)
             link = self._trace_link(trace.id) if self._trace_link is not None else None
             data["trace_url"] = link

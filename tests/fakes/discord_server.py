@@ -51,6 +51,7 @@ Closing with 1000/1001 ends a session; any other close leaves it resumable
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import hashlib
 import itertools
@@ -612,6 +613,44 @@ class FakeDiscord:
             if reply_ping:
                 data["mentions"] = [*data["mentions"], replied["author"]]
         self.messages[mid] = data
+        return data
+
+    def voice_message_create(
+        self,
+        audio: bytes,
+        seconds: float,
+        *,
+        channel_id: int = CHANNEL_ID,
+        author_id: int = 1001,
+        name: str = "ada",
+        dm: bool = False,
+        reply_to: int | None = None,
+    ) -> Json:
+        """A voice message as Discord delivers it (discord-api-docs, "Voice Messages"): the
+        message flag ``IS_VOICE_MESSAGE`` (1 << 13), no content (a voice message carries no
+        text, so in a guild it cannot mention the bot: only a DM, a free-response channel or
+        a reply reaches it), and one ``audio/ogg`` attachment ``voice-message.ogg`` with its
+        ``duration_secs`` (a float) and ``waveform`` (base64 of at most 256 bytes), served
+        on the fake's CDN."""
+        if dm:
+            channel_id = DM_CHANNEL_BASE + author_id
+        attachment = self.add_attachment(
+            "voice-message.ogg", audio, content_type="audio/ogg", channel_id=channel_id
+        )
+        attachment["duration_secs"] = float(seconds)
+        attachment["waveform"] = base64.b64encode(bytes(range(0, 256, 4))).decode("ascii")
+        attachment["flags"] = 0
+        data = self.message_create(
+            "",
+            channel_id=channel_id,
+            author_id=author_id,
+            name=name,
+            mention_bot=False,
+            dm=dm,
+            attachments=[attachment],
+            reply_to=reply_to,
+        )
+        data["attachments"], data["flags"] = [attachment], 1 << 13
         return data
 
     def _dm_message(self, mid: int, author_id: int, name: str, text: str) -> Json:

@@ -269,6 +269,9 @@ class FakeSlack:
         self.messages: dict[str, Message] = {}
         self.responses: list[tuple[str, JSON]] = []
         self.uploads: dict[str, bytes] = {}
+        self.shared_files: list[JSON] = []
+        """Each file an upload completed (files.completeUploadExternal): its id, filename,
+        title, bytes, and the channel and thread it was shared in."""
         """Files whose upload arrived whole, by file id."""
         self.not_joined: set[str] = set()
         self.channel_members: dict[str, list[str]] = {}
@@ -347,11 +350,14 @@ class FakeSlack:
         mimetype: str = "text/plain",
         declared_size: int | None = None,
         url: str | None = None,
+        clip_ms: int | None = None,
     ) -> JSON:
         """A file object as Slack puts it in a message event's ``files``, its
         ``url_private`` served by this fake (``files.slack.com/files-pri/{team}-{id}/{name}``
         in Slack) to the bot token only. ``declared_size`` is the ``size`` it claims (a lie
-        when it differs); ``url`` points it elsewhere (a foreign host) instead."""
+        when it differs); ``url`` points it elsewhere (a foreign host) instead. ``clip_ms``:
+        an audio clip recorded in Slack, described as Slack describes one (``subtype``
+        ``slack_audio``, ``media_display_type`` ``audio``, its ``duration_ms``)."""
         file_id = f"F{next(self._ts):010d}"
         path = f"/files-pri/{TEAM_ID}-{file_id}/{name}"
         self.files[path] = (data, mimetype)
@@ -368,6 +374,11 @@ class FakeSlack:
             "url_private": private,
             "url_private_download": url
             or f"{self.url}/files-pri/{TEAM_ID}-{file_id}/download/{name}",
+            **(
+                {"subtype": "slack_audio", "media_display_type": "audio", "duration_ms": clip_ms}
+                if clip_ms is not None
+                else {}
+            ),
         }
 
     async def _file(self, request: web.Request) -> web.Response:
@@ -970,7 +981,17 @@ class FakeSlack:
             if pending is None or pending.data is None:
                 return {"ok": False, "error": "file_not_found"}
         for item in parsed:
-            self._pending.pop(item["id"])
+            done = self._pending.pop(item["id"])
+            self.shared_files.append(
+                {
+                    "id": item["id"],
+                    "filename": done.filename,
+                    "title": item.get("title", ""),
+                    "data": done.data,
+                    "channel_id": args.get("channel_id"),
+                    "thread_ts": args.get("thread_ts"),
+                }
+            )
         return {"ok": True, "files": [{"id": f["id"], "title": f.get("title", "")} for f in parsed]}
 
 
@@ -980,6 +1001,7 @@ BOT_SCOPES = (
     "channels:read",
     "chat:write",
     "files:read",
+    "files:write",
     "groups:history",
     "groups:read",
     "im:history",
@@ -996,6 +1018,8 @@ def _needed_scope(method: str, channel: str) -> str | None:
     C public, G private, D a DM); None for methods the fake does not check."""
     if method == "users.info":
         return "users:read"
+    if method in ("files.getUploadURLExternal", "files.completeUploadExternal"):
+        return "files:write"
     if method not in _HISTORY_METHODS:
         return None
     return {"G": "groups:history", "D": "im:history"}.get(channel[:1], "channels:history")

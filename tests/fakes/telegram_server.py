@@ -293,6 +293,9 @@ class Message:
     """The message it replies to, as the API shows it (``reply_to_message``)."""
     photo: list[JSON] | None = None
     """A photo a person sent: its sizes, smallest first (``PhotoSize`` objects)."""
+    timed: tuple[str, JSON] | None = None
+    """A voice note, an audio file or a round video a person sent: (``voice``, ``audio`` or
+    ``video_note``; the Bot API's ``Voice``, ``Audio`` or ``VideoNote`` object)."""
 
     @property
     def group(self) -> bool:
@@ -317,11 +320,13 @@ class Message:
             data["is_topic_message"] = True
         if self.replied is not None:
             data["reply_to_message"] = self.replied
-        if self.document is not None or self.photo is not None:
+        if self.document is not None or self.photo is not None or self.timed is not None:
             if self.document is not None:
                 data["document"] = self.document
             if self.photo is not None:
                 data["photo"] = self.photo
+            if self.timed is not None:
+                data[self.timed[0]] = self.timed[1]  # a video note has no caption: none is set
             if self.text:
                 data["caption"] = self.text
                 if self.entities:
@@ -369,6 +374,10 @@ class FakeTelegram:
         self.actions: list[tuple[int, str, float]] = []
         """``(chat, action, arrival time)`` of every sendChatAction."""
         self.files: dict[str, FakeFile] = {}
+        self.photos: list[tuple[int, bytes]] = []
+        self.voices: list[tuple[int, bytes]] = []
+        """Each voice message the bot sent (sendVoice): its chat and bytes."""
+        """Each photo the bot sent (sendPhoto): its chat and bytes."""
         """``file_id`` -> the file people (or the bot) sent."""
         self.downloads: list[str] = []
         """The ``file_path`` of every download the file host served."""
@@ -470,10 +479,36 @@ class FakeTelegram:
         user: int | None = None,
         thread: int | None = None,
         reply_to: Message | None = None,
+        voice: tuple[bytes, int] | None = None,
+        audio: tuple[str, bytes, str, int] | None = None,
+        video_note: tuple[bytes, int] | None = None,
     ) -> Message:
         """A person sends a document (``(file name, content, mime type)``) or a photo (its
-        JPEG bytes: Telegram offers a thumbnail and the full size) with ``caption``."""
+        JPEG bytes: Telegram offers a thumbnail and the full size) with ``caption``; or a
+        voice note (``(Ogg/Opus bytes, duration in seconds)``, kept as ``voice/….oga``), an
+        audio file (``(file name, content, mime type, duration)``) or a round video
+        (``(MP4 bytes, duration)``, which carries no caption), as the Bot API describes each
+        (``Voice``, ``Audio``, ``VideoNote``)."""
+        if video_note is not None and caption:
+            raise AssertionError("Telegram round videos carry no caption")
         message = self.user_says(chat, caption, user=user, thread=thread, reply_to=reply_to)
+        if voice is not None:
+            content, seconds = voice
+            found = self.add_file(content, "voice", "voice.oga")
+            described = {**found.described(), "duration": seconds, "mime_type": "audio/ogg"}
+            message.timed = ("voice", described)
+        if audio is not None:
+            name, content, mime, seconds = audio
+            found = self.add_file(content, "music", name)
+            described = {**found.described(), "duration": seconds, "mime_type": mime}
+            message.timed = ("audio", {**described, "file_name": name})
+        if video_note is not None:
+            content, seconds = video_note
+            found = self.add_file(content, "video_notes", "note.mp4")
+            message.timed = (
+                "video_note",
+                {**found.described(), "duration": seconds, "length": 240},
+            )
         if document is not None:
             name, content, mime = document
             message.document = {
@@ -750,6 +785,54 @@ class FakeTelegram:
         self.messages[(chat, message.id)] = message
         return message.as_api()
 
+    async def _m_sendphoto(self, args: JSON) -> JSON:
+        """A photo upload, refused as the Bot API refuses one (sendPhoto: "The photo must be
+        at most 10 MB in size"; bytes no image decoder reads: ``IMAGE_PROCESS_FAILED``)."""
+        chat, content, found = self._upload(args, "photo", 10 * 1024 * 1024, _is_image,
+                                            "IMAGE_PROCESS_FAILED")  # fmt: skip
+        caption, entities = self._text(args, "caption", CAPTION_LIMIT, required=False)
+        message = Message(
+            chat, next(self._message_ids), from_bot=True, text=caption, entities=entities,
+            reply_to=self._reply_to(chat, args),
+            photo=[{**found.described(), "width": 512, "height": 512}],
+        )  # fmt: skip
+        self.photos.append((chat, content))
+        return self._sent(message)
+
+    async def _m_sendvoice(self, args: JSON) -> JSON:
+        """A voice message upload: the Bot API takes OGG/Opus (or MP3, M4A) of at most 50 MB
+        for a bot; other bytes are refused here (the wording is the fake's own)."""
+        chat, content, found = self._upload(
+            args, "voice", 50 * 1024 * 1024, _is_voice,
+            "wrong file type: voice messages must be OGG/Opus, MP3 or M4A",
+        )  # fmt: skip
+        message = Message(
+            chat, next(self._message_ids), True, "", reply_to=self._reply_to(chat, args)
+        )
+        message.timed = ("voice", {**found.described(), "duration": 1, "mime_type": "audio/ogg"})
+        self.voices.append((chat, content))
+        return self._sent(message)
+
+    def _upload(
+        self, args: JSON, field: str, limit: int, readable: Callable[[bytes], bool], refusal: str
+    ) -> tuple[int, bytes, FakeFile]:
+        """The chat and the uploaded ``field``'s bytes (kept as a file), or the refusal."""
+        chat = self._chat(args)
+        upload = args.get(field)
+        if not isinstance(upload, dict):
+            raise bad(f"there is no {field} in the request")
+        content: bytes = upload["content"]
+        if len(content) > limit:
+            raise bad("file is too big")
+        if not readable(content):
+            raise bad(refusal)
+        self._write(chat)
+        return chat, content, self.add_file(content, field, str(upload["filename"]))
+
+    def _sent(self, message: Message) -> JSON:
+        self.messages[(message.chat, message.id)] = message
+        return message.as_api()
+
     async def _m_sendchataction(self, args: JSON) -> bool:
         chat = self._chat(args)
         action = str(args.get("action", ""))
@@ -901,6 +984,16 @@ class FakeFile:
             "file_unique_id": self.file_unique_id,
             "file_size": len(self.content),
         }
+
+
+def _is_image(data: bytes) -> bool:
+    return data.startswith((b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"GIF8")) or (
+        data[:4] == b"RIFF" and data[8:12] == b"WEBP"
+    )
+
+
+def _is_voice(data: bytes) -> bool:
+    return data.startswith((b"OggS", b"ID3")) or data[4:8] == b"ftyp"
 
 
 def _too_many(seconds: int) -> ApiError:

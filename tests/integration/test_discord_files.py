@@ -25,6 +25,7 @@ from adapters.discord.client import create_bot
 from adapters.discord.cog import Services
 from adapters.discord.files import discord_downloader
 from adapters.discord.settings import DiscordSettings
+from adapters.voice import Hearing
 from core.agent import Agent
 from core.file_workers import FileReaders
 from core.files import FileLimits, InMemoryFileStore
@@ -70,6 +71,8 @@ async def running(
     catalogue: dict[str, ChatModel] | None = None,
     parse_seconds: float = 5,
     registry: ToolRegistry | None = None,
+    hearing: Hearing | None = None,
+    free_response_channels: tuple[int, ...] = (),
 ) -> AsyncIterator[Harness]:
     fake = FakeDiscord()
     fake.add_channel(CHANNEL_ID)
@@ -99,6 +102,7 @@ async def running(
         discord_downloader(fake.api_base_url, max_bytes=LIMIT, timeout=5),
         FileLimits(max_bytes=LIMIT),
         reader=readers,
+        hearing=hearing or Hearing(),
     )
     settings = DiscordSettings(
         api_base_url=fake.api_base_url,
@@ -106,6 +110,7 @@ async def running(
         tick=0.25,
         guild_ready_timeout=0.05,
         layout="text",  # these tests read the plain content; the cards: test_discord_components
+        free_response_channels=free_response_channels,
     )
     services = Services(
         agent,

@@ -18,6 +18,7 @@ from adapters.slack.files import slack_downloader
 from adapters.slack.server import HttpServer
 from adapters.slack.settings import SlackSettings
 from adapters.slack.settings_commands import settings_key
+from adapters.voice import Hearing
 from core.agent import Agent, AgentSettings
 from core.file_workers import FileReaders
 from core.files import FileLimits, InMemoryFileStore
@@ -78,6 +79,8 @@ async def served(readers: FileReaders) -> AsyncIterator[Callable[..., Any]]:
         *,
         download_token: str = "xoxb-test",
         catalogue: dict[str, ChatModel] | None = None,
+        hearing: Hearing | None = None,
+        registry: ToolRegistry | None = None,
     ) -> tuple[Harness, InMemoryTraceStore, InMemoryFileStore]:
         fake = FakeSlack()
         await fake.__aenter__()
@@ -85,7 +88,7 @@ async def served(readers: FileReaders) -> AsyncIterator[Callable[..., Any]]:
         traces = InMemoryTraceStore()
         agent = Agent(
             model,
-            tools(),
+            registry or tools(),
             history=InMemoryHistoryStore(),
             traces=traces,
             locks=InMemoryLocks(),
@@ -108,6 +111,7 @@ async def served(readers: FileReaders) -> AsyncIterator[Callable[..., Any]]:
             slack_downloader(fake.base_url, download_token, max_bytes=LIMIT, timeout=5),
             FileLimits(max_bytes=LIMIT),
             reader=readers,
+            hearing=hearing or Hearing(),
         )
         channel_settings = InMemoryChannelSettings()
         choices = ChannelChoices(channel_settings, catalogue or {}, agent.tools)

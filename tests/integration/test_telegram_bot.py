@@ -7,7 +7,7 @@ says no edit was identical ("message is not modified"), too long, or bad HTML.""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +20,7 @@ from adapters.room import Room
 from adapters.telegram.bot import NOT_HERE, TelegramBot
 from adapters.telegram.files import telegram_downloader
 from adapters.telegram.settings import TelegramSettings
+from adapters.voice import Hearing
 from core.agent import Agent, AgentSettings
 from core.approval import ApprovalBroker, InMemoryDecisions, InMemoryPending
 from core.budgets import InMemoryUsageCounters, TokenBudgets
@@ -28,7 +29,7 @@ from core.files import FileLimits
 from core.redis_store import RedisStores
 from core.scripted import ScriptedModel, Turn
 from core.storage import Stores
-from core.tools import FunctionTool, ToolHints, ToolRegistry
+from core.tools import FunctionTool, Tool, ToolHints, ToolRegistry
 from tests.fakes.telegram_server import MESSAGE_LIMIT, FakeTelegram, Message, parse_html, utf16_len
 from tests.stores import in_memory_stores
 from tests.surfaces.policy import split
@@ -110,6 +111,8 @@ async def bots() -> AsyncIterator[Callable[..., Any]]:
         vision: bool = False,
         shared: RedisStores | None = None,
         room: Room | None = None,
+        hearing: Hearing | None = None,
+        extra_tools: Sequence[Tool] = (),
         **settings: Any,
     ) -> Harness:
         """``files``: documents and photos are read, within these limits (in worker
@@ -132,6 +135,8 @@ async def bots() -> AsyncIterator[Callable[..., Any]]:
                 hints=ToolHints(read_only=True),
             )
         )  # fmt: skip
+        for tool in extra_tools:
+            tools.add(tool)
         stores = (
             Stores.in_memory()
             if shared is None
@@ -144,6 +149,7 @@ async def bots() -> AsyncIterator[Callable[..., Any]]:
                 telegram_downloader(fake.base_url, max_bytes=files.max_bytes, timeout=5),
                 files,
                 reader=readers,
+                hearing=hearing or Hearing(),
             )
             if files is not None and readers is not None
             else None

@@ -10,7 +10,7 @@ import contextlib
 import json
 import re
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -29,7 +29,7 @@ from core.budgets import InMemoryUsageCounters, TokenBudgets
 from core.prompt import QUESTION_PREFIX
 from core.scripted import ScriptedModel, Turn
 from core.storage import Stores
-from core.tools import FunctionTool, ToolHints, ToolRegistry
+from core.tools import FunctionTool, Tool, ToolHints, ToolRegistry
 from tests.surfaces.policy import split
 
 CALC = [
@@ -102,6 +102,7 @@ async def chats() -> AsyncIterator[Callable[..., Any]]:
         approval: bool = False,
         clock: Callable[[], float] = time.monotonic,
         room: Room | None = None,
+        extra_tools: Sequence[Tool] = (),
         **settings: Any,
     ) -> Chat:
         ran: list[str] = []
@@ -121,6 +122,8 @@ async def chats() -> AsyncIterator[Callable[..., Any]]:
             )
         )
         tools.add(FunctionTool("files_delete", delete, "Deletes a file.", "files_delete[a.txt]"))
+        for tool in extra_tools:
+            tools.add(tool)
         stores = Stores.in_memory()
         broker = ApprovalBroker(InMemoryDecisions(), InMemoryPending())
         model = ScriptedModel(turns)

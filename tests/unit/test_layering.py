@@ -25,7 +25,7 @@ KNOWN_CYCLES: set[frozenset[str]] = {
 """Cycles that exist today; each must be broken, none added (a cycle that grows fails too)."""
 
 CEILINGS: dict[str, int] = {
-    "bot/config.py": 1496,
+    "bot/config.py": 1481,
     "adapters/discord/cog.py": 1322,
     "adapters/slack/bot.py": 973,
     "core/tools/mcp.py": 924,

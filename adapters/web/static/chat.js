@@ -173,6 +173,14 @@
     }
     if (data.outcome) message.appendChild(el("p", "outcome", data.outcome));
     if (data.final) {
+      (data.pictures || []).forEach(function (src) {
+        // only the data: URLs the server made from bytes it checked (PNG, JPEG, WEBP, GIF)
+        if (!/^data:image\/(png|jpeg|webp|gif);base64,[A-Za-z0-9+\/=]+$/.test(src)) return;
+        const img = el("img", "picture");
+        img.src = src;
+        img.alt = "A picture from a tool";
+        message.appendChild(img);
+      });
       if (data.sources && data.sources.length) {
         const list = el("ul", "sources");
         list.setAttribute("aria-label", "Sources");
