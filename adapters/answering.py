@@ -13,10 +13,11 @@
          renew the run slot and the budget hold, count tokens (settling the hold), release; the run is registered meanwhile, so a
          Stop from any process and a shutdown find it
 
-A surface brings its ``Access`` rule (who may ask where, in its own terms), and for each
+A surface brings its ``Access`` rule (who may ask where, in its own terms), its ``Policy``
+(``adapters.policy``: the same fields on every surface, built from the config once), and for each
 question a ``Reply``: the few steps only it knows (post or stream the message, say a short
 note, tidy up). Everything else is here, so each policy is one policy on every surface:
-admins pass the cooldown, the per-process cap holds, every task is guarded and logged, and
+admins pass the cooldown, the process's room holds, every task is guarded and logged, and
 one rule says who may stop a run or decide on an action (``adapters.decisions``), checked
 against the run's own record wherever it runs (``stop_pressed``, ``may_decide``).
 """
@@ -36,9 +37,10 @@ from typing import Any, Generic, Literal, Protocol, TypeVar
 
 from adapters.attachments import ConversationFiles
 from adapters.channels import ChannelChoices, ChoiceError
-from adapters.context import ContextSettings, EarlierReader, Read, Refusals, bounded, earlier
+from adapters.context import EarlierReader, Read, Refusals, bounded, earlier
 from adapters.decisions import Owner, Press, Stopped, may_decide, may_stop
 from adapters.live import LiveStats, RunView, Verbosity
+from adapters.policy import Policy
 from adapters.recovery import BEAT_EVERY, Finalise, Recovery
 from adapters.room import BUSY, Room
 from adapters.tasks import Tasks
@@ -61,8 +63,6 @@ Reason = Literal[
 ]
 """Why a question is refused: ``capacity`` and ``overloaded`` are the process's own room
 (``adapters.room``: too many runs, a late event loop), ``busy`` the asker's runs at once."""
-Approvers = Literal["asker", "admins", "anyone"]
-
 RESTARTING = "reactbot is restarting; ask again in a moment."
 SHUTDOWN = "reactbot:shutdown"
 """``Run.cancel(by=SHUTDOWN)``: stopped because the bot is shutting down."""
@@ -130,55 +130,6 @@ class Refusal:
 
     reason: Reason
     text: str
-
-
-@dataclass(frozen=True, slots=True)
-class Policy:
-    """The limits a surface's settings give the pipeline (the same fields on every surface)."""
-
-    cooldown_seconds: float = 5.0
-    max_runs_per_user: int = 2
-    max_concurrent_runs: int = 500
-    """Questions this process answers at once."""
-    run_lease: float = 240.0
-    """Seconds a run slot outlives its last renewal (a process that died mid-run frees it),
-    and how long an answer may go without a heartbeat before a live process finishes it as
-    interrupted (``adapters.recovery``)."""
-    run_hold_at_most: float = 240.0
-    """The longest a live run keeps renewing its slot (its deadline plus approval waits)."""
-    approvers: Approvers = "asker"
-    verbosity: Verbosity = "full"
-    """What a channel sees unless an admin chose for it."""
-
-    @classmethod
-    def of(cls, settings: PolicyFields) -> Policy:
-        """The policy fields of a surface's settings (they carry these names on each)."""
-        return cls(
-            cooldown_seconds=settings.cooldown_seconds,
-            max_runs_per_user=settings.max_runs_per_user,
-            max_concurrent_runs=settings.max_concurrent_runs,
-            run_lease=settings.run_lease,
-            run_hold_at_most=settings.run_hold_at_most,
-            approvers=settings.approvers,
-            verbosity=settings.verbosity,
-        )
-
-
-class PolicyFields(Protocol):
-    @property
-    def cooldown_seconds(self) -> float: ...
-    @property
-    def max_runs_per_user(self) -> int: ...
-    @property
-    def max_concurrent_runs(self) -> int: ...
-    @property
-    def run_lease(self) -> float: ...
-    @property
-    def run_hold_at_most(self) -> float: ...
-    @property
-    def approvers(self) -> Approvers: ...
-    @property
-    def verbosity(self) -> Verbosity: ...
 
 
 Access = Callable[[A], Awaitable[str | None]]
@@ -322,19 +273,17 @@ class Answering(Generic[A]):
         files: ConversationFiles | None = None,
         broker: ApprovalBroker | None = None,
         shutdown_by: str = SHUTDOWN,
-        context: ContextSettings | None = None,
-        merge_window: float = 0.0,
         finalise: Finalise | None = None,
         room: Room | None = None,
     ) -> None:
         self.agent = agent
         self.platform = surface.lower()
-        self.room = room if room is not None else Room(policy.max_concurrent_runs)
+        self.room = room if room is not None else Room()
         """The process's room, shared by every surface it serves (``adapters.room``); one of
         its own, without the lag check, when none is given."""
-        self.context = context or ContextSettings()
+        self.context = policy.context
         """How much of a channel's earlier messages a question may read (``context.*``)."""
-        self.bursts: Bursts[A] = Bursts(merge_window)
+        self.bursts: Bursts[A] = Bursts(policy.merge_window)
         """Messages in quick succession, gathered into one question (``agent.merge_window``)."""
         self._context_refusals = Refusals()
         self.policy = policy
@@ -356,8 +305,8 @@ class Answering(Generic[A]):
             surface=surface,
             finalise=finalise,
             budgets=budgets,
-            beat_every=min(BEAT_EVERY, policy.run_lease / 5),
-            orphan_after=policy.run_lease,
+            beat_every=min(BEAT_EVERY, policy.lease / 5),
+            orphan_after=policy.lease,
         )
         """The heartbeat of the answers written here; the finishing of a dead process's."""
         self.closing = False
@@ -370,9 +319,6 @@ class Answering(Generic[A]):
         self._holds: dict[str, Hold] = {}
         """What each admitted ask holds of its budgets, by ``Ask.ident``, until it is counted
         or given back."""
-        self._admitted = 0
-        """Asks past the gate whose answer has not ended (this surface's
-        ``max_concurrent_runs``; the process's are ``room.taken``)."""
         self._listening = AsyncExitStack()
         self._started = False
         self.checks: tuple[Callable[[Ask[A]], Awaitable[Refusal | None]], ...] = (
@@ -435,7 +381,7 @@ class Answering(Generic[A]):
         """What is left after the questions still running, checked and this question's
         estimate held in one step of the shared store (``TokenBudgets.hold``)."""
         held = await self.budgets.hold(
-            ask.key, ask.place, run=ask.ident, lease=self.policy.run_lease, exempt=ask.admin
+            ask.key, ask.place, run=ask.ident, lease=self.policy.lease, exempt=ask.admin
         )
         if isinstance(held, str):
             return Refusal("budget", held)
@@ -455,15 +401,10 @@ class Answering(Generic[A]):
         return Refusal("cooldown", cooldown_message(left)) if left > 0 else None
 
     async def _room_here(self, ask: Ask[A]) -> Refusal | None:
-        """This surface's cap, then the process's room (its runs, its loop on time): checked
-        and reserved with no await between, so a burst cannot overshoot them."""
-        if self._admitted >= self.policy.max_concurrent_runs:
-            return Refusal("capacity", BUSY)
+        """The process's room (its runs on every surface, its loop on time): checked and
+        reserved with no await between, so a burst cannot overshoot it."""
         full = self.room.take()
-        if full is not None:
-            return Refusal(full, BUSY)
-        self._admitted += 1
-        return None
+        return Refusal(full, BUSY) if full is not None else None
 
     async def _slot_for_person(self, ask: Ask[A]) -> Refusal | None:
         """The asker's own slot, shared by every process; the place here is given back when
@@ -471,23 +412,18 @@ class Answering(Generic[A]):
         try:
             taken = await self._take_slot(ask)
         except BaseException:
-            self._admitted -= 1
             self.room.give_back()
             raise
         if not taken:
-            self._admitted -= 1
             self.room.give_back()
             return Refusal("busy", busy_message(self.policy.max_runs_per_user))
         return None
 
     async def _take_slot(self, ask: Ask[A]) -> bool:
         p = self.policy
-        return await self.slots.take(
-            ask.key, ask.ident, limit=p.max_runs_per_user, lease=p.run_lease
-        )
+        return await self.slots.take(ask.key, ask.ident, limit=p.max_runs_per_user, lease=p.lease)
 
     async def _release(self, ask: Ask[A]) -> None:
-        self._admitted -= 1
         self.room.give_back()
         await self._unhold(ask)  # its question never ran (a run's hold is settled by count)
         try:
@@ -503,8 +439,8 @@ class Answering(Generic[A]):
         try:
             async with renewing(
                 lambda: self._renew(ticket.ask),
-                every=p.run_lease / 3,
-                until=p.run_hold_at_most - p.run_lease,
+                every=p.lease / 3,
+                until=p.hold_at_most - p.lease,
                 what=f"run slot {ticket.ask.ident}",
             ):
                 await self._answer(ticket.ask, reply)
@@ -515,7 +451,7 @@ class Answering(Generic[A]):
         """The run slot and the budget hold outlive their lease while the run lives."""
         held = self._holds.get(ask.ident)
         if held is not None:
-            await self.budgets.renew(held, lease=self.policy.run_lease)
+            await self.budgets.renew(held, lease=self.policy.lease)
         await self._take_slot(ask)
 
     async def _answer(self, ask: Ask[A], reply: Reply) -> None:

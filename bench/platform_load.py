@@ -109,6 +109,7 @@ async def discord_section(options: Options) -> Figures:
         from adapters.discord.client import create_bot
         from adapters.discord.cog import Services
         from adapters.discord.settings import DiscordSettings
+        from adapters.policy import Policy
     from tests.fakes.discord_server import CHANNEL_ID, FakeDiscord
 
     fake = FakeDiscord(channel_limit=(5, 5.0), token="bench-token")
@@ -122,7 +123,6 @@ async def discord_section(options: Options) -> Figures:
         api_base_url=fake.api_base_url,
         edit_interval=options.interval,
         tick=options.interval,
-        cooldown_seconds=0,
         guild_ready_timeout=0.05,
     )
     bot = create_bot(
@@ -130,6 +130,7 @@ async def discord_section(options: Options) -> Figures:
             agent,
             dataclasses.replace(Stores.in_memory(), history=history, traces=traces),
             settings,
+            Policy("discord", cooldown_seconds=0),
             lives.append,
         )
     )

@@ -45,9 +45,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from adapters.answering import Answering, Ask, Policy, Ticket  # noqa: E402
+from adapters.answering import Answering, Ask, Ticket  # noqa: E402
 from adapters.channels import ChannelChoices  # noqa: E402
 from adapters.live import LiveStats, RunView, Verbosity  # noqa: E402
+from adapters.policy import Policy  # noqa: E402
 from core.agent import Agent, AgentSettings, Run  # noqa: E402
 from core.budgets import TokenBudgets  # noqa: E402
 from core.events import Event  # noqa: E402
@@ -275,7 +276,7 @@ async def main(turn_count: int, max_traces: int = 0, observations: str = "calcul
             agent,
             surface="slack",
             access=lambda who: _allowed(),
-            policy=Policy(),
+            policy=Policy("slack"),
             stores=stores,
             budgets=budgets,
             choices=ChannelChoices(stores.channel_settings, tools=registry),

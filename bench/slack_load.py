@@ -36,6 +36,7 @@ from collections.abc import Sequence
 import aiohttp
 from slack_sdk.signature import SignatureVerifier
 
+from adapters.policy import Policy
 from adapters.slack.blocks import STOP_ACTION_ID
 from adapters.slack.bot import SlackBot
 from adapters.slack.server import HttpServer
@@ -145,10 +146,14 @@ async def run(
             api_base_url=fake.base_url,
             update_interval=interval,
             workspace_updates_per_minute=workspace_per_minute,
-            cooldown_seconds=0.0,
             shutdown_grace=60.0,
         )
-        bot = SlackBot(agent, stores=Stores.in_memory(), settings=settings)
+        bot = SlackBot(
+            agent,
+            stores=Stores.in_memory(),
+            settings=settings,
+            policy=Policy("slack", cooldown_seconds=0.0),
+        )
         server = HttpServer(bot, host="127.0.0.1", port=0, path=settings.path)
         port = await server.start()
         url = f"http://127.0.0.1:{port}{settings.path}"

@@ -10,13 +10,12 @@ import asyncio
 import logging
 
 from adapters.attachments import ConversationFiles
-from adapters.context import ContextSettings
 from adapters.discord.client import ReactBot, create_bot
 from adapters.discord.cog import Services
 from adapters.discord.files import discord_downloader
 from adapters.discord.settings import DiscordSettings
-from bot.app import App, PlatformLink, longest_run
-from bot.config import Config
+from bot.app import App, PlatformLink
+from bot.policy import policy_for
 from bot.web import LinkSigner
 
 log = logging.getLogger(__name__)
@@ -27,32 +26,10 @@ def discord_settings(app: App) -> DiscordSettings:
     return DiscordSettings(
         api_base_url=discord.api_base_url,
         edit_interval=discord.edit_interval,
-        verbosity=discord.verbosity,
         layout=discord.layout,
-        allowed_guilds=discord.allowed_guilds,
-        allowed_channels=discord.allowed_channels,
-        allowed_roles=discord.allowed_roles,
-        allowed_users=discord.allowed_users,
-        admin_users=discord.admin_users,
-        admin_roles=discord.admin_roles,
-        allow_dms=discord.allow_dms,
-        cooldown_seconds=discord.cooldown_seconds,
-        per_thread=app.config.redis.per_thread,
-        max_runs_per_user=app.config.agent.max_runs_per_user,
-        approvers=app.config.agent.approval.approvers,
-        # A slot outlives a dead shard's run by a margin; a live run renews it.
-        run_lease=app.config.agent.lease_seconds,
-        run_hold_at_most=longest_run(app.config),
         reply_followups=discord.reply_followups,
         free_response_channels=discord.free_response_channels,
-        context=context_settings(app.config),
-        merge_window=app.config.agent.merge_window,
     )
-
-
-def context_settings(config: Config) -> ContextSettings:
-    """``context.*``: the earlier messages a mention reads, on every platform."""
-    return ContextSettings(messages=config.context.messages, max_chars=config.context.max_chars)
 
 
 def discord_files(app: App) -> ConversationFiles | None:
@@ -86,6 +63,7 @@ async def serve_discord(app: App) -> None:
         agent=app.agent,
         stores=app.stores,
         settings=discord_settings(app),
+        policy=policy_for(app.config, "discord"),
         budgets=app.budgets,
         choices=app.channel_choices(),
         broker=app.broker,

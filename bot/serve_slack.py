@@ -7,15 +7,15 @@ import logging
 from pydantic import SecretStr
 
 from adapters.attachments import ConversationFiles
-from adapters.context import ContextSettings
 from adapters.pacing import Budget
 from adapters.slack.bot import SlackBot
 from adapters.slack.files import slack_downloader
 from adapters.slack.server import run
 from adapters.slack.settings import SlackSettings
 from adapters.slack.streaming import TIERS
-from bot.app import App, PlatformLink, longest_run
+from bot.app import App, PlatformLink
 from bot.config import Config
+from bot.policy import policy_for
 from bot.web import LinkSigner
 
 log = logging.getLogger(__name__)
@@ -35,25 +35,11 @@ def slack_settings(config: Config) -> SlackSettings:
         port=slack.port,
         api_base_url=slack.api_base_url,
         update_interval=slack.update_interval,
-        verbosity=slack.verbosity,
         streaming=slack.streaming_mode,
         suggested_prompts=tuple((p.title, p.message) for p in slack.suggested_prompts),
-        per_thread=config.redis.per_thread,
         workspace_updates_per_minute=slack.workspace_updates_per_minute,
-        allowed_channels=frozenset(slack.allowed_channels),
-        allowed_users=frozenset(slack.allowed_users),
-        admin_users=frozenset(slack.admin_users),
-        approvers=config.agent.approval.approvers,
-        cooldown_seconds=slack.cooldown_seconds,
-        max_runs_per_user=config.agent.max_runs_per_user,
-        run_lease=config.agent.lease_seconds,  # a dead replica's slot frees by then
-        run_hold_at_most=longest_run(config),  # a live run renews it up to this
         thread_replies=slack.thread_replies,
         free_response_channels=frozenset(slack.free_response_channels),
-        context=ContextSettings(
-            messages=config.context.messages, max_chars=config.context.max_chars
-        ),
-        merge_window=config.agent.merge_window,
     )
 
 
@@ -96,6 +82,7 @@ async def serve_slack(app: App) -> None:
         choices=app.channel_choices(),
         files=slack_files(app, settings),
         settings=settings,
+        policy=policy_for(app.config, "slack"),
         trace_link=LinkSigner.from_config(app.config).link,
         room=app.room,
         # chat.update is limited per workspace: with Redis, every replica shares the budget

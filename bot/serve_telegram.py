@@ -9,11 +9,13 @@ import logging
 from aiohttp import web
 
 from adapters.attachments import ConversationFiles
-from adapters.telegram.bot import DEFAULT_API, TelegramBot, TelegramSettings
+from adapters.telegram.bot import TelegramBot
 from adapters.telegram.files import telegram_downloader
+from adapters.telegram.settings import DEFAULT_API, TelegramSettings
 from adapters.telegram.webhook import WebhookServer, webhook_path, webhook_secret
-from bot.app import App, PlatformLink, longest_run
+from bot.app import App, PlatformLink
 from bot.config import Config
+from bot.policy import policy_for
 from bot.web import LinkSigner
 
 log = logging.getLogger(__name__)
@@ -29,15 +31,6 @@ def telegram_settings(config: Config) -> TelegramSettings:
         webhook_url=telegram.webhook_url,
         webhook_secret=webhook_secret(token.get_secret_value()),
         api_base_url=telegram.api_base_url or DEFAULT_API,
-        allowed_chats=frozenset(telegram.allowed_chats),
-        admins=frozenset(telegram.admins),
-        verbosity=telegram.verbosity,
-        cooldown_seconds=telegram.cooldown_seconds,
-        max_runs_per_user=config.agent.max_runs_per_user,
-        run_lease=config.agent.lease_seconds,  # a dead process's answers finish after it
-        run_hold_at_most=longest_run(config),
-        approvers=config.agent.approval.approvers,
-        merge_window=config.agent.merge_window,
     )
 
 
@@ -62,6 +55,7 @@ def build_bot(app: App) -> TelegramBot:
         budgets=app.budgets,
         choices=app.channel_choices(),
         settings=settings,
+        policy=policy_for(app.config, "telegram"),
         broker=app.broker,
         files=telegram_files(app, settings),
         trace_link=LinkSigner.from_config(app.config).link,

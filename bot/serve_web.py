@@ -12,8 +12,9 @@ from urllib.parse import quote
 from aiohttp import web
 
 from adapters.web.chat import WebChat, WebSettings
-from bot.app import App, PlatformLink, longest_run
+from bot.app import App, PlatformLink
 from bot.config import Config
+from bot.policy import policy_for
 from bot.web import LinkSigner, add_trace_pages
 
 log = logging.getLogger(__name__)
@@ -27,13 +28,6 @@ def web_settings(config: Config) -> WebSettings:
         port=web_config.port,
         token=token,
         secure_cookie=web_config.secure_cookie,
-        verbosity=web_config.verbosity,
-        cooldown_seconds=web_config.cooldown_seconds,
-        max_runs_per_user=config.agent.max_runs_per_user,
-        run_lease=config.agent.lease_seconds,
-        run_hold_at_most=longest_run(config),
-        approvers=config.agent.approval.approvers,
-        merge_window=config.agent.merge_window,
         public_url=web_config.public_url,
         allowed_hosts=web_config.allowed_hosts,
         max_sessions_per_address=web_config.max_sessions_per_address,
@@ -60,6 +54,7 @@ def build_chat(app: App) -> tuple[WebChat, web.Application]:
         budgets=app.budgets,
         choices=app.channel_choices(),
         settings=web_settings(app.config),
+        policy=policy_for(app.config, "web"),
         broker=app.broker,
         secret=key,
         trace_link=trace_link,

@@ -2,9 +2,10 @@
 
 How often one may ask is the answering pipeline's (``adapters.answering``), for every surface.
 
-The cog turns a message or interaction into an ``Asker``; these functions decide. Empty
-allow-lists mean "everyone"; admins (``admin_users``, ``admin_roles`` or a guild
-administrator) pass the user and role lists and may stop anyone's run.
+The cog turns a message or interaction into an ``Asker``; these functions decide over the
+surface's ``Policy`` (``adapters.policy``: ids as text). Empty allow-lists mean "everyone";
+admins (``admin_users``, ``admin_roles`` or a guild administrator) pass the user and role
+lists and may stop anyone's run.
 
 A DM has no guild, channel or roles of its own, so when the bot is restricted to guilds,
 channels or roles, a DM is answered only for ``allowed_users`` (and ``admin_users``) or for
@@ -15,9 +16,10 @@ memberships up (``Asker.memberships``); deciding stays here.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
-from adapters.discord.settings import DiscordSettings
+from adapters.policy import Policy
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,52 +41,59 @@ class Membership:
     role_ids: frozenset[int] = frozenset()
 
 
-def restricted(settings: DiscordSettings) -> bool:
+def restricted(policy: Policy) -> bool:
     """The bot is limited to some guilds, channels or roles (which DMs must respect too)."""
-    return bool(settings.allowed_guilds or settings.allowed_channels or settings.allowed_roles)
+    return policy.access.restricted
 
 
-def is_admin(settings: DiscordSettings, asker: Asker) -> bool:
+def is_admin(policy: Policy, asker: Asker) -> bool:
     return (
         asker.guild_admin
-        or asker.user_id in settings.admin_users
-        or bool(asker.role_ids & set(settings.admin_roles))
+        or str(asker.user_id) in policy.admin_users
+        or _any(asker.role_ids, policy.admin_roles)
     )
 
 
-def refusal(settings: DiscordSettings, asker: Asker) -> str | None:
+def refusal(policy: Policy, asker: Asker) -> str | None:
     """None when the asker may ask here; otherwise a short, friendly reason."""
+    access = policy.access
     if asker.guild_id is None:
-        if not settings.allow_dms:
+        if access.dms == "closed":
             return "I don't answer direct messages here; mention me in a server channel instead."
-        if restricted(settings):
-            return None if _dm_allowed(settings, asker) else _dm_refused()
-        return None if _user_allowed(settings, asker) else _not_allowed()
-    if settings.allowed_guilds and asker.guild_id not in settings.allowed_guilds:
+        if access.dms == "members":
+            return None if _dm_allowed(policy, asker) else _dm_refused()
+        return None if _user_allowed(policy, asker) else _not_allowed()
+    if access.spaces and str(asker.guild_id) not in access.spaces:
         return "I'm not enabled in this server."
-    if settings.allowed_channels and not set(asker.places) & set(settings.allowed_channels):
+    if access.places and not _any(asker.places, access.places):
         return "I'm not enabled in this channel; try one where I am."
-    return None if _user_allowed(settings, asker) else _not_allowed()
+    return None if _user_allowed(policy, asker) else _not_allowed()
 
 
-def _user_allowed(settings: DiscordSettings, asker: Asker) -> bool:
-    if not settings.allowed_users and not settings.allowed_roles:
+def _any(ids: Iterable[int], listed: frozenset[str]) -> bool:
+    return any(str(i) in listed for i in ids)
+
+
+def _user_allowed(policy: Policy, asker: Asker) -> bool:
+    access = policy.access
+    if not access.users and not access.roles:
         return True
     return (
-        is_admin(settings, asker)
-        or asker.user_id in settings.allowed_users
-        or bool(asker.role_ids & set(settings.allowed_roles))
+        is_admin(policy, asker)
+        or str(asker.user_id) in access.users
+        or _any(asker.role_ids, access.roles)
     )
 
 
-def _dm_allowed(settings: DiscordSettings, asker: Asker) -> bool:
-    if asker.user_id in settings.allowed_users or asker.user_id in settings.admin_users:
+def _dm_allowed(policy: Policy, asker: Asker) -> bool:
+    access, user = policy.access, str(asker.user_id)
+    if user in access.users or user in policy.admin_users:
         return True
     for member in asker.memberships:
-        if settings.allowed_guilds and member.guild_id not in settings.allowed_guilds:
+        if access.spaces and str(member.guild_id) not in access.spaces:
             continue
-        roles_ok = not settings.allowed_roles or bool(member.role_ids & set(settings.allowed_roles))
-        if roles_ok or member.role_ids & set(settings.admin_roles):
+        roles_ok = not access.roles or _any(member.role_ids, access.roles)
+        if roles_ok or _any(member.role_ids, policy.admin_roles):
             return True
     return False
 

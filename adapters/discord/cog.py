@@ -28,7 +28,7 @@ from discord import app_commands
 from discord.ext import commands
 
 from adapters import words
-from adapters.answering import Answering, Ask, Policy, Refusal
+from adapters.answering import Answering, Ask, Refusal
 from adapters.attachments import ConversationFiles
 from adapters.channels import ChannelChoices, ChoiceError
 from adapters.context import Read
@@ -80,6 +80,7 @@ from adapters.discord.translate import (
 )
 from adapters.live import VERBOSITIES, LiveMessage, RunView, Verbosity
 from adapters.pacing import DISCORD_CHANNEL_WRITES, EditPacer
+from adapters.policy import Policy
 from adapters.room import Room
 from core.agent import Agent, Run
 from core.approval import ApprovalBroker, ApprovalRequest, Decision, Verdict
@@ -107,6 +108,7 @@ class Services:
     stores: Stores
     """Every store, shared with the other shards/processes when Redis is configured."""
     settings: DiscordSettings
+    policy: Policy
     on_live: Callable[[Live], None] | None = None
     """Called with each new LiveMessage (benchmarks and tests read its stats)."""
     broker: ApprovalBroker | None = None
@@ -153,9 +155,6 @@ def _json_problem(text: str) -> str | None:
     return None if isinstance(value, dict) else "it is not an object"
 
 
-ONLY_ADMINS = words.ONLY_ADMINS
-
-
 def _user_key(asker: Asker) -> str:
     return f"discord:{asker.user_id}"
 
@@ -169,13 +168,13 @@ class DmMemberships:
     def __init__(
         self,
         bot: commands.Bot | commands.AutoShardedBot,
-        settings: DiscordSettings,
+        policy: Policy,
         *,
         ttl: float = 300.0,
         max_users: int = 10_000,
     ) -> None:
         self._bot = bot
-        self._settings = settings
+        self._access = policy.access
         self._ttl = ttl
         self._max_users = max_users
         self._known: OrderedDict[int, tuple[float, tuple[Membership, ...]]] = OrderedDict()
@@ -207,16 +206,16 @@ class DmMemberships:
 
     def _guilds(self) -> list[discord.Guild]:
         """The allowed guilds; without a guild list, those holding an allowed channel or role."""
-        s = self._settings
-        wanted = set(s.allowed_guilds)
+        access = self._access
+        wanted = {int(guild) for guild in access.spaces}
         if not wanted:
-            for channel_id in s.allowed_channels:
-                channel = self._bot.get_channel(channel_id)
+            for channel_id in access.places:
+                channel = self._bot.get_channel(int(channel_id))
                 guild = getattr(channel, "guild", None)
                 if isinstance(guild, discord.Guild):
                     wanted.add(guild.id)
             for guild in self._bot.guilds:
-                if any(guild.get_role(role) is not None for role in s.allowed_roles):
+                if any(guild.get_role(int(role)) is not None for role in access.roles):
                     wanted.add(guild.id)
         return [guild for guild in self._bot.guilds if guild.id in wanted]
 
@@ -583,21 +582,20 @@ class AskCog(commands.Cog):
         self.bot = bot
         self.services = services
         self.settings = services.settings
+        self.policy = services.policy
         self.watch = watch
-        self.pacer = EditPacer(
-            services.settings.edit_interval, channel_window=DISCORD_CHANNEL_WRITES
-        )
+        self.pacer = EditPacer(self.settings.edit_interval, channel_window=DISCORD_CHANNEL_WRITES)
         self.renderer: DiscordRenderer | ComponentsRenderer = (
             ComponentsRenderer(trace_link=services.trace_link)
             if services.settings.layout == "components"
             else DiscordRenderer(trace_link=services.trace_link)
         )
-        self._memberships = DmMemberships(bot, services.settings)
+        self._memberships = DmMemberships(bot, services.policy)
         self.answering: Answering[Asker] = Answering(
             services.agent,
             surface="Discord",
             access=self._access,
-            policy=Policy.of(services.settings),
+            policy=services.policy,
             stores=services.stores,
             budgets=services.budgets,
             choices=self._choices,
@@ -606,8 +604,6 @@ class AskCog(commands.Cog):
             empty_question="Ask me something after the mention.",
             quote=lambda text: fit(sanitize(text), 2000),
             shutdown_by="a bot restart",
-            context=services.settings.context,
-            merge_window=services.settings.merge_window,
             finalise=self._finish_orphan,
             room=services.room,
         )
@@ -767,7 +763,7 @@ class AskCog(commands.Cog):
         if await self._admit(interaction) is None:
             return
         if not self._is_admin(interaction):
-            await interaction.response.send_message(ONLY_ADMINS, ephemeral=True)
+            await interaction.response.send_message(words.ONLY_ADMINS, ephemeral=True)
             return
         value = None if level.value == "default" else level.value
         try:
@@ -780,7 +776,7 @@ class AskCog(commands.Cog):
                 ephemeral=True,
             )
             return
-        shown = value or f"{self.settings.verbosity} (the default)"
+        shown = value or f"{self.policy.verbosity} (the default)"
         await interaction.response.send_message(words.now_sees(f"**{shown}**"), ephemeral=True)
 
     @reactbot.command(name="settings", description="Show reactbot's settings for this channel.")
@@ -788,7 +784,7 @@ class AskCog(commands.Cog):
         if await self._admit(interaction) is None:
             return
         key = settings_key(interaction.channel, interaction.channel_id or 0)
-        lines = await self._choices.describe(key, self.settings.verbosity)
+        lines = await self._choices.describe(key, self.policy.verbosity)
         await interaction.response.send_message(
             fit(sanitize("\n".join(lines)), 2000), ephemeral=True, allowed_mentions=NO_MENTIONS
         )
@@ -831,7 +827,7 @@ class AskCog(commands.Cog):
         if await self._admit(interaction) is None:
             return
         if not self._is_admin(interaction):
-            await interaction.response.send_message(ONLY_ADMINS, ephemeral=True)
+            await interaction.response.send_message(words.ONLY_ADMINS, ephemeral=True)
             return
         key = settings_key(interaction.channel, interaction.channel_id or 0)
         await interaction.response.send_modal(
@@ -842,7 +838,7 @@ class AskCog(commands.Cog):
         self, interaction: discord.Interaction, key: str, text: str
     ) -> None:
         if not self._is_admin(interaction):
-            await interaction.response.send_message(ONLY_ADMINS, ephemeral=True)
+            await interaction.response.send_message(words.ONLY_ADMINS, ephemeral=True)
             return
         try:
             reply = await self._choices.set_persona(key, text)
@@ -857,7 +853,7 @@ class AskCog(commands.Cog):
         if await self._admit(interaction) is None:
             return
         if not self._is_admin(interaction):
-            await interaction.response.send_message(ONLY_ADMINS, ephemeral=True)
+            await interaction.response.send_message(words.ONLY_ADMINS, ephemeral=True)
             return
         try:
             reply = await change(settings_key(interaction.channel, interaction.channel_id or 0))
@@ -873,7 +869,7 @@ class AskCog(commands.Cog):
         if asker is None:
             return
         where = settings_key(interaction.channel, interaction.channel_id or 0)
-        admin = is_admin(self.settings, asker)
+        admin = is_admin(self.policy, asker)
         text = await self.services.budgets.report(_user_key(asker), where, admin=admin)
         await interaction.response.send_message(
             f"⚠️ {text}" if text == UNREADABLE else text, ephemeral=True
@@ -894,7 +890,7 @@ class AskCog(commands.Cog):
         return asker
 
     async def _access(self, asker: Asker) -> str | None:
-        return refusal(self.settings, asker)
+        return refusal(self.policy, asker)
 
     async def _ask(
         self,
@@ -916,7 +912,7 @@ class AskCog(commands.Cog):
             user=str(asker.user_id),
             key=_user_key(asker),
             name=user.display_name,
-            admin=is_admin(self.settings, asker),
+            admin=is_admin(self.policy, asker),
             place=settings_key(channel, channel_id),
             question=question,
             ident=ident,
@@ -930,7 +926,7 @@ class AskCog(commands.Cog):
         self, message: discord.Message, me: discord.abc.User
     ) -> Callable[[], Awaitable[Read]]:
         """A mention's reading of its channel or thread (``context.*``)."""
-        limit = self.settings.context.messages
+        limit = self.policy.context.messages
 
         async def read() -> Read:
             return await read_before(message, limit=limit, me=me)
@@ -946,19 +942,19 @@ class AskCog(commands.Cog):
             parent = getattr(channel, "parent_id", None)
             if parent:
                 return f"discord:{parent}"
-        return conversation_id(channel, channel.id, per_thread=self.settings.per_thread)
+        return conversation_id(channel, channel.id, per_thread=self.policy.per_thread)
 
     async def _asker(
         self, user: discord.User | discord.Member, channel: Channel, channel_id: int
     ) -> Asker:
         asker = asker_of(user, channel, channel_id)
-        if asker.guild_id is None and restricted(self.settings):
+        if asker.guild_id is None and restricted(self.policy):
             asker = replace(asker, memberships=await self._memberships.of(user.id))
         return asker
 
     def _conversation_of(self, interaction: discord.Interaction) -> str:
         return conversation_id(
-            interaction.channel, interaction.channel_id or 0, per_thread=self.settings.per_thread
+            interaction.channel, interaction.channel_id or 0, per_thread=self.policy.per_thread
         )
 
     # ---- stopping ------------------------------------------------------------------------
@@ -1091,7 +1087,7 @@ class AskCog(commands.Cog):
             return
         if not await self._may_decide(interaction, pressed.run_id):
             await interaction.response.send_message(
-                words.decide_refused(self.settings.approvers, await self._asker_of(pressed.run_id)),
+                words.decide_refused(self.policy.approvers, await self._asker_of(pressed.run_id)),
                 ephemeral=True,
                 allowed_mentions=NO_MENTIONS,
             )
@@ -1149,7 +1145,7 @@ class AskCog(commands.Cog):
 
     def _is_admin(self, interaction: discord.Interaction) -> bool:
         channel_id = interaction.channel_id or 0
-        return is_admin(self.settings, asker_of(interaction.user, interaction.channel, channel_id))
+        return is_admin(self.policy, asker_of(interaction.user, interaction.channel, channel_id))
 
     def _live(self, run: Run, message: discord.Message, view: RunView, reply: _Reply) -> Live:
         """The follower of ``run`` into its posted placeholder ``message``."""

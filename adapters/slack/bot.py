@@ -58,7 +58,6 @@ from adapters.answering import (
     Answering,
     Ask,
     Follower,
-    Policy,
     Refusal,
 )
 from adapters.attachments import ConversationFiles
@@ -67,6 +66,7 @@ from adapters.context import Read
 from adapters.decisions import Press, may_retry
 from adapters.live import LiveMessage, LiveStats, RunView, Verbosity
 from adapters.pacing import Budget, EditPacer, per_minute
+from adapters.policy import Policy
 from adapters.room import Room
 from adapters.slack.approval import (
     APPROVAL_VIEW_ID,
@@ -243,6 +243,7 @@ class SlackBot:
         *,
         stores: Stores,
         settings: SlackSettings,
+        policy: Policy,
         broker: ApprovalBroker | None = None,
         update_budget: Budget | None = None,
         budgets: TokenBudgets | None = None,
@@ -259,6 +260,7 @@ class SlackBot:
         self.stores = stores
         """Every store, shared by every replica when Redis is configured."""
         self.settings = settings
+        self.policy = policy
         self.budgets = budgets or TokenBudgets(InMemoryUsageCounters())
         """Daily token limits per user and channel (``budgets.*``), shared likewise."""
         self.choices = choices or ChannelChoices(stores.channel_settings, tools=agent.tools)
@@ -303,7 +305,7 @@ class SlackBot:
             agent,
             surface="Slack",
             access=self._access,
-            policy=Policy.of(settings),
+            policy=policy,
             stores=stores,
             budgets=self.budgets,
             choices=self.choices,
@@ -312,8 +314,6 @@ class SlackBot:
             empty_question=USAGE,
             quote=escape,
             shutdown_by=SHUTDOWN,
-            context=settings.context,
-            merge_window=settings.merge_window,
             finalise=self._finish_orphan,
             room=room,
         )
@@ -337,8 +337,8 @@ class SlackBot:
         if not self._started:
             self._started = True
             await self.answering.start()
-            s = self.settings
-            if self.broker is not None and s.approvers == "admins" and not s.admin_users:
+            p = self.policy
+            if self.broker is not None and p.approvers == "admins" and not p.admin_users:
                 log.warning(
                     "agent.approval.approvers is 'admins' but slack.admin_users is empty: "
                     "nobody can approve, so every action that needs approval times out"
@@ -512,7 +512,7 @@ class SlackBot:
     async def _answered_in(self, question: Question) -> bool:
         """The bot answered in this thread before (its conversation has a history here)."""
         history = self.agent.history
-        if not self.settings.per_thread or history is None:
+        if not self.policy.per_thread or history is None:
             return False  # one conversation per channel says nothing about this thread
         try:
             return bool(await history.load(question.conversation()))
@@ -541,7 +541,7 @@ class SlackBot:
     def _press(self, user: str, body: dict[str, Any]) -> Press:
         """Who clicked, and where (Slack's word, in its signed payload; not the value)."""
         channel = click_channel(body)
-        return Press(user, {"channel": channel}, admin=user in self.settings.admin_users)
+        return Press(user, {"channel": channel}, admin=user in self.policy.admin_users)
 
     async def _on_approval(self, body: dict[str, Any], action: dict[str, Any]) -> None:
         """A click on an approval button: check who clicked and that the action still waits,
@@ -581,7 +581,7 @@ class SlackBot:
         user = str(body.get("user", {}).get("id", ""))
         # A modal carries no channel: Slack lets only the person it was opened for (after
         # a checked click) submit it, and its metadata is ours; who they are is still checked.
-        press = Press(user, None, admin=user in self.settings.admin_users)
+        press = Press(user, None, admin=user in self.policy.admin_users)
         request = await self._waiting_request(submitted.ref, press)
         if isinstance(request, str):
             await ack(response_action="errors", errors={submitted.field: request})
@@ -607,7 +607,7 @@ class SlackBot:
         if request is None:
             return words.DECISION_GONE
         if not await self.answering.may_decide(ref.run_id, press):
-            approvers = self.settings.approvers
+            approvers = self.policy.approvers
             return words.decide_refused(
                 approvers, mention(request.asker) if request.asker else None
             )
@@ -651,7 +651,7 @@ class SlackBot:
         """The question as the answering pipeline reads it; a mention reads the earlier
         messages of its thread or channel."""
         files = self.files
-        limit = self.settings.context.messages
+        limit = self.policy.context.messages
 
         async def earlier() -> Read:
             return await self.history.read(question, limit=limit, bot_user_id=bot_user_id)
@@ -661,7 +661,7 @@ class SlackBot:
             user=question.user,
             key=_user_key(question),
             name=question.user_name or question.user,
-            admin=question.user in self.settings.admin_users,
+            admin=question.user in self.policy.admin_users,
             place=settings_key(question.team, question.channel),
             question=question.text,
             ident=question.claim_key,
@@ -685,26 +685,26 @@ class SlackBot:
 
     async def _access(self, question: Question) -> str | None:
         """Slack's rule of who may ask where; admins may ask anywhere."""
-        s = self.settings
-        if question.user in s.admin_users:
+        p = self.policy
+        if question.user in p.admin_users:
             return None
         place = await self._place_refusal(question)
         if place is not None:
             return place
-        if s.allowed_users and question.user not in s.allowed_users:
+        if p.access.users and question.user not in p.access.users:
             return "Sorry, you are not on the list of people who can ask reactbot here."
         return None
 
     async def _place_refusal(self, question: Question) -> str | None:
         """Channels: only the allowed ones. DMs, when channels are restricted: only for the
         allowed users or members of an allowed channel (a stranger costs no model call)."""
-        allowed = self.settings.allowed_channels
+        allowed = self.policy.access.places
         if not allowed:
             return None
         where = ", ".join(f"<#{c}>" for c in sorted(allowed))
         if not question.is_dm:
             return None if question.channel in allowed else f"I only answer in {where} here."
-        if question.user in self.settings.allowed_users:
+        if question.user in self.policy.access.users:
             return None
         if await self.members.in_any(question.user, allowed):
             return None
@@ -895,7 +895,7 @@ class SlackReply:
             except NotInChannel:
                 await bot._tell(q, INVITE)
                 return None
-        return q.conversation(self.root, per_thread=bot.settings.per_thread)
+        return q.conversation(self.root, per_thread=bot.policy.per_thread)
 
     async def _stream_into(self, thread: str, verbosity: Verbosity) -> bool:
         """Start Slack's agent stream in ``thread``; False when Slack will not stream here

@@ -53,13 +53,13 @@ class SettingsCommands:
             return
         if words == ["usage"]:
             team = str(command.get("team_id", ""))
-            admin = user in self.bot.settings.admin_users
+            admin = user in self.bot.policy.admin_users
             text = await self.bot.budgets.report(f"slack:{team}:{user}", key, admin=admin)
             shown = f":warning: {text}" if text == UNREADABLE else text
             await ack(text=shown, response_type="ephemeral")
             return
         if words in ([], ["show"]):
-            lines = await self.bot.choices.describe(key, self.bot.settings.verbosity)
+            lines = await self.bot.choices.describe(key, self.bot.policy.verbosity)
             await ack(text=escape("\n".join(lines)), response_type="ephemeral")
             return
         choices = (*VERBOSITIES, "default")
@@ -67,7 +67,7 @@ class SettingsCommands:
             usage = SETTINGS_USAGE
             await ack(text=usage, response_type="ephemeral")
             return
-        if user not in self.bot.settings.admin_users:
+        if user not in self.bot.policy.admin_users:
             await ack(text=ONLY_ADMINS, response_type="ephemeral")
             return
         value = None if words[1] == "default" else words[1]
@@ -76,7 +76,7 @@ class SettingsCommands:
         except StoreUnavailable:
             await ack(text=sentences.UNSAVED, response_type="ephemeral")
             return
-        shown = value or f"{self.bot.settings.verbosity} (the default)"
+        shown = value or f"{self.bot.policy.verbosity} (the default)"
         await ack(text=sentences.now_sees(f"*{shown}*"), response_type="ephemeral")
 
     async def _change_setting(
@@ -97,7 +97,7 @@ class SettingsCommands:
         if len(words) > 2 or (words[0] == "prompt" and len(words) != 1):
             await ack(text=SETTINGS_USAGE, response_type="ephemeral")
             return
-        if user not in self.bot.settings.admin_users:
+        if user not in self.bot.policy.admin_users:
             await ack(text=ONLY_ADMINS, response_type="ephemeral")
             return
         if words[0] == "prompt":
@@ -124,7 +124,7 @@ class SettingsCommands:
             await ack()
             return
         key, channel, text = read
-        if user not in self.bot.settings.admin_users:  # an admin list may change meanwhile
+        if user not in self.bot.policy.admin_users:  # an admin list may change meanwhile
             await ack(response_action="errors", errors={INPUT_BLOCK: ONLY_ADMINS})
             return
         try:

@@ -30,8 +30,8 @@ import os
 import re
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Any
 
 from telegram import CallbackQuery, MessageEntity, Update, User
 from telegram import Chat as TelegramChat
@@ -49,20 +49,13 @@ from telegram.ext import (
 )
 
 from adapters import words
-from adapters.answering import (
-    Answering,
-    Approvers,
-    Ask,
-    Policy,
-    Refusal,
-    Ticket,
-    edit_problem,
-)
+from adapters.answering import Answering, Ask, Refusal, Ticket, edit_problem
 from adapters.attachments import ConversationFiles
 from adapters.channels import ChannelChoices
 from adapters.decisions import Press, may_retry
 from adapters.live import LiveMessage, RunView, Verbosity
 from adapters.pacing import EditPacer
+from adapters.policy import Policy
 from adapters.room import Room
 from adapters.telegram.commands import COMMANDS, SettingsCommands
 from adapters.telegram.files import TelegramFiles, typing
@@ -82,6 +75,7 @@ from adapters.telegram.render import (
     prompt_ref,
     retry_data,
 )
+from adapters.telegram.settings import TelegramSettings
 from adapters.telegram.surface import Chat, TelegramSurface
 from core.agent import Agent, Run
 from core.approval import ApprovalBroker, ApprovalRequest, Decision, Verdict
@@ -105,35 +99,7 @@ GREETING = (
     "observation, answer). /reset forgets our conversation."
 )
 NOT_HERE = "This bot does not answer in this chat."
-DEFAULT_API = "https://api.telegram.org/bot"
 UPDATES = ["message", "callback_query"]
-
-
-@dataclass(frozen=True, slots=True)
-class TelegramSettings:
-    token: str = field(repr=False)
-    api_base_url: str = DEFAULT_API
-    """The Bot API prefix the token is appended to (a local Bot API server, a proxy, a fake)."""
-    allowed_chats: frozenset[int] = frozenset()
-    """Chats that may ask; empty: every chat (private, and groups where it is addressed)."""
-    admins: frozenset[int] = frozenset()
-    """User ids exempt from the cooldown, who may stop anyone's run, reset a group and change
-    a chat's settings (in a group, with the chat's own administrators)."""
-    verbosity: Verbosity = "full"
-    cooldown_seconds: float = 5.0
-    max_runs_per_user: int = 2
-    max_concurrent_runs: int = 500
-    run_lease: float = 240.0
-    run_hold_at_most: float = 240.0
-    approvers: Approvers = "asker"
-    merge_window: float = 0.0
-    poll_timeout: float = 10.0
-    mode: Literal["polling", "webhook"] = "polling"
-    webhook_url: str | None = None
-    """Where Telegram posts updates in webhook mode (``adapters.telegram.webhook``)."""
-    webhook_secret: str | None = field(default=None, repr=False)
-    """The ``secret_token`` given to ``setWebhook``, checked on every request."""
-    """Seconds one getUpdates long poll waits for an update."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,6 +204,7 @@ class TelegramBot:
         budgets: TokenBudgets,
         choices: ChannelChoices,
         settings: TelegramSettings,
+        policy: Policy,
         broker: ApprovalBroker | None = None,
         files: ConversationFiles | None = None,
         application: TelegramApp | None = None,
@@ -245,6 +212,8 @@ class TelegramBot:
         room: Room | None = None,
     ) -> None:
         self.settings = settings
+        self.policy = policy
+        """Who may ask where, admins, cooldown and the run's limits (``bot.policy``)."""
         self.trace_link = trace_link
         self.broker = broker
         """The trace page of a run (``web.*``), named in the caption of its documents."""
@@ -261,7 +230,7 @@ class TelegramBot:
             agent,
             surface="telegram",
             access=self._access,
-            policy=Policy.of(settings),
+            policy=policy,
             stores=stores,
             budgets=budgets,
             choices=choices,
@@ -270,7 +239,6 @@ class TelegramBot:
             empty_question="Send me a question as text (with a file or a photo: as its caption).",
             quote=lambda text: text,  # every text is escaped when it is sent
             shutdown_by="a bot restart",
-            merge_window=settings.merge_window,
             finalise=self._finish_orphan,
             room=room,
         )
@@ -328,8 +296,8 @@ class TelegramBot:
 
     # ---- handlers -------------------------------------------------------------------------
     async def _access(self, who: Asker) -> str | None:
-        allowed = self.settings.allowed_chats
-        return NOT_HERE if allowed and who.chat not in allowed else None
+        allowed = self.policy.access.places
+        return NOT_HERE if allowed and str(who.chat) not in allowed else None
 
     async def on_text(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         """In a private chat every message is a question."""
@@ -398,7 +366,7 @@ class TelegramBot:
             user=str(user.id),
             key=f"telegram:{user.id}",
             name=user.username or user.full_name or str(user.id),
-            admin=user.id in self.settings.admins,
+            admin=str(user.id) in self.policy.admin_users,
             place=conversation_of(asker.chat),
             question=text.strip(),
             ident=ident or f"telegram:{asker.chat}:{asker.message}",
@@ -525,7 +493,7 @@ class TelegramBot:
     def _press(self, user_id: int, message: object) -> Press:
         """Who pressed, and the chat of the message they pressed under (none: refused)."""
         chat = str(message.chat.id) if isinstance(message, TelegramMessage) else ""
-        return Press(str(user_id), {"chat": chat}, admin=user_id in self.settings.admins)
+        return Press(str(user_id), {"chat": chat}, admin=str(user_id) in self.policy.admin_users)
 
     async def _decided(self, data: str, query: CallbackQuery) -> str:
         """Approve, Deny or Always allow, pressed under an action waiting for a person
@@ -548,7 +516,7 @@ class TelegramBot:
         if not _in_place_of(request, query.message):
             return "That button is not one of mine."
         if not await self.answering.may_decide(request.run_id, self._press(user.id, query.message)):
-            return words.decide_refused(self.settings.approvers)
+            return words.decide_refused(self.policy.approvers)
         if verdict in PROMPTS:
             return await self._prompt(verdict, query, request, ref=data.removeprefix(
                 f"{DECIDE_PREFIX}{verdict}:"))  # fmt: skip
@@ -603,7 +571,7 @@ class TelegramBot:
             # words a model wrote: it decides only an action of this chat, for its asker.
             said = "That is not one of my questions here."
         elif not await self.answering.may_decide(request.run_id, self._press(user.id, replied)):
-            said = words.decide_refused(self.settings.approvers)
+            said = words.decide_refused(self.policy.approvers)
         elif kind == "e" and (problem := edit_problem(text, json_input=request.json_input)):
             said = f"{problem} Nothing was decided: press Edit… again."
         else:

@@ -86,7 +86,7 @@ class SettingsCommands:
 
     async def is_admin(self, asker: Asker) -> bool:
         """``telegram.admins``, or (in a group) one of the chat's administrators."""
-        if asker.user in self.bot.settings.admins:
+        if str(asker.user) in self.bot.policy.admin_users:
             return True
         return asker.user in await self.admins.of(asker.chat)
 
@@ -107,7 +107,7 @@ class SettingsCommands:
 
     async def _settings(self, asker: Asker, argument: str) -> str:
         del argument
-        choices, default = self.bot.answering.choices, self.bot.settings.verbosity
+        choices, default = self.bot.answering.choices, self.bot.policy.verbosity
         return "\n".join(await choices.describe(self._key(asker), default))
 
     async def _usage(self, asker: Asker, argument: str) -> str:
@@ -128,7 +128,7 @@ class SettingsCommands:
                 await self.bot.stores.channel_settings.put(key, "verbosity", value)
             except StoreUnavailable:
                 return words.UNSAVED
-            shown = value or f"{self.bot.settings.verbosity} (the default)"
+            shown = value or f"{self.bot.policy.verbosity} (the default)"
             return words.now_sees(f"**{shown}**")
 
         return await self._change(asker, put)

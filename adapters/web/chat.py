@@ -53,18 +53,12 @@ from typing import Any
 from aiohttp import web
 
 from adapters import words
-from adapters.answering import (
-    Answering,
-    Approvers,
-    Ask,
-    Policy,
-    Refusal,
-    Ticket,
-)
+from adapters.answering import Answering, Ask, Refusal, Ticket
 from adapters.channels import ChannelChoices
 from adapters.decisions import Press
 from adapters.live import VERBOSITIES, LiveMessage, RunView, Verbosity
 from adapters.pacing import EditPacer
+from adapters.policy import Policy
 from adapters.room import Room
 from adapters.web.guard import (
     WindowLimit,
@@ -120,14 +114,6 @@ class WebSettings:
     """``REACTBOT_WEB_TOKEN``: required to serve on an address other than loopback."""
     secure_cookie: bool = False
     """Set ``Secure`` on the cookie (the chat is reached over https)."""
-    verbosity: Verbosity = "full"
-    cooldown_seconds: float = 3.0
-    max_runs_per_user: int = 2
-    max_concurrent_runs: int = 100
-    run_lease: float = 240.0
-    run_hold_at_most: float = 240.0
-    approvers: Approvers = "asker"
-    merge_window: float = 0.0
     idle_seconds: float = IDLE_SECONDS
     """A stream with nothing to say for this long, while none of its session's answers
     runs, is closed."""
@@ -340,6 +326,7 @@ class WebChat:
         budgets: TokenBudgets,
         choices: ChannelChoices,
         settings: WebSettings,
+        policy: Policy,
         broker: ApprovalBroker | None = None,
         secret: bytes | None = None,
         trace_link: Callable[[str], str | None] | None = None,
@@ -353,6 +340,8 @@ class WebChat:
                 "web.host: 127.0.0.1"
             )
         self.settings = settings
+        self.policy = policy
+        """Cooldown, verbosity and the run's limits (``bot.policy``)."""
         self.stores = stores
         self.broker = broker
         self.trace_link = trace_link
@@ -373,7 +362,7 @@ class WebChat:
             agent,
             surface="web",
             access=self._access,
-            policy=Policy.of(settings),
+            policy=policy,
             stores=stores,
             budgets=budgets,
             choices=choices,
@@ -381,7 +370,6 @@ class WebChat:
             empty_question="Type a question first.",
             quote=lambda text: text,
             shutdown_by="a bot restart",
-            merge_window=settings.merge_window,
             room=room,
         )
         self._page = _asset("chat.html")
@@ -447,7 +435,7 @@ class WebChat:
             cookie, session = made
         html = self._page.replace("{{csrf}}", self.sessions.csrf(session))
         shown = await self.answering.choices.verbosity(session.conversation)
-        html = html.replace("{{verbosity}}", shown or self.settings.verbosity)
+        html = html.replace("{{verbosity}}", shown or self.policy.verbosity)
         response = self._html(html)
         if cookie is not None:
             self._set_cookie(request, response, cookie)
@@ -552,7 +540,7 @@ class WebChat:
                 )
                 trace = traces.get(question)
                 if trace is not None and trace.status != "running":
-                    view = RunView.of_trace(trace, verbosity=verbosity or self.settings.verbosity)
+                    view = RunView.of_trace(trace, verbosity=verbosity or self.policy.verbosity)
                     turns.append(renderer.final(view).data())
                 else:
                     turns.append(renderer.earlier(question, message["content"]).data())
@@ -665,7 +653,7 @@ class WebChat:
         if request_ is None:
             return self._json({"error": words.DECISION_GONE}, 409)
         if not await self.answering.may_decide(request_.run_id, _press(session)):
-            return self._json({"error": words.decide_refused(self.settings.approvers)}, 403)
+            return self._json({"error": words.decide_refused(self.policy.approvers)}, 403)
         reason = str(body.get("reason", ""))[:500].strip()
         edited: str | None = None
         if verdict == "edit":

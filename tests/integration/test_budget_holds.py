@@ -16,9 +16,10 @@ import contextlib
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 
-from adapters.answering import Answering, Ask, Policy, Refusal, Ticket
+from adapters.answering import Answering, Ask, Refusal, Ticket
 from adapters.channels import ChannelChoices
 from adapters.live import LiveStats, RunView, Verbosity
+from adapters.policy import Policy
 from core.agent import Agent, Run
 from core.budgets import TokenBudgets
 from core.events import Event
@@ -97,7 +98,7 @@ async def process(
         surface="slack",
         access=access,
         policy=Policy(
-            cooldown_seconds=0, max_runs_per_user=2, run_lease=run_lease, run_hold_at_most=240
+            "slack", cooldown_seconds=0, max_runs_per_user=2, lease=run_lease, hold_at_most=240
         ),
         stores=stores,
         budgets=TokenBudgets(stores.usage, usd_per_user=1.0),

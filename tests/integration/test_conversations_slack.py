@@ -3,7 +3,6 @@ app served over HTTP, signed events posted to it, its Web API client on the stri
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 from adapters.context import ContextSettings
@@ -252,9 +251,11 @@ def test_settings_carry_the_config_keys() -> None:
             "agent": {"merge_window": 0.5},
         }
     )
+    from bot.policy import policy_for
+
     settings = slack_settings(config)
     assert settings.thread_replies is False
     assert settings.free_response_channels == frozenset({FREE})
-    assert settings.context == ContextSettings(messages=5, max_chars=100)
-    assert settings.merge_window == 0.5
-    assert replace(settings, merge_window=0.0).merge_window == 0.0
+    policy = policy_for(config, "slack")
+    assert policy.context == ContextSettings(messages=5, max_chars=100)
+    assert policy.merge_window == 0.5

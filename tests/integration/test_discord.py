@@ -37,6 +37,7 @@ from core.stores import InMemoryLocks, InMemoryTraceStore, RunRegistry
 from core.tools import FunctionTool, ToolRegistry
 from tests.fakes.discord_server import CHANNEL_ID, ROLE_ID, Call, FakeDiscord
 from tests.stores import in_memory_stores
+from tests.surfaces.policy import split
 
 INTERVAL = 0.25
 TOLERANCE = 0.05
@@ -138,14 +139,15 @@ async def running(
         edit_interval=INTERVAL,
         tick=INTERVAL,
         guild_ready_timeout=0.05,
-        cooldown_seconds=0,
         layout="text",  # the components layout: test_discord_components.py
     )
+    own, policy = split("discord", **{"cooldown_seconds": 0, **settings})
     harness_lives: list[Live] = []
     services = Services(
         agent,
         in_memory_stores(history=history, traces=traces, runs=runs),
-        replace(base, **settings),  # type: ignore[arg-type]
+        replace(base, **own),
+        policy,
         on_live=harness_lives.append,
         room=room,
     )

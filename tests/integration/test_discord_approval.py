@@ -34,6 +34,7 @@ from tests.fakes.discord_limits import invalid_form, max_length
 from tests.fakes.discord_server import CHANNEL_ID, ROLE_ID, Call, FakeDiscord
 from tests.integration.test_discord import content_of
 from tests.stores import in_memory_stores
+from tests.surfaces.policy import split
 
 SAVE = "Thought: I will save the note.\nAction: save_note[buy milk]"
 DONE = "Thought: done.\nAction: finish[Saved.]"
@@ -105,6 +106,7 @@ async def bots(
     local_runs = InMemoryRunRegistry()  # which runs live, and who asked each: every process's
     processes: list[Process] = []
     tasks: list[asyncio.Task[None]] = []
+    own, rules = split("discord", **{"cooldown_seconds": 0, **settings})
     try:
         for index, script in enumerate(scripts):
             decisions, pending, allowances = (
@@ -149,9 +151,9 @@ async def bots(
                     edit_interval=0.25,
                     tick=0.25,
                     guild_ready_timeout=0.05,
-                    cooldown_seconds=0,
-                    **{"layout": "text", **settings},
+                    **{"layout": "text", **own},
                 ),
+                rules,
                 broker=broker,
             )
             bot = create_bot(services)

@@ -40,6 +40,7 @@ from tests.fakes.local_server import serve_locally
 from tests.hostile import pdf_bomb
 from tests.integration.test_discord import content_of, tools
 from tests.stores import in_memory_stores
+from tests.surfaces.policy import policy
 from tests.unit.test_files import make_pdf
 
 LIMIT = 50_000
@@ -104,13 +105,13 @@ async def running(
         edit_interval=0.25,
         tick=0.25,
         guild_ready_timeout=0.05,
-        cooldown_seconds=0,
         layout="text",  # these tests read the plain content; the cards: test_discord_components
     )
     services = Services(
         agent,
         in_memory_stores(history=InMemoryHistoryStore(), traces=traces),
         settings,
+        policy("discord", cooldown_seconds=0),
         files=files,
     )
     services.choices = ChannelChoices(

@@ -30,6 +30,7 @@ from core.stores import InMemoryLocks, InMemoryTraceStore
 from tests.fakes.discord_server import CHANNEL_ID, FakeDiscord
 from tests.integration.test_discord import CALC_THEN_ANSWER, content_of, tools
 from tests.stores import in_memory_stores
+from tests.surfaces.policy import split
 
 OTHER_CHANNEL = CHANNEL_ID + 1
 STALLING = [Turn("Thought: let me think about this for a long time", chunk_size=5, stall_after=3)]
@@ -77,6 +78,7 @@ async def replicas(
                 stops=stores.stops,
                 runs=stores.runs,  # which runs are alive, as every replica sees it
             )
+            own, rules = split("discord", **settings)
             services = Services(
                 agent,
                 shared,
@@ -86,8 +88,9 @@ async def replicas(
                     tick=0.25,
                     guild_ready_timeout=0.05,
                     layout="text",
-                    **settings,  # type: ignore[arg-type]
+                    **own,
                 ),
+                rules,
             )
             bot = create_bot(services)
             tasks.append(asyncio.create_task(bot.start("fake-token")))

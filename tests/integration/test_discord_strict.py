@@ -32,6 +32,7 @@ from tests.fakes.discord_limits import invalid_form, max_length
 from tests.fakes.discord_server import CHANNEL_ID, FakeDiscord
 from tests.integration.test_discord import Harness, content_of, running, tools
 from tests.stores import in_memory_stores
+from tests.surfaces.policy import policy
 
 SLOW_ANSWER = Turn(
     "Thought: " + "let me think this through " * 12 + "\nAction: finish[It is 395.]",
@@ -133,7 +134,11 @@ async def test_a_wrong_token_fails_login_with_a_clear_error_and_nothing_else_is_
     history, traces = InMemoryHistoryStore(), InMemoryTraceStore()
     agent = Agent(ScriptedModel([]), tools(), history=history, traces=traces, locks=InMemoryLocks())
     settings = DiscordSettings(api_base_url=fake.api_base_url, guild_ready_timeout=0.05)
-    bot = create_bot(Services(agent, in_memory_stores(history=history, traces=traces), settings))
+    bot = create_bot(
+        Services(
+            agent, in_memory_stores(history=history, traces=traces), settings, policy("discord")
+        )
+    )
     try:
         with pytest.raises(discord.LoginFailure, match="Improper token has been passed"):
             await bot.start("not-the-bot-token")

@@ -12,9 +12,10 @@ from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, nullcontext
 from pathlib import Path
 
-from adapters.answering import Answering, Ask, Policy, Ticket
+from adapters.answering import Answering, Ask, Ticket
 from adapters.channels import ChannelChoices
 from adapters.live import LiveStats, RunView, Verbosity
+from adapters.policy import Policy
 from core.agent import Agent, Run
 from core.approval import ApprovalRequest
 from core.budgets import TokenBudgets
@@ -100,7 +101,7 @@ async def test_every_key_a_conversation_writes_expires_or_is_meant_to_persist(
         agent,
         surface="slack",
         access=lambda who: nullcontext_none(),
-        policy=Policy(cooldown_seconds=5),
+        policy=Policy("slack", cooldown_seconds=5),
         stores=stores,
         budgets=TokenBudgets(stores.usage, per_user=1_000_000),
         choices=ChannelChoices(stores.channel_settings, tools=tools),

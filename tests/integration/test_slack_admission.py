@@ -8,6 +8,7 @@ import asyncio
 import json
 from typing import Any
 
+from adapters.room import Room
 from core.scripted import Turn
 from tests.fakes.slack_server import message_text
 from tests.integration.test_slack_app import (  # noqa: F401 - fixtures
@@ -43,7 +44,7 @@ async def test_a_burst_from_one_user_gets_max_runs_per_user(make: Any) -> None: 
 
 
 async def test_the_replicas_own_limit_holds_for_a_burst(make: Any) -> None:  # noqa: F811
-    h: Harness = await make([STALLING] * 3, max_concurrent_runs=3)
+    h: Harness = await make([STALLING] * 3, room=Room(3))
     answers = await asyncio.gather(*(h.ask("q", user=f"U{i:04d}") for i in range(10)))
     texts = [json.loads(body)["text"] for _, body, _ in answers]
     assert sum("Working on it" in t for t in texts) == 3

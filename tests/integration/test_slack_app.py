@@ -47,6 +47,7 @@ from core.stores import (
 from core.tools import FunctionTool, ToolDisplay, ToolRegistry, ToolResult
 from tests.fakes.slack_server import BOT_USER_ID, TEAM_ID, FakeSlack, Message, message_text
 from tests.stores import in_memory_stores
+from tests.surfaces.policy import split
 
 SECRET = "test-signing-secret-0123456789"
 INTERVAL = 0.25
@@ -231,11 +232,12 @@ async def serving(fake: FakeSlack) -> AsyncIterator[Callable[..., Any]]:
             # These tests look at per-channel pacing; the workspace budget has its own tests
             # (tests/unit/test_live.py) and would only slow them down here.
             workspace_updates_per_minute=0,
-            admin_users=frozenset({"UADMIN"}),
-            cooldown_seconds=0.0,
             shutdown_grace=3.0,
         )
-        settings = replace(settings, **overrides)
+        own, policy = split(
+            "slack", **{"admin_users": frozenset({"UADMIN"}), "cooldown_seconds": 0.0, **overrides}
+        )
+        settings = replace(settings, **own)
         stores = in_memory_stores(  # the agent's history and traces, as served (one store)
             cooldowns=cooldowns,
             stops=stops,
@@ -248,6 +250,7 @@ async def serving(fake: FakeSlack) -> AsyncIterator[Callable[..., Any]]:
             agent,
             stores=stores,
             settings=settings,
+            policy=policy,
             update_budget=update_budget,
             budgets=budgets,
             choices=ChannelChoices(shared, catalogue or {}, tools, default_model=model.name),

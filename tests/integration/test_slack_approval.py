@@ -60,6 +60,7 @@ from tests.fakes.slack_server import (
 )
 from tests.integration.test_slack_app import ASKER, CHANNEL, SECRET, Harness, eventually
 from tests.stores import in_memory_stores
+from tests.surfaces.policy import split
 
 PATH = '{"path": "drafts/q3.md"}'
 THOUGHT = "The user asked me to delete the draft; the tool can do it."
@@ -236,14 +237,16 @@ async def approvals(fake: FakeSlack) -> AsyncIterator[Callable[..., Any]]:
             api_base_url=fake.base_url,
             update_interval=0.25,
             workspace_updates_per_minute=0,
-            admin_users=frozenset({ADMIN}),
-            cooldown_seconds=0.0,
             shutdown_grace=3.0,
+        )
+        own, policy = split(
+            "slack", **{"admin_users": frozenset({ADMIN}), "cooldown_seconds": 0.0, **overrides}
         )
         bot = SlackBot(
             agent,
             stores=in_memory_stores(runs=runs),
-            settings=replace(settings, **overrides),
+            settings=replace(settings, **own),
+            policy=policy,
             broker=broker,
         )
         await bot.start()

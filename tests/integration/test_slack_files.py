@@ -37,6 +37,7 @@ from tests.fakes.slack_server import BOT_USER_ID, FakeSlack, message_text
 from tests.integration.test_slack_app import ASKER, CHANNEL, SECRET, Harness, calculate
 from tests.integration.test_vision import PNG
 from tests.stores import in_memory_stores
+from tests.surfaces.policy import policy
 from tests.unit.test_files import make_pdf
 
 LIMIT = 50_000
@@ -99,7 +100,6 @@ async def served(readers: FileReaders) -> AsyncIterator[Callable[..., Any]]:
             api_base_url=fake.base_url,
             update_interval=0.25,
             workspace_updates_per_minute=0,
-            cooldown_seconds=0.0,
             shutdown_grace=3.0,
         )
         store = InMemoryFileStore()
@@ -115,6 +115,7 @@ async def served(readers: FileReaders) -> AsyncIterator[Callable[..., Any]]:
             agent,
             stores=in_memory_stores(channel_settings=channel_settings),
             settings=settings,
+            policy=policy("slack", cooldown_seconds=0.0),
             files=files,
             choices=choices,
         )

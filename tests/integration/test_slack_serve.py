@@ -14,6 +14,7 @@ from adapters.slack.bot import SlackBot
 from adapters.slack.settings import SlackSettings
 from bot.app import App
 from bot.config import AgentConfig, ApprovalConfig, Config, Secrets, SlackConfig
+from bot.policy import policy_for
 from bot.serve_slack import serve_slack, slack_settings
 from tests.fakes.slack_server import FakeSlack
 from tests.integration.test_serve import wait_for_http
@@ -43,18 +44,19 @@ def config(*, port: int, base_url: str) -> Config:
 
 
 def test_config_maps_onto_the_adapter_settings() -> None:
-    settings = slack_settings(config(port=3999, base_url="http://127.0.0.1:1/api"))
+    base = config(port=3999, base_url="http://127.0.0.1:1/api")
+    settings = slack_settings(base)
     assert settings.bot_token == "xoxb-test" and settings.signing_secret == "shh"
     assert settings.base_url == "http://127.0.0.1:1/api/"  # slack_sdk needs the slash
     assert (settings.mode, settings.port, settings.update_interval) == ("http", 3999, 0.5)
-    assert settings.allowed_channels == frozenset({"C1"})
-    assert settings.admin_users == frozenset({"UADMIN"})
-    assert settings.approvers == "asker"  # agent.approval.approvers' default
-    base = config(port=3999, base_url="http://127.0.0.1:1/api")
+    policy = policy_for(base, "slack")
+    assert policy.access.places == frozenset({"C1"})
+    assert policy.admin_users == frozenset({"UADMIN"})
+    assert policy.approvers == "asker"  # agent.approval.approvers' default
     admins = base.model_copy(
         update={"agent": AgentConfig(approval=ApprovalConfig(approvers="admins"))}
     )
-    assert slack_settings(admins).approvers == "admins"
+    assert policy_for(admins, "slack").approvers == "admins"
 
 
 async def test_http_mode_serves_until_cancelled_then_shuts_down_cleanly() -> None:
@@ -77,7 +79,9 @@ async def test_socket_mode_handler_is_built_from_the_app_token() -> None:
     app = App.create(Config())
     try:
         settings = SlackSettings(bot_token="xoxb-test", app_token="xapp-test", mode="socket")
-        bot = SlackBot(app.agent, stores=app.stores, settings=settings)
+        bot = SlackBot(
+            app.agent, stores=app.stores, settings=settings, policy=policy_for(app.config, "slack")
+        )
         handler = AsyncSocketModeHandler(bot.app, settings.app_token)
         assert handler.client.app_token == "xapp-test"
         assert handler.client.web_client is bot.client  # same base_url and retry handlers

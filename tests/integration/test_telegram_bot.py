@@ -17,8 +17,9 @@ from adapters import words
 from adapters.attachments import ConversationFiles
 from adapters.channels import ChannelChoices
 from adapters.room import Room
-from adapters.telegram.bot import NOT_HERE, TelegramBot, TelegramSettings
+from adapters.telegram.bot import NOT_HERE, TelegramBot
 from adapters.telegram.files import telegram_downloader
+from adapters.telegram.settings import TelegramSettings
 from core.agent import Agent, AgentSettings
 from core.approval import ApprovalBroker, InMemoryDecisions, InMemoryPending
 from core.budgets import InMemoryUsageCounters, TokenBudgets
@@ -30,6 +31,7 @@ from core.storage import Stores
 from core.tools import FunctionTool, ToolHints, ToolRegistry
 from tests.fakes.telegram_server import MESSAGE_LIMIT, FakeTelegram, Message, parse_html, utf16_len
 from tests.stores import in_memory_stores
+from tests.surfaces.policy import split
 
 CHAT = 4242
 CALC = [
@@ -159,6 +161,7 @@ async def bots() -> AsyncIterator[Callable[..., Any]]:
                 approval_tools=frozenset({"files_delete"}) if approval else frozenset(),
             ),
         )
+        own, policy = split("telegram", **{"cooldown_seconds": 0.0, **settings})
         bot = TelegramBot(
             agent,
             stores=stores,
@@ -167,12 +170,9 @@ async def bots() -> AsyncIterator[Callable[..., Any]]:
                 stores.channel_settings, {}, tools, default_model=model.name, default_vision=vision
             ),
             settings=TelegramSettings(
-                token=fake.token,
-                api_base_url=fake.base_url,
-                cooldown_seconds=0.0,
-                poll_timeout=1.0,
-                **settings,
+                token=fake.token, api_base_url=fake.base_url, poll_timeout=1.0, **own
             ),
+            policy=policy,
             broker=broker,
             files=conversation_files,
             room=room,

@@ -12,7 +12,8 @@ import pytest
 from aiohttp import web
 
 from adapters.channels import ChannelChoices
-from adapters.telegram.bot import TelegramBot, TelegramSettings
+from adapters.telegram.bot import TelegramBot
+from adapters.telegram.settings import TelegramSettings
 from adapters.telegram.webhook import SECRET_HEADER, WebhookServer, webhook_secret
 from core.agent import Agent, AgentSettings
 from core.approval import ApprovalBroker
@@ -22,6 +23,7 @@ from core.storage import Stores
 from core.tools import FunctionTool, ToolRegistry
 from tests.fakes.local_server import serve_locally
 from tests.fakes.telegram_server import FakeTelegram
+from tests.surfaces.policy import policy
 
 CHAT = 31337
 URL = "https://bot.example.com/telegram/hook"
@@ -87,11 +89,11 @@ async def processes(
             settings=TelegramSettings(
                 token=fake.token,
                 api_base_url=fake.base_url,
-                cooldown_seconds=0.0,
                 mode="webhook",
                 webhook_url=URL,
                 webhook_secret=secret,
             ),
+            policy=policy("telegram", cooldown_seconds=0.0),
             broker=broker,
         )
         server = WebhookServer(bot, path="/telegram/hook", secret=secret)

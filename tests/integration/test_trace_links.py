@@ -40,6 +40,7 @@ from tests.integration import test_slack_app
 from tests.integration.test_discord import CALC_THEN_ANSWER, content_of, tools
 from tests.integration.test_slack_app import CHANNEL, Harness, tool_then_answer
 from tests.stores import in_memory_stores
+from tests.surfaces.policy import policy
 
 fake = test_slack_app.fake  # the Slack harness's fixtures, used here by name
 make = test_slack_app.make
@@ -84,13 +85,13 @@ async def test_the_last_post_of_a_discord_trace_thread_links_to_the_page() -> No
             edit_interval=0.25,
             tick=0.25,
             guild_ready_timeout=0.05,
-            cooldown_seconds=0,
             layout="text",  # the components layout's link: test_discord_layout.py
         )
         services = Services(
             agent,
             in_memory_stores(history=history, traces=traces),
             settings,
+            policy("discord", cooldown_seconds=0),
             trace_link=signer.link,
         )
         bot = create_bot(services)

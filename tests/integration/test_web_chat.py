@@ -30,6 +30,7 @@ from core.prompt import QUESTION_PREFIX
 from core.scripted import ScriptedModel, Turn
 from core.storage import Stores
 from core.tools import FunctionTool, ToolHints, ToolRegistry
+from tests.surfaces.policy import split
 
 CALC = [
     Turn("Thought: I will use the calculator.\nAction: calculate[17*23+4]", delay=0.05),
@@ -136,12 +137,14 @@ async def chats() -> AsyncIterator[Callable[..., Any]]:
             ),
         )
         key, signer = page_signer(_NoSecrets())
+        own, policy = split("web", **{"cooldown_seconds": 0.0, **settings})
         chat = WebChat(
             agent,
             stores=stores,
             budgets=TokenBudgets(InMemoryUsageCounters()),
             choices=ChannelChoices(stores.channel_settings, {}, tools, default_model=model.name),
-            settings=replace(WebSettings(cooldown_seconds=0.0), **settings),
+            settings=replace(WebSettings(), **own),
+            policy=policy,
             broker=broker,
             secret=key,
             trace_link=lambda trace_id: f"/t/{trace_id}?{signer.query(trace_id)}",

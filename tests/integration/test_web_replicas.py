@@ -24,6 +24,7 @@ from core.scripted import ScriptedModel, Turn
 from core.tools import ToolRegistry
 from tests.integration.test_web_chat import Events, _csrf
 from tests.stores import in_memory_stores
+from tests.surfaces.policy import policy
 
 SLOW = [Turn("Thought: this will take a long while", chunk_size=4, stall_after=4)]
 
@@ -70,7 +71,8 @@ async def replicas(
                 choices=ChannelChoices(
                     stores.channel_settings, {}, tools, default_model=model.name
                 ),
-                settings=WebSettings(cooldown_seconds=0.0),
+                settings=WebSettings(),
+                policy=policy("web", cooldown_seconds=0.0),
                 secret=key,
             )
             server = TestServer(chat.application(), host="127.0.0.1")

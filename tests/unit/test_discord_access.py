@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from adapters.answering import cooldown_message
 from adapters.discord.access import Asker, is_admin, refusal
-from adapters.discord.settings import DiscordSettings
+from tests.surfaces.policy import policy
 
 GUILD, CHANNEL, CATEGORY, THREAD = 10, 20, 30, 40
 
@@ -16,11 +16,11 @@ def asker(**kw: object) -> Asker:
 
 
 def test_everyone_is_allowed_by_default() -> None:
-    assert refusal(DiscordSettings(), asker()) is None
+    assert refusal(policy("discord"), asker()) is None
 
 
 def test_guild_and_channel_lists_include_categories_and_thread_parents() -> None:
-    settings = DiscordSettings(allowed_guilds=(GUILD,), allowed_channels=(CATEGORY,))
+    settings = policy("discord", allowed_guilds=(GUILD,), allowed_channels=(CATEGORY,))
     assert refusal(settings, asker()) is None
     assert refusal(settings, asker(places=(THREAD, CHANNEL, CATEGORY))) is None
     assert refusal(settings, asker(places=(99,))) is not None
@@ -28,7 +28,7 @@ def test_guild_and_channel_lists_include_categories_and_thread_parents() -> None
 
 
 def test_users_and_roles_lists() -> None:
-    settings = DiscordSettings(allowed_users=(5,), allowed_roles=(7,))
+    settings = policy("discord", allowed_users=(5,), allowed_roles=(7,))
     assert refusal(settings, asker(user_id=5)) is None
     assert refusal(settings, asker(role_ids=frozenset({7}))) is None
     assert "not on the list" in (refusal(settings, asker()) or "")
@@ -36,12 +36,12 @@ def test_users_and_roles_lists() -> None:
 
 
 def test_dms_follow_the_switch() -> None:
-    assert refusal(DiscordSettings(allow_dms=True), asker(guild_id=None, places=())) is None
-    assert refusal(DiscordSettings(allow_dms=False), asker(guild_id=None)) is not None
+    assert refusal(policy("discord", allow_dms=True), asker(guild_id=None, places=())) is None
+    assert refusal(policy("discord", allow_dms=False), asker(guild_id=None)) is not None
 
 
 def test_admins() -> None:
-    settings = DiscordSettings(admin_users=(3,), admin_roles=(8,))
+    settings = policy("discord", admin_users=(3,), admin_roles=(8,))
     assert is_admin(settings, asker(user_id=3))
     assert is_admin(settings, asker(role_ids=frozenset({8})))
     assert not is_admin(settings, asker())
@@ -56,20 +56,20 @@ def test_a_restricted_bot_answers_dms_only_for_listed_users_or_allowed_members()
 
     dm = {"guild_id": None, "places": (555,)}
     for settings in (
-        DiscordSettings(allowed_guilds=(GUILD,)),
-        DiscordSettings(allowed_channels=(CHANNEL,)),
-        DiscordSettings(allowed_roles=(7,)),
+        policy("discord", allowed_guilds=(GUILD,)),
+        policy("discord", allowed_channels=(CHANNEL,)),
+        policy("discord", allowed_roles=(7,)),
     ):
         stranger = refusal(settings, asker(**dm))
         assert stranger is not None and "members of the servers I serve" in stranger
-    guilds = DiscordSettings(allowed_guilds=(GUILD,), allowed_users=(5,))
+    guilds = policy("discord", allowed_guilds=(GUILD,), allowed_users=(5,))
     assert refusal(guilds, asker(user_id=5, **dm)) is None
     member = Membership(GUILD, frozenset())
     assert refusal(guilds, asker(memberships=(member,), **dm)) is None
     elsewhere = Membership(99, frozenset({7}))
     assert refusal(guilds, asker(memberships=(elsewhere,), **dm)) is not None
-    roles = DiscordSettings(allowed_guilds=(GUILD,), allowed_roles=(7,))
+    roles = policy("discord", allowed_guilds=(GUILD,), allowed_roles=(7,))
     assert refusal(roles, asker(memberships=(member,), **dm)) is not None
     with_role = Membership(GUILD, frozenset({7}))
     assert refusal(roles, asker(memberships=(with_role,), **dm)) is None
-    assert refusal(DiscordSettings(), asker(**dm)) is None  # unrestricted: DMs are open
+    assert refusal(policy("discord"), asker(**dm)) is None  # unrestricted: DMs are open

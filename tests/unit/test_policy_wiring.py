@@ -2,26 +2,28 @@
 
 A dead process's answers are finished after the run lease: Telegram's mapper once used
 ``agent.deadline + 60`` (240 s) where every other surface used ``agent.lease_seconds`` (25 s).
+Since ``bot.policy.policy_for`` is the only reader of these keys, this reads them from the
+environment, as a deployment sets them, on every platform.
 """
 
 from __future__ import annotations
 
 from bot.config import load_config
-from bot.serve_slack import slack_settings
-from bot.serve_telegram import telegram_settings
-from bot.serve_web import web_settings
+from bot.policy import PLATFORMS, policy_for
 
 ENV = {
     "TELEGRAM_BOT_TOKEN": "123456:test-token",
     "SLACK_BOT_TOKEN": "xoxb-test",
     "SLACK_APP_TOKEN": "xapp-test",
     "REACTBOT_AGENT__LEASE_SECONDS": "17",
+    "REACTBOT_AGENT__MERGE_WINDOW": "0.5",
+    "REACTBOT_AGENT__MAX_RUNS_PER_USER": "3",
 }
 
 
 def test_every_surface_gets_the_run_lease_and_the_shared_limits() -> None:
     config = load_config(None, ENV)
-    settings = [telegram_settings(config), slack_settings(config), web_settings(config)]
-    assert {s.run_lease for s in settings} == {17.0}
-    assert {s.max_runs_per_user for s in settings} == {config.agent.max_runs_per_user}
-    assert {s.merge_window for s in settings} == {config.agent.merge_window}
+    policies = [policy_for(config, platform) for platform in PLATFORMS]
+    assert {p.lease for p in policies} == {17.0}
+    assert {p.max_runs_per_user for p in policies} == {3}
+    assert {p.merge_window for p in policies} == {0.5}

@@ -19,8 +19,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from adapters.answering import SHUTDOWN, Approvers
+from adapters.answering import SHUTDOWN
 from adapters.live import VERBOSITIES, RunView, Verbosity
+from adapters.policy import Approvers
 from adapters.slack.approval import EDIT_LIMIT, parse_button_value
 from adapters.slack.blocks import (
     ANSWER_PARTS,
