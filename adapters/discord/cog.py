@@ -639,7 +639,7 @@ class AskCog(commands.Cog):
             attachments=message.attachments,
             earlier=self._earlier(message, me) if why == "mention" else None,
         )
-        ask = await self.answering.bursts.gather(first, self._conversation_for(message))
+        ask = await self.answering.gather(first, self._conversation_for(message))
         if ask is None:  # part of a burst another message opened: answered with it
             return
         admitted = await self.answering.admit(ask)

@@ -472,7 +472,7 @@ class SlackBot:
         if not await self.stores.claims.claim(question.claim_key):
             log.info("dropping a repeat delivery of %s", question.claim_key)
             return
-        ask = await self.answering.bursts.gather(
+        ask = await self.answering.gather(
             self._ask(question, bot_user_id=bot_user_id), _burst_key(question)
         )
         if ask is None:  # part of a burst another message opened: answered with it

@@ -49,10 +49,13 @@ from telegram.ext import (
 )
 
 from adapters import words
-from adapters.answering import Answering, Ask, Refusal, Ticket, edit_problem
+from adapters.answering import Answering, edit_problem
 from adapters.attachments import ConversationFiles
 from adapters.channels import ChannelChoices
 from adapters.decisions import Press, may_retry
+from adapters.dispatch.dispatcher import Dispatcher
+from adapters.dispatch.intents import Actor, Ask, Where
+from adapters.dispatch.outcome import Refusal
 from adapters.live import LiveMessage, RunView, Verbosity
 from adapters.pacing import EditPacer
 from adapters.policy import Policy
@@ -242,6 +245,8 @@ class TelegramBot:
             finalise=self._finish_orphan,
             room=room,
         )
+        self.dispatcher: Dispatcher[Asker] = Dispatcher(self.answering, claims=stores.claims)
+        """Each update once, bursts gathered, then the admission chain (``adapters.dispatch``)."""
         self.commands = SettingsCommands(self)
         """``/settings``, ``/verbosity``, ``/model``, ``/persona``, ``/tools``, ``/usage``."""
         self._add_handlers()
@@ -346,38 +351,61 @@ class TelegramBot:
         if asker is None or user is None:
             return
         chat_name = _chat_name(update.effective_chat)
-        await self._ask(asker, user, text, self._files_of(update), chat_name=chat_name)
+        ask = self._intent(
+            asker,
+            user,
+            text,
+            self._files_of(update),
+            event=f"telegram:message:{asker.chat}:{asker.message}",
+            chat_name=chat_name,
+        )
+        # In a task: a burst waits out agent.merge_window, and Telegram's updates are
+        # handled one after another, so the next message of the burst must not wait for it.
+        self.answering.spawn(self._asked(ask))
 
-    async def _ask(
+    async def _asked(self, ask: Ask[Asker]) -> None:
+        await self._dispatch(ask)
+
+    def _intent(
         self,
         asker: Asker,
         user: User,
         text: str,
         files: Sequence[Incoming] = (),
         *,
-        ident: str | None = None,
+        event: str,
         chat_name: str = "",
-    ) -> str | None:
-        """Admit the question and answer it in a task; the refusal's words (also sent as a
-        reply), or None when it is being answered. ``ident``: the ask's own id (default:
-        the message's); ``chat_name``: the chat as the trace names it."""
-        ask: Ask[Asker] = Ask(
-            who=asker,
-            user=str(user.id),
-            key=f"telegram:{user.id}",
-            name=user.username or user.full_name or str(user.id),
-            admin=str(user.id) in self.policy.admin_users,
-            place=conversation_of(asker.chat),
-            question=text.strip(),
-            ident=ident or f"telegram:{asker.chat}:{asker.message}",
-            files=files,
-            channel_name=chat_name,
+        gathers: bool = True,
+    ) -> Ask[Asker]:
+        """The question as the dispatcher reads it: ``event`` is its claim (the message, a
+        Retry press; the webhook route claims each delivery, ``telegram:update:{id}``, before
+        this); ``/ask`` is a message like any other here (Telegram has no ack to keep), so it
+        gathers too; Retry does not."""
+        user_id = str(user.id)
+        where = Where(
+            "telegram",
+            "topic" if asker.thread is not None else "channel" if is_group(asker.chat) else "dm",
+            str(asker.chat),
+            thread=str(asker.thread) if asker.thread is not None else None,
+            name=chat_name,
         )
-        admitted = await self.answering.admit(ask)
-        if isinstance(admitted, Refusal):
-            await self.say(asker, admitted.text)
-            return admitted.text
-        self.answering.spawn(self._answer(admitted, asker))
+        actor = Actor(
+            "telegram",
+            user_id,
+            f"telegram:{user_id}",
+            user.username or user.full_name or user_id,
+            admin=user_id in self.policy.admin_users,
+        )
+        question = text.strip()
+        return Ask(event=event, actor=actor, where=where, question=question, files=files,
+                   gathers=gathers, who=asker)  # fmt: skip
+
+    async def _dispatch(self, ask: Ask[Asker]) -> str | None:
+        """The refusal's words (also sent as a reply), or None (answered, or nothing to say)."""
+        outcome = await self.dispatcher.dispatch(ask, TelegramReply(self, ask.who))
+        if isinstance(outcome, Refusal):
+            await self.say(ask.who, outcome.text)
+            return outcome.text
         return None
 
     def _files_of(self, update: Update) -> list[Incoming]:
@@ -385,9 +413,6 @@ class TelegramBot:
         if self.telegram_files is None or message is None:
             return []
         return self.telegram_files.incoming(message)
-
-    async def _answer(self, ticket: Ticket[Asker], asker: Asker) -> None:
-        await self.answering.answer(ticket, TelegramReply(self, asker))
 
     async def on_start(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         del context
@@ -617,13 +642,15 @@ class TelegramBot:
         if trace is None or not trace.question or not may_retry(trace.conversation, here):
             return words.RETRY_GONE
         asker = Asker(message.chat.id, query.from_user.id, message.message_id, thread)
-        refused = await self._ask(
+        ask = self._intent(
             asker,
             query.from_user,
             trace.question,
-            ident=f"telegram:retry:{query.id}",
+            event=f"telegram:retry:{query.id}",
             chat_name=_chat_name(message.chat),
+            gathers=False,
         )
+        refused = await self._dispatch(ask)
         return cut(refused, 190) if refused is not None else "Asking again…"
 
     async def on_error(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
