@@ -12,6 +12,7 @@ import discord
 
 from adapters.discord.access import Asker
 from adapters.discord.settings import DiscordSettings
+from adapters.dispatch.intents import PlaceKind, Where
 
 __all__ = [
     "Why",
@@ -24,6 +25,7 @@ __all__ = [
     "question_from",
     "replies_to",
     "settings_key",
+    "where_of",
     "why_question",
 ]
 
@@ -79,6 +81,25 @@ def asker_of(user: discord.User | discord.Member, channel: Channel, channel_id: 
         places=places_of(channel, channel_id),
         guild_admin=admin,
     )
+
+
+def where_of(channel: Channel, channel_id: int, *, bot_id: int) -> Where:
+    """Where an event happened, as ``adapters.dispatch.conversation`` reads it: a thread's
+    ``channel`` is its parent; a thread the bot opened on an answer is a ``bot_thread``."""
+    guild = getattr(channel, "guild", None)
+    space = str(guild.id) if isinstance(guild, discord.Guild) else None
+    name = channel_name(channel)
+    if not isinstance(channel, discord.Thread):
+        kind: PlaceKind = "dm" if space is None else "channel"
+        return Where("discord", kind, str(channel_id), space=space, name=name)
+    if is_bots_thread(channel, bot_id):
+        kind = "bot_thread"
+    elif channel.type == discord.ChannelType.private_thread:
+        kind = "private_thread"
+    else:
+        kind = "thread"
+    parent = str(channel.parent_id or channel_id)
+    return Where("discord", kind, parent, space=space, thread=str(channel_id), name=name)
 
 
 def channel_name(channel: Channel) -> str:

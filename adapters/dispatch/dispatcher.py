@@ -29,6 +29,8 @@ from core.stores import EventClaims
 
 W = TypeVar("W")
 
+ReplyFor = Callable[[Admitted[W]], Reply]
+"""The surface's reply to an admitted ask (its record, ``who``, is the burst's first event's)."""
 Answer = Callable[[Ticket[W], Reply], Coroutine[Any, Any, None]]
 """What runs an admitted ask to its end (``Answering.answer``, or a surface's wrapper of it
 that keeps its own count of answers going)."""
@@ -47,11 +49,12 @@ class Dispatcher(Generic[W]):
         return conversation_of(where, self.policy, root=root)
 
     async def dispatch(
-        self, ask: Ask[W], reply: Reply, *, answer: Answer[W] | None = None
+        self, ask: Ask[W], reply: ReplyFor[W], *, answer: Answer[W] | None = None
     ) -> Outcome:
-        """Claim, gather, admit; an admitted ask is answered through ``reply`` in a task
-        of the answering pipeline's (``answer``: how; default ``Answering.answer``).
-        Returns once the outcome is known."""
+        """Claim, gather, admit; an admitted ask is answered through ``reply(admitted)``
+        (the surface's reply to the first message of a burst) in a task of the answering
+        pipeline's (``answer``: how; default ``Answering.answer``). Returns once the
+        outcome is known."""
         admission = Admission(ask, self.policy)
         dropped = await self.claim(admission) or await self.burst(admission)
         if dropped is not None:
@@ -60,7 +63,7 @@ class Dispatcher(Generic[W]):
         if isinstance(admitted, Refusal):
             return admitted
         run = answer or self.answering.answer
-        self.answering.spawn(run(admitted, reply))
+        self.answering.spawn(run(admitted, reply(admitted.ask)))
         return Done()
 
     def _admitted(self, ask: Ask[W]) -> Admitted[W]:

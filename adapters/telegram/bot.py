@@ -402,7 +402,9 @@ class TelegramBot:
 
     async def _dispatch(self, ask: Ask[Asker]) -> str | None:
         """The refusal's words (also sent as a reply), or None (answered, or nothing to say)."""
-        outcome = await self.dispatcher.dispatch(ask, TelegramReply(self, ask.who))
+        outcome = await self.dispatcher.dispatch(
+            ask, lambda admitted: TelegramReply(self, admitted.who)
+        )
         if isinstance(outcome, Refusal):
             await self.say(ask.who, outcome.text)
             return outcome.text

@@ -615,7 +615,9 @@ class WebChat:
             question=str(body.get("question", "")).strip(),
             who=session,
         )
-        outcome = await self.dispatcher.dispatch(ask, WebReply(self, session), answer=self._answer)
+        outcome = await self.dispatcher.dispatch(
+            ask, lambda admitted: WebReply(self, admitted.who), answer=self._answer
+        )
         if isinstance(outcome, Refusal):
             status = 400 if outcome.reason == "question" else 429
             return self._json({"error": outcome.text, "reason": outcome.reason}, status=status)
