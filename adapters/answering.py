@@ -39,7 +39,6 @@ from adapters.attachments import ConversationFiles
 from adapters.channels import ChannelChoices, ChoiceError
 from adapters.context import EarlierReader, Read, Refusals, bounded, earlier
 from adapters.decisions import Owner, Press, Stopped, may_decide, may_stop
-from adapters.dispatch.bursts import Bursts
 from adapters.dispatch.outcome import Reason
 from adapters.dispatch.outcome import (
     Refusal as Refusal,  # the surfaces' name for it, until they dispatch
@@ -221,8 +220,6 @@ class Answering(Generic[A]):
         its own, without the lag check, when none is given."""
         self.context = policy.context
         """How much of a channel's earlier messages a question may read (``context.*``)."""
-        self.bursts: Bursts[Ask[A]] = Bursts(policy.merge_window)
-        """Messages in quick succession, gathered into one question (``agent.merge_window``)."""
         self._context_refusals = Refusals()
         self.policy = policy
         self.cooldowns = stores.cooldowns
@@ -368,11 +365,6 @@ class Answering(Generic[A]):
             await self.slots.give_back(ask.key, ask.ident)
         except Exception:  # its lease frees it anyway
             log.exception("could not give back the run slot of %s", ask.ident)
-
-    async def gather(self, ask: Ask[A], conversation: str) -> Ask[A] | None:
-        """A message's burst (``agent.merge_window``: one person in ``conversation``), for
-        the surfaces whose questions do not come through ``adapters.dispatch`` yet."""
-        return await self.bursts.gather(ask, f"{ask.key}\x00{conversation}")
 
     # ---- the run's life -----------------------------------------------------------------
     async def answer(self, ticket: Ticket[A], reply: Reply) -> None:

@@ -59,15 +59,16 @@ class Dispatcher(Generic[W]):
         dropped = await self.claim(admission) or await self.burst(admission)
         if dropped is not None:
             return dropped
-        admitted = await self.answering.admit(self._admitted(admission.intent))
+        admitted = await self.answering.admit(self.admitted(admission.intent))
         if isinstance(admitted, Refusal):
             return admitted
         run = answer or self.answering.answer
         self.answering.spawn(run(admitted, reply(admitted.ask)))
         return Done()
 
-    def _admitted(self, ask: Ask[W]) -> Admitted[W]:
-        """The ask as the admission chain reads it; its event id is its run slot's id."""
+    def admitted(self, ask: Ask[W]) -> Admitted[W]:
+        """The ask as the admission chain reads it; its event id is its run slot's id (for
+        the asks that do not come through ``dispatch`` yet: slash commands, Retry)."""
         return Admitted(
             who=ask.who,
             user=ask.actor.id,

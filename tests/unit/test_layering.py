@@ -28,7 +28,7 @@ CEILINGS: dict[str, int] = {
     "core/redis_store.py": 2032,
     "bot/config.py": 1494,
     "adapters/discord/cog.py": 1319,
-    "adapters/slack/bot.py": 973,
+    "adapters/slack/bot.py": 972,
     "core/tools/mcp.py": 924,
 }
 """Files over 800 lines today and their size: none may grow; each is to be split."""
