@@ -33,13 +33,7 @@ from adapters.attachments import ConversationFiles
 from adapters.channels import ChannelChoices, ChoiceError
 from adapters.context import Read
 from adapters.decisions import Press, may_retry
-from adapters.discord.access import (
-    Asker,
-    Membership,
-    is_admin,
-    refusal,
-    restricted,
-)
+from adapters.discord.access import Asker, Membership, is_admin, refusal, restricted
 from adapters.discord.files import incoming_of
 from adapters.discord.history import read_before
 from adapters.discord.layout import (
@@ -72,7 +66,6 @@ from adapters.discord.surface import (
 from adapters.discord.translate import (
     asker_of,
     channel_name,
-    conversation_id,
     is_bots_thread,
     question_from,
     settings_key,
@@ -948,8 +941,13 @@ class AskCog(commands.Cog):
         return asker
 
     def _conversation_of(self, interaction: discord.Interaction) -> str:
-        return conversation_id(
-            interaction.channel, interaction.channel_id or 0, per_thread=self.policy.per_thread
+        return self._conversation_at(interaction.channel, interaction.channel_id or 0)
+
+    def _conversation_at(self, channel: Channel, channel_id: int) -> str:
+        """One rule for a message, a command and a button here (``adapters.dispatch``)."""
+        me = self.bot.user
+        return self.dispatcher.conversation(
+            where_of(channel, channel_id, bot_id=me.id if me else 0)
         )
 
     # ---- stopping ------------------------------------------------------------------------
@@ -1235,9 +1233,7 @@ class MentionReply(_Reply):
         self.message = message
 
     async def open(self, verbosity: Verbosity) -> str | None:
-        me = self.cog.bot.user
-        where = where_of(self.message.channel, self.message.channel.id, bot_id=me.id if me else 0)
-        return self.cog.dispatcher.conversation(where)
+        return self.cog._conversation_at(self.message.channel, self.message.channel.id)
 
     def reading(self) -> AbstractAsyncContextManager[object]:
         return _typing(self.message.channel)

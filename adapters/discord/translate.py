@@ -1,6 +1,7 @@
-"""Translating Discord's objects into ours: which conversation and settings a channel
-belongs to, who asked (``Asker``), why a message is a question. Pure functions over
-discord.py's objects (no I/O), so the cog that handles events stays about handling them.
+"""Translating Discord's objects into ours: where an event happened (``where_of``; its
+conversation is ``adapters.dispatch.conversation``'s), which settings a channel belongs to,
+who asked (``Asker``), why a message is a question. Pure functions over discord.py's objects
+(no I/O), so the cog that handles events stays about handling them.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ __all__ = [
     "Why",
     "asker_of",
     "channel_name",
-    "conversation_id",
     "is_bots_thread",
     "names_others",
     "places_of",
@@ -40,19 +40,6 @@ def settings_key(channel: Channel, channel_id: int) -> str:
     """``discord:{channel}`` whose settings apply: a thread follows its parent channel."""
     parent = getattr(channel, "parent_id", None) if isinstance(channel, discord.Thread) else None
     return f"discord:{parent or channel_id}"
-
-
-def conversation_id(channel: Channel, channel_id: int, *, per_thread: bool) -> str:
-    """``discord:{channel}``; a thread is its own conversation unless ``per_thread`` is off.
-    A private thread is always its own: its history and traces never reach the channel."""
-    if (
-        isinstance(channel, discord.Thread)
-        and not per_thread
-        and channel.parent_id
-        and channel.type != discord.ChannelType.private_thread
-    ):
-        return f"discord:{channel.parent_id}"
-    return f"discord:{channel_id}"
 
 
 def places_of(channel: Channel, channel_id: int) -> tuple[int, ...]:

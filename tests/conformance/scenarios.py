@@ -312,8 +312,6 @@ SCENARIOS = (
         reset_in_thread,
         CALC * 2,
         gaps={
-            "discord": "/reset in the bot's thread resets conversation_id(per_thread), not "
-            "the parent conversation its messages go to (plan §1 conversation of an event)",
             "slack": NO_SLACK.format("reset", "Reset", "reset"),
         },
         skips={"web": "a web session has no threads"},
