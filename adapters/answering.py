@@ -32,13 +32,17 @@ import math
 from collections import Counter, deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, Protocol, TypeVar
 
 from adapters.attachments import ConversationFiles
 from adapters.channels import ChannelChoices, ChoiceError
 from adapters.context import EarlierReader, Read, Refusals, bounded, earlier
 from adapters.decisions import Owner, Press, Stopped, may_decide, may_stop
+from adapters.dispatch.outcome import Reason
+from adapters.dispatch.outcome import (
+    Refusal as Refusal,  # the surfaces' name for it, until they dispatch
+)
 from adapters.live import LiveStats, RunView, Verbosity
 from adapters.policy import Policy
 from adapters.recovery import BEAT_EVERY, Finalise, Recovery
@@ -62,20 +66,6 @@ log = logging.getLogger(__name__)
 A = TypeVar("A")
 """The surface's own record of who asks (Discord: roles and places; Slack: the question)."""
 
-Reason = Literal[
-    "closing",
-    "access",
-    "question",
-    "model",
-    "budget",
-    "cooldown",
-    "voice",
-    "capacity",
-    "overloaded",
-    "busy",
-]
-"""Why a question is refused: ``capacity`` and ``overloaded`` are the process's own room
-(``adapters.room``: too many runs, a late event loop), ``busy`` the asker's runs at once."""
 RESTARTING = "reactbot is restarting; ask again in a moment."
 SHUTDOWN = "reactbot:shutdown"
 """``Run.cancel(by=SHUTDOWN)``: stopped because the bot is shutting down."""
@@ -142,14 +132,6 @@ class Ask(Generic[A]):
     ``question``."""
 
 
-@dataclass(frozen=True, slots=True)
-class Refusal:
-    """Why a question is not answered: the reason for code, the text for the asker."""
-
-    reason: Reason
-    text: str
-
-
 Access = Callable[[A], Awaitable[str | None]]
 """A surface's rule of who may ask where: None, or the refusal in the surface's words."""
 
@@ -211,60 +193,6 @@ class Reply(Protocol):
         ...
 
 
-@dataclass(slots=True)
-class _Burst(Generic[A]):
-    first: Ask[A]
-    questions: list[str]
-    files: list[Incoming]
-    more: asyncio.Event = field(default_factory=asyncio.Event)
-
-
-class Bursts(Generic[A]):
-    """``agent.merge_window``: messages from one person in one conversation, each within the
-    window of the one before and before a run starts, are one question. The first message
-    waits out the window (at most ``MERGE_AT_MOST`` windows in all); each later one adds its
-    text and files to it and is not answered on its own."""
-
-    MERGE_AT_MOST = 4
-
-    def __init__(self, window: float) -> None:
-        self.window = window
-        self._open: dict[str, _Burst[A]] = {}
-
-    async def gather(self, ask: Ask[A], conversation: str) -> Ask[A] | None:
-        """The question the burst ``ask`` opens, once the window has passed; None when
-        ``ask`` joined a burst already open (its text is in that one's question)."""
-        if self.window <= 0:
-            return ask
-        key = f"{ask.key}\x00{conversation}"
-        burst = self._open.get(key)
-        if burst is not None:
-            burst.questions.append(ask.question)
-            burst.files.extend(ask.files)
-            burst.more.set()
-            return None
-        burst = self._open[key] = _Burst(ask, [ask.question], list(ask.files))
-        try:
-            await self._wait_out(burst)
-        finally:
-            del self._open[key]
-        if len(burst.questions) == 1:
-            return ask
-        question = "\n".join(q for q in burst.questions if q)
-        return replace(ask, question=question, files=tuple(burst.files))
-
-    async def _wait_out(self, burst: _Burst[A]) -> None:
-        loop = asyncio.get_running_loop()
-        until = loop.time() + self.window * self.MERGE_AT_MOST
-        while (left := until - loop.time()) > 0:
-            burst.more.clear()
-            try:
-                async with asyncio.timeout(min(self.window, left)):
-                    await burst.more.wait()
-            except TimeoutError:
-                return
-
-
 @dataclass(frozen=True, slots=True)
 class Running(Generic[A]):
     run: Run
@@ -303,8 +231,6 @@ class Answering(Generic[A]):
         its own, without the lag check, when none is given."""
         self.context = policy.context
         """How much of a channel's earlier messages a question may read (``context.*``)."""
-        self.bursts: Bursts[A] = Bursts(policy.merge_window)
-        """Messages in quick succession, gathered into one question (``agent.merge_window``)."""
         self._context_refusals = Refusals()
         self.policy = policy
         self.cooldowns = stores.cooldowns

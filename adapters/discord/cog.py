@@ -33,13 +33,7 @@ from adapters.attachments import ConversationFiles
 from adapters.channels import ChannelChoices, ChoiceError
 from adapters.context import Read
 from adapters.decisions import Press, may_retry
-from adapters.discord.access import (
-    Asker,
-    Membership,
-    is_admin,
-    refusal,
-    restricted,
-)
+from adapters.discord.access import Asker, Membership, is_admin, refusal, restricted
 from adapters.discord.files import incoming_of
 from adapters.discord.history import read_before
 from adapters.discord.layout import (
@@ -72,12 +66,15 @@ from adapters.discord.surface import (
 from adapters.discord.translate import (
     asker_of,
     channel_name,
-    conversation_id,
     is_bots_thread,
     question_from,
     settings_key,
+    where_of,
     why_question,
 )
+from adapters.dispatch.dispatcher import Dispatcher
+from adapters.dispatch.intents import Actor
+from adapters.dispatch.intents import Ask as Intent
 from adapters.live import VERBOSITIES, LiveMessage, RunView, Verbosity
 from adapters.pacing import DISCORD_CHANNEL_WRITES, EditPacer
 from adapters.policy import Policy
@@ -607,6 +604,9 @@ class AskCog(commands.Cog):
             finalise=self._finish_orphan,
             room=services.room,
         )
+        self.dispatcher: Dispatcher[Asker] = Dispatcher(
+            self.answering, claims=services.stores.claims
+        )
 
     async def cog_load(self) -> None:
         # Registered for the whole bot: clicks on messages another process posted land here.
@@ -628,28 +628,24 @@ class AskCog(commands.Cog):
         why = why_question(message, me.id, self.settings)
         if why is None:
             return
-        if not await self.services.stores.claims.claim(f"discord:message:{message.id}"):
-            return
-        first = await self._ask(
-            message.author,
-            message.channel,
-            message.channel.id,
-            question_from(message.content, me.id),
-            ident=f"message:{message.id}",
-            attachments=message.attachments,
+        asker = await self._asker(message.author, message.channel, message.channel.id)
+        files = self.services.files
+        ask: Intent[Asker] = Intent(
+            event=f"discord:message:{message.id}",
+            actor=self._actor(message.author, asker),
+            where=where_of(message.channel, message.channel.id, bot_id=me.id),
+            question=question_from(message.content, me.id),
+            files=incoming_of(message.attachments, files.downloader) if files is not None else (),
             earlier=self._earlier(message, me) if why == "mention" else None,
+            memories=asker.where(settings_key(message.channel, message.channel.id)),
+            who=asker,
         )
-        ask = await self.answering.bursts.gather(first, self._conversation_for(message))
-        if ask is None:  # part of a burst another message opened: answered with it
-            return
-        admitted = await self.answering.admit(ask)
-        if isinstance(admitted, Refusal):
+        outcome = await self.dispatcher.dispatch(ask, lambda ask: MentionReply(self, message, ask))
+        if isinstance(outcome, Refusal):
             async with self.pacer.slot(str(message.channel.id), priority="first"):
                 await message.reply(
-                    admitted.text, mention_author=False, allowed_mentions=NO_MENTIONS
+                    outcome.text, mention_author=False, allowed_mentions=NO_MENTIONS
                 )
-            return
-        self.answering.spawn(self.answering.answer(admitted, MentionReply(self, message, ask)))
 
     # ---- app commands ---------------------------------------------------------------------
     @app_commands.command(name="ask", description="Ask a question; watch the reasoning live.")
@@ -934,16 +930,9 @@ class AskCog(commands.Cog):
 
         return read
 
-    def _conversation_for(self, message: discord.Message) -> str:
-        """The conversation a message continues: a thread the bot opened belongs to the
-        answer it was opened on, whose conversation is its channel's."""
-        channel = message.channel
-        me = self.bot.user
-        if me is not None and is_bots_thread(channel, me.id):
-            parent = getattr(channel, "parent_id", None)
-            if parent:
-                return f"discord:{parent}"
-        return conversation_id(channel, channel.id, per_thread=self.policy.per_thread)
+    def _actor(self, user: discord.User | discord.Member, asker: Asker) -> Actor:
+        admin = is_admin(self.policy, asker)
+        return Actor("discord", str(user.id), _user_key(asker), user.display_name, admin=admin)
 
     async def _asker(
         self, user: discord.User | discord.Member, channel: Channel, channel_id: int
@@ -954,8 +943,13 @@ class AskCog(commands.Cog):
         return asker
 
     def _conversation_of(self, interaction: discord.Interaction) -> str:
-        return conversation_id(
-            interaction.channel, interaction.channel_id or 0, per_thread=self.policy.per_thread
+        return self._conversation_at(interaction.channel, interaction.channel_id or 0)
+
+    def _conversation_at(self, channel: Channel, channel_id: int) -> str:
+        """One rule for a message, a command and a button here (``adapters.dispatch``)."""
+        me = self.bot.user
+        return self.dispatcher.conversation(
+            where_of(channel, channel_id, bot_id=me.id if me else 0)
         )
 
     # ---- stopping ------------------------------------------------------------------------
@@ -1241,7 +1235,7 @@ class MentionReply(_Reply):
         self.message = message
 
     async def open(self, verbosity: Verbosity) -> str | None:
-        return self.cog._conversation_for(self.message)
+        return self.cog._conversation_at(self.message.channel, self.message.channel.id)
 
     def reading(self) -> AbstractAsyncContextManager[object]:
         return _typing(self.message.channel)

@@ -1,6 +1,7 @@
-"""Translating Discord's objects into ours: which conversation and settings a channel
-belongs to, who asked (``Asker``), why a message is a question. Pure functions over
-discord.py's objects (no I/O), so the cog that handles events stays about handling them.
+"""Translating Discord's objects into ours: where an event happened (``where_of``; its
+conversation is ``adapters.dispatch.conversation``'s), which settings a channel belongs to,
+who asked (``Asker``), why a message is a question. Pure functions over discord.py's objects
+(no I/O), so the cog that handles events stays about handling them.
 """
 
 from __future__ import annotations
@@ -12,18 +13,19 @@ import discord
 
 from adapters.discord.access import Asker
 from adapters.discord.settings import DiscordSettings
+from adapters.dispatch.intents import PlaceKind, Where
 
 __all__ = [
     "Why",
     "asker_of",
     "channel_name",
-    "conversation_id",
     "is_bots_thread",
     "names_others",
     "places_of",
     "question_from",
     "replies_to",
     "settings_key",
+    "where_of",
     "why_question",
 ]
 
@@ -38,19 +40,6 @@ def settings_key(channel: Channel, channel_id: int) -> str:
     """``discord:{channel}`` whose settings apply: a thread follows its parent channel."""
     parent = getattr(channel, "parent_id", None) if isinstance(channel, discord.Thread) else None
     return f"discord:{parent or channel_id}"
-
-
-def conversation_id(channel: Channel, channel_id: int, *, per_thread: bool) -> str:
-    """``discord:{channel}``; a thread is its own conversation unless ``per_thread`` is off.
-    A private thread is always its own: its history and traces never reach the channel."""
-    if (
-        isinstance(channel, discord.Thread)
-        and not per_thread
-        and channel.parent_id
-        and channel.type != discord.ChannelType.private_thread
-    ):
-        return f"discord:{channel.parent_id}"
-    return f"discord:{channel_id}"
 
 
 def places_of(channel: Channel, channel_id: int) -> tuple[int, ...]:
@@ -79,6 +68,25 @@ def asker_of(user: discord.User | discord.Member, channel: Channel, channel_id: 
         places=places_of(channel, channel_id),
         guild_admin=admin,
     )
+
+
+def where_of(channel: Channel, channel_id: int, *, bot_id: int) -> Where:
+    """Where an event happened, as ``adapters.dispatch.conversation`` reads it: a thread's
+    ``channel`` is its parent; a thread the bot opened on an answer is a ``bot_thread``."""
+    guild = getattr(channel, "guild", None)
+    space = str(guild.id) if isinstance(guild, discord.Guild) else None
+    name = channel_name(channel)
+    if not isinstance(channel, discord.Thread):
+        kind: PlaceKind = "dm" if space is None else "channel"
+        return Where("discord", kind, str(channel_id), space=space, name=name)
+    if is_bots_thread(channel, bot_id):
+        kind = "bot_thread"
+    elif channel.type == discord.ChannelType.private_thread:
+        kind = "private_thread"
+    else:
+        kind = "thread"
+    parent = str(channel.parent_id or channel_id)
+    return Where("discord", kind, parent, space=space, thread=str(channel_id), name=name)
 
 
 def channel_name(channel: Channel) -> str:

@@ -53,17 +53,14 @@ from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from adapters import words
-from adapters.answering import (
-    SHUTDOWN,
-    Answering,
-    Ask,
-    Follower,
-    Refusal,
-)
+from adapters.answering import SHUTDOWN, Answering, Ask, Follower, Refusal, Reply, Ticket
 from adapters.attachments import ConversationFiles
 from adapters.channels import ChannelChoices
 from adapters.context import Read
 from adapters.decisions import Press, may_retry
+from adapters.dispatch.dispatcher import Dispatcher
+from adapters.dispatch.intents import Actor, PlaceKind, Where
+from adapters.dispatch.intents import Ask as Intent
 from adapters.live import LiveMessage, LiveStats, RunView, Verbosity
 from adapters.pacing import Budget, EditPacer, per_minute
 from adapters.policy import Policy
@@ -102,7 +99,7 @@ from adapters.slack.payloads import (
 )
 from adapters.slack.render import SlackRenderer
 from adapters.slack.settings import SlackSettings
-from adapters.slack.settings_commands import SettingsCommands, settings_key
+from adapters.slack.settings_commands import SettingsCommands
 from adapters.slack.stream_render import FEEDBACK_ACTION_ID, parse_feedback
 from adapters.slack.streaming import (
     StreamPacers,
@@ -182,9 +179,12 @@ def _user_key(question: Question) -> str:
     return f"slack:{question.team}:{question.user}"
 
 
-def _burst_key(question: Question) -> str:
-    """Where a burst gathers: the thread, or the channel's top level (or the DM)."""
-    return f"{question.team}:{question.channel}:{question.thread_ts or ''}"
+def _where(q: Question) -> Where:
+    """Where the question was asked, as ``adapters.dispatch.conversation`` reads it."""
+    kind: PlaceKind = "assistant" if q.assistant else "dm" if q.is_dm else "channel"
+    if kind == "channel" and q.thread_ts:
+        kind = "thread"
+    return Where("slack", kind, q.channel, space=q.team, thread=q.thread_ts, name=q.channel_name)
 
 
 class ChannelMembers:
@@ -317,6 +317,7 @@ class SlackBot:
             finalise=self._finish_orphan,
             room=room,
         )
+        self.dispatcher: Dispatcher[Question] = Dispatcher(self.answering, claims=stores.claims)
         self.stats = self.answering.stats
         """The live messages' counters of finished runs (for benchmarks and diagnostics)."""
         self.commands = SettingsCommands(self)
@@ -469,27 +470,24 @@ class SlackBot:
             return
         if assistant:
             question = dataclasses.replace(question, assistant=True)
-        if not await self.stores.claims.claim(question.claim_key):
-            log.info("dropping a repeat delivery of %s", question.claim_key)
-            return
-        ask = await self.answering.bursts.gather(
-            self._ask(question, bot_user_id=bot_user_id), _burst_key(question)
+        outcome = await self.dispatcher.dispatch(
+            self._intent(question, bot_user_id=bot_user_id),
+            lambda ask: SlackReply(self, dataclasses.replace(ask.who, text=ask.question)),
+            answer=self._answer_named,
         )
-        if ask is None:  # part of a burst another message opened: answered with it
-            return
-        question = dataclasses.replace(ask.who, text=ask.question)
-        ask = dataclasses.replace(ask, who=question)
-        admitted = await self.answering.admit(ask)
-        if isinstance(admitted, Refusal):
-            await self._tell(question, admitted.text)
-            return
-        named = await self._named(question)  # for an admitted question only: no lookups else
-        admitted.ask = dataclasses.replace(
-            admitted.ask,
-            name=named.user_name or named.user,
-            channel_name=named.channel_name,
+        if isinstance(outcome, Refusal):
+            await self._tell(question, outcome.text)
+
+    async def _answer_named(self, ticket: Ticket[Question], reply: Reply) -> None:
+        """Answer an admitted event's question (a burst's, merged) with the asker's and the
+        channel's names looked up for it: for an admitted question only, no lookups else."""
+        question = dataclasses.replace(ticket.ask.who, text=ticket.ask.question)
+        named = await self._named(question)
+        name = named.user_name or named.user
+        ticket.ask = dataclasses.replace(
+            ticket.ask, who=question, name=name, channel_name=named.channel_name
         )
-        await self.answering.answer(admitted, SlackReply(self, question))
+        await self.answering.answer(ticket, reply)
 
     async def _followup(
         self, event: dict[str, Any], event_id: str, team: str, bot_user_id: str | None
@@ -647,28 +645,30 @@ class SlackBot:
         return channel, str(thread_ts) if thread_ts else None
 
     # ---- policy ---------------------------------------------------------------------------
-    def _ask(self, question: Question, *, bot_user_id: str | None = None) -> Ask[Question]:
-        """The question as the pipeline reads it; a mention reads its thread's earlier messages."""
-        files = self.files
-        limit = self.policy.context.messages
+    def _ask(self, question: Question) -> Ask[Question]:
+        """A slash command's or a Retry's question as the answering pipeline reads it."""
+        return self.dispatcher.admitted(self._intent(question))
+
+    def _intent(self, question: Question, *, bot_user_id: str | None = None) -> Intent[Question]:
+        """The question as the dispatcher reads it; a mention reads the earlier messages of
+        its thread or channel; an event's message gathers (a slash command's cannot wait)."""
+        files, limit = self.files, self.policy.context.messages
+        name, admin = question.user_name or question.user, question.user in self.policy.admin_users
 
         async def earlier() -> Read:
             return await self.history.read(question, limit=limit, bot_user_id=bot_user_id)
 
-        return Ask(
-            who=question,
-            user=question.user,
-            key=_user_key(question),
-            name=question.user_name or question.user,
-            admin=question.user in self.policy.admin_users,
-            place=settings_key(question.team, question.channel),
+        return Intent(
+            event=question.claim_key,
+            actor=Actor("slack", question.user, _user_key(question), name, admin=admin),
+            where=_where(question),
             question=question.text,
-            ident=question.claim_key,
             model=question.model,
             files=incoming_of(question.files, files.downloader) if files is not None else (),
             earlier=earlier if question.source == "mention" else None,
-            channel_name=question.channel_name,
-            where=question.where,
+            gathers=question.source != "command",
+            memories=question.where,
+            who=question,
         )
 
     async def _named(self, question: Question) -> Question:
@@ -895,7 +895,7 @@ class SlackReply:
             except NotInChannel:
                 await bot._tell(q, INVITE)
                 return None
-        return q.conversation(self.root, per_thread=bot.policy.per_thread)
+        return bot.dispatcher.conversation(_where(q), root=self.root)
 
     async def _stream_into(self, thread: str, verbosity: Verbosity) -> bool:
         """Start Slack's agent stream in ``thread``; False when Slack will not stream here

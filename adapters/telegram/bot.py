@@ -49,10 +49,13 @@ from telegram.ext import (
 )
 
 from adapters import words
-from adapters.answering import Answering, Ask, Refusal, Ticket, edit_problem
+from adapters.answering import Answering, edit_problem
 from adapters.attachments import ConversationFiles
 from adapters.channels import ChannelChoices
 from adapters.decisions import Press, may_retry
+from adapters.dispatch.dispatcher import Dispatcher
+from adapters.dispatch.intents import Actor, Ask, Where
+from adapters.dispatch.outcome import Refusal
 from adapters.live import LiveMessage, RunView, Verbosity
 from adapters.pacing import EditPacer
 from adapters.policy import Policy
@@ -82,7 +85,7 @@ from core.approval import ApprovalBroker, ApprovalRequest, Decision, Verdict
 from core.budgets import TokenBudgets
 from core.errors import StoreUnavailable
 from core.files import Incoming
-from core.memories import Where
+from core.memories import Where as MemoryPlace
 from core.storage import Stores
 from core.stores import RunRecord
 from core.trace import Trace
@@ -112,12 +115,12 @@ class Asker:
     """The forum topic the question was asked in."""
 
     @property
-    def where(self) -> Where:
+    def where(self) -> MemoryPlace:
         """Where they ask, as memories read it: a group is the space and each of its topics
         a place; a private chat is private."""
         group = is_group(self.chat)
         place = conversation_of(self.chat, self.thread)
-        return Where("telegram", str(self.chat) if group else "", place, not group)
+        return MemoryPlace("telegram", str(self.chat) if group else "", place, not group)
 
 
 def file_url(api_base_url: str) -> str:
@@ -251,6 +254,8 @@ class TelegramBot:
             finalise=self._finish_orphan,
             room=room,
         )
+        self.dispatcher: Dispatcher[Asker] = Dispatcher(self.answering, claims=stores.claims)
+        """Each update once, bursts gathered, then the admission chain (``adapters.dispatch``)."""
         self.commands = SettingsCommands(self)
         """``/settings``, ``/verbosity``, ``/model``, ``/persona``, ``/tools``, ``/usage``."""
         self._add_handlers()
@@ -356,39 +361,63 @@ class TelegramBot:
         if asker is None or user is None:
             return
         chat_name = _chat_name(update.effective_chat)
-        await self._ask(asker, user, text, self._files_of(update), chat_name=chat_name)
+        ask = self._intent(
+            asker,
+            user,
+            text,
+            self._files_of(update),
+            event=f"telegram:message:{asker.chat}:{asker.message}",
+            chat_name=chat_name,
+        )
+        # In a task: a burst waits out agent.merge_window, and Telegram's updates are
+        # handled one after another, so the next message of the burst must not wait for it.
+        self.answering.spawn(self._asked(ask))
 
-    async def _ask(
+    async def _asked(self, ask: Ask[Asker]) -> None:
+        await self._dispatch(ask)
+
+    def _intent(
         self,
         asker: Asker,
         user: User,
         text: str,
         files: Sequence[Incoming] = (),
         *,
-        ident: str | None = None,
+        event: str,
         chat_name: str = "",
-    ) -> str | None:
-        """Admit the question and answer it in a task; the refusal's words (also sent as a
-        reply), or None when it is being answered. ``ident``: the ask's own id (default:
-        the message's); ``chat_name``: the chat as the trace names it."""
-        ask: Ask[Asker] = Ask(
-            who=asker,
-            user=str(user.id),
-            key=f"telegram:{user.id}",
-            name=user.username or user.full_name or str(user.id),
-            admin=str(user.id) in self.policy.admin_users,
-            place=conversation_of(asker.chat),
-            question=text.strip(),
-            ident=ident or f"telegram:{asker.chat}:{asker.message}",
-            files=files,
-            channel_name=chat_name,
-            where=asker.where,
+        gathers: bool = True,
+    ) -> Ask[Asker]:
+        """The question as the dispatcher reads it: ``event`` is its claim (the message, a
+        Retry press; the webhook route claims each delivery, ``telegram:update:{id}``, before
+        this); ``/ask`` is a message like any other here (Telegram has no ack to keep), so it
+        gathers too; Retry does not."""
+        user_id = str(user.id)
+        where = Where(
+            "telegram",
+            "topic" if asker.thread is not None else "channel" if is_group(asker.chat) else "dm",
+            str(asker.chat),
+            thread=str(asker.thread) if asker.thread is not None else None,
+            name=chat_name,
         )
-        admitted = await self.answering.admit(ask)
-        if isinstance(admitted, Refusal):
-            await self.say(asker, admitted.text)
-            return admitted.text
-        self.answering.spawn(self._answer(admitted, asker))
+        actor = Actor(
+            "telegram",
+            user_id,
+            f"telegram:{user_id}",
+            user.username or user.full_name or user_id,
+            admin=user_id in self.policy.admin_users,
+        )
+        question = text.strip()
+        return Ask(event=event, actor=actor, where=where, question=question, files=files,
+                   gathers=gathers, memories=asker.where, who=asker)  # fmt: skip
+
+    async def _dispatch(self, ask: Ask[Asker]) -> str | None:
+        """The refusal's words (also sent as a reply), or None (answered, or nothing to say)."""
+        outcome = await self.dispatcher.dispatch(
+            ask, lambda admitted: TelegramReply(self, admitted.who)
+        )
+        if isinstance(outcome, Refusal):
+            await self.say(ask.who, outcome.text)
+            return outcome.text
         return None
 
     def _files_of(self, update: Update) -> list[Incoming]:
@@ -396,9 +425,6 @@ class TelegramBot:
         if self.telegram_files is None or message is None:
             return []
         return self.telegram_files.incoming(message)
-
-    async def _answer(self, ticket: Ticket[Asker], asker: Asker) -> None:
-        await self.answering.answer(ticket, TelegramReply(self, asker))
 
     async def on_start(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         del context
@@ -628,13 +654,15 @@ class TelegramBot:
         if trace is None or not trace.question or not may_retry(trace.conversation, here):
             return words.RETRY_GONE
         asker = Asker(message.chat.id, query.from_user.id, message.message_id, thread)
-        refused = await self._ask(
+        ask = self._intent(
             asker,
             query.from_user,
             trace.question,
-            ident=f"telegram:retry:{query.id}",
+            event=f"telegram:retry:{query.id}",
             chat_name=_chat_name(message.chat),
+            gathers=False,
         )
+        refused = await self._dispatch(ask)
         return cut(refused, 190) if refused is not None else "Asking again…"
 
     async def on_error(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:

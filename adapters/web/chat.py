@@ -42,10 +42,11 @@ import hmac
 import json
 import logging
 import math
+import re
 import secrets
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
@@ -53,9 +54,12 @@ from typing import Any
 from aiohttp import web
 
 from adapters import words
-from adapters.answering import Answering, Ask, Refusal, Ticket
+from adapters.answering import Answering, Reply, Ticket
 from adapters.channels import ChannelChoices
 from adapters.decisions import Press
+from adapters.dispatch.dispatcher import Dispatcher
+from adapters.dispatch.intents import Actor, Ask, Where
+from adapters.dispatch.outcome import Drop, Refusal
 from adapters.live import VERBOSITIES, LiveMessage, RunView, Verbosity
 from adapters.pacing import EditPacer
 from adapters.policy import Policy
@@ -73,7 +77,7 @@ from core.agent import Agent, Run
 from core.approval import ApprovalBroker, Decision, Verdict
 from core.budgets import TokenBudgets
 from core.errors import ReactbotError, StoreUnavailable
-from core.memories import Where
+from core.memories import Where as MemoryPlace
 from core.prompt import QUESTION_PREFIX
 from core.storage import Stores
 from core.trace import Trace
@@ -373,6 +377,8 @@ class WebChat:
             shutdown_by="a bot restart",
             room=room,
         )
+        self.dispatcher: Dispatcher[Session] = Dispatcher(self.answering, claims=stores.claims)
+        """Each question once (the page's id for it), bursts gathered (``adapters.dispatch``)."""
         self._page = _asset("chat.html")
         self._static = {
             "chat.js": (_asset("chat.js"), "text/javascript"),
@@ -603,30 +609,32 @@ class WebChat:
 
     async def ask(self, request: web.Request) -> web.Response:
         session, body = await self._post(request)
-        question = str(body.get("question", "")).strip()
         ask: Ask[Session] = Ask(
+            event=f"web:{session.id}:{_client_id(body.get('id'))}",
+            actor=Actor("web", session.id, session.conversation, "you (web chat)"),
+            where=Where("web", "session", session.id, name="web chat"),
+            question=str(body.get("question", "")).strip(),
+            memories=MemoryPlace("web", "", session.conversation, private=True),  # its own
             who=session,
-            user=session.id,
-            key=session.conversation,
-            name="you (web chat)",
-            channel_name="web chat",
-            admin=False,
-            place=session.conversation,
-            question=question,
-            ident=f"{session.conversation}:{secrets.token_hex(6)}",
-            where=Where("web", "", session.conversation, private=True),  # the session's own
         )
-        admitted = await self.answering.admit(ask)
-        if isinstance(admitted, Refusal):
-            status = 400 if admitted.reason == "question" else 429
-            return self._json({"error": admitted.text, "reason": admitted.reason}, status=status)
-        session.running += 1  # from here to its end, the session is not forgotten
-        self.answering.spawn(self._answer(admitted, session))
+        outcome = await self.dispatcher.dispatch(
+            ask, lambda admitted: WebReply(self, admitted.who), answer=self._answer
+        )
+        if isinstance(outcome, Refusal):
+            status = 400 if outcome.reason == "question" else 429
+            return self._json({"error": outcome.text, "reason": outcome.reason}, status=status)
+        if isinstance(outcome, Drop):  # a repeated POST, or a message added to the last one
+            return self._json({"ok": True, "dropped": outcome.reason}, status=202)
         return self._json({"ok": True}, status=202)
 
-    async def _answer(self, ticket: Ticket[Session], session: Session) -> None:
+    def _answer(self, ticket: Ticket[Session], reply: Reply) -> Coroutine[Any, Any, None]:
+        session = ticket.ask.who
+        session.running += 1  # from here to its end, the session is not forgotten
+        return self._answered(ticket, reply, session)
+
+    async def _answered(self, ticket: Ticket[Session], reply: Reply, session: Session) -> None:
         try:
-            await self.answering.answer(ticket, WebReply(self, session))
+            await self.answering.answer(ticket, reply)
         finally:
             session.running -= 1
 
@@ -749,6 +757,18 @@ def _json_problem(text: str) -> str | None:
     except ValueError as exc:
         return str(exc).split(":")[0]
     return None if isinstance(value, dict) else "not an object"
+
+
+CLIENT_ID = re.compile(r"[0-9A-Za-z-]{8,64}")
+"""The page's id for one question (``crypto.randomUUID()``): what a repeated POST repeats."""
+
+
+def _client_id(given: object) -> str:
+    """The page's id for the question, or one made here (an older page sends none; an id
+    that is not one is not trusted as one)."""
+    if isinstance(given, str) and CLIENT_ID.fullmatch(given):
+        return given
+    return secrets.token_hex(8)
 
 
 def _asset(name: str) -> str:

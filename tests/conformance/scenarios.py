@@ -222,11 +222,6 @@ async def busy_at_room_limit(d: Driver) -> None:
     assert len(d.model.calls) == 1
 
 
-NO_CLAIMS_WEB = (
-    "no claims on web (plan §1 claims): a repeated POST /api/ask is a second run; the "
-    "ident is secrets.token_hex"
-)
-NO_BURSTS = "no bursts on {} (plan §1 bursts): merge_window is passed but gather never called"
 RETRY_TWICE = "Retry works any number of times: it is claimed {}, not per run (plan §1 Retry)"
 NO_SLACK = "no {} on Slack (plan §1 {}; decision 7: /ask-settings {})"
 
@@ -249,14 +244,12 @@ SCENARIOS = (
         "duplicate_delivery_once",
         duplicate_delivery_once,
         CALC * 2,
-        gaps={"web": NO_CLAIMS_WEB},
     ),
     Scenario(
         "burst_as_one",
         burst_as_one,
         CALC * 2,
         merge_window=0.6,
-        gaps={"telegram": NO_BURSTS.format("Telegram"), "web": NO_BURSTS.format("web")},
     ),
     Scenario(
         "kill9_interrupted_then_retry_once",
@@ -266,7 +259,7 @@ SCENARIOS = (
         gaps={
             "discord": RETRY_TWICE.format("per interaction (discord:interaction:{id})"),
             "slack": RETRY_TWICE.format("per press (slack:retry:{trigger_id})"),
-            "telegram": RETRY_TWICE.format("not at all (telegram:retry:{query.id})"),
+            "telegram": RETRY_TWICE.format("per press (telegram:retry:{query.id})"),
             "web": "the web chat finishes no orphan and has no Retry (plan §1 orphan finish, "
             "Retry)",
         },
@@ -319,8 +312,6 @@ SCENARIOS = (
         reset_in_thread,
         CALC * 2,
         gaps={
-            "discord": "/reset in the bot's thread resets conversation_id(per_thread), not "
-            "the parent conversation its messages go to (plan §1 conversation of an event)",
             "slack": NO_SLACK.format("reset", "Reset", "reset"),
         },
         skips={"web": "a web session has no threads"},

@@ -111,7 +111,11 @@ async def test_a_lagging_loop_fails_no_run_and_refuses_new_questions_politely(
         agent,
         surface="slack",
         access=access,
-        policy=Policy("slack", cooldown_seconds=0),
+        # The lease it ran with before the policy's default became agent.lease_seconds (25 s):
+        # this is about admission under a late loop, not about runs whose beats come later
+        # than their lease (a run that ends then may be taken for an orphan: see the report
+        # of issue 41's slice 5).
+        policy=Policy("slack", cooldown_seconds=0, lease=240),
         stores=stores,
         budgets=TokenBudgets(stores.usage),
         choices=ChannelChoices(stores.channel_settings, tools=tools),

@@ -1,15 +1,17 @@
 """Earlier messages as the model reads them: bounded, one line each, fenced, inert; and
-bursts gathered into one question (``adapters/context.py``, ``adapters/answering.Bursts``)."""
+bursts gathered into one question (``adapters/context.py``, ``adapters/dispatch/bursts.py``)."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from adapters.answering import Ask, Bursts
+from adapters.answering import Ask
 from adapters.context import Refusals, Said, bounded, earlier, line, summary
+from adapters.dispatch.bursts import Bursts
 from core.prompt import EARLIER_TAG, earlier_message
 from tests.hostile import hostile_text
 from tests.properties import property_settings
@@ -108,13 +110,18 @@ def ask(question: str, *, key: str = "slack:T:U1", ident: str = "1") -> Ask[str]
     )
 
 
+def gathered(bursts: Bursts[Ask[str]], asked: Ask[str], place: str) -> Awaitable[Ask[str] | None]:
+    """One person's message in ``place``: the key ``conversation.burst_key`` makes."""
+    return bursts.gather(asked, f"{asked.key}\x00{place}")
+
+
 async def test_a_burst_is_one_question_and_others_stay_apart() -> None:
-    bursts: Bursts[str] = Bursts(window=0.5)
-    first = asyncio.create_task(bursts.gather(ask("what is 2+2", ident="1"), "C1"))
+    bursts: Bursts[Ask[str]] = Bursts(window=0.5)
+    first = asyncio.create_task(gathered(bursts, ask("what is 2+2", ident="1"), "C1"))
     await asyncio.sleep(0)  # the first opens the burst
-    joined = await bursts.gather(ask("and times 3?", ident="2"), "C1")
-    elsewhere = asyncio.create_task(bursts.gather(ask("hi", ident="3"), "C2"))
-    someone = asyncio.create_task(bursts.gather(ask("yo", key="slack:T:U2", ident="4"), "C1"))
+    joined = await gathered(bursts, ask("and times 3?", ident="2"), "C1")
+    elsewhere = asyncio.create_task(gathered(bursts, ask("hi", ident="3"), "C2"))
+    someone = asyncio.create_task(gathered(bursts, ask("yo", key="slack:T:U2", ident="4"), "C1"))
     merged = await first
     assert joined is None
     assert merged is not None and merged.question == "what is 2+2\nand times 3?"
@@ -126,5 +133,5 @@ async def test_a_burst_is_one_question_and_others_stay_apart() -> None:
 
 
 async def test_no_window_no_wait() -> None:
-    bursts: Bursts[str] = Bursts(window=0.0)
-    assert await bursts.gather(ask("now"), "C1") == ask("now")
+    bursts: Bursts[Ask[str]] = Bursts(window=0.0)
+    assert await gathered(bursts, ask("now"), "C1") == ask("now")

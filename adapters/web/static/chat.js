@@ -228,6 +228,13 @@
     return null;
   }
 
+  function questionId() {
+    // randomUUID needs a secure context; a chat reached over plain http on a LAN has not one
+    if (window.crypto.randomUUID) return window.crypto.randomUUID();
+    const bytes = window.crypto.getRandomValues(new Uint8Array(16));
+    return Array.from(bytes, function (b) { return b.toString(16).padStart(2, "0"); }).join("");
+  }
+
   // ---- the page ------------------------------------------------------------------------------
   form.addEventListener("submit", async function (event) {
     event.preventDefault();
@@ -235,8 +242,11 @@
     if (!question) return;
     showError("");
     listen();
-    const result = await post("/api/ask", { question: question });
-    if (result.ok) box.value = "";
+    // The box is free at once for the next message (a burst within agent.merge_window is
+    // one question); the id makes a repeated POST (a retry) the same question, answered once.
+    box.value = "";
+    const result = await post("/api/ask", { question: question, id: questionId() });
+    if (!result.ok && !box.value) box.value = question;
   });
   box.addEventListener("keydown", function (event) {
     if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {

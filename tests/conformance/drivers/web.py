@@ -6,7 +6,9 @@ web chat has no admins), and "other" is a second browser with a session of its o
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -28,6 +30,8 @@ class WebDriver:
         self.stream = stream
         self._other = (other, csrf)
         self._asked = 0
+        self._sent: list[asyncio.Task[tuple[int | None, Said]]] = []
+        """Every question's POST, answered or not yet."""
 
     async def _post(self, who: Persona, path: str, body: Any) -> tuple[int, Any]:
         http, csrf = (self.c.http, self.c.csrf) if who != "other" else self._other
@@ -38,24 +42,42 @@ class WebDriver:
             return response.status, await response.json()
 
     async def ask(self, who: Persona, text: str, *, where: Spot = "channel") -> AskHandle:
-        status, body = await self._post(who, "/api/ask", {"question": text})
+        """As the page asks: the POST goes out with its own id, and the person may type the
+        next message before it is answered (a burst waits out ``agent.merge_window``)."""
+        body = {"question": text, "id": uuid.uuid4().hex}
+        sent = asyncio.create_task(self._asked_by(who, body))
+        self._sent.append(sent)
+        return AskHandle(who, text, None, {"body": body, "sent": sent})
+
+    async def _asked_by(self, who: Persona, body: dict[str, str]) -> tuple[int | None, Said]:
+        """The run's place among those answered (None: refused, or gathered into another
+        question), and what the page was told."""
+        status, answer = await self._post(who, "/api/ask", body)
         if status != 202:  # refused: the page shows the error instead
-            return AskHandle(who, text, None, {"said": normalise(str(body.get("error", "")))})
-        handle = AskHandle(who, text, self._asked)
+            return None, normalise(str(answer.get("error", "")))
+        if answer.get("dropped"):
+            return None, ""
         self._asked += 1
-        return handle
+        return self._asked - 1, ""
+
+    async def _index(self, handle: AskHandle) -> int:
+        index, _ = await handle.extra["sent"]
+        assert index is not None, "it was not answered on its own"
+        return int(index)
 
     async def running(self, handle: AskHandle) -> None:
         run = await self._run(handle)
         await self.stream.until(lambda d: d.get("run") == run and bool(d.get("steps")))
 
     async def refusal(self, handle: AskHandle) -> Said:
-        assert handle.ref is None, "it was answered"
-        return str(handle.extra["said"])
+        index, said = await handle.extra["sent"]
+        assert index is None, "it was answered"
+        return str(said)
 
     async def redeliver(self, handle: AskHandle) -> Said:
-        _, body = await self._post(handle.who, "/api/ask", {"question": handle.text})
-        return normalise(str(body.get("error", "")))  # a browser's retry of the POST
+        await handle.extra["sent"]
+        _, body = await self._post(handle.who, "/api/ask", handle.extra["body"])
+        return normalise(str(body.get("error", "")))  # a browser's retry of the same POST
 
     async def orphan(self, question: str) -> AskHandle:
         raise NotImplementedError(
@@ -91,8 +113,9 @@ class WebDriver:
         return runs
 
     async def _run(self, handle: AskHandle) -> str:
-        await self.stream.until(lambda _: len(self._runs()) > handle.ref)
-        return self._runs()[handle.ref]
+        index = await self._index(handle)
+        await self.stream.until(lambda _: len(self._runs()) > index)
+        return self._runs()[index]
 
     async def press_stop(self, who: Persona, handle: AskHandle) -> Said:
         await self.running(handle)
@@ -131,6 +154,7 @@ class WebDriver:
         return await self.c.history()
 
     async def settled(self) -> None:
+        await asyncio.gather(*self._sent)  # every POST answered, then every run ended
         await self.c.chat.answering.settled()
 
     async def traces(self) -> list[Trace]:
@@ -169,7 +193,11 @@ async def driving(
             csrf = _csrf(await page.text())
         response = await chat.http.get(chat.url + "/api/events")
         assert response.status == 200
+        driver = WebDriver(chat, Events(response), other, csrf)
         try:
-            yield WebDriver(chat, Events(response), other, csrf)
+            yield driver
         finally:
+            for sent in driver._sent:
+                sent.cancel()
+            await asyncio.gather(*driver._sent, return_exceptions=True)
             response.close()

@@ -1,0 +1,86 @@
+"""One way in for every surface's questions: ``Dispatcher.dispatch(ask, reply)``.
+
+::
+
+    platform event --(the surface translates)--> Ask intent (actor, where, event id)
+      -> Claim: each event once, however often it is delivered (else Drop, said nothing)
+      -> Burst: a message within ``agent.merge_window`` of the same person's last, in the
+         same conversation (``conversation.burst_key``), joins that one (else Drop)
+      -> the admission chain and the run's life (``adapters.answering``: bounds, model,
+         budgets, cooldown, room, slot; then the answer in a task this dispatcher owns)
+      -> Outcome: Refusal (the surface shows its words), Drop, or Done
+
+The surface keeps only what is its platform's: translating the event, its ack rule, and the
+``Reply`` the answer is drawn through.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Coroutine
+from typing import Any, Generic, TypeVar
+
+from adapters.answering import Answering, Reply, Ticket
+from adapters.answering import Ask as Admitted
+from adapters.dispatch.checks import Admission, Burst, Claim
+from adapters.dispatch.conversation import conversation_of, settings_place
+from adapters.dispatch.intents import Ask, Where
+from adapters.dispatch.outcome import Done, Outcome, Refusal
+from core.stores import EventClaims
+
+W = TypeVar("W")
+
+ReplyFor = Callable[[Admitted[W]], Reply]
+"""The surface's reply to an admitted ask (its record, ``who``, is the burst's first event's)."""
+Answer = Callable[[Ticket[W], Reply], Coroutine[Any, Any, None]]
+"""What runs an admitted ask to its end (``Answering.answer``, or a surface's wrapper of it
+that keeps its own count of answers going)."""
+
+
+class Dispatcher(Generic[W]):
+    """The claim and burst checks over one surface's ``Answering``."""
+
+    def __init__(self, answering: Answering[W], *, claims: EventClaims) -> None:
+        self.answering = answering
+        self.policy = answering.policy
+        self.claim = Claim(claims)
+        self.burst: Burst[W] = Burst(self.policy)
+
+    def conversation(self, where: Where, *, root: str | None = None) -> str:
+        return conversation_of(where, self.policy, root=root)
+
+    async def dispatch(
+        self, ask: Ask[W], reply: ReplyFor[W], *, answer: Answer[W] | None = None
+    ) -> Outcome:
+        """Claim, gather, admit; an admitted ask is answered through ``reply(admitted)``
+        (the surface's reply to the first message of a burst) in a task of the answering
+        pipeline's (``answer``: how; default ``Answering.answer``). Returns once the
+        outcome is known."""
+        admission = Admission(ask, self.policy)
+        dropped = await self.claim(admission) or await self.burst(admission)
+        if dropped is not None:
+            return dropped
+        admitted = await self.answering.admit(self.admitted(admission.intent))
+        if isinstance(admitted, Refusal):
+            return admitted
+        run = answer or self.answering.answer
+        self.answering.spawn(run(admitted, reply(admitted.ask)))
+        return Done()
+
+    def admitted(self, ask: Ask[W]) -> Admitted[W]:
+        """The ask as the admission chain reads it; its event id is its run slot's id (for
+        the asks that do not come through ``dispatch`` yet: slash commands, Retry)."""
+        return Admitted(
+            who=ask.who,
+            user=ask.actor.id,
+            key=ask.actor.key,
+            name=ask.actor.name,
+            admin=ask.actor.admin,
+            place=settings_place(ask.where),
+            question=ask.question,
+            ident=ask.event,
+            model=ask.model,
+            files=ask.files,
+            earlier=ask.earlier,
+            channel_name=ask.where.name,
+            where=ask.memories,
+        )

@@ -1,0 +1,97 @@
+"""What a person asked the bot to do, as a surface reads it from a platform event.
+
+A surface translates its event into an intent: who did it (``Actor``), where (``Where``), the
+event's own id (claimed once) and what was asked. Which conversation that is, who may do it,
+and how often, are decided once for every surface (``adapters.dispatch``), never by the
+surface. Today: ``Ask``; Stop, Decide, Retry, Vote, Reset, ShowTrace, Settings and Usage
+follow on this shape (docs/plans/dispatcher.md §5.1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Generic, Literal, TypeVar
+
+from adapters.context import EarlierReader
+from core.files import Incoming
+from core.memories import Where as MemoryPlace
+
+PlaceKind = Literal[
+    "dm", "channel", "thread", "private_thread", "bot_thread", "topic", "assistant", "session"
+]
+"""Where an event happened, as far as its conversation goes: a Discord thread the bot opened
+on one of its answers (``bot_thread``) continues the answer's channel; a Telegram forum
+``topic`` and a Slack ``assistant`` thread are conversations of their own; a web ``session``
+is its own place."""
+
+W = TypeVar("W")
+"""The surface's own record of the event (what its Reply needs), carried along unread."""
+
+
+@dataclass(frozen=True, slots=True)
+class Actor:
+    """Who did it."""
+
+    platform: str
+    id: str
+    """The platform's user id, as text (``1001``, ``U1ADA``, ``5``, a web session's id)."""
+    key: str
+    """The person across processes (``discord:1001``, ``slack:T1:U1ADA``, ``telegram:5``,
+    ``web:<session>``): budgets, cooldowns, run slots and bursts count under it."""
+    name: str
+    """As traces and "stopped by" show them."""
+    admin: bool = False
+    """An admin here, as the surface's facts and the policy's lists say."""
+
+
+@dataclass(frozen=True, slots=True)
+class Where:
+    """Where it happened, in the platform's ids as text.
+
+    ``channel`` is the channel, chat or session; a thread or topic is ``thread`` within it
+    (a Discord thread's ``channel`` is its parent, its ``thread`` the thread's own id)."""
+
+    platform: str
+    kind: PlaceKind
+    channel: str
+    space: str | None = None
+    """The Discord guild, the Slack team."""
+    thread: str | None = None
+    """A Discord thread's id, a Slack thread's ts, a Telegram forum topic."""
+    category: str | None = None
+    name: str = ""
+    """The place as people call it (``#general``), when the platform gave its name."""
+
+    @property
+    def places(self) -> tuple[str, ...]:
+        """What an access list may name: the thread, its channel, the channel's category."""
+        return tuple(p for p in (self.thread, self.channel, self.category) if p)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Intent:
+    event: str
+    """The event's id on its platform, unique: claimed once (a redelivery does nothing)."""
+    actor: Actor
+    where: Where
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Ask(Intent, Generic[W]):
+    """A question."""
+
+    question: str
+    model: str | None = None
+    """A catalogue model for this question only (``/ask model:``)."""
+    files: Sequence[Incoming] = ()
+    earlier: EarlierReader | None = field(default=None, compare=False)
+    """Reads the place's earlier messages (a mention where others talked); None: alone."""
+    gathers: bool = True
+    """Messages: a burst within ``agent.merge_window`` is one question. False for slash
+    commands and Retry: a burst may wait four windows, past Discord's and Slack's 3 s ack."""
+    memories: MemoryPlace | None = None
+    """Where memories are recalled and kept for this question (``core.memories``); None:
+    the run neither recalls nor changes them."""
+    who: W = field(compare=False)
+    """The surface's own record of the event, for its access rule and its reply."""

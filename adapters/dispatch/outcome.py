@@ -1,0 +1,47 @@
+"""What became of an intent: refused (with the words for the person), dropped without a
+word (a redelivery, a burst's later message), or done."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+Reason = Literal[
+    "duplicate",
+    "merged",
+    "closing",
+    "access",
+    "question",
+    "model",
+    "budget",
+    "cooldown",
+    "voice",
+    "capacity",
+    "overloaded",
+    "busy",
+]
+"""Why an intent went no further: ``capacity`` and ``overloaded`` are the process's own room
+(``adapters.room``: too many runs, a late event loop), ``busy`` the asker's runs at once."""
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """Refused: the reason for code, the text for the person."""
+
+    reason: Reason
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Drop:
+    """Nothing said: a duplicate delivery, or a message gathered into an earlier one's burst."""
+
+    reason: Literal["duplicate", "merged"]
+
+
+@dataclass(frozen=True, slots=True)
+class Done:
+    """Admitted: an ask's answer goes on in a task the dispatcher owns."""
+
+
+Outcome = Refusal | Drop | Done

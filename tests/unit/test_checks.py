@@ -1,0 +1,67 @@
+"""The dispatcher's own checks, each alone over the store protocol it needs: ``Claim`` drops a
+redelivery without a word, ``Burst`` gathers one person's messages in one conversation and
+lets a slash command (which cannot wait) through at once."""
+
+from __future__ import annotations
+
+import asyncio
+
+from adapters.dispatch.checks import Admission, Burst, Claim
+from adapters.dispatch.intents import Actor, Ask, Where
+from adapters.dispatch.outcome import Drop
+from adapters.policy import Policy
+from core.stores import InMemoryEventClaims
+
+POLICY = Policy("telegram", merge_window=0.3)
+ANN = Actor("telegram", "5", "telegram:5", "ann")
+GROUP = Where("telegram", "channel", "-100")
+
+
+def asked(
+    text: str, *, event: str, actor: Actor = ANN, where: Where = GROUP, gathers: bool = True
+) -> Ask[str]:
+    return Ask(event=event, actor=actor, where=where, question=text, gathers=gathers, who="w")
+
+
+async def test_a_claim_drops_the_second_delivery_silently() -> None:
+    claim = Claim(InMemoryEventClaims())
+    assert await claim(Admission(asked("q", event="telegram:message:-100:1"), POLICY)) is None
+    again = await claim(Admission(asked("q", event="telegram:message:-100:1"), POLICY))
+    assert again == Drop("duplicate")
+    assert await claim(Admission(asked("q", event="telegram:message:-100:2"), POLICY)) is None
+
+
+async def test_a_burst_is_one_question_in_the_first_ones_admission() -> None:
+    burst: Burst[str] = Burst(POLICY)
+    first = Admission(asked("What is 17*23", event="1"), POLICY)
+    opened = asyncio.create_task(burst(first))
+    await asyncio.sleep(0)  # the first opens the burst
+    assert await burst(Admission(asked("plus 4?", event="2"), POLICY)) == Drop("merged")
+    assert await opened is None
+    assert first.intent.question == "What is 17*23\nplus 4?"
+    assert first.intent.event == "1", "the first message's event is the run's"
+
+
+async def test_other_people_and_other_conversations_are_bursts_of_their_own() -> None:
+    burst: Burst[str] = Burst(POLICY)
+    bob = Actor("telegram", "6", "telegram:6", "bob")
+    topic = Where("telegram", "topic", "-100", thread="7")
+    admissions = [
+        Admission(asked("ann here", event="1"), POLICY),
+        Admission(asked("bob here", event="2", actor=bob), POLICY),
+        Admission(asked("ann in a topic", event="3", where=topic), POLICY),
+    ]
+    results = await asyncio.gather(*(burst(a) for a in admissions))
+    assert results == [None, None, None]
+    assert [a.intent.question for a in admissions] == ["ann here", "bob here", "ann in a topic"]
+
+
+async def test_an_ask_that_does_not_gather_passes_at_once() -> None:
+    burst: Burst[str] = Burst(POLICY)
+    first = Admission(asked("a message", event="1"), POLICY)
+    opened = asyncio.create_task(burst(first))
+    await asyncio.sleep(0)
+    command = Admission(asked("/ask now", event="2", gathers=False), POLICY)
+    assert await burst(command) is None, "not held and not merged: its ack cannot wait"
+    assert await opened is None
+    assert first.intent.question == "a message"
