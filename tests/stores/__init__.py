@@ -55,13 +55,16 @@ async def check_budget_holds(
         Standing(700_000, 400_000)
     ]
     await counters.settle("r2", [usd], [0], expire_at=DAY_END)  # given back, nothing spent
-    assert await counters.hold("r3", lines, lease=0.2, expire_at=DAY_END) is None
-    await counters.renew("r3", [usd, ada], lease=0.6)
-    await advance(0.4)
+    # r3 holds what is left, and renewed it outlives its first lease (which is a second, so
+    # that a loaded machine renews it in time: the checks below wait for time, never race it)
+    assert await counters.hold("r3", lines, lease=1.0, expire_at=DAY_END) is None
+    await counters.renew("r3", [usd, ada], lease=60)
+    await advance(1.1)
     assert await counters.hold("r4", lines[::-1], lease=0.2, expire_at=DAY_END) == [
         Standing(40, 60)
     ], "renewed, r3 still holds what was left"
-    await advance(0.5)  # r3's process died: it renewed nothing more, and its hold lapsed
+    await counters.renew("r3", [usd, ada], lease=0.2)  # its last beat
+    await advance(0.3)  # r3's process died: it renewed nothing more, and its hold lapsed
     assert await counters.hold("r4", lines, lease=60, expire_at=DAY_END) is None
     await counters.settle("r4", [usd, ada], [0, 0], expire_at=DAY_END)
     assert await counters.get([usd, ada]) == [700_000, 40], "holds are never counts"

@@ -54,7 +54,9 @@ return left
 
 
 # Drop expired slots, then reserve one if fewer than the limit are held: one script, so
-# concurrent takes from many processes cannot both see room for one. Redis's own clock.
+# concurrent takes from many processes cannot both see room for one. Redis's own clock. The
+# key lives as long as its longest lease: a shorter one taken later must not take the
+# others with it.
 _TAKE_SLOT_LUA = """
 local now = redis.call('time')
 local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
@@ -64,7 +66,9 @@ if not redis.call('zscore', KEYS[1], ARGV[1])
     return 0
 end
 redis.call('zadd', KEYS[1], now_ms + tonumber(ARGV[3]), ARGV[1])
-redis.call('pexpire', KEYS[1], tonumber(ARGV[3]))
+if redis.call('pttl', KEYS[1]) < tonumber(ARGV[3]) then
+    redis.call('pexpire', KEYS[1], tonumber(ARGV[3]))
+end
 return 1
 """
 
