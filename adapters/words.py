@@ -24,12 +24,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DECISION_GONE",
+    "FILES_QUEUED",
     "NOT_RUNNING",
     "NOT_SPOKEN",
     "NO_APPROVALS",
     "NO_TRACE",
     "ONLY_ADMINS",
     "PICTURES_NOT_SENT",
+    "READING_FILES",
     "RESET_ADMINS",
     "RESET_DONE",
     "RETRY_GONE",
@@ -67,6 +69,10 @@ NO_APPROVALS = "Approvals are not set up on this bot."
 RETRY_GONE = "I no longer have that question: please ask it again."
 RESET_DONE = "🧹 I forgot this conversation."
 RESET_ADMINS = "Only an admin can reset this conversation here."
+READING_FILES = "Reading the attached files"
+"""A live message's status while its question's files are read (before step 1)."""
+FILES_QUEUED = "Waiting to read the attached files: other people's are read first"
+"""…while its files wait their turn for a reader (``files.max_parallel`` are busy)."""
 NO_TRACE = "No trace yet in this conversation: ask me something first."
 ONLY_ADMINS = "Only an admin can change the settings here."
 UNSAVED = "⚠️ I could not save that: the shared store is unavailable. Try again soon."

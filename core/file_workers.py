@@ -8,10 +8,16 @@ thread can be neither limited nor cancelled, a process can be both::
     pages = await readers.read("report.pdf", data, max_chars=500_000)   # or FileRefused
     await readers.aclose()
 
-At most ``max_parallel`` files are read at once (the others wait for a worker). Each worker
+At most ``max_parallel`` files are read at once, and at most one of each person's (``owner``):
+the others wait in a fair queue (``FairSlots``), where a free worker goes to the waiting person
+served least recently, so one person's several files, or six people's hostile ones, cannot
+keep another's file waiting behind all of them; ``on_queue`` hears when a file has waited
+``notice_after`` seconds (its live message says so) and when it is then read. Each worker
 is ``python -m core.file_workers`` with its address space limited (``RLIMIT_AS``) and, for
 each file, its CPU time (``RLIMIT_CPU``: the kernel ends it at the limit, even inside C code);
-a wall-clock deadline behind that covers a worker that stalls without spending CPU. A worker
+a wall-clock deadline of the same ``parse_seconds`` (plus a second) covers a worker that
+stalls, and one the machine's load keeps from its CPU: a person waits no longer than that for
+a file, however busy the machine. A worker
 past a limit, or whose reading is cancelled (Stop, shutdown, a cancelled task), is killed at
 once and a fresh one started for the next file. Workers get no secrets (a bare environment)
 and die with the bot (``PR_SET_PDEATHSIG`` on Linux; end of input elsewhere).
@@ -26,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import math
 import os
 import signal
@@ -37,9 +44,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from core.fair import FairSlots, OnQueue
 from core.files import FileRefused, Page, extract, safe_name
 
 __all__ = ["FileReaders", "main"]
+
+log = logging.getLogger(__name__)
 
 _LENGTH = struct.Struct(">I")
 _MEMORY_REPLY = b'{"memory": true}'
@@ -104,6 +114,7 @@ class FileReaders:
         parse_seconds: float = 10.0,
         parse_memory_mb: int = 512,
         python: str = sys.executable,
+        notice_after: float = 3.0,
     ) -> None:
         if max_parallel < 1 or parse_seconds <= 0 or parse_memory_mb < _BASE_MEMORY_MB:
             raise ValueError("max_parallel >= 1, parse_seconds > 0, parse_memory_mb >= 64")
@@ -111,7 +122,8 @@ class FileReaders:
         self.parse_seconds = parse_seconds
         self.parse_memory_mb = parse_memory_mb
         self._python = python
-        self._slots = asyncio.Semaphore(max_parallel)
+        self.slots = FairSlots(max_parallel, notice_after=notice_after)
+        """Who reads next: one file per person at a time, the least recently served first."""
         self._idle: list[_Worker] = []
         self._all: set[_Worker] = set()
         self._closed = False
@@ -126,10 +138,20 @@ class FileReaders:
         """The live workers' process ids (for tests and the operator)."""
         return sorted(worker.pid for worker in self._all)
 
-    async def read(self, name: str, data: bytes, *, max_chars: int) -> list[Page]:
+    async def read(
+        self,
+        name: str,
+        data: bytes,
+        *,
+        max_chars: int,
+        owner: str | None = None,
+        on_queue: OnQueue | None = None,
+    ) -> list[Page]:
+        """The file's pages, read by a worker once ``owner`` (the person who attached it;
+        None: nobody else's) has its turn; ``FileRefused`` with one line otherwise."""
         if self._closed:
             raise FileRefused(f"{safe_name(name)}: not read, the bot is shutting down.")
-        async with self._slots:
+        async with self.slots.hold(owner, on_queue=on_queue):
             worker = self._idle.pop() if self._idle else await self._start()
             reply = await self._ask(worker, _Job(name, data, max_chars))
         if self._closed and "pages" not in reply:  # its worker was ended by aclose
@@ -137,10 +159,11 @@ class FileReaders:
         return _pages(name, reply, memory_mb=self.parse_memory_mb)
 
     async def _ask(self, worker: _Worker, job: _Job) -> dict[str, Any]:
-        # The kernel's CPU limit comes first; this deadline only catches a worker that
-        # stalls without spending CPU (a slow disk, a stopped process), with room for a
-        # busy machine where a CPU second takes longer than a wall second.
-        deadline = 3 * self.parse_seconds + 5
+        # The kernel's CPU limit ends a file that spends its seconds; this deadline one that
+        # does not get them: a stalled worker, or a machine so loaded that a CPU second takes
+        # several wall seconds (issue 42: 10 s of CPU took 35 s there, and six files 105 s).
+        # The second on top is the worker's own start (pypdf's import) on such a machine.
+        deadline = self.parse_seconds + 1
         try:
             # asyncio.timeout, not wait_for: before Python 3.12 wait_for swallows a Stop that
             # arrives as the worker replies (CPython gh-86296), and the run would go on.
@@ -162,6 +185,7 @@ class FileReaders:
         return reply
 
     def _count(self, outcome: str) -> dict[str, Any]:
+        log.info("a file's worker was ended (%s)", outcome)
         self.outcomes[outcome] += 1
         return {"outcome": outcome}
 
