@@ -33,7 +33,7 @@ from core.files import (
 from core.knowledge import registry_with_files
 from core.tools import ToolRegistry
 
-__all__ = ["STORE_DOWN", "ConversationFiles"]
+__all__ = ["STORE_DOWN", "ConversationFiles", "carried"]
 
 log = logging.getLogger(__name__)
 
@@ -132,3 +132,12 @@ class ConversationFiles:
             log.warning("files of %s not dropped: %s", conversation, exc)
             return False
         return True
+
+
+def carried(
+    store: FileStore, limits: FileLimits, reader: FileReader, *, platform: str
+) -> ConversationFiles:
+    """The intake for files that come with their bytes (a local path, a web upload): each
+    ``Incoming`` reads its own, and its downloader fetches nothing."""
+    nowhere = Downloader(frozenset(), max_bytes=limits.max_bytes, platform=platform)
+    return ConversationFiles(store, nowhere, limits, reader=reader)

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DECISION_GONE",
+    "FILES_OFF",
     "FILES_QUEUED",
     "NOT_RUNNING",
     "NOT_SPOKEN",
@@ -69,6 +70,8 @@ NO_APPROVALS = "Approvals are not set up on this bot."
 RETRY_GONE = "I no longer have that question: please ask it again."
 RESET_DONE = "🧹 I forgot this conversation."
 RESET_ADMINS = "Only an admin can reset this conversation here."
+FILES_OFF = "⚠️ Attached files are switched off here (files.enabled: false)."
+"""A file attached where ``files.enabled`` is false (the terminal, the web chat)."""
 READING_FILES = "Reading the attached files"
 """A live message's status while its question's files are read (before step 1)."""
 FILES_QUEUED = "Waiting to read the attached files: other people's are read first"
