@@ -26,6 +26,7 @@ __all__ = [
     "DECISION_GONE",
     "FILES_OFF",
     "FILES_QUEUED",
+    "NOT_A_FORM",
     "NOT_RUNNING",
     "NOT_SPOKEN",
     "NO_APPROVALS",
@@ -39,6 +40,7 @@ __all__ = [
     "SCHEDULES_NEED_REDIS",
     "SCHEDULES_NOT_KEPT",
     "UNSAVED",
+    "UPLOADS_BUSY",
     "VOICE_OFF",
     "VOICE_SILENT",
     "acting",
@@ -55,6 +57,7 @@ __all__ = [
     "schedule_paused_notice",
     "schedule_refused",
     "stop_refused",
+    "upload_too_big",
     "voice_failed",
     "voice_too_big",
     "voice_too_long",
@@ -76,6 +79,9 @@ READING_FILES = "Reading the attached files"
 """A live message's status while its question's files are read (before step 1)."""
 FILES_QUEUED = "Waiting to read the attached files: other people's are read first"
 """…while its files wait their turn for a reader (``files.max_parallel`` are busy)."""
+UPLOADS_BUSY = "⚠️ Too many files are arriving right now: try again in a moment."
+"""The web chat reads this many uploads at once already (``adapters.web.uploads``)."""
+NOT_A_FORM = "The request is not a form with a question and files."
 NO_TRACE = "No trace yet in this conversation: ask me something first."
 ONLY_ADMINS = "Only an admin can change the settings here."
 UNSAVED = "⚠️ I could not save that: the shared store is unavailable. Try again soon."
@@ -105,6 +111,11 @@ def stop_refused(asker: str | None = None) -> str:
 def decide_refused(approvers: str, asker: str | None = None) -> str:
     """Said privately to someone who may not decide on an action."""
     return f"Only {deciders(approvers, asker)} can decide this."
+
+
+def upload_too_big(files: int, size: str) -> str:
+    """A question whose files together exceed what one question may carry."""
+    return f"⚠️ At most {files} files of {size} each can be attached to one question."
 
 
 def now_sees(shown: str) -> str:

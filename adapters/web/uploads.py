@@ -24,7 +24,7 @@ from aiohttp import BodyPartReader, web
 from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.multipart import BadContentDispositionHeader, BadContentDispositionParam
 
-from adapters.words import FILES_OFF
+from adapters import words
 from core.files import FileLimits, Incoming, size_text
 
 __all__ = ["MAX_UPLOADS", "Uploads"]
@@ -57,7 +57,7 @@ class Uploads:
         line the page shows otherwise."""
         limits = self.limits
         if limits is None:
-            raise self._refused(web.HTTPBadRequest, FILES_OFF)
+            raise self._refused(web.HTTPBadRequest, words.FILES_OFF)
         most = limits.max_per_question * limits.max_bytes + QUESTION_BYTES + CHUNK
         if request.content_length is None or request.content_length > most:
             raise web.HTTPRequestEntityTooLarge(
@@ -65,22 +65,21 @@ class Uploads:
                 request.content_length or 0,
                 text=json.dumps(
                     {
-                        "error": f"⚠️ At most {limits.max_per_question} files of "
-                        f"{size_text(limits.max_bytes)} each can be attached to one question."
+                        "error": words.upload_too_big(
+                            limits.max_per_question, size_text(limits.max_bytes)
+                        )
                     }
                 ),
                 content_type="application/json",
                 headers=self._headers,
             )
         if self._reading >= MAX_UPLOADS:
-            raise self._refused(
-                web.HTTPServiceUnavailable, "⚠️ Too many files are arriving: try again soon."
-            )
+            raise self._refused(web.HTTPServiceUnavailable, words.UPLOADS_BUSY)
         self._reading += 1
         try:
             return await self._parts(request, limits)
         except NOT_A_FORM as exc:
-            raise self._refused(web.HTTPBadRequest, "The request is not a form.") from exc
+            raise self._refused(web.HTTPBadRequest, words.NOT_A_FORM) from exc
         finally:
             self._reading -= 1
 
