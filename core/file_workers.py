@@ -15,16 +15,16 @@ keep another's file waiting behind all of them; ``on_queue`` hears when a file h
 ``notice_after`` seconds (its live message says so) and when it is then read. Each worker
 is ``python -m core.file_workers`` with its address space limited (``RLIMIT_AS``) and, for
 each file, its CPU time (``RLIMIT_CPU``: the kernel ends it at the limit, even inside C code);
-a wall-clock deadline of the same ``parse_seconds`` (plus a second) covers a worker that
-stalls, and one the machine's load keeps from its CPU: a person waits no longer than that for
+a wall-clock deadline of the same ``parse_seconds`` (plus a second; counted from when the
+worker, started and ready, is handed the file) covers a worker that stalls, and one the machine's load keeps from its CPU: a person waits no longer than that for
 a file, however busy the machine. A worker
 past a limit, or whose reading is cancelled (Stop, shutdown, a cancelled task), is killed at
 once and a fresh one started for the next file. Workers get no secrets (a bare environment)
 and die with the bot (``PR_SET_PDEATHSIG`` on Linux; end of input elsewhere).
 
-The pipe carries frames: a 4-byte big-endian length, then the bytes. A job is a JSON header
-frame and the file's bytes; the reply one JSON frame: ``{"pages": [[n, text], ...]}``,
-``{"refused": line}`` or ``{"memory": true}``.
+The pipe carries frames: a 4-byte big-endian length, then the bytes. A new worker first says
+``{"ready": true}``; a job is then a JSON header frame and the file's bytes; the reply one
+JSON frame: ``{"pages": [[n, text], ...]}``, ``{"refused": line}`` or ``{"memory": true}``.
 """
 
 from __future__ import annotations
@@ -53,6 +53,11 @@ log = logging.getLogger(__name__)
 
 _LENGTH = struct.Struct(">I")
 _MEMORY_REPLY = b'{"memory": true}'
+_READY = b'{"ready": true}'
+"""A new worker's first frame: it has started and imported what reading needs (pypdf), so
+a file's deadline counts its reading, not the interpreter's start on a loaded machine."""
+_START_SECONDS = 30.0
+"""How long a new worker may take to say it is ready (a very loaded machine)."""
 # A worker's own start (the interpreter, pypdf) needs this much address space on top of the
 # file's; below it no file could be read at all.
 _BASE_MEMORY_MB = 64
@@ -76,16 +81,22 @@ class _Worker:
         return self.process.pid
 
     async def ask(self, job: _Job, *, cpu_seconds: float) -> dict[str, Any]:
-        stdin, stdout = self.process.stdin, self.process.stdout
-        assert stdin is not None and stdout is not None
+        stdin = self.process.stdin
+        assert stdin is not None
         header = {"name": job.name, "max_chars": job.max_chars, "cpu_seconds": cpu_seconds}
         stdin.write(_frame(json.dumps(header).encode()) + _frame(job.data))
         await stdin.drain()
-        (length,) = _LENGTH.unpack(await stdout.readexactly(_LENGTH.size))
-        reply = json.loads(await stdout.readexactly(length))
+        reply = json.loads(await self.frame())
         if not isinstance(reply, dict):
             raise ValueError("a worker's reply is not an object")
         return reply
+
+    async def frame(self) -> bytes:
+        """The worker's next frame on its output."""
+        stdout = self.process.stdout
+        assert stdout is not None
+        (length,) = _LENGTH.unpack(await stdout.readexactly(_LENGTH.size))
+        return await stdout.readexactly(length)
 
     async def kill(self) -> None:
         """Ends the worker now and waits for it, so no process or pipe outlives it."""
@@ -153,7 +164,8 @@ class FileReaders:
             raise FileRefused(f"{safe_name(name)}: not read, the bot is shutting down.")
         async with self.slots.hold(owner, on_queue=on_queue):
             worker = self._idle.pop() if self._idle else await self._start()
-            reply = await self._ask(worker, _Job(name, data, max_chars))
+            job = _Job(name, data, max_chars)
+            reply = await self._ask(worker, job) if worker else {"outcome": "crashed"}
         if self._closed and "pages" not in reply:  # its worker was ended by aclose
             raise FileRefused(f"{safe_name(name)}: not read, the bot is shutting down.")
         return _pages(name, reply, memory_mb=self.parse_memory_mb)
@@ -189,7 +201,8 @@ class FileReaders:
         self.outcomes[outcome] += 1
         return {"outcome": outcome}
 
-    async def _start(self) -> _Worker:
+    async def _start(self) -> _Worker | None:
+        """A new worker, once it says it is ready; None when it does not (counted crashed)."""
         process = await asyncio.create_subprocess_exec(
             self._python,
             "-m",
@@ -203,6 +216,18 @@ class FileReaders:
         worker = _Worker(process)
         self._all.add(worker)
         self.started += 1
+        try:
+            async with asyncio.timeout(_START_SECONDS):
+                ready = await worker.frame()
+        except (TimeoutError, asyncio.IncompleteReadError, ConnectionError):
+            await self._discard(worker, "crashed")
+            return None
+        except BaseException:  # cancelled (Stop, shutdown) while it starts
+            await asyncio.shield(self._discard(worker, "cancelled"))
+            raise
+        if ready != _READY:
+            await self._discard(worker, "crashed")
+            return None
         return worker
 
     async def _discard(
@@ -266,6 +291,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     _die_with_parent()
     _limit_memory(int(args[0]) * 1024 * 1024)
     source, sink = sys.stdin.buffer, sys.stdout.buffer
+    with contextlib.suppress(ImportError):
+        import pypdf  # noqa: F401  (part of the start, not of the first PDF's deadline)
+    sink.write(_frame(_READY))
+    sink.flush()
     while (job := _read_job(source)) is not None:
         header, data = job
         _limit_cpu(float(header["cpu_seconds"]))

@@ -46,7 +46,7 @@ class Watched(FileReaders):
         super().__init__(**limits)
         self.worker_started = asyncio.Event()
 
-    async def _start(self) -> _Worker:
+    async def _start(self) -> _Worker | None:
         worker = await super()._start()
         self.worker_started.set()
         return worker
