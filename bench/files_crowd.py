@@ -30,7 +30,7 @@ from pathlib import Path
 
 import aiohttp
 
-from adapters.slack.render import STOP_ACTION_ID
+from adapters.slack.blocks import STOP_ACTION_ID
 from adapters.words import FILES_QUEUED
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.slack_server import FakeSlack, Message, message_text

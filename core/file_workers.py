@@ -15,7 +15,7 @@ keep another's file waiting behind all of them; ``on_queue`` hears when a file h
 ``notice_after`` seconds (its live message says so) and when it is then read. Each worker
 is ``python -m core.file_workers`` with its address space limited (``RLIMIT_AS``) and, for
 each file, its CPU time (``RLIMIT_CPU``: the kernel ends it at the limit, even inside C code);
-a wall-clock deadline of the same ``parse_seconds`` (plus a second; counted from when the
+a wall-clock deadline of the same ``parse_seconds`` (plus half a second; counted from when the
 worker, started and ready, is handed the file) covers a worker that stalls, and one the machine's load keeps from its CPU: a person waits no longer than that for
 a file, however busy the machine. A worker
 past a limit, or whose reading is cancelled (Stop, shutdown, a cancelled task), is killed at
@@ -174,8 +174,9 @@ class FileReaders:
         # The kernel's CPU limit ends a file that spends its seconds; this deadline one that
         # does not get them: a stalled worker, or a machine so loaded that a CPU second takes
         # several wall seconds (issue 42: 10 s of CPU took 35 s there, and six files 105 s).
-        # The second on top is the worker's own start (pypdf's import) on such a machine.
-        deadline = self.parse_seconds + 1
+        # The half second on top carries the file and the reply; the worker's start is not
+        # counted (it said it was ready first).
+        deadline = self.parse_seconds + 0.5
         try:
             # asyncio.timeout, not wait_for: before Python 3.12 wait_for swallows a Stop that
             # arrives as the worker replies (CPython gh-86296), and the run would go on.

@@ -105,7 +105,7 @@ async def test_the_pdf_bomb_is_skipped_within_its_limit_while_others_go_on(
     assert intake.refused == ["⚠️ report.pdf: took too long to read, skipped."]
     assert intake.indexed == ["notes.txt"], "the question's other file is still read"
     # The kernel's CPU limit (whole seconds, rounded up) or the wall deadline of the same
-    # parse_seconds (+1 s): whichever comes first on this machine's load ends it.
+    # parse_seconds (+0.5 s): whichever comes first on this machine's load ends it.
     assert tight.outcomes in ({"cpu": 1}, {"stalled": 1}), tight.outcomes
     assert [p.file for p in await bomb_store.load("c-bomb")] == ["notes.txt"]
     executor.shutdown(wait=False)
