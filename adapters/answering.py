@@ -423,10 +423,12 @@ class Answering(Generic[A]):
         if files is not None and ask.files:
             # Read in the run's own task, its live message (with Stop) shown meanwhile: a
             # Stop or a shutdown ends the reading at once, as it ends any step.
-            async def prepare() -> tuple[ToolRegistry | None, Sequence[str]]:
-                async with reply.reading():
+            async def prepare(
+                say: Callable[[str], None],
+            ) -> tuple[ToolRegistry | None, Sequence[str]]:
+                async with reply.reading():  # one file of the asker's at a time (the workers')
                     intake, tools = await files.prepare(
-                        conversation, ask.files, choice, self.agent.tools
+                        conversation, ask.files, choice, self.agent.tools, owner=ask.key, say=say
                     )
                 if notice := intake.notice():
                     # After the live message: a note first could take its place (a Discord

@@ -1,6 +1,10 @@
 """A conversation's attached files, for any surface: taken in before a run, searched by the
 run's ``lookup``, dropped by ``/reset``.
 
+Every surface's files come in here, so the workers' fairness holds across surfaces: one file
+of each person (``owner``: the asker's key) is read at a time, other people's go between a
+person's several, and ``on_queue`` hears when a file waits its turn (``core.fair``).
+
 A store outage never costs the question: the files are then said to be left out, and the
 run goes on with the default tools.
 """
@@ -8,12 +12,13 @@ run goes on with the default tools.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from adapters.channels import RunChoice
 from adapters.downloads import Downloader
 from adapters.voice import Hearing
+from adapters.words import FILES_QUEUED, READING_FILES
 from core.errors import StoreUnavailable
 from core.files import (
     FileLimits,
@@ -28,7 +33,7 @@ from core.files import (
 from core.knowledge import registry_with_files
 from core.tools import ToolRegistry
 
-__all__ = ["STORE_DOWN", "ConversationFiles"]
+__all__ = ["STORE_DOWN", "ConversationFiles", "carried"]
 
 log = logging.getLogger(__name__)
 
@@ -46,16 +51,29 @@ class ConversationFiles:
     """Hears the voice notes among them before the run (``stt.*``; ``adapters.voice``)."""
 
     async def take(
-        self, conversation: str, incoming: Sequence[Incoming], *, vision: bool = False
+        self,
+        conversation: str,
+        incoming: Sequence[Incoming],
+        *,
+        vision: bool = False,
+        owner: str | None = None,
+        on_queue: Callable[[bool], None] | None = None,
     ) -> Intake:
-        """Downloads, reads and indexes ``incoming``; the intake says what was refused. With
+        """Downloads, reads and indexes ``incoming`` (one file of ``owner``'s at a time,
+        ``on_queue`` told when one waits its turn); the intake says what was refused. With
         ``vision`` (the run's model reads images), the images are fetched for it too
         (``intake.shown``); else the intake's notice says they are ignored."""
         if not incoming:
             return Intake()
         try:
             intake = await ingest(
-                conversation, incoming, store=self.store, limits=self.limits, reader=self.reader
+                conversation,
+                incoming,
+                store=self.store,
+                limits=self.limits,
+                reader=self.reader,
+                owner=owner,
+                on_queue=on_queue,
             )
         except StoreUnavailable as exc:
             log.warning("files of %s not stored: %s", conversation, exc)
@@ -71,12 +89,27 @@ class ConversationFiles:
         incoming: Sequence[Incoming],
         choice: RunChoice,
         default_tools: ToolRegistry,
+        *,
+        owner: str | None = None,
+        say: Callable[[str], None] | None = None,
     ) -> tuple[Intake, ToolRegistry | None]:
         """Before a run: ``incoming`` read into the conversation (images fetched for a model
         that reads them), and the run's tools: the channel's choice (else ``default_tools``)
         with a ``lookup`` that also searches the conversation's files, unless the channel
-        turned ``lookup`` off (its files are kept, not searched). None: the agent's own."""
-        intake = await self.take(conversation, incoming, vision=choice.vision)
+        turned ``lookup`` off (its files are kept, not searched). None: the agent's own.
+        ``owner``: as for ``take``; ``say`` sets the live status while files are read
+        ("Reading the attached files", or that they wait their turn)."""
+        on_queue = None
+        if say is not None and incoming:
+            said = say
+            said(READING_FILES)
+
+            def on_queue(waits: bool) -> None:
+                said(FILES_QUEUED if waits else READING_FILES)
+
+        intake = await self.take(
+            conversation, incoming, vision=choice.vision, owner=owner, on_queue=on_queue
+        )
         if "lookup" in choice.off:
             return intake, choice.tools
         passages = intake.passages
@@ -99,3 +132,12 @@ class ConversationFiles:
             log.warning("files of %s not dropped: %s", conversation, exc)
             return False
         return True
+
+
+def carried(
+    store: FileStore, limits: FileLimits, reader: FileReader, *, platform: str
+) -> ConversationFiles:
+    """The intake for files that come with their bytes (a local path, a web upload): each
+    ``Incoming`` reads its own, and its downloader fetches nothing."""
+    nowhere = Downloader(frozenset(), max_bytes=limits.max_bytes, platform=platform)
+    return ConversationFiles(store, nowhere, limits, reader=reader)

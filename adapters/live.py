@@ -60,6 +60,7 @@ P_contra = TypeVar("P_contra", contravariant=True)
 
 Phase = Literal[
     "starting",
+    "reading",
     "waiting",
     "thinking",
     "acting",
@@ -83,6 +84,7 @@ ANSWER_PHASES: frozenset[Phase] = frozenset({"answered", "refused", "unformatted
 
 PHASE_STATUS: dict[Phase, tuple[str, str]] = {
     "starting": ("⏳", "Starting"),
+    "reading": ("📎", words.READING_FILES),
     "waiting": ("⏳", "Waiting for the previous question"),
     "retrying": ("🔁", "Retrying after a rate limit"),
     "answering": ("✍️", "Writing the answer"),
@@ -117,6 +119,8 @@ def status_line(
         step = view.current
         name = shown((step.action if step else None) or "tool")
         emoji, label = words.acting(step.display if step else None, name)
+    elif view.phase == "reading" and view.status_text:  # the files wait their turn
+        emoji, label = "📎", view.status_text
     else:
         emoji, label = PHASE_STATUS.get(view.phase, ("🤔", "Thinking"))
     parts = [f"{emoji} {label}"]
@@ -354,6 +358,8 @@ class RunView:
                     self.memory_unavailable = True
                 elif kind == "waiting":
                     self.phase = "waiting"
+                elif kind == "reading":
+                    self.phase = "reading"
                 elif kind == "retrying":
                     self.phase = "retrying"
             case Finished(answer=answer, status=status):

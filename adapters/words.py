@@ -24,18 +24,23 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DECISION_GONE",
+    "FILES_OFF",
+    "FILES_QUEUED",
+    "NOT_A_FORM",
     "NOT_RUNNING",
     "NOT_SPOKEN",
     "NO_APPROVALS",
     "NO_TRACE",
     "ONLY_ADMINS",
     "PICTURES_NOT_SENT",
+    "READING_FILES",
     "RESET_ADMINS",
     "RESET_DONE",
     "RETRY_GONE",
     "SCHEDULES_NEED_REDIS",
     "SCHEDULES_NOT_KEPT",
     "UNSAVED",
+    "UPLOADS_BUSY",
     "VOICE_OFF",
     "VOICE_SILENT",
     "acting",
@@ -52,6 +57,7 @@ __all__ = [
     "schedule_paused_notice",
     "schedule_refused",
     "stop_refused",
+    "upload_too_big",
     "voice_failed",
     "voice_too_big",
     "voice_too_long",
@@ -67,6 +73,15 @@ NO_APPROVALS = "Approvals are not set up on this bot."
 RETRY_GONE = "I no longer have that question: please ask it again."
 RESET_DONE = "🧹 I forgot this conversation."
 RESET_ADMINS = "Only an admin can reset this conversation here."
+FILES_OFF = "⚠️ Attached files are switched off here (files.enabled: false)."
+"""A file attached where ``files.enabled`` is false (the terminal, the web chat)."""
+READING_FILES = "Reading the attached files"
+"""A live message's status while its question's files are read (before step 1)."""
+FILES_QUEUED = "Waiting to read the attached files: other people's are read first"
+"""…while its files wait their turn for a reader (``files.max_parallel`` are busy)."""
+UPLOADS_BUSY = "⚠️ Too many files are arriving right now: try again in a moment."
+"""The web chat reads this many uploads at once already (``adapters.web.uploads``)."""
+NOT_A_FORM = "The request is not a form with a question and files."
 NO_TRACE = "No trace yet in this conversation: ask me something first."
 ONLY_ADMINS = "Only an admin can change the settings here."
 UNSAVED = "⚠️ I could not save that: the shared store is unavailable. Try again soon."
@@ -96,6 +111,11 @@ def stop_refused(asker: str | None = None) -> str:
 def decide_refused(approvers: str, asker: str | None = None) -> str:
     """Said privately to someone who may not decide on an action."""
     return f"Only {deciders(approvers, asker)} can decide this."
+
+
+def upload_too_big(files: int, size: str) -> str:
+    """A question whose files together exceed what one question may carry."""
+    return f"⚠️ At most {files} files of {size} each can be attached to one question."
 
 
 def now_sees(shown: str) -> str:

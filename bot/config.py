@@ -810,8 +810,8 @@ class FilesConfig(_Section):
     max_chars_per_conversation: int = Field(default=500_000, ge=1, le=10_000_000)
     allowed_types: tuple[FileKind, ...] = ("text", "markdown", "csv", "html", "pdf", "code")
     download_timeout: float = Field(default=30.0, gt=0, le=600)
-    # Each file is read in a worker process: at most this many at once, each within this
-    # much CPU time and memory (past either, the worker is killed and the file skipped).
+    # Each file is read in a worker process: at most this many at once (one per person, fairly
+    # queued), each within this many seconds of CPU and of wall time and this much memory.
     max_parallel: int = Field(default=2, ge=1, le=64)
     parse_seconds: float = Field(default=10.0, gt=0, le=600)
     parse_memory_mb: int = Field(default=512, ge=64, le=65_536)

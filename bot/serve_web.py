@@ -11,6 +11,7 @@ from urllib.parse import quote
 
 from aiohttp import web
 
+from adapters.attachments import ConversationFiles, carried
 from adapters.web.chat import WebChat, WebSettings
 from bot.app import App, PlatformLink
 from bot.config import Config
@@ -42,6 +43,13 @@ def page_signer(config: Config) -> tuple[bytes, LinkSigner]:
     return key.encode(), LinkSigner(key, public_url=None, ttl=config.web.link_ttl)
 
 
+def web_files(app: App) -> ConversationFiles | None:
+    """The intake of files attached in the page (None: ``files.enabled`` is false)."""
+    if not app.config.files.enabled:
+        return None
+    return carried(app.stores.files, app.file_limits(), app.file_readers, platform="the web chat")
+
+
 def build_chat(app: App) -> tuple[WebChat, web.Application]:
     key, signer = page_signer(app.config)
 
@@ -59,6 +67,7 @@ def build_chat(app: App) -> tuple[WebChat, web.Application]:
         secret=key,
         trace_link=trace_link,
         room=app.room,
+        files=web_files(app),
     )
     web_app = chat.application()
     add_trace_pages(web_app, traces=app.stores.traces, signer=signer)

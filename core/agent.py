@@ -280,9 +280,10 @@ _FINAL_EVENTS = (Finished, Failed, Cancelled)
 """As a tuple: ``isinstance`` with ``A | B | C`` builds the union anew for every event."""
 
 
-Prepare = Callable[[], Awaitable[tuple[ToolRegistry | None, Sequence[str]]]]
+Prepare = Callable[[Callable[[str], None]], Awaitable[tuple[ToolRegistry | None, Sequence[str]]]]
 """Work a run does before its first step (``Agent.start(prepare=...)``): the run's tools
-(None: as chosen) and more images for the question."""
+(None: as chosen) and more images for the question. It is handed ``say``: each text it says
+is the live status meanwhile (a ``reading`` Notice: "Reading the attached files")."""
 
 
 class Run:
@@ -354,7 +355,7 @@ class Run:
 
     async def _prepared(self, prepare: Prepare) -> None:
         """What the run needs before its first step (its files, read), in its own task."""
-        tools, images = await prepare()
+        tools, images = await prepare(lambda text: self._emit(Notice("reading", text)))
         if images:
             self.trace.notices.append(f"{len(images)} attached image(s) shown to the model")
         if tools is not None:

@@ -141,7 +141,8 @@ class UsageCounted:
     usage: Usage
 
 
-NoticeKind = Literal["waiting", "retrying", "memory", "info"]
+NoticeKind = Literal["waiting", "retrying", "memory", "reading", "info"]
+"""``reading``: the question's files are being read (or wait their turn), before step 1."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,17 +8,23 @@ thread can be neither limited nor cancelled, a process can be both::
     pages = await readers.read("report.pdf", data, max_chars=500_000)   # or FileRefused
     await readers.aclose()
 
-At most ``max_parallel`` files are read at once (the others wait for a worker). Each worker
+At most ``max_parallel`` files are read at once, and at most one of each person's (``owner``):
+the others wait in a fair queue (``FairSlots``), where a free worker goes to the waiting person
+served least recently, so one person's several files, or six people's hostile ones, cannot
+keep another's file waiting behind all of them; ``on_queue`` hears when a file has waited
+``notice_after`` seconds (its live message says so) and when it is then read. Each worker
 is ``python -m core.file_workers`` with its address space limited (``RLIMIT_AS``) and, for
 each file, its CPU time (``RLIMIT_CPU``: the kernel ends it at the limit, even inside C code);
-a wall-clock deadline behind that covers a worker that stalls without spending CPU. A worker
+a wall-clock deadline of the same ``parse_seconds`` (plus half a second; counted from when the
+worker, started and ready, is handed the file) covers a worker that stalls, and one the machine's load keeps from its CPU: a person waits no longer than that for
+a file, however busy the machine. A worker
 past a limit, or whose reading is cancelled (Stop, shutdown, a cancelled task), is killed at
 once and a fresh one started for the next file. Workers get no secrets (a bare environment)
 and die with the bot (``PR_SET_PDEATHSIG`` on Linux; end of input elsewhere).
 
-The pipe carries frames: a 4-byte big-endian length, then the bytes. A job is a JSON header
-frame and the file's bytes; the reply one JSON frame: ``{"pages": [[n, text], ...]}``,
-``{"refused": line}`` or ``{"memory": true}``.
+The pipe carries frames: a 4-byte big-endian length, then the bytes. A new worker first says
+``{"ready": true}``; a job is then a JSON header frame and the file's bytes; the reply one
+JSON frame: ``{"pages": [[n, text], ...]}``, ``{"refused": line}`` or ``{"memory": true}``.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import math
 import os
 import signal
@@ -37,12 +44,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from core.fair import FairSlots, OnQueue
 from core.files import FileRefused, Page, extract, safe_name
 
 __all__ = ["FileReaders", "main"]
 
+log = logging.getLogger(__name__)
+
 _LENGTH = struct.Struct(">I")
 _MEMORY_REPLY = b'{"memory": true}'
+_READY = b'{"ready": true}'
+"""A new worker's first frame: it has started and imported what reading needs (pypdf), so
+a file's deadline counts its reading, not the interpreter's start on a loaded machine."""
+_START_SECONDS = 30.0
+"""How long a new worker may take to say it is ready (a very loaded machine)."""
 # A worker's own start (the interpreter, pypdf) needs this much address space on top of the
 # file's; below it no file could be read at all.
 _BASE_MEMORY_MB = 64
@@ -66,16 +81,22 @@ class _Worker:
         return self.process.pid
 
     async def ask(self, job: _Job, *, cpu_seconds: float) -> dict[str, Any]:
-        stdin, stdout = self.process.stdin, self.process.stdout
-        assert stdin is not None and stdout is not None
+        stdin = self.process.stdin
+        assert stdin is not None
         header = {"name": job.name, "max_chars": job.max_chars, "cpu_seconds": cpu_seconds}
         stdin.write(_frame(json.dumps(header).encode()) + _frame(job.data))
         await stdin.drain()
-        (length,) = _LENGTH.unpack(await stdout.readexactly(_LENGTH.size))
-        reply = json.loads(await stdout.readexactly(length))
+        reply = json.loads(await self.frame())
         if not isinstance(reply, dict):
             raise ValueError("a worker's reply is not an object")
         return reply
+
+    async def frame(self) -> bytes:
+        """The worker's next frame on its output."""
+        stdout = self.process.stdout
+        assert stdout is not None
+        (length,) = _LENGTH.unpack(await stdout.readexactly(_LENGTH.size))
+        return await stdout.readexactly(length)
 
     async def kill(self) -> None:
         """Ends the worker now and waits for it, so no process or pipe outlives it."""
@@ -104,6 +125,7 @@ class FileReaders:
         parse_seconds: float = 10.0,
         parse_memory_mb: int = 512,
         python: str = sys.executable,
+        notice_after: float = 3.0,
     ) -> None:
         if max_parallel < 1 or parse_seconds <= 0 or parse_memory_mb < _BASE_MEMORY_MB:
             raise ValueError("max_parallel >= 1, parse_seconds > 0, parse_memory_mb >= 64")
@@ -111,7 +133,8 @@ class FileReaders:
         self.parse_seconds = parse_seconds
         self.parse_memory_mb = parse_memory_mb
         self._python = python
-        self._slots = asyncio.Semaphore(max_parallel)
+        self.slots = FairSlots(max_parallel, notice_after=notice_after)
+        """Who reads next: one file per person at a time, the least recently served first."""
         self._idle: list[_Worker] = []
         self._all: set[_Worker] = set()
         self._closed = False
@@ -126,21 +149,34 @@ class FileReaders:
         """The live workers' process ids (for tests and the operator)."""
         return sorted(worker.pid for worker in self._all)
 
-    async def read(self, name: str, data: bytes, *, max_chars: int) -> list[Page]:
+    async def read(
+        self,
+        name: str,
+        data: bytes,
+        *,
+        max_chars: int,
+        owner: str | None = None,
+        on_queue: OnQueue | None = None,
+    ) -> list[Page]:
+        """The file's pages, read by a worker once ``owner`` (the person who attached it;
+        None: nobody else's) has its turn; ``FileRefused`` with one line otherwise."""
         if self._closed:
             raise FileRefused(f"{safe_name(name)}: not read, the bot is shutting down.")
-        async with self._slots:
+        async with self.slots.hold(owner, on_queue=on_queue):
             worker = self._idle.pop() if self._idle else await self._start()
-            reply = await self._ask(worker, _Job(name, data, max_chars))
+            job = _Job(name, data, max_chars)
+            reply = await self._ask(worker, job) if worker else {"outcome": "crashed"}
         if self._closed and "pages" not in reply:  # its worker was ended by aclose
             raise FileRefused(f"{safe_name(name)}: not read, the bot is shutting down.")
         return _pages(name, reply, memory_mb=self.parse_memory_mb)
 
     async def _ask(self, worker: _Worker, job: _Job) -> dict[str, Any]:
-        # The kernel's CPU limit comes first; this deadline only catches a worker that
-        # stalls without spending CPU (a slow disk, a stopped process), with room for a
-        # busy machine where a CPU second takes longer than a wall second.
-        deadline = 3 * self.parse_seconds + 5
+        # The kernel's CPU limit ends a file that spends its seconds; this deadline one that
+        # does not get them: a stalled worker, or a machine so loaded that a CPU second takes
+        # several wall seconds (issue 42: 10 s of CPU took 35 s there, and six files 105 s).
+        # The half second on top carries the file and the reply; the worker's start is not
+        # counted (it said it was ready first).
+        deadline = self.parse_seconds + 0.5
         try:
             # asyncio.timeout, not wait_for: before Python 3.12 wait_for swallows a Stop that
             # arrives as the worker replies (CPython gh-86296), and the run would go on.
@@ -162,10 +198,12 @@ class FileReaders:
         return reply
 
     def _count(self, outcome: str) -> dict[str, Any]:
+        log.info("a file's worker was ended (%s)", outcome)
         self.outcomes[outcome] += 1
         return {"outcome": outcome}
 
-    async def _start(self) -> _Worker:
+    async def _start(self) -> _Worker | None:
+        """A new worker, once it says it is ready; None when it does not (counted crashed)."""
         process = await asyncio.create_subprocess_exec(
             self._python,
             "-m",
@@ -179,6 +217,18 @@ class FileReaders:
         worker = _Worker(process)
         self._all.add(worker)
         self.started += 1
+        try:
+            async with asyncio.timeout(_START_SECONDS):
+                ready = await worker.frame()
+        except (TimeoutError, asyncio.IncompleteReadError, ConnectionError):
+            await self._discard(worker, "crashed")
+            return None
+        except BaseException:  # cancelled (Stop, shutdown) while it starts
+            await asyncio.shield(self._discard(worker, "cancelled"))
+            raise
+        if ready != _READY:
+            await self._discard(worker, "crashed")
+            return None
         return worker
 
     async def _discard(
@@ -242,6 +292,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     _die_with_parent()
     _limit_memory(int(args[0]) * 1024 * 1024)
     source, sink = sys.stdin.buffer, sys.stdout.buffer
+    with contextlib.suppress(ImportError):
+        import pypdf  # noqa: F401  (part of the start, not of the first PDF's deadline)
+    sink.write(_frame(_READY))
+    sink.flush()
     while (job := _read_job(source)) is not None:
         header, data = job
         _limit_cpu(float(header["cpu_seconds"]))

@@ -424,10 +424,13 @@ async def ingest(
     store: FileStore,
     limits: FileLimits,
     reader: FileReader,
+    owner: str | None = None,
+    on_queue: Callable[[bool], None] | None = None,
 ) -> Intake:
     """Downloads, reads (with ``reader``: ``core.file_workers.FileReaders`` in a worker
-    process) and indexes a question's files into the conversation's store, before the run
-    starts. Each refused file gives one line; the others are kept."""
+    process, one file of ``owner``'s at a time, ``on_queue`` told when one waits its turn)
+    and indexes a question's files into the conversation's store, before the run starts.
+    Each refused file gives one line; the others are kept."""
     intake = Intake()
     documents: list[Incoming] = []
     for item in incoming:
@@ -448,7 +451,9 @@ async def ingest(
     room = limits.max_chars_per_conversation - indexed_chars(stored)
     for item in documents[: limits.max_per_question]:
         try:
-            passages = await _take_one(item, limits=limits, room=room, reader=reader)
+            passages = await _take_one(
+                item, limits=limits, room=room, reader=reader, owner=owner, on_queue=on_queue
+            )
         except FileRefused as refusal:
             intake.refused.append(f"⚠️ {refusal}")
             continue
@@ -461,7 +466,13 @@ async def ingest(
 
 
 async def _take_one(
-    item: Incoming, *, limits: FileLimits, room: int, reader: FileReader
+    item: Incoming,
+    *,
+    limits: FileLimits,
+    room: int,
+    reader: FileReader,
+    owner: str | None,
+    on_queue: Callable[[bool], None] | None,
 ) -> list[Passage]:
     shown = safe_name(item.name)
     kind = kind_of(item.name)
@@ -471,15 +482,24 @@ async def _take_one(
         raise FileRefused(f"{shown}: larger than {size_text(limits.max_bytes)}.")
     data = await item.fetch()
     check(item.name, data, limits=limits, room=room)
-    pages = await reader.read(item.name, data, max_chars=room + 1)
+    pages = await reader.read(item.name, data, max_chars=room + 1, owner=owner, on_queue=on_queue)
     return fitted(item.name, pages, room=room)
 
 
 class FileReader(Protocol):
     """Turns a downloaded file into its pages (``extract``), or raises ``FileRefused`` with
-    one line; ``core.file_workers.FileReaders`` does it in worker processes, within limits."""
+    one line; ``core.file_workers.FileReaders`` does it in worker processes, within limits,
+    one file of each ``owner`` at a time (``on_queue``: told when one waits its turn)."""
 
-    async def read(self, name: str, data: bytes, *, max_chars: int) -> list[Page]: ...
+    async def read(
+        self,
+        name: str,
+        data: bytes,
+        *,
+        max_chars: int,
+        owner: str | None = None,
+        on_queue: Callable[[bool], None] | None = None,
+    ) -> list[Page]: ...
 
 
 def size_text(n: int) -> str:

@@ -82,6 +82,7 @@ BLUE, AMBER, GREEN, RED, GREY = 0x5865F2, 0xF0B232, 0x23A55A, 0xDA373C, 0x80848E
 
 ACCENTS: dict[Phase, int] = {
     "starting": BLUE,
+    "reading": BLUE,
     "waiting": BLUE,
     "thinking": BLUE,
     "retrying": BLUE,
@@ -154,7 +155,7 @@ def live_card(view: RunView, now: float) -> Card:
     if view.verbosity != "full":
         return Card(accent, (Text(fit(render_brief(view, now, CURRENT_LIMIT), CURRENT_LIMIT)),))
     head = [status_line(view, now)]
-    if view.status_text and view.phase not in ("waiting", "retrying"):
+    if view.status_text and view.phase not in ("waiting", "retrying", "reading"):
         head.append("-# " + one_line(sanitize(view.status_text), 200))
     if view.memory_unavailable:
         head.append("-# ⚠️ memory unavailable: answering without this conversation's history")

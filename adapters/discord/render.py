@@ -308,7 +308,7 @@ def render_live(view: RunView, now: float, limit: int = CONTENT_LIMIT) -> str:
     if view.verbosity != "full":
         return render_brief(view, now, limit)
     head = [*heard_lines(view), status_line(view, now)]
-    if view.status_text and view.phase not in ("waiting", "retrying"):
+    if view.status_text and view.phase not in ("waiting", "retrying", "reading"):
         head.append("-# " + one_line(sanitize(view.status_text), 200))
     if view.memory_unavailable:
         head.append("-# ⚠️ memory unavailable: answering without this conversation's history")

@@ -822,10 +822,10 @@ class SlackBot:
     async def _note(self, channel: str, thread_ts: str, text: str) -> None:
         """One short message in the answer's thread (the refused files); never raises."""
         try:
-            async with self.pacer.slot(channel, priority="first"):
-                await self.client.chat_postMessage(
-                    channel=channel, thread_ts=thread_ts, text=escape(text), unfurl_links=False
-                )
+            # Unpaced: chat.postMessage has its own limit, not chat.update's budget (issue 42)
+            await self.client.chat_postMessage(
+                channel=channel, thread_ts=thread_ts, text=escape(text), unfurl_links=False
+            )
         except SlackClientError as exc:
             log.warning("could not say which files were refused in %s: %s", channel, exc)
 

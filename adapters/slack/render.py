@@ -90,6 +90,7 @@ from core.trace import Trace, steps_made
 
 _PHASE_EMOJI: dict[Phase, str] = {
     "starting": ":hourglass_flowing_sand:",
+    "reading": ":paperclip:",
     "waiting": ":hourglass_flowing_sand:",
     "thinking": ":thinking_face:",
     "acting": ":hammer_and_wrench:",

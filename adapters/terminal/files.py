@@ -12,9 +12,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
-from adapters.attachments import ConversationFiles
+from adapters.attachments import carried
 from adapters.channels import RunChoice
-from adapters.downloads import Downloader
+from adapters.words import FILES_OFF
 from core.file_workers import FileReaders
 from core.files import (
     FileLimits,
@@ -28,8 +28,6 @@ from core.files import (
 from core.tools import ToolRegistry
 
 __all__ = ["FILES_OFF", "LocalFiles", "indexed_line", "local_file"]
-
-FILES_OFF = "⚠️ Attached files are switched off here (files.enabled: false)."
 
 
 class _FilesApp(Protocol):
@@ -72,8 +70,7 @@ class LocalFiles:
         self.enabled = enabled
         self._limits = limits
         # Nothing is downloaded: a local file is read by its own ``fetch``.
-        nowhere = Downloader(frozenset(), max_bytes=limits.max_bytes, platform="the terminal")
-        self._files = ConversationFiles(store, nowhere, limits, reader=app.file_readers)
+        self._files = carried(store, limits, app.file_readers, platform="the terminal")
 
     async def take(self, conversation: str, paths: Sequence[Path]) -> Intake:
         """Reads ``paths`` into the conversation now; the intake says what was refused."""

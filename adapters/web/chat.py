@@ -8,7 +8,8 @@ the answer's message updated live over Server-Sent Events.
     GET  /static/{file}    the page's script and stylesheet (the only ones the policy allows)
     GET  /api/history      the conversation's earlier turns (after a reload)
     GET  /api/events       Server-Sent Events: each message's state, as JSON, latest wins
-    POST /api/ask          {"question"}; 202, or the refusal's words with 4xx
+    POST /api/ask          {"question"}, or a form with files too (``adapters.web.uploads``);
+                           202, or the refusal's words with 4xx
     POST /api/stop         {"run"}
     POST /api/decide       {"run", "step", "call", "verdict", "input"?, "reason"?}
     POST /api/reset        forgets the conversation
@@ -55,6 +56,7 @@ from aiohttp import web
 
 from adapters import words
 from adapters.answering import Answering, Reply, Ticket
+from adapters.attachments import ConversationFiles
 from adapters.channels import ChannelChoices
 from adapters.decisions import Press
 from adapters.dispatch.dispatcher import Dispatcher
@@ -73,6 +75,7 @@ from adapters.web.guard import (
 )
 from adapters.web.hosts import HostRule, is_loopback
 from adapters.web.render import WebPayload, WebRenderer, clean
+from adapters.web.uploads import Uploads
 from core.agent import Agent, Run
 from core.approval import ApprovalBroker, Decision, Verdict
 from core.budgets import TokenBudgets
@@ -336,6 +339,7 @@ class WebChat:
         secret: bytes | None = None,
         trace_link: Callable[[str], str | None] | None = None,
         room: Room | None = None,
+        files: ConversationFiles | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if not is_loopback(settings.host) and not settings.token:
@@ -376,9 +380,11 @@ class WebChat:
             quote=lambda text: text,
             shutdown_by="a bot restart",
             room=room,
+            files=files,
         )
         self.dispatcher: Dispatcher[Session] = Dispatcher(self.answering, claims=stores.claims)
         """Each question once (the page's id for it), bursts gathered (``adapters.dispatch``)."""
+        self.files = files
         self._page = _asset("chat.html")
         self._static = {
             "chat.js": (_asset("chat.js"), "text/javascript"),
@@ -395,6 +401,7 @@ class WebChat:
             "X-Frame-Options": "DENY",
             "Cache-Control": "no-store",
         }
+        self.uploads = Uploads(files.limits if files else None, self.headers)
 
     async def _access(self, session: Session) -> str | None:
         del session  # a signed-in session may ask; the pipeline's limits still apply
@@ -614,6 +621,7 @@ class WebChat:
             actor=Actor("web", session.id, session.conversation, "you (web chat)"),
             where=Where("web", "session", session.id, name="web chat"),
             question=str(body.get("question", "")).strip(),
+            files=tuple(body.get("files", ())),  # a form's (``_post``)
             memories=MemoryPlace("web", "", session.conversation, private=True),  # its own
             who=session,
         )
@@ -677,6 +685,8 @@ class WebChat:
     async def reset(self, request: web.Request) -> web.Response:
         session, _ = await self._post(request)
         await self.stores.history.clear(session.conversation)
+        if self.files is not None:
+            await self.files.clear(session.conversation)
         session.live.clear()
         return self._json({"ok": True})
 
@@ -713,6 +723,8 @@ class WebChat:
                 content_type="application/json",
                 headers=self.headers,
             )
+        if request.content_type == "multipart/form-data":  # a question with files
+            return session, await self.uploads.read(request)
         try:
             body = await request.json()
         except (ValueError, UnicodeDecodeError):

@@ -46,7 +46,7 @@ class Watched(FileReaders):
         super().__init__(**limits)
         self.worker_started = asyncio.Event()
 
-    async def _start(self) -> _Worker:
+    async def _start(self) -> _Worker | None:
         worker = await super()._start()
         self.worker_started.set()
         return worker
@@ -104,11 +104,9 @@ async def test_the_pdf_bomb_is_skipped_within_its_limit_while_others_go_on(
         intake = await bomb
     assert intake.refused == ["⚠️ report.pdf: took too long to read, skipped."]
     assert intake.indexed == ["notes.txt"], "the question's other file is still read"
-    if os.getloadavg()[0] < (os.cpu_count() or 1):
-        assert tight.outcomes == {"cpu": 1}, "the kernel's CPU limit ended it, not a deadline"
-    else:  # an overloaded machine may not give the worker its CPU second within the wall
-        # deadline (3x + 5 s): that deadline is the designed backstop, and it ended it
-        assert tight.outcomes in ({"cpu": 1}, {"stalled": 1}), tight.outcomes
+    # The kernel's CPU limit (whole seconds, rounded up) or the wall deadline of the same
+    # parse_seconds (+0.5 s): whichever comes first on this machine's load ends it.
+    assert tight.outcomes in ({"cpu": 1}, {"stalled": 1}), tight.outcomes
     assert [p.file for p in await bomb_store.load("c-bomb")] == ["notes.txt"]
     executor.shutdown(wait=False)
 

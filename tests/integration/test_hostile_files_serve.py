@@ -6,6 +6,8 @@ own process, Slack's strict fake serving the file to the bot token, the OpenAI f
   answered; and another conversation's tool call meanwhile is not slowed past a bound.
 - SIGTERM while a bomb is being read: the process exits within 10 s, its file worker with
   it, and the live message is left final.
+- Stop pressed while the bomb is read (its live message says the files are being read):
+  the reading ends at once, its worker killed, and the message is final, stopped.
 """
 
 from __future__ import annotations
@@ -14,14 +16,17 @@ import asyncio
 import json
 import signal
 import time
+import urllib.parse
 from pathlib import Path
 
 import aiohttp
 import pytest
+from slack_sdk.signature import SignatureVerifier
 
 from adapters.slack.blocks import STOP_ACTION_ID
+from adapters.words import READING_FILES
 from tests.fakes.openai_server import FakeOpenAI
-from tests.fakes.slack_server import FakeSlack, Message, message_text
+from tests.fakes.slack_server import TEAM_ID, FakeSlack, Message, message_text
 from tests.hostile import pdf_bomb
 from tests.integration.test_chaos import SECRET, mention, slack_event, step, until
 from tests.integration.test_hostile_serve import forget_keys, launch
@@ -114,9 +119,13 @@ async def test_a_pdf_bomb_on_the_reply_path_is_skipped_while_others_go_on(
             await until(
                 lambda: bool(workers_of(process.pid)), within=10, what="a worker reads the bomb"
             )
-            # While it is read: the live message is there, with Stop, and no model call yet.
+            # While it is read: the live message is there, with Stop, saying so; no model call.
             await until(
-                lambda: shows_stop(root_of(slack, BOMB_CHANNEL)),
+                lambda: (
+                    shows_stop(root_of(slack, BOMB_CHANNEL))
+                    and READING_FILES.lower()
+                    in message_text(root_of(slack, BOMB_CHANNEL) or _EMPTY).lower()
+                ),
                 within=3,
                 what="the live message with Stop while the file is read",
             )
@@ -213,6 +222,86 @@ async def test_sigterm_while_a_file_is_read_exits_at_once_and_leaves_the_message
                 process.kill()
                 await process.wait()
             await forget_keys(tmp_path)
+
+
+async def test_stop_while_a_file_is_read_ends_the_reading_at_once(
+    tmp_path: Path, redis_url: str
+) -> None:
+    port = free_port()
+    async with (
+        FakeSlack(token="xoxb-bomb") as slack,
+        FakeOpenAI(model="m") as model,
+        aiohttp.ClientSession() as http,
+    ):
+        process = await launch(
+            tmp_path, config(port, slack, parse_seconds=60), env(slack, model, redis_url),
+            "--platform", "slack",
+        )  # fmt: skip
+        try:
+            await wait_for_http(f"http://127.0.0.1:{port}/healthz")
+            event = bomb_mention(slack, "1800000000.000400", "read this", 50)  # minutes of CPU
+            await slack_event(http, port, "EvStop", event)
+            await until(
+                lambda: bool(workers_of(process.pid)), within=20, what="a worker reads the bomb"
+            )
+            (worker,) = workers_of(process.pid)
+            root = root_of(slack, BOMB_CHANNEL)
+            assert root is not None and shows_stop(root)
+            assert READING_FILES.lower() in message_text(root).lower()
+            await press_stop(http, port, root)
+            await until(
+                lambda: not Path(f"/proc/{worker}").exists(),
+                within=5,
+                what="the worker killed by the Stop",
+            )
+            await until(
+                lambda: not shows_stop(root_of(slack, BOMB_CHANNEL)),
+                within=10,
+                what="the message final",
+            )
+            assert "stopped" in message_text(root_of(slack, BOMB_CHANNEL) or _EMPTY).lower()
+            assert not model.requests, "the question never reached the model"
+            assert process.returncode is None
+            process.send_signal(signal.SIGTERM)
+            async with asyncio.timeout(20):
+                assert await process.wait() == 0
+        finally:
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+            await forget_keys(tmp_path)
+
+
+async def press_stop(http: aiohttp.ClientSession, port: int, message: Message) -> None:
+    """The asker presses the message's Stop button, as Slack signs it."""
+    (value,) = [
+        element["value"]
+        for block in message.blocks
+        for element in [*block.get("elements", ()), block.get("accessory")]
+        if isinstance(element, dict) and element.get("action_id") == STOP_ACTION_ID
+    ]
+    payload = {
+        "type": "block_actions",
+        "user": {"id": "U1ADA"},
+        "team": {"id": TEAM_ID},
+        "channel": {"id": message.channel},
+        "trigger_id": "press",
+        "api_app_id": "A1",
+        "container": {"type": "message", "channel_id": message.channel, "message_ts": message.ts},
+        "actions": [
+            {"type": "button", "action_id": STOP_ACTION_ID, "block_id": "b", "value": value}
+        ],
+    }
+    body = urllib.parse.urlencode({"payload": json.dumps(payload)})
+    stamp = str(int(time.time()))
+    signature = SignatureVerifier(SECRET).generate_signature(timestamp=stamp, body=body)
+    headers = {
+        "Content-Type": "application/x-www-form-urlencoded",
+        "X-Slack-Request-Timestamp": stamp,
+        "X-Slack-Signature": signature or "",
+    }
+    async with http.post(f"http://127.0.0.1:{port}/slack/events", data=body, headers=headers) as r:
+        assert r.status == 200
 
 
 _EMPTY = Message("", "", "", [], None)

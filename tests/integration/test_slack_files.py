@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import base64
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
 from aiohttp import web
 
+import bot as shipped
 from adapters.attachments import ConversationFiles
 from adapters.channels import ChannelChoices
 from adapters.slack.bot import SlackBot
@@ -23,6 +25,7 @@ from core.agent import Agent, AgentSettings
 from core.file_workers import FileReaders
 from core.files import FileLimits, InMemoryFileStore
 from core.history import InMemoryHistoryStore
+from core.knowledge import LookupTool
 from core.llm import ChatModel
 from core.openai_model import OpenAIChatModel
 from core.scripted import ScriptedModel, Turn
@@ -81,14 +84,18 @@ async def served(readers: FileReaders) -> AsyncIterator[Callable[..., Any]]:
         catalogue: dict[str, ChatModel] | None = None,
         hearing: Hearing | None = None,
         registry: ToolRegistry | None = None,
+        manual: bool = False,
     ) -> tuple[Harness, InMemoryTraceStore, InMemoryFileStore]:
         fake = FakeSlack()
         await fake.__aenter__()
         model = ScriptedModel(turns)
         traces = InMemoryTraceStore()
+        registry = registry or tools()
+        if manual:  # the bot's own lookup over the shipped manual, as a fresh clone has it
+            registry.add(LookupTool(manual=Path(shipped.__file__).parent / "knowledge"))
         agent = Agent(
             model,
-            registry or tools(),
+            registry,
             history=InMemoryHistoryStore(),
             traces=traces,
             locks=InMemoryLocks(),
@@ -185,6 +192,29 @@ async def test_a_mention_with_a_pdf_is_answered_from_its_page(
     assert h.fake.file_requests and all(a == "Bearer xoxb-test" for _, a in h.fake.file_requests)
     assert not any("big.csv" in p for p, _ in h.fake.file_requests)
     assert {p.file for p in await store.load(trace.conversation)} == {"report.pdf"}
+
+
+async def test_a_one_file_question_finds_its_file_with_the_shipped_manual_present(
+    served: Callable[..., Any],
+) -> None:
+    """Issue 42 on Slack: a 90-character note beside the 57-passage manual; the note is
+    the first passage the model reads."""
+    turns: list[Turn | str] = [
+        Turn("Thought: The note may say.\nAction: lookup[launch code for project Bluebird]"),
+        Turn("Thought: It does.\nFinal Answer: AMBER-7734"),
+    ]
+    h, traces, _ = await served(turns, manual=True)
+    note = b"The launch code for project Bluebird is AMBER-7734."
+    files = [h.fake.add_file("notes.txt", note, mimetype="text/plain")]
+    question = mention("What is the launch code for project Bluebird?", files)
+    status, _, _ = await h.event(question, event_id="EvNote")
+    assert status == 200
+    await h.settled()
+    trace = await traces.last(f"slack:T0TEAM:{CHANNEL}:{h.root().ts}")
+    assert trace is not None and trace.answer == "AMBER-7734"
+    (step, *_) = trace.steps
+    assert (step.observation or "").startswith(f"1. notes.txt\n{note.decode()}")
+    assert step.sources[0] == "notes.txt"
 
 
 async def test_without_a_valid_token_slack_redirects_and_the_file_is_refused(

@@ -113,11 +113,13 @@ async def bots() -> AsyncIterator[Callable[..., Any]]:
         room: Room | None = None,
         hearing: Hearing | None = None,
         extra_tools: Sequence[Tool] = (),
+        lookup: Tool | None = None,
         **settings: Any,
     ) -> Harness:
         """``files``: documents and photos are read, within these limits (in worker
         processes, as served); ``vision``: the model reads images; ``shared``: one replica
-        of several, its stop requests and runs in flight on this real Redis."""
+        of several, its stop requests and runs in flight on this real Redis; ``lookup``:
+        the agent's own (the shipped manual, as a fresh clone has it)."""
         fake = FakeTelegram()
         await fake.__aenter__()
         broker = ApprovalBroker(InMemoryDecisions(), InMemoryPending())
@@ -137,6 +139,8 @@ async def bots() -> AsyncIterator[Callable[..., Any]]:
         )  # fmt: skip
         for tool in extra_tools:
             tools.add(tool)
+        if lookup is not None:
+            tools.add(lookup)
         stores = (
             Stores.in_memory()
             if shared is None

@@ -8,12 +8,15 @@ from __future__ import annotations
 import asyncio
 import base64
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from telegram import Bot
 
+import bot as shipped
 from adapters.telegram.files import typing
 from core.files import MB, FileLimits
+from core.knowledge import LookupTool
 from core.scripted import Turn
 from tests.fakes.telegram_server import FakeTelegram
 from tests.integration import test_telegram_bot
@@ -51,6 +54,30 @@ async def test_a_document_on_a_question_is_read_and_looked_up(make: Any) -> None
     passages = await h.stores.files.load(f"telegram:{CHAT}")
     assert passages and passages[0].file == "report.txt"
     assert h.fake.refused() == []
+
+
+async def test_a_one_file_question_finds_its_file_with_the_shipped_manual_present(
+    make: Any,
+) -> None:
+    """Issue 42 on Telegram: a 90-character note beside the 57-passage manual; the note is
+    the first passage the model reads."""
+    turns = [
+        Turn("Thought: The note may say.\nAction: lookup[launch code for project Bluebird]"),
+        Turn("Thought: It does.\nFinal Answer: AMBER-7734"),
+    ]
+    manual = LookupTool(manual=Path(shipped.__file__).parent / "knowledge")
+    h: Harness = await make(turns, files=FileLimits(), lookup=manual)
+    note = b"The launch code for project Bluebird is AMBER-7734."
+    question = h.fake.user_sends(
+        CHAT,
+        caption="What is the launch code for project Bluebird?",
+        document=("notes.txt", note, "text/plain"),
+    )
+    assert "AMBER-7734" in (await h.answer_to(question)).text
+    (trace,) = await h.stores.traces.list(f"telegram:{CHAT}")
+    (step, *_) = trace.steps
+    assert (step.observation or "").startswith(f"1. notes.txt\n{note.decode()}")
+    assert step.sources[0] == "notes.txt"
 
 
 async def test_a_photo_in_a_group_goes_to_a_vision_model_in_its_largest_size(make: Any) -> None:

@@ -18,6 +18,7 @@ import aiohttp
 import pytest
 from aiohttp.test_utils import TestServer
 
+from adapters.attachments import carried
 from adapters.channels import ChannelChoices
 from adapters.room import Room
 from adapters.web.chat import MAX_STREAMS, WebChat, WebChatRefused, WebSettings
@@ -26,6 +27,9 @@ from bot.web import add_trace_pages
 from core.agent import Agent, AgentSettings
 from core.approval import ApprovalBroker, InMemoryDecisions, InMemoryPending
 from core.budgets import InMemoryUsageCounters, TokenBudgets
+from core.file_workers import FileReaders
+from core.files import FileLimits
+from core.knowledge import LookupTool
 from core.prompt import QUESTION_PREFIX
 from core.scripted import ScriptedModel, Turn
 from core.storage import Stores
@@ -95,6 +99,7 @@ async def make() -> AsyncIterator[Callable[..., Any]]:
 async def chats() -> AsyncIterator[Callable[..., Any]]:
     """``make`` outside pytest's fixtures (the conformance drivers use it)."""
     opened: list[tuple[TestServer, aiohttp.ClientSession, ApprovalBroker]] = []
+    readers: list[FileReaders] = []
 
     async def build(
         turns: list[Turn],
@@ -103,8 +108,12 @@ async def chats() -> AsyncIterator[Callable[..., Any]]:
         clock: Callable[[], float] = time.monotonic,
         room: Room | None = None,
         extra_tools: Sequence[Tool] = (),
+        files: FileLimits | None = None,
+        lookup: LookupTool | None = None,
         **settings: Any,
     ) -> Chat:
+        """``files``: the chat takes files within these limits (real worker processes);
+        ``lookup``: the agent's own lookup (the shipped manual, as a fresh clone has it)."""
         ran: list[str] = []
 
         async def delete(path: str) -> str:
@@ -124,7 +133,13 @@ async def chats() -> AsyncIterator[Callable[..., Any]]:
         tools.add(FunctionTool("files_delete", delete, "Deletes a file.", "files_delete[a.txt]"))
         for tool in extra_tools:
             tools.add(tool)
+        if lookup is not None:
+            tools.add(lookup)
         stores = Stores.in_memory()
+        intake = None
+        if files is not None:
+            readers.append(FileReaders(max_parallel=1, parse_seconds=5, parse_memory_mb=256))
+            intake = carried(stores.files, files, readers[-1], platform="the web chat")
         broker = ApprovalBroker(InMemoryDecisions(), InMemoryPending())
         model = ScriptedModel(turns)
         agent = Agent(
@@ -153,6 +168,7 @@ async def chats() -> AsyncIterator[Callable[..., Any]]:
             trace_link=lambda trace_id: f"/t/{trace_id}?{signer.query(trace_id)}",
             clock=clock,
             room=room,
+            files=intake,
         )
         app = chat.application()
         add_trace_pages(app, traces=stores.traces, signer=signer)
@@ -175,6 +191,8 @@ async def chats() -> AsyncIterator[Callable[..., Any]]:
             await http.close()
             await server.close()
             await broker.aclose()
+        for pool in readers:
+            await pool.aclose()
 
 
 class _NoSecrets:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 
 import pytest
 
@@ -588,7 +588,7 @@ async def test_what_a_run_prepares_runs_in_it_and_its_tools_are_the_ones_used() 
     with_files = registry(FunctionTool("lookup", lookup, "Searches the files.", "lookup[x]"))
     prepared: list[str] = []
 
-    async def prepare() -> tuple[ToolRegistry | None, Sequence[str]]:
+    async def prepare(say: Callable[[str], None]) -> tuple[ToolRegistry | None, Sequence[str]]:
         prepared.append("read")
         return with_files, ()
 
@@ -607,7 +607,7 @@ async def test_a_stop_while_the_run_prepares_ends_it_at_once() -> None:
     reading = asyncio.Event()
     cut: list[bool] = []
 
-    async def prepare() -> tuple[ToolRegistry | None, Sequence[str]]:
+    async def prepare(say: Callable[[str], None]) -> tuple[ToolRegistry | None, Sequence[str]]:
         reading.set()
         try:
             await asyncio.sleep(3600)  # a file that takes forever to read

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
 
 import pytest
@@ -320,6 +321,48 @@ async def test_a_channel_that_turned_lookup_off_keeps_its_files_unsearched(
     assert tools is None, "stays off"
     _, searched = await files.prepare("c", [], RunChoice(), ToolRegistry())
     assert searched is not None and searched.get("lookup") is not None
+
+
+async def test_the_asker_owns_the_read_and_the_live_status_says_so(
+    readers: FileReaders,
+) -> None:
+    """Through the intake every surface uses: the reading is the asker's turn at the
+    workers (``FairSlots``), and the run's status says its files are read, then that they
+    wait their turn while another person's file holds the only worker."""
+    from adapters.attachments import ConversationFiles
+    from adapters.channels import RunChoice
+    from adapters.downloads import DISCORD_FILE_HOSTS, Downloader
+    from adapters.words import FILES_QUEUED, READING_FILES
+
+    async def fetch() -> bytes:
+        return b"The warranty lasts 36 months."
+
+    readers.slots.notice_after = 0
+    files = ConversationFiles(InMemoryFileStore(), Downloader(DISCORD_FILE_HOSTS), reader=readers)
+    said: list[str] = []
+    queued = asyncio.Event()
+
+    def say(text: str) -> None:
+        said.append(text)
+        if text == FILES_QUEUED:
+            queued.set()
+
+    async with (  # both workers are busy with other people's files
+        readers.slots.hold("someone else"),
+        readers.slots.hold("another"),
+        asyncio.timeout(10),
+    ):
+        reading = asyncio.create_task(
+            files.prepare(
+                "c", [Incoming("a.txt", 30, None, "u", fetch)], RunChoice(), ToolRegistry(),
+                owner="slack:T1:U1", say=say,
+            )
+        )  # fmt: skip
+        await queued.wait()
+    intake, _ = await reading
+    assert intake.indexed == ["a.txt"]
+    assert said == [READING_FILES, FILES_QUEUED, READING_FILES]
+    assert readers.slots.turns[-3:] == ["someone else", "another", "slack:T1:U1"]
 
 
 @property_settings(200)

@@ -34,11 +34,16 @@
     errorLine.hidden = !text;
   }
 
+  // A FormData body (a question with files) is sent as the browser encodes it; anything
+  // else as JSON. Both carry the CSRF token.
   async function post(path, body) {
+    const form = body instanceof FormData;
+    const headers = { "X-CSRF-Token": csrf };
+    if (!form) headers["Content-Type"] = "application/json";
     const response = await fetch(path, {
       method: "POST",
-      headers: { "Content-Type": "application/json", "X-CSRF-Token": csrf },
-      body: JSON.stringify(body || {}),
+      headers: headers,
+      body: form ? body : JSON.stringify(body || {}),
       credentials: "same-origin",
     });
     let data = {};
@@ -234,6 +239,42 @@
     const bytes = window.crypto.getRandomValues(new Uint8Array(16));
     return Array.from(bytes, function (b) { return b.toString(16).padStart(2, "0"); }).join("");
   }
+  // ---- files to send with the next question ----------------------------------------------
+  const attached = document.getElementById("attached");
+  const picker = document.getElementById("files");
+  let pending = []; // File objects, sent with the next question (the server reads them)
+
+  function drawAttached() {
+    attached.replaceChildren();
+    pending.forEach(function (file, n) {
+      const li = el("li", null, "📎 " + file.name); // a name is anyone's text: textContent
+      const remove = el("button", null, "×");
+      remove.type = "button";
+      remove.setAttribute("aria-label", "Remove " + file.name);
+      remove.addEventListener("click", function () { pending.splice(n, 1); drawAttached(); });
+      li.appendChild(remove);
+      attached.appendChild(li);
+    });
+    attached.hidden = pending.length === 0;
+  }
+  function attach(files) {
+    for (const file of files) pending.push(file);
+    drawAttached();
+  }
+  document.getElementById("attach").addEventListener("click", function () { picker.click(); });
+  picker.addEventListener("change", function () { attach(picker.files); picker.value = ""; });
+  document.addEventListener("dragover", function (event) {
+    if (!event.dataTransfer || event.dataTransfer.types.indexOf("Files") < 0) return;
+    event.preventDefault();
+    document.body.classList.add("dropping");
+  });
+  document.addEventListener("dragleave", function () { document.body.classList.remove("dropping"); });
+  document.addEventListener("drop", function (event) {
+    document.body.classList.remove("dropping");
+    if (!event.dataTransfer || !event.dataTransfer.files.length) return;
+    event.preventDefault();
+    attach(event.dataTransfer.files);
+  });
 
   // ---- the page ------------------------------------------------------------------------------
   form.addEventListener("submit", async function (event) {
@@ -244,9 +285,23 @@
     listen();
     // The box is free at once for the next message (a burst within agent.merge_window is
     // one question); the id makes a repeated POST (a retry) the same question, answered once.
+    const id = questionId();
+    const files = pending;
+    let body = { question: question, id: id };
+    if (files.length) {
+      body = new FormData();
+      body.append("question", question);
+      body.append("id", id);
+      files.forEach(function (file) { body.append("file", file, file.name); });
+    }
     box.value = "";
-    const result = await post("/api/ask", { question: question, id: questionId() });
-    if (!result.ok && !box.value) box.value = question;
+    pending = [];
+    drawAttached();
+    const result = await post("/api/ask", body);
+    if (!result.ok) {
+      if (!box.value) box.value = question;
+      if (!pending.length) { pending = files; drawAttached(); }
+    }
   });
   box.addEventListener("keydown", function (event) {
     if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
