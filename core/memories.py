@@ -29,6 +29,7 @@ import builtins
 import json
 import secrets
 import time
+import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
@@ -220,9 +221,9 @@ def recallable(memory: Memory, here: Asking) -> bool:
         return told.place == now.place
     if memory.by != here.user:
         return False
-    if told.private:
-        return now.private
-    return not now.private and told.space == now.space
+    # A DM's space is its workspace on Slack (whose user ids are the workspace's own: another
+    # workspace's U1 can be someone else), "" where the platform has none.
+    return told.private == now.private and told.space == now.space
 
 
 # ---- the service the tools and the run use --------------------------------------------------
@@ -262,14 +263,14 @@ class Memories:
         found = newest_first(m for m in (*mine, *ours) if recallable(m, here))
         given, room = [], self.settings.recall_chars
         for memory in found:
-            room -= len(memory_line(memory)) + 1
-            if room < 0:
-                break
-            given.append(memory)
+            size = len(memory_line(memory)) + 1
+            if size <= room:  # one too long for the room never hides the older ones
+                given.append(memory)
+                room -= size
         return given
 
     async def remember(self, here: Asking, text: str, scope: Scope, *, trace: str = "") -> Memory:
-        text = " ".join(text.split())
+        text = plain_fact(text)
         limit = self.settings.max_chars
         if not text:
             raise MemoryRefused("Nothing to remember: the fact is empty.")
@@ -329,6 +330,24 @@ class Memories:
         if memory.scope == "person":
             return memory.by == here.user
         return self.may_write_channel(here)
+
+
+_SHOWN_INVISIBLE = frozenset("\u200c\u200d")
+"""ZWNJ and ZWJ: Persian words and emoji sequences need them, and they hide no text."""
+
+
+def _hidden(ch: str) -> bool:
+    return unicodedata.category(ch) in ("Cc", "Cf", "Cs") and ch not in _SHOWN_INVISIBLE
+
+
+def plain_fact(text: str) -> str:
+    """``text`` as a memory keeps it: on one line, without the characters a listing does
+    not show but a model reads (controls, bidi overrides, zero-width and tag characters,
+    which can hide a whole sentence) or that no store can encode (lone surrogates, which a
+    model's JSON may hold)."""
+    if not text.isascii() or any(ch < " " or ch == "\x7f" for ch in text):
+        text = "".join(ch for ch in text if ch.isspace() or not _hidden(ch))
+    return " ".join(text.split())
 
 
 def matching(memories: Sequence[Memory], what: str) -> list[Memory]:
