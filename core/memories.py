@@ -10,9 +10,12 @@ one rule of travel, ``recallable``:
 =====================  =========================================================
 told                   recalled
 =====================  =========================================================
-person, in a DM        only in that person's DMs with the bot (same platform)
+person, in a DM        only in that person's DMs with the bot (same platform, same
+                       Slack workspace: its user ids are its own)
 person, in a channel   for that person, in the channels of the same workspace /
                        server / group (never in a DM, never for anyone else)
+person, in a closed    there only, for that person (a Discord private thread)
+place
 channel                in that channel only, for whoever asks there
 =====================  =========================================================
 
@@ -59,6 +62,9 @@ class Where:
     """The channel (a Telegram chat or topic, a web session): the holder of its memories."""
     private: bool
     """A DM or private chat with the bot: only the person and the bot are there."""
+    closed: bool = False
+    """A place only some of the space see (a Discord private thread): a person's fact
+    told there is recalled there only, never in the space's open channels."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,7 +129,7 @@ class Memory:
                 "scope": self.scope,
                 "by": self.by,
                 "by_name": self.by_name,
-                "where": [w.platform, w.space, w.place, w.private],
+                "where": [w.platform, w.space, w.place, w.private, w.closed],
                 "at": self.at,
                 "trace": self.trace,
             },
@@ -135,7 +141,8 @@ class Memory:
         """The memory, or None for a value this version cannot read."""
         try:
             data = json.loads(text)
-            platform, space, place, private = data["where"]
+            platform, space, place, private, *rest = data["where"]
+            closed = rest == [True]  # absent before places could be closed
             scope, at = data["scope"], float(data["at"])
             if scope not in ("person", "channel") or not 0 <= at < MAX_TIME:
                 return None  # a date no line can show (NaN, the year 5000) is no memory
@@ -145,7 +152,7 @@ class Memory:
                 scope=scope,
                 by=str(data["by"]),
                 by_name=str(data.get("by_name", "")),
-                where=Where(str(platform), str(space), str(place), bool(private)),
+                where=Where(str(platform), str(space), str(place), private is True, closed),
                 at=at,
                 trace=str(data.get("trace", "")),
             )
@@ -221,6 +228,8 @@ def recallable(memory: Memory, here: Asking) -> bool:
         return told.place == now.place
     if memory.by != here.user:
         return False
+    if told.closed and told.place != now.place:
+        return False  # a closed place's fact stays there
     # A DM's space is its workspace on Slack (whose user ids are the workspace's own: another
     # workspace's U1 can be someone else), "" where the platform has none.
     return told.private == now.private and told.space == now.space

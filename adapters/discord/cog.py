@@ -33,13 +33,7 @@ from adapters.attachments import ConversationFiles
 from adapters.channels import ChannelChoices, ChoiceError
 from adapters.context import Read
 from adapters.decisions import Press, may_retry
-from adapters.discord.access import (
-    Asker,
-    Membership,
-    is_admin,
-    refusal,
-    restricted,
-)
+from adapters.discord.access import Asker, Membership, is_admin, refusal, restricted
 from adapters.discord.files import incoming_of
 from adapters.discord.history import read_before
 from adapters.discord.layout import (
@@ -74,6 +68,7 @@ from adapters.discord.translate import (
     channel_name,
     conversation_id,
     is_bots_thread,
+    memory_place,
     question_from,
     settings_key,
     why_question,
@@ -913,14 +908,14 @@ class AskCog(commands.Cog):
             key=_user_key(asker),
             name=user.display_name,
             admin=is_admin(self.policy, asker),
-            place=(place := settings_key(channel, channel_id)),
+            place=settings_key(channel, channel_id),
             question=question,
             ident=ident,
             model=model,
             files=incoming_of(attachments, files.downloader) if files is not None else (),
             earlier=earlier,
             channel_name=channel_name(channel),
-            where=asker.where(place),
+            where=asker.where(*memory_place(channel, channel_id)),
         )
 
     def _earlier(

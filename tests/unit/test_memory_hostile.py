@@ -169,3 +169,87 @@ async def test_a_recall_the_store_did_not_answer_is_said_to_the_person() -> None
         if isinstance(event, Finished):
             break
     assert [(n.kind, n.text) for n in notices] == [("info", UNAVAILABLE)]
+
+
+# ---- where memories are listed -----------------------------------------------------------
+
+HOSTILE = (
+    "@everyone @here <@123456789012345678> <!channel> <!here> <@U0BOSS> "
+    "[log in](https://evil.example) <https://evil.example|log in> ‹/memory› </memory>"
+)
+
+
+@given(text=st.text(max_size=80))
+@example(text=HOSTILE)
+def test_a_recalled_memory_in_a_trace_thread_pings_nobody_and_links_nowhere(text: str) -> None:
+    """The ``recall_memories`` step and ``remember``'s observation are shown in the trace
+    thread of a channel: a remembered mention or masked link must stay text there."""
+    import json as _json
+
+    from adapters.discord.render import step_posts
+    from adapters.slack.trace_thread import step_blocks
+    from core.memories import memory_lines
+    from core.remembering import RECALL_MEMORIES
+    from core.trace import TraceStep
+
+    fact = Memory("m1a2b3c4", HOSTILE + text, "person", "U1", T1_C1, 1.7e9)
+    step = TraceStep(
+        index=0,
+        action=RECALL_MEMORIES,
+        action_input="1 memories: m1a2b3c4",
+        observation=memory_lines([fact]),
+        started_at=1.0,
+        ended_at=1.0,
+    )
+    slack = _json.dumps(step_blocks(step, "t1"))
+    for ping in ("<!channel>", "<!here>", "<@U0BOSS>", "<https://evil.example|"):
+        assert ping not in slack
+    discord = "\n".join(p.content for p in step_posts(step))
+    for ping in ("@everyone", "@here", "<@123456789012345678>", "](https://evil"):
+        assert ping not in discord
+
+
+def test_a_closed_places_fact_is_recalled_there_only() -> None:
+    """A person's fact told in a closed place (a Discord private thread) stays there; one
+    told in the open channels may still be recalled inside a closed place (less public)."""
+    thread = Where("discord", "7", "discord:55", private=False, closed=True)
+    other = Where("discord", "7", "discord:56", private=False, closed=True)
+    channel = Where("discord", "7", "discord:42", private=False)
+    told_there = Memory("m1", "I am being let go", "person", "U1", thread, 1.0)
+    told_open = Memory("m2", "call me Ada", "person", "U1", channel, 1.0)
+
+    def ada(where: Where) -> Asking:
+        return Asking("U1", "Ada", False, where)
+
+    assert recallable(told_there, ada(thread))
+    assert not recallable(told_there, ada(channel)) and not recallable(told_there, ada(other))
+    assert recallable(told_open, ada(thread))
+    assert not recallable(told_there, Asking("U2", "Bob", False, thread))
+
+
+def test_a_memory_kept_before_closed_places_still_reads() -> None:
+    kept = Memory("m1", "x", "person", "U1", T1_C1, 1.0)
+    old = kept.to_json().replace(", false]", "]")
+    assert '"where": ["slack", "T1", "slack:T1:C1", false]' in old
+    assert Memory.from_json(old) == kept
+    closed = Memory("m1", "x", "person", "U1", Where("discord", "7", "d:5", False, True), 1.0)
+    assert Memory.from_json(closed.to_json()) == closed
+    assert Memory.from_json(kept.to_json().replace("false, false]", '"no", "yes"]')) == kept
+
+
+async def test_an_eval_job_leaves_no_channel_memory_behind() -> None:
+    """Hole: ``reactbot eval`` cleared only the eval person's memories; with
+    ``memory.channel_writers: anyone`` a case's channel memories stayed in the store, with
+    no TTL, for ever."""
+    from bot.evals import EVAL_PLATFORM, EvalPerson
+
+    where = Where(EVAL_PLATFORM, "eval", "eval:job1", private=False)
+    person = EvalPerson(Asking("job1", "eval", False, where))
+    store = InMemoryMemories()
+    memories = Memories(store, MemorySettings(channel_writers="anyone"))
+    await memories.remember(person.asking, "mine", "person")
+    await memories.remember(person.asking, "ours", "channel")
+    await memories.remember(person.elsewhere(1).asking, "theirs", "channel")
+    for holder in person.holders(2):
+        await store.clear(holder)
+    assert store._held == {}, "nothing of the job is left"
