@@ -300,9 +300,15 @@ class Memories:
         oldest = await self.store.add(memory, limit=most)
         if oldest is not None:
             whose = "The asker has" if scope == "person" else "This channel has"
+            named = (  # never quoted where it may not be recalled (a DM's fact in a channel)
+                f"the oldest is {oldest.id} ({quoted(oldest.text)})"
+                if recallable(oldest, here)
+                else f"the oldest, {oldest.id}, was told elsewhere (a DM or another "
+                "place): they can forget it there"
+            )
             raise MemoryRefused(
                 f"{whose} {most} memories, the most kept; nothing was saved. "
-                f"Ask them to forget one first: the oldest is {oldest.id} ({quoted(oldest.text)})."
+                f"Ask them to forget one first: {named}."
             )
         return memory
 

@@ -253,3 +253,25 @@ async def test_an_eval_job_leaves_no_channel_memory_behind() -> None:
     for holder in person.holders(2):
         await store.clear(holder)
     assert store._held == {}, "nothing of the job is left"
+
+
+async def test_a_full_holder_never_quotes_a_dm_fact_in_a_channel() -> None:
+    """Hole: at the limit, ``remember`` named and quoted the holder's oldest memory, which
+    may have been told in a DM (or another workspace): the refusal is an Observation, shown
+    in the channel's trace thread and read by the model answering there."""
+    store = InMemoryMemories()
+    await store.add(Memory("m0", "my salary is 10", "person", "U1", T1_DM, 1.0), limit=9)
+    await store.add(Memory("m1", "call me Ada", "person", "U1", T1_C1, 2.0), limit=9)
+    memories = Memories(store, MemorySettings(max_per_user=2))
+    try:
+        await memories.remember(Asking("U1", "Ada", False, T1_C1), "one more", "person")
+    except MemoryRefused as refused:
+        said = str(refused)
+    else:
+        raise AssertionError("kept past the limit")
+    assert "salary" not in said and "nothing was saved" in said
+    assert "DM" in said or "elsewhere" in said, said
+    try:  # in the DM itself, the oldest is named and quoted as before
+        await memories.remember(Asking("U1", "Ada", False, T1_DM), "one more", "person")
+    except MemoryRefused as refused:
+        assert "m0" in str(refused) and "salary" in str(refused)
