@@ -107,6 +107,18 @@ async def test_emoji_sequences_and_persian_words_are_kept_whole() -> None:
     assert family in kept.text and word in kept.text
 
 
+def test_the_hidden_characters_are_every_one_unicodedata_knows() -> None:
+    """``plain_fact``'s character class, checked over all of Unicode as this Python has it."""
+    from core.memories import plain_fact
+
+    for cp in range(0x110000):
+        ch = chr(cp)
+        if ch.isspace() or 0x13439 <= cp <= 0x1343F:  # format characters from Unicode 15
+            continue
+        kept = plain_fact(f"a{ch}b") == f"a{ch}b"
+        assert kept is not hidden(ch), f"U+{cp:04X} {unicodedata.category(ch)}"
+
+
 # ---- bounds ------------------------------------------------------------------------------
 
 
