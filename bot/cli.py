@@ -350,7 +350,8 @@ async def run_cli(
 
             return await eval_command(app, options_of(args), console, errors)
         if command == "memory":  # the store alone, like traces
-            return await memory_command(app, args, console, errors)
+            with _quiet_store_warnings(unless=args.verbose):
+                return await memory_command(app, args, console, errors)
         if command == "trace":  # reading stored traces needs no tool, model or note
             with _quiet_store_warnings(unless=args.verbose):
                 return await trace_command(app, args, console, errors)

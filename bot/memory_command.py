@@ -16,6 +16,7 @@ import re
 import time
 from typing import TYPE_CHECKING, Any
 
+from core.errors import StoreUnavailable
 from core.memories import Holder, Memory
 
 if TYPE_CHECKING:
@@ -94,7 +95,20 @@ def exported_json(memories: list[Memory]) -> str:
     return _RAW.sub(lambda m: f"\\u{ord(m.group(0)):04x}", text)
 
 
+UNREACHABLE = "cannot reach the memory store: nothing was read or changed; try again later"
+
+
 async def memory_command(
+    app: App, args: argparse.Namespace, console: Console, errors: Console
+) -> int:
+    try:
+        return await _memory_command(app, args, console, errors)
+    except StoreUnavailable:
+        errors.print(UNREACHABLE, style="red", markup=False)
+        return 1
+
+
+async def _memory_command(
     app: App, args: argparse.Namespace, console: Console, errors: Console
 ) -> int:
     from adapters.terminal.render import printable

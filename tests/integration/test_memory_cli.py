@@ -111,3 +111,24 @@ async def test_an_undecodable_id_is_one_line_not_a_traceback(
     ):
         code, _ = await cli(*argv, config=config, redis_url=redis_url)
         assert code == 2
+
+
+async def test_a_store_that_does_not_answer_is_one_line(tmp_path: Path) -> None:
+    """Hole (memory review): with Redis down, ``reactbot memory`` ended in a
+    StoreUnavailable traceback (after a warning about "answering without memory")."""
+    import contextlib
+
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        code, out = await cli(
+            "memory",
+            "list",
+            "--platform",
+            "slack",
+            "--user",
+            "U1",
+            config=config_with_prefix(tmp_path, "t:"),
+            redis_url="redis://127.0.0.1:1/0",
+        )
+    assert code == 1 and out == ""
+    assert "cannot reach the memory store" in err.getvalue()
