@@ -393,7 +393,8 @@ async def run_cli(
 
             return await eval_command(app, options_of(args), console, errors)
         if command == "memory":  # the store alone, like traces
-            return await memory_command(app, args, console, errors)
+            with _quiet_store_warnings(unless=args.verbose):
+                return await memory_command(app, args, console, errors)
         if command == "schedule":  # the work is in bot/schedule_command.py
             from bot.schedule_command import schedule_command
 

@@ -283,7 +283,8 @@ class Eval:
             final = await self._ask(job, case.question, tools, person)
         finally:
             if person is not None and setup.agent.memories is not None:
-                await setup.agent.memories.store.clear(person.holder)  # none left behind
+                for holder in person.holders(len(case.before)):  # none left behind
+                    await setup.agent.memories.store.clear(holder)
         if self.stopped and final.trace.status == "cancelled":
             return None
         return result_of(job, final.trace)
@@ -322,6 +323,12 @@ class EvalPerson:
     @property
     def holder(self) -> Holder:
         return Holder.person(EVAL_PLATFORM, self.asking.user)
+
+    def holders(self, before: int) -> list[Holder]:
+        """Every holder a job of ``before`` earlier questions may have written: the person's,
+        and each of its places' (``memory.channel_writers: anyone`` lets it keep those)."""
+        places = [self, *(self.elsewhere(n) for n in range(before))]
+        return [self.holder, *(Holder.channel(p.asking.where) for p in places)]
 
     def elsewhere(self, n: int) -> EvalPerson:
         """The same person in another channel of the same space (a ``before`` question)."""

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import time
 from typing import TYPE_CHECKING, Any
 
+from core.errors import StoreUnavailable
 from core.memories import Holder, Memory
 
 if TYPE_CHECKING:
@@ -51,6 +53,15 @@ def holder_of(args: argparse.Namespace) -> Holder:
     return Holder("channel", platform, str(args.channel).strip())
 
 
+def _encodable(text: str) -> bool:
+    """Bytes the shell could not decode reach ``argv`` as lone surrogates: no store key."""
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def memory_row(memory: Memory) -> str:
     """``id  date  where  text``: one line, whatever the text holds."""
     day = time.strftime("%Y-%m-%d %H:%M", time.gmtime(memory.at))
@@ -61,12 +72,43 @@ def memory_row(memory: Memory) -> str:
 
 def memory_json(memory: Memory) -> dict[str, Any]:
     data: dict[str, Any] = json.loads(memory.to_json())
-    platform, space, place, private = data.pop("where")
-    data["where"] = {"platform": platform, "space": space, "place": place, "private": private}
+    platform, space, place, private, closed = data.pop("where")
+    data["where"] = {
+        "platform": platform,
+        "space": space,
+        "place": place,
+        "private": private,
+        "closed": closed,
+    }
     return data
 
 
+_RAW = re.compile(r"[\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+"""What ``json.dumps`` leaves raw that a terminal obeys: DEL and the C1 controls (``\\x9b``
+is an 8-bit CSI), and the bidirectional controls that reorder what follows."""
+
+
+def exported_json(memories: list[Memory]) -> str:
+    """The memories as JSON, exact, with nothing a terminal would obey: such characters are
+    written as ``\\uXXXX`` escapes, the rest stays readable."""
+    text = json.dumps([memory_json(m) for m in memories], ensure_ascii=False, indent=2)
+    return _RAW.sub(lambda m: f"\\u{ord(m.group(0)):04x}", text)
+
+
+UNREACHABLE = "cannot reach the memory store: nothing was read or changed; try again later"
+
+
 async def memory_command(
+    app: App, args: argparse.Namespace, console: Console, errors: Console
+) -> int:
+    try:
+        return await _memory_command(app, args, console, errors)
+    except StoreUnavailable:
+        errors.print(UNREACHABLE, style="red", markup=False)
+        return 1
+
+
+async def _memory_command(
     app: App, args: argparse.Namespace, console: Console, errors: Console
 ) -> int:
     from adapters.terminal.render import printable
@@ -74,6 +116,9 @@ async def memory_command(
     if not app.config.redis.configured:
         errors.print(f"note: {NO_REDIS}", style="dim", markup=False)
     store, holder = app.stores.memories, holder_of(args)
+    if not all(_encodable(x) for x in (holder.key, *args.ids)):
+        errors.print("an id is not valid text (undecodable bytes): nothing done", markup=False)
+        return 2
     action = args.memory_command
     if action == "forget":
         if not args.ids:
@@ -90,8 +135,7 @@ async def memory_command(
         return 0
     kept = await store.list(holder)
     if action == "export":
-        exported = json.dumps([memory_json(m) for m in kept], ensure_ascii=False, indent=2)
-        console.print(exported, markup=False, emoji=False)  # control characters are escaped
+        console.print(exported_json(kept), markup=False, emoji=False)
         return 0
     for memory in kept:
         console.print(printable(memory_row(memory)), markup=False, emoji=False)

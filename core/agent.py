@@ -540,6 +540,9 @@ class Run:
             step.ended_at = self.agent._clock()
             step.error = step.error or reason
 
+    def _say(self, text: str) -> None:
+        self._emit(Notice("info", text))
+
     # ---- the loop -----------------------------------------------------------------------
     async def _loop(self) -> Finished:
         messages = prompt.build_messages(
@@ -550,7 +553,9 @@ class Run:
             persona=self.trace.persona,
             template=self.settings.system_prompt,
             earlier=self.earlier.text if self.earlier is not None else "",
-            memories=await self._recalls.recall(self.agent._clock()) if self._recalls else "",
+            memories=await self._recalls.recall(self.agent._clock(), say=self._say)
+            if self._recalls
+            else "",
         )
         if self.images:
             messages[-1]["images"] = self.images

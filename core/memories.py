@@ -10,9 +10,12 @@ one rule of travel, ``recallable``:
 =====================  =========================================================
 told                   recalled
 =====================  =========================================================
-person, in a DM        only in that person's DMs with the bot (same platform)
+person, in a DM        only in that person's DMs with the bot (same platform, same
+                       Slack workspace: its user ids are its own)
 person, in a channel   for that person, in the channels of the same workspace /
                        server / group (never in a DM, never for anyone else)
+person, in a closed    there only, for that person (a Discord private thread)
+place
 channel                in that channel only, for whoever asks there
 =====================  =========================================================
 
@@ -27,6 +30,7 @@ from __future__ import annotations
 
 import builtins
 import json
+import re
 import secrets
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -58,6 +62,9 @@ class Where:
     """The channel (a Telegram chat or topic, a web session): the holder of its memories."""
     private: bool
     """A DM or private chat with the bot: only the person and the bot are there."""
+    closed: bool = False
+    """A place only some of the space see (a Discord private thread): a person's fact
+    told there is recalled there only, never in the space's open channels."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,7 +129,7 @@ class Memory:
                 "scope": self.scope,
                 "by": self.by,
                 "by_name": self.by_name,
-                "where": [w.platform, w.space, w.place, w.private],
+                "where": [w.platform, w.space, w.place, w.private, w.closed],
                 "at": self.at,
                 "trace": self.trace,
             },
@@ -134,7 +141,8 @@ class Memory:
         """The memory, or None for a value this version cannot read."""
         try:
             data = json.loads(text)
-            platform, space, place, private = data["where"]
+            platform, space, place, private, *rest = data["where"]
+            closed = rest == [True]  # absent before places could be closed
             scope, at = data["scope"], float(data["at"])
             if scope not in ("person", "channel") or not 0 <= at < MAX_TIME:
                 return None  # a date no line can show (NaN, the year 5000) is no memory
@@ -144,7 +152,7 @@ class Memory:
                 scope=scope,
                 by=str(data["by"]),
                 by_name=str(data.get("by_name", "")),
-                where=Where(str(platform), str(space), str(place), bool(private)),
+                where=Where(str(platform), str(space), str(place), private is True, closed),
                 at=at,
                 trace=str(data.get("trace", "")),
             )
@@ -220,9 +228,11 @@ def recallable(memory: Memory, here: Asking) -> bool:
         return told.place == now.place
     if memory.by != here.user:
         return False
-    if told.private:
-        return now.private
-    return not now.private and told.space == now.space
+    if told.closed and told.place != now.place:
+        return False  # a closed place's fact stays there
+    # A DM's space is its workspace on Slack (whose user ids are the workspace's own: another
+    # workspace's U1 can be someone else), "" where the platform has none.
+    return told.private == now.private and told.space == now.space
 
 
 # ---- the service the tools and the run use --------------------------------------------------
@@ -262,14 +272,14 @@ class Memories:
         found = newest_first(m for m in (*mine, *ours) if recallable(m, here))
         given, room = [], self.settings.recall_chars
         for memory in found:
-            room -= len(memory_line(memory)) + 1
-            if room < 0:
-                break
-            given.append(memory)
+            size = len(memory_line(memory)) + 1
+            if size <= room:  # one too long for the room never hides the older ones
+                given.append(memory)
+                room -= size
         return given
 
     async def remember(self, here: Asking, text: str, scope: Scope, *, trace: str = "") -> Memory:
-        text = " ".join(text.split())
+        text = plain_fact(text)
         limit = self.settings.max_chars
         if not text:
             raise MemoryRefused("Nothing to remember: the fact is empty.")
@@ -290,9 +300,15 @@ class Memories:
         oldest = await self.store.add(memory, limit=most)
         if oldest is not None:
             whose = "The asker has" if scope == "person" else "This channel has"
+            named = (  # never quoted where it may not be recalled (a DM's fact in a channel)
+                f"the oldest is {oldest.id} ({quoted(oldest.text)})"
+                if recallable(oldest, here)
+                else f"the oldest, {oldest.id}, was told elsewhere (a DM or another "
+                "place): they can forget it there"
+            )
             raise MemoryRefused(
                 f"{whose} {most} memories, the most kept; nothing was saved. "
-                f"Ask them to forget one first: the oldest is {oldest.id} ({quoted(oldest.text)})."
+                f"Ask them to forget one first: {named}."
             )
         return memory
 
@@ -329,6 +345,25 @@ class Memories:
         if memory.scope == "person":
             return memory.by == here.user
         return self.may_write_channel(here)
+
+
+_HIDDEN = re.compile(
+    "[\x00-\x08\x0e-\x1b\x7f-\x84\x86-\x9f\xad\u0600-\u0605\u061c\u06dd\u070f\u0890-\u0891"
+    "\u08e2\u180e\u200b\u200e-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f\ud800-\udfff"
+    "\ufeff\ufff9-\ufffb\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3"
+    "\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f]"
+)
+"""Every control (but whitespace), format character (bidi, zero-width, tags; ZWJ and ZWNJ
+excepted) and surrogate of Unicode 15: ``tests/unit/test_memory_hostile.py`` checks it
+against ``unicodedata``."""
+
+
+def plain_fact(text: str) -> str:
+    """``text`` as a memory keeps it: on one line, without the characters a listing does
+    not show but a model reads (controls, bidi overrides, zero-width and tag characters,
+    which can hide a whole sentence) or that no store can encode (lone surrogates, which a
+    model's JSON may hold). At C speed: a huge input is refused in milliseconds."""
+    return " ".join(_HIDDEN.sub("", text).split())
 
 
 def matching(memories: Sequence[Memory], what: str) -> list[Memory]:

@@ -10,6 +10,7 @@ lines the model read: every trace view shows which memories were given.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from core.errors import StoreUnavailable
 from core.memories import Asking, Memories, memory_lines
@@ -41,14 +42,17 @@ class RunMemory:
             combined.add(tool)
         return combined
 
-    async def recall(self, at: float) -> str:
+    async def recall(self, at: float, *, say: Callable[[str], None] | None = None) -> str:
         """The lines of the memories this run is given ("" for none), recorded in the
-        trace; a store that does not answer costs the recall, never the answer."""
+        trace; a store that does not answer costs the recall, never the answer, and is
+        said in one line (``say``: the run's status line) and in the trace."""
         try:
             given = await self.memories.recall(self.asking)
         except StoreUnavailable:
             log.warning("run %s: memories not recalled, the store is unavailable", self.trace.id)
             self.trace.notices.append(UNAVAILABLE)
+            if say is not None:
+                say(UNAVAILABLE)
             return ""
         if not given:
             return ""

@@ -35,9 +35,10 @@ class Asker:
     memberships: tuple[Membership, ...] = ()
     """In DMs: the allowed guilds (``dm_guilds``) the user is a member of, with their roles."""
 
-    def where(self, place: str) -> Where:
-        """Where they ask, as memories read it: the guild is the space; a DM is private."""
-        return Where("discord", str(self.guild_id or ""), place, self.guild_id is None)
+    def where(self, place: str, closed: bool = False) -> Where:
+        """Where they ask, as memories read it: the guild is the space; a DM is private; a
+        private thread closed (``translate.memory_place``)."""
+        return Where("discord", str(self.guild_id or ""), place, self.guild_id is None, closed)
 
 
 @dataclass(frozen=True, slots=True)

@@ -67,6 +67,7 @@ from adapters.discord.translate import (
     asker_of,
     channel_name,
     is_bots_thread,
+    memory_place,
     question_from,
     settings_key,
     where_of,
@@ -637,7 +638,7 @@ class AskCog(commands.Cog):
             question=question_from(message.content, me.id),
             files=incoming_of(message.attachments, files.downloader) if files is not None else (),
             earlier=self._earlier(message, me) if why == "mention" else None,
-            memories=asker.where(settings_key(message.channel, message.channel.id)),
+            memories=asker.where(*memory_place(message.channel, message.channel.id)),
             who=asker,
         )
         outcome = await self.dispatcher.dispatch(ask, lambda ask: MentionReply(self, message, ask))
@@ -909,14 +910,14 @@ class AskCog(commands.Cog):
             key=_user_key(asker),
             name=user.display_name,
             admin=is_admin(self.policy, asker),
-            place=(place := settings_key(channel, channel_id)),
+            place=settings_key(channel, channel_id),
             question=question,
             ident=ident,
             model=model,
             files=incoming_of(attachments, files.downloader) if files is not None else (),
             earlier=earlier,
             channel_name=channel_name(channel),
-            where=asker.where(place),
+            where=asker.where(*memory_place(channel, channel_id)),
         )
 
     def _earlier(

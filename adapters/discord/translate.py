@@ -20,6 +20,7 @@ __all__ = [
     "asker_of",
     "channel_name",
     "is_bots_thread",
+    "memory_place",
     "names_others",
     "places_of",
     "question_from",
@@ -40,6 +41,15 @@ def settings_key(channel: Channel, channel_id: int) -> str:
     """``discord:{channel}`` whose settings apply: a thread follows its parent channel."""
     parent = getattr(channel, "parent_id", None) if isinstance(channel, discord.Thread) else None
     return f"discord:{parent or channel_id}"
+
+
+def memory_place(channel: Channel, channel_id: int) -> tuple[str, bool]:
+    """The place memories are kept and recalled for (``core.memories.Where``), and whether
+    it is closed: a thread follows its parent channel as its settings do, but a private
+    thread is its own place, closed (its people's facts never reach the channel)."""
+    if isinstance(channel, discord.Thread) and channel.type == discord.ChannelType.private_thread:
+        return f"discord:{channel_id}", True
+    return settings_key(channel, channel_id), False
 
 
 def places_of(channel: Channel, channel_id: int) -> tuple[int, ...]:

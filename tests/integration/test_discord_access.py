@@ -95,3 +95,36 @@ async def test_an_overlong_question_is_refused_before_any_model_call() -> None:
         refusal = await h.fake.wait_for_call(lambda c: "characters long" in content_of(c))
         assert "The question is 5,000 characters long; the limit is 4,000." in content_of(refusal)
         assert h.model.calls == []
+
+
+async def test_a_fact_told_in_a_private_thread_never_reaches_the_channel() -> None:
+    """Hole (memory review): a private thread's memories were kept under its parent
+    channel, and a person's fact told there counted as told in the server's open channels:
+    both were recalled in the public channel, in front of everyone there."""
+    from core.memories import InMemoryMemories, Memories
+    from core.prompt import MEMORY_LEAD
+
+    fake = FakeDiscord()
+    private = fake.new_id()
+    fake.add_thread(private, private=True)
+    keep = 'Thought: keep\nAction: remember[{"fact": "I am being let go"}]'
+    async with running([keep, ANSWER, ANSWER, ANSWER], fake=fake, per_thread=False) as h:
+        assert h.bot.cog is not None
+        h.bot.cog.services.agent.memories = Memories(InMemoryMemories())
+        await h.mention("remember I am being let go", channel_id=private)
+        await h.finished()
+        await h.mention("what do you know about me?")  # the parent channel
+        await h.finished(2)
+        await h.mention("and here?", channel_id=private)
+        await h.finished(3)
+
+        def given(call: int) -> str:
+            return "".join(
+                m["content"]
+                for m in h.model.calls[call].messages
+                if m["content"].startswith(MEMORY_LEAD)
+            )
+
+        assert "let go" not in given(2), "a private thread's fact reached the channel"
+        assert "let go" in given(3), "it is still recalled where it was told"
+        h.model.assert_complete()

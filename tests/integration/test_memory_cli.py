@@ -78,3 +78,57 @@ async def test_the_operator_lists_exports_and_forgets_and_the_next_run_obeys(
     bob = ("--platform", "slack", "--user", "U2")
     code, listed = await cli("memory", "list", *bob, config=config, redis_url=redis_url)
     assert listed.split()[0] == "m3", "another person's memories untouched"
+
+
+async def test_an_export_holds_no_raw_terminal_controls_and_stays_exact(
+    tmp_path: Path, redis_url: str, redis_prefix: str, stores: RedisStores
+) -> None:
+    """Hole (memory review): ``export`` printed C1 controls (``\\x9b`` is an 8-bit CSI) and
+    bidi overrides of a memory kept before ``remember`` cleaned its text raw to the
+    operator's terminal; JSON escapes only those below U+0020."""
+    store = RedisMemories(stores.client, prefix=redis_prefix)
+    text = "a\u202eb\x9b31m\x85c\x7f\u2067 ☃ Ада"
+    await store.add(Memory("m1", text, "person", "U1", SLACK_C1, 1.0), limit=9)
+    config = config_with_prefix(tmp_path, redis_prefix)
+    whose = ("--platform", "slack", "--user", "U1")
+    code, exported = await cli("memory", "export", *whose, config=config, redis_url=redis_url)
+    assert code == 0
+    for raw in ("\u202e", "\x9b", "\x85", "\x7f", "\u2067"):
+        assert raw not in exported
+    assert "☃ Ада" in exported, "readable text stays readable"
+    assert json.loads(exported)[0]["text"] == text, "the JSON is exact"
+
+
+async def test_an_undecodable_id_is_one_line_not_a_traceback(
+    tmp_path: Path, redis_url: str, redis_prefix: str
+) -> None:
+    """Hole (memory review): bytes the shell could not decode reach argv as lone
+    surrogates, and the Redis client's encoder raised UnicodeEncodeError (a traceback)."""
+    config = config_with_prefix(tmp_path, redis_prefix)
+    for argv in (
+        ("memory", "list", "--platform", "slack", "--user", "U\udcff"),
+        ("memory", "forget", "m\udcff", "--platform", "slack", "--user", "U1"),
+    ):
+        code, _ = await cli(*argv, config=config, redis_url=redis_url)
+        assert code == 2
+
+
+async def test_a_store_that_does_not_answer_is_one_line(tmp_path: Path) -> None:
+    """Hole (memory review): with Redis down, ``reactbot memory`` ended in a
+    StoreUnavailable traceback (after a warning about "answering without memory")."""
+    import contextlib
+
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        code, out = await cli(
+            "memory",
+            "list",
+            "--platform",
+            "slack",
+            "--user",
+            "U1",
+            config=config_with_prefix(tmp_path, "t:"),
+            redis_url="redis://127.0.0.1:1/0",
+        )
+    assert code == 1 and out == ""
+    assert "cannot reach the memory store" in err.getvalue()

@@ -106,3 +106,12 @@ async def test_a_redis_that_is_away_costs_one_timeout_then_fails_at_once() -> No
             await stores.memories.add(memory("m1", "x", at=1.0, where=SLACK_C1), limit=5)
     finally:
         await stores.aclose()
+
+
+async def test_a_fact_with_a_lone_surrogate_is_kept_not_crashed(memories: RedisMemories) -> None:
+    """Hole: a model's JSON may hold a lone surrogate ("\\ud800"); ``remember`` passed it
+    to Redis, whose encoder raised UnicodeEncodeError: neither kept nor said in one line."""
+    ada = Asking("U1", "Ada", False, SLACK_C1)
+    kept = await Memories(memories).remember(ada, "call me \ud800Ada\u202e", "person")
+    assert kept.text == "call me Ada"
+    assert [m.text for m in await memories.list(Holder.person("slack", "U1"))] == ["call me Ada"]

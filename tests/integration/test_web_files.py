@@ -72,7 +72,10 @@ async def test_a_form_sent_twice_with_its_id_is_one_question(
     stream = await events(c)
     sent = ("What is the launch code for project Bluebird?", [("notes.txt", NOTE)])
     assert await ask_with(c, *sent, ident="question-1") == (202, {"ok": True})
-    assert await ask_with(c, *sent, ident="question-1") == (202, {"ok": True, "dropped": "duplicate"})
+    assert await ask_with(c, *sent, ident="question-1") == (
+        202,
+        {"ok": True, "dropped": "duplicate"},
+    )
     await stream.until(lambda d: d.get("type") == "run" and d.get("final"), within=20)
     assert len(await c.chat.stores.traces.list(conversation_of(c))) == 1
     c.model.assert_complete()

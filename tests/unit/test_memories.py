@@ -46,7 +46,14 @@ def asking(user: str, where: Where, *, admin: bool = False) -> Asking:
 TRAVEL = [
     # scope, told by, told where, asked by, asked where, recalled
     ("person", "U1", DM, "U1", DM, True),
-    ("person", "U1", DM, "U1", DM_OTHER_TEAM, True),  # the person's DMs with the bot
+    (
+        "person",
+        "U1",
+        DM,
+        "U1",
+        DM_OTHER_TEAM,
+        False,
+    ),  # another workspace's U1 (test_memory_hostile)
     ("person", "U1", DM, "U1", C1, False),  # never in a channel
     ("person", "U1", DM, "U2", DM, False),  # never for another
     ("person", "U1", C1, "U1", C1, True),
