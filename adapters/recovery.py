@@ -104,6 +104,8 @@ class Recovery:
         """Orphans this process finished."""
         self._clock = clock
         self._tracked: dict[str, _Tracked] = {}
+        self._ending: set[str] = set()
+        """Runs of ours whose end is being written: never orphans to this process."""
         self._task: asyncio.Task[None] | None = None
 
     # ---- this process's answers ---------------------------------------------------------
@@ -142,12 +144,18 @@ class Recovery:
         tracked = self._tracked.pop(run_id, None)
         if tracked is None:
             return
-        if tracked.task is not None:
-            tracked.task.cancel()
-            await asyncio.wait({tracked.task})
-        # An update on its way when the run ended finds it gone and leaves it so (the
-        # registry's ``update`` never brings back a run that is not registered).
-        await self.registry.end(self.surface, run_id)
+        # Until its record is gone, a sweep here must not take the answer for an orphan (its
+        # record may look silent: a loop that stalled past the lease).
+        self._ending.add(run_id)
+        try:
+            if tracked.task is not None:
+                tracked.task.cancel()
+                await asyncio.wait({tracked.task})
+            # An update on its way when the run ended finds it gone and leaves it so (the
+            # registry's ``update`` never brings back a run that is not registered).
+            await self.registry.end(self.surface, run_id)
+        finally:
+            self._ending.discard(run_id)
 
     async def keep(self, run_id: str) -> None:
         """Write what changed in ``run_id`` since its last write (its new steps, its head
@@ -238,8 +246,8 @@ class Recovery:
         silent_since = self._clock() - self.orphan_after
         finished = 0
         for run_id in await self.registry.orphans(self.surface, silent_since=silent_since):
-            if run_id in self._tracked:  # ours, only late (a stalled loop): beat it instead
-                continue
+            if run_id in self._tracked or run_id in self._ending:  # ours, only late (a stalled
+                continue  # loop): beat it instead, or let it end
             record = await self.registry.claim(self.surface, run_id)
             if record is None:  # another process took it
                 continue

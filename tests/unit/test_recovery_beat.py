@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Sequence
 from types import SimpleNamespace
 from typing import Any
 
-from adapters.recovery import Recovery
+from adapters.recovery import HISTORY_NOTE, Recovery
 from core.agent import Agent
 from core.events import Event, ObservationReady
 from core.scripted import ScriptedModel
@@ -165,4 +165,37 @@ async def test_an_answer_that_ended_during_its_write_is_not_left_as_an_orphan() 
     now[0] += 60
     assert await registry.orphans("slack", silent_since=now[0] - 25) == []
     assert await recovery.sweep() == 0, "nothing to finish as interrupted"
+    await run.aclose()
+
+
+class SlowEnd(InMemoryRunRegistry):
+    """``end`` reaches the store only when ``arrive`` is set (a busy Redis)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.arrive = asyncio.Event()
+        self.ending = asyncio.Event()
+
+    async def end(self, surface: str, run_id: str) -> None:
+        self.ending.set()
+        await self.arrive.wait()
+        await super().end(surface, run_id)
+
+
+async def test_an_answer_ending_late_is_not_taken_for_an_orphan_by_its_own_process() -> None:
+    registry = SlowEnd()
+    stores = in_memory_stores(runs=registry)
+    agent = Agent(ScriptedModel(["Thought: ok\nAction: finish[ok]"]), ToolRegistry(), stores=stores)
+    run = agent.start("q", conversation="slack:T1:C1:1.0")
+    now = [1000.0]
+    recovery = Recovery(stores, surface="slack", clock=lambda: now[0], orphan_after=25)
+    await recovery.track(run, conversation="slack:T1:C1:1.0", where={}, asker_key="k", slot="s")
+    now[0] += 60  # its loop stalled past the lease: the record looks silent
+    ending = asyncio.create_task(recovery.untrack(run.trace.id))  # the answer ends meanwhile
+    await registry.ending.wait()
+    assert await recovery.sweep() == 0, "its own answer, ending: not finished as interrupted"
+    registry.arrive.set()
+    await ending
+    history = await stores.history.load("slack:T1:C1:1.0")
+    assert HISTORY_NOTE not in [m["content"] for m in history], "no 'the bot restarted' note"
     await run.aclose()
