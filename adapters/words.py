@@ -36,6 +36,7 @@ __all__ = [
     "READING_FILES",
     "RESET_ADMINS",
     "RESET_DONE",
+    "RETRY_DONE",
     "RETRY_GONE",
     "SCHEDULES_NEED_REDIS",
     "SCHEDULES_NOT_KEPT",
@@ -71,6 +72,7 @@ NOT_RUNNING = "This answer is no longer running."
 DECISION_GONE = "This action was already decided, or its time ran out."
 NO_APPROVALS = "Approvals are not set up on this bot."
 RETRY_GONE = "I no longer have that question: please ask it again."
+RETRY_DONE = "Someone already pressed Retry: this question was asked again once."
 RESET_DONE = "🧹 I forgot this conversation."
 RESET_ADMINS = "Only an admin can reset this conversation here."
 FILES_OFF = "⚠️ Attached files are switched off here (files.enabled: false)."

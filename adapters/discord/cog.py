@@ -1,14 +1,9 @@
-"""The Cog: mentions and DMs, ``/ask``, ``/reset``, ``/trace``, and the Stop button.
-
-Handlers only translate: a Discord event becomes (question, conversation, asker), the agent
-runs, and LiveMessage renders it into the placeholder. Each event id is claimed once through
-``EventClaims``, so a gateway replay after a reconnect never answers twice.
-
-The Stop button's custom id names the run and the asker (a ``DynamicItem``), so whichever
-process receives the click can check who pressed it; if the run is not its own it asks
-through ``StopRequests``, and the process running it (subscribed in ``cog_load``) cancels
-it. Cooldowns live in the shared ``Cooldowns`` store, so shards do not multiply them.
-"""
+"""The Cog: Discord's events, translated. Mentions and DMs go through the dispatcher
+(``adapters.dispatch``: each event once, bursts, admission); ``/ask``, Retry (once per run),
+the buttons, ``/reset``, ``/trace`` and the ``/reactbot`` settings are handled here until
+they become intents (docs/plans/dispatcher.md, slice 8). Who may stop or decide is checked
+against the run's stored record (``adapters.decisions``); a Stop for another process's run
+goes through ``StopRequests``."""
 
 from __future__ import annotations
 
@@ -671,11 +666,11 @@ class AskCog(commands.Cog):
         *,
         model: str | None = None,
         file: discord.Attachment | None = None,
-    ) -> None:
+    ) -> bool:
         """``/ask``, and Retry on an interrupted answer: admitted like a mention, answered
-        in the interaction's own response."""
+        in the interaction's own response; False when refused."""
         if not await self.services.stores.claims.claim(f"discord:interaction:{interaction.id}"):
-            return
+            return True  # a second delivery: the first is being answered
         ask = await self._ask(
             interaction.user,
             interaction.channel,
@@ -690,7 +685,7 @@ class AskCog(commands.Cog):
             await interaction.response.send_message(
                 admitted.text, ephemeral=True, allowed_mentions=NO_MENTIONS
             )
-            return
+            return False
         try:
             await interaction.response.defer(thinking=True)  # the 3-second rule: ack first
         except BaseException:
@@ -698,6 +693,7 @@ class AskCog(commands.Cog):
             raise
         reply = InteractionReply(self, interaction, ask)
         self.answering.spawn(self.answering.answer(admitted, reply))
+        return True
 
     @ask.autocomplete("model")
     async def _model_names(
@@ -1018,7 +1014,11 @@ class AskCog(commands.Cog):
         if trace is None or not trace.question or not self._from_its_place(interaction, trace):
             await interaction.response.send_message(words.RETRY_GONE, ephemeral=True)
             return
-        await self._answer_interaction(interaction, trace.question)
+        if not await self.dispatcher.retry_once.take(run_id):
+            await interaction.response.send_message(words.RETRY_DONE, ephemeral=True)
+            return
+        if not await self._answer_interaction(interaction, trace.question):
+            await self.dispatcher.retry_once.give_back(run_id)
 
     async def sources_pressed(self, interaction: discord.Interaction, run_id: str) -> None:
         """Anyone may ask; the answer is private, the links written out, nobody pinged."""

@@ -61,3 +61,23 @@ class Burst(Generic[W]):
             return Drop("merged")
         admission.intent = merged
         return None
+
+
+RETRY_CLAIM_TTL = 7 * 24 * 3600
+"""How long a Retry stays used: as long as an interrupted run's trace is kept (7 days)."""
+
+
+class RetryOnce:
+    """Retry asks an interrupted run's question again once, however many people press it,
+    on whichever process: the first press claims the run (``retry:{run_id}``); a press that
+    is then refused (busy, cooldown, budget) gives the claim back, so Retry may be pressed
+    again; an admitted one never can."""
+
+    def __init__(self, claims: EventClaims) -> None:
+        self.claims = claims
+
+    async def take(self, run_id: str) -> bool:
+        return await self.claims.claim(f"retry:{run_id}", ttl=RETRY_CLAIM_TTL)
+
+    async def give_back(self, run_id: str) -> None:
+        await self.claims.release(f"retry:{run_id}")

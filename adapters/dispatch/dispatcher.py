@@ -21,7 +21,7 @@ from typing import Any, Generic, TypeVar
 
 from adapters.answering import Answering, Reply, Ticket
 from adapters.answering import Ask as Admitted
-from adapters.dispatch.checks import Admission, Burst, Claim
+from adapters.dispatch.checks import Admission, Burst, Claim, RetryOnce
 from adapters.dispatch.conversation import conversation_of, settings_place
 from adapters.dispatch.intents import Ask, Where
 from adapters.dispatch.outcome import Done, Outcome, Refusal
@@ -44,6 +44,9 @@ class Dispatcher(Generic[W]):
         self.policy = answering.policy
         self.claim = Claim(claims)
         self.burst: Burst[W] = Burst(self.policy)
+        self.retry_once = RetryOnce(claims)
+        """Retry asks an interrupted run's question again once (the surfaces' Retry presses,
+        until Retry is an intent of its own)."""
 
     def conversation(self, where: Where, *, root: str | None = None) -> str:
         return conversation_of(where, self.policy, root=root)

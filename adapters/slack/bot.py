@@ -813,8 +813,12 @@ class SlackBot:
         )
         if not await self.stores.claims.claim(question.claim_key):
             return
+        if not await self.dispatcher.retry_once.take(run_id):
+            await self._ephemeral(channel, user, words.RETRY_DONE)
+            return
         admitted = await self.answering.admit(self._ask(question))
         if isinstance(admitted, Refusal):
+            await self.dispatcher.retry_once.give_back(run_id)
             await self._ephemeral(channel, user, admitted.text)
             return
         await self.answering.answer(admitted, SlackReply(self, question))

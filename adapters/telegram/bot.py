@@ -662,7 +662,11 @@ class TelegramBot:
             chat_name=_chat_name(message.chat),
             gathers=False,
         )
+        if not await self.dispatcher.retry_once.take(run_id):
+            return words.RETRY_DONE
         refused = await self._dispatch(ask)
+        if refused is not None:
+            await self.dispatcher.retry_once.give_back(run_id)
         return cut(refused, 190) if refused is not None else "Asking again…"
 
     async def on_error(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
-from adapters.dispatch.checks import Admission, Burst, Claim
+from adapters.dispatch.checks import Admission, Burst, Claim, RetryOnce
 from adapters.dispatch.intents import Actor, Ask, Where
 from adapters.dispatch.outcome import Drop
 from adapters.policy import Policy
@@ -65,3 +65,12 @@ async def test_an_ask_that_does_not_gather_passes_at_once() -> None:
     assert await burst(command) is None, "not held and not merged: its ack cannot wait"
     assert await opened is None
     assert first.intent.question == "a message"
+
+
+async def test_retry_is_taken_once_and_a_refused_one_is_given_back() -> None:
+    once = RetryOnce(InMemoryEventClaims())
+    assert await once.take("run-1")
+    assert not await once.take("run-1"), "a second press asks nothing"
+    assert await once.take("run-2"), "per run"
+    await once.give_back("run-1")  # that press was refused (busy): Retry may be pressed again
+    assert await once.take("run-1")
