@@ -44,6 +44,7 @@ __all__ = [
     "UPLOADS_BUSY",
     "VOICE_OFF",
     "VOICE_SILENT",
+    "VOTE_LOST",
     "acting",
     "decide_refused",
     "deciders",
@@ -62,6 +63,7 @@ __all__ = [
     "voice_failed",
     "voice_too_big",
     "voice_too_long",
+    "vote_kept",
     "who_may_decide",
 ]
 
@@ -72,6 +74,13 @@ NOT_RUNNING = "This answer is no longer running."
 DECISION_GONE = "This action was already decided, or its time ran out."
 NO_APPROVALS = "Approvals are not set up on this bot."
 RETRY_GONE = "I no longer have that question: please ask it again."
+VOTE_LOST = "I could not record that: this run's trace is no longer stored."
+
+
+def vote_kept(value: str) -> str:
+    return f"Thanks, your {'👍' if value == 'up' else '👎'} is recorded on this answer's trace."
+
+
 RETRY_DONE = "Someone already pressed Retry: this question was asked again once."
 RESET_DONE = "🧹 I forgot this conversation."
 RESET_ADMINS = "Only an admin can reset this conversation here."

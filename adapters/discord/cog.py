@@ -1042,12 +1042,7 @@ class AskCog(commands.Cog):
                 kept = await record_vote(
                     self.services.stores.traces, run_id, vote, str(interaction.user.id)
                 )
-        if kept:
-            text = (
-                f"Thanks, your {'👍' if vote == 'up' else '👎'} is recorded on this answer's trace."
-            )
-        else:
-            text = "I could not record that: this run's trace is no longer stored."
+        text = words.vote_kept(vote) if kept else words.VOTE_LOST
         await interaction.response.send_message(text, ephemeral=True, allowed_mentions=NO_MENTIONS)
 
     @staticmethod

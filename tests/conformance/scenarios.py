@@ -188,10 +188,11 @@ async def vote(d: Driver) -> None:
     """Anyone votes on a finished answer: the run's trace keeps the vote."""
     asked = await d.ask("asker", QUESTION)
     await d.final_text(asked)
-    await d.vote("other", asked, "up")
+    said = await d.vote("other", asked, "up")
     await d.settled()
     (trace,) = await d.traces()
     assert [v.value for v in trace.votes] == ["up"]
+    assert said == normalise(words.vote_kept("up")), "only the voter hears back, in one wording"
 
 
 async def settings_by_admin(d: Driver) -> None:
