@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 
 from adapters import words
 from adapters.dispatch.intents import Memory as MemoryIntent
+from adapters.dispatch.intents import MemoryAction, MemoryScope
 from core.errors import StoreUnavailable
 from core.memories import Asking, Holder, Memories, Memory
 
@@ -99,3 +100,18 @@ def listing(found: Sequence[Memory], *, escape: Escape, room: int) -> str:
         shown.append(text)
         used += 1 + len(text)
     return "\n".join([head, *shown])
+
+
+def parse(text: str) -> tuple[MemoryAction, str, MemoryScope] | None:
+    """A command's words after ``memory``: nothing or ``list``, ``forget ID``, ``clear``,
+    ``clear channel``; None for anything else (say ``words.MEMORY_USAGE``)."""
+    match text.split():
+        case [] | ["list"]:
+            return "list", "", "me"
+        case ["forget", ident]:
+            return "forget", ident, "me"
+        case ["clear"] | ["clear", "me"]:
+            return "clear", "", "me"
+        case ["clear", "channel"]:
+            return "clear", "", "channel"
+    return None
