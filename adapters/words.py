@@ -319,6 +319,9 @@ def memory_not_found(memory_id: str) -> str:
     return f"No memory {memory_id} of yours is recalled here (list them with the memory command)."
 
 
+MEMORY_SENT_PRIVATELY = "🧠 I sent you the memories recalled here in our private chat."
+
+
 def memory_cleared(count: int, scope: Literal["me", "channel"]) -> str:
     whose = "of yours recalled here" if scope == "me" else "of this channel"
     kept = "1 memory" if count == 1 else f"{count:,} memories"

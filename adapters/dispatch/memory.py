@@ -19,7 +19,7 @@ from adapters import words
 from adapters.dispatch.intents import Memory as MemoryIntent
 from adapters.dispatch.intents import MemoryAction, MemoryScope
 from core.errors import StoreUnavailable
-from core.memories import Asking, Holder, Memories, Memory
+from core.memories import Asking, Holder, Memories, Memory, quoted
 
 Escape = Callable[[str], str]
 
@@ -38,7 +38,7 @@ async def memory_reply(
         return words.MEMORY_OFF
     try:
         if intent.action == "forget":
-            return await _forget(intent, memories)
+            return await _forget(intent, memories, escape)
         if intent.action == "clear":
             return await _clear(intent, memories)
         return listing(await visible(intent, memories), escape=escape, room=room)
@@ -54,11 +54,11 @@ async def visible(intent: MemoryIntent, memories: Memories) -> list[Memory]:
     return [m for m in await memories.recall_all(here) if m.scope == "person" or admin]
 
 
-async def _forget(intent: MemoryIntent, memories: Memories) -> str:
+async def _forget(intent: MemoryIntent, memories: Memories, escape: Escape) -> str:
     ident = intent.id.strip()
     chosen = [m for m in await visible(intent, memories) if m.id == ident]
-    if not ident or not chosen:
-        return words.memory_not_found(ident or "?")
+    if not ident or not chosen:  # the id is the person's text: echoed escaped and short
+        return words.memory_not_found(escape(quoted(ident, limit=20)))
     await memories.store.delete(chosen[0].holder, [ident])
     return words.memory_forgotten(ident)
 

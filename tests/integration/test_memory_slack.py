@@ -108,7 +108,7 @@ async def test_the_memory_command_lists_and_forgets_and_the_next_run_no_longer_r
     assert "<https://" not in listed, "no link formed"
 
     refused = (await memory_command(h, f"forget {payments.id}", user=BOB))["text"]
-    assert refused == words.memory_not_found(payments.id), "Bob cannot forget Ada's"
+    assert refused == words.memory_not_found(f"“{payments.id}”"), "Bob cannot forget Ada's"
     assert payments in await memories.store.list(Holder.person("slack", ASKER))
     gone = (await memory_command(h, f"forget {payments.id}"))["text"]
     assert gone == words.memory_forgotten(payments.id)

@@ -49,6 +49,10 @@ async def kept() -> Memories:
     return memories
 
 
+def missing(ident: str) -> str:
+    return words.memory_not_found(f"“{ident}”")
+
+
 async def say(memories: Memories | None, i: MemoryIntent) -> str:
     return await memory_reply(i, memories, escape=escape, room=3000)
 
@@ -66,11 +70,9 @@ async def test_a_person_sees_their_own_recalled_here_and_admins_the_channels() -
 
 async def test_forget_deletes_only_what_the_actor_may() -> None:
     memories = await kept()
-    assert await say(memories, intent("forget", user="U2", ident="m1")) == (
-        words.memory_not_found("m1")
-    )
-    assert await say(memories, intent("forget", ident="m4")) == words.memory_not_found("m4")
-    assert await say(memories, intent("forget", ident="m2")) == words.memory_not_found("m2")
+    assert await say(memories, intent("forget", user="U2", ident="m1")) == (missing("m1"))
+    assert await say(memories, intent("forget", ident="m4")) == missing("m4")
+    assert await say(memories, intent("forget", ident="m2")) == missing("m2")
     assert await say(memories, intent("forget", ident="m1")) == words.memory_forgotten("m1")
     assert [m.id for m in await memories.store.list(Holder.person("slack", "U1"))] == ["m5", "m2"]
     admin = intent("forget", ident="m4", admin=True)
@@ -104,6 +106,8 @@ async def test_a_hostile_memory_is_listed_inert_by_each_surfaces_escaping() -> N
     memories = await kept()
     slack = await say(memories, intent())
     assert "<!channel>" not in slack and "@everyone" not in slack and "<@123>" not in slack
+    echoed = await say(memories, intent("forget", ident="<!channel>"))
+    assert echoed == missing("&lt;!channel&gt;"), "the id typed is echoed escaped"
     discord = await memory_reply(intent(), memories, escape=sanitize, room=2000)
     assert "@everyone" not in discord and "](" not in discord and "<@123>" not in discord
 
