@@ -101,6 +101,7 @@ async def test_the_memory_command_lists_and_forgets_and_the_next_run_no_longer_r
     (payments, hostile) = sorted(
         await memories.store.list(Holder.person("slack", ASKER)), key=lambda m: m.text[0] == "@"
     )
+    assert hostile.text == HOSTILE
     listed = (await memory_command(h, ""))["text"]
     assert f"{payments.id} · I manage the payments team · yours ·" in listed
     assert hostile.id in listed and "evil" in listed, "the hostile memory is listed"

@@ -11,7 +11,7 @@ from adapters.discord.render import sanitize
 from adapters.dispatch.intents import Actor, MemoryAction, MemoryScope
 from adapters.dispatch.intents import Memory as MemoryIntent
 from adapters.dispatch.intents import Where as Place
-from adapters.dispatch.memory import listing, memory_reply
+from adapters.dispatch.memory import listing, memory_reply, parse
 from adapters.slack.markdown import escape
 from core.errors import StoreUnavailable
 from core.memories import Holder, InMemoryMemories, Memories, MemorySettings, Where
@@ -129,3 +129,20 @@ def test_a_long_listing_shows_the_newest_that_fit_and_counts_the_rest(
     assert [ln.split(" · ")[0] for ln in listed] == [m.id for m in found[: len(listed)]]
     if len(listed) < count:
         assert lines[-1] == words.memory_more(count - len(listed))
+
+
+async def test_with_channel_writers_anyone_everyone_here_manages_the_channels() -> None:
+    memories = await kept()
+    memories.settings = MemorySettings(channel_writers="anyone")
+    assert "m4 · we deploy on Thursdays" in await say(memories, intent(user="U2"))
+    assert await say(memories, intent("forget", user="U2", ident="m4")) == (
+        words.memory_forgotten("m4")
+    )
+
+
+def test_the_commands_words_parse_to_one_action() -> None:
+    assert parse("") == parse("list") == ("list", "", "me")
+    assert parse("forget m1") == ("forget", "m1", "me")
+    assert parse("clear") == ("clear", "", "me")
+    assert parse("clear channel") == ("clear", "", "channel")
+    assert parse("forget") is None and parse("forget a b") is None and parse("wipe") is None
