@@ -298,3 +298,48 @@ PICTURES_NOT_SENT = (
 )
 
 NOT_SPOKEN = "🔇 I couldn't read this answer aloud; the text above is the whole of it."
+
+# ---- the memory command (issue 43: people see and delete what is kept about them) ----------
+MEMORY_OFF = "🧠 Memory is off here: I keep nothing about you across conversations."
+MEMORY_UNREADABLE = "⚠️ I could not reach the memory store. Nothing changed; try again soon."
+MEMORY_NONE = "🧠 I keep no memories about you here."
+MEMORY_USAGE = "Usage: memory (to list), memory forget ID, memory clear, memory clear channel"
+MEMORY_ONLY_ADMINS = "Only an admin of this channel can clear the channel's memories."
+
+
+def memory_header(total: int) -> str:
+    kept = "1 memory" if total == 1 else f"{total:,} memories"
+    return f"🧠 {kept} recalled here, newest first (id · text · scope · date):"
+
+
+def memory_more(hidden: int) -> str:
+    return f"… and {hidden:,} more (forget some to see the older ones)"
+
+
+def memory_scope(scope: Literal["person", "channel"]) -> str:
+    return "yours" if scope == "person" else "this channel's"
+
+
+def memory_forgotten(memory_id: str) -> str:
+    return f"🗑️ Forgotten: {memory_id}. The next answer no longer sees it."
+
+
+def memory_not_found(memory_id: str) -> str:
+    return f"No memory {memory_id} of yours is recalled here (list them with the memory command)."
+
+
+MEMORY_SENT_PRIVATELY = "🧠 I sent you the memories recalled here in our private chat."
+
+
+def memory_cleared(count: int, scope: Literal["me", "channel"]) -> str:
+    whose = "of yours recalled here" if scope == "me" else "of this channel"
+    kept = "1 memory" if count == 1 else f"{count:,} memories"
+    return f"🗑️ Cleared {kept} {whose}."
+
+
+def memory_count_only(total: int) -> str:
+    kept = "1 memory" if total == 1 else f"{total:,} memories"
+    return (
+        f"🧠 {kept} recalled here. I list them only in private: start a private chat with "
+        "me, then use /memory here again."
+    )

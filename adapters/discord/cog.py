@@ -1,7 +1,8 @@
 """The Cog: Discord's events, translated. Mentions and DMs go through the dispatcher
 (``adapters.dispatch``: each event once, bursts, admission); ``/ask``, Retry (once per run),
 the buttons, ``/reset``, ``/trace`` and the ``/reactbot`` settings are handled here until
-they become intents (docs/plans/dispatcher.md, slice 8). Who may stop or decide is checked
+they become intents (docs/plans/dispatcher.md, slice 8; ``/reactbot memory`` is one, in
+``memory_command``). Who may stop or decide is checked
 against the run's stored record (``adapters.decisions``); a Stop for another process's run
 goes through ``StopRequests``."""
 
@@ -40,14 +41,9 @@ from adapters.discord.layout import (
     card_placeholder,
     sources_list,
 )
+from adapters.discord.memory_command import REACTBOT, MemoryCommand
 from adapters.discord.payload import DiscordPayload, FileSpec, PendingButtons
-from adapters.discord.render import (
-    DiscordRenderer,
-    fit,
-    page_link_line,
-    placeholder,
-    sanitize,
-)
+from adapters.discord.render import DiscordRenderer, fit, page_link_line, placeholder, sanitize
 from adapters.discord.settings import DiscordSettings
 from adapters.discord.surface import (
     NO_MENTIONS,
@@ -564,7 +560,7 @@ class DecisionModal(discord.ui.Modal):
 # ---- the cog ------------------------------------------------------------------------------
 
 
-class AskCog(commands.Cog):
+class AskCog(MemoryCommand, commands.Cog):
     def __init__(
         self,
         bot: commands.Bot | commands.AutoShardedBot,
@@ -741,7 +737,7 @@ class AskCog(commands.Cog):
             suppress_embeds=True,
         )
 
-    reactbot = app_commands.Group(name="reactbot", description="reactbot's settings here.")
+    reactbot = REACTBOT  # with its ``memory`` subcommand (``MemoryCommand``)
 
     @reactbot.command(name="verbosity", description="How much of each run this channel sees.")
     @app_commands.describe(

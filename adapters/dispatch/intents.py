@@ -3,7 +3,7 @@
 A surface translates its event into an intent: who did it (``Actor``), where (``Where``), the
 event's own id (claimed once) and what was asked. Which conversation that is, who may do it,
 and how often, are decided once for every surface (``adapters.dispatch``), never by the
-surface. Today: ``Ask``; Stop, Decide, Retry, Vote, Reset, ShowTrace, Settings and Usage
+surface. Today: ``Ask`` and ``Memory`` (handled by ``adapters.dispatch.memory``); Stop, Decide, Retry, Vote, Reset, ShowTrace, Settings and Usage
 follow on this shape (docs/plans/dispatcher.md §5.1).
 """
 
@@ -95,3 +95,21 @@ class Ask(Intent, Generic[W]):
     the run neither recalls nor changes them."""
     who: W = field(compare=False)
     """The surface's own record of the event, for its access rule and its reply."""
+
+
+MemoryAction = Literal["list", "forget", "clear"]
+MemoryScope = Literal["me", "channel"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Memory(Intent):
+    """``/reactbot memory``, ``/ask-settings memory``, ``/memory``: see or delete what is
+    kept about the actor (and about the channel, for its admins)."""
+
+    place: MemoryPlace
+    """Where it is asked, as memories read it: what is listed is what is recalled here."""
+    action: MemoryAction = "list"
+    id: str = ""
+    """The memory ``forget`` deletes."""
+    scope: MemoryScope = "me"
+    """What ``clear`` clears: the actor's own, or the channel's (its admins only)."""

@@ -1,4 +1,6 @@
-"""``/ask-settings``: a channel's verbosity, model, persona and tools, and today's usage.
+"""``/ask-settings``: a channel's verbosity, model, persona and tools, today's usage, and
+``/ask-settings memory [list|forget ID|clear [channel]]`` (``adapters.dispatch.memory``,
+answered ephemerally: only the person sees their memories).
 
 Anyone may read them (``show``, ``usage``, ``tools``, ``model``); changing them needs an
 admin (``slack.admin_users``). The persona is edited in a modal; its submission is checked
@@ -13,12 +15,15 @@ from slack_bolt.context.ack.async_ack import AsyncAck
 
 from adapters import words as sentences  # "words" names a command's words here
 from adapters.channels import ChoiceError
+from adapters.dispatch import memory
+from adapters.dispatch.intents import Actor, Memory, Where
 from adapters.live import VERBOSITIES
 from adapters.slack.markdown import escape
 from adapters.slack.modals import INPUT_BLOCK, persona_modal, read_persona
 from adapters.slack.payloads import plain_text
 from core.budgets import UNREADABLE
 from core.errors import StoreUnavailable
+from core.memories import Where as MemoryPlace
 from core.prompt import PERSONA_CHARS
 
 if TYPE_CHECKING:
@@ -28,7 +33,8 @@ ONLY_ADMINS = sentences.ONLY_ADMINS
 SETTINGS_USAGE = (
     "Usage: `/ask-settings show`, `/ask-settings usage`, "
     "`/ask-settings verbosity full|compact|answer|default`, `/ask-settings model NAME|default`, "
-    "`/ask-settings prompt` or `/ask-settings tools [NAME]`"
+    "`/ask-settings prompt`, `/ask-settings tools [NAME]` or "
+    "`/ask-settings memory [list|forget ID|clear]`"
 )
 
 
@@ -48,6 +54,9 @@ class SettingsCommands:
         words = plain_text(str(command.get("text", ""))).split()
         key = settings_key(str(command.get("team_id", "")), str(command.get("channel_id", "")))
         user = str(command.get("user_id", ""))
+        if words and words[0] == "memory":
+            await ack(text=await self._memory(command, words[1:]), response_type="ephemeral")
+            return
         if words and words[0] in ("model", "prompt", "tools"):
             await self._change_setting(ack, command, words)
             return
@@ -116,6 +125,33 @@ class SettingsCommands:
         except ChoiceError as exc:
             reply = f":warning: {exc}"
         await ack(text=escape(reply), response_type="ephemeral")
+
+    async def _memory(self, command: dict[str, Any], words: list[str]) -> str:
+        """``memory ...``: the shared handler, said ephemerally (in a channel too)."""
+        parsed = memory.parse(" ".join(words))
+        if parsed is None:
+            return sentences.MEMORY_USAGE
+        team, channel = str(command.get("team_id", "")), str(command.get("channel_id", ""))
+        user = str(command.get("user_id", ""))
+        private = channel.startswith("D")
+        actor = Actor(
+            "slack",
+            user,
+            f"slack:{team}:{user}",
+            str(command.get("user_name", "")),
+            admin=user in self.bot.policy.admin_users,
+        )
+        action, ident, scope = parsed
+        intent = Memory(
+            event=f"slack:command:{command.get('trigger_id', '')}",
+            actor=actor,
+            where=Where("slack", "dm" if private else "channel", channel, space=team),
+            place=MemoryPlace("slack", team, settings_key(team, channel), private),
+            action=action,
+            id=ident,
+            scope=scope,
+        )
+        return await memory.memory_reply(intent, self.bot.agent.memories, escape=escape, room=3000)
 
     async def on_persona(self, ack: AsyncAck, body: dict[str, Any], view: dict[str, Any]) -> None:
         read = read_persona(view)

@@ -268,6 +268,7 @@ class TelegramBot:
         app.add_handler(CommandHandler("ask", self.on_ask))
         app.add_handler(CommandHandler("trace", self.on_trace))
         app.add_handler(CommandHandler(list(COMMANDS), self.on_setting))
+        app.add_handler(CommandHandler("memory", self.on_memory))
         said = (filters.TEXT | filters.Document.ALL | filters.PHOTO | HEARD) & ~filters.COMMAND
         app.add_handler(MessageHandler(private & said, self.on_text))
         app.add_handler(MessageHandler(groups & said, self.on_group))
@@ -463,6 +464,14 @@ class TelegramBot:
         reply = await self.commands.run(command, asker, argument)
         shown, _ = markdown_html(cut(reply, 3500))
         await self.say_html(asker, shown)
+
+    async def on_memory(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        """``/memory`` (``SettingsCommands.memory``)."""
+        del context
+        message, asker, user = update.effective_message, _asker(update), update.effective_user
+        if message is not None and asker is not None and user is not None:
+            argument = (message.text or "").partition(" ")[2]
+            await self.commands.memory(asker, user.full_name, argument)
 
     async def on_trace(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         """The conversation's last trace, as its ``.md`` and ``.json`` documents."""

@@ -18,6 +18,14 @@ chat only ``telegram.admins`` may change them, as in Discord's DMs.
     /tools [NAME]                      without NAME: which are on; with it: on <-> off
     /usage                             the tokens you used today
 
+``/memory [list|forget ID|clear [channel]]`` is the shared memory command
+(``adapters.dispatch.memory``), said privately. Telegram has no message only one member of a group sees. In a private chat the reply is
+there. In a group, ``forget`` and ``clear`` answer in the group (their reply names an id or a
+count, never a memory's text); the list goes to the person's private chat with the bot
+(more private than the group, so the travel rule holds), and when Telegram refuses that (they
+never started a chat with the bot) the group hears only how many there are, and how to see
+them.
+
 Replies are the shared wording drawn as Telegram HTML (``markdown_html``: a model's name in
 backticks is ``code``); a person's text in them is escaped like any other.
 """
@@ -34,7 +42,11 @@ from telegram.error import TelegramError
 
 from adapters import words
 from adapters.channels import ChoiceError
+from adapters.dispatch import memory
+from adapters.dispatch.intents import Actor, Where
+from adapters.dispatch.intents import Memory as MemoryIntent
 from adapters.live import VERBOSITIES
+from adapters.telegram.render import TelegramPayload, inert
 from core.budgets import UNREADABLE
 from core.errors import StoreUnavailable
 
@@ -48,6 +60,8 @@ ADMINS_TTL = 60.0
 ONLY_ADMINS = words.ONLY_ADMINS
 COMMANDS = ("settings", "verbosity", "model", "persona", "tools", "usage")
 VERBOSITY_USAGE = "Usage: /verbosity full|compact|answer|default"
+MEMORY_ROOM = 3500
+"""Characters of one listing (a Telegram message holds 4,096 after entities)."""
 
 
 class ChatAdmins:
@@ -164,3 +178,44 @@ class SettingsCommands:
             return await change(self._key(asker))
         except ChoiceError as exc:
             return f"⚠️ {exc}"
+
+    async def memory(self, asker: Asker, name: str, argument: str) -> None:
+        """``/memory argument`` from ``asker``: the shared handler, said privately (below)."""
+        if (refused := await self.bot.answering.refusal(asker)) is not None:
+            await self.bot.say(asker, refused)
+            return
+        parsed = memory.parse(argument)
+        if parsed is None:
+            await self.bot.say(asker, words.MEMORY_USAGE)
+            return
+        action, ident, scope = parsed
+        admin = await self.is_admin(asker)
+        group = not asker.where.private
+        intent = MemoryIntent(
+            event=f"telegram:{asker.chat}:{asker.message}",
+            actor=Actor("telegram", str(asker.user), f"telegram:{asker.user}", name, admin=admin),
+            where=Where("telegram", "channel" if group else "dm", str(asker.chat)),
+            place=asker.where,
+            action=action,
+            id=ident,
+            scope=scope,
+        )
+        memories = self.bot.answering.agent.memories
+        if not group or action != "list" or memories is None:
+            await self.bot.say_html(
+                asker, await memory.memory_reply(intent, memories, escape=inert, room=MEMORY_ROOM)
+            )
+            return
+        try:
+            found = await memory.visible(intent, memories)
+        except StoreUnavailable:
+            await self.bot.say(asker, words.MEMORY_UNREADABLE)
+            return
+        listed = memory.listing(found, escape=inert, room=MEMORY_ROOM)
+        try:
+            await self.bot.chat(asker.user).send(TelegramPayload(listed))
+        except TelegramError as exc:  # they never opened a private chat with the bot
+            log.info("could not list memories to %s privately: %s", asker.user, exc)
+            await self.bot.say(asker, words.memory_count_only(len(found)))
+            return
+        await self.bot.say(asker, words.MEMORY_SENT_PRIVATELY)

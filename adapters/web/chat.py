@@ -74,6 +74,7 @@ from adapters.web.guard import (
     too_many,
 )
 from adapters.web.hosts import HostRule, is_loopback
+from adapters.web.memory import MemoryRoutes
 from adapters.web.render import WebPayload, WebRenderer, clean
 from adapters.web.uploads import Uploads
 from core.agent import Agent, Run
@@ -419,6 +420,8 @@ class WebChat:
         app.router.add_post("/api/decide", self.decide)
         app.router.add_post("/api/reset", self.reset)
         app.router.add_post("/api/verbosity", self.set_verbosity)
+        app.router.add_get("/api/memory", (memory := MemoryRoutes(self)).listed)
+        app.router.add_post("/api/memory/forget", memory.forget)
 
     def application(self) -> web.Application:
         app = web.Application(client_max_size=BODY_BYTES, middlewares=[host_middleware(self.hosts)])

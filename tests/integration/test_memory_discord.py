@@ -4,6 +4,7 @@ channel for her and never for Mallory; a fact she tells in a DM never reaches a 
 
 from __future__ import annotations
 
+from adapters import words
 from core.memories import Holder, InMemoryMemories, Memories
 from tests.fakes.discord_server import CHANNEL_ID, GUILD_ID, FakeDiscord
 from tests.integration.test_discord import Harness, running
@@ -53,3 +54,59 @@ async def test_a_fact_travels_between_channels_for_its_teller_only_and_dms_stay_
         await ask(h, "what do you know about me?", 6, channel_id=OTHER_CHANNEL)
         assert "salary" not in recalled(model, 7) and "payments" in recalled(model, 7)
         model.assert_complete()
+
+
+HOSTILE = "@everyone <@2002> [x](https://evil)"
+
+
+async def memory_command(h: Harness, *, user: int = ADA, **options: str) -> str:
+    """``/reactbot memory`` through discord.py: its ephemeral reply."""
+    payload = h.fake.interaction_create(
+        "reactbot", options, subcommand="memory", author_id=user, user_name=f"u{user}"
+    )
+    h.fake.remember_interaction(payload)
+    await h.fake.dispatch("INTERACTION_CREATE", payload)
+    call = await h.fake.wait_for_call(
+        lambda c: c.path.endswith("/callback") and f"/interactions/{payload['id']}/" in c.path
+    )
+    data = call.json["data"]
+    assert data["flags"] & 64, "ephemeral: only the person sees their memories"
+    assert data["allowed_mentions"]["parse"] == []
+    return str(data["content"])
+
+
+async def test_the_memory_command_lists_and_forgets_and_the_next_run_no_longer_recalls() -> None:
+    fake = FakeDiscord()
+    fake.add_channel(OTHER_CHANNEL, name="random")
+    turns = [
+        'Thought: keep it\nAction: remember[{"fact": "I manage the payments team"}]',
+        "Thought: kept\nAction: finish[Noted.]",
+        f'Thought: keep it\nAction: remember[{{"fact": "{HOSTILE}"}}]',
+        "Thought: kept\nAction: finish[Noted.]",
+        "Thought: ok\nAction: finish[ok]",
+    ]
+    async with running(turns, fake=fake) as h:
+        assert h.bot.cog is not None
+        memories = Memories(InMemoryMemories())
+        h.bot.cog.services.agent.memories = memories
+        await ask(h, "Remember that I manage the payments team", 1)
+        await ask(h, "Remember this", 2)
+        kept = await memories.store.list(Holder.person("discord", str(ADA)))
+        hostile, payments = kept  # newest first
+        assert hostile.text == HOSTILE
+
+        listed = await memory_command(h)
+        assert f"{payments.id} · I manage the payments team · yours ·" in listed
+        assert hostile.id in listed and "evil" in listed, "the hostile memory is listed"
+        assert "@everyone" not in listed and "<@2002>" not in listed, "it cannot ping"
+        assert "](" not in listed, "nor form a masked link"
+
+        refused = await memory_command(h, user=MALLORY, action="forget", id=payments.id)
+        assert refused == words.memory_not_found(f"“{payments.id}”"), "not Mallory's to forget"
+        assert payments in await memories.store.list(Holder.person("discord", str(ADA)))
+        gone = await memory_command(h, action="forget", id=payments.id)
+        assert gone == words.memory_forgotten(payments.id)
+        await ask(h, "Which team do I manage?", 3, channel_id=OTHER_CHANNEL)
+        assert "payments" not in recalled(h.model, 4), "the next run no longer recalls it"
+        assert hostile.id in recalled(h.model, 4)
+        h.model.assert_complete()

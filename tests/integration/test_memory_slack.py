@@ -5,8 +5,10 @@ channel; a fact forgotten is gone from the next run."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+from adapters import words
 from core.memories import Holder, InMemoryMemories, Memories
 from tests.fakes.slack_server import TEAM_ID
 from tests.integration.test_slack_app import ASKER, CHANNEL, Harness, fake, make  # noqa: F401
@@ -65,3 +67,60 @@ async def test_a_fact_travels_between_channels_for_its_teller_only_and_dms_stay_
     await ask(h, "what do you know about me?", channel=OTHER_CHANNEL)
     assert "payments" not in recalled(model, 10), "a deletion holds on the next run"
     model.assert_complete()
+
+
+HOSTILE = "@everyone <!channel> [x](https://evil)"
+
+
+async def memory_command(h: Harness, text: str, *, user: str = ASKER) -> dict[str, Any]:
+    """``/ask-settings memory ...`` through bolt: the ephemeral ack's body."""
+    status, body, _ = await h.ask(f"memory {text}", user=user, command="/ask-settings")
+    assert status == 200
+    reply: dict[str, Any] = json.loads(body)
+    assert reply["response_type"] == "ephemeral", "only the person sees their memories"
+    return reply
+
+
+async def test_the_memory_command_lists_and_forgets_and_the_next_run_no_longer_recalls(
+    make: Any,  # noqa: F811
+) -> None:
+    h: Harness = await make(
+        [
+            'Thought: keep it\nAction: remember[{"fact": "I manage the payments team"}]',
+            "Thought: kept\nAction: finish[Noted.]",
+            f'Thought: keep it\nAction: remember[{{"fact": "{HOSTILE}"}}]',
+            "Thought: kept\nAction: finish[Noted.]",
+            "Thought: ok\nAction: finish[ok]",
+        ],
+        streaming="update",
+    )
+    memories = Memories(InMemoryMemories())
+    h.bot.agent.memories = memories
+    await ask(h, "Remember that I manage the payments team")
+    await ask(h, "Remember this")
+    (payments, hostile) = sorted(
+        await memories.store.list(Holder.person("slack", ASKER)), key=lambda m: m.text[0] == "@"
+    )
+    assert hostile.text == HOSTILE
+    listed = (await memory_command(h, ""))["text"]
+    assert f"{payments.id} · I manage the payments team · yours ·" in listed
+    assert hostile.id in listed and "evil" in listed, "the hostile memory is listed"
+    assert "<!channel>" not in listed and "@everyone" not in listed, "listed inert"
+    assert "<https://" not in listed, "no link formed"
+
+    refused = (await memory_command(h, f"forget {payments.id}", user=BOB))["text"]
+    assert refused == words.memory_not_found(f"“{payments.id}”"), "Bob cannot forget Ada's"
+    assert payments in await memories.store.list(Holder.person("slack", ASKER))
+    gone = (await memory_command(h, f"forget {payments.id}"))["text"]
+    assert gone == words.memory_forgotten(payments.id)
+    await ask(h, "Which team do I manage?", channel=OTHER_CHANNEL)
+    assert "payments" not in recalled(h.model, 4), "the next run no longer recalls it"
+    assert hostile.id in recalled(h.model, 4)
+    h.model.assert_complete()
+
+
+async def test_the_memory_command_says_memory_is_off(make: Any) -> None:  # noqa: F811
+    h: Harness = await make([])
+    h.bot.agent.memories = None
+    assert (await memory_command(h, "list"))["text"] == words.MEMORY_OFF
+    assert (await memory_command(h, "forget"))["text"] == words.MEMORY_USAGE
