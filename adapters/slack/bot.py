@@ -1,26 +1,20 @@
 """The slack-bolt app: listeners that ack at once and hand the work to tasks this bot owns.
 
-Flow of one question: a listener acks (``/ask`` with an ephemeral "working on it…"), claims
-the event once (``EventClaims``; Slack retries with ``X-Slack-Retry-Num`` are dropped here),
-checks access and the per-user cooldown, then a task posts the placeholder, starts the run
-and lets ``adapters.live.LiveMessage`` drive the message to its final state and the trace.
+Flow of one question: a listener acks (``/ask`` with an ephemeral "working on it…"); an
+event's message goes through the dispatcher (``adapters.dispatch``: claimed once, Slack's
+retries with ``X-Slack-Retry-Num`` dropped; bursts; admission); a task posts the
+placeholder, starts the run and lets ``adapters.live.LiveMessage`` drive the message to its
+final state and the trace. ``/ask`` and Retry (once per run) are admitted here until they
+go through the dispatcher too.
 
-A Stop press may reach any replica (behind a load balancer, or whichever Socket Mode
-connection Slack picks): the replica that receives it checks who pressed, cancels the run if
-it is its own, and otherwise publishes a ``StopRequests`` request that the replica running it
-hears (``start`` subscribes). Cooldowns are kept in the shared ``Cooldowns`` store likewise.
+A Stop press may reach any replica: the one that receives it checks who pressed against the
+run's stored record (``adapters.decisions``), cancels the run if it is its own, and
+otherwise publishes a ``StopRequests`` request that the replica running it hears.
 
-An action waiting for approval is decided the same way: the replica that receives a click
-on Approve, Edit…, Deny or Allow in this conversation reads the request from the
-``ApprovalBroker`` (shared between replicas), checks the ``approvers`` policy (a person who
-may not decide gets an ephemeral line saying who can; an action no longer waiting says so),
-and hands the decision to the broker, which resolves it here or publishes it for the replica
-that runs the run. Edit and Deny open a modal first (``views.open`` with the click's
-trigger), Edit's prefilled with the request's input; its submission decides, or answers
-field errors (input that is not JSON where JSON is needed, an action decided meanwhile).
-
-``aclose`` stops the runs still going (their messages end in a visible "stopped" state) and
-awaits every task, so a shutdown never leaves a message saying "thinking" forever.
+A decision (Approve, Edit…, Deny, Allow in this conversation) is checked the same way
+against the ``ApprovalBroker``'s request and handed to the broker; Edit and Deny open a
+modal first. ``aclose`` stops the runs still going (their messages end "stopped") and awaits
+every task, so a shutdown never leaves a message saying "thinking" forever.
 """
 
 from __future__ import annotations
