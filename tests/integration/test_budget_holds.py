@@ -166,8 +166,8 @@ async def test_the_process_that_finishes_a_dead_ones_answer_settles_its_hold(
     step = Turn("Thought: look.\nAction: lookup[x]", usage=Usage(200, 0))
     hang = Turn("Thought: still", stall_after=0)
     async with (
-        process(two_processes[0], run_lease=0.5, turns=[step, hang]) as frozen,
-        process(two_processes[1], run_lease=0.5) as live,
+        process(two_processes[0], run_lease=2.0, turns=[step, hang]) as frozen,
+        process(two_processes[1], run_lease=2.0) as live,
     ):
         ticket = await frozen.admit(ask(1))
         assert isinstance(ticket, Ticket)
@@ -184,10 +184,10 @@ async def test_the_process_that_finishes_a_dead_ones_answer_settles_its_hold(
         async with asyncio.timeout(5):  # its heartbeat carries the priced step
             while not await priced_step_written():  # noqa: ASYNC110
                 await asyncio.sleep(0.02)
-        await frozen.recovery.aclose()  # no more heartbeats: its run is an orphan soon
+        await frozen.recovery.aclose()  # no more heartbeats: an orphan once its 2 s lease lapses
         refused = await live.admit(ask(2))
         assert isinstance(refused, Refusal) and refused.reason == "budget"
-        async with asyncio.timeout(5):
+        async with asyncio.timeout(15):
             while not live.recovery.recovered:  # noqa: ASYNC110
                 await asyncio.sleep(0.02)
         usage = await live.budgets.usage("slack:T1:U1", "slack:T1:C1")
