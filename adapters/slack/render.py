@@ -15,17 +15,9 @@ Edit…, Deny and Allow in this conversation (``adapters.slack.approval`` says w
 button carries). A decided step says how, in ``ApprovalRecord.describe()``'s words with the
 person a mention: in the live message, the step lines, the final message and the thread.
 
-Text from outside is data. It is mrkdwn-escaped (``&``, ``<``, ``>``), so it cannot form
-``<!channel>``, ``<@U…>``, ``<#C…>`` or a masked ``<url|label>`` link: the only ``<…>`` in a
-payload are the mentions this module writes for the asker and whoever pressed Stop, source
-links labelled with their URL's host, and an answer's own links shown as their URL. Code
-fences in model text are broken (a zero-width space between backticks) except in answers,
-whose Markdown is converted to mrkdwn by ``adapters.slack.markdown`` (the same rules:
-escaped, a link's URL always shown, code blocks kept), and an open code block is closed
-wherever the text is cut. Outside text is cut before it is escaped, by the length it will
-have once escaped, so no cut falls inside ``&amp;``; rendered text is cut only outside
-entities and ``<…>`` links. Every width and room computed here is clamped to at
-least ``MIN_ROOM``, so no loop can stall on a zero-sized piece.
+Text from outside is data: ``adapters.slack.blocks`` escapes and cuts it (what it cannot
+form, and why no cut falls inside an entity, is said there); the thread's posts are
+``adapters.slack.trace_thread``'s.
 """
 
 from __future__ import annotations
