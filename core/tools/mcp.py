@@ -18,10 +18,11 @@ and raised as ``ToolTimeout``.
 
 Results: text joined; structured content as compact JSON; images and audio as a placeholder
 with type and size (the bytes ride along as ``ToolResult.attachments``); resource links as
-links; ``isError`` as a ``ToolError``.
+links; ``isError`` as a ``ToolError`` (``core.tools.mcp_results``, with the tool's naming).
 
 The SDK gives no sign that a stdio server has exited except the end of its output, so the
-transport's read stream is watched (``_EofWatch``); and a Streamable HTTP transport that fails
+transport's read stream is watched (``EofWatch``, in ``core.tools.mcp_transport`` with the
+rest of a connection's plumbing); and a Streamable HTTP transport that fails
 cancels the task that opened it, so every connection lives in its own supervisor task and
 calls come from other tasks.
 """
@@ -33,13 +34,9 @@ import contextlib
 import importlib.metadata
 import json
 import logging
-import os
-import re
-from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal, TextIO
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 import httpx2
@@ -47,13 +44,21 @@ import mcp_types as types
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.client.subscriptions import Subscription, SubscriptionLost
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
-from core.errors import ReactbotError, ToolError, ToolTimeout
-from core.tools import Attachment, ToolHints, ToolRegistry, ToolResult
+from core.errors import ToolError, ToolTimeout
+from core.tools import ToolHints, ToolRegistry, ToolResult
+from core.tools.mcp_results import (
+    MAX_NAME,
+    description,
+    example_call,
+    hints_of,
+    render_result,
+    safe_name,
+)
+from core.tools.mcp_transport import Connection, Refused, cancel, leaf, line, watched
 
 if TYPE_CHECKING:
     from mcp.client._transport import TransportStreams
@@ -73,17 +78,12 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-MAX_NAME = 64
-"""Function names in the OpenAI ``tools`` parameter: letters, digits, ``_`` and ``-``, 64 at most."""
-MAX_DESCRIPTION = 1024
-"""Characters of a server's tool description kept: it goes into every prompt."""
 MAX_PAGES = 100
 """tools/list pages read at most: a server that paginates forever cannot hang the start."""
 STABLE_SECONDS = 30.0
 """A connection that lived this long resets the restart backoff."""
 CONNECT_TIMEOUT = 60.0
 """Seconds to start a server, connect and list its tools (``npx -y`` may download first)."""
-STDERR_LINES = 20
 
 
 def _version() -> str:
@@ -179,139 +179,6 @@ class MCPTool:
         if not isinstance(arguments, dict):
             raise ToolError(f"{self.name}: the input must be a JSON object")
         return await self.call(self.name, self.remote, arguments)
-
-
-def safe_name(text: str) -> str:
-    """``text`` as a function name: letters, digits, ``_`` and ``-``, at most 64 characters."""
-    return re.sub(r"[^A-Za-z0-9_-]", "_", text)[:MAX_NAME] or "tool"
-
-
-def hints_of(tool: types.Tool) -> ToolHints:
-    """The tool's annotations, with MCP's defaults for what it does not say."""
-    notes = tool.annotations
-    if notes is None:
-        return ToolHints(title=tool.title)
-    return ToolHints(
-        read_only=notes.read_only_hint if notes.read_only_hint is not None else False,
-        destructive=notes.destructive_hint if notes.destructive_hint is not None else True,
-        open_world=notes.open_world_hint if notes.open_world_hint is not None else True,
-        title=notes.title or tool.title,
-    )
-
-
-def example_call(name: str, schema: Mapping[str, Any]) -> str:
-    """``name[{...}]`` with a plausible value for each required argument."""
-    properties = schema.get("properties")
-    properties = properties if isinstance(properties, dict) else {}
-    required = [p for p in schema.get("required") or () if p in properties]
-    values = {p: _sample(properties[p]) for p in required}
-    return f"{name}[{json.dumps(values, ensure_ascii=False)}]"
-
-
-_SAMPLES: Mapping[str, Any] = {
-    "string": "text",
-    "integer": 1,
-    "number": 1,
-    "boolean": True,
-    "array": [],
-    "object": {},
-}
-
-
-def _sample(spec: object) -> Any:
-    if not isinstance(spec, dict):
-        return "text"
-    if "default" in spec:
-        return spec["default"]
-    for key in ("enum", "examples"):
-        if isinstance(spec.get(key), list) and spec[key]:
-            return spec[key][0]
-    kind = spec.get("type")
-    if isinstance(kind, list):
-        kind = next((k for k in kind if k != "null"), "string")
-    return _SAMPLES.get(kind if isinstance(kind, str) else "string", "text")
-
-
-def _description(tool: types.Tool) -> str:
-    text = tool.description or tool.title or ""
-    text = re.sub(r"[\x00-\x08\x0b-\x1f\x7f]", "", text).strip()
-    return text if len(text) <= MAX_DESCRIPTION else text[: MAX_DESCRIPTION - 1] + "…"
-
-
-# --------------------------------------------------------------------------------------------
-# Results
-
-
-def render_result(result: types.CallToolResult) -> ToolResult:
-    """A tools/call result as the Observation's text; ``isError`` raises ``ToolError``."""
-    parts: list[str] = []
-    sources: list[str] = []
-    attachments: list[Attachment] = []
-    texts = [b.text for b in result.content if isinstance(b, types.TextContent)]
-    structured = result.structured_content
-    says = _what_text_says(texts, structured)
-    for block in result.content:
-        if isinstance(block, types.TextContent):
-            if says != "json":  # the text is the structured content's JSON: shown compactly below
-                parts.append(block.text)
-        elif isinstance(block, types.ImageContent | types.AudioContent):
-            parts.append(_placeholder(block.type, block.mime_type, block.data))
-            attachments.append(Attachment(block.mime_type, block.data))
-        elif isinstance(block, types.ResourceLink):
-            parts.append(f"{block.title or block.name} <{block.uri}>")
-            if block.uri.startswith(("http://", "https://")):
-                sources.append(block.uri)
-        else:
-            parts.append(_embedded(block, attachments))
-    if structured is not None and says != "wrapped":
-        parts.append(json.dumps(structured, ensure_ascii=False, separators=(",", ":")))
-    text = "\n".join(p for p in parts if p) or "(the tool returned nothing)"
-    if result.is_error:
-        raise ToolError(text)
-    return ToolResult(text, tuple(dict.fromkeys(sources)), tuple(attachments))
-
-
-def _what_text_says(texts: list[str], structured: Any) -> Literal["json", "wrapped", "other"]:
-    """``json``: the text is the structured content serialised (as the spec asks servers to
-    do); ``wrapped``: the structured content is the SDK's ``{"result": text}`` around it."""
-    if structured is None or not texts:
-        return "other"
-    joined = "\n".join(texts)
-    try:
-        parsed = json.loads(joined)
-    except ValueError:
-        parsed = _NOTHING
-    if parsed == structured:
-        return "json"
-    wrapped = isinstance(structured, dict) and list(structured) == ["result"]
-    if wrapped and structured["result"] in (joined, parsed):
-        return "wrapped"
-    return "other"
-
-
-_NOTHING = object()
-
-
-def _embedded(block: types.EmbeddedResource, attachments: list[Attachment]) -> str:
-    resource = block.resource
-    if isinstance(resource, types.TextResourceContents):
-        return f"{resource.uri}:\n{resource.text}"
-    mime = resource.mime_type or "application/octet-stream"
-    attachments.append(Attachment(mime, resource.blob, name=str(resource.uri)))
-    return f"{_placeholder('resource', mime, resource.blob)} {resource.uri}"
-
-
-def _placeholder(kind: str, mime_type: str, data: str) -> str:
-    size = len(data.rstrip("=")) * 3 // 4  # the decoded size of base64, without decoding
-    return f"[{kind}: {mime_type}, {_size(size)}]"
-
-
-def _size(n: int) -> str:
-    if n < 1024:
-        return f"{n} bytes"
-    if n < 1024 * 1024:
-        return f"{n / 1024:.1f} KB"
-    return f"{n / (1024 * 1024):.1f} MB"
 
 
 # --------------------------------------------------------------------------------------------
@@ -412,7 +279,7 @@ class MCPTools:
         schema = dict(tool.input_schema)
         return MCPTool(
             name=name,
-            description=_description(tool),
+            description=description(tool),
             example=example_call(name, schema),
             parameters=schema,
             hints=hints_of(tool),
@@ -449,7 +316,7 @@ class _Link:
         self._backoff = backoff
         self._publish = publish
         self._client: Client | None = None
-        self._connection: _Connection | None = None
+        self._connection: Connection | None = None
         self._stop = asyncio.Event()
         self._started = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -493,11 +360,11 @@ class _Link:
                 ) from exc
             if exc.code == types.CONNECTION_CLOSED or self._client is not client:
                 raise ToolError(self._unavailable("the connection closed")) from exc
-            raise ToolError(f"{tool}: the server refused the call: {_line(exc.message)}") from exc
+            raise ToolError(f"{tool}: the server refused the call: {line(exc.message)}") from exc
         except (ValidationError, RuntimeError) as exc:
             if self._client is not client:
                 raise ToolError(self._unavailable("the connection closed")) from exc
-            raise ToolError(f"{tool}: the server's answer cannot be read ({_line(exc)})") from exc
+            raise ToolError(f"{tool}: the server's answer cannot be read ({line(exc)})") from exc
         return render_result(result)
 
     def _unavailable(self, reason: str | None = None) -> str:
@@ -534,7 +401,7 @@ class _Link:
 
     async def _connect_once(self) -> str:
         """One connection, from opening to its end; the reason it ended (or never began)."""
-        connection = self._connection = _Connection(self.spec.name)
+        connection = self._connection = Connection(self.spec.name)
         error: BaseException | None = None
         try:
             async with contextlib.AsyncExitStack() as stack:
@@ -552,12 +419,12 @@ class _Link:
             await connection.aclose()
         return self._scrub(self._reason(error, connection))
 
-    async def _open(self, stack: contextlib.AsyncExitStack, connection: _Connection) -> Client:
+    async def _open(self, stack: contextlib.AsyncExitStack, connection: Connection) -> Client:
         transport = self.spec.transport
         raw: contextlib.AbstractAsyncContextManager[TransportStreams]
         if isinstance(transport, StdioServer):
             if transport.cwd is not None and not await anyio.Path(transport.cwd).is_dir():
-                raise _Refused(f"cwd {transport.cwd} is not a directory")
+                raise Refused(f"cwd {transport.cwd} is not a directory")
             params = StdioServerParameters(
                 command=transport.command,
                 args=list(transport.args),
@@ -574,7 +441,7 @@ class _Link:
             await stack.enter_async_context(http)
             raw = streamable_http_client(transport.url, http_client=http)
         client = Client(
-            _watched(raw, connection.ended),
+            watched(raw, connection.ended),
             message_handler=connection.on_message,
             client_info=CLIENT_INFO,
             cache=None,
@@ -583,13 +450,13 @@ class _Link:
             async with asyncio.timeout(self._connect_timeout):
                 await stack.enter_async_context(client)
         except TimeoutError:
-            raise _Refused(f"no answer within {self._connect_timeout:g} s") from None
+            raise Refused(f"no answer within {self._connect_timeout:g} s") from None
         finally:
             connection.spawned()
         return client
 
     async def _serve(
-        self, client: Client, connection: _Connection, stack: contextlib.AsyncExitStack
+        self, client: Client, connection: Connection, stack: contextlib.AsyncExitStack
     ) -> None:
         """List, publish, and wait: for a changed tool list (list again), the end of the
         connection, or the stop."""
@@ -616,7 +483,7 @@ class _Link:
             self._client = None  # before the SDK tears the connection down
 
     async def _listen(
-        self, client: Client, connection: _Connection, stack: contextlib.AsyncExitStack
+        self, client: Client, connection: Connection, stack: contextlib.AsyncExitStack
     ) -> None:
         """On a 2026 connection a server sends ``tools/list_changed`` only to a client that
         subscribed (``subscriptions/listen``); earlier ones send it unasked. The stream also
@@ -633,7 +500,7 @@ class _Link:
             log.info("MCP server %r: no tool list updates (%s)", self.spec.name, exc)
             return
         watcher = asyncio.create_task(connection.watch(events))
-        stack.push_async_callback(_cancel, watcher)  # before the stream closes
+        stack.push_async_callback(cancel, watcher)  # before the stream closes
 
     async def _list(self, client: Client, *, within: float) -> list[types.Tool]:
         tools: list[types.Tool] = []
@@ -670,7 +537,7 @@ class _Link:
         self._started.set()
 
     # ---- reasons ------------------------------------------------------------------------
-    def _reason(self, error: BaseException | None, connection: _Connection) -> str:
+    def _reason(self, error: BaseException | None, connection: Connection) -> str:
         transport = self.spec.transport
         if isinstance(transport, HttpServer) and connection.http_status is not None:
             # The SDK turns an HTTP error into a generic MCP error; the status says more.
@@ -684,13 +551,13 @@ class _Link:
                 else "the connection closed"
             )
         else:
-            reason = self._describe(_leaf(error))
+            reason = self._describe(leaf(error))
         last = connection.last_stderr()
         return f"{reason}; it said: {last}" if last else reason
 
     def _describe(self, error: BaseException) -> str:
         transport = self.spec.transport
-        if isinstance(error, _Refused):
+        if isinstance(error, Refused):
             return str(error)
         if isinstance(error, TimeoutError):  # only connecting and the first listing get here
             return f"no answer within {self._connect_timeout:g} s"
@@ -701,7 +568,7 @@ class _Link:
                     if isinstance(transport, StdioServer)
                     else "the connection closed"
                 )
-            return f"{_line(error.message)} (MCP error {error.code})"
+            return f"{line(error.message)} (MCP error {error.code})"
         if isinstance(transport, StdioServer) and isinstance(error, OSError):
             if isinstance(error, FileNotFoundError):
                 return f"command not found: {transport.command}"
@@ -710,215 +577,10 @@ class _Link:
             error, httpx2.ConnectError | httpx2.ConnectTimeout
         ):
             return f"cannot connect to {transport.url}"
-        text = _line(error)
+        text = line(error)
         return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
     def _scrub(self, text: str) -> str:
         for secret in sorted(self.spec.secrets, key=len, reverse=True):
             text = text.replace(secret, "***")
         return text
-
-
-class _Refused(ReactbotError):
-    """A server that cannot even be tried, with the reason."""
-
-
-async def _cancel(task: asyncio.Task[None]) -> None:
-    task.cancel()
-    await asyncio.wait({task})
-
-
-def _leaf(error: BaseException) -> BaseException:
-    """The first real error inside anyio's exception groups (cancellations are only echoes)."""
-    if isinstance(error, BaseExceptionGroup):
-        for inner in error.exceptions:
-            if not isinstance(inner, asyncio.CancelledError | anyio.get_cancelled_exc_class()):
-                return _leaf(inner)
-        return _leaf(error.exceptions[0])
-    return error
-
-
-def _line(value: object, limit: int = 300) -> str:
-    text = " ".join(str(value).split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-# --------------------------------------------------------------------------------------------
-# One connection's plumbing
-
-
-class _Connection:
-    """What one connection's supervisor waits on: ``wake`` is set when it ended, when the
-    server's tool list changed, or for the stop."""
-
-    def __init__(self, server: str) -> None:
-        self.wake = asyncio.Event()
-        self.over = False
-        self.changed = False
-        self.http_status: int | None = None
-        """The last HTTP error status the server answered, if any."""
-        self._stderr: _StderrTail | None = None
-        self._server = server
-
-    def ended(self) -> None:
-        self.over = True
-        self.wake.set()
-
-    async def on_message(self, message: types.ServerNotification | Exception) -> None:
-        if isinstance(message, types.ToolListChangedNotification):
-            self.changed = True
-            self.wake.set()
-        elif isinstance(message, Exception):
-            log.debug("MCP server %r: transport: %s", self._server, _line(message))
-
-    async def http_response(self, response: httpx2.Response) -> None:
-        status = response.status_code
-        if status < 400:
-            self.http_status = None
-        elif status != 405:  # 405: the server offers no GET stream, which is allowed
-            self.http_status = status
-
-    async def watch(self, events: Subscription) -> None:
-        try:
-            async for _ in events:
-                self.changed = True
-                self.wake.set()
-        except SubscriptionLost:
-            self.ended()
-
-    async def stderr(self) -> TextIO:
-        self._stderr = _StderrTail(self._server)
-        await self._stderr.start()
-        return self._stderr.errlog
-
-    def spawned(self) -> None:
-        if self._stderr is not None:
-            self._stderr.spawned()
-
-    def last_stderr(self) -> str | None:
-        return self._stderr.last() if self._stderr is not None else None
-
-    async def aclose(self) -> None:
-        if self._stderr is not None:
-            await self._stderr.aclose()
-
-
-class _StderrTail:
-    """A stdio server's stderr: each line logged at debug level, the last few kept for the
-    reason it stopped. A pipe the event loop reads, so a chatty server never blocks on it
-    and nothing it writes reaches the terminal."""
-
-    def __init__(self, server: str) -> None:
-        self._server = server
-        read_fd, write_fd = os.pipe()
-        self._reader = os.fdopen(read_fd, "rb")
-        self.errlog: TextIO = os.fdopen(write_fd, "w")
-        self._lines: deque[str] = deque(maxlen=STDERR_LINES)
-        self._task: asyncio.Task[None] | None = None
-        self._transport: asyncio.ReadTransport | None = None
-
-    async def start(self) -> None:
-        loop = asyncio.get_running_loop()
-        stream = asyncio.StreamReader()
-        self._transport, _ = await loop.connect_read_pipe(
-            lambda: asyncio.StreamReaderProtocol(stream), self._reader
-        )
-        self._task = asyncio.create_task(self._read(stream))
-
-    async def _read(self, stream: asyncio.StreamReader) -> None:
-        pending = b""
-        while chunk := await stream.read(4096):
-            pending += chunk
-            *lines, pending = pending.split(b"\n")
-            pending = pending[-4096:]  # a line without end is kept short
-            for line in lines:
-                self._keep(line)
-        self._keep(pending)
-
-    def _keep(self, raw: bytes) -> None:
-        text = _line(raw.decode("utf-8", errors="replace"), 500)
-        if text:
-            self._lines.append(text)
-            log.debug("MCP server %r: %s", self._server, text)
-
-    def spawned(self) -> None:
-        """The child has its copy of the write end; ours must go, or the pipe never ends."""
-        if not self.errlog.closed:
-            self.errlog.close()
-
-    def last(self) -> str | None:
-        # The last line, unless it is a frame of a boxed traceback (then the closest one
-        # that says something).
-        for line in reversed(self._lines):
-            if re.search(r"[A-Za-z0-9]", line):
-                return line
-        return None
-
-    async def aclose(self) -> None:
-        self.spawned()
-        if self._task is not None:
-            # Whatever the server wrote before it exited is still in the pipe.
-            done, _ = await asyncio.wait({self._task}, timeout=0.5)
-            if not done:
-                self._task.cancel()
-                await asyncio.wait({self._task})
-        if self._transport is not None:
-            self._transport.close()
-        elif not self._reader.closed:
-            self._reader.close()
-
-
-@contextlib.asynccontextmanager
-async def _watched(
-    transport: contextlib.AbstractAsyncContextManager[TransportStreams],
-    on_end: Callable[[], None],
-) -> AsyncIterator[TransportStreams]:
-    """The transport, its read stream watched for its end."""
-    async with transport as (read, write):
-        yield _EofWatch(read, on_end), write
-
-
-class _EofWatch:
-    """A transport's read stream that calls ``on_end`` when it ends: for a stdio server the
-    SDK's only sign that the process is gone."""
-
-    def __init__(self, inner: Any, on_end: Callable[[], None]) -> None:
-        self._inner = inner
-        self._on_end = on_end
-
-    @property
-    def last_context(self) -> Any:
-        return getattr(self._inner, "last_context", None)
-
-    async def receive(self) -> Any:
-        try:
-            return await self._inner.receive()
-        except (anyio.EndOfStream, anyio.ClosedResourceError):
-            self._on_end()
-            raise
-
-    def __aiter__(self) -> _EofWatch:
-        return self
-
-    async def __anext__(self) -> Any:
-        try:
-            return await self._inner.__anext__()
-        except (StopAsyncIteration, anyio.ClosedResourceError):
-            self._on_end()
-            raise
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-    async def __aenter__(self) -> _EofWatch:
-        await self._inner.__aenter__()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> bool | None:
-        result: bool | None = await self._inner.__aexit__(exc_type, exc, tb)
-        return result

@@ -161,7 +161,7 @@ def test_aiohttp_site_keeps_its_server() -> None:
     assert "_server" in web.BaseSite.__slots__
 
 
-# mcp: core/tools/mcp.py (a type only, under TYPE_CHECKING)
+# mcp: core/tools/mcp.py and core/tools/mcp_transport.py (a type only, under TYPE_CHECKING)
 
 
 def test_mcp_transport_streams_type_exists() -> None:
