@@ -15,6 +15,11 @@ Secrets are ``SecretStr`` values in ``Config.secrets``: ``repr``, ``str`` and lo
 ``**********``, and no error message ever contains one. A secret-looking key in the YAML file
 (``api_key``, ``token``, ``signing_secret``, ...) is refused with the environment variable to
 use instead. Nothing here runs at import time.
+
+The sections are here, except the platforms' (``bot.config_platforms``), MCP's
+(``bot.config_mcp``), memory's, schedules' and voice's (their own ``bot.*_config`` files);
+what they share is ``bot.config_base``; reading the file, refusing secret keys and wording
+pydantic's errors are ``bot.config_yaml``, ``bot.config_secrets`` and ``bot.config_errors``.
 """
 
 from __future__ import annotations
@@ -22,36 +27,57 @@ from __future__ import annotations
 import json
 import re
 import typing
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
-from urllib.parse import urlsplit
 
-import annotated_types
 from pydantic import (
     BaseModel,
-    ConfigDict,
     Field,
     SecretStr,
-    SerializerFunctionWrapHandler,
     ValidationError,
     field_validator,
-    model_serializer,
     model_validator,
 )
-from pydantic_core import ErrorDetails
 
+from bot.config_base import (
+    CONFIG_PATH_ENV,
+    ENV_KEY_PREFIX,
+    ENV_KEY_SEPARATOR,
+    NOT_FROM_FILE,
+    ConfigError,
+    Section,
+    check_http_url,
+    check_not_blank,
+    defaults,
+    env_key_variable,
+    format_loc,
+    kind_of,
+)
+from bot.config_errors import describe, field_at, section_type
+from bot.config_mcp import ENV_VAR, MCPConfig, MCPServerConfig, check_variable_name
+from bot.config_platforms import DiscordConfig, SlackConfig, TelegramConfig, WebConfig
+from bot.config_secrets import (
+    SECRET_ENV_VARS,
+    SECRET_KEY,
+    refuse_secret_keys,
+    secret_fix,
+    secret_key_paths,
+)
 from bot.config_voice import SttConfig, TtsConfig
-from bot.config_yaml import unique_key_loader
+from bot.config_yaml import read_yaml
 from bot.memory_config import MemoryConfig
 from bot.schedule_config import ScheduleConfig
-from core.errors import ReactbotError
 from core.pricing import Price
 
 if TYPE_CHECKING:
-    import yaml
+    pass
 
 __all__ = [
+    "CONFIG_PATH_ENV",
+    "ENV_KEY_PREFIX",
+    "ENV_KEY_SEPARATOR",
+    "SECRET_ENV_VARS",
     "AgentConfig",
     "ApprovalConfig",
     "CalculateConfig",
@@ -67,6 +93,7 @@ __all__ = [
     "SearchConfig",
     "Secrets",
     "SlackConfig",
+    "TelegramConfig",
     "TelemetryConfig",
     "ToolsConfig",
     "WebConfig",
@@ -75,7 +102,6 @@ __all__ = [
     "resolve_config_path",
 ]
 
-CONFIG_PATH_ENV = "REACTBOT_CONFIG"
 
 DEPRECATED_KEYS: tuple[str, ...] = ("slack.use_native_streaming",)
 """Keys still accepted for old files (each says what replaces it); the example leaves them out."""
@@ -88,83 +114,12 @@ ENV_OVERRIDES: Mapping[str, tuple[str, ...]] = {
     "OTEL_EXPORTER_OTLP_ENDPOINT": ("telemetry", "otlp_endpoint"),
 }
 
-# Any key from the environment: ``REACTBOT_`` and the key path in capitals, its levels joined
-# by ``__`` (``REACTBOT_TOOLS__SEARCH__MAX_RESULTS``); a top-level key that is not a section
-# has no ``__`` (``REACTBOT_LOG_LEVEL``). The value is JSON when it parses (true, 5, ["a"]),
-# else the text itself. They are applied after ``ENV_OVERRIDES``, so they win over them too.
-ENV_KEY_PREFIX = "REACTBOT_"
-ENV_KEY_SEPARATOR = "__"
-
-# Secrets: ``Secrets`` field -> environment variable. They are never read from the file.
-SECRET_ENV_VARS: Mapping[str, str] = {
-    "openai_api_key": "OPENAI_API_KEY",
-    "tavily_api_key": "TAVILY_API_KEY",
-    "discord_token": "DISCORD_TOKEN",
-    "slack_bot_token": "SLACK_BOT_TOKEN",
-    "slack_app_token": "SLACK_APP_TOKEN",
-    "slack_signing_secret": "SLACK_SIGNING_SECRET",
-    "link_secret": "REACTBOT_LINK_SECRET",
-    "web_token": "REACTBOT_WEB_TOKEN",
-    "telegram_bot_token": "TELEGRAM_BOT_TOKEN",
-}
-
-
-class ConfigError(ReactbotError):
-    """The configuration cannot be used: one line per problem, each starting with
-    ``config error:``, saying which key and how to fix it. Never contains a secret."""
-
-    def __init__(self, problems: Iterable[str]) -> None:
-        self.problems: tuple[str, ...] = tuple(problems)
-        super().__init__("\n".join(f"config error: {p}" for p in self.problems))
-
 
 # --------------------------------------------------------------------------------------------
 # The schema
 
 
-def _check_http_url(value: str | None) -> str | None:
-    if value is not None and not value.startswith(("http://", "https://")):
-        raise ValueError("must start with http:// or https://")
-    return value
-
-
-def _check_not_blank(value: str | None) -> str | None:
-    if value is not None and not value.strip():
-        raise ValueError("must not be empty (remove the key to leave it unset)")
-    return value
-
-
-class _Section(BaseModel):
-    # Start-up (bench/startup.py): a section's validator is built when something is first
-    # validated, not at import; with no file and no REACTBOT_* key nothing is (load_config).
-    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
-
-    def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
-        # URLs may carry credentials (redis://:password@host): never show them.
-        for name, value in super().__repr_args__():
-            yield name, _redact_url(value) if isinstance(value, str) else value
-
-    @model_serializer(mode="wrap")
-    def _redacted_dump(self, handler: SerializerFunctionWrapHandler) -> Any:
-        # Dumps are for display and logs too; SecretStr fields already dump as stars.
-        data = handler(self)
-        if not isinstance(data, dict):
-            return data
-        return {k: _redact_url(v) if isinstance(v, str) else v for k, v in data.items()}
-
-
-_S = typing.TypeVar("_S", bound=_Section)
-
-
-def _defaults(section: type[_S]) -> typing.Callable[[], _S]:
-    """The default of a section-valued key: the section with each key at its default, built
-    without validating it (``model_construct``), which is what validating no keys gives (every
-    section's validators accept its defaults, tests/unit/test_config.py checks it) without
-    building the section's validator."""
-    return section.model_construct
-
-
-class PriceConfig(_Section):
+class PriceConfig(Section):
     """What a model costs, in US dollars per million tokens (``model.price``, ``models.*.price``)."""
 
     input: float = Field(ge=0, le=100_000)
@@ -173,7 +128,7 @@ class PriceConfig(_Section):
     """Prompt tokens served from the provider's cache; without it they cost ``input``."""
 
 
-class ModelConfig(_Section):
+class ModelConfig(Section):
     name: str = ""
     base_url: str | None = None
     request_timeout: float = Field(default=60.0, gt=0, le=3600)
@@ -189,11 +144,11 @@ class ModelConfig(_Section):
     """The price of the configured model(s) (``name``, ``step_model``, ``answer_model``);
     without it, runs show tokens only."""
 
-    _http_url = field_validator("base_url")(_check_http_url)
-    _not_blank = field_validator("answer_model", "step_model")(_check_not_blank)
+    _http_url = field_validator("base_url")(check_http_url)
+    _not_blank = field_validator("answer_model", "step_model")(check_not_blank)
 
 
-class ApprovalConfig(_Section):
+class ApprovalConfig(Section):
     tools: tuple[str, ...] = ()
     """Tool names whose every run a person approves (besides tools whose hints ask for it)."""
     approvers: Literal["asker", "admins", "anyone"] = "asker"
@@ -201,7 +156,7 @@ class ApprovalConfig(_Section):
     remember: bool = True
 
 
-class AgentConfig(_Section):
+class AgentConfig(Section):
     max_steps: int = Field(default=8, ge=1, le=50)
     tool_timeout: float = Field(default=20.0, gt=0, le=3600)
     deadline: float = Field(default=180.0, gt=0, le=86400)
@@ -215,7 +170,7 @@ class AgentConfig(_Section):
     is told, at once, to ask again in a moment (``adapters.room``)."""
     mode: Literal["text", "tools", "json"] = "text"
     parallel_tools: int = Field(default=4, ge=1, le=32)
-    approval: ApprovalConfig = Field(default_factory=_defaults(ApprovalConfig))
+    approval: ApprovalConfig = Field(default_factory=defaults(ApprovalConfig))
     merge_window: float = Field(default=1.5, ge=0, le=30)
     """Seconds: messages from one person in one conversation this close together, before a
     run starts, are one question (0: every message on its own)."""
@@ -225,7 +180,7 @@ class AgentConfig(_Section):
     interrupted (live runs renew all three every few seconds)."""
 
 
-class SearchConfig(_Section):
+class SearchConfig(Section):
     enabled: bool = True
     api_base_url: str | None = None
     max_results: int = Field(default=3, ge=1, le=20)
@@ -233,25 +188,25 @@ class SearchConfig(_Section):
     timeout: float = Field(default=10.0, gt=0, le=600)
     cache_ttl: int = Field(default=3600, ge=0, le=30 * 86400)
 
-    _http_url = field_validator("api_base_url")(_check_http_url)
+    _http_url = field_validator("api_base_url")(check_http_url)
 
 
 def _variable_name(name: str | None) -> str | None:
-    return name if name is None else _check_variable_name(name, "the value")
+    return name if name is None else check_variable_name(name, "the value")
 
 
-class EmbeddingsConfig(_Section):
+class EmbeddingsConfig(Section):
     """Hybrid lookup (docs/tools.md): off while ``model`` is unset; the key is read from the
     variable ``api_key_env`` names (a local ``base_url`` may need none)."""
 
     model: str | None = Field(default=None, min_length=1)
     base_url: str | None = None
     api_key_env: str | None = None
-    _http_url = field_validator("base_url")(_check_http_url)
+    _http_url = field_validator("base_url")(check_http_url)
     _variable = field_validator("api_key_env")(_variable_name)
 
 
-class LookupConfig(_Section):
+class LookupConfig(Section):
     enabled: bool = True
     paths: tuple[Path, ...] = ()
     """The operator's knowledge folders; none: the shipped manual is the knowledge base; some:
@@ -259,7 +214,7 @@ class LookupConfig(_Section):
     path: Path | None = None
     """One folder, as before ``paths``; still read, searched after ``paths``."""
     refresh_seconds: float = Field(default=5.0, ge=0, le=86400)
-    embeddings: EmbeddingsConfig = Field(default_factory=_defaults(EmbeddingsConfig))
+    embeddings: EmbeddingsConfig = Field(default_factory=defaults(EmbeddingsConfig))
 
     @property
     def folders(self) -> tuple[Path, ...]:
@@ -267,131 +222,19 @@ class LookupConfig(_Section):
         return tuple(dict.fromkeys((*self.paths, *((self.path,) if self.path else ()))))
 
 
-class CalculateConfig(_Section):
+class CalculateConfig(Section):
     enabled: bool = True
     timeout: float = Field(default=2.0, gt=0, le=60)
 
 
-_SERVER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$")
-_ENV_VAR = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+class ToolsConfig(Section):
+    search: SearchConfig = Field(default_factory=defaults(SearchConfig))
+    lookup: LookupConfig = Field(default_factory=defaults(LookupConfig))
+    calculate: CalculateConfig = Field(default_factory=defaults(CalculateConfig))
+    mcp: MCPConfig = Field(default_factory=defaults(MCPConfig))
 
 
-def _check_variable_name(name: str, where: str) -> str:
-    # The value itself is never echoed: it may be a token written here by mistake.
-    if _TOKEN_LIKE.match(name):
-        raise ValueError(
-            f"{where} looks like a secret itself; put it in an environment variable and name "
-            "that variable here"
-        )
-    if not _ENV_VAR.match(name):
-        raise ValueError(
-            f"{where} is not an environment variable name (letters, digits and '_'; the value "
-            "is read from that variable, never written here)"
-        )
-    return name
-
-
-class MCPServerConfig(_Section):
-    """One Model Context Protocol server: a command run over stdio, or a Streamable HTTP
-    ``url``. Secrets stay in the environment (``env_from`` and ``headers_from`` name them)."""
-
-    name: str
-    enabled: bool = True
-    command: str | None = None
-    args: tuple[str, ...] = ()
-    cwd: Path | None = None
-    env_from: tuple[str, ...] = ()
-    url: str | None = None
-    headers_from: dict[str, str] = Field(default_factory=dict)
-    tools: tuple[str, ...] | None = None
-    """Allow-list of the server's own tool names; None: every tool it offers."""
-    approval: bool | None = None
-    """True: every tool of this server needs approval; False: none does; None: each tool's
-    annotations decide (not read-only: approval)."""
-
-    _http_url = field_validator("url")(_check_http_url)
-    _not_blank = field_validator("command")(_check_not_blank)
-
-    @field_validator("name")
-    @classmethod
-    def _safe_name(cls, value: str) -> str:
-        if not _SERVER_NAME.match(value):
-            raise ValueError(
-                "must be 1 to 32 letters, digits, '_' or '-', starting with a letter or digit "
-                "(it prefixes the server's tool names)"
-            )
-        return value
-
-    @field_validator("env_from")
-    @classmethod
-    def _variable_names(cls, names: tuple[str, ...]) -> tuple[str, ...]:
-        for index, name in enumerate(names):
-            _check_variable_name(name, f"item {index}")
-        return names
-
-    @field_validator("headers_from")
-    @classmethod
-    def _header_variables(cls, headers: dict[str, str]) -> dict[str, str]:
-        for header, variable in headers.items():
-            if not _HEADER_NAME.match(header):
-                raise ValueError(f"{header!r} is not an HTTP header name")
-            _check_variable_name(variable, header)
-        return headers
-
-    @model_validator(mode="after")
-    def _one_transport(self) -> MCPServerConfig:
-        if (self.command is None) == (self.url is None):
-            raise ValueError(
-                "give either command (a server run over stdio) or url (Streamable HTTP), "
-                "not both and not neither"
-            )
-        if self.url is not None:
-            stdio_only = [k for k in ("args", "cwd", "env_from") if k in self.model_fields_set]
-            if stdio_only:
-                raise ValueError(f"{', '.join(stdio_only)} apply to a command, not to a url")
-        if self.command is not None and self.headers_from:
-            raise ValueError("headers_from applies to a url, not to a command")
-        return self
-
-    @property
-    def transport(self) -> Literal["stdio", "http"]:
-        return "stdio" if self.command is not None else "http"
-
-    @property
-    def variables(self) -> tuple[str, ...]:
-        """The environment variables this server reads: ``env_from`` and ``headers_from``."""
-        return (*self.env_from, *self.headers_from.values())
-
-
-class MCPConfig(_Section):
-    servers: tuple[MCPServerConfig, ...] = ()
-    timeout: float = Field(default=30.0, gt=0, le=3600)
-    """Seconds per tool call (and per connect and listing) before it is cancelled."""
-
-    @field_validator("servers")
-    @classmethod
-    def _unique_names(cls, servers: tuple[MCPServerConfig, ...]) -> tuple[MCPServerConfig, ...]:
-        seen: set[str] = set()
-        for server in servers:
-            if server.name.lower() in seen:
-                raise ValueError(f"two servers are named {server.name!r}; names must differ")
-            seen.add(server.name.lower())
-        return servers
-
-    @property
-    def enabled(self) -> tuple[MCPServerConfig, ...]:
-        return tuple(s for s in self.servers if s.enabled)
-
-
-class ToolsConfig(_Section):
-    search: SearchConfig = Field(default_factory=_defaults(SearchConfig))
-    lookup: LookupConfig = Field(default_factory=_defaults(LookupConfig))
-    calculate: CalculateConfig = Field(default_factory=_defaults(CalculateConfig))
-    mcp: MCPConfig = Field(default_factory=_defaults(MCPConfig))
-
-
-class RedisConfig(_Section):
+class RedisConfig(Section):
     url: str | None = None
     prefix: str = Field(default="reactbot:", min_length=1)
     history_turns: int = Field(default=10, ge=1, le=10_000)
@@ -471,241 +314,17 @@ class RedisConfig(_Section):
         return self.url is not None or bool(self.sentinels)
 
 
-class DiscordConfig(_Section):
-    api_base_url: str | None = None
-    edit_interval: float = Field(default=1.2, ge=0.2, le=60)
-    verbosity: Literal["full", "compact", "answer"] = "full"
-    layout: Literal["components", "text"] = "components"
-    allowed_guilds: tuple[int, ...] = ()
-    allowed_channels: tuple[int, ...] = ()
-    allowed_roles: tuple[int, ...] = ()
-    allowed_users: tuple[int, ...] = ()
-    admin_users: tuple[int, ...] = ()
-    admin_roles: tuple[int, ...] = ()
-    allow_dms: bool = True
-    cooldown_seconds: float = Field(default=5.0, ge=0, le=3600)
-    shard_count: int | None = Field(default=None, ge=1, le=10_000)
-    """The bot's shards in all; None: as many as Discord recommends, all in this process."""
-    shard_ids: tuple[int, ...] | None = None
-    """The shards this process runs (with ``shard_count``): N processes on one Redis split
-    the shards between them, and Discord sends each guild's events to one shard."""
-    reply_followups: bool = True
-    """A reply to one of the bot's messages, or a message in a thread the bot opened,
-    continues that conversation without a mention."""
-    free_response_channels: tuple[int, ...] = ()
-    """Channels (or thread parents) where every message is a question, no mention needed."""
-
-    _http_url = field_validator("api_base_url")(_check_http_url)
-
-    @model_validator(mode="after")
-    def _shards(self) -> DiscordConfig:
-        if self.shard_ids is None:
-            return self
-        if self.shard_count is None:
-            raise ValueError("discord.shard_ids needs discord.shard_count (the shards in all)")
-        if not self.shard_ids or len(set(self.shard_ids)) != len(self.shard_ids):
-            raise ValueError("discord.shard_ids lists each shard once, at least one")
-        if any(not 0 <= i < self.shard_count for i in self.shard_ids):
-            raise ValueError(f"discord.shard_ids are from 0 to {self.shard_count - 1}")
-        return self
-
-    @field_validator(
-        "free_response_channels",
-        "allowed_guilds",
-        "allowed_channels",
-        "allowed_roles",
-        "allowed_users",
-        "admin_users",
-        "admin_roles",
-    )
-    @classmethod
-    def _snowflakes(cls, ids: tuple[int, ...]) -> tuple[int, ...]:
-        if any(i <= 0 for i in ids):
-            raise ValueError("Discord ids are positive integers")
-        return ids
-
-
-class SuggestedPrompt(_Section):
-    """One of the prompts Slack's assistant surface offers in a new thread."""
-
-    title: str = Field(min_length=1)
-    message: str = Field(min_length=1)
-
-
-class SlackConfig(_Section):
-    mode: Literal["socket", "http"] = "socket"
-    port: int = Field(default=3000, ge=1, le=65535)
-    api_base_url: str | None = None
-    update_interval: float = Field(default=1.0, ge=0.2, le=60)
-    verbosity: Literal["full", "compact", "answer"] = "full"
-    workspace_updates_per_minute: float = Field(default=50.0, ge=0, le=10_000)
-    allowed_channels: tuple[str, ...] = ()
-    allowed_users: tuple[str, ...] = ()
-    admin_users: tuple[str, ...] = ()
-    cooldown_seconds: float = Field(default=5.0, ge=0, le=3600)
-    thread_replies: bool = True
-    """A message in the thread of one of the bot's answers continues that conversation
-    without a mention (the ``message.*`` events and ``*:history`` scopes)."""
-    free_response_channels: tuple[str, ...] = ()
-    """Channel ids where every message is a question, no mention needed."""
-    streaming: Literal["auto", "native", "update"] = "auto"
-    """``native``: chat.startStream/appendStream/stopStream (a plan of task cards, the answer
-    streamed); ``update``: one message edited with chat.update; ``auto``: native in DMs and
-    assistant threads, chat.update in channels (where everyone must see the live message)."""
-    use_native_streaming: bool | None = None
-    """Deprecated: ``slack.streaming`` replaces it (true: ``native``, false: ``update``)."""
-    suggested_prompts: tuple[SuggestedPrompt, ...] = Field(
-        default=(  # valid as written: constructed, so that no validator is built at import
-            SuggestedPrompt.model_construct(
-                title="What can you do?", message="What can you do, and with which tools?"
-            ),
-            SuggestedPrompt.model_construct(title="Calculate", message="What is 17*23+4?"),
-        ),
-        max_length=4,
-    )
-    """Offered in a new thread of Slack's assistant surface ("up to four suggested prompts",
-    https://docs.slack.dev/reference/methods/assistant.threads.setSuggestedPrompts)."""
-
-    _http_url = field_validator("api_base_url")(_check_http_url)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _renamed_streaming(cls, data: object) -> object:
-        if isinstance(data, dict) and "use_native_streaming" in data and "streaming" in data:
-            raise ValueError(
-                "use_native_streaming is replaced by streaming (auto, native or update): "
-                "remove use_native_streaming"
-            )
-        return data
-
-    @property
-    def streaming_mode(self) -> Literal["auto", "native", "update"]:
-        """``streaming``, or what the deprecated ``use_native_streaming`` meant."""
-        if self.use_native_streaming is None:
-            return self.streaming
-        return "native" if self.use_native_streaming else "update"
-
-    @property
-    def deprecations(self) -> list[str]:
-        if self.use_native_streaming is None:
-            return []
-        value = "native" if self.use_native_streaming else "update"
-        return [
-            f"slack.use_native_streaming is deprecated: write slack.streaming: {value} "
-            "(auto streams natively in DMs and assistant threads)"
-        ]
-
-
-class TelemetryConfig(_Section):
+class TelemetryConfig(Section):
     otlp_endpoint: str | None = None
     """OpenTelemetry traces go to this OTLP/HTTP base URL (``{it}/v1/traces``), as with
     ``OTEL_EXPORTER_OTLP_ENDPOINT``; unset, nothing is traced and the SDK is not loaded."""
     capture_content: bool = False
     """Also put the question, thoughts, tool inputs, observations and the answer in spans."""
 
-    _http_url = field_validator("otlp_endpoint")(_check_http_url)
+    _http_url = field_validator("otlp_endpoint")(check_http_url)
 
 
-class WebConfig(_Section):
-    """The trace pages (``/t/{trace_id}``), served by the ops endpoint's HTTP server, and the
-    web chat (``chat``), served on its own address (``host``, ``port``) with its own pages."""
-
-    enabled: bool = False
-    chat: bool = False
-    """Serve the web chat (``reactbot serve --platform web`` turns it on for that run)."""
-    host: str = Field(default="127.0.0.1", min_length=1)
-    """The chat's address; any address but loopback needs ``REACTBOT_WEB_TOKEN``."""
-    port: int = Field(default=8080, ge=0, le=65535)
-    verbosity: Literal["full", "compact", "answer"] = "full"
-    cooldown_seconds: float = Field(default=3.0, ge=0, le=3600)
-    """Seconds between two questions of one browser session."""
-    secure_cookie: bool = False
-    """Mark the session cookie ``Secure`` (set when the chat is reached over https)."""
-    public_url: str | None = None
-    """How people reach that server (``https://bot.example.com``): the base of the signed
-    links posted in trace threads and printed by ``reactbot trace show``."""
-    link_ttl: int = Field(default=7 * 86400, ge=60, le=366 * 86400)
-    """Seconds a signed link stays valid."""
-    allowed_hosts: tuple[str, ...] = ()
-    """Host names the chat and the trace pages answer besides loopback and ``public_url``'s
-    (``bot.example.com``, or ``bot.example.com:8443`` for that port only); a request naming
-    any other gets 421 (DNS rebinding)."""
-    max_sessions_per_address: int = Field(default=20, ge=1, le=10_000)
-    """New chat sessions one client address may open in a minute (then 429)."""
-
-    _http_url = field_validator("public_url")(_check_http_url)
-
-    @field_validator("allowed_hosts")
-    @classmethod
-    def _host_names(cls, hosts: tuple[str, ...]) -> tuple[str, ...]:
-        from adapters.web.hosts import parse_host
-
-        for host in hosts:
-            if parse_host(host) is None:
-                raise ValueError(
-                    f"{host!r} is not a host name: write bot.example.com or "
-                    "bot.example.com:8443 (no scheme, no path)"
-                )
-        return hosts
-
-    @field_validator("public_url")
-    @classmethod
-    def _plain_base(cls, value: str | None) -> str | None:
-        # It starts every link posted in Discord and Slack: nothing there may be read as
-        # markup (<, >, |), and a query or fragment would swallow the link's own.
-        if value is None:
-            return value
-        if re.search(r"[\s<>|\"'`\\]", value):
-            raise ValueError("must be a plain URL: no spaces, quotes, <, >, | or \\")
-        parts = urlsplit(value)
-        if not parts.hostname:
-            raise ValueError("must name a host, e.g. https://bot.example.com")
-        if parts.query or parts.fragment or "?" in value or "#" in value:
-            raise ValueError("must not have a query (?) or fragment (#); a path is fine")
-        return value
-
-
-class TelegramConfig(_Section):
-    """Telegram (``reactbot serve --platform telegram``, ``TELEGRAM_BOT_TOKEN``): private
-    chats, answered in one message edited live."""
-
-    mode: Literal["polling", "webhook"] = "polling"
-    """``polling`` (getUpdates, no public address needed) or ``webhook`` (Telegram posts
-    each update to ``webhook_url``, which reaches this process's ``port``)."""
-    webhook_url: str | None = None
-    """The public https URL Telegram posts updates to (webhook mode); its path is served."""
-    port: int = Field(default=8443, ge=1, le=65535)
-    """The webhook server's port (webhook mode)."""
-    api_base_url: str | None = None
-    """The Bot API prefix the token is appended to; None: https://api.telegram.org/bot."""
-    allowed_chats: tuple[int, ...] = ()
-    """Chats (private chat id = the person's user id) that may ask; empty: every one."""
-    admins: tuple[int, ...] = ()
-    """User ids exempt from the cooldown, who may stop anyone's run."""
-    verbosity: Literal["full", "compact", "answer"] = "full"
-    cooldown_seconds: float = Field(default=5.0, ge=0, le=3600)
-    """Seconds between two questions of one person."""
-
-    _http_url = field_validator("api_base_url")(_check_http_url)
-
-    @field_validator("webhook_url")
-    @classmethod
-    def _https(cls, value: str | None) -> str | None:
-        if value is not None and not (value.startswith("https://") and urlsplit(value).hostname):
-            raise ValueError("must be an https:// URL with a host (Telegram posts only to https)")
-        return value
-
-    @model_validator(mode="after")
-    def _webhook_has_url(self) -> TelegramConfig:
-        if self.mode == "webhook" and self.webhook_url is None:
-            raise ValueError(
-                "mode webhook needs telegram.webhook_url (the public https URL Telegram "
-                "posts to); or use mode: polling"
-            )
-        return self
-
-
-class OpsConfig(_Section):
+class OpsConfig(Section):
     """The operator's HTTP endpoint (``/healthz``, ``/readyz``, ``/metrics``) of ``serve``."""
 
     enabled: bool = True
@@ -719,7 +338,7 @@ class OpsConfig(_Section):
     whether or not the endpoint is on (``adapters.room``)."""
 
 
-class Secrets(_Section):
+class Secrets(Section):
     """Credentials, from the environment only; each is ``None`` when unset or empty."""
 
     openai_api_key: SecretStr | None = None
@@ -764,7 +383,7 @@ class Secrets(_Section):
 _CATALOGUE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$")
 
 
-class CatalogueModel(_Section):
+class CatalogueModel(Section):
     """One entry of the model catalogue (``models:``), chosen per channel or per question.
     Its key comes from the environment variable ``api_key_env`` names (``OPENAI_API_KEY``
     when unset), never from this file."""
@@ -776,11 +395,11 @@ class CatalogueModel(_Section):
     memory: bool = True  # false: this provider never receives memories (``core.memories``)
     price: PriceConfig | None = None
 
-    _http_url = field_validator("base_url")(_check_http_url)
+    _http_url = field_validator("base_url")(check_http_url)
     _variable = field_validator("api_key_env")(_variable_name)
 
 
-class BudgetsConfig(_Section):
+class BudgetsConfig(Section):
     """Daily token and dollar limits (0: none), counted from the usage the model reports, per UTC day,
     shared by every replica through Redis; admins are exempt."""
 
@@ -801,7 +420,7 @@ class BudgetsConfig(_Section):
 FileKind = Literal["text", "markdown", "csv", "html", "pdf", "code"]
 
 
-class FilesConfig(_Section):
+class FilesConfig(Section):
     """Files attached to a question, read as knowledge for the conversation."""
 
     enabled: bool = True
@@ -817,7 +436,7 @@ class FilesConfig(_Section):
     parse_memory_mb: int = Field(default=512, ge=64, le=65_536)
 
 
-class ContextConfig(_Section):
+class ContextConfig(Section):
     """Earlier messages read when the bot is asked in a thread or channel where others talked."""
 
     messages: int = Field(default=20, ge=0, le=100)
@@ -829,24 +448,24 @@ class ContextConfig(_Section):
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 
 
-class Config(_Section):
+class Config(Section):
     """Everything the bot is configured with. Build it with ``load_config``."""
 
-    model: ModelConfig = Field(default_factory=_defaults(ModelConfig))
-    agent: AgentConfig = Field(default_factory=_defaults(AgentConfig))
-    tools: ToolsConfig = Field(default_factory=_defaults(ToolsConfig))
-    redis: RedisConfig = Field(default_factory=_defaults(RedisConfig))
-    discord: DiscordConfig = Field(default_factory=_defaults(DiscordConfig))
-    slack: SlackConfig = Field(default_factory=_defaults(SlackConfig))
-    budgets: BudgetsConfig = Field(default_factory=_defaults(BudgetsConfig))
+    model: ModelConfig = Field(default_factory=defaults(ModelConfig))
+    agent: AgentConfig = Field(default_factory=defaults(AgentConfig))
+    tools: ToolsConfig = Field(default_factory=defaults(ToolsConfig))
+    redis: RedisConfig = Field(default_factory=defaults(RedisConfig))
+    discord: DiscordConfig = Field(default_factory=defaults(DiscordConfig))
+    slack: SlackConfig = Field(default_factory=defaults(SlackConfig))
+    budgets: BudgetsConfig = Field(default_factory=defaults(BudgetsConfig))
     models: dict[str, CatalogueModel] = Field(default_factory=dict)
     """The model catalogue: names a channel (``/reactbot model``) or a question may pick."""
-    telemetry: TelemetryConfig = Field(default_factory=_defaults(TelemetryConfig))
-    web: WebConfig = Field(default_factory=_defaults(WebConfig))
-    telegram: TelegramConfig = Field(default_factory=_defaults(TelegramConfig))
-    files: FilesConfig = Field(default_factory=_defaults(FilesConfig))
-    ops: OpsConfig = Field(default_factory=_defaults(OpsConfig))
-    context: ContextConfig = Field(default_factory=_defaults(ContextConfig))
+    telemetry: TelemetryConfig = Field(default_factory=defaults(TelemetryConfig))
+    web: WebConfig = Field(default_factory=defaults(WebConfig))
+    telegram: TelegramConfig = Field(default_factory=defaults(TelegramConfig))
+    files: FilesConfig = Field(default_factory=defaults(FilesConfig))
+    ops: OpsConfig = Field(default_factory=defaults(OpsConfig))
+    context: ContextConfig = Field(default_factory=defaults(ContextConfig))
     memory: MemoryConfig = Field(default_factory=MemoryConfig.model_construct)
     schedule: ScheduleConfig = Field(default_factory=ScheduleConfig.model_construct)
     stt: SttConfig = Field(default_factory=SttConfig.model_construct)
@@ -854,7 +473,7 @@ class Config(_Section):
     log_level: LogLevel = "INFO"
     log_format: Literal["text", "json"] = "text"
     """``json``: one JSON object per line, a run's lines carrying its id and conversation."""
-    secrets: Secrets = Field(default_factory=_defaults(Secrets))
+    secrets: Secrets = Field(default_factory=defaults(Secrets))
 
     @field_validator("models")
     @classmethod
@@ -918,7 +537,6 @@ def _price(price: PriceConfig) -> Price:
 
 
 # Top-level keys that are not read from the file.
-_NOT_FROM_FILE = frozenset({"secrets"})
 
 
 # --------------------------------------------------------------------------------------------
@@ -939,8 +557,8 @@ def load_config(path: str | Path | None, env: Mapping[str, str]) -> Config:
     Raises ``ConfigError`` naming every wrong key and how to fix it.
     """
     file = resolve_config_path(path, env)
-    data = _read_yaml(file) if file is not None else {}
-    _refuse_secret_keys(data)
+    data = read_yaml(file) if file is not None else {}
+    refuse_secret_keys(data)
     _drop_empty_sections(data, Config)
     overridden = _apply_env_overrides(data, env)
     overridden |= _apply_env_keys(data, env, file)
@@ -950,7 +568,7 @@ def load_config(path: str | Path | None, env: Mapping[str, str]) -> Config:
     try:
         config = Config.model_validate({**data, "secrets": secrets})
     except ValidationError as exc:
-        problems = [_describe(e, file=file, overridden=overridden) for e in exc.errors()]
+        problems = [describe(Config, e, file=file, overridden=overridden) for e in exc.errors()]
         raise ConfigError(_scrub(p, secrets) for p in problems) from None
     return _resolve_relative_paths(config, file)
 
@@ -969,7 +587,7 @@ def _mcp_variables(data: Mapping[str, Any]) -> list[str]:
         headers_from = server.get("headers_from")
         names += env_from if isinstance(env_from, list) else ()
         names += headers_from.values() if isinstance(headers_from, Mapping) else ()
-    return [n for n in names if isinstance(n, str) and _ENV_VAR.match(n)]
+    return [n for n in names if isinstance(n, str) and ENV_VAR.match(n)]
 
 
 def _model_variables(data: Mapping[str, Any]) -> list[str]:
@@ -981,107 +599,7 @@ def _model_variables(data: Mapping[str, Any]) -> list[str]:
     entries.append(lookup.get("embeddings") if isinstance(lookup, Mapping) else None)
     entries += [data.get("stt"), data.get("tts")]
     names = [e.get("api_key_env") for e in entries if isinstance(e, Mapping)]
-    return [n for n in names if isinstance(n, str) and _ENV_VAR.match(n)]
-
-
-def _read_yaml(file: Path) -> dict[str, Any]:
-    try:
-        text = file.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(
-            [f"{file}: file not found (check --config or {CONFIG_PATH_ENV})"]
-        ) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise ConfigError([f"{file}: cannot read the file ({reason})"]) from None
-    import yaml
-
-    try:
-        data = yaml.load(text, Loader=unique_key_loader())
-    except yaml.YAMLError as exc:
-        raise ConfigError([_describe_yaml_error(file, exc)]) from None
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise ConfigError(
-            [f"{file}: the top level must be a mapping of sections (got {_kind(data)})"]
-        )
-    return data
-
-
-def _describe_yaml_error(file: Path, exc: yaml.YAMLError) -> str:
-    # Only the problem and its position: the snippet PyYAML adds could quote a secret.
-    mark = getattr(exc, "problem_mark", None)
-    problem = getattr(exc, "problem", None) or "invalid YAML"
-    where = f" line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-    return f"{file}{where}: invalid YAML: {problem}"
-
-
-_SECRET_KEY = re.compile(
-    r"(^|[_-])(api[_-]?key|token|secret|secrets|signing[_-]secret|password|passwd)$", re.I
-)
-
-_SECRET_KEY_ENV: Mapping[str, str] = {
-    "model.api_key": "OPENAI_API_KEY",
-    "model.openai_api_key": "OPENAI_API_KEY",
-    "tools.search.api_key": "TAVILY_API_KEY",
-    "tools.search.tavily_api_key": "TAVILY_API_KEY",
-    "discord.token": "DISCORD_TOKEN",
-    "discord.bot_token": "DISCORD_TOKEN",
-    "slack.bot_token": "SLACK_BOT_TOKEN",
-    "slack.token": "SLACK_BOT_TOKEN",
-    "slack.app_token": "SLACK_APP_TOKEN",
-    "slack.signing_secret": "SLACK_SIGNING_SECRET",
-    "web.link_secret": "REACTBOT_LINK_SECRET",
-    "web.secret": "REACTBOT_LINK_SECRET",
-    "web.token": "REACTBOT_WEB_TOKEN",
-    "web.web_token": "REACTBOT_WEB_TOKEN",
-    "telegram.token": "TELEGRAM_BOT_TOKEN",
-    "telegram.bot_token": "TELEGRAM_BOT_TOKEN",
-}
-
-
-def _refuse_secret_keys(data: Mapping[Any, Any]) -> None:
-    problems = [
-        f"{_format_loc(key_path)}: secrets are not read from the config file; remove the key "
-        f"and {_secret_fix(key_path)}"
-        for key_path in _secret_key_paths(data, ())
-    ]
-    if problems:
-        raise ConfigError(problems)
-
-
-def _secret_fix(key_path: tuple[int | str, ...]) -> str:
-    dotted = _format_loc(key_path)
-    var = _SECRET_KEY_ENV.get(dotted) or SECRET_ENV_VARS.get(str(key_path[-1]).lower())
-    if var:
-        return f"set the {var} environment variable instead"
-    if dotted.startswith("tools.mcp.servers["):
-        return (
-            "put it in an environment variable and name that variable in env_from "
-            "(a command) or headers_from (a url)"
-        )
-    return f"use the environment variables instead ({', '.join(SECRET_ENV_VARS.values())})"
-
-
-# Mappings whose keys are names, not settings: ``headers_from: {X-Api-Key: MY_KEY}`` names
-# the variable holding the key, which is exactly how a secret should be configured.
-_NAME_MAPPINGS = frozenset({"headers_from"})
-
-
-def _secret_key_paths(
-    node: object, prefix: tuple[int | str, ...]
-) -> Iterator[tuple[int | str, ...]]:
-    if isinstance(node, Mapping):
-        for key, value in node.items():
-            path = (*prefix, str(key))
-            if _SECRET_KEY.search(str(key)):
-                yield path
-            elif str(key) not in _NAME_MAPPINGS:
-                yield from _secret_key_paths(value, path)
-    elif isinstance(node, list):
-        for index, item in enumerate(node):
-            yield from _secret_key_paths(item, (*prefix, index))
+    return [n for n in names if isinstance(n, str) and ENV_VAR.match(n)]
 
 
 def _drop_empty_sections(data: dict[Any, Any], section: type[BaseModel]) -> None:
@@ -1114,17 +632,12 @@ def _apply_env_overrides(
     return overridden
 
 
-def env_key_variable(path: Sequence[str]) -> str:
-    """The variable that sets a key: ``("web", "enabled")`` -> ``REACTBOT_WEB__ENABLED``."""
-    return ENV_KEY_PREFIX + ENV_KEY_SEPARATOR.join(part.upper() for part in path)
-
-
 def _env_key_paths(env: Mapping[str, str]) -> Iterator[tuple[str, tuple[str, ...]]]:
     """Each ``REACTBOT_<SECTION>__<KEY>`` variable and the key path it names."""
     top_level = {
         env_key_variable((name,)): name
         for name, info in Config.model_fields.items()
-        if name not in _NOT_FROM_FILE and _section_type(info.annotation) is None
+        if name not in NOT_FROM_FILE and section_type(info.annotation) is None
     }
     for var in sorted(env):
         rest = var.removeprefix(ENV_KEY_PREFIX)
@@ -1170,7 +683,7 @@ def _env_value(raw: str, path: tuple[str, ...]) -> object:
 
 
 def _takes_text(path: tuple[str, ...]) -> bool:
-    owner, field = _field_at(path)
+    owner, field = field_at(Config, path)
     if owner is None or field is None:
         return False
     annotation = owner.model_fields[field].annotation
@@ -1182,14 +695,14 @@ def _env_key_problem(var: str, path: tuple[str, ...], value: object) -> str | No
     if not all(path):
         return f"{var}: not a config key (two underscores separate levels, one joins words)"
     secret: tuple[int | str, ...] | None = path
-    if not any(_SECRET_KEY.search(part) for part in path[:-1]):  # secrets.slack_bot_token
-        secret = next(_secret_key_paths({path[-1]: value}, path[:-1]), None)
+    if not any(SECRET_KEY.search(part) for part in path[:-1]):  # secrets.slack_bot_token
+        secret = next(secret_key_paths({path[-1]: value}, path[:-1]), None)
     if secret is None:
         return None
-    inside = f" ({_format_loc(secret)} in its value)" if secret != path else ""
+    inside = f" ({format_loc(secret)} in its value)" if secret != path else ""
     return (
         f"{var}: secrets are not read from REACTBOT_<SECTION>__<KEY> variables{inside}; "
-        f"unset it and {_secret_fix(secret)}"
+        f"unset it and {secret_fix(secret)}"
     )
 
 
@@ -1206,7 +719,7 @@ def _set_key(
             where = file.name if file is not None else "the config file"
             return (
                 f"{var}: cannot set {'.'.join(path)}: {'.'.join(path[:depth])} in {where} "
-                f"is {_kind(child)}, not a mapping of keys"
+                f"is {kind_of(child)}, not a mapping of keys"
             )
         node = child
     node[path[-1]] = value
@@ -1250,229 +763,6 @@ def _resolve(path: Path, file: Path | None) -> Path:
 
 # --------------------------------------------------------------------------------------------
 # Turning pydantic's errors into messages that name the key and the fix
-
-
-def _describe(
-    error: ErrorDetails, *, file: Path | None, overridden: Mapping[tuple[str, ...], str]
-) -> str:
-    loc = tuple(error["loc"])
-    key = _format_loc(loc)
-    variables = _variables_at(loc, overridden)
-    if error["type"] == "extra_forbidden":
-        by_var = {var: path for path, var in overridden.items()}
-        unknown = _unknown_key(loc, env_path=by_var[variables[0]] if variables else None)
-        return f"{key}: {unknown}{_from_env(variables)}"
-    owner, field = _field_at(loc)
-    what = _what_is_wrong(error, owner, field)
-    fix = _from_env(variables) or _fix(loc, owner, field, file)
-    return f"{key}: {what}{fix}"
-
-
-def _variables_at(
-    loc: tuple[int | str, ...], overridden: Mapping[tuple[str, ...], str]
-) -> list[str]:
-    """The variables an error comes from: the one whose value holds the error's key, else
-    those that set keys under it (an unknown section, a section's own check)."""
-    names = tuple(str(p) for p in loc)
-    holding = [var for path, var in overridden.items() if names[: len(path)] == path]
-    if holding or not names:
-        return holding[:1]
-    return [var for path, var in overridden.items() if path[: len(names)] == names]
-
-
-def _from_env(variables: list[str]) -> str:
-    if not variables:
-        return ""
-    if len(variables) == 1:
-        return f". It comes from the {variables[0]} environment variable: fix or unset it."
-    return f". It comes from the {_and(variables)} environment variables: fix or unset them."
-
-
-def _and(items: list[str]) -> str:
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
-
-
-def _format_loc(loc: tuple[int | str, ...]) -> str:
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out or "(top level)"
-
-
-def _section_at(loc: tuple[int | str, ...]) -> type[BaseModel] | None:
-    """The section a key path leads to; list indices step into a list of sections
-    (``tools.mcp.servers[0]``)."""
-    model: type[BaseModel] = Config
-    for part in loc:
-        if isinstance(part, int):
-            continue
-        info = model.model_fields.get(part)
-        found = _section_type(info.annotation if info is not None else None)
-        if found is None:
-            return None
-        model = found
-    return model
-
-
-def _section_type(annotation: object) -> type[BaseModel] | None:
-    """``Section`` itself, or the section of a ``tuple[Section, ...]``."""
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    args = typing.get_args(annotation)
-    if typing.get_origin(annotation) is tuple and args and _section_type(args[0]) is not None:
-        return _section_type(args[0])
-    return None
-
-
-def _field_at(loc: tuple[int | str, ...]) -> tuple[type[BaseModel] | None, str | None]:
-    """The section model and field name an error location points at (list indices dropped)."""
-    names = tuple(p for p in loc if isinstance(p, str))
-    if not names:
-        return None, None
-    owner = _section_at(names[:-1])
-    if owner is None or names[-1] not in owner.model_fields:
-        return None, None
-    return owner, names[-1]
-
-
-def _unknown_key(loc: tuple[int | str, ...], *, env_path: tuple[str, ...] | None = None) -> str:
-    """``env_path``: the key path of the variable that set it, to suggest the variable."""
-    section = _section_at(loc[:-1])
-    if section is None:
-        return "unknown key"
-    known = [name for name in section.model_fields if name not in _NOT_FROM_FILE]
-    import difflib  # with an unknown key only, not with every start-up
-
-    close = difflib.get_close_matches(str(loc[-1]), known, n=1, cutoff=0.6)
-    if close and env_path is not None and len(env_path) >= len(loc):
-        fixed = (*env_path[: len(loc) - 1], close[0], *env_path[len(loc) :])
-        return f"unknown key (did you mean {env_key_variable(fixed)}?)"
-    if close:
-        return f"unknown key (did you mean '{close[0]}'?)"
-    return f"unknown key (known keys: {', '.join(known)})"
-
-
-_TYPE_MESSAGES: Mapping[str, str] = {
-    "int_type": "must be a whole number",
-    "int_parsing": "must be a whole number",
-    "int_from_float": "must be a whole number",
-    "float_type": "must be a number",
-    "float_parsing": "must be a number",
-    "bool_type": "must be true or false",
-    "bool_parsing": "must be true or false",
-    "string_type": "must be a string",
-    "tuple_type": "must be a list",
-    "list_type": "must be a list",
-    "model_type": "must be a mapping of keys",
-    "model_attributes_type": "must be a mapping of keys",
-    "dict_type": "must be a mapping of keys",
-    "path_type": "must be a file path",
-    "string_too_short": "must not be empty",
-}
-
-
-def _what_is_wrong(error: ErrorDetails, owner: type[BaseModel] | None, field: str | None) -> str:
-    kind = error["type"]
-    ctx = error.get("ctx") or {}
-    got = f" (got {_show(error['input'])})"
-    if kind == "value_error":
-        # A whole entry's problem (a mapping) is said by the message alone.
-        shown = "" if isinstance(error["input"], Mapping) else got
-        return f"{ctx.get('error', error['msg'])}{shown}"
-    if kind == "missing":
-        return "is required"
-    if kind == "string_type" and isinstance(error["input"], bool):
-        return f"must be a string{got}; YAML reads yes, no, on and off as true or false: quote it"
-    if kind == "literal_error":
-        return f"must be {ctx.get('expected', 'one of the allowed values')}{got}"
-    if kind in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
-        return f"{_range_text(ctx, owner, field)}{got}"
-    if kind in _TYPE_MESSAGES:
-        return f"{_TYPE_MESSAGES[kind]}{got}"
-    return f"{error['msg'].rstrip('.')}{got}"
-
-
-def _range_text(ctx: Mapping[str, Any], owner: type[BaseModel] | None, field: str | None) -> str:
-    bounds: dict[str, Any] = dict(ctx)
-    if owner is not None and field is not None:
-        for meta in owner.model_fields[field].metadata:
-            for name in ("gt", "ge", "lt", "le"):
-                if isinstance(meta, annotated_types.BaseMetadata) and hasattr(meta, name):
-                    bounds[name] = getattr(meta, name)
-    low = bounds.get("ge", bounds.get("gt"))
-    high = bounds.get("le", bounds.get("lt"))
-    if "ge" in bounds and "le" in bounds:
-        return f"must be between {low} and {high}"
-    if "gt" in bounds and high is not None:
-        return f"must be greater than {low} and at most {high}"
-    if "gt" in bounds:
-        return f"must be greater than {low}"
-    if "ge" in bounds:
-        return f"must be at least {low}"
-    return f"must be at most {high}"
-
-
-def _fix(
-    loc: tuple[int | str, ...],
-    owner: type[BaseModel] | None,
-    field: str | None,
-    file: Path | None,
-) -> str:
-    where = file.name if file is not None else "the config file"
-    if loc and isinstance(loc[-1], int):
-        return f". Fix this entry in {where}."
-    if owner is None or field is None:
-        return ""
-    if owner.model_fields[field].is_required():
-        return f". Add it in {where}."
-    default = owner.model_fields[field].get_default(call_default_factory=True)
-    if isinstance(default, BaseModel):
-        return f". Fix it in {where} or remove the key to use the defaults."
-    return f". Fix it in {where} or remove the key to use the default ({_show_default(default)})."
-
-
-def _show_default(value: object) -> str:
-    if value is None:
-        return "unset"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, tuple):
-        return "[]" if not value else "[" + ", ".join(map(str, value)) + "]"
-    if isinstance(value, str):
-        return f"'{value}'" if value else "''"
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value)
-
-
-_TOKEN_LIKE = re.compile(r"^(sk-|xox[a-z]-|xapp-|tvly-|gh[pousr]_|github_pat_|Bearer\s)", re.I)
-
-
-def _show(value: object) -> str:
-    """A value for an error message: short, and never a credential."""
-    if isinstance(value, str):
-        if _TOKEN_LIKE.match(value.strip()):
-            return "'**********'"
-        shown = _redact_url(value)
-        return repr(shown if len(shown) <= 60 else shown[:57] + "...")
-    if isinstance(value, Mapping | list | tuple | set):
-        return _kind(value)
-    return repr(value)
-
-
-def _kind(value: object) -> str:
-    if isinstance(value, Mapping):
-        return "a mapping"
-    if isinstance(value, list | tuple | set):
-        return "a list"
-    return type(value).__name__
-
-
-_URL_USERINFO = re.compile(r"^([a-z][a-z0-9+.-]*://)[^/@\s]*@", re.I)
-
-
-def _redact_url(text: str) -> str:
-    return _URL_USERINFO.sub(r"\1***@", text)
 
 
 def _scrub(text: str, secrets: Secrets) -> str:

@@ -25,7 +25,6 @@ KNOWN_CYCLES: set[frozenset[str]] = {
 """Cycles that exist today; each must be broken, none added (a cycle that grows fails too)."""
 
 CEILINGS: dict[str, int] = {
-    "bot/config.py": 1481,
     "adapters/discord/cog.py": 1308,
     "adapters/slack/bot.py": 971,
 }
