@@ -57,8 +57,7 @@ from core.events import Event
 from core.files import Incoming, Intake
 from core.memories import Asking, Where
 from core.speech import Heard
-from core.storage import Stores
-from core.stores import renewing
+from core.stores import Stores, renewing
 from core.tools import ToolRegistry
 
 log = logging.getLogger(__name__)

@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Literal, Protocol
 from core.errors import StoreUnavailable
 
 if TYPE_CHECKING:
-    from core.resilient import StoreHealth
+    from core.stores.resilient import StoreHealth
 
 log = logging.getLogger(__name__)
 
@@ -174,7 +174,7 @@ class SlidingWindow:
 
 class Budget(Protocol):
     """A rate budget every channel shares (Slack's per-workspace method limit): in this
-    process (``LocalBudget``), or in Redis for every replica (``core.redis_store``)."""
+    process (``LocalBudget``), or in Redis for every replica (``core.stores.redis``)."""
 
     @property
     def limit(self) -> int: ...

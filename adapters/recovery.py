@@ -37,8 +37,7 @@ from core.agent import Run
 from core.budgets import Hold, TokenBudgets
 from core.events import Event, ObservationReady
 from core.prompt import question_message
-from core.storage import Stores
-from core.stores import TRACE_SNAPSHOT_CHARS, RunRecord, step_json, trace_head
+from core.stores import TRACE_SNAPSHOT_CHARS, RunRecord, Stores, step_json, trace_head
 from core.trace import Trace
 
 log = logging.getLogger(__name__)

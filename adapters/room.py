@@ -6,7 +6,7 @@ is on time (its lag, ``core.looplag.LoopLag``, at most ``ops.max_loop_lag``). Ot
 asker is told at once, in one polite sentence (``BUSY``), to ask again in a moment, and the
 refusal is counted (``refused``: ``reactbot_runs_refused`` on ``/metrics``). The runs already
 going keep the loop's time for themselves: that is what keeps their Redis calls, and so their
-memory, on time (``core.redis_store`` waits in the loop's punctual time besides).
+memory, on time (``core.stores.redis`` waits in the loop's punctual time besides).
 
 Each surface's ``Answering`` takes its room here (``adapters.answering``); one made without a
 shared room has its own, without the lag check.

@@ -37,8 +37,7 @@ from typing import TYPE_CHECKING
 from bench.models import StepScriptModel
 from core.agent import Agent
 from core.history import InMemoryHistoryStore
-from core.storage import Stores
-from core.stores import InMemoryLocks, InMemoryTraceStore
+from core.stores import InMemoryLocks, InMemoryTraceStore, Stores
 from core.tools import FunctionTool, ToolRegistry
 
 if TYPE_CHECKING:  # the Discord adapter and its fake load only when that section runs

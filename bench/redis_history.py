@@ -60,10 +60,9 @@ from core.events import Event  # noqa: E402
 from core.knowledge import LookupTool  # noqa: E402
 from core.llm import Usage  # noqa: E402
 from core.memories import Asking, Memories, MemorySettings, Where  # noqa: E402
-from core.redis_store import PERSISTENT_KINDS  # noqa: E402
 from core.scripted import ScriptedModel, Turn  # noqa: E402
-from core.storage import Stores  # noqa: E402
-from core.stores import record_vote  # noqa: E402
+from core.stores import Stores, record_vote  # noqa: E402
+from core.stores.redis import PERSISTENT_KINDS  # noqa: E402
 from core.stores.redis.memories import KIND as MEMORIES  # noqa: E402
 from core.tools import ToolRegistry, ToolResult  # noqa: E402
 from core.tools.calculator import CalculatorTool  # noqa: E402

@@ -38,9 +38,9 @@ from collections import Counter
 from dataclasses import dataclass
 
 from bench.soak import percentile
-from core.redis_store import RedisEventClaims, create_client
 from core.scheduler import Occurrence, Scheduler
 from core.schedules import Added, Outcome, Place, Schedule, ScheduleBook, ScheduleSettings
+from core.stores.redis import RedisEventClaims, create_client
 from core.stores.redis.schedules import RedisSchedules
 
 LOOK_EVERY = 5.0

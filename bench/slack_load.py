@@ -45,8 +45,7 @@ from bench.models import StepScriptModel
 from core.agent import Agent, AgentSettings
 from core.history import InMemoryHistoryStore
 from core.llm import Usage
-from core.storage import Stores
-from core.stores import InMemoryLocks, InMemoryTraceStore
+from core.stores import InMemoryLocks, InMemoryTraceStore, Stores
 from core.tools import FunctionTool, ToolRegistry
 from tests.fakes.slack_server import TEAM_ID, FakeSlack
 

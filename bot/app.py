@@ -29,7 +29,7 @@ from core.llm import ChatModel
 from core.memories import Memories
 from core.memory import HistoryCompactor
 from core.observe import RunObserver
-from core.storage import Stores
+from core.stores import Stores
 from core.tools import ToolRegistry
 from core.tools.calculator import CalculatorTool
 from core.trace import Trace
@@ -40,9 +40,9 @@ if TYPE_CHECKING:  # the search, redis and MCP modules load only when configured
     from adapters.room import Room
     from adapters.voice import Hearing
     from core.embeddings import Hybrid
-    from core.redis_store import Client as Redis
-    from core.redis_store import RedisTarget
-    from core.resilient import StoreHealth
+    from core.stores.redis import Client as Redis
+    from core.stores.redis import RedisTarget
+    from core.stores.resilient import StoreHealth
     from core.tools.mcp import MCPTools, ServerSpec
     from core.tools.search import SearchTool
 
@@ -135,7 +135,7 @@ class App:
         if self.redis_client is None:
             return None
         from adapters.pacing import CheckedBudget
-        from core.redis_store import RedisRateBudget
+        from core.stores.redis import RedisRateBudget
 
         shared = RedisRateBudget(
             self.redis_client, name, limit=limit, per=per, prefix=self.config.redis.prefix
@@ -234,7 +234,7 @@ class App:
         shared = self.stores.shared
         if shared is None:
             return
-        from core.redis_store import evicts_what_guards_correctness
+        from core.stores.redis import evicts_what_guards_correctness
 
         policy = await shared.eviction_policy()
         if policy is not None and evicts_what_guards_correctness(policy):
@@ -543,7 +543,7 @@ def longest_run(config: Config) -> float:
 def redis_target(redis: RedisConfig) -> RedisTarget:
     """Where ``redis.*`` says the stores live: one server, a Sentinel-managed primary or a
     Cluster, over TLS with ``rediss://``."""
-    from core.redis_store import RedisTarget, parse_host_port
+    from core.stores.redis import RedisTarget, parse_host_port
 
     def path(value: Path | None) -> str | None:
         return str(value) if value is not None else None

@@ -12,8 +12,8 @@ if TYPE_CHECKING:
     from bot.config import Config
     from core.agent import Agent
     from core.llm import ChatModel
-    from core.resilient import StoreHealth
-    from core.storage import Stores
+    from core.stores import Stores
+    from core.stores.resilient import StoreHealth
     from core.tools import ToolRegistry
 
 __all__ = ["Host"]

@@ -61,8 +61,7 @@ from core.parser import Action
 from core.pricing import Price
 from core.remembering import RunMemory
 from core.speech import Heard
-from core.storage import Stores
-from core.stores import ConversationLocks, TraceStore
+from core.stores import ConversationLocks, Stores, TraceStore
 from core.tools import Attachment, ToolRegistry, display_of
 from core.trace import (
     ATTACHMENT_BYTES_PER_TRACE,

@@ -15,7 +15,7 @@ time it asked for, however late it ran (a loop blocked for 0.5 s in every 0.55 s
 of each). A wait that ends when the loop is punctual ends as before; while the
 loop is late (a burst of work, a long collection), a wait whose answer arrived meanwhile is
 not failed for the loop's own delay. The Redis client's pool waits and socket reads use it
-(``core.redis_store``), so a late loop no longer sends conversations on without memory.
+(``core.stores.redis``), so a late loop no longer sends conversations on without memory.
 """
 
 from __future__ import annotations

@@ -76,8 +76,7 @@ from core.approval import ApprovalBroker, ApprovalRequest, Decision, Verdict
 from core.budgets import UNREADABLE, InMemoryUsageCounters, TokenBudgets
 from core.errors import StoreUnavailable
 from core.prompt import PERSONA_CHARS
-from core.storage import Stores
-from core.stores import RunRecord, record_vote
+from core.stores import RunRecord, Stores, record_vote
 from core.trace import Trace, steps_made
 
 if TYPE_CHECKING:  # discord.py defines its channel unions for type checkers only

@@ -107,8 +107,7 @@ from core.agent import Agent, Run
 from core.approval import ApprovalBroker, ApprovalRequest, Decision
 from core.budgets import InMemoryUsageCounters, TokenBudgets
 from core.events import ActionDecided, AnswerDelta, Event, StepStarted
-from core.storage import Stores
-from core.stores import RunRecord, record_vote
+from core.stores import RunRecord, Stores, record_vote
 from core.tools import needs_approval
 from core.trace import Trace
 

@@ -86,8 +86,7 @@ from core.budgets import TokenBudgets
 from core.errors import StoreUnavailable
 from core.files import Incoming
 from core.memories import Where as MemoryPlace
-from core.storage import Stores
-from core.stores import RunRecord
+from core.stores import RunRecord, Stores
 from core.trace import Trace
 
 log = logging.getLogger(__name__)

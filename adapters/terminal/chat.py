@@ -31,8 +31,8 @@ from core.file_workers import FileReaders
 from core.files import FileLimits
 from core.llm import ChatModel
 from core.prompt import QUESTION_PREFIX
-from core.resilient import StoreHealth
-from core.storage import Stores
+from core.stores import Stores
+from core.stores.resilient import StoreHealth
 from core.tools import ToolRegistry
 from core.trace import Trace
 

@@ -83,7 +83,7 @@ from core.budgets import TokenBudgets
 from core.errors import ReactbotError, StoreUnavailable
 from core.memories import Where as MemoryPlace
 from core.prompt import QUESTION_PREFIX
-from core.storage import Stores
+from core.stores import Stores
 from core.trace import Trace
 
 log = logging.getLogger(__name__)

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from core.redis_store import RedisStores, connect
+from core.stores.redis import RedisStores, connect
 
 
 @pytest.fixture

@@ -11,8 +11,8 @@ from bot.config import load_config
 from bot.serve_discord import discord_files
 from bot.serve_slack import slack_files, slack_settings
 from core.files import passages_of
-from core.redis_store import RedisFileStore
-from core.resilient import CheckedFileStore
+from core.stores.redis import RedisFileStore
+from core.stores.resilient import CheckedFileStore
 
 
 async def test_files_config_reaches_the_store_and_the_downloaders(

@@ -25,9 +25,9 @@ from core.budgets import TokenBudgets
 from core.events import Event
 from core.llm import Usage
 from core.pricing import Price
-from core.redis_store import RedisStores
 from core.scripted import ScriptedModel, Turn
-from core.storage import Stores
+from core.stores import Stores
+from core.stores.redis import RedisStores
 from core.tools import ToolRegistry
 
 ANSWER = Turn("Thought: I know.\nFinal Answer: yes.", usage=Usage(1000, 0))

@@ -196,7 +196,7 @@ class Watch:
         return None
 sys.meta_path.insert(0, Watch())
 import core, core.agent, core.parser, core.prompt, core.trace, core.events, core.history
-import core.stores, core.resilient, core.memory, core.demo, core.scripted, core.modes
+import core.stores, core.stores.resilient, core.memory, core.demo, core.scripted, core.modes
 import core.approval, core.tools, core.tools.schema, core.tools.calculator, core.tools.lookup
 import core.tools.search, core.openai_model
 print(";".join(sorted(culprits)))

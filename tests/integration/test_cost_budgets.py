@@ -11,8 +11,8 @@ import pytest
 from core.budgets import TokenBudgets
 from core.llm import Usage
 from core.pricing import Price, format_usd, micro_usd
-from core.redis_store import RedisStores, RedisUsageCounters, connect
-from core.storage import Stores
+from core.stores import Stores
+from core.stores.redis import RedisStores, RedisUsageCounters, connect
 from core.trace import Trace, TraceStep, summary_line
 from tests.stores import check_budget_holds, refusal
 

@@ -19,7 +19,7 @@ from slack_sdk.signature import SignatureVerifier
 from adapters.recovery import INTERRUPTED
 from adapters.slack.blocks import RETRY_ACTION_ID, STOP_ACTION_ID
 from adapters.words import NOT_RUNNING
-from core.redis_store import RedisHistoryStore, RedisTraceStore, create_client
+from core.stores.redis import RedisHistoryStore, RedisTraceStore, create_client
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.slack_server import TEAM_ID, FakeSlack, message_text
 from tests.integration.test_hostile_serve import forget_keys, launch, redis_prefix

@@ -25,9 +25,9 @@ from adapters.discord.settings import DiscordSettings
 from core.agent import Agent, AgentSettings
 from core.approval import ApprovalBroker, InMemoryAllowances, InMemoryDecisions, InMemoryPending
 from core.history import InMemoryHistoryStore
-from core.redis_store import connect
 from core.scripted import ScriptedModel, Turn
 from core.stores import InMemoryLocks, InMemoryRunRegistry, InMemoryTraceStore
+from core.stores.redis import connect
 from core.tools import FunctionTool, ToolHints, ToolRegistry
 from core.trace import Trace
 from tests.fakes.discord_limits import invalid_form, max_length

@@ -24,9 +24,9 @@ from adapters.discord.cog import Services
 from adapters.discord.settings import DiscordSettings
 from core.agent import Agent
 from core.history import InMemoryHistoryStore
-from core.redis_store import connect
 from core.scripted import ScriptedModel, Turn
 from core.stores import InMemoryLocks, InMemoryTraceStore
+from core.stores.redis import connect
 from tests.fakes.discord_server import CHANNEL_ID, FakeDiscord
 from tests.integration.test_discord import CALC_THEN_ANSWER, content_of, tools
 from tests.stores import in_memory_stores

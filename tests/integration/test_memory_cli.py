@@ -12,8 +12,8 @@ from bot.cli import run_cli
 from core.agent import Agent
 from core.memories import Asking, Memories, Memory
 from core.prompt import MEMORY_LEAD
-from core.redis_store import RedisStores
 from core.scripted import ScriptedModel
+from core.stores.redis import RedisStores
 from core.stores.redis.memories import RedisMemories
 from core.tools import ToolRegistry
 from tests.memories import SLACK_C1, SLACK_C2, SLACK_DM

@@ -25,9 +25,9 @@ from core.budgets import TokenBudgets
 from core.events import Event, Notice
 from core.looplag import LoopLag
 from core.memory import UNAVAILABLE
-from core.redis_store import MAX_CONNECTIONS
 from core.scripted import ScriptedModel, Turn
-from core.storage import Stores
+from core.stores import Stores
+from core.stores.redis import MAX_CONNECTIONS
 from core.tools import ToolRegistry
 
 CONVERSATIONS = 2 * MAX_CONNECTIONS + 50

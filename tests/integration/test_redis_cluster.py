@@ -17,8 +17,8 @@ from redis.asyncio.cluster import RedisCluster
 
 from bot.cli import run_cli
 from core.history import Message
-from core.redis_store import RedisStores, RedisTarget, connect
 from core.stores import RunRecord
+from core.stores.redis import RedisStores, RedisTarget, connect
 from core.tools.lookup import Passage
 from core.trace import Trace
 from tests.fakes.openai_server import FakeOpenAI

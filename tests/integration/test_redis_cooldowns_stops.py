@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator, Callable
 
 import pytest
 
-from core.redis_store import RedisRateBudget, RedisStores, connect
+from core.stores.redis import RedisRateBudget, RedisStores, connect
 from tests.integration.conftest import RedisServer, RoundTrips
 
 
@@ -252,7 +252,7 @@ async def test_a_replica_that_died_in_flight_stops_counting(
 
 async def test_two_replicas_count_one_users_tokens(stores: RedisStores, other: RedisStores) -> None:
     from core.budgets import TokenBudgets
-    from core.redis_store import RedisUsageCounters
+    from core.stores.redis import RedisUsageCounters
     from core.trace import Trace, TraceStep
     from tests.stores import refusal
 

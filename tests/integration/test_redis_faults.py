@@ -15,9 +15,9 @@ import redis.exceptions
 
 from core.errors import StoreUnavailable
 from core.history import Message
-from core.redis_store import RedisStores, connect
-from core.resilient import StoreHealth
-from core.storage import Stores
+from core.stores import Stores
+from core.stores.redis import RedisStores, connect
+from core.stores.resilient import StoreHealth
 from core.trace import Trace
 from tests.integration.conftest import RedisServer
 from tests.stores import refusal as refused_now
@@ -137,7 +137,7 @@ class _LostReplies:
 async def test_a_lock_whose_set_reply_was_lost_is_released_in_the_background(
     redis_url: str, redis_prefix: str
 ) -> None:
-    from core.redis_store import RedisLocks, create_client
+    from core.stores.redis import RedisLocks, create_client
 
     client = create_client(redis_url)
     locks = RedisLocks(client, prefix=redis_prefix, lease_seconds=120.0)

@@ -7,7 +7,7 @@ import pytest
 from core.errors import StoreUnavailable
 from core.file_workers import FileReaders
 from core.files import FileLimits, Incoming, ingest, passages_of
-from core.redis_store import connect
+from core.stores.redis import connect
 
 
 async def test_files_round_trip_with_the_history_ttl_and_clear(

@@ -14,10 +14,10 @@ import redis.asyncio as aioredis
 from core.agent import Agent, AgentSettings
 from core.errors import StoreFull
 from core.memory import UNAVAILABLE
-from core.redis_store import RedisStores, connect
-from core.resilient import StoreHealth
 from core.scripted import ScriptedModel, Turn
-from core.storage import Stores
+from core.stores import Stores
+from core.stores.redis import RedisStores, connect
+from core.stores.resilient import StoreHealth
 from core.tools import ToolRegistry
 from core.trace import Trace
 from tests.integration.conftest import RedisServer

@@ -21,10 +21,9 @@ from core.approval import ApprovalRequest
 from core.budgets import TokenBudgets
 from core.events import Event
 from core.llm import Usage
-from core.redis_store import PERSISTENT_KINDS, RedisRateBudget
 from core.scripted import ScriptedModel, Turn
-from core.storage import Stores
-from core.stores import record_vote
+from core.stores import Stores, record_vote
+from core.stores.redis import PERSISTENT_KINDS, RedisRateBudget
 from core.tools import FunctionTool, ToolRegistry
 from core.tools.lookup import Passage
 

@@ -10,7 +10,7 @@ import uuid
 import pytest
 
 from core.memories import Asking, Holder, Memories, MemoryRefused, MemorySettings
-from core.redis_store import RedisStores, RedisTarget, connect
+from core.stores.redis import RedisStores, RedisTarget, connect
 from core.stores.redis.memories import RedisMemories
 from tests.integration.redis_topologies import cluster
 from tests.memories import SLACK_C1, check_memory_store, memory
@@ -94,7 +94,7 @@ async def test_a_redis_that_is_away_costs_one_timeout_then_fails_at_once() -> No
     """Through the resilient bundle: the first read waits for the dead server, the next
     ones within the retry window fail at once; a run says so and answers anyway."""
     from core.errors import StoreUnavailable
-    from core.storage import Stores
+    from core.stores import Stores
 
     stores = Stores.redis("redis://127.0.0.1:1/0", prefix="t:").resilient()
     try:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 
 from core.history import Message
-from core.redis_store import MAX_CONNECTIONS, connect
+from core.stores.redis import MAX_CONNECTIONS, connect
 from tests.integration.conftest import cancellations_lost
 
 

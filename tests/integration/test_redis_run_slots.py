@@ -7,9 +7,9 @@ import logging
 
 import pytest
 
-from core.redis_store import RedisStores, connect
-from core.resilient import ResilientRunSlots, StoreHealth
 from core.stores import InMemoryRunSlots
+from core.stores.redis import RedisStores, connect
+from core.stores.resilient import ResilientRunSlots, StoreHealth
 from tests.integration.conftest import RedisServer
 
 

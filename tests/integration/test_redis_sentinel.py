@@ -20,7 +20,8 @@ import pytest
 from bot.cli import run_cli
 from core.errors import StoreUnavailable
 from core.history import Message
-from core.redis_store import (
+from core.stores import RunRecord
+from core.stores.redis import (
     CLAIM_REPLICA_WAIT,
     MAX_CONNECTIONS,
     RedisStores,
@@ -28,7 +29,6 @@ from core.redis_store import (
     connect,
     parse_host_port,
 )
-from core.stores import RunRecord
 from tests.fakes.openai_server import FakeOpenAI
 from tests.integration.redis_topologies import (
     SERVICE,

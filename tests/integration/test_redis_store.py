@@ -14,8 +14,7 @@ from redis.client import NEVER_DECODE
 from core.errors import StoreUnavailable
 from core.history import Message
 from core.memory import StepsMessage
-from core.redis_store import RedisStores, connect
-from core.stores.redis import TRACE_FORMAT, decode_trace
+from core.stores.redis import TRACE_FORMAT, RedisStores, connect, decode_trace
 from core.trace import Trace, TraceStep
 from tests.integration.conftest import RoundTrips
 
@@ -231,9 +230,7 @@ async def test_errors_are_store_unavailable_without_the_password() -> None:
 
 
 def test_importing_core_does_not_load_redis() -> None:
-    code = (
-        "import core, core.stores, core.resilient, core.memory, sys; print('redis' in sys.modules)"
-    )
+    code = "import core, core.stores, core.stores.resilient, core.memory, sys; print('redis' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 

@@ -14,7 +14,7 @@ import pytest
 
 from bot.cli import run_cli
 from core.errors import StoreUnavailable
-from core.redis_store import RedisTarget, connect, parse_host_port
+from core.stores.redis import RedisTarget, connect, parse_host_port
 from tests.fakes.openai_server import FakeOpenAI
 from tests.integration.redis_topologies import (
     SERVICE,

@@ -12,7 +12,7 @@ import time
 
 import redis.asyncio as aioredis
 
-from core.redis_store import (
+from core.stores.redis import (
     CUT_NOTE,
     DEFAULT_MAX_TRACE_BYTES,
     RedisStores,

@@ -11,8 +11,8 @@ import zlib
 import pytest
 import redis.asyncio as aioredis
 
-from core.codec import ZLIB_DICT
-from core.redis_store import (
+from core.stores.codec import ZLIB_DICT
+from core.stores.redis import (
     TRACE_FORMAT,
     TRACE_ZLIB,
     RedisStores,

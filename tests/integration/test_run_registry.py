@@ -10,9 +10,8 @@ import time
 from types import SimpleNamespace
 
 from adapters.recovery import HISTORY_NOTE, INTERRUPTED, Recovery
-from core.redis_store import RedisRunRegistry, connect
-from core.storage import Stores
-from core.stores import RunRecord
+from core.stores import RunRecord, Stores
+from core.stores.redis import RedisRunRegistry, connect
 from core.trace import Trace, TraceStep
 
 

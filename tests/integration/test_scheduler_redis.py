@@ -12,9 +12,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from core.redis_store import Client, RedisEventClaims, create_client
 from core.scheduler import RecordingRunner, Scheduler
 from core.schedules import Added, Place, ScheduleBook, ScheduleSettings
+from core.stores.redis import Client, RedisEventClaims, create_client
 from core.stores.redis.schedules import RedisSchedules
 
 START = datetime(2026, 12, 6, 8, 0, 0, tzinfo=UTC).timestamp()

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from core.redis_store import create_client
 from core.schedules import (
     Added,
     InMemorySchedules,
@@ -22,6 +21,7 @@ from core.schedules import (
     ScheduleSettings,
     ScheduleStore,
 )
+from core.stores.redis import create_client
 from core.stores.redis.schedules import SCHEDULE_KINDS, RedisSchedules
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -35,7 +35,6 @@ from core.errors import ModelError
 from core.history import InMemoryHistoryStore
 from core.llm import ChatModel, Usage
 from core.pricing import Price
-from core.redis_store import RedisRateBudget, RedisStores
 from core.scripted import ScriptedModel, Turn
 from core.stores import (
     Cooldowns,
@@ -44,6 +43,7 @@ from core.stores import (
     RunRegistry,
     StopRequests,
 )
+from core.stores.redis import RedisRateBudget, RedisStores
 from core.tools import FunctionTool, ToolDisplay, ToolRegistry, ToolResult
 from tests.fakes.slack_server import BOT_USER_ID, TEAM_ID, FakeSlack, Message, message_text
 from tests.stores import in_memory_stores

@@ -45,9 +45,9 @@ from core.approval import (
 )
 from core.errors import StoreUnavailable
 from core.history import InMemoryHistoryStore
-from core.redis_store import RedisStores
 from core.scripted import ScriptedModel, Turn
 from core.stores import InMemoryLocks, InMemoryTraceStore, RunRegistry
+from core.stores.redis import RedisStores
 from core.tools import FunctionTool, ToolHints, ToolRegistry
 from tests.fakes.slack_server import (
     BOT_USER_ID,

@@ -11,8 +11,8 @@ import urllib.parse
 from typing import Any
 
 from adapters.slack.blocks import RETRY_ACTION_ID, STOP_ACTION_ID
-from core.redis_store import RedisStores
 from core.scripted import Turn
+from core.stores.redis import RedisStores
 from core.trace import Trace
 from tests.fakes.slack_server import TEAM_ID, message_text
 from tests.integration import test_slack_app

@@ -79,7 +79,6 @@ NEVER_FOR_ASK = (
     "importlib.metadata",  # pydantic's plugin scan: with no file, nothing is validated
     # the bot's own code for other models, stores, tools, surfaces and commands
     "core.openai_model",
-    "core.redis_store",
     "core.stores.redis",
     "core.tools.search",
     "core.tools.mcp",

@@ -26,9 +26,9 @@ from core.approval import ApprovalBroker, InMemoryDecisions, InMemoryPending
 from core.budgets import InMemoryUsageCounters, TokenBudgets
 from core.file_workers import FileReaders
 from core.files import FileLimits
-from core.redis_store import RedisStores
 from core.scripted import ScriptedModel, Turn
-from core.storage import Stores
+from core.stores import Stores
+from core.stores.redis import RedisStores
 from core.tools import FunctionTool, Tool, ToolHints, ToolRegistry
 from tests.fakes.telegram_server import MESSAGE_LIMIT, FakeTelegram, Message, parse_html, utf16_len
 from tests.stores import in_memory_stores

@@ -11,8 +11,8 @@ from typing import Any
 
 from adapters import words
 from adapters.telegram.render import Button, TelegramPayload
-from core.redis_store import RedisStores
 from core.scripted import Turn
+from core.stores.redis import RedisStores
 from tests.integration import test_telegram_bot
 from tests.integration.test_telegram_bot import ALICE, BOB, GROUP, Harness
 

@@ -19,7 +19,7 @@ from core.agent import Agent, AgentSettings
 from core.approval import ApprovalBroker
 from core.budgets import InMemoryUsageCounters, TokenBudgets
 from core.scripted import ScriptedModel, Turn
-from core.storage import Stores
+from core.stores import Stores
 from core.tools import FunctionTool, ToolRegistry
 from tests.fakes.local_server import serve_locally
 from tests.fakes.telegram_server import FakeTelegram

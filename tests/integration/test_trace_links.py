@@ -30,9 +30,9 @@ from bot.cli import run_cli
 from bot.web import LinkSigner, add_trace_pages
 from core.agent import Agent
 from core.history import InMemoryHistoryStore
-from core.redis_store import RedisTraceStore
 from core.scripted import ScriptedModel
 from core.stores import InMemoryLocks, InMemoryTraceStore, TraceStore
+from core.stores.redis import RedisTraceStore
 from tests.fakes.discord_server import CHANNEL_ID, FakeDiscord
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.slack_server import message_text

@@ -32,7 +32,7 @@ from core.files import FileLimits
 from core.knowledge import LookupTool
 from core.prompt import QUESTION_PREFIX
 from core.scripted import ScriptedModel, Turn
-from core.storage import Stores
+from core.stores import Stores
 from core.tools import FunctionTool, Tool, ToolHints, ToolRegistry
 from tests.surfaces.policy import split
 

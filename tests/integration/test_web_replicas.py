@@ -19,8 +19,8 @@ from adapters.channels import ChannelChoices
 from adapters.web.chat import WebChat, WebSettings
 from core.agent import Agent, AgentSettings
 from core.budgets import InMemoryUsageCounters, TokenBudgets
-from core.redis_store import RedisStores
 from core.scripted import ScriptedModel, Turn
+from core.stores.redis import RedisStores
 from core.tools import ToolRegistry
 from tests.integration.test_web_chat import Events, _csrf
 from tests.stores import in_memory_stores

@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from core.budgets import Line, Standing, TokenBudgets, UsageCounters
-from core.storage import Stores
+from core.stores import Stores
 
 
 def in_memory_stores(**given: Any) -> Stores:

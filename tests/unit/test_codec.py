@@ -1,5 +1,5 @@
 """What is stored packed reads back exactly, in every format ever written (issue 25 item 6):
-``core.codec`` (zlib behind a format byte, a fixed dictionary) and the stored form of a trace
+``core.stores.codec`` (zlib behind a format byte, a fixed dictionary) and the stored form of a trace
 (compact JSON without empty fields, raw replies that refer to their thought and the answer
 instead of holding a second copy)."""
 
@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from core.codec import DICTIONARY, ZLIB, ZLIB_DICT, is_packed, pack, unpack
-from core.redis_store import TRACE_FORMAT, decode_trace, encode_trace, stored_json
+from core.stores.codec import DICTIONARY, ZLIB, ZLIB_DICT, is_packed, pack, unpack
+from core.stores.redis import TRACE_FORMAT, decode_trace, encode_trace, stored_json
 from core.trace import ApprovalRecord, Trace, TraceAttachment, TraceStep, Vote
 from tests.hostile import hostile_text
 from tests.properties import property_settings

@@ -7,8 +7,8 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from core.errors import StoreUnavailable
-from core.resilient import ResilientCooldowns, ResilientStopRequests, StoreHealth
 from core.stores import InMemoryCooldowns, InMemoryStopRequests, StopHandler
+from core.stores.resilient import ResilientCooldowns, ResilientStopRequests, StoreHealth
 
 
 class Clock:

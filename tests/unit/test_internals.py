@@ -23,7 +23,7 @@ def _parameters(function: object) -> list[str]:
     return list(inspect.signature(function).parameters)  # type: ignore[arg-type]
 
 
-# redis-py: core/redis_store.py (_ReadsOnTime, _WaitsOnTime, _cluster_on_time, _describe)
+# redis-py: core/stores/redis/connection.py (_ReadsOnTime, _WaitsOnTime, _cluster_on_time, _describe)
 
 
 def test_redis_connection_connect_is_a_private_coroutine_we_wrap() -> None:

@@ -21,14 +21,6 @@ from core.memory import (
     history_tokens,
 )
 from core.prompt import summary_text
-from core.resilient import (
-    ResilientChannelSettings,
-    ResilientEventClaims,
-    ResilientHistory,
-    ResilientLocks,
-    ResilientTraceStore,
-    StoreHealth,
-)
 from core.scripted import ScriptedModel, Turn
 from core.stores import (
     InMemoryChannelSettings,
@@ -37,6 +29,14 @@ from core.stores import (
     InMemoryTraceStore,
     OnWait,
     renewing,
+)
+from core.stores.resilient import (
+    ResilientChannelSettings,
+    ResilientEventClaims,
+    ResilientHistory,
+    ResilientLocks,
+    ResilientTraceStore,
+    StoreHealth,
 )
 from core.trace import Trace, TraceStep
 
