@@ -75,6 +75,9 @@ class Question:
     """The asker's name, when Slack gave it (a command's ``user_name``, ``users.info``)."""
     channel_name: str = ""
     """``#general`` or ``DM``, when Slack gave the channel's name; "" otherwise."""
+    closed: bool = False
+    """A private channel or a group DM (``conversations.info``: ``adapters.slack.places``),
+    once looked up: a person's fact told here is recalled here only."""
 
     @property
     def is_dm(self) -> bool:
@@ -84,8 +87,9 @@ class Question:
     @property
     def where(self) -> Where:
         """Where it is asked, as memories read it: the workspace is the space, the channel
-        the place (its settings' key), a DM private."""
-        return Where("slack", self.team, f"slack:{self.team}:{self.channel}", self.is_dm)
+        the place (its settings' key), a DM private, a private channel closed."""
+        place = f"slack:{self.team}:{self.channel}"
+        return Where("slack", self.team, place, self.is_dm, self.closed and not self.is_dm)
 
     def conversation(self, root_ts: str | None = None, *, per_thread: bool = True) -> str:
         """``slack:{team}:{channel}[:{thread}]``: a question in a thread continues that

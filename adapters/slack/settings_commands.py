@@ -134,6 +134,7 @@ class SettingsCommands:
         team, channel = str(command.get("team_id", "")), str(command.get("channel_id", ""))
         user = str(command.get("user_id", ""))
         private = channel.startswith("D")
+        closed = not private and await self.bot.places.closed(channel)  # listed as recalled
         actor = Actor(
             "slack",
             user,
@@ -146,7 +147,7 @@ class SettingsCommands:
             event=f"slack:command:{command.get('trigger_id', '')}",
             actor=actor,
             where=Where("slack", "dm" if private else "channel", channel, space=team),
-            place=MemoryPlace("slack", team, settings_key(team, channel), private),
+            place=MemoryPlace("slack", team, settings_key(team, channel), private, closed),
             action=action,
             id=ident,
             scope=scope,

@@ -124,3 +124,41 @@ async def test_the_memory_command_says_memory_is_off(make: Any) -> None:  # noqa
     h.bot.agent.memories = None
     assert (await memory_command(h, "list"))["text"] == words.MEMORY_OFF
     assert (await memory_command(h, "forget"))["text"] == words.MEMORY_USAGE
+
+
+SECRET_CHANNEL = "C3SECRET"
+
+
+async def test_a_fact_told_in_a_private_channel_stays_there(make: Any) -> None:  # noqa: F811
+    """The travel rule on Slack's private channels: ``conversations.info`` says the channel is
+    private, so Ada's fact told there is recalled there only (never in the workspace's
+    public channels, never listed there), while her public channels' facts reach it."""
+    h: Harness = await make(
+        [
+            'Thought: keep it\nAction: remember[{"fact": "I am interviewing elsewhere"}]',
+            "Thought: kept\nAction: finish[Noted.]",
+            'Thought: keep it\nAction: remember[{"fact": "I manage the payments team"}]',
+            "Thought: kept\nAction: finish[Noted.]",
+            "Thought: ok\nAction: finish[ok]",
+            "Thought: ok\nAction: finish[ok]",
+        ],
+        streaming="update",
+    )
+    h.fake.private_channels.add(SECRET_CHANNEL)
+    memories = Memories(InMemoryMemories())
+    h.bot.agent.memories = memories
+    await ask(h, "Remember that I am interviewing elsewhere", channel=SECRET_CHANNEL)
+    (secret,) = await memories.store.list(Holder.person("slack", ASKER))
+    assert (secret.where.private, secret.where.closed) == (False, True)
+    await ask(h, "Remember that I manage the payments team", channel=OTHER_CHANNEL)
+    await ask(h, "what do you know about me?", channel=CHANNEL)
+    assert "payments" in recalled(h.model, 4), "a public fact, in another public channel"
+    assert "interviewing" not in recalled(h.model, 4), "the private channel's stays there"
+    await ask(h, "what do you know about me?", channel=SECRET_CHANNEL)
+    assert "interviewing" in recalled(h.model, 5) and "payments" in recalled(h.model, 5)
+
+    status, body, _ = await h.ask("memory", command="/ask-settings", channel=CHANNEL)
+    assert status == 200 and secret.id not in json.loads(body)["text"], "not listed in public"
+    status, body, _ = await h.ask("memory", command="/ask-settings", channel=SECRET_CHANNEL)
+    assert status == 200 and secret.id in json.loads(body)["text"], "listed where it was told"
+    h.model.assert_complete()
