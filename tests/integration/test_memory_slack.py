@@ -162,3 +162,43 @@ async def test_a_fact_told_in_a_private_channel_stays_there(make: Any) -> None: 
     status, body, _ = await h.ask("memory", command="/ask-settings", channel=SECRET_CHANNEL)
     assert status == 200 and secret.id in json.loads(body)["text"], "listed where it was told"
     h.model.assert_complete()
+
+
+def everything_posted(h: Harness, channel: str) -> str:
+    """Every message the bot posted in ``channel`` and its threads, every version of it."""
+    return "\n".join(
+        json.dumps([m.text, m.blocks, m.versions])
+        for m in h.fake.messages.values()
+        if m.channel == channel
+    )
+
+
+async def test_a_channels_trace_thread_names_a_fact_told_elsewhere_by_id_only(
+    make: Any,  # noqa: F811
+) -> None:
+    """Ada's fact told in one channel is recalled for her in another, where everyone reads
+    the trace thread: it lists the memory by id there, never its text; where it was told,
+    and in her DM for her DM's facts, the text is shown."""
+    h: Harness = await make(
+        [
+            'Thought: keep it\nAction: remember[{"fact": "I am interviewing at Acme"}]',
+            "Thought: kept\nAction: finish[Noted.]",
+            "Thought: ok\nAction: finish[ok]",
+            "Thought: ok\nAction: finish[ok]",
+        ],
+        streaming="update",
+    )
+    memories = Memories(InMemoryMemories())
+    h.bot.agent.memories = memories
+    await ask(h, "Remember that I am interviewing at Acme")
+    (fact,) = await memories.store.list(Holder.person("slack", ASKER))
+    await ask(h, "what do you know about me?", channel=OTHER_CHANNEL)
+    assert "interviewing at Acme" in recalled(h.model, 2), "the model reads it whole"
+    posted = everything_posted(h, OTHER_CHANNEL)
+    assert "recall_memories" in posted and fact.id in posted, "the thread says it was given"
+    assert "Acme" not in posted, "but not what it says: the channel reads the thread"
+    before = everything_posted(h, CHANNEL).count("interviewing at Acme")
+    await ask(h, "what do you know about me?", channel=CHANNEL)
+    after = everything_posted(h, CHANNEL).count("interviewing at Acme")
+    assert after > before, "where it was told, its recall shows its text"
+    h.model.assert_complete()
