@@ -93,6 +93,8 @@ class Described:
     closed: bool
     name: str = ""
     """``#general``; "" when Slack did not say."""
+    shared: bool = False
+    """Shared beyond the workspace (Slack Connect, or other workspaces of an org)."""
 
 
 class SlackPlaces:
@@ -120,7 +122,9 @@ class SlackPlaces:
             return question
         found = await self.described(question.channel)
         name = question.channel_name or found.name
-        return dataclasses.replace(question, closed=found.closed, channel_name=name)
+        return dataclasses.replace(
+            question, closed=found.closed, shared=found.shared, channel_name=name
+        )
 
     async def closed(self, channel: str) -> bool:
         return (await self.described(channel)).closed
@@ -159,6 +163,13 @@ class SlackPlaces:
         return found
 
 
+SHARED_FLAGS = ("is_shared", "is_ext_shared", "is_org_shared", "is_pending_ext_shared")
+"""``conversations.info``'s marks of a channel read beyond its workspace."""
+
+
 def described(info: Mapping[str, Any]) -> Described:
     name = info.get("name")
-    return Described(closed_channel(info), f"#{name}" if isinstance(name, str) and name else "")
+    shared = any(info.get(flag) is True for flag in SHARED_FLAGS)
+    return Described(
+        closed_channel(info), f"#{name}" if isinstance(name, str) and name else "", shared
+    )

@@ -317,6 +317,9 @@ class FakeSlack:
         ``channel_not_found``) and only with ``groups:read``."""
         self.group_dms: set[str] = set()
         """Group DMs (``is_mpim``, private), described only with ``mpim:read``."""
+        self.shared_channels: set[str] = set()
+        """Channels shared with another organisation (Slack Connect: ``is_shared``,
+        ``is_ext_shared``)."""
 
     # ---- lifecycle ------------------------------------------------------------------------
     async def __aenter__(self) -> Self:
@@ -884,6 +887,10 @@ class FakeSlack:
             "is_private": kind != "public",
             "is_member": channel not in self.not_joined,
             "is_archived": False,
+            "is_shared": channel in self.shared_channels,
+            "is_ext_shared": channel in self.shared_channels,
+            "is_org_shared": False,
+            "is_pending_ext_shared": False,
         }
         if kind != "im" and channel in self.channel_names:
             found["name"] = self.channel_names[channel]

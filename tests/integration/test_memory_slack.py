@@ -202,3 +202,39 @@ async def test_a_channels_trace_thread_names_a_fact_told_elsewhere_by_id_only(
     after = everything_posted(h, CHANNEL).count("interviewing at Acme")
     assert after > before, "where it was told, its recall shows its text"
     h.model.assert_complete()
+
+
+SHARED_CHANNEL = "C4PARTNERS"
+
+
+async def test_a_channel_shared_with_another_organisation_is_a_place_apart(
+    make: Any,  # noqa: F811
+) -> None:
+    """Slack Connect: people of another organisation read a shared channel, so Ada's facts
+    told in her workspace's channels are not recalled there, and one told there stays
+    there."""
+    h: Harness = await make(
+        [
+            'Thought: keep it\nAction: remember[{"fact": "I manage the payments team"}]',
+            "Thought: kept\nAction: finish[Noted.]",
+            'Thought: keep it\nAction: remember[{"fact": "our contract renews in May"}]',
+            "Thought: kept\nAction: finish[Noted.]",
+            "Thought: ok\nAction: finish[ok]",
+            "Thought: ok\nAction: finish[ok]",
+        ],
+        streaming="update",
+    )
+    h.fake.shared_channels.add(SHARED_CHANNEL)
+    memories = Memories(InMemoryMemories())
+    h.bot.agent.memories = memories
+    await ask(h, "Remember that I manage the payments team")
+    await ask(h, "Remember that our contract renews in May", channel=SHARED_CHANNEL)
+    await ask(h, "what do you know about me?", channel=SHARED_CHANNEL)
+    assert "contract" in recalled(h.model, 4), "told there, recalled there"
+    assert "payments" not in recalled(h.model, 4), "the workspace's facts stay in it"
+    await ask(h, "what do you know about me?", channel=OTHER_CHANNEL)
+    assert "payments" in recalled(h.model, 5) and "contract" not in recalled(h.model, 5)
+    status, body, _ = await h.ask("memory", command="/ask-settings", channel=SHARED_CHANNEL)
+    listed = json.loads(body)["text"]
+    assert status == 200 and "contract" in listed and "payments" not in listed
+    h.model.assert_complete()

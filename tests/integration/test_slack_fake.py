@@ -646,6 +646,13 @@ async def test_conversations_info_describes_each_kind_and_refuses_as_slack_does(
         "is_im": False,
     }
     assert (await info(client, channel="C0SECRET"))["channel"]["is_private"] is True
+    fake.shared_channels.add("C0CONNECT")
+    connect = (await info(client, channel="C0CONNECT"))["channel"]
+    assert (connect["is_shared"], connect["is_ext_shared"], connect["is_private"]) == (
+        True,
+        True,
+        False,
+    )
     assert (await info(client, channel="G0LEGACY"))["channel"]["is_private"] is True
     assert await info(client, channel="C0GROUP") == {
         "ok": False,
