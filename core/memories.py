@@ -14,8 +14,9 @@ person, in a DM        only in that person's DMs with the bot (same platform, sa
                        Slack workspace: its user ids are its own)
 person, in a channel   for that person, in the channels of the same workspace /
                        server / group (never in a DM, never for anyone else)
-person, in a closed    there only, for that person (a Discord private thread)
-place
+person, in a closed    there only, for that person (a Discord private thread or a
+place                  channel @everyone cannot view; a Slack private channel, group DM
+                       or channel shared with another organisation)
 channel                in that channel only, for whoever asks there
 =====================  =========================================================
 
@@ -63,8 +64,9 @@ class Where:
     private: bool
     """A DM or private chat with the bot: only the person and the bot are there."""
     closed: bool = False
-    """A place only some of the space see (a Discord private thread): a person's fact
-    told there is recalled there only, never in the space's open channels."""
+    """A place only some of the space see (a Discord private thread or hidden channel, a
+    Slack private channel or group DM: the surface reads it from the platform): a person's
+    fact told there is recalled there only, never in the space's open channels."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,9 +29,9 @@ from adapters.slack.payloads import Question
 
 log = logging.getLogger(__name__)
 
-DESCRIBED_WITHIN = 5.0
-"""Seconds a question waits for ``conversations.info``; past them the channel counts as
-closed for that question (a slow Slack delays an answer by at most this)."""
+DESCRIBED_WITHIN = 2.0
+"""Seconds a question waits for ``conversations.info`` (as long as for the names); past
+them the channel counts as closed for that question, and the next one asks again."""
 TRANSIENT = frozenset(
     {"ratelimited", "internal_error", "fatal_error", "service_unavailable", "request_timeout"}
 )
@@ -129,14 +129,15 @@ class SlackPlaces:
     async def closed(self, channel: str) -> bool:
         return (await self.described(channel)).closed
 
-    async def described(self, channel: str) -> Described:
+    async def described(self, channel: str, *, within: float = DESCRIBED_WITHIN) -> Described:
+        """What Slack says of ``channel`` (remembered), within ``within`` seconds."""
         now = self._clock()
         known = self._known.get(channel)
         if known is not None and known[0] > now:
             self._known.move_to_end(channel)
             return known[1]
         try:
-            async with asyncio.timeout(DESCRIBED_WITHIN):
+            async with asyncio.timeout(within):
                 answer = await self._client.conversations_info(channel=channel)
         except SlackApiError as exc:  # Slack's answer, not passing: kept like a success
             data = exc.response.data if exc.response is not None else {}

@@ -134,7 +134,8 @@ class SettingsCommands:
         team, channel = str(command.get("team_id", "")), str(command.get("channel_id", ""))
         user = str(command.get("user_id", ""))
         private = channel.startswith("D")
-        found = Described(closed=False) if private else await self.bot.places.described(channel)
+        places = self.bot.places  # looked up within Slack's 3 s for the ack, with the store
+        found = Described(closed=False) if private else await places.described(channel, within=1.0)
         actor = Actor(
             "slack",
             user,

@@ -158,3 +158,32 @@ async def test_a_fact_told_where_everyone_cannot_look_stays_there() -> None:
         )
         assert secret.id in call.json["data"]["content"], "listed where it was told"
         h.model.assert_complete()
+
+
+async def test_a_channels_trace_thread_names_a_fact_told_elsewhere_by_id_only() -> None:
+    """Ada's fact told in one channel is recalled for her in another, whose trace thread
+    everyone there reads: it names the memory by id, never its text."""
+    import json
+
+    fake = FakeDiscord()
+    fake.add_channel(OTHER_CHANNEL, name="random")
+    turns = [
+        'Thought: keep it\nAction: remember[{"fact": "I am interviewing at Acme"}]',
+        "Thought: kept\nAction: finish[Noted.]",
+        "Thought: ok\nAction: finish[ok]",
+    ]
+    async with running(turns, fake=fake) as h:
+        assert h.bot.cog is not None
+        memories = Memories(InMemoryMemories())
+        h.bot.cog.services.agent.memories = memories
+        await ask(h, "Remember that I am interviewing at Acme", 1)
+        (fact,) = await memories.store.list(Holder.person("discord", str(ADA)))
+        await ask(h, "what do you know about me?", 2, channel_id=OTHER_CHANNEL)
+        assert "interviewing at Acme" in recalled(h.model, 2), "the model reads it whole"
+        there = {OTHER_CHANNEL} | {
+            int(c["id"]) for c in fake.channels.values() if c.get("parent_id") == str(OTHER_CHANNEL)
+        }
+        posted = json.dumps([m for m in fake.messages.values() if int(m["channel_id"]) in there])
+        assert "recall_memories" in posted and fact.id in posted, "the thread says it was given"
+        assert "Acme" not in posted, "but not what it says: the channel reads the thread"
+        h.model.assert_complete()

@@ -92,3 +92,11 @@ async def test_the_places_remembered_are_bounded(client: AsyncWebClient) -> None
     places._known.update({f"X{n}": places._known["C0"] for n in range(PLACES_KEPT)})
     await places.closed("C9")
     assert len(places._known) == PLACES_KEPT and "C0" not in places._known
+
+
+async def test_an_answer_later_than_its_wait_is_closed_and_asked_again(
+    fake: FakeSlack, client: AsyncWebClient
+) -> None:
+    places = SlackPlaces(client, clock=Clock())
+    assert (await places.described("C1", within=0.0)).closed is True, "no answer in time"
+    assert (await places.described("C1")).closed is False, "not remembered: asked again"

@@ -72,6 +72,8 @@
 
   function show(data) {
     list.replaceChildren();
+    clear.dataset.confirm = "";
+    clear.textContent = "Delete all";
     if (data.enabled === false) {
       said.textContent = data.text || "";
       clear.hidden = true;
