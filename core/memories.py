@@ -14,8 +14,9 @@ person, in a DM        only in that person's DMs with the bot (same platform, sa
                        Slack workspace: its user ids are its own)
 person, in a channel   for that person, in the channels of the same workspace /
                        server / group (never in a DM, never for anyone else)
-person, in a closed    there only, for that person (a Discord private thread)
-place
+person, in a closed    there only, for that person (a Discord private thread or a
+place                  channel @everyone cannot view; a Slack private channel, group DM
+                       or channel shared with another organisation)
 channel                in that channel only, for whoever asks there
 =====================  =========================================================
 
@@ -63,8 +64,9 @@ class Where:
     private: bool
     """A DM or private chat with the bot: only the person and the bot are there."""
     closed: bool = False
-    """A place only some of the space see (a Discord private thread): a person's fact
-    told there is recalled there only, never in the space's open channels."""
+    """A place only some of the space see (a Discord private thread or hidden channel, a
+    Slack private channel or group DM: the surface reads it from the platform): a person's
+    fact told there is recalled there only, never in the space's open channels."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -300,9 +302,9 @@ class Memories:
         oldest = await self.store.add(memory, limit=most)
         if oldest is not None:
             whose = "The asker has" if scope == "person" else "This channel has"
-            named = (  # never quoted where it may not be recalled (a DM's fact in a channel)
+            named = (  # never quoted where it may not be read (a DM's fact in a channel)
                 f"the oldest is {oldest.id} ({quoted(oldest.text)})"
-                if recallable(oldest, here)
+                if recallable(oldest, here) and shown_here(oldest, here)
                 else f"the oldest, {oldest.id}, was told elsewhere (a DM or another "
                 "place): they can forget it there"
             )
@@ -391,3 +393,25 @@ def memory_line(memory: Memory) -> str:
 
 def memory_lines(memories: Sequence[Memory]) -> str:
     return "\n".join(memory_line(m) for m in memories)
+
+
+HIDDEN_HERE = "(the asker's, told elsewhere: its text is shown only to them)"
+
+
+def shown_here(memory: Memory, here: Asking) -> bool:
+    """Whether everyone who reads this place's traces may read ``memory``'s text: in a
+    private place (only the asker reads it), a channel's own memory, a person's fact told
+    in this very place (its ``remember`` is in this place's traces already). A person's
+    fact told elsewhere is recalled for them here, but read by them alone: a trace thread
+    in a channel is read by everyone there."""
+    told, now = memory.where, here.where
+    return now.private or memory.scope == "channel" or told.place == now.place
+
+
+def trace_line(memory: Memory, here: Asking) -> str:
+    """One recalled memory as this place's trace shows it: whole where it may be read there
+    (``shown_here``), else its id, scope and date only."""
+    if shown_here(memory, here):
+        return memory_line(memory)
+    day = time.strftime("%Y-%m-%d", time.gmtime(memory.at))
+    return f"{memory.id} · {HIDDEN_HERE} · about the asker · {day}"

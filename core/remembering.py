@@ -4,7 +4,9 @@ and the recall before its first step, recorded in its trace.
 The recall is read from the store at each run (no cache: a memory forgotten on any process
 is gone from the next run), given to the model as fenced data (``core.prompt.memory_message``),
 and kept in the trace as a step of index 0, ``recall_memories``, whose observation is the
-lines the model read: every trace view shows which memories were given.
+lines the model read: every trace view shows which memories were given. A trace in a shared
+place is read by everyone there, so a person's fact told elsewhere shows there by its id
+only (``core.memories.trace_line``); its text stays the asker's to read.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import logging
 from collections.abc import Callable
 
 from core.errors import StoreUnavailable
-from core.memories import Asking, Memories, memory_lines
+from core.memories import Asking, Memories, memory_lines, trace_line
 from core.tools import ToolRegistry
 from core.tools.memory import NAMES, memory_tools
 from core.trace import Trace, TraceStep
@@ -62,7 +64,7 @@ class RunMemory:
                 index=0,
                 action=RECALL_MEMORIES,
                 action_input=f"{len(given)} memories: " + ", ".join(m.id for m in given),
-                observation=lines,
+                observation="\n".join(trace_line(m, self.asking) for m in given),
                 started_at=at,
                 ended_at=at,
             )

@@ -19,6 +19,7 @@ __all__ = [
     "Why",
     "asker_of",
     "channel_name",
+    "hidden_from_everyone",
     "is_bots_thread",
     "memory_place",
     "names_others",
@@ -46,10 +47,24 @@ def settings_key(channel: Channel, channel_id: int) -> str:
 def memory_place(channel: Channel, channel_id: int) -> tuple[str, bool]:
     """The place memories are kept and recalled for (``core.memories.Where``), and whether
     it is closed: a thread follows its parent channel as its settings do, but a private
-    thread is its own place, closed (its people's facts never reach the channel)."""
+    thread is its own place, closed (its people's facts never reach the channel); a channel
+    @everyone cannot view (and its threads) is closed too."""
     if isinstance(channel, discord.Thread) and channel.type == discord.ChannelType.private_thread:
         return f"discord:{channel_id}", True
-    return settings_key(channel, channel_id), False
+    return settings_key(channel, channel_id), hidden_from_everyone(channel)
+
+
+def hidden_from_everyone(channel: Channel) -> bool:
+    """A server channel (a thread: its parent's overwrites) the ``@everyone`` role may not
+    view: only some of the server see it. One discord.py cannot resolve (its parent not
+    cached, a partial channel) counts as hidden; a DM is private, not hidden."""
+    guild = getattr(channel, "guild", None)
+    if channel is None or not isinstance(guild, discord.Guild):
+        return False
+    try:
+        return not channel.permissions_for(guild.default_role).view_channel
+    except (discord.ClientException, AttributeError, TypeError):
+        return True
 
 
 def places_of(channel: Channel, channel_id: int) -> tuple[int, ...]:

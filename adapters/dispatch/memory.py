@@ -64,17 +64,21 @@ async def _forget(intent: MemoryIntent, memories: Memories, escape: Escape) -> s
 
 
 async def _clear(intent: MemoryIntent, memories: Memories) -> str:
+    count = await cleared(intent, memories)
+    return words.MEMORY_ONLY_ADMINS if count is None else words.memory_cleared(count, intent.scope)
+
+
+async def cleared(intent: MemoryIntent, memories: Memories) -> int | None:
+    """Clear what ``intent.scope`` names: the actor's memories recalled here, or the
+    channel's (None: the actor may not); how many were deleted."""
     here = asking_of(intent)
     if intent.scope == "channel":
         if not memories.may_write_channel(here):
-            return words.MEMORY_ONLY_ADMINS
-        return words.memory_cleared(
-            await memories.store.clear(Holder.channel(here.where)), "channel"
-        )
+            return None
+        return await memories.store.clear(Holder.channel(here.where))
     mine = [m for m in await memories.recall_all(here) if m.scope == "person"]
     holder = Holder.person(here.where.platform, here.user)
-    gone = await memories.store.delete(holder, [m.id for m in mine])
-    return words.memory_cleared(len(gone), "me")
+    return len(await memories.store.delete(holder, [m.id for m in mine]))
 
 
 def line(memory: Memory, escape: Escape) -> str:

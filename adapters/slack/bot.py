@@ -23,14 +23,12 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-import time
 from collections.abc import (
     AsyncGenerator,
     AsyncIterator,
     Awaitable,
     Callable,
     Coroutine,
-    Iterable,
     Mapping,
 )
 from contextlib import AbstractAsyncContextManager
@@ -91,6 +89,7 @@ from adapters.slack.payloads import (
     from_command,
     from_event,
 )
+from adapters.slack.places import ChannelMembers, SlackPlaces
 from adapters.slack.render import SlackRenderer
 from adapters.slack.settings import SlackSettings
 from adapters.slack.settings_commands import SettingsCommands
@@ -180,45 +179,6 @@ def _where(q: Question) -> Where:
     return Where("slack", kind, q.channel, space=q.team, thread=q.thread_ts, name=q.channel_name)
 
 
-class ChannelMembers:
-    """Who is in the allowed channels (``conversations.members``, every page), remembered for
-    ``ttl`` seconds: DMs to a bot restricted to some channels are answered for their members.
-
-    Needs the ``channels:read`` scope (``groups:read`` for private channels); without it the
-    look-up fails closed, and the log says which scope is missing.
-    """
-
-    def __init__(self, client: AsyncWebClient, *, ttl: float = 300.0) -> None:
-        self._client = client
-        self._ttl = ttl
-        self._known: dict[str, tuple[float, frozenset[str]]] = {}
-
-    async def in_any(self, user: str, channels: Iterable[str]) -> bool:
-        for channel in sorted(channels):
-            if user in await self._members(channel):
-                return True
-        return False
-
-    async def _members(self, channel: str) -> frozenset[str]:
-        now = time.monotonic()
-        known = self._known.get(channel)
-        if known is not None and known[0] > now:
-            return known[1]
-        members: set[str] = set()
-        try:
-            async for page in await self._client.conversations_members(channel=channel, limit=1000):
-                members.update(str(m) for m in page.get("members", ()))
-        except SlackApiError as exc:
-            error = exc.response.get("error") if exc.response is not None else ""
-            log.warning(
-                "cannot list the members of %s (%s): DMs are refused meanwhile", channel, error
-            )
-            return frozenset()
-        found = frozenset(members)
-        self._known[channel] = (now + self._ttl, found)
-        return found
-
-
 def workspace_budget(settings: SlackSettings, shared: Budget | None = None) -> Budget | None:
     """Slack limits ``chat.update`` per workspace (Tier 3, "50+ per minute"), so every channel
     draws on one budget: at most that many in any minute, across every replica when
@@ -270,6 +230,7 @@ class SlackBot:
         self.client = client
         self.members = ChannelMembers(client)
         self.history = SlackHistory(client)
+        self.places = SlackPlaces(client)
         """Earlier messages of a thread or channel, read for a mention (``context.*``)."""
         self.pacer = EditPacer(
             settings.update_interval,
@@ -445,7 +406,7 @@ class SlackBot:
         try:
             await ack(text=WORKING, response_type="ephemeral")
         finally:  # whatever happens to the ack, the admitted question is answered and let go
-            self._spawn(self.answering.answer(admitted, SlackReply(self, question)))
+            self._spawn(self._answer_named(admitted, SlackReply(self, question)))
 
     async def _on_event(
         self,
@@ -472,14 +433,18 @@ class SlackBot:
             await self._tell(question, outcome.text)
 
     async def _answer_named(self, ticket: Ticket[Question], reply: Reply) -> None:
-        """Answer an admitted event's question (a burst's, merged) with the asker's and the
-        channel's names looked up for it: for an admitted question only, no lookups else."""
-        question = dataclasses.replace(ticket.ask.who, text=ticket.ask.question)
+        """Answer an admitted question (an event's, a burst's merged, a command's, a Retry's)
+        with the asker's and the channel's names looked up for it, and whether the channel
+        is closed (memories told there stay there): for admitted questions only."""
+        question = await self.places.placed(ticket.ask.who)  # private? (memories)
+        question = dataclasses.replace(question, text=ticket.ask.question)
         named = await self._named(question)
         name = named.user_name or named.user
         ticket.ask = dataclasses.replace(
             ticket.ask, who=question, name=name, channel_name=named.channel_name
         )
+        if ticket.ask.where is not None:  # memories as this place may hold them
+            ticket.ask = dataclasses.replace(ticket.ask, where=question.where)
         await self.answering.answer(ticket, reply)
 
     async def _followup(
@@ -814,7 +779,7 @@ class SlackBot:
             await self.dispatcher.retry_once.give_back(run_id)
             await self._ephemeral(channel, user, admitted.text)
             return
-        await self.answering.answer(admitted, SlackReply(self, question))
+        await self._answer_named(admitted, SlackReply(self, question))
 
     async def _note(self, channel: str, thread_ts: str, text: str) -> None:
         """One short message in the answer's thread (the refused files); never raises."""

@@ -75,6 +75,12 @@ class Question:
     """The asker's name, when Slack gave it (a command's ``user_name``, ``users.info``)."""
     channel_name: str = ""
     """``#general`` or ``DM``, when Slack gave the channel's name; "" otherwise."""
+    closed: bool = False
+    """A private channel or a group DM (``conversations.info``: ``adapters.slack.places``),
+    once looked up: a person's fact told here is recalled here only."""
+    shared: bool = False
+    """A channel shared beyond the workspace (Slack Connect), once looked up: people of
+    another organisation read it, so it is a space of its own for memories."""
 
     @property
     def is_dm(self) -> bool:
@@ -83,9 +89,8 @@ class Question:
 
     @property
     def where(self) -> Where:
-        """Where it is asked, as memories read it: the workspace is the space, the channel
-        the place (its settings' key), a DM private."""
-        return Where("slack", self.team, f"slack:{self.team}:{self.channel}", self.is_dm)
+        """Where it is asked, as memories read it (``memory_where``)."""
+        return memory_where(self.team, self.channel, self.is_dm, self.closed, self.shared)
 
     def conversation(self, root_ts: str | None = None, *, per_thread: bool = True) -> str:
         """``slack:{team}:{channel}[:{thread}]``: a question in a thread continues that
@@ -126,6 +131,15 @@ def plain_text(text: str, *, bot_user_id: str | None = None) -> str:
 
 
 _MODEL_OPTION = re.compile(r"^--model(?:=|\s+)(\S+)\s*")
+
+
+def memory_where(team: str, channel: str, dm: bool, closed: bool, shared: bool) -> Where:
+    """A Slack place as memories read it: the workspace is the space, the channel the place
+    (its settings' key); a DM is private; a private channel or group DM closed (its facts
+    stay there); a channel shared with another organisation closed and a space of its own
+    (the workspace's facts never reach the other organisation's people there)."""
+    space = f"{team}/{channel}" if shared and not dm else team
+    return Where("slack", space, f"slack:{team}:{channel}", dm, (closed or shared) and not dm)
 
 
 def from_command(payload: CommandPayload | dict[str, Any]) -> Question:

@@ -20,10 +20,10 @@ from adapters.dispatch.intents import Actor, Memory, Where
 from adapters.live import VERBOSITIES
 from adapters.slack.markdown import escape
 from adapters.slack.modals import INPUT_BLOCK, persona_modal, read_persona
-from adapters.slack.payloads import plain_text
+from adapters.slack.payloads import memory_where, plain_text
+from adapters.slack.places import Described
 from core.budgets import UNREADABLE
 from core.errors import StoreUnavailable
-from core.memories import Where as MemoryPlace
 from core.prompt import PERSONA_CHARS
 
 if TYPE_CHECKING:
@@ -134,6 +134,8 @@ class SettingsCommands:
         team, channel = str(command.get("team_id", "")), str(command.get("channel_id", ""))
         user = str(command.get("user_id", ""))
         private = channel.startswith("D")
+        places = self.bot.places  # looked up within Slack's 3 s for the ack, with the store
+        found = Described(closed=False) if private else await places.described(channel, within=1.0)
         actor = Actor(
             "slack",
             user,
@@ -146,7 +148,7 @@ class SettingsCommands:
             event=f"slack:command:{command.get('trigger_id', '')}",
             actor=actor,
             where=Where("slack", "dm" if private else "channel", channel, space=team),
-            place=MemoryPlace("slack", team, settings_key(team, channel), private),
+            place=memory_where(team, channel, private, found.closed, found.shared),
             action=action,
             id=ident,
             scope=scope,

@@ -75,6 +75,7 @@ from adapters.web.guard import (
 )
 from adapters.web.hosts import HostRule, is_loopback
 from adapters.web.memory import MemoryRoutes
+from adapters.web.memory import assets as memory_assets
 from adapters.web.render import WebPayload, WebRenderer, clean
 from adapters.web.uploads import Uploads
 from core.agent import Agent, Run
@@ -391,6 +392,7 @@ class WebChat:
             "chat.js": (_asset("chat.js"), "text/javascript"),
             "markdown.js": (_asset("markdown.js"), "text/javascript"),
             "chat.css": (_asset("chat.css"), "text/css"),
+            **memory_assets(),
         }
         self.headers = {
             "Content-Security-Policy": (
@@ -420,8 +422,7 @@ class WebChat:
         app.router.add_post("/api/decide", self.decide)
         app.router.add_post("/api/reset", self.reset)
         app.router.add_post("/api/verbosity", self.set_verbosity)
-        app.router.add_get("/api/memory", (memory := MemoryRoutes(self)).listed)
-        app.router.add_post("/api/memory/forget", memory.forget)
+        MemoryRoutes(self).add_routes(app)
 
     def application(self) -> web.Application:
         app = web.Application(client_max_size=BODY_BYTES, middlewares=[host_middleware(self.hosts)])

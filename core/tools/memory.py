@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 from typing import ParamSpec
 
 from core.errors import StoreUnavailable, ToolError
-from core.memories import Asking, Memories, Scope, quoted
+from core.memories import HIDDEN_HERE, Asking, Memories, Memory, Scope, quoted, shown_here
 from core.tools.base import FunctionTool, Tool
 
 REMEMBER = "remember"
@@ -37,6 +37,13 @@ def _stored(work: Callable[P, Awaitable[str]]) -> Callable[P, Awaitable[str]]:
     return guarded
 
 
+def _named(memory: Memory, asking: Asking) -> str:
+    """A forgotten memory as the trace here may show it (``core.memories.shown_here``)."""
+    if shown_here(memory, asking):
+        return f"{memory.id} ({quoted(memory.text)})"
+    return f"{memory.id} {HIDDEN_HERE}"
+
+
 def memory_tools(memories: Memories, asking: Asking, *, trace: str) -> list[Tool]:
     """The two tools, acting as ``asking`` for the run ``trace``."""
 
@@ -51,7 +58,7 @@ def memory_tools(memories: Memories, asking: Asking, *, trace: str) -> list[Tool
     @_stored
     async def forget(what: str) -> str:
         gone = await memories.forget(asking, what)
-        return "Forgot " + "; ".join(f"{m.id} ({quoted(m.text)})" for m in gone) + "."
+        return "Forgot " + "; ".join(_named(m, asking) for m in gone) + "."
 
     max_chars = memories.settings.max_chars
     return [

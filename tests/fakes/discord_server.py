@@ -1116,6 +1116,14 @@ class FakeDiscord:
         overwrites = self.channels[channel_id]["permission_overwrites"]
         overwrites.append({"id": str(BOT_ID), "type": 1, "allow": "0", "deny": str(permissions)})
 
+    def restrict(self, channel_id: int) -> None:
+        """Make ``channel_id`` one only some see, as a server admin does (support
+        article "private channels"): @everyone loses VIEW_CHANNEL there, the bot keeps it
+        (a member overwrite); the guild's next GUILD_CREATE carries both."""
+        overwrites = self.channels[channel_id]["permission_overwrites"]
+        overwrites.append({"id": str(GUILD_ID), "type": 0, "allow": "0", "deny": str(VIEW_CHANNEL)})
+        overwrites.append({"id": str(BOT_ID), "type": 1, "allow": str(VIEW_CHANNEL), "deny": "0"})
+
     def _bot_permissions(self, channel_id: int) -> int:
         """The bot's permissions in a channel: @everyone's, then the channel's (a thread's
         parent's) overwrites for @everyone and for the bot (topics/permissions.mdx)."""

@@ -66,6 +66,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import re
 import time
 import urllib.parse
 from collections import defaultdict, deque
@@ -310,6 +311,15 @@ class FakeSlack:
         """Display names by user id, for ``users.info`` (``add_message`` fills it)."""
         self.channel_names: dict[str, str] = {}
         """Channel names by id, for ``conversations.info`` (a DM, ``D…``, has none)."""
+        self.private_channels: set[str] = set()
+        """Private channels (``is_private``; a ``G…`` id is one too), for
+        ``conversations.info``: described only to a member (``not_joined`` hides them:
+        ``channel_not_found``) and only with ``groups:read``."""
+        self.group_dms: set[str] = set()
+        """Group DMs (``is_mpim``, private), described only with ``mpim:read``."""
+        self.shared_channels: set[str] = set()
+        """Channels shared with another organisation (Slack Connect: ``is_shared``,
+        ``is_ext_shared``)."""
 
     # ---- lifecycle ------------------------------------------------------------------------
     async def __aenter__(self) -> Self:
@@ -859,13 +869,44 @@ class FakeSlack:
         return {"ok": True, "message_ts": f"1700000000.{next(self._ts):06d}"}
 
     def _m_conversations_info(self, args: JSON) -> JSON:
-        channel = str(args.get("channel", ""))
-        found: JSON = {"id": channel, "is_member": channel not in self.not_joined}
-        if channel.startswith("D"):
-            found["is_im"] = True
-        elif channel in self.channel_names:
+        """The conversation object Slack returns (https://docs.slack.dev/reference/methods/
+        conversations.info): ``channel`` is required and must name a conversation the token
+        may see, else ``channel_not_found`` ("Value passed for channel was invalid"); a
+        private channel or group DM the bot is not in is not found either (Slack hides them
+        from non-members). The scope by kind is checked before (``_missing_scope``)."""
+        channel = str(args.get("channel") or "")
+        kind = self._kind(channel)
+        if kind is None or (kind in ("private", "mpim") and channel in self.not_joined):
+            return {"ok": False, "error": "channel_not_found"}
+        found: JSON = {
+            "id": channel,
+            "is_channel": kind in ("public", "private"),
+            "is_group": kind == "private",
+            "is_im": kind == "im",
+            "is_mpim": kind == "mpim",
+            "is_private": kind != "public",
+            "is_member": channel not in self.not_joined,
+            "is_archived": False,
+            "is_shared": channel in self.shared_channels,
+            "is_ext_shared": channel in self.shared_channels,
+            "is_org_shared": False,
+            "is_pending_ext_shared": False,
+        }
+        if kind != "im" and channel in self.channel_names:
             found["name"] = self.channel_names[channel]
         return {"ok": True, "channel": found}
+
+    def _kind(self, channel: str) -> str | None:
+        """``public``, ``private``, ``mpim`` or ``im``; None for no conversation id."""
+        if not re.fullmatch(r"[CGD][A-Z0-9]+", channel):
+            return None
+        if channel.startswith("D"):
+            return "im"
+        if channel in self.group_dms:
+            return "mpim"
+        if channel in self.private_channels or channel.startswith("G"):
+            return "private"
+        return "public"
 
     def _m_conversations_members(self, args: JSON) -> JSON:
         """Paged like Slack: ``limit`` (default 100, at most 1000) members per page and an
@@ -896,6 +937,10 @@ class FakeSlack:
     def _missing_scope(self, method: str, channel: str) -> JSON | None:
         """``needed`` and ``provided`` when the token lacks the scope ``method`` needs here."""
         needed = _needed_scope(method, channel)
+        if method == "conversations.info":  # "channels:, groups:, im: or mpim: scopes
+            # corresponding to the conversation type"
+            kind = self._kind(channel)
+            needed = _INFO_SCOPES.get(kind) if kind is not None else None
         if needed is None or needed in self.scopes:
             return None
         return {"needed": needed, "provided": ",".join(sorted(self.scopes))}
@@ -1011,6 +1056,12 @@ BOT_SCOPES = (
 """The scopes the fake's token has unless a test takes one away (``fake.scopes``)."""
 
 _HISTORY_METHODS = frozenset({"conversations.history", "conversations.replies"})
+_INFO_SCOPES = {
+    "public": "channels:read",
+    "private": "groups:read",
+    "mpim": "mpim:read",
+    "im": "im:read",
+}
 
 
 def _needed_scope(method: str, channel: str) -> str | None:

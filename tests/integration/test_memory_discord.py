@@ -110,3 +110,80 @@ async def test_the_memory_command_lists_and_forgets_and_the_next_run_no_longer_r
         assert "payments" not in recalled(h.model, 4), "the next run no longer recalls it"
         assert hostile.id in recalled(h.model, 4)
         h.model.assert_complete()
+
+
+SECRET_CHANNEL = CHANNEL_ID + 200
+SECRET_THREAD = CHANNEL_ID + 201
+
+
+async def test_a_fact_told_where_everyone_cannot_look_stays_there() -> None:
+    """A channel whose overwrites deny @everyone VIEW_CHANNEL is closed: Ada's fact told
+    there (or in a thread of it) is recalled there only, never in the server's open
+    channels, and listed only there; her open channels' facts still reach it."""
+    fake = FakeDiscord()
+    fake.add_channel(OTHER_CHANNEL, name="random")
+    fake.add_channel(SECRET_CHANNEL, name="leads")
+    fake.restrict(SECRET_CHANNEL)
+    fake.add_thread(SECRET_THREAD, parent=SECRET_CHANNEL)
+    turns = [
+        'Thought: keep it\nAction: remember[{"fact": "I am interviewing elsewhere"}]',
+        "Thought: kept\nAction: finish[Noted.]",
+        'Thought: keep it\nAction: remember[{"fact": "I manage the payments team"}]',
+        "Thought: kept\nAction: finish[Noted.]",
+        "Thought: ok\nAction: finish[ok]",
+        "Thought: ok\nAction: finish[ok]",
+    ]
+    async with running(turns, fake=fake) as h:
+        assert h.bot.cog is not None
+        memories = Memories(InMemoryMemories())
+        h.bot.cog.services.agent.memories = memories
+        await ask(h, "Remember that I am interviewing elsewhere", 1, channel_id=SECRET_THREAD)
+        (secret,) = await memories.store.list(Holder.person("discord", str(ADA)))
+        assert (secret.where.place, secret.where.closed) == (f"discord:{SECRET_CHANNEL}", True)
+        await ask(h, "Remember that I manage the payments team", 2, channel_id=OTHER_CHANNEL)
+        await ask(h, "what do you know about me?", 3)
+        assert "payments" in recalled(h.model, 4), "an open channel's fact, in another one"
+        assert "interviewing" not in recalled(h.model, 4), "the hidden channel's stays there"
+        await ask(h, "what do you know about me?", 4, channel_id=SECRET_CHANNEL)
+        assert "interviewing" in recalled(h.model, 5) and "payments" in recalled(h.model, 5)
+
+        assert secret.id not in await memory_command(h), "not listed in an open channel"
+        payload = h.fake.interaction_create(
+            "reactbot", {}, subcommand="memory", channel_id=SECRET_CHANNEL
+        )
+        h.fake.remember_interaction(payload)
+        await h.fake.dispatch("INTERACTION_CREATE", payload)
+        call = await h.fake.wait_for_call(
+            lambda c: c.path.endswith("/callback") and f"/interactions/{payload['id']}/" in c.path
+        )
+        assert secret.id in call.json["data"]["content"], "listed where it was told"
+        h.model.assert_complete()
+
+
+async def test_a_channels_trace_thread_names_a_fact_told_elsewhere_by_id_only() -> None:
+    """Ada's fact told in one channel is recalled for her in another, whose trace thread
+    everyone there reads: it names the memory by id, never its text."""
+    import json
+
+    fake = FakeDiscord()
+    fake.add_channel(OTHER_CHANNEL, name="random")
+    turns = [
+        'Thought: keep it\nAction: remember[{"fact": "I am interviewing at Acme"}]',
+        "Thought: kept\nAction: finish[Noted.]",
+        "Thought: ok\nAction: finish[ok]",
+    ]
+    async with running(turns, fake=fake) as h:
+        assert h.bot.cog is not None
+        memories = Memories(InMemoryMemories())
+        h.bot.cog.services.agent.memories = memories
+        await ask(h, "Remember that I am interviewing at Acme", 1)
+        (fact,) = await memories.store.list(Holder.person("discord", str(ADA)))
+        await ask(h, "what do you know about me?", 2, channel_id=OTHER_CHANNEL)
+        assert "interviewing at Acme" in recalled(h.model, 2), "the model reads it whole"
+        there = {OTHER_CHANNEL} | {
+            int(c["id"]) for c in fake.channels.values() if c.get("parent_id") == str(OTHER_CHANNEL)
+        }
+        posted = json.dumps([m for m in fake.messages.values() if int(m["channel_id"]) in there])
+        assert "recall_memories" in posted and fact.id in posted, "the thread says it was given"
+        assert "Acme" not in posted, "but not what it says: the channel reads the thread"
+        h.model.assert_complete()

@@ -124,3 +124,117 @@ async def test_the_memory_command_says_memory_is_off(make: Any) -> None:  # noqa
     h.bot.agent.memories = None
     assert (await memory_command(h, "list"))["text"] == words.MEMORY_OFF
     assert (await memory_command(h, "forget"))["text"] == words.MEMORY_USAGE
+
+
+SECRET_CHANNEL = "C3SECRET"
+
+
+async def test_a_fact_told_in_a_private_channel_stays_there(make: Any) -> None:  # noqa: F811
+    """The travel rule on Slack's private channels: ``conversations.info`` says the channel is
+    private, so Ada's fact told there is recalled there only (never in the workspace's
+    public channels, never listed there), while her public channels' facts reach it."""
+    h: Harness = await make(
+        [
+            'Thought: keep it\nAction: remember[{"fact": "I am interviewing elsewhere"}]',
+            "Thought: kept\nAction: finish[Noted.]",
+            'Thought: keep it\nAction: remember[{"fact": "I manage the payments team"}]',
+            "Thought: kept\nAction: finish[Noted.]",
+            "Thought: ok\nAction: finish[ok]",
+            "Thought: ok\nAction: finish[ok]",
+        ],
+        streaming="update",
+    )
+    h.fake.private_channels.add(SECRET_CHANNEL)
+    memories = Memories(InMemoryMemories())
+    h.bot.agent.memories = memories
+    await ask(h, "Remember that I am interviewing elsewhere", channel=SECRET_CHANNEL)
+    (secret,) = await memories.store.list(Holder.person("slack", ASKER))
+    assert (secret.where.private, secret.where.closed) == (False, True)
+    await ask(h, "Remember that I manage the payments team", channel=OTHER_CHANNEL)
+    await ask(h, "what do you know about me?", channel=CHANNEL)
+    assert "payments" in recalled(h.model, 4), "a public fact, in another public channel"
+    assert "interviewing" not in recalled(h.model, 4), "the private channel's stays there"
+    await ask(h, "what do you know about me?", channel=SECRET_CHANNEL)
+    assert "interviewing" in recalled(h.model, 5) and "payments" in recalled(h.model, 5)
+
+    status, body, _ = await h.ask("memory", command="/ask-settings", channel=CHANNEL)
+    assert status == 200 and secret.id not in json.loads(body)["text"], "not listed in public"
+    status, body, _ = await h.ask("memory", command="/ask-settings", channel=SECRET_CHANNEL)
+    assert status == 200 and secret.id in json.loads(body)["text"], "listed where it was told"
+    h.model.assert_complete()
+
+
+def everything_posted(h: Harness, channel: str) -> str:
+    """Every message the bot posted in ``channel`` and its threads, every version of it."""
+    return "\n".join(
+        json.dumps([m.text, m.blocks, m.versions])
+        for m in h.fake.messages.values()
+        if m.channel == channel
+    )
+
+
+async def test_a_channels_trace_thread_names_a_fact_told_elsewhere_by_id_only(
+    make: Any,  # noqa: F811
+) -> None:
+    """Ada's fact told in one channel is recalled for her in another, where everyone reads
+    the trace thread: it lists the memory by id there, never its text; where it was told,
+    and in her DM for her DM's facts, the text is shown."""
+    h: Harness = await make(
+        [
+            'Thought: keep it\nAction: remember[{"fact": "I am interviewing at Acme"}]',
+            "Thought: kept\nAction: finish[Noted.]",
+            "Thought: ok\nAction: finish[ok]",
+            "Thought: ok\nAction: finish[ok]",
+        ],
+        streaming="update",
+    )
+    memories = Memories(InMemoryMemories())
+    h.bot.agent.memories = memories
+    await ask(h, "Remember that I am interviewing at Acme")
+    (fact,) = await memories.store.list(Holder.person("slack", ASKER))
+    await ask(h, "what do you know about me?", channel=OTHER_CHANNEL)
+    assert "interviewing at Acme" in recalled(h.model, 2), "the model reads it whole"
+    posted = everything_posted(h, OTHER_CHANNEL)
+    assert "recall_memories" in posted and fact.id in posted, "the thread says it was given"
+    assert "Acme" not in posted, "but not what it says: the channel reads the thread"
+    before = everything_posted(h, CHANNEL).count("interviewing at Acme")
+    await ask(h, "what do you know about me?", channel=CHANNEL)
+    after = everything_posted(h, CHANNEL).count("interviewing at Acme")
+    assert after > before, "where it was told, its recall shows its text"
+    h.model.assert_complete()
+
+
+SHARED_CHANNEL = "C4PARTNERS"
+
+
+async def test_a_channel_shared_with_another_organisation_is_a_place_apart(
+    make: Any,  # noqa: F811
+) -> None:
+    """Slack Connect: people of another organisation read a shared channel, so Ada's facts
+    told in her workspace's channels are not recalled there, and one told there stays
+    there."""
+    h: Harness = await make(
+        [
+            'Thought: keep it\nAction: remember[{"fact": "I manage the payments team"}]',
+            "Thought: kept\nAction: finish[Noted.]",
+            'Thought: keep it\nAction: remember[{"fact": "our contract renews in May"}]',
+            "Thought: kept\nAction: finish[Noted.]",
+            "Thought: ok\nAction: finish[ok]",
+            "Thought: ok\nAction: finish[ok]",
+        ],
+        streaming="update",
+    )
+    h.fake.shared_channels.add(SHARED_CHANNEL)
+    memories = Memories(InMemoryMemories())
+    h.bot.agent.memories = memories
+    await ask(h, "Remember that I manage the payments team")
+    await ask(h, "Remember that our contract renews in May", channel=SHARED_CHANNEL)
+    await ask(h, "what do you know about me?", channel=SHARED_CHANNEL)
+    assert "contract" in recalled(h.model, 4), "told there, recalled there"
+    assert "payments" not in recalled(h.model, 4), "the workspace's facts stay in it"
+    await ask(h, "what do you know about me?", channel=OTHER_CHANNEL)
+    assert "payments" in recalled(h.model, 5) and "contract" not in recalled(h.model, 5)
+    status, body, _ = await h.ask("memory", command="/ask-settings", channel=SHARED_CHANNEL)
+    listed = json.loads(body)["text"]
+    assert status == 200 and "contract" in listed and "payments" not in listed
+    h.model.assert_complete()

@@ -615,3 +615,61 @@ async def test_a_submission_carries_the_view_and_its_values(
     }
     empty = fake.submission(fake.views[0], {}, user="U1ADA")
     assert empty["view"]["state"]["values"]["in"]["value"]["value"] is None
+
+
+async def info(client: AsyncWebClient, **args: Any) -> dict[str, Any]:
+    """``conversations.info`` as slack_sdk sends it; Slack's answer, or its error body."""
+    try:  # slack_sdk's own method insists on ``channel``: the raw call sends none at all
+        answer = await client.api_call("conversations.info", http_verb="GET", params=args)
+        return dict(answer.data)  # type: ignore[arg-type]
+    except SlackApiError as exc:
+        return dict(exc.response.data)  # type: ignore[arg-type]
+
+
+async def test_conversations_info_describes_each_kind_and_refuses_as_slack_does(
+    fake: FakeSlack, client: AsyncWebClient
+) -> None:
+    """``channel`` is required and must be a conversation the token may see; the scope
+    needed depends on the kind (channels:read, groups:read, mpim:read, im:read), answered
+    ``missing_scope`` with ``needed`` and ``provided``; a private channel or group DM the
+    bot is not in is ``channel_not_found`` (Slack hides it), a public one says
+    ``is_member: false``."""
+    fake.private_channels.add("C0SECRET")
+    fake.group_dms.add("C0GROUP")
+    fake.channel_names["C1"] = "general"
+    public = dict((await client.conversations_info(channel="C1")).data)  # type: ignore[arg-type]
+    assert public["ok"] is True
+    assert {k: public["channel"][k] for k in ("name", "is_private", "is_mpim", "is_im")} == {
+        "name": "general",
+        "is_private": False,
+        "is_mpim": False,
+        "is_im": False,
+    }
+    assert (await info(client, channel="C0SECRET"))["channel"]["is_private"] is True
+    fake.shared_channels.add("C0CONNECT")
+    connect = (await info(client, channel="C0CONNECT"))["channel"]
+    assert (connect["is_shared"], connect["is_ext_shared"], connect["is_private"]) == (
+        True,
+        True,
+        False,
+    )
+    assert (await info(client, channel="G0LEGACY"))["channel"]["is_private"] is True
+    assert await info(client, channel="C0GROUP") == {
+        "ok": False,
+        "error": "missing_scope",
+        "needed": "mpim:read",
+        "provided": ",".join(sorted(fake.scopes)),
+    }
+    fake.scopes.add("mpim:read")
+    group = (await info(client, channel="C0GROUP"))["channel"]
+    assert (group["is_mpim"], group["is_private"]) == (True, True)
+    for refused in ({}, {"channel": ""}, {"channel": "general"}, {"channel": "#C1"}):
+        assert (await info(client, **refused))["error"] == "channel_not_found", refused
+    fake.not_joined.update({"C0SECRET", "C1"})
+    assert (await info(client, channel="C0SECRET"))["error"] == "channel_not_found"
+    assert (await info(client, channel="C1"))["channel"]["is_member"] is False
+    fake.scopes.discard("groups:read")
+    fake.not_joined.clear()
+    answer = await info(client, channel="C0SECRET")
+    assert (answer["error"], answer["needed"]) == ("missing_scope", "groups:read")
+    assert (await info(client, channel="C1"))["ok"] is True, "a public one needs channels:read"

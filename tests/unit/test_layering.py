@@ -26,7 +26,7 @@ KNOWN_CYCLES: set[frozenset[str]] = {
 
 CEILINGS: dict[str, int] = {
     "adapters/discord/cog.py": 1307,
-    "adapters/slack/bot.py": 970,
+    "adapters/slack/bot.py": 935,
 }
 """Files over 800 lines today and their size: none may grow; each is to be split."""
 

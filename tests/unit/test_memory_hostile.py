@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import unicodedata
 
-import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -290,24 +289,36 @@ async def test_a_full_holder_never_quotes_a_dm_fact_in_a_channel() -> None:
         assert "m0" in str(refused) and "salary" in str(refused)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="NOT FIXED: Slack's app_mention carries no channel_type, so a private channel "
-    "(or a group DM) is read as an open channel and a person's fact told there may be "
-    "recalled in the workspace's public channels (docs/memory.md says so); closing it needs "
-    "conversations.info in adapters/slack",
-)
-def test_a_fact_told_in_a_slack_private_channel_stays_there() -> None:
-    from adapters.slack.payloads import from_event
+async def test_a_fact_told_in_a_slack_private_channel_stays_there() -> None:
+    """Hole: Slack's ``app_mention`` carries no ``channel_type``, so a private channel (or a
+    group DM) read as an open channel, and a person's fact told there was recalled in the
+    workspace's public channels. ``conversations.info`` (the real client, the strict fake)
+    now says which channels are closed; one Slack will not describe counts as closed."""
+    import aiohttp
+    from slack_sdk.web.async_client import AsyncWebClient
 
-    event = {
-        "type": "app_mention",
-        "channel": "C0PRIVATE",
-        "user": "U1",
-        "text": "<@B> hi",
-        "ts": "1.0",
-        "is_private": True,
-    }
-    question = from_event(event, event_id="Ev1", team="T1", bot_user_id="B")
-    assert question is not None and question.where.closed
+    from adapters.slack.payloads import from_event
+    from adapters.slack.places import SlackPlaces
+    from tests.fakes.slack_server import TOKEN, FakeSlack
+
+    def mention(channel: str) -> dict[str, str]:
+        return {"type": "app_mention", "channel": channel, "user": "U1", "text": "<@B> hi"}
+
+    async with FakeSlack() as fake, aiohttp.ClientSession() as session:
+        fake.private_channels.add("C0PRIVATE")
+        fake.group_dms.add("C0GROUP")
+        places = SlackPlaces(AsyncWebClient(token=TOKEN, base_url=fake.base_url, session=session))
+        seen: dict[str, Where] = {}
+        for n, channel in enumerate(("C0PRIVATE", "C0GROUP", "C0PUBLIC", "C0OTHER")):
+            event = {**mention(channel), "ts": f"{n}.0"}
+            question = from_event(event, event_id=f"Ev{n}", team="T1", bot_user_id="B")
+            assert question is not None and not question.where.closed, "the payload cannot say"
+            seen[channel] = (await places.placed(question)).where
+    assert seen["C0PRIVATE"].closed, "is_private"
+    assert seen["C0GROUP"].closed, "no mpim:read: Slack will not describe it, so closed"
+    assert not seen["C0PUBLIC"].closed and not seen["C0OTHER"].closed
+    secret = Memory("m1", "my salary is 10", "person", "U1", seen["C0PRIVATE"], 1.0)
+    assert recallable(secret, Asking("U1", "Ada", False, seen["C0PRIVATE"])), "there"
+    assert not recallable(secret, Asking("U1", "Ada", False, seen["C0PUBLIC"])), "not in public"
+    said = Memory("m2", "call me Ada", "person", "U1", seen["C0PUBLIC"], 1.0)
+    assert recallable(said, Asking("U1", "Ada", False, seen["C0PRIVATE"])), "open to closed"
