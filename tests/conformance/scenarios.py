@@ -270,30 +270,16 @@ SCENARIOS = (
             "slack": "votes only under streamed answers (plan §1 Vote): none under an answer "
             "edited in place",
             "telegram": "no vote buttons on Telegram (plan §1 Vote)",
-            "web": "no votes on the web chat (plan §1 Vote)",
         },
     ),
-    Scenario(
-        "settings_by_admin",
-        settings_by_admin,
-        [],
-        gaps={
-            "web": "web's /api/verbosity answers {ok: true} and says nothing: words.now_sees "
-            "is not said (plan §1 Settings)"
-        },
-    ),
+    Scenario("settings_by_admin", settings_by_admin, []),
     Scenario(
         "settings_by_other_refused",
         settings_by_other_refused,
         [],
         skips={"web": "a web session is its own place: nobody else can reach its settings"},
     ),
-    Scenario(
-        "usage",
-        usage,
-        CALC,
-        gaps={"web": "no usage on the web chat (plan §1 Usage)"},
-    ),
+    Scenario("usage", usage, CALC),
     Scenario("busy_at_room_limit", busy_at_room_limit, STALLING, room=1),
     Scenario(
         "reset",
@@ -301,8 +287,6 @@ SCENARIOS = (
         CALC,
         gaps={
             "slack": NO_SLACK.format("reset", "Reset", "reset"),
-            "web": "web's /api/reset answers {ok: true} and says nothing: words.RESET_DONE "
-            "is not said (plan §1 Reset: history only)",
         },
     ),
     Scenario(
@@ -320,7 +304,6 @@ SCENARIOS = (
         CALC,
         gaps={
             "slack": NO_SLACK.format("trace command", "ShowTrace", "trace"),
-            "web": "no trace command on web, only the per-answer link (plan §1 ShowTrace)",
         },
     ),
 )

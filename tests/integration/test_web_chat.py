@@ -18,6 +18,7 @@ import aiohttp
 import pytest
 from aiohttp.test_utils import TestServer
 
+from adapters import words
 from adapters.attachments import carried
 from adapters.channels import ChannelChoices
 from adapters.room import Room
@@ -490,7 +491,7 @@ async def test_verbosity_answer_shows_no_steps_and_it_is_kept_for_the_session(
     assert (await c.post("/api/verbosity", {"verbosity": "loud"}))[0] == 400
     assert await c.post("/api/verbosity", {"verbosity": "answer"}) == (
         200,
-        {"ok": True, "verbosity": "answer"},
+        {"said": words.now_sees("answer")},
     )
     stream: Events = await events(c)
     await c.ask("what is 17*23+4?")

@@ -1,0 +1,40 @@
+"""``Vote``: kept on the run's stored trace, one per person (a second press changes it);
+only the voter hears back. A run's id is read by everyone who saw its message, so a vote
+counts only from the run's own place: one naming a run of another conversation is told
+what a vote on a forgotten run is told."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+
+from adapters import words
+from adapters.dispatch.conversation import conversation_of
+from adapters.dispatch.handlers.services import Services
+from adapters.dispatch.intents import Vote, Where
+from adapters.dispatch.outcome import Said
+from adapters.policy import Policy
+from core.errors import StoreUnavailable
+
+log = logging.getLogger(__name__)
+
+
+def places(where: Where, policy: Policy) -> set[str]:
+    """The conversations a press at ``where`` may vote in: its own, and its channel's (an
+    answer at a channel's top level, a thread the bot opened on it)."""
+    top = where if where.kind in ("dm", "session") else dataclasses.replace(where, kind="channel")
+    return {conversation_of(where, policy), conversation_of(top, policy, root=where.thread)}
+
+
+async def handle(intent: Vote, services: Services) -> Said:
+    traces, run_id = services.stores.traces, intent.run_id
+    try:
+        trace = await traces.get(run_id)
+        here = places(intent.where, services.policy)
+        if trace is None or trace.conversation not in here:
+            return Said(words.VOTE_LOST)
+        kept = await traces.vote(run_id, intent.value, intent.actor.key)
+    except StoreUnavailable as exc:
+        log.warning("a vote on run %s is lost: %s", run_id, exc)
+        kept = False
+    return Said(words.vote_kept(intent.value) if kept else words.VOTE_LOST)
