@@ -269,7 +269,6 @@ SCENARIOS = (
         gaps={
             "slack": "votes only under streamed answers (plan §1 Vote): none under an answer "
             "edited in place",
-            "telegram": "no vote buttons on Telegram (plan §1 Vote)",
         },
     ),
     Scenario("settings_by_admin", settings_by_admin, []),
