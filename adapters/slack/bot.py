@@ -23,14 +23,12 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-import time
 from collections.abc import (
     AsyncGenerator,
     AsyncIterator,
     Awaitable,
     Callable,
     Coroutine,
-    Iterable,
     Mapping,
 )
 from contextlib import AbstractAsyncContextManager
@@ -52,11 +50,14 @@ from adapters.attachments import ConversationFiles
 from adapters.channels import ChannelChoices
 from adapters.context import Read
 from adapters.decisions import Press, may_retry
+from adapters.dispatch.commands import Commands
 from adapters.dispatch.dispatcher import Dispatcher
-from adapters.dispatch.intents import Actor, PlaceKind, Where
+from adapters.dispatch.handlers.services import Services
+from adapters.dispatch.intents import Actor, PlaceKind, Vote, Where
 from adapters.dispatch.intents import Ask as Intent
+from adapters.dispatch.outcome import Drop
 from adapters.live import LiveMessage, LiveStats, RunView, Verbosity
-from adapters.pacing import Budget, EditPacer, per_minute
+from adapters.pacing import Budget, EditPacer
 from adapters.policy import Policy
 from adapters.room import Room
 from adapters.slack.approval import (
@@ -72,6 +73,8 @@ from adapters.slack.blocks import (
     parse_stop_value,
     retry_block,
 )
+from adapters.slack.commands import SharedCommands, from_click
+from adapters.slack.facts import ChannelMembers, workspace_budget
 from adapters.slack.files import incoming_of
 from adapters.slack.history import SlackHistory
 from adapters.slack.markdown import escape
@@ -108,7 +111,7 @@ from core.approval import ApprovalBroker, ApprovalRequest, Decision
 from core.budgets import InMemoryUsageCounters, TokenBudgets
 from core.events import ActionDecided, AnswerDelta, Event, StepStarted
 from core.storage import Stores
-from core.stores import RunRecord, record_vote
+from core.stores import RunRecord
 from core.tools import needs_approval
 from core.trace import Trace
 
@@ -179,53 +182,6 @@ def _where(q: Question) -> Where:
     if kind == "channel" and q.thread_ts:
         kind = "thread"
     return Where("slack", kind, q.channel, space=q.team, thread=q.thread_ts, name=q.channel_name)
-
-
-class ChannelMembers:
-    """Who is in the allowed channels (``conversations.members``, every page), remembered for
-    ``ttl`` seconds: DMs to a bot restricted to some channels are answered for their members.
-
-    Needs the ``channels:read`` scope (``groups:read`` for private channels); without it the
-    look-up fails closed, and the log says which scope is missing.
-    """
-
-    def __init__(self, client: AsyncWebClient, *, ttl: float = 300.0) -> None:
-        self._client = client
-        self._ttl = ttl
-        self._known: dict[str, tuple[float, frozenset[str]]] = {}
-
-    async def in_any(self, user: str, channels: Iterable[str]) -> bool:
-        for channel in sorted(channels):
-            if user in await self._members(channel):
-                return True
-        return False
-
-    async def _members(self, channel: str) -> frozenset[str]:
-        now = time.monotonic()
-        known = self._known.get(channel)
-        if known is not None and known[0] > now:
-            return known[1]
-        members: set[str] = set()
-        try:
-            async for page in await self._client.conversations_members(channel=channel, limit=1000):
-                members.update(str(m) for m in page.get("members", ()))
-        except SlackApiError as exc:
-            error = exc.response.get("error") if exc.response is not None else ""
-            log.warning(
-                "cannot list the members of %s (%s): DMs are refused meanwhile", channel, error
-            )
-            return frozenset()
-        found = frozenset(members)
-        self._known[channel] = (now + self._ttl, found)
-        return found
-
-
-def workspace_budget(settings: SlackSettings, shared: Budget | None = None) -> Budget | None:
-    """Slack limits ``chat.update`` per workspace (Tier 3, "50+ per minute"), so every channel
-    draws on one budget: at most that many in any minute, across every replica when
-    ``shared`` (Redis) is given, with each replica keeping to it alone while Redis is away."""
-    limit = settings.workspace_updates_per_minute
-    return per_minute(int(limit), shared) if limit > 0 else None
 
 
 class SlackBot:
@@ -314,6 +270,11 @@ class SlackBot:
         self.dispatcher: Dispatcher[Question] = Dispatcher(self.answering, claims=stores.claims)
         self.stats = self.answering.stats
         """The live messages' counters of finished runs (for benchmarks and diagnostics)."""
+        self.handlers: Commands[Question] = Commands(
+            Services(policy, stores, self.budgets, self.choices, files), access=self._access
+        )
+        """Votes, reset, trace, settings and usage, decided once (``adapters.dispatch``)."""
+        self.shared = SharedCommands(self.handlers, client, tell=self._tell, trace_link=trace_link)
         self.commands = SettingsCommands(self)
         self._register()
 
@@ -421,18 +382,20 @@ class SlackBot:
             log.warning("could not set the suggested prompts in %s: %s", channel, exc)
 
     async def _on_feedback(self, body: dict[str, Any], action: dict[str, Any]) -> None:
-        """A 👍 or 👎 under a streamed answer: recorded on the run's stored trace."""
-        parsed = parse_feedback(str(action.get("value", "")))
-        user = str((body.get("user") or {}).get("id", ""))
-        traces = self.agent.traces
-        if parsed is None or not user or traces is None:
+        """A 👍 or 👎 under an answer: a ``Vote`` for the shared handler; only the voter is
+        told (ephemerally) what became of it."""
+        parsed, user = parse_feedback(str(action.get("value", ""))), body.get("user") or {}
+        team, channel = str((body.get("team") or {}).get("id", "")), click_channel(body)
+        if parsed is None or not user.get("id") or not channel:
             return
-        vote, run_id = parsed
-        try:
-            if not await record_vote(traces, run_id, vote, user):
-                log.info("feedback on run %s, whose trace is no longer stored", run_id)
-        except Exception:  # a lost vote is logged; the reader's click already showed
-            log.exception("could not record feedback on run %s", run_id)
+        question = from_click(body, channel, team)
+        intent = Vote(event=f"slack:vote:{action.get('action_ts', '')}:{question.user}",
+                      actor=self.shared.actor(question), where=_where(question),
+                      run_id=parsed[1], value=parsed[0])  # fmt: skip
+        outcome = await self.handlers.dispatch(intent, question)
+        if not isinstance(outcome, Drop):
+            await self._ephemeral(channel, question.user, escape(outcome.text),
+                                  thread_ts=question.thread_ts)  # fmt: skip
 
     async def _on_command(self, ack: AsyncAck, command: dict[str, Any]) -> None:
         question = from_command(command)

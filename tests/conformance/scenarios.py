@@ -224,8 +224,6 @@ async def busy_at_room_limit(d: Driver) -> None:
     assert len(d.model.calls) == 1
 
 
-NO_SLACK = "no {} on Slack (plan §1 {}; decision 7: /ask-settings {})"
-
 SCENARIOS = (
     Scenario("ask_answer_trace", ask_answer_trace, CALC),
     Scenario("stop_by_asker", stop_by_asker, STALLING),
@@ -262,15 +260,7 @@ SCENARIOS = (
             "Retry)",
         },
     ),
-    Scenario(
-        "vote",
-        vote,
-        CALC,
-        gaps={
-            "slack": "votes only under streamed answers (plan §1 Vote): none under an answer "
-            "edited in place",
-        },
-    ),
+    Scenario("vote", vote, CALC),
     Scenario("settings_by_admin", settings_by_admin, []),
     Scenario(
         "settings_by_other_refused",
@@ -280,29 +270,12 @@ SCENARIOS = (
     ),
     Scenario("usage", usage, CALC),
     Scenario("busy_at_room_limit", busy_at_room_limit, STALLING, room=1),
-    Scenario(
-        "reset",
-        reset,
-        CALC,
-        gaps={
-            "slack": NO_SLACK.format("reset", "Reset", "reset"),
-        },
-    ),
+    Scenario("reset", reset, CALC),
     Scenario(
         "reset_in_thread",
         reset_in_thread,
         CALC * 2,
-        gaps={
-            "slack": NO_SLACK.format("reset", "Reset", "reset"),
-        },
         skips={"web": "a web session has no threads"},
     ),
-    Scenario(
-        "trace",
-        trace,
-        CALC,
-        gaps={
-            "slack": NO_SLACK.format("trace command", "ShowTrace", "trace"),
-        },
-    ),
+    Scenario("trace", trace, CALC),
 )

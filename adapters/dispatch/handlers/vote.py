@@ -20,10 +20,15 @@ log = logging.getLogger(__name__)
 
 
 def places(where: Where, policy: Policy) -> set[str]:
-    """The conversations a press at ``where`` may vote in: its own, and its channel's (an
-    answer at a channel's top level, a thread the bot opened on it)."""
+    """The conversations a press at ``where`` may vote in: its own, its channel's (a thread
+    the bot opened on an answer), and the one its thread started (an answer at a channel's
+    top level on Slack, whose ``thread`` is the answer's own message)."""
     top = where if where.kind in ("dm", "session") else dataclasses.replace(where, kind="channel")
-    return {conversation_of(where, policy), conversation_of(top, policy, root=where.thread)}
+    return {
+        conversation_of(where, policy),
+        conversation_of(dataclasses.replace(where, thread=None), policy),
+        conversation_of(top, policy, root=where.thread),
+    }
 
 
 async def handle(intent: Vote, services: Services) -> Said:
