@@ -11,7 +11,7 @@ import logging
 from adapters import words
 from adapters.dispatch.conversation import conversation_of
 from adapters.dispatch.handlers.services import Services
-from adapters.dispatch.intents import Vote, Where
+from adapters.dispatch.intents import PlaceKind, Vote, Where
 from adapters.dispatch.outcome import Said
 from adapters.policy import Policy
 from core.errors import StoreUnavailable
@@ -21,13 +21,14 @@ log = logging.getLogger(__name__)
 
 def places(where: Where, policy: Policy) -> set[str]:
     """The conversations a press at ``where`` may vote in: its own, its channel's (a thread
-    the bot opened on an answer), and the one its thread started (an answer at a channel's
-    top level on Slack, whose ``thread`` is the answer's own message)."""
-    top = where if where.kind in ("dm", "session") else dataclasses.replace(where, kind="channel")
+    the bot opened on an answer, a forum topic's group), and the one its thread started (an
+    answer at a channel's top level on Slack, whose ``thread`` is the answer's message)."""
+    kind: PlaceKind = where.kind if where.kind in ("dm", "session") else "channel"
+    bare = dataclasses.replace(where, kind=kind, thread=None)
     return {
         conversation_of(where, policy),
-        conversation_of(dataclasses.replace(where, thread=None), policy),
-        conversation_of(top, policy, root=where.thread),
+        conversation_of(bare, policy),
+        conversation_of(bare, policy, root=where.thread),
     }
 
 
@@ -38,7 +39,9 @@ async def handle(intent: Vote, services: Services) -> Said:
         here = places(intent.where, services.policy)
         if trace is None or trace.conversation not in here:
             return Said(words.VOTE_LOST)
-        kept = await traces.vote(run_id, intent.value, intent.actor.key)
+        # the platform's id: a trace is one place's, so its voters are one platform's (and
+        # one Slack workspace's); the id is what votes were kept under before
+        kept = await traces.vote(run_id, intent.value, intent.actor.id)
     except StoreUnavailable as exc:
         log.warning("a vote on run %s is lost: %s", run_id, exc)
         kept = False
