@@ -46,7 +46,7 @@ async def test_votes_usage_and_the_last_trace_in_headless_chromium(
             await page.get_by_role("button", name="Last trace").click()
             shown = page.locator("pre.trace-text")
             await shown.wait_for()
-            assert HOSTILE in await shown.text_content()  # as text
+            assert HOSTILE in (await shown.text_content() or "")  # as text
             assert await page.evaluate("window.owned") is None, "no markup ran"
             assert await page.locator("img[src=x]").count() == 0
         finally:
