@@ -4,8 +4,8 @@ answer, on Discord: each a translation into its intent for the shared handlers
 
 Here, not in ``cog.py``, as ``memory_command`` is: a mixin Cog whose app commands discord.py
 collects along the cog's MRO. Discord's 3-second rule: ``/reset`` and ``/trace`` defer
-first (their handlers read and write the stores), then answer in the follow-up; the others
-answer at once. Replies are private but ``/trace``'s (its files are posted for the place).
+once admitted (their handlers read and write the stores: ``Commands.dispatch(admitted=…)``),
+then answer in the follow-up; a refusal, and the other commands, are answered at once. Replies are private but ``/trace``'s (its files are posted for the place).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from adapters.discord.memory_command import REACTBOT
 from adapters.discord.render import CONTENT_LIMIT, fit, sanitize
 from adapters.discord.surface import NO_MENTIONS
 from adapters.discord.translate import where_of
-from adapters.dispatch.commands import Commands
+from adapters.dispatch.commands import Admitted, Commands
 from adapters.dispatch.intents import (
     Actor,
     Command,
@@ -69,7 +69,12 @@ class SharedCommands(commands.Cog):
     subcommands, and collects app commands, along the cog's MRO)."""
 
     async def _dispatch(
-        self, interaction: discord.Interaction, kind: type[Command], **given: Any
+        self,
+        interaction: discord.Interaction,
+        kind: type[Command],
+        *,
+        admitted: Admitted | None = None,
+        **given: Any,
     ) -> Outcome:
         cog = cast(_Cog, self)
         channel, channel_id = interaction.channel, interaction.channel_id or 0
@@ -81,7 +86,7 @@ class SharedCommands(commands.Cog):
             where=where_of(channel, channel_id, bot_id=me.id if me else 0),
             **given,
         )
-        return await cog.handlers.dispatch(intent, asker)
+        return await cog.handlers.dispatch(intent, asker, admitted=admitted)
 
     async def _answer(
         self, interaction: discord.Interaction, kind: type[Command], **given: Any
@@ -93,24 +98,37 @@ class SharedCommands(commands.Cog):
                 shown(outcome), ephemeral=True, allowed_mentions=NO_MENTIONS
             )
 
+    async def _deferred(
+        self, interaction: discord.Interaction, kind: type[Command], *, private: bool
+    ) -> Outcome:
+        """A command whose handler reads and writes the stores: deferred once admitted (a
+        refusal is answered at once, privately; a redelivery not at all)."""
+
+        async def defer() -> None:
+            await interaction.response.defer(ephemeral=private, thinking=True)
+
+        outcome = await self._dispatch(interaction, kind, admitted=defer)
+        if isinstance(outcome, Refusal):
+            await interaction.response.send_message(
+                shown(outcome), ephemeral=True, allowed_mentions=NO_MENTIONS
+            )
+        return outcome
+
     @app_commands.command(name="reset", description="Forget this conversation's history.")
     async def reset(self, interaction: discord.Interaction) -> None:
-        await interaction.response.defer(ephemeral=True, thinking=True)
-        outcome = await self._dispatch(interaction, Reset)
-        if not isinstance(outcome, Drop):
+        outcome = await self._deferred(interaction, Reset, private=True)
+        if isinstance(outcome, Said):
             await interaction.followup.send(shown(outcome), ephemeral=True)
 
     @app_commands.command(name="trace", description="Post the last trace of this conversation.")
     async def trace(self, interaction: discord.Interaction) -> None:
-        await interaction.response.defer(thinking=True)
-        outcome = await self._dispatch(interaction, ShowTrace)
-        if isinstance(outcome, Drop):
+        outcome = await self._deferred(interaction, ShowTrace, private=False)
+        if not isinstance(outcome, Said):
             return
-        if not isinstance(outcome, Said) or outcome.trace is None:
+        if outcome.trace is None:
             await interaction.followup.send(shown(outcome), allowed_mentions=NO_MENTIONS)
             return
-        post = cast(_Cog, self)._trace_post(interaction, outcome)
-        await interaction.followup.send(**post)
+        await interaction.followup.send(**cast(_Cog, self)._trace_post(interaction, outcome))
 
     @REACTBOT.command(name="verbosity", description="How much of each run this channel sees.")
     @app_commands.describe(

@@ -42,6 +42,7 @@ W = TypeVar("W")
 
 Access = Callable[[W], Awaitable[str | None]]
 """The surface's access rule for its record of the event: the refusal's words, or None."""
+Admitted = Callable[[], Awaitable[None]]
 
 
 def shared(where: Where, policy: Policy) -> bool:
@@ -63,13 +64,19 @@ class Commands(Generic[W]):
         self.policy = services.policy
         self._access = access
 
-    async def dispatch(self, intent: Command, who: W) -> Refusal | Drop | Said:
+    async def dispatch(
+        self, intent: Command, who: W, *, admitted: Admitted | None = None
+    ) -> Refusal | Drop | Said:
         """The intent's checks in order, then its handler; ``who`` is the surface's own
-        record of the event, which only its access rule reads."""
+        record of the event, which only its access rule reads. ``admitted``: the surface's
+        ack, once every check passed and before the handler runs (Discord's defer: a
+        redelivery or a refusal is then answered without one)."""
         for check in intent.checks:
             stopped = await self._check(check, intent, who)
             if stopped is not None:
                 return stopped
+        if admitted is not None:
+            await admitted()
         return await self._handle(intent)
 
     async def _check(self, check: CheckName, intent: Command, who: W) -> Refusal | Drop | None:
