@@ -73,7 +73,7 @@ from adapters.slack.blocks import (
     parse_stop_value,
     retry_block,
 )
-from adapters.slack.commands import SharedCommands, from_click
+from adapters.slack.commands import SharedCommands, click_thread, from_click
 from adapters.slack.facts import ChannelMembers, workspace_budget
 from adapters.slack.files import incoming_of
 from adapters.slack.history import SlackHistory
@@ -395,7 +395,7 @@ class SlackBot:
         outcome = await self.handlers.dispatch(intent, question)
         if not isinstance(outcome, Drop):
             await self._ephemeral(channel, question.user, escape(outcome.text),
-                                  thread_ts=question.thread_ts)  # fmt: skip
+                                  thread_ts=click_thread(body))  # fmt: skip
 
     async def _on_command(self, ack: AsyncAck, command: dict[str, Any]) -> None:
         question = from_command(command)

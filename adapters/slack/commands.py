@@ -147,8 +147,7 @@ def _where(question: Question) -> Where:
 def from_click(body: dict[str, Any], channel: str, team: str) -> Question:
     """A button press under a message as the shared checks read it (who, where): the
     message's thread, or the message itself at a channel's top level (an answer's root)."""
-    container, message = body.get("container") or {}, body.get("message") or {}
-    thread = message.get("thread_ts") or container.get("thread_ts") or container.get("message_ts")
+    thread = click_thread(body) or (body.get("container") or {}).get("message_ts")
     user = body.get("user") or {}
     return Question(
         source="command",  # a press, like a command, is no message to gather or thread
@@ -160,3 +159,10 @@ def from_click(body: dict[str, Any], channel: str, team: str) -> Question:
         claim_key="",
         user_name=str(user.get("username") or user.get("name") or ""),
     )
+
+
+def click_thread(body: dict[str, Any]) -> str | None:
+    """The thread of the message a button was clicked on; None at a channel's top level."""
+    container, message = body.get("container") or {}, body.get("message") or {}
+    thread = message.get("thread_ts") or container.get("thread_ts")
+    return str(thread) if thread else None
