@@ -27,6 +27,8 @@ __all__ = [
     "FILES_OFF",
     "FILES_QUEUED",
     "NOT_A_FORM",
+    "NOT_A_VOTE",
+    "NOT_MINE",
     "NOT_RUNNING",
     "NOT_SPOKEN",
     "NO_APPROVALS",
@@ -100,6 +102,9 @@ NOT_A_FORM = "The request is not a form with a question and files."
 NO_TRACE = "No trace yet in this conversation: ask me something first."
 STORE_AWAY = "I cannot read that now: the shared store is unavailable."
 VERBOSITY_CHOICES = "Verbosity is full, compact, answer or default."
+NOT_A_VOTE = "A vote names its run, and up or down."
+NOT_MINE = "That button is not one of mine."
+"""A press whose data no button of the bot's carries (a modified client, an old message)."""
 
 
 def trace_shown(question: str) -> str:

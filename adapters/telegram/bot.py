@@ -678,7 +678,7 @@ class TelegramBot:
         """👍 / 👎 under an answer: the shared handler's words, as the press's answer."""
         message, parsed = query.message, voted(data)
         if not isinstance(message, TelegramMessage) or parsed is None:
-            return "That button is not one of mine."
+            return words.NOT_MINE
         asker = Asker(message.chat.id, query.from_user.id, message.message_id, _thread_of(message))
         intent = Vote(
             event=f"telegram:vote:{query.id}",

@@ -123,7 +123,7 @@ class CommandRoutes:
         session, body = await self.chat._post(request)
         value, run = str(body.get("vote", "")), str(body.get("run", ""))
         if value not in ("up", "down") or not run:
-            return self.chat._json({"error": "A vote names its run, and up or down."}, 400)
+            return self.chat._json({"error": words.NOT_A_VOTE, "reason": "question"}, 400)
         chosen: Literal["up", "down"] = "up" if value == "up" else "down"
         return await self._said(session, Vote, run_id=run[:64], value=chosen)
 
