@@ -23,12 +23,14 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import time
 from collections.abc import (
     AsyncGenerator,
     AsyncIterator,
     Awaitable,
     Callable,
     Coroutine,
+    Iterable,
     Mapping,
 )
 from contextlib import AbstractAsyncContextManager
@@ -57,7 +59,7 @@ from adapters.dispatch.intents import Actor, PlaceKind, Vote, Where
 from adapters.dispatch.intents import Ask as Intent
 from adapters.dispatch.outcome import Drop
 from adapters.live import LiveMessage, LiveStats, RunView, Verbosity
-from adapters.pacing import Budget, EditPacer
+from adapters.pacing import Budget, EditPacer, per_minute
 from adapters.policy import Policy
 from adapters.room import Room
 from adapters.slack.approval import (
@@ -66,6 +68,7 @@ from adapters.slack.approval import (
     ApprovalRef,
     parse_button_value,
 )
+from adapters.slack.assistant import LOADING_MESSAGES, assistant_status, thread_title
 from adapters.slack.blocks import (
     RETRY_ACTION_ID,
     STOP_ACTION_ID,
@@ -74,7 +77,6 @@ from adapters.slack.blocks import (
     retry_block,
 )
 from adapters.slack.commands import SharedCommands, click_thread, from_click
-from adapters.slack.facts import ChannelMembers, workspace_budget
 from adapters.slack.files import incoming_of
 from adapters.slack.history import SlackHistory
 from adapters.slack.markdown import escape
@@ -109,7 +111,7 @@ from adapters.slack.surface import NotInChannel, SlackSurface, make_client, post
 from core.agent import Agent, Run
 from core.approval import ApprovalBroker, ApprovalRequest, Decision
 from core.budgets import InMemoryUsageCounters, TokenBudgets
-from core.events import ActionDecided, AnswerDelta, Event, StepStarted
+from core.events import Event
 from core.storage import Stores
 from core.stores import RunRecord
 from core.tools import needs_approval
@@ -147,31 +149,6 @@ NAMES_WITHIN = 2.0
 """Seconds the asker's and the channel's names may take to look up (once each: remembered)."""
 
 
-LOADING_MESSAGES = ("Reading the question…", "Thinking it through…", "Checking the sources…")
-"""Rotated by Slack under an assistant thread's status while the bot works."""
-TITLE_LIMIT = 80
-
-
-def thread_title(question: str) -> str:
-    """An assistant thread's title: the question on one line, shortened."""
-    line = " ".join(question.split())
-    return line if len(line) <= TITLE_LIMIT else line[: TITLE_LIMIT - 1].rstrip() + "…"
-
-
-def assistant_status(event: Event) -> str | None:
-    """The status line an event puts under an assistant thread (None: unchanged)."""
-    match event:
-        case StepStarted(step=n):
-            return f"is thinking… (step {n})"
-        case ActionDecided(name=name):
-            plain = "".join(c for c in " ".join(name.split()) if c not in "<>&@")
-            return f"is running {plain[:40]}…"
-        case AnswerDelta():
-            return "is writing the answer…"
-        case _:
-            return None
-
-
 def _user_key(question: Question) -> str:
     return f"slack:{question.team}:{question.user}"
 
@@ -182,6 +159,53 @@ def _where(q: Question) -> Where:
     if kind == "channel" and q.thread_ts:
         kind = "thread"
     return Where("slack", kind, q.channel, space=q.team, thread=q.thread_ts, name=q.channel_name)
+
+
+class ChannelMembers:
+    """Who is in the allowed channels (``conversations.members``, every page), remembered for
+    ``ttl`` seconds: DMs to a bot restricted to some channels are answered for their members.
+
+    Needs the ``channels:read`` scope (``groups:read`` for private channels); without it the
+    look-up fails closed, and the log says which scope is missing.
+    """
+
+    def __init__(self, client: AsyncWebClient, *, ttl: float = 300.0) -> None:
+        self._client = client
+        self._ttl = ttl
+        self._known: dict[str, tuple[float, frozenset[str]]] = {}
+
+    async def in_any(self, user: str, channels: Iterable[str]) -> bool:
+        for channel in sorted(channels):
+            if user in await self._members(channel):
+                return True
+        return False
+
+    async def _members(self, channel: str) -> frozenset[str]:
+        now = time.monotonic()
+        known = self._known.get(channel)
+        if known is not None and known[0] > now:
+            return known[1]
+        members: set[str] = set()
+        try:
+            async for page in await self._client.conversations_members(channel=channel, limit=1000):
+                members.update(str(m) for m in page.get("members", ()))
+        except SlackApiError as exc:
+            error = exc.response.get("error") if exc.response is not None else ""
+            log.warning(
+                "cannot list the members of %s (%s): DMs are refused meanwhile", channel, error
+            )
+            return frozenset()
+        found = frozenset(members)
+        self._known[channel] = (now + self._ttl, found)
+        return found
+
+
+def workspace_budget(settings: SlackSettings, shared: Budget | None = None) -> Budget | None:
+    """Slack limits ``chat.update`` per workspace (Tier 3, "50+ per minute"), so every channel
+    draws on one budget: at most that many in any minute, across every replica when
+    ``shared`` (Redis) is given, with each replica keeping to it alone while Redis is away."""
+    limit = settings.workspace_updates_per_minute
+    return per_minute(int(limit), shared) if limit > 0 else None
 
 
 class SlackBot:

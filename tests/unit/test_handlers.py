@@ -25,7 +25,7 @@ from adapters.dispatch.intents import (
 from adapters.dispatch.outcome import Drop, Refusal, Said
 from adapters.policy import Policy
 from core.budgets import InMemoryUsageCounters, TokenBudgets
-from core.storage import Stores
+from core.stores import Stores
 from core.trace import Trace
 
 ANN = Actor("slack", "U1", "slack:T1:U1", "ann")
