@@ -27,6 +27,8 @@ __all__ = [
     "FILES_OFF",
     "FILES_QUEUED",
     "NOT_A_FORM",
+    "NOT_A_VOTE",
+    "NOT_MINE",
     "NOT_RUNNING",
     "NOT_SPOKEN",
     "NO_APPROVALS",
@@ -40,12 +42,15 @@ __all__ = [
     "RETRY_GONE",
     "SCHEDULES_NEED_REDIS",
     "SCHEDULES_NOT_KEPT",
+    "STORE_AWAY",
     "UNSAVED",
     "UPLOADS_BUSY",
+    "VERBOSITY_CHOICES",
     "VOICE_OFF",
     "VOICE_SILENT",
     "VOTE_LOST",
     "acting",
+    "by_default",
     "decide_refused",
     "deciders",
     "heard_line",
@@ -59,6 +64,7 @@ __all__ = [
     "schedule_paused_notice",
     "schedule_refused",
     "stop_refused",
+    "trace_shown",
     "upload_too_big",
     "voice_failed",
     "voice_too_big",
@@ -94,6 +100,25 @@ UPLOADS_BUSY = "⚠️ Too many files are arriving right now: try again in a mom
 """The web chat reads this many uploads at once already (``adapters.web.uploads``)."""
 NOT_A_FORM = "The request is not a form with a question and files."
 NO_TRACE = "No trace yet in this conversation: ask me something first."
+STORE_AWAY = "I cannot read that now: the shared store is unavailable."
+VERBOSITY_CHOICES = "Verbosity is full, compact, answer or default."
+NOT_A_VOTE = "A vote names its run, and up or down."
+NOT_MINE = "That button is not one of mine."
+"""A press whose data no button of the bot's carries (a modified client, an old message)."""
+
+
+def trace_shown(question: str) -> str:
+    """Above the last trace's files (``ShowTrace``); the question is outside text, which the
+    surface escapes as it draws this."""
+    flat = " ".join(question.split())
+    return f"🧾 The last trace here: {flat[:199] + '…' if len(flat) > 200 else flat}"
+
+
+def by_default(level: str) -> str:
+    """A setting left at the platform's default, as the settings show it."""
+    return f"{level} (the default)"
+
+
 ONLY_ADMINS = "Only an admin can change the settings here."
 UNSAVED = "⚠️ I could not save that: the shared store is unavailable. Try again soon."
 

@@ -1,8 +1,9 @@
 """The Cog: Discord's events, translated. Mentions and DMs go through the dispatcher
-(``adapters.dispatch``: each event once, bursts, admission); ``/ask``, Retry (once per run),
-the buttons, ``/reset``, ``/trace`` and the ``/reactbot`` settings are handled here until
-they become intents (docs/plans/dispatcher.md, slice 8; ``/reactbot memory`` is one, in
-``memory_command``). Who may stop or decide is checked
+(``adapters.dispatch``: each event once, bursts, admission); ``/reset``, ``/trace``, votes
+and ``/reactbot settings|verbosity|usage`` are intents for the shared handlers
+(``shared_commands``), ``/reactbot memory`` too (``memory_command``); ``/ask``, Retry (once
+per run), Stop, the decisions and ``/reactbot model|tools|prompt`` are handled here until
+they become intents (docs/plans/dispatcher.md, slice 8). Who may stop or decide is checked
 against the run's stored record (``adapters.decisions``); a Stop for another process's run
 goes through ``StopRequests``."""
 
@@ -45,6 +46,7 @@ from adapters.discord.memory_command import REACTBOT, MemoryCommand
 from adapters.discord.payload import DiscordPayload, FileSpec, PendingButtons
 from adapters.discord.render import DiscordRenderer, fit, page_link_line, placeholder, sanitize
 from adapters.discord.settings import DiscordSettings
+from adapters.discord.shared_commands import SharedCommands
 from adapters.discord.surface import (
     NO_MENTIONS,
     CardBuilder,
@@ -64,19 +66,22 @@ from adapters.discord.translate import (
     where_of,
     why_question,
 )
+from adapters.dispatch.commands import Commands
 from adapters.dispatch.dispatcher import Dispatcher
+from adapters.dispatch.handlers.services import Services as Shared
 from adapters.dispatch.intents import Actor
 from adapters.dispatch.intents import Ask as Intent
-from adapters.live import VERBOSITIES, LiveMessage, RunView, Verbosity
+from adapters.dispatch.outcome import Said
+from adapters.live import LiveMessage, RunView, Verbosity
 from adapters.pacing import DISCORD_CHANNEL_WRITES, EditPacer
 from adapters.policy import Policy
 from adapters.room import Room
 from core.agent import Agent, Run
 from core.approval import ApprovalBroker, ApprovalRequest, Decision, Verdict
-from core.budgets import UNREADABLE, InMemoryUsageCounters, TokenBudgets
+from core.budgets import InMemoryUsageCounters, TokenBudgets
 from core.errors import StoreUnavailable
 from core.prompt import PERSONA_CHARS
-from core.stores import RunRecord, Stores, record_vote
+from core.stores import RunRecord, Stores
 from core.trace import Trace, steps_made
 
 if TYPE_CHECKING:  # discord.py defines its channel unions for type checkers only
@@ -559,7 +564,7 @@ class DecisionModal(discord.ui.Modal):
 # ---- the cog ------------------------------------------------------------------------------
 
 
-class AskCog(MemoryCommand, commands.Cog):
+class AskCog(SharedCommands, MemoryCommand, commands.Cog):
     def __init__(
         self,
         bot: commands.Bot | commands.AutoShardedBot,
@@ -598,6 +603,13 @@ class AskCog(MemoryCommand, commands.Cog):
         self.dispatcher: Dispatcher[Asker] = Dispatcher(
             self.answering, claims=services.stores.claims
         )
+        self.handlers: Commands[Asker] = Commands(
+            Shared(
+                services.policy, services.stores, services.budgets, self._choices, services.files
+            ),
+            access=self._access,
+        )
+        """``/reset``, ``/trace``, votes, settings and usage (``shared_commands``)."""
 
     async def cog_load(self) -> None:
         # Registered for the whole bot: clicks on messages another process posted land here.
@@ -607,7 +619,9 @@ class AskCog(MemoryCommand, commands.Cog):
         await self.answering.start()  # stops and decisions made on other processes reach us
 
     async def cog_unload(self) -> None:
-        self.bot.remove_dynamic_items(StopButton, DecisionButton, SourcesButton)
+        self.bot.remove_dynamic_items(
+            StopButton, DecisionButton, SourcesButton, VoteButton, RetryButton
+        )
         await self.answering.aclose(grace=0)
 
     # ---- mentions and DMs -----------------------------------------------------------------
@@ -701,81 +715,16 @@ class AskCog(MemoryCommand, commands.Cog):
         assert self.services.choices is not None  # set in Services.__post_init__
         return self.services.choices
 
-    @app_commands.command(name="reset", description="Forget this channel's conversation history.")
-    async def reset(self, interaction: discord.Interaction) -> None:
-        if await self._admit(interaction) is None:
-            return
-        await interaction.response.defer(ephemeral=True, thinking=True)
-        await self.services.stores.history.clear(self._conversation_of(interaction))
-        if self.services.files is not None:
-            await self.services.files.clear(self._conversation_of(interaction))
-        await interaction.followup.send(words.RESET_DONE, ephemeral=True)
-
-    @app_commands.command(name="trace", description="Post the last trace of this conversation.")
-    async def trace(self, interaction: discord.Interaction) -> None:
-        if await self._admit(interaction) is None:
-            return
-        await interaction.response.defer(thinking=True)
-        trace = await self.services.stores.traces.last(self._conversation_of(interaction))
-        if trace is None:
-            await interaction.followup.send(words.NO_TRACE)
-            return
-        reply = self.renderer.trace_reply(trace)
+    def _trace_post(self, interaction: discord.Interaction, said: Said) -> dict[str, Any]:
+        """``/trace``'s post of the trace ``said`` names: its card, or its text and files."""
+        assert said.trace is not None
+        reply = self.renderer.trace_reply(said.trace)
         if reply.card is not None:  # a card names its files; it carries no content
-            await interaction.followup.send(
-                view=card_view(trace.id, interaction.user.id, reply),
-                files=to_files(reply.files),
-                allowed_mentions=NO_MENTIONS,
-                suppress_embeds=True,
-            )
-            return
-        await interaction.followup.send(
-            content=reply.content,
-            files=to_files(reply.files),
-            allowed_mentions=NO_MENTIONS,
-            suppress_embeds=True,
-        )
+            view = card_view(said.trace.id, interaction.user.id, reply)
+            return {"view": view, "files": to_files(reply.files), **QUIET}
+        return {"content": reply.content, "files": to_files(reply.files), **QUIET}
 
     reactbot = REACTBOT  # with its ``memory`` subcommand (``MemoryCommand``)
-
-    @reactbot.command(name="verbosity", description="How much of each run this channel sees.")
-    @app_commands.describe(
-        level="full: every step live; compact: one status line; answer: only the answer"
-    )
-    @app_commands.choices(
-        level=[app_commands.Choice(name=v, value=v) for v in (*VERBOSITIES, "default")]
-    )
-    async def verbosity(
-        self, interaction: discord.Interaction, level: app_commands.Choice[str]
-    ) -> None:
-        if await self._admit(interaction) is None:
-            return
-        if not self._is_admin(interaction):
-            await interaction.response.send_message(words.ONLY_ADMINS, ephemeral=True)
-            return
-        value = None if level.value == "default" else level.value
-        try:
-            await self.services.stores.channel_settings.put(
-                settings_key(interaction.channel, interaction.channel_id or 0), "verbosity", value
-            )
-        except StoreUnavailable:
-            await interaction.response.send_message(
-                words.UNSAVED,
-                ephemeral=True,
-            )
-            return
-        shown = value or f"{self.policy.verbosity} (the default)"
-        await interaction.response.send_message(words.now_sees(f"**{shown}**"), ephemeral=True)
-
-    @reactbot.command(name="settings", description="Show reactbot's settings for this channel.")
-    async def show_settings(self, interaction: discord.Interaction) -> None:
-        if await self._admit(interaction) is None:
-            return
-        key = settings_key(interaction.channel, interaction.channel_id or 0)
-        lines = await self._choices.describe(key, self.policy.verbosity)
-        await interaction.response.send_message(
-            fit(sanitize("\n".join(lines)), 2000), ephemeral=True, allowed_mentions=NO_MENTIONS
-        )
 
     @reactbot.command(name="model", description="The model this channel uses.")
     @app_commands.describe(name="A model from the catalogue, or 'default'")
@@ -849,18 +798,6 @@ class AskCog(MemoryCommand, commands.Cog):
             reply = f"⚠️ {exc}"
         await interaction.response.send_message(
             fit(sanitize(reply), 2000), ephemeral=True, allowed_mentions=NO_MENTIONS
-        )
-
-    @reactbot.command(name="usage", description="The tokens you have used today.")
-    async def usage(self, interaction: discord.Interaction) -> None:
-        asker = await self._admit(interaction)
-        if asker is None:
-            return
-        where = settings_key(interaction.channel, interaction.channel_id or 0)
-        admin = is_admin(self.policy, asker)
-        text = await self.services.budgets.report(_user_key(asker), where, admin=admin)
-        await interaction.response.send_message(
-            f"⚠️ {text}" if text == UNREADABLE else text, ephemeral=True
         )
 
     # ---- shared steps ---------------------------------------------------------------------
@@ -1026,19 +963,6 @@ class AskCog(MemoryCommand, commands.Cog):
         await interaction.response.send_message(
             text, ephemeral=True, allowed_mentions=NO_MENTIONS, suppress_embeds=True
         )
-
-    async def vote_pressed(
-        self, interaction: discord.Interaction, run_id: str, vote: Literal["up", "down"]
-    ) -> None:
-        """Anyone may vote on an answer; only the voter hears back."""
-        kept = False
-        if await self._trace_pressed(interaction, run_id) is not None:
-            with contextlib.suppress(StoreUnavailable):
-                kept = await record_vote(
-                    self.services.stores.traces, run_id, vote, str(interaction.user.id)
-                )
-        text = words.vote_kept(vote) if kept else words.VOTE_LOST
-        await interaction.response.send_message(text, ephemeral=True, allowed_mentions=NO_MENTIONS)
 
     @staticmethod
     def _from_its_place(interaction: discord.Interaction, trace: Trace) -> bool:

@@ -3,17 +3,20 @@
 A surface translates its event into an intent: who did it (``Actor``), where (``Where``), the
 event's own id (claimed once) and what was asked. Which conversation that is, who may do it,
 and how often, are decided once for every surface (``adapters.dispatch``), never by the
-surface. Today: ``Ask`` and ``Memory`` (handled by ``adapters.dispatch.memory``); Stop, Decide, Retry, Vote, Reset, ShowTrace, Settings and Usage
-follow on this shape (docs/plans/dispatcher.md §5.1).
+surface. Today: ``Ask``; ``Memory`` (handled by ``adapters.dispatch.memory``); ``Reset``,
+``ShowTrace``, ``Vote``, ``Settings`` and ``Usage`` (``adapters.dispatch.commands``: each
+declares the checks it passes, ``checks``); Stop, Decide and Retry follow on this shape
+(docs/plans/dispatcher.md §5.1).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Generic, Literal, TypeVar
+from typing import ClassVar, Generic, Literal, TypeVar
 
 from adapters.context import EarlierReader
+from adapters.live import Verbosity
 from core.files import Incoming
 from core.memories import Where as MemoryPlace
 
@@ -113,3 +116,76 @@ class Memory(Intent):
     """The memory ``forget`` deletes."""
     scope: MemoryScope = "me"
     """What ``clear`` clears: the actor's own, or the channel's (its admins only)."""
+
+
+CheckName = Literal["claim", "access", "admin", "admin_in_shared"]
+"""The checks a command declares (``adapters.dispatch.commands``): each event once, the
+surface's access rule, an admin only, an admin only where the place is shared."""
+
+ThreadsReader = Callable[[], Awaitable[Sequence[str]]]
+"""The threads started within a place (newest first), as the platform lists them: where a
+command cannot name a thread (Slack's slash commands), the place's conversations are its
+own and its answer threads'."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Reset(Intent):
+    """Forget the conversation here: its history and its files (``/reset``)."""
+
+    threads: ThreadsReader | None = field(default=None, compare=False)
+    """The answer threads within the place, forgotten with it (Slack); None: none."""
+    checks: ClassVar[tuple[CheckName, ...]] = ("claim", "access", "admin_in_shared")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShowTrace(Intent):
+    """The last trace of the conversation here (``/trace``)."""
+
+    threads: ThreadsReader | None = field(default=None, compare=False)
+    """As ``Reset.threads``: where the place's answers are in threads of their own."""
+    checks: ClassVar[tuple[CheckName, ...]] = ("claim", "access")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Vote(Intent):
+    """👍 or 👎 on a finished answer, kept on its run's trace."""
+
+    run_id: str
+    value: Literal["up", "down"]
+    checks: ClassVar[tuple[CheckName, ...]] = ("claim", "access")
+
+
+@dataclass(frozen=True, slots=True)
+class ShowSettings:
+    """What the place's settings are."""
+
+
+@dataclass(frozen=True, slots=True)
+class SetVerbosity:
+    """How much of each run the place sees; None: the platform's default again."""
+
+    level: Verbosity | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Settings(Intent):
+    """A place's settings: shown to anyone with access, changed by its admins."""
+
+    change: ShowSettings | SetVerbosity = ShowSettings()
+
+    @property
+    def checks(self) -> tuple[CheckName, ...]:
+        if isinstance(self.change, ShowSettings):
+            return ("claim", "access")
+        return ("claim", "access", "admin")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Usage(Intent):
+    """What the actor used today, against the limits here."""
+
+    checks: ClassVar[tuple[CheckName, ...]] = ("claim", "access")
+
+
+Command = Reset | ShowTrace | Vote | Settings | Usage
+"""The intents that start no run: one handler each (``adapters.dispatch.commands``)."""

@@ -1,10 +1,14 @@
 """What became of an intent: refused (with the words for the person), dropped without a
-word (a redelivery, a burst's later message), or done."""
+word (a redelivery, a burst's later message), done (an ask's answer goes on), or said (a
+command's reply, for the surface to show the person)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from core.trace import Trace
 
 Reason = Literal[
     "duplicate",
@@ -19,9 +23,11 @@ Reason = Literal[
     "capacity",
     "overloaded",
     "busy",
+    "who",
 ]
 """Why an intent went no further: ``capacity`` and ``overloaded`` are the process's own room
-(``adapters.room``: too many runs, a late event loop), ``busy`` the asker's runs at once."""
+(``adapters.room``: too many runs, a late event loop), ``busy`` the asker's runs at once,
+``who`` a command this person may not give here (an admin's)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,4 +50,14 @@ class Done:
     """Admitted: an ask's answer goes on in a task the dispatcher owns."""
 
 
-Outcome = Refusal | Drop | Done
+@dataclass(frozen=True, slots=True)
+class Said:
+    """A command done: what to tell the person, in the shared words (Markdown emphasis,
+    which each surface draws its way; outside text in it is the surface's to escape)."""
+
+    text: str
+    trace: Trace | None = None
+    """``ShowTrace``: the trace to show (its files, its link), ``text`` naming it."""
+
+
+Outcome = Refusal | Drop | Done | Said

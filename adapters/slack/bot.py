@@ -50,9 +50,12 @@ from adapters.attachments import ConversationFiles
 from adapters.channels import ChannelChoices
 from adapters.context import Read
 from adapters.decisions import Press, may_retry
+from adapters.dispatch.commands import Commands
 from adapters.dispatch.dispatcher import Dispatcher
-from adapters.dispatch.intents import Actor, PlaceKind, Where
+from adapters.dispatch.handlers.services import Services
+from adapters.dispatch.intents import Actor, PlaceKind, Vote, Where
 from adapters.dispatch.intents import Ask as Intent
+from adapters.dispatch.outcome import Drop
 from adapters.live import LiveMessage, LiveStats, RunView, Verbosity
 from adapters.pacing import Budget, EditPacer, per_minute
 from adapters.policy import Policy
@@ -63,6 +66,7 @@ from adapters.slack.approval import (
     ApprovalRef,
     parse_button_value,
 )
+from adapters.slack.assistant import LOADING_MESSAGES, assistant_status, thread_title
 from adapters.slack.blocks import (
     RETRY_ACTION_ID,
     STOP_ACTION_ID,
@@ -70,6 +74,7 @@ from adapters.slack.blocks import (
     parse_stop_value,
     retry_block,
 )
+from adapters.slack.commands import SharedCommands, click_thread, from_click
 from adapters.slack.files import incoming_of
 from adapters.slack.history import SlackHistory
 from adapters.slack.markdown import escape
@@ -105,8 +110,8 @@ from adapters.slack.surface import NotInChannel, SlackSurface, make_client, post
 from core.agent import Agent, Run
 from core.approval import ApprovalBroker, ApprovalRequest, Decision
 from core.budgets import InMemoryUsageCounters, TokenBudgets
-from core.events import ActionDecided, AnswerDelta, Event, StepStarted
-from core.stores import RunRecord, Stores, record_vote
+from core.events import Event
+from core.stores import RunRecord, Stores
 from core.tools import needs_approval
 from core.trace import Trace
 
@@ -140,31 +145,6 @@ USAGE = "Ask me something, for example: `/ask What is 17*23+4?`"
 UNREACHABLE = "I could not look this action up just now; try again in a moment."
 NAMES_WITHIN = 2.0
 """Seconds the asker's and the channel's names may take to look up (once each: remembered)."""
-
-
-LOADING_MESSAGES = ("Reading the question…", "Thinking it through…", "Checking the sources…")
-"""Rotated by Slack under an assistant thread's status while the bot works."""
-TITLE_LIMIT = 80
-
-
-def thread_title(question: str) -> str:
-    """An assistant thread's title: the question on one line, shortened."""
-    line = " ".join(question.split())
-    return line if len(line) <= TITLE_LIMIT else line[: TITLE_LIMIT - 1].rstrip() + "…"
-
-
-def assistant_status(event: Event) -> str | None:
-    """The status line an event puts under an assistant thread (None: unchanged)."""
-    match event:
-        case StepStarted(step=n):
-            return f"is thinking… (step {n})"
-        case ActionDecided(name=name):
-            plain = "".join(c for c in " ".join(name.split()) if c not in "<>&@")
-            return f"is running {plain[:40]}…"
-        case AnswerDelta():
-            return "is writing the answer…"
-        case _:
-            return None
 
 
 def _user_key(question: Question) -> str:
@@ -274,6 +254,11 @@ class SlackBot:
         self.dispatcher: Dispatcher[Question] = Dispatcher(self.answering, claims=stores.claims)
         self.stats = self.answering.stats
         """The live messages' counters of finished runs (for benchmarks and diagnostics)."""
+        self.handlers: Commands[Question] = Commands(
+            Services(policy, stores, self.budgets, self.choices, files), access=self._access
+        )
+        """Votes, reset, trace, settings and usage, decided once (``adapters.dispatch``)."""
+        self.shared = SharedCommands(self.handlers, client, tell=self._tell, trace_link=trace_link)
         self.commands = SettingsCommands(self)
         self._register()
 
@@ -381,18 +366,20 @@ class SlackBot:
             log.warning("could not set the suggested prompts in %s: %s", channel, exc)
 
     async def _on_feedback(self, body: dict[str, Any], action: dict[str, Any]) -> None:
-        """A 👍 or 👎 under a streamed answer: recorded on the run's stored trace."""
-        parsed = parse_feedback(str(action.get("value", "")))
-        user = str((body.get("user") or {}).get("id", ""))
-        traces = self.agent.traces
-        if parsed is None or not user or traces is None:
+        """A 👍 or 👎 under an answer: a ``Vote`` for the shared handler; only the voter is
+        told (ephemerally) what became of it."""
+        parsed, user = parse_feedback(str(action.get("value", ""))), body.get("user") or {}
+        team, channel = str((body.get("team") or {}).get("id", "")), click_channel(body)
+        if parsed is None or not user.get("id") or not channel:
             return
-        vote, run_id = parsed
-        try:
-            if not await record_vote(traces, run_id, vote, user):
-                log.info("feedback on run %s, whose trace is no longer stored", run_id)
-        except Exception:  # a lost vote is logged; the reader's click already showed
-            log.exception("could not record feedback on run %s", run_id)
+        question = from_click(body, channel, team)
+        intent = Vote(event=f"slack:vote:{action.get('action_ts', '')}:{question.user}",
+                      actor=self.shared.actor(question), where=_where(question),
+                      run_id=parsed[1], value=parsed[0])  # fmt: skip
+        outcome = await self.handlers.dispatch(intent, question)
+        if not isinstance(outcome, Drop):
+            await self._ephemeral(channel, question.user, escape(outcome.text),
+                                  thread_ts=click_thread(body))  # fmt: skip
 
     async def _on_command(self, ack: AsyncAck, command: dict[str, Any]) -> None:
         question = from_command(command)

@@ -73,6 +73,7 @@ from adapters.slack.blocks import (
     stop_button,
 )
 from adapters.slack.markdown import escape
+from adapters.slack.stream_render import feedback_block
 from adapters.slack.trace_thread import trace_posts, with_page_link
 from core.events import ApprovalRequested
 from core.pricing import format_usd
@@ -150,7 +151,8 @@ class SlackRenderer:
         if sources:
             body.append(context(f"Sources: {sources}"))
         if view.verbosity == "answer":  # the answer alone: no totals, no steps, no thread
-            return SlackMessage(_fallback(view, _final_words(view)), (*head, *body))
+            shown = (*head, *body, *self._votes(view))
+            return SlackMessage(_fallback(view, _final_words(view)), shown)
         foot = [context(_totals_line(view, self._clock))]
         lines: list[Block] = []
         if view.phase in ("failed", "cancelled"):  # no answer: show how far it got
@@ -158,8 +160,12 @@ class SlackRenderer:
         else:  # the step lines are not shown: say how people decided, where it fits
             room = MESSAGE_BUDGET - sum(block_size(b) for b in (*head, *body, *foot))
             body += _decisions_block(view, room, timeout=self.approval_timeout)
-        blocks = [*head, *lines, *body, *foot]
+        blocks = [*head, *lines, *body, *foot, *self._votes(view)]
         return SlackMessage(_fallback(view, _final_words(view)), tuple(blocks))
+
+    def _votes(self, view: RunView) -> list[Block]:
+        """👍 / 👎 under an answered run (``stream_render.feedback_block``)."""
+        return [feedback_block(self.run_id)] if self.run_id and view.phase == "answered" else []
 
     def compact(self, view: RunView) -> SlackMessage:
         """The final state at its smallest: the question, the answer cut short (the thread

@@ -1,10 +1,11 @@
-"""``/ask-settings``: a channel's verbosity, model, persona and tools, today's usage, and
-``/ask-settings memory [list|forget ID|clear [channel]]`` (``adapters.dispatch.memory``,
-answered ephemerally: only the person sees their memories).
+"""``/ask-settings``: a channel's model, persona and tools, and ``/ask-settings memory
+[list|forget ID|clear [channel]]`` (``adapters.dispatch.memory``, answered ephemerally: only
+the person sees their memories). ``show``, ``verbosity``, ``usage``, ``reset`` and ``trace``
+go to the shared handlers first (``adapters.slack.commands``).
 
-Anyone may read them (``show``, ``usage``, ``tools``, ``model``); changing them needs an
-admin (``slack.admin_users``). The persona is edited in a modal; its submission is checked
-again, since the admin list may change while it is open.
+Anyone may read them (``tools``, ``model``); changing them needs an admin
+(``slack.admin_users``). The persona is edited in a modal; its submission is checked again,
+since the admin list may change while it is open.
 """
 
 from __future__ import annotations
@@ -17,13 +18,10 @@ from adapters import words as sentences  # "words" names a command's words here
 from adapters.channels import ChoiceError
 from adapters.dispatch import memory
 from adapters.dispatch.intents import Actor, Memory, Where
-from adapters.live import VERBOSITIES
 from adapters.slack.markdown import escape
 from adapters.slack.modals import INPUT_BLOCK, persona_modal, read_persona
 from adapters.slack.payloads import memory_where, plain_text
 from adapters.slack.places import Described
-from core.budgets import UNREADABLE
-from core.errors import StoreUnavailable
 from core.prompt import PERSONA_CHARS
 
 if TYPE_CHECKING:
@@ -31,7 +29,8 @@ if TYPE_CHECKING:
 
 ONLY_ADMINS = sentences.ONLY_ADMINS
 SETTINGS_USAGE = (
-    "Usage: `/ask-settings show`, `/ask-settings usage`, "
+    "Usage: `/ask-settings show`, `/ask-settings usage`, `/ask-settings reset`, "
+    "`/ask-settings trace`, "
     "`/ask-settings verbosity full|compact|answer|default`, `/ask-settings model NAME|default`, "
     "`/ask-settings prompt`, `/ask-settings tools [NAME]` or "
     "`/ask-settings memory [list|forget ID|clear]`"
@@ -50,43 +49,19 @@ class SettingsCommands:
         self.bot = bot
 
     async def on_settings(self, ack: AsyncAck, command: dict[str, Any]) -> None:
-        """``/ask-settings [show]`` for anyone; ``/ask-settings verbosity LEVEL`` for admins."""
+        """``show``, ``verbosity LEVEL``, ``usage``, ``reset`` and ``trace`` are the shared
+        handlers' (``adapters.slack.commands``); ``model``, ``prompt``, ``tools`` and
+        ``memory`` are answered here."""
         words = plain_text(str(command.get("text", ""))).split()
-        key = settings_key(str(command.get("team_id", "")), str(command.get("channel_id", "")))
-        user = str(command.get("user_id", ""))
+        if await self.bot.shared.run(ack, command, words):
+            return
         if words and words[0] == "memory":
             await ack(text=await self._memory(command, words[1:]), response_type="ephemeral")
             return
         if words and words[0] in ("model", "prompt", "tools"):
             await self._change_setting(ack, command, words)
             return
-        if words == ["usage"]:
-            team = str(command.get("team_id", ""))
-            admin = user in self.bot.policy.admin_users
-            text = await self.bot.budgets.report(f"slack:{team}:{user}", key, admin=admin)
-            shown = f":warning: {text}" if text == UNREADABLE else text
-            await ack(text=shown, response_type="ephemeral")
-            return
-        if words in ([], ["show"]):
-            lines = await self.bot.choices.describe(key, self.bot.policy.verbosity)
-            await ack(text=escape("\n".join(lines)), response_type="ephemeral")
-            return
-        choices = (*VERBOSITIES, "default")
-        if len(words) != 2 or words[0] != "verbosity" or words[1] not in choices:
-            usage = SETTINGS_USAGE
-            await ack(text=usage, response_type="ephemeral")
-            return
-        if user not in self.bot.policy.admin_users:
-            await ack(text=ONLY_ADMINS, response_type="ephemeral")
-            return
-        value = None if words[1] == "default" else words[1]
-        try:
-            await self.bot.stores.channel_settings.put(key, "verbosity", value)
-        except StoreUnavailable:
-            await ack(text=sentences.UNSAVED, response_type="ephemeral")
-            return
-        shown = value or f"{self.bot.policy.verbosity} (the default)"
-        await ack(text=sentences.now_sees(f"*{shown}*"), response_type="ephemeral")
+        await ack(text=SETTINGS_USAGE, response_type="ephemeral")
 
     async def _change_setting(
         self, ack: AsyncAck, command: dict[str, Any], words: list[str]

@@ -245,28 +245,32 @@ def stop_blocks(view: RunView, run_id: str) -> list[Chunk]:
         {"type": "context", "elements": [{"type": "mrkdwn", "text": f"{mark} {totals_line(view)}"}]}
     ]
     if run_id:
-        blocks.append(
-            {
-                "type": "context_actions",
-                "elements": [
-                    {
-                        "type": "feedback_buttons",
-                        "action_id": FEEDBACK_ACTION_ID,
-                        "positive_button": {
-                            "text": {"type": "plain_text", "text": "👍"},
-                            "accessibility_label": "This answer was helpful",
-                            "value": f"up:{run_id}",
-                        },
-                        "negative_button": {
-                            "text": {"type": "plain_text", "text": "👎"},
-                            "accessibility_label": "This answer was not helpful",
-                            "value": f"down:{run_id}",
-                        },
-                    }
-                ],
-            }
-        )
+        blocks.append(feedback_block(run_id))
     return blocks
+
+
+def feedback_block(run_id: str) -> Chunk:
+    """👍 / 👎 under a finished answer (streamed, or kept current with chat.update): a press
+    is a ``Vote`` for the shared handler (``adapters.dispatch``)."""
+    return {
+        "type": "context_actions",
+        "elements": [
+            {
+                "type": "feedback_buttons",
+                "action_id": FEEDBACK_ACTION_ID,
+                "positive_button": {
+                    "text": {"type": "plain_text", "text": "👍"},
+                    "accessibility_label": "This answer was helpful",
+                    "value": f"up:{run_id}",
+                },
+                "negative_button": {
+                    "text": {"type": "plain_text", "text": "👎"},
+                    "accessibility_label": "This answer was not helpful",
+                    "value": f"down:{run_id}",
+                },
+            }
+        ],
+    }
 
 
 def parse_feedback(value: str) -> tuple[Literal["up", "down"], str] | None:

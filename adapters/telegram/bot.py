@@ -53,21 +53,25 @@ from adapters.answering import Answering, edit_problem
 from adapters.attachments import ConversationFiles
 from adapters.channels import ChannelChoices
 from adapters.decisions import Press, may_retry
+from adapters.dispatch.commands import Commands
 from adapters.dispatch.dispatcher import Dispatcher
-from adapters.dispatch.intents import Actor, Ask, Where
-from adapters.dispatch.outcome import Refusal
+from adapters.dispatch.handlers.services import Services
+from adapters.dispatch.intents import Ask, Command, Reset, ShowTrace, Vote
+from adapters.dispatch.outcome import Drop, Refusal, Said
 from adapters.live import LiveMessage, RunView, Verbosity
 from adapters.pacing import EditPacer
 from adapters.policy import Policy
 from adapters.room import Room
 from adapters.telegram.commands import COMMANDS, SettingsCommands
 from adapters.telegram.files import HEARD, TelegramFiles, typing
+from adapters.telegram.intents import actor_of, is_group, said_html, shared_command, where_of
 from adapters.telegram.render import (
     DECIDE_PREFIX,
     PROMPTS,
     RETRY_PREFIX,
     STOP_PREFIX,
     VERDICTS,
+    VOTE_PREFIX,
     Button,
     TelegramPayload,
     TelegramRenderer,
@@ -77,6 +81,7 @@ from adapters.telegram.render import (
     markdown_html,
     prompt_ref,
     retry_data,
+    voted,
 )
 from adapters.telegram.settings import TelegramSettings
 from adapters.telegram.surface import Chat, TelegramSurface
@@ -199,11 +204,6 @@ def conversation_of(chat: int, thread: int | None = None) -> str:
     return f"telegram:{chat}" if thread is None else f"telegram:{chat}:{thread}"
 
 
-def is_group(chat: int) -> bool:
-    """Groups and supergroups have negative ids; a private chat's is the person's id."""
-    return chat < 0
-
-
 class TelegramBot:
     """The bot: its ``Application``, handlers and one ``Answering`` over the shared stores."""
 
@@ -255,6 +255,10 @@ class TelegramBot:
         )
         self.dispatcher: Dispatcher[Asker] = Dispatcher(self.answering, claims=stores.claims)
         """Each update once, bursts gathered, then the admission chain (``adapters.dispatch``)."""
+        self.handlers: Commands[Asker] = Commands(
+            Services(policy, stores, budgets, choices, files), access=self._access
+        )
+        """Reset, trace, votes, settings and usage, decided once (``adapters.dispatch``)."""
         self.commands = SettingsCommands(self)
         """``/settings``, ``/verbosity``, ``/model``, ``/persona``, ``/tools``, ``/usage``."""
         self._add_handlers()
@@ -391,21 +395,8 @@ class TelegramBot:
         Retry press; the webhook route claims each delivery, ``telegram:update:{id}``, before
         this); ``/ask`` is a message like any other here (Telegram has no ack to keep), so it
         gathers too; Retry does not."""
-        user_id = str(user.id)
-        where = Where(
-            "telegram",
-            "topic" if asker.thread is not None else "channel" if is_group(asker.chat) else "dm",
-            str(asker.chat),
-            thread=str(asker.thread) if asker.thread is not None else None,
-            name=chat_name,
-        )
-        actor = Actor(
-            "telegram",
-            user_id,
-            f"telegram:{user_id}",
-            user.username or user.full_name or user_id,
-            admin=user_id in self.policy.admin_users,
-        )
+        where = where_of(asker.chat, asker.thread, name=chat_name)
+        actor = actor_of(user, admin=str(user.id) in self.policy.admin_users)
         question = text.strip()
         return Ask(event=event, actor=actor, where=where, question=question, files=files,
                    gathers=gathers, memories=asker.where, who=asker)  # fmt: skip
@@ -432,22 +423,26 @@ class TelegramBot:
             await self.say(asker, GREETING)
 
     async def on_reset(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-        """Forgets the conversation (the group's or the topic's): in a group, for admins
-        only, as the other surfaces' channel-wide commands are."""
+        """Forgets the conversation, the group's or the topic's (``adapters.dispatch``: in
+        a group, for its admins)."""
         del context
-        if (asker := _asker(update)) is None:
-            return
-        refused = await self.answering.refusal(asker)
-        if refused is None and is_group(asker.chat) and not await self.commands.is_admin(asker):
-            refused = words.RESET_ADMINS
-        if refused is not None:
-            await self.say(asker, refused)
-            return
-        conversation = conversation_of(asker.chat, asker.thread)
-        await self.stores.history.clear(conversation)
-        if self.files is not None:
-            await self.files.clear(conversation)
-        await self.say(asker, words.RESET_DONE)
+        if (done := await self._command(Reset, update)) is not None:
+            await self.say_html(done[0], said_html(done[1]))
+
+    async def _command(
+        self, kind: type[Command], update: Update, **given: Any
+    ) -> tuple[Asker, Refusal | Drop | Said] | None:
+        """A command as its intent, through the shared handlers (None: no one sent it)."""
+        asker, user = _asker(update), update.effective_user
+        if asker is None or user is None:
+            return None
+        intent = kind(
+            event=f"telegram:command:{asker.chat}:{asker.message}",
+            actor=actor_of(user, admin=await self.commands.is_admin(asker)),
+            where=where_of(asker.chat, asker.thread, name=_chat_name(update.effective_chat)),
+            **given,
+        )
+        return asker, await self.handlers.dispatch(intent, asker)
 
     async def on_setting(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         """A settings command (``adapters.telegram.commands``); its reply in the chat."""
@@ -460,6 +455,11 @@ class TelegramBot:
             head, _, rest = head.partition("\n")
             argument = f"{rest} {argument}" if argument else rest
         command = head.removeprefix("/").partition("@")[0].lower()
+        shared = shared_command(command, argument.strip())
+        if shared is not None:  # settings, verbosity, usage: the shared handlers'
+            if (done := await self._command(shared[0], update, **shared[1])) is not None:
+                await self.say_html(asker, said_html(done[1]))
+            return
         reply = await self.commands.run(command, asker, argument)
         shown, _ = markdown_html(cut(reply, 3500))
         await self.say_html(asker, shown)
@@ -475,23 +475,17 @@ class TelegramBot:
     async def on_trace(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         """The conversation's last trace, as its ``.md`` and ``.json`` documents."""
         del context
-        if (asker := _asker(update)) is None:
+        if (done := await self._command(ShowTrace, update)) is None:
             return
-        if (refused := await self.answering.refusal(asker)) is not None:
-            await self.say(asker, refused)
+        asker, shown = done
+        if not isinstance(shown, Said) or shown.trace is None:
+            await self.say_html(asker, said_html(shown))
             return
-        try:
-            traces = await self.stores.traces.list(conversation_of(asker.chat, asker.thread))
-        except StoreUnavailable:
-            await self.say(asker, "I cannot read the traces now: the store is unavailable.")
-            return
-        if not traces:
-            await self.say(asker, words.NO_TRACE)
-            return
-        renderer = TelegramRenderer(traces[0].id, clock=time.monotonic, trace_link=self.trace_link)
+        found = shown.trace
+        renderer = TelegramRenderer(found.id, clock=time.monotonic, trace_link=self.trace_link)
         chat = self.chat(asker.chat, asker.thread)
         try:
-            for post in renderer.documents(traces[0]):
+            for post in renderer.documents(found):
                 await chat.send(post, reply_to=asker.message)
         except TelegramError:
             log.warning("could not send the trace in chat %s", asker.chat, exc_info=True)
@@ -522,6 +516,8 @@ class TelegramBot:
             return await self._decided(data, query)
         if data.startswith(RETRY_PREFIX):
             return await self._retry(data.removeprefix(RETRY_PREFIX), query)
+        if data.startswith(VOTE_PREFIX):
+            return await self._voted(data, query)
         if not data.startswith(STOP_PREFIX):
             return "That button is not one of mine."
         run_id = data.removeprefix(STOP_PREFIX).partition(":")[0]
@@ -676,6 +672,23 @@ class TelegramBot:
         if refused is not None:
             await self.dispatcher.retry_once.give_back(run_id)
         return cut(refused, 190) if refused is not None else "Asking again…"
+
+    async def _voted(self, data: str, query: CallbackQuery) -> str | None:
+        """👍 / 👎 under an answer: the shared handler's words, as the press's answer."""
+        message, parsed = query.message, voted(data)
+        if not isinstance(message, TelegramMessage) or parsed is None:
+            return words.NOT_MINE
+        asker = Asker(message.chat.id, query.from_user.id, message.message_id, _thread_of(message))
+        intent = Vote(
+            event=f"telegram:vote:{query.id}",
+            # a vote needs no admin: the listed ones, without asking Telegram for the group's
+            actor=actor_of(query.from_user, admin=str(asker.user) in self.policy.admin_users),
+            where=where_of(asker.chat, asker.thread),
+            run_id=parsed[1],
+            value="up" if parsed[0] == "up" else "down",
+        )
+        outcome = await self.handlers.dispatch(intent, asker)
+        return cut(outcome.text, 190) if not isinstance(outcome, Drop) else None
 
     async def on_error(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
         log.error("a Telegram update failed", exc_info=context.error)

@@ -19,7 +19,9 @@ chat only ``telegram.admins`` may change them, as in Discord's DMs.
     /usage                             the tokens you used today
 
 ``/memory [list|forget ID|clear [channel]]`` is the shared memory command
-(``adapters.dispatch.memory``), said privately. Telegram has no message only one member of a group sees. In a private chat the reply is
+(``adapters.dispatch.memory``), said privately. ``/settings``, ``/usage`` and ``/verbosity
+LEVEL`` are the shared handlers' (``adapters.dispatch.commands``, translated in
+``adapters.telegram.intents``); the rest are this module's until they are intents too. Telegram has no message only one member of a group sees. In a private chat the reply is
 there. In a group, ``forget`` and ``clear`` answer in the group (their reply names an id or a
 count, never a memory's text); the list goes to the person's private chat with the bot
 (more private than the group, so the travel rule holds), and when Telegram refuses that (they
@@ -45,9 +47,7 @@ from adapters.channels import ChoiceError
 from adapters.dispatch import memory
 from adapters.dispatch.intents import Actor, Where
 from adapters.dispatch.intents import Memory as MemoryIntent
-from adapters.live import VERBOSITIES
 from adapters.telegram.render import TelegramPayload, inert
-from core.budgets import UNREADABLE
 from core.errors import StoreUnavailable
 
 if TYPE_CHECKING:
@@ -105,7 +105,9 @@ class SettingsCommands:
         return asker.user in await self.admins.of(asker.chat)
 
     async def run(self, command: str, asker: Asker, argument: str) -> str:
-        """The reply to ``/command argument`` (Markdown-ish shared wording)."""
+        """The reply to ``/command argument`` (Markdown-ish shared wording): ``/model``,
+        ``/persona``, ``/tools`` and a ``/verbosity`` without a level (``/settings``,
+        ``/usage`` and ``/verbosity LEVEL`` go to ``adapters.dispatch``)."""
         if command not in COMMANDS:
             return "That is not one of my commands."
         if (refused := await self.bot.answering.refusal(asker)) is not None:
@@ -119,33 +121,11 @@ class SettingsCommands:
         """Where the chat's settings are kept: the chat's, its topics' too."""
         return f"telegram:{asker.chat}"
 
-    async def _settings(self, asker: Asker, argument: str) -> str:
-        del argument
-        choices, default = self.bot.answering.choices, self.bot.policy.verbosity
-        return "\n".join(await choices.describe(self._key(asker), default))
-
-    async def _usage(self, asker: Asker, argument: str) -> str:
-        del argument
-        admin = await self.is_admin(asker)
-        text = await self.bot.answering.budgets.report(
-            f"telegram:{asker.user}", self._key(asker), admin=admin
-        )
-        return f"⚠️ {text}" if text == UNREADABLE else text
-
     async def _verbosity(self, asker: Asker, argument: str) -> str:
-        if argument not in (*VERBOSITIES, "default"):
-            return VERBOSITY_USAGE
-
-        async def put(key: str) -> str:
-            value = None if argument == "default" else argument
-            try:
-                await self.bot.stores.channel_settings.put(key, "verbosity", value)
-            except StoreUnavailable:
-                return words.UNSAVED
-            shown = value or f"{self.bot.policy.verbosity} (the default)"
-            return words.now_sees(f"**{shown}**")
-
-        return await self._change(asker, put)
+        """Only a ``/verbosity`` without a level gets here (a level is the shared
+        handlers': ``adapters.telegram.intents.shared_command``)."""
+        del asker, argument
+        return VERBOSITY_USAGE
 
     async def _model(self, asker: Asker, argument: str) -> str:
         choices = self.bot.answering.choices

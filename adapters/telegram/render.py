@@ -55,6 +55,8 @@ bytes, under Telegram's 64): the process a press reaches may not be the one runn
 CALLBACK_BYTES = 64
 RETRY_PREFIX = "retry:"
 """``callback_data`` of Retry under an interrupted answer: ``retry:<run id>``."""
+VOTE_PREFIX = "vote:"
+"""``vote:up:<run>`` / ``vote:down:<run>``: 👍 / 👎 under a finished answer."""
 DECIDE_PREFIX = "ok:"
 """``callback_data`` of a decision: ``ok:<verdict>:<run>:<step>:<call>:<asker>`` (verdict
 ``a``pprove, ``d``eny or ``w``, always; ``e``dit and ``r``eason ask for a reply first: at
@@ -417,12 +419,18 @@ class TelegramRenderer:
         shown = answer_parts_html(parts)
         self._rest_html = shown[1:]
         body = "\n".join(filter(None, [_join(outcome), *shown[:1], _join(footer)]))
-        return TelegramPayload(body.strip())
+        return TelegramPayload(body.strip(), self._votes(view))
+
+    def _votes(self, view: RunView) -> tuple[Button, ...]:
+        """👍 / 👎 under an answered run: anyone may vote (``adapters.dispatch``)."""
+        if view.phase != "answered":
+            return ()
+        return tuple(Button(text, vote_data(value, self.run_id)) for value, text in VOTES)
 
     def compact(self, view: RunView) -> TelegramPayload:
         outcome = _heard(view) + self._outcome(view)
         body = [[_Piece(cut(view.answer.strip(), 1000))]] if view.answer.strip() else []
-        return TelegramPayload(_join(outcome + body + self._footer(view)))
+        return TelegramPayload(_join(outcome + body + self._footer(view)), self._votes(view))
 
     def plain(self, text: str) -> TelegramPayload:
         return TelegramPayload(inert(cut(text.strip() or "…", 1000)))
@@ -499,6 +507,20 @@ class TelegramRenderer:
             TelegramPayload(_join(caption), document=markdown),
             TelegramPayload("", document=data),
         ]
+
+
+VOTES = (("up", "👍"), ("down", "👎"))
+
+
+def vote_data(value: str, run_id: str) -> str:
+    """A vote's ``callback_data`` (a run id is 12 hex digits: within 64 bytes always)."""
+    return f"{VOTE_PREFIX}{value}:{run_id}"[:CALLBACK_BYTES]
+
+
+def voted(data: str) -> tuple[str, str] | None:
+    """``(value, run_id)`` of a vote's ``callback_data``; None for anything else."""
+    value, _, run_id = data.removeprefix(VOTE_PREFIX).partition(":")
+    return (value, run_id) if value in ("up", "down") and run_id else None
 
 
 def retry_data(run_id: str) -> str:

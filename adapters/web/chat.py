@@ -12,8 +12,8 @@ the answer's message updated live over Server-Sent Events.
                            202, or the refusal's words with 4xx
     POST /api/stop         {"run"}
     POST /api/decide       {"run", "step", "call", "verdict", "input"?, "reason"?}
-    POST /api/reset        forgets the conversation
-    POST /api/verbosity    {"verbosity"}: full | compact | answer
+    POST /api/settings     {"verbosity"?}; /api/verbosity, /api/usage, /api/reset, /api/trace,
+                           /api/vote {"run", "vote"}: the shared commands (``adapters.web.commands``)
 
 A question goes through the same ``Answering`` as on Discord and Slack (access, bounds,
 budgets, cooldown, runs per person, approvals); this module only translates HTTP into an
@@ -59,13 +59,16 @@ from adapters.answering import Answering, Reply, Ticket
 from adapters.attachments import ConversationFiles
 from adapters.channels import ChannelChoices
 from adapters.decisions import Press
+from adapters.dispatch.commands import Commands
 from adapters.dispatch.dispatcher import Dispatcher
+from adapters.dispatch.handlers.services import Services
 from adapters.dispatch.intents import Actor, Ask, Where
 from adapters.dispatch.outcome import Drop, Refusal
-from adapters.live import VERBOSITIES, LiveMessage, RunView, Verbosity
+from adapters.live import LiveMessage, RunView, Verbosity
 from adapters.pacing import EditPacer
 from adapters.policy import Policy
 from adapters.room import Room
+from adapters.web.commands import CommandRoutes
 from adapters.web.guard import (
     WindowLimit,
     client_key,
@@ -81,7 +84,7 @@ from adapters.web.uploads import Uploads
 from core.agent import Agent, Run
 from core.approval import ApprovalBroker, Decision, Verdict
 from core.budgets import TokenBudgets
-from core.errors import ReactbotError, StoreUnavailable
+from core.errors import ReactbotError
 from core.memories import Where as MemoryPlace
 from core.prompt import QUESTION_PREFIX
 from core.stores import Stores
@@ -170,6 +173,10 @@ class Session:
     @property
     def conversation(self) -> str:
         return f"web:{self.id}"
+
+    def forget_live(self) -> None:
+        """Reset: the latest states of its running messages go (a reloaded page shows none)."""
+        self.live.clear()
 
     @property
     def busy(self) -> bool:
@@ -386,6 +393,10 @@ class WebChat:
         )
         self.dispatcher: Dispatcher[Session] = Dispatcher(self.answering, claims=stores.claims)
         """Each question once (the page's id for it), bursts gathered (``adapters.dispatch``)."""
+        self.commands: Commands[Session] = Commands(
+            Services(policy, stores, budgets, choices, files), access=self._access
+        )
+        """Settings, usage, reset, trace and votes (``adapters.web.commands``)."""
         self.files = files
         self._page = _asset("chat.html")
         self._static = {
@@ -420,8 +431,7 @@ class WebChat:
         app.router.add_post("/api/ask", self.ask)
         app.router.add_post("/api/stop", self.stop)
         app.router.add_post("/api/decide", self.decide)
-        app.router.add_post("/api/reset", self.reset)
-        app.router.add_post("/api/verbosity", self.set_verbosity)
+        CommandRoutes(self).add_routes(app)  # settings, usage, reset, trace, vote
         MemoryRoutes(self).add_routes(app)
 
     def application(self) -> web.Application:
@@ -685,25 +695,6 @@ class WebChat:
         decided: Verdict = verdict  # type: ignore[assignment]
         await self.broker.decide(key, Decision(decided, "you", input=edited, reason=reason))
         return self._json({"ok": True})
-
-    async def reset(self, request: web.Request) -> web.Response:
-        session, _ = await self._post(request)
-        await self.stores.history.clear(session.conversation)
-        if self.files is not None:
-            await self.files.clear(session.conversation)
-        session.live.clear()
-        return self._json({"ok": True})
-
-    async def set_verbosity(self, request: web.Request) -> web.Response:
-        session, body = await self._post(request)
-        chosen = str(body.get("verbosity", ""))
-        if chosen not in VERBOSITIES:
-            return self._json({"error": "Verbosity is full, compact or answer."}, 400)
-        try:
-            await self.stores.channel_settings.put(session.conversation, "verbosity", chosen)
-        except StoreUnavailable:
-            return self._json({"error": words.UNSAVED}, 503)
-        return self._json({"ok": True, "verbosity": chosen})
 
     # ---- parts ------------------------------------------------------------------------------
     def _session(self, request: web.Request) -> Session:

@@ -224,8 +224,6 @@ async def busy_at_room_limit(d: Driver) -> None:
     assert len(d.model.calls) == 1
 
 
-NO_SLACK = "no {} on Slack (plan §1 {}; decision 7: /ask-settings {})"
-
 SCENARIOS = (
     Scenario("ask_answer_trace", ask_answer_trace, CALC),
     Scenario("stop_by_asker", stop_by_asker, STALLING),
@@ -262,65 +260,22 @@ SCENARIOS = (
             "Retry)",
         },
     ),
-    Scenario(
-        "vote",
-        vote,
-        CALC,
-        gaps={
-            "slack": "votes only under streamed answers (plan §1 Vote): none under an answer "
-            "edited in place",
-            "telegram": "no vote buttons on Telegram (plan §1 Vote)",
-            "web": "no votes on the web chat (plan §1 Vote)",
-        },
-    ),
-    Scenario(
-        "settings_by_admin",
-        settings_by_admin,
-        [],
-        gaps={
-            "web": "web's /api/verbosity answers {ok: true} and says nothing: words.now_sees "
-            "is not said (plan §1 Settings)"
-        },
-    ),
+    Scenario("vote", vote, CALC),
+    Scenario("settings_by_admin", settings_by_admin, []),
     Scenario(
         "settings_by_other_refused",
         settings_by_other_refused,
         [],
         skips={"web": "a web session is its own place: nobody else can reach its settings"},
     ),
-    Scenario(
-        "usage",
-        usage,
-        CALC,
-        gaps={"web": "no usage on the web chat (plan §1 Usage)"},
-    ),
+    Scenario("usage", usage, CALC),
     Scenario("busy_at_room_limit", busy_at_room_limit, STALLING, room=1),
-    Scenario(
-        "reset",
-        reset,
-        CALC,
-        gaps={
-            "slack": NO_SLACK.format("reset", "Reset", "reset"),
-            "web": "web's /api/reset answers {ok: true} and says nothing: words.RESET_DONE "
-            "is not said (plan §1 Reset: history only)",
-        },
-    ),
+    Scenario("reset", reset, CALC),
     Scenario(
         "reset_in_thread",
         reset_in_thread,
         CALC * 2,
-        gaps={
-            "slack": NO_SLACK.format("reset", "Reset", "reset"),
-        },
         skips={"web": "a web session has no threads"},
     ),
-    Scenario(
-        "trace",
-        trace,
-        CALC,
-        gaps={
-            "slack": NO_SLACK.format("trace command", "ShowTrace", "trace"),
-            "web": "no trace command on web, only the per-answer link (plan §1 ShowTrace)",
-        },
-    ),
+    Scenario("trace", trace, CALC),
 )

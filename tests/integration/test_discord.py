@@ -412,11 +412,24 @@ async def test_slash_ask_defers_then_edits_the_original_response() -> None:
 async def test_slash_reset_clears_the_channel_history() -> None:
     async with running([]) as h:
         await h.history.append(f"discord:{CHANNEL_ID}", {"role": "user", "content": "old"})
-        payload = h.fake.interaction_create("reset")
+        anyone = h.fake.interaction_create("reset")  # a channel is shared: admins only
+        h.fake.remember_interaction(anyone)
+        await h.fake.dispatch("INTERACTION_CREATE", anyone)
+        refused = await h.fake.wait_for_call(lambda c: words.RESET_ADMINS in str(c.json))
+        assert refused.json["type"] == 4 and refused.json["data"]["flags"] == 64  # at once
+        assert await h.history.load(f"discord:{CHANNEL_ID}") != []
+        payload = h.fake.interaction_create("reset", roles=(ROLE_ID,))
         h.fake.remember_interaction(payload)
         await h.fake.dispatch("INTERACTION_CREATE", payload)
         await h.fake.wait_for_call(lambda c: "forgot" in content_of(c))
         assert await h.history.load(f"discord:{CHANNEL_ID}") == []
+        await h.fake.dispatch("INTERACTION_CREATE", payload)  # delivered again: said nothing
+        after = h.fake.interaction_create("reactbot", subcommand="usage")
+        h.fake.remember_interaction(after)
+        await h.fake.dispatch("INTERACTION_CREATE", after)  # handled after the repeat
+        await h.fake.wait_for_call(lambda c: f"/interactions/{after['id']}/" in c.path)
+        answered = [c for c in h.fake.calls if f"/interactions/{payload['id']}/" in c.path]
+        assert [c.json["type"] for c in answered] == [5], "one defer, then the follow-up"
 
 
 # ---- verbosity per channel ------------------------------------------------------------------

@@ -36,7 +36,7 @@ from core.scripted import ScriptedModel, Turn
 from core.stores import InMemoryLocks, InMemoryTraceStore
 from core.tools import ToolRegistry
 from tests.fakes.discord_limits import MISSING_PERMISSIONS
-from tests.fakes.discord_server import CHANNEL_ID, Call, FakeDiscord
+from tests.fakes.discord_server import CHANNEL_ID, ROLE_ID, Call, FakeDiscord
 from tests.fakes.local_server import serve_locally
 from tests.hostile import pdf_bomb
 from tests.integration.test_discord import content_of, tools
@@ -325,7 +325,7 @@ async def test_files_stay_with_the_conversation_until_reset() -> None:
         assert trace is not None and trace.steps[0].observation is not None
         assert "report.pdf, page 2" in trace.steps[0].observation
 
-        reset = h.fake.interaction_create("reset")
+        reset = h.fake.interaction_create("reset", roles=(ROLE_ID,))  # an admin: shared
         h.fake.remember_interaction(reset)
         await h.fake.dispatch("INTERACTION_CREATE", reset)
         await h.fake.wait_for_call(lambda c: "forgot" in content_of(c))

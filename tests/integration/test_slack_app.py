@@ -917,6 +917,32 @@ async def test_only_an_admin_changes_the_verbosity_and_anyone_may_read_it(make: 
     assert await settings(h, "verbosity default") == words.now_sees("*full (the default)*")
 
 
+async def test_reset_in_a_channel_needs_an_admin_and_forgets_its_answer_threads(
+    make: Any,
+) -> None:
+    h: Harness = await make(tool_then_answer())
+    await h.ask("What is 17*23?")
+    await h.settled()
+    (trace,) = await h.bot.agent.traces.recent()
+    assert trace.conversation == f"slack:{TEAM_ID}:{CHANNEL}:{h.root().ts}"  # its thread's
+    assert await settings(h, "reset", user=ASKER) == words.RESET_ADMINS
+    assert await h.bot.agent.history.load(trace.conversation)
+    assert await settings(h, "reset") == words.RESET_DONE
+    assert await h.bot.agent.history.load(trace.conversation) == []
+
+
+async def test_a_slow_command_acks_at_once_and_answers_through_its_response_url(
+    make: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("adapters.slack.commands.ACK_WITHIN", 0.0)  # as if the store lagged
+    h: Harness = await make([])
+    status, body, seconds = await h.ask("trace", user=ASKER, command="/ask-settings")
+    assert status == 200 and seconds < 3.0 and "text" not in (body or "{}")
+    await eventually(lambda: bool(h.fake.responses))
+    ((_, sent),) = h.fake.responses
+    assert sent["text"] == words.NO_TRACE and sent["response_type"] == "ephemeral"
+
+
 # ---- a channel's model, persona and tools --------------------------------------------------
 
 

@@ -10,6 +10,7 @@ import json
 import urllib.parse
 from typing import Any
 
+from adapters import words
 from adapters.slack.stream_render import FEEDBACK_ACTION_ID
 from tests.fakes.slack_server import TEAM_ID, FakeSlack, Stream, message_text
 from tests.integration.test_slack_app import (  # noqa: F401 - fixtures used by name
@@ -136,6 +137,9 @@ async def test_a_vote_is_recorded_on_the_trace_and_shown_by_trace_show(
     assert trace is not None
     assert [(v.value, v.by) for v in trace.votes] == [("up", "U2BOB"), ("down", ASKER)]
     assert "**Feedback:** 👍 1 · 👎 1" in trace.to_markdown()  # what `trace show` prints
+    told = [(c.args["user"], c.args["text"]) for c in fake.calls("chat.postEphemeral")]
+    assert told[:2] == [("U2BOB", words.vote_kept("up")), (ASKER, words.vote_kept("down"))]
+    assert all(c.args.get("thread_ts") is None for c in fake.calls("chat.postEphemeral"))
 
 
 # ---- where it streams, and where it falls back ----------------------------------------------

@@ -19,6 +19,7 @@ from adapters.channels import ChannelChoices
 from adapters.room import Room
 from adapters.telegram.bot import NOT_HERE, TelegramBot
 from adapters.telegram.files import telegram_downloader
+from adapters.telegram.render import STOP_PREFIX
 from adapters.telegram.settings import TelegramSettings
 from adapters.voice import Hearing
 from core.agent import Agent, AgentSettings
@@ -48,6 +49,13 @@ SLOW = [
 ]  # fmt: skip
 
 
+def ended(message: Message) -> bool:
+    """An answer's message once final: edited, and its Stop gone (votes may stay under an
+    answer, Retry under an interrupted one)."""
+    stops = [b for b in message.buttons if b["callback_data"].startswith(STOP_PREFIX)]
+    return bool(message.edits) and not stops
+
+
 @dataclass
 class Harness:
     fake: FakeTelegram
@@ -64,7 +72,7 @@ class Harness:
 
         def final() -> Message | None:
             for m in self.replies():
-                if m.reply_to == question.id and not m.buttons and m.edits:
+                if m.reply_to == question.id and ended(m):
                     return m
             return None
 
@@ -215,7 +223,7 @@ async def test_a_private_question_is_answered_live_then_finally(make: Any) -> No
     question = h.fake.user_says(CHAT, "What is 17*23+4?")
     final = await h.answer_to(question)
     assert "17*23+4 = 395" in final.text
-    assert "✅" in final.text and not final.buttons
+    assert "✅" in final.text and [b["text"] for b in final.buttons] == ["👍", "👎"]
     edits = [c for c in h.fake.of("editMessageText") if c.ok]
     assert len(edits) >= 2  # live states, then the final one
     seen = set().union(*(_styles(c.args["text"]) for c in edits))
@@ -336,6 +344,32 @@ async def test_reset_forgets_the_conversation(make: Any) -> None:
         lambda: any(words.RESET_DONE in m.text for m in h.replies()), what="the reset's reply"
     )
     assert await h.stores.history.load(f"telegram:{CHAT}") == []
+
+
+async def test_a_vote_is_kept_once_per_person_and_only_from_the_answers_own_chat(
+    make: Any,
+) -> None:
+    h: Harness = await make(CALC * 2)
+    answer = await h.answer_to(h.fake.user_says(CHAT, "What is 17*23+4?"))
+    run_id = answer.buttons[0]["callback_data"].rpartition(":")[2]
+    for data in (answer.buttons[0]["callback_data"], answer.buttons[1]["callback_data"]):
+        query = h.fake.press(answer, data)  # 👍, then 👎: the second replaces the first
+        await h.fake.wait_for(lambda q=query: q in h.fake.answered, what="the vote's answer")
+    assert h.fake.answered[query]["text"] == words.vote_kept("down")
+    other = CHAT + 1  # another person's private chat with the bot
+    asked = h.fake.user_says(other, "What is 17*23+4?", user=other)
+
+    def answered() -> Message | None:
+        return next((m for m in h.fake.bot_messages(other) if m.reply_to == asked.id), None)
+
+    await h.fake.wait_for(lambda: (m := answered()) is not None and ended(m), what="answered")
+    elsewhere = answered()
+    assert elsewhere is not None
+    forged = h.fake.press(elsewhere, f"vote:up:{run_id}", user=other, spoofed=True)
+    await h.fake.wait_for(lambda: forged in h.fake.answered, what="the forged vote's answer")
+    assert h.fake.answered[forged]["text"] == words.VOTE_LOST
+    trace = await h.stores.traces.get(run_id)
+    assert trace is not None and [v.value for v in trace.votes] == ["down"]
 
 
 async def test_a_chat_not_allowed_is_told_so_and_nothing_runs(make: Any) -> None:
@@ -489,7 +523,7 @@ def _group_replies(h: Harness, question: Message) -> list[Message]:
 
 async def _group_answer(h: Harness, question: Message) -> Message:
     def final() -> Message | None:
-        return next((m for m in _group_replies(h, question) if not m.buttons and m.edits), None)
+        return next((m for m in _group_replies(h, question) if ended(m)), None)
 
     await h.fake.wait_for(lambda: final() is not None, within=20.0, what="the group's answer")
     found = final()

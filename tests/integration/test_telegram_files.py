@@ -20,7 +20,7 @@ from core.knowledge import LookupTool
 from core.scripted import Turn
 from tests.fakes.telegram_server import FakeTelegram
 from tests.integration import test_telegram_bot
-from tests.integration.test_telegram_bot import CHAT, GROUP, Harness
+from tests.integration.test_telegram_bot import CHAT, GROUP, Harness, ended
 
 make = test_telegram_bot.make
 """The Telegram harness fixture (the real client, the bot, the strict fake)."""
@@ -88,8 +88,7 @@ async def test_a_photo_in_a_group_goes_to_a_vision_model_in_its_largest_size(mak
         GROUP, caption="@reactbot_test_bot what is this?", photo=JPEG, user=501
     )
     await h.fake.wait_for(
-        lambda: any(m.reply_to == question.id and m.edits and not m.buttons
-                    for m in h.fake.bot_messages(GROUP)),
+        lambda: any(m.reply_to == question.id and ended(m) for m in h.fake.bot_messages(GROUP)),
         within=15, what="the group's answer",
     )  # fmt: skip
     asked = h.model.calls[0].messages[-1]

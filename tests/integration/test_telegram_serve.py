@@ -13,6 +13,7 @@ import pytest
 
 from bot.cli import run_cli
 from tests.fakes.telegram_server import FakeTelegram
+from tests.integration.test_telegram_bot import ended
 
 CHAT = 777
 
@@ -41,7 +42,7 @@ async def test_serve_telegram_answers_a_private_question_and_stops_on_sigterm(
 
         def answered() -> bool:
             return any(
-                m.reply_to == question.id and not m.buttons and "395" in m.text
+                m.reply_to == question.id and ended(m) and "395" in m.text
                 for m in fake.bot_messages(CHAT)
             )
 

@@ -23,6 +23,7 @@ from core.stores import Stores
 from core.tools import FunctionTool, ToolRegistry
 from tests.fakes.local_server import serve_locally
 from tests.fakes.telegram_server import FakeTelegram
+from tests.integration.test_telegram_bot import ended
 from tests.surfaces.policy import policy
 
 CHAT = 31337
@@ -146,8 +147,7 @@ async def test_one_update_delivered_twice_is_answered_once(
     assert await post(b.url, update, secret=secret) == 200  # Telegram's retry, elsewhere
     assert await post(a.url, update, secret=secret) == 200
     await fake.wait_for(
-        lambda: any(m.reply_to == question.id and not m.buttons and m.edits
-                    for m in fake.bot_messages(CHAT)),
+        lambda: any(m.reply_to == question.id and ended(m) for m in fake.bot_messages(CHAT)),
         what="the answer",
     )  # fmt: skip
     for p in processes:

@@ -18,6 +18,7 @@ import aiohttp
 import pytest
 from aiohttp.test_utils import TestServer
 
+from adapters import words
 from adapters.attachments import carried
 from adapters.channels import ChannelChoices
 from adapters.room import Room
@@ -316,6 +317,28 @@ async def test_a_question_streams_its_steps_then_the_answer_and_links_the_trace(
     assert await c.history() == []
 
 
+async def test_the_commands_answer_the_shared_words_as_json_text(make: Any, events: Any) -> None:
+    c: Chat = await make(CALC)
+    assert await c.post("/api/trace", {}) == (200, {"said": words.NO_TRACE})
+    hostile = "<img src=x onerror=alert(1)> what is 17*23+4?"
+    stream: Events = await events(c)
+    await c.ask(hostile)
+    final = await stream.until(lambda d: d.get("final") is True)
+    await c.chat.answering.settled()
+    status, shown = await c.post("/api/trace", {})
+    assert status == 200 and shown["said"] == words.trace_shown(hostile)  # text, never markup
+    assert shown["trace"]["id"] == final["run"] and hostile in shown["trace"]["markdown"]
+    status, settings = await c.post("/api/settings", {})
+    assert status == 200 and "Verbosity" in settings["said"] and "**" not in settings["said"]
+    assert (await c.post("/api/usage", {}))[1]["said"].startswith("You have used")
+    vote = {"run": final["run"], "vote": "up"}
+    assert await c.post("/api/vote", vote) == (200, {"said": words.vote_kept("up")})
+    assert (await c.post("/api/vote", {"run": final["run"], "vote": "sideways"}))[0] == 400
+    assert await c.post("/api/reset", {}) == (200, {"said": words.RESET_DONE})
+    trace = await c.chat.stores.traces.get(final["run"])
+    assert trace is not None and [v.value for v in trace.votes] == ["up"]
+
+
 async def test_an_answer_whose_trace_is_gone_still_shows_after_a_reload(make: Any) -> None:
     c: Chat = await make([])
     assert await c.history() == []  # signs the session in
@@ -490,7 +513,7 @@ async def test_verbosity_answer_shows_no_steps_and_it_is_kept_for_the_session(
     assert (await c.post("/api/verbosity", {"verbosity": "loud"}))[0] == 400
     assert await c.post("/api/verbosity", {"verbosity": "answer"}) == (
         200,
-        {"ok": True, "verbosity": "answer"},
+        {"said": words.now_sees("answer")},
     )
     stream: Events = await events(c)
     await c.ask("what is 17*23+4?")

@@ -109,7 +109,7 @@ def test_final_compact_plain_and_the_rest_are_accepted(run: DrawnRun, verbosity:
     renderer = TelegramRenderer("0123456789ab", clock=lambda: 3.0)
     final = bounded(lambda: renderer.final(view))
     shown = accepted(final)
-    assert not final.buttons
+    assert [b.text for b in final.buttons] == (["👍", "👎"] if view.phase == "answered" else [])
     accepted(renderer.compact(view))
     accepted(renderer.plain(fallback_text(view)))
     rest = [accepted(p) for p in renderer.trace_posts(run.trace, steps=False)]

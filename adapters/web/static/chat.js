@@ -206,6 +206,7 @@
         foot.appendChild(a);
       }
       message.appendChild(foot);
+      if (data.answer && data.run && data.run.indexOf("earlier-") !== 0) message.appendChild(votes(data.run));
       statusLine.textContent = data.outcome || "Answered.";
     }
     entry.li.scrollIntoView({ block: "end" });
@@ -213,6 +214,43 @@
 
   function note(data) {
     const li = el("li", "note", field(data.text));
+    log.appendChild(li);
+  }
+
+  // ---- the commands' replies (settings, usage, reset, trace, votes): text only -------------
+  function told(text) {
+    if (!text) return;
+    log.appendChild(el("li", "note", text));
+    statusLine.textContent = text;
+    empty.hidden = true;
+  }
+
+  async function command(path, body) {
+    const result = await post(path, body);
+    if (result.ok) told(result.data.said);
+    return result;
+  }
+
+  function votes(run) {
+    const row = el("div", "votes");
+    [["up", "👍", "A good answer"], ["down", "👎", "A poor answer"]].forEach(function (v) {
+      const b = el("button", "vote", v[1]);
+      b.type = "button";
+      b.title = v[2];
+      b.setAttribute("aria-label", v[2]);
+      b.addEventListener("click", function () { command("/api/vote", { run: run, vote: v[0] }); });
+      row.appendChild(b);
+    });
+    return row;
+  }
+
+  async function showTrace() {
+    const result = await command("/api/trace", {});
+    const found = result.ok ? result.data.trace : null;
+    if (!found) return;
+    const li = el("li", "note");
+    li.appendChild(el("pre", "trace-text", found.markdown || ""));
+    if (found.link) li.appendChild(link(found.link, "the whole trace"));
     log.appendChild(li);
   }
 
@@ -320,11 +358,13 @@
       messages.clear();
       log.replaceChildren();
       empty.hidden = false;
-      statusLine.textContent = "A new conversation.";
+      statusLine.textContent = result.data.said || "A new conversation.";
     }
   });
+  document.getElementById("usage").addEventListener("click", function () { command("/api/usage", {}); });
+  document.getElementById("trace").addEventListener("click", showTrace);
   verbosity.value = verbosity.dataset.current || "full";
-  verbosity.addEventListener("change", function () { post("/api/verbosity", { verbosity: verbosity.value }); });
+  verbosity.addEventListener("change", function () { command("/api/settings", { verbosity: verbosity.value }); });
 
   fetch("/api/history", { credentials: "same-origin" })
     .then(function (r) { return r.ok ? r.json() : { turns: [] }; })

@@ -181,8 +181,38 @@ class SlackDriver:
     async def vote(self, who: Persona, handle: AskHandle, value: str) -> Said:
         await self.final_text(handle)
         root = self.h.fake.roots(CHANNEL)[handle.extra["root"]]
-        assert FEEDBACK_ACTION_ID in json.dumps(root.blocks), "no vote buttons under the answer"
-        raise NotImplementedError("a press on Slack's feedback buttons")  # none to press today
+        votes = [
+            e
+            for b in root.blocks
+            if b.get("type") == "context_actions"
+            for e in b["elements"]
+            if e.get("action_id") == FEEDBACK_ACTION_ID
+        ]
+        assert votes, "no vote buttons under the answer"
+        button = votes[0]["positive_button" if value == "up" else "negative_button"]
+        return await self._press(who, FEEDBACK_ACTION_ID, str(button["value"]), root.ts)
+
+    async def _press(self, who: Persona, action_id: str, value: str, ts: str) -> Said:
+        """``who`` clicks a button under the message ``ts``; what they were told."""
+        payload = {
+            "type": "block_actions",
+            "user": {"id": PEOPLE[who]},
+            "team": {"id": TEAM_ID},
+            "channel": {"id": CHANNEL},
+            "trigger_id": self.h.fake.trigger(),
+            "api_app_id": "A1",
+            "container": {"type": "message", "channel_id": CHANNEL, "message_ts": ts},
+            "actions": [{"type": "button", "action_id": action_id, "block_id": "b",
+                         "value": value, "action_ts": "1"}],
+        }  # fmt: skip
+        told = len(self.h.fake.calls("chat.postEphemeral"))
+        body = urllib.parse.urlencode({"payload": json.dumps(payload)})
+        status, _, _ = await self.h.post(body, "application/x-www-form-urlencoded")
+        assert status == 200
+        await eventually(lambda: len(self.h.fake.calls("chat.postEphemeral")) > told)
+        said = self.h.fake.calls("chat.postEphemeral")[told:]
+        assert all(c.args.get("user") == PEOPLE[who] for c in said), "only the presser hears"
+        return normalise(" ".join(str(c.args.get("text")) for c in said), NAMES)
 
     async def settings(self, who: Persona, name: str, value: str) -> Said:
         return await self._settings(who, f"{name} {value}")

@@ -14,7 +14,7 @@ from typing import Any
 import aiohttp
 
 from adapters.room import Room
-from adapters.telegram.render import Button, TelegramPayload
+from adapters.telegram.render import VOTE_PREFIX, Button, TelegramPayload
 from adapters.telegram.webhook import SECRET_HEADER, WebhookServer
 from core.scripted import Turn
 from core.stores import RunRecord
@@ -30,6 +30,7 @@ from tests.integration.test_telegram_bot import (
     Harness,
     _prompted,
     bots,
+    ended,
 )
 
 ADMIN = BOB + 1
@@ -159,8 +160,14 @@ class TelegramDriver:
     async def vote(self, who: Persona, handle: AskHandle, value: str) -> Said:
         await self.final_text(handle)
         (answer,) = [m for m in self._replies(handle.ref) if m.edits]
-        assert answer.buttons, "no vote buttons under the answer"
-        raise NotImplementedError("a press on Telegram's vote buttons")  # none to press today
+        data = next(
+            b["callback_data"]
+            for b in answer.buttons
+            if b["callback_data"].startswith(f"{VOTE_PREFIX}{value}:")
+        )
+        query = self.h.fake.press(answer, data, user=PEOPLE[who])
+        await self.h.fake.wait_for(lambda: query in self.h.fake.answered, what="the answer")
+        return normalise(str(self.h.fake.answered[query].get("text") or ""))
 
     async def settings(self, who: Persona, name: str, value: str) -> Said:
         return await self._command(who, f"/{name} {value}")
@@ -176,7 +183,7 @@ class TelegramDriver:
 
     async def final_text(self, handle: AskHandle) -> str:
         def final() -> Message | None:
-            return next((m for m in self._replies(handle.ref) if not m.buttons and m.edits), None)
+            return next((m for m in self._replies(handle.ref) if ended(m)), None)
 
         await self.h.fake.wait_for(lambda: final() is not None, within=15.0, what="the answer")
         await self.settled()

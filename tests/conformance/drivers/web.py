@@ -122,26 +122,32 @@ class WebDriver:
         _, body = await self._post(who, "/api/stop", {"run": await self._run(handle)})
         return normalise(str(body.get("error", "")))
 
+    async def _command(self, who: Persona, path: str, body: dict[str, str]) -> Said:
+        """What the page shows for a command: its ``said``, or the refusal's ``error``
+        (and for a trace its Markdown too)."""
+        _, answer = await self._post(who, path, body)
+        shown = [str(answer.get("said") or answer.get("error") or "")]
+        shown.append(str((answer.get("trace") or {}).get("markdown") or ""))
+        return normalise(" ".join(shown))
+
     async def vote(self, who: Persona, handle: AskHandle, value: str) -> Said:
+        """Only the session that asked sees its answer, so only it can vote on it: a vote
+        from another session names a run of another conversation (refused, as elsewhere)."""
+        del who
         run = await self._run(handle)
-        _, body = await self._post(who, "/api/vote", {"run": run, "vote": value})
-        return normalise(str(body.get("error", "")))
+        return await self._command(handle.who, "/api/vote", {"run": run, "vote": value})
 
     async def settings(self, who: Persona, name: str, value: str) -> Said:
-        _, body = await self._post(who, f"/api/{name}", {name: value})
-        return normalise(str(body.get("error", "")))
+        return await self._command(who, "/api/settings", {name: value})
 
     async def usage(self, who: Persona) -> Said:
-        _, body = await self._post(who, "/api/usage", {})
-        return normalise(str(body.get("error", "")))
+        return await self._command(who, "/api/usage", {})
 
     async def reset(self, who: Persona, *, where: Spot = "channel") -> Said:
-        _, body = await self._post(who, "/api/reset", {})
-        return normalise(str(body.get("error", "")))
+        return await self._command(who, "/api/reset", {})
 
     async def trace(self, who: Persona) -> Said:
-        _, body = await self._post(who, "/api/trace", {})
-        return normalise(str(body.get("error", "")))
+        return await self._command(who, "/api/trace", {})
 
     async def final_text(self, handle: AskHandle) -> str:
         run = await self._run(handle)
