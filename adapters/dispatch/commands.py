@@ -47,12 +47,13 @@ Admitted = Callable[[], Awaitable[None]]
 
 def shared(where: Where, policy: Policy) -> bool:
     """Whether others share the conversation at ``where`` (plan decision 6): a channel, a
-    group, a thread the bot opened on an answer (it continues its channel's conversation), a
-    thread when threads are not conversations of their own (``redis.per_thread`` off)."""
+    group and its forum topics (a topic is the group's, as Telegram's admins manage it), a
+    thread the bot opened on an answer (it continues its channel's conversation), a thread
+    when threads are not conversations of their own (``redis.per_thread`` off)."""
     if where.kind in ("dm", "session", "assistant", "private_thread"):
         return False
-    if where.kind in ("thread", "topic"):
-        return not policy.per_thread and where.kind == "thread"
+    if where.kind == "thread":
+        return not policy.per_thread
     return True
 
 

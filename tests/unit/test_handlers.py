@@ -97,7 +97,7 @@ async def test_anyone_resets_their_own_conversation() -> None:
         ("bot_thread", True, True),  # it continues its channel's conversation
         ("thread", True, False),  # its own conversation
         ("thread", False, True),  # the channel's, with redis.per_thread off
-        ("topic", True, False),
+        ("topic", True, True),  # the group's: its admins manage it (as before on Telegram)
         ("dm", True, False),
         ("private_thread", True, False),
         ("session", True, False),
