@@ -41,9 +41,9 @@ from adapters.discord.layout import (
     card_placeholder,
     sources_list,
 )
-from adapters.discord.memory_command import REACTBOT, MemoryCommand
 from adapters.discord.payload import DiscordPayload, FileSpec, PendingButtons
 from adapters.discord.render import DiscordRenderer, fit, page_link_line, placeholder, sanitize
+from adapters.discord.schedule_command import REACTBOT, ReactbotCommands
 from adapters.discord.settings import DiscordSettings
 from adapters.discord.surface import (
     NO_MENTIONS,
@@ -560,7 +560,7 @@ class DecisionModal(discord.ui.Modal):
 # ---- the cog ------------------------------------------------------------------------------
 
 
-class AskCog(MemoryCommand, commands.Cog):
+class AskCog(ReactbotCommands, commands.Cog):
     def __init__(
         self,
         bot: commands.Bot | commands.AutoShardedBot,
@@ -737,7 +737,7 @@ class AskCog(MemoryCommand, commands.Cog):
             suppress_embeds=True,
         )
 
-    reactbot = REACTBOT  # with its ``memory`` subcommand (``MemoryCommand``)
+    reactbot = REACTBOT  # with memory and schedule subcommands (``ReactbotCommands``)
 
     @reactbot.command(name="verbosity", description="How much of each run this channel sees.")
     @app_commands.describe(
