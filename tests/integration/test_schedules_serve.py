@@ -23,14 +23,18 @@ from slack_sdk.signature import SignatureVerifier
 
 from core.redis_store import create_client
 from core.stores.redis.schedules import RedisSchedules
+from tests.fakes.discord_server import CHANNEL_ID, FakeDiscord
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.slack_server import TEAM_ID, FakeSlack, message_text
+from tests.fakes.telegram_server import FakeTelegram
 from tests.integration.test_hostile_serve import forget_keys, launch, redis_prefix
 from tests.integration.test_serve import free_port, wait_for_http
+from tests.integration.test_telegram_bot import ALICE
 
 SECRET = "s3cret-signing"
 CHANNEL = "C1GENERAL"
 ADMIN = "U1ADA"
+DISCORD_ADMIN = 1001
 SCALE = 10.0
 MINUTE = 60 / SCALE
 """Real seconds in a schedule minute."""
@@ -86,15 +90,20 @@ async def until(predicate: Callable[[], bool], *, within: float, what: str) -> N
 
 
 async def planned_minutes(redis_url: str, prefix: str, schedule_id: str) -> list[int]:
-    """The planned minutes the schedule ran, as it recorded them (its last ten runs)."""
+    """The planned minutes of the schedule some process claimed (each claim is taken once,
+    by one process: ``schedule:{id}:{minute}``), in order; its recorded runs all ok."""
     client = create_client(redis_url)
     try:
         kept = await RedisSchedules(client, prefix=prefix).get(schedule_id)
+        pattern = f"{prefix}*schedule:{schedule_id}:*"
+        keys = [k.decode() if isinstance(k, bytes) else k async for k in client.scan_iter(pattern)]
     finally:
         await client.aclose()
     assert kept is not None
     assert all(r.outcome == "ok" for r in kept.runs), kept.runs
-    return [r.planned // 60 for r in kept.runs]
+    recorded = [r.planned // 60 for r in kept.runs]
+    assert len(recorded) == len(set(recorded)), f"a minute ran twice: {recorded}"
+    return sorted(int(k.rsplit(":", 1)[1]) for k in keys)
 
 
 async def test_slack_each_minute_is_posted_once_by_two_processes_one_killed(
@@ -151,10 +160,158 @@ async def test_slack_each_minute_is_posted_once_by_two_processes_one_killed(
                     await process.wait()
             await forget_keys(tmp_path)
 
-    shown = posted()
-    assert len(minutes) == len(set(minutes)), f"a minute ran twice: {minutes}"
-    assert minutes == list(range(minutes[0], minutes[0] + len(minutes))), f"missed: {minutes}"
-    assert len(shown) == len(minutes), (len(shown), minutes)
-    assert len(model.requests) == len(minutes), "one model run per minute, none twice"
+    assert_once_per_minute(minutes, len(posted()), model)
     bodies = json.dumps([c.args for c in slack.records])
     assert f"<@{ADMIN}>" not in bodies, "the owner is never pinged"
+
+
+def assert_once_per_minute(minutes: list[int], posts: int, model: FakeOpenAI) -> None:
+    assert minutes == list(range(minutes[0], minutes[0] + len(minutes))), f"missed: {minutes}"
+    assert posts == len(minutes), f"{posts} posts for the minutes {minutes}"
+    assert len(model.requests) == len(minutes), "one model run per minute, none twice"
+
+
+async def test_discord_each_minute_is_posted_once_by_two_processes_one_killed(
+    tmp_path: Path, redis_url: str
+) -> None:
+    fake = FakeDiscord(token="serve-token")
+    fake.add_channel(CHANNEL_ID)
+    await fake.start()
+    config = (
+        f"discord:\n  api_base_url: {fake.api_base_url}\n  cooldown_seconds: 0\n"
+        f"  edit_interval: 0.25\n  layout: text\n  admin_users: [{DISCORD_ADMIN}]\n"
+        "model:\n  name: m\nagent:\n  mode: text\n  lease_seconds: 3\n"
+        "schedule:\n  min_interval_seconds: 60\n  default_timezone: UTC\n"
+    )
+    async with FakeOpenAI(model="m") as model:
+        for n in range(12):
+            model.reply(f"Thought: it is time.\nFinal Answer: tick {n}", chunks=3)
+        env = {
+            "DISCORD_TOKEN": "serve-token",
+            "REDIS_URL": redis_url,
+            "OPENAI_BASE_URL": model.base_url,
+            "OPENAI_API_KEY": "sk-test",
+            **clock_env(),
+        }
+        processes = [
+            await launch(tmp_path, config, env, "--platform", "discord", home=tmp_path / f"p{i}")
+            for i in range(2)
+        ]
+        try:
+            await until(lambda: len(fake.live_sessions) == 2, within=40, what="both connected")
+            await asyncio.sleep(1.0)  # each is ready once its guild arrived
+            payload = fake.interaction_create("reactbot", author_id=DISCORD_ADMIN)
+            when = {"name": "when", "type": 3, "value": "every 1 minutes"}
+            question = {"name": "question", "type": 3, "value": "What time is it?"}
+            add = {"name": "add", "type": 1, "options": [when, question]}
+            payload["data"]["options"] = [{"name": "schedule", "type": 2, "options": [add]}]
+            await fake.dispatch("INTERACTION_CREATE", payload)
+            call = await fake.wait_for_call(
+                lambda c: c.path.endswith("/callback") and f"/{payload['id']}/" in c.path,
+                within=20,
+            )
+            said = str(call.json["data"]["content"])
+            assert said.startswith("⏰ Scheduled "), said
+            schedule_id = said.split()[2].rstrip(":")
+
+            def posted() -> list[int]:
+                return [
+                    mid
+                    for mid in list(fake.created)
+                    if fake.messages[mid]["channel_id"] == str(CHANNEL_ID)
+                    and "Scheduled by @" in str(fake.messages[mid]["content"])
+                ]
+
+            def finished(count: int) -> bool:
+                shown = posted()
+                return len(shown) >= count and all(
+                    "tick" in str(fake.messages[m]["content"]) for m in shown
+                )
+
+            await until(lambda: finished(2), within=4 * MINUTE + 30, what="two minutes posted")
+            processes[0].kill()
+            await processes[0].wait()
+            await until(lambda: finished(5), within=4 * MINUTE + 30, what="the survivor posts on")
+            await asyncio.sleep(MINUTE / 2)
+            minutes = await planned_minutes(redis_url, redis_prefix(tmp_path), schedule_id)
+            posts = len(posted())
+        finally:
+            for process in processes:
+                if process.returncode is None:
+                    process.kill()
+                    await process.wait()
+            await fake.stop()
+            await forget_keys(tmp_path)
+    assert_once_per_minute(minutes, posts, model)
+
+
+async def test_telegram_each_minute_is_posted_once_by_two_processes_one_killed(
+    tmp_path: Path, redis_url: str
+) -> None:
+    """Each process polls its own fake (Telegram hands an update to one of them; two
+    pollers of one bot would be refused 409): the posts of both are counted. In the
+    admin's private chat: a group takes 20 messages a minute, fewer than a 6-second minute's
+    runs need."""
+    async with (
+        FakeTelegram() as first,
+        FakeTelegram() as second,
+        FakeOpenAI(model="m") as model,
+    ):
+        second.chats.add(ALICE)  # the chat exists there too (the first sees her speak)
+        for n in range(12):
+            model.reply(f"Thought: it is time.\nFinal Answer: tick {n}", chunks=3)
+        processes = []
+        for i, fake in enumerate((first, second)):
+            config = (
+                f"telegram:\n  api_base_url: {fake.base_url}\n  cooldown_seconds: 0\n"
+                f"  admins: [{ALICE}]\n"
+                "model:\n  name: m\nagent:\n  mode: text\n  lease_seconds: 3\n"
+                "schedule:\n  min_interval_seconds: 60\n  default_timezone: UTC\n"
+            )
+            env = {
+                "TELEGRAM_BOT_TOKEN": fake.token,
+                "REDIS_URL": redis_url,
+                "OPENAI_BASE_URL": model.base_url,
+                "OPENAI_API_KEY": "sk-test",
+                **clock_env(),
+            }
+            home = tmp_path / f"p{i}"
+            processes.append(
+                await launch(tmp_path, config, env, "--platform", "telegram", home=home)
+            )
+
+        def posted() -> list[str]:
+            return [
+                m.text
+                for fake in (first, second)
+                for m in fake.bot_messages(ALICE)
+                if "Scheduled by" in m.text
+            ]
+
+        def finished(count: int) -> bool:
+            shown = posted()
+            return len(shown) >= count and all("tick" in t for t in shown)
+
+        try:
+            first.user_says(ALICE, '/schedule add "every 1 minutes" What time is it?')
+            await until(
+                lambda: any(m.text.startswith("⏰ Scheduled ") for m in first.bot_messages(ALICE)),
+                within=40,
+                what="the schedule added",
+            )
+            said = next(m.text for m in first.bot_messages(ALICE) if m.text.startswith("⏰ Sch"))
+            schedule_id = said.split()[2].rstrip(":")
+            await until(lambda: finished(2), within=4 * MINUTE + 30, what="two minutes posted")
+            processes[0].kill()
+            await processes[0].wait()
+            await until(lambda: finished(5), within=4 * MINUTE + 30, what="the survivor posts on")
+            await asyncio.sleep(MINUTE / 2)
+            minutes = await planned_minutes(redis_url, redis_prefix(tmp_path), schedule_id)
+            posts = len(posted())
+        finally:
+            for process in processes:
+                if process.returncode is None:
+                    process.kill()
+                    await process.wait()
+            await forget_keys(tmp_path)
+    assert_once_per_minute(minutes, posts, model)

@@ -55,9 +55,7 @@ def wired(h: Harness, clock: Clock) -> tuple[ScheduleBook, Scheduler]:
 async def test_a_group_admin_schedules_a_question_and_the_bot_posts_it_on_time(
     make: Any,
 ) -> None:
-    h: Harness = await make(
-        ["Thought: ok.\nFinal Answer: tick one"], admins=frozenset({ALICE})
-    )
+    h: Harness = await make(["Thought: ok.\nFinal Answer: tick one"], admins=frozenset({ALICE}))
     clock = Clock()
     book, scheduler = wired(h, clock)
     said = await _reply(
