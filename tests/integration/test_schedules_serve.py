@@ -161,6 +161,7 @@ async def test_slack_each_minute_is_posted_once_by_two_processes_one_killed(
             await forget_keys(tmp_path)
 
     assert_once_per_minute(minutes, len(posted()), model)
+    assert all("tick" in text for text in posted()), "each ended answered, none rewritten"
     bodies = json.dumps([c.args for c in slack.records])
     assert f"<@{ADMIN}>" not in bodies, "the owner is never pinged"
 
@@ -235,6 +236,7 @@ async def test_discord_each_minute_is_posted_once_by_two_processes_one_killed(
             await asyncio.sleep(MINUTE / 2)
             minutes = await planned_minutes(redis_url, redis_prefix(tmp_path), schedule_id)
             posts = len(posted())
+            assert finished(posts), "each ended answered, none rewritten"
         finally:
             for process in processes:
                 if process.returncode is None:
@@ -308,6 +310,7 @@ async def test_telegram_each_minute_is_posted_once_by_two_processes_one_killed(
             await asyncio.sleep(MINUTE / 2)
             minutes = await planned_minutes(redis_url, redis_prefix(tmp_path), schedule_id)
             posts = len(posted())
+            assert finished(posts), "each ended answered, none rewritten"
         finally:
             for process in processes:
                 if process.returncode is None:
