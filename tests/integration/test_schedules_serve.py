@@ -21,6 +21,7 @@ from pathlib import Path
 import aiohttp
 from slack_sdk.signature import SignatureVerifier
 
+from adapters.recovery import INTERRUPTED
 from core.redis_store import create_client
 from core.stores.redis.schedules import RedisSchedules
 from tests.fakes.discord_server import CHANNEL_ID, FakeDiscord
@@ -318,3 +319,53 @@ async def test_telegram_each_minute_is_posted_once_by_two_processes_one_killed(
                     await process.wait()
             await forget_keys(tmp_path)
     assert_once_per_minute(minutes, posts, model)
+
+
+async def test_a_scheduled_run_whose_process_dies_mid_answer_is_finished_by_the_next(
+    tmp_path: Path, redis_url: str
+) -> None:
+    """Crash recovery covers a scheduled run as any answer: its process killed while the
+    model is still writing, the next process finishes the message as interrupted."""
+    port = free_port()
+    async with (
+        FakeSlack() as slack,
+        FakeOpenAI(model="m") as model,
+        aiohttp.ClientSession() as http,
+    ):
+        model.reply("Thought: this will take a very long time, let me", chunks=8, stall_after=4)
+        env = {
+            "SLACK_BOT_TOKEN": slack.token,
+            "SLACK_SIGNING_SECRET": SECRET,
+            "REDIS_URL": redis_url,
+            "OPENAI_BASE_URL": model.base_url,
+            "OPENAI_API_KEY": "sk-test",
+            **clock_env(),
+        }
+        config = slack_config(port, slack)
+        first = await launch(tmp_path, config, env, "--platform", "slack", home=tmp_path / "p0")
+        second = None
+        try:
+            await wait_for_http(f"http://127.0.0.1:{port}/healthz")
+            said = await slack_command(http, slack, port, 'schedule add "in 1 minutes" Think.')
+            assert said.startswith("⏰ Scheduled "), said
+
+            def root() -> str:
+                roots = slack.roots(CHANNEL)
+                return message_text(roots[0]) if len(roots) == 1 else ""
+
+            await until(lambda: "this will take" in root(), within=MINUTE + 30, what="thinking")
+            assert HEADER.replace("every 1 minute", "in 1 minute") in root(), root()
+            first.kill()
+            await first.wait()
+            second = await launch(
+                tmp_path, config, env, "--platform", "slack", home=tmp_path / "p1"
+            )
+            await until(lambda: INTERRUPTED in root(), within=40, what="finished by the next")
+        finally:
+            for process in (first, second):
+                if process is not None and process.returncode is None:
+                    process.kill()
+                    await process.wait()
+            await forget_keys(tmp_path)
+    assert len(slack.roots(CHANNEL)) == 1, "finished in place, not posted again"
+    assert f"<@{ADMIN}>" not in json.dumps([c.args for c in slack.records])
