@@ -22,7 +22,7 @@ import aiohttp
 from slack_sdk.signature import SignatureVerifier
 
 from adapters.recovery import INTERRUPTED
-from core.redis_store import create_client
+from core.stores.redis import create_client
 from core.stores.redis.schedules import RedisSchedules
 from tests.fakes.discord_server import CHANNEL_ID, FakeDiscord
 from tests.fakes.openai_server import FakeOpenAI
