@@ -7,8 +7,9 @@
       -> the port of the schedule's platform (``SchedulePort``: only what the surface
          alone knows: its record of the owner at the place, a Reply that posts a new
          message there, and a plain message in the place)
-      -> answering.admit(ask)   the owner is the asker: their budgets, their run slot,
-                                the place's access rule; no cooldown (they did not just ask)
+      -> answering.admit(ask)   the owner is the asker: their budgets (never exempt, even
+                                an admin's: nobody watches the run), their run slot, the
+                                place's access rule; no cooldown (they did not just ask)
       -> answering.answer       the normal run: the live message (its first line the
                                 header, ``words.schedule_header``), the trace in its thread,
                                 tokens and cost counted to the owner, crash recovery
