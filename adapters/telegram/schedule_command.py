@@ -59,7 +59,8 @@ class ScheduleCommand:
             actor=Actor("telegram", user, f"telegram:{user}", name, admin=admin),
             where=Where("telegram", "channel" if group else "dm", str(asker.chat)),
             place=Place("telegram", str(asker.chat), str(asker.thread or "")),
-            shown_as=name or "someone",
+            # Telegram makes any "@word" in a message a mention: a name typed as one stays text
+            shown_as=(name or "someone").replace("@", "@\u2060"),
             action=parsed.action,
             id=parsed.id,
             when=parsed.when,
