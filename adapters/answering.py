@@ -129,6 +129,8 @@ class Ask(Generic[A]):
     heard: Heard | None = None
     """Its voice note, heard at admission (``adapters.voice``): the transcript is in
     ``question``."""
+    scheduled: bool = False
+    """Asked by a schedule on its owner's behalf (``adapters.scheduled``): no cooldown."""
 
 
 Access = Callable[[A], Awaitable[str | None]]
@@ -343,7 +345,7 @@ class Answering(Generic[A]):
 
     async def _cooled_down(self, ask: Ask[A]) -> Refusal | None:
         """Shared by every process, so N replicas still allow one question per window."""
-        if ask.admin:
+        if ask.admin or ask.scheduled:
             return None
         left = await self.cooldowns.hit(ask.key, self.policy.cooldown_seconds)
         return Refusal("cooldown", cooldown_message(left)) if left > 0 else None

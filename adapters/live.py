@@ -233,6 +233,9 @@ class RunView:
     question: str = ""
     heard: str = ""
     """The question was a voice note: ``🎤 0:07 · transcript``, shown first."""
+    header: str = ""
+    """A scheduled run's first line (``⏰ Scheduled by ada · every monday 09:00 …``, from
+    ``adapters.scheduled``), shown above everything; the asker is then named by it alone."""
     asker: str = ""
     max_steps: int = 0
     model: str = ""

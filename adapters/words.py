@@ -41,7 +41,12 @@ __all__ = [
     "RETRY_DONE",
     "RETRY_GONE",
     "SCHEDULES_NEED_REDIS",
+    "SCHEDULES_NONE",
     "SCHEDULES_NOT_KEPT",
+    "SCHEDULES_OFF",
+    "SCHEDULES_UNREADABLE",
+    "SCHEDULE_NOT_YOURS",
+    "SCHEDULE_USAGE",
     "STORE_AWAY",
     "UNSAVED",
     "UPLOADS_BUSY",
@@ -63,6 +68,8 @@ __all__ = [
     "schedule_missing",
     "schedule_paused_notice",
     "schedule_refused",
+    "schedules_header",
+    "schedules_more",
     "stop_refused",
     "trace_shown",
     "upload_too_big",
@@ -264,6 +271,26 @@ def schedule_paused_notice(schedule: Schedule) -> str:
         f"⏸️ Your schedule {schedule.id} ({schedule.when.text}) failed {schedule.failures} "
         f"times in a row, so I paused it. Resume it with: schedule resume {schedule.id}"
     )
+
+
+SCHEDULE_USAGE = (
+    'Usage: schedule add "<when>" <question>, schedule list, schedule pause ID, '
+    "schedule resume ID, schedule delete ID, schedule run ID. <when>: "
+    '"every monday 09:00 Europe/Paris", "every day 09:00 UTC", "every 2 hours", '
+    '"in 30 minutes", "at 2026-12-24 18:00 Europe/Paris" or "0 9 * * MON Europe/Paris".'
+)
+SCHEDULES_NONE = "⏰ No schedules here."
+SCHEDULES_UNREADABLE = "⚠️ I could not reach the schedules. Nothing changed; try again soon."
+SCHEDULES_OFF = "⏰ Schedules are not running in this bot."
+SCHEDULE_NOT_YOURS = "Only its owner or an admin can change that schedule."
+
+
+def schedules_header(total: int) -> str:
+    return f"⏰ {total:,} schedule{'s' if total != 1 else ''} here:"
+
+
+def schedules_more(hidden: int) -> str:
+    return f"… and {hidden:,} more"
 
 
 def schedule_header(schedule: Schedule, *, late: bool) -> str:

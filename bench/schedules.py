@@ -7,8 +7,9 @@ one process killed with SIGKILL now and then (and replaced at once).
 Each child is a process as ``serve`` will run it: its own Redis client, the Redis schedule
 store and the platform events' claims (``RedisEventClaims``), and a ``Scheduler`` looking
 every 5 s plus up to 2 s of jitter. Its Runner records each occurrence it is given in a Redis
-list (who ran which planned minute, and when) and answers ok: the surfaces' posting runner
-waits for the dispatcher, so this measures the scheduling itself, not a model or a platform.
+list (who ran which planned minute, and when) and answers ok, so this measures the
+scheduling itself, not a model or a platform (the posting runner, ``adapters.scheduled``, is
+tested end to end in tests/integration/test_schedules_serve.py).
 
 ``--minute-seconds`` scales time for a short smoke run: a schedule minute lasts that many real
 seconds, and the looks, the jitter and the kills scale with it (the lateness is printed in

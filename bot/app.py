@@ -38,6 +38,7 @@ if TYPE_CHECKING:  # the search, redis and MCP modules load only when configured
     from adapters.channels import ChannelChoices
     from adapters.pacing import Budget
     from adapters.room import Room
+    from adapters.scheduled import Joining
     from adapters.voice import Hearing
     from core.embeddings import Hybrid
     from core.stores.redis import Client as Redis
@@ -129,6 +130,9 @@ class App:
 
     platforms: dict[str, PlatformLink] = field(default_factory=dict)
     """The platforms ``serve`` started, by name (``discord``, ``slack``)."""
+    scheduling: Joining | None = None
+    """Scheduled questions while ``serve`` runs (``bot.scheduling``): each surface adds its
+    port to the runner and answers the commands through the desk."""
 
     def rate_budget(self, name: str, *, limit: int, per: float = 60.0) -> Budget | None:
         """A rate budget every process shares (in Redis), or None without Redis."""

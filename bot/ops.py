@@ -405,6 +405,10 @@ class OpsServer:
         self._metrics = metrics
         self._runner = web.AppRunner(web_app, access_log=None, handle_signals=False)
 
+    @property
+    def metrics(self) -> Metrics | None:
+        return self._metrics
+
     async def start(self) -> int:
         """Listen; return the bound port (0 picks a free one). Raises ``OpsError``."""
         await self._runner.setup()

@@ -18,6 +18,7 @@ from bot.app import App
 from bot.config import Config
 from bot.logs import RedactSecrets, secret_values
 from bot.platforms import BY_NAME, PLATFORMS, Platform, Serve, enabled
+from bot.scheduling import running_schedules
 
 if TYPE_CHECKING:  # prometheus_client loads only when the ops endpoint is on
     from bot.ops import OpsServer, RouteAdder
@@ -177,7 +178,10 @@ async def serve(
             console.print(f"note: {words.SCHEDULES_NOT_KEPT}", style="dim", markup=False)
         with _cancel_on_sigterm() as terminated:
             try:
-                async with asyncio.TaskGroup() as group:
+                async with (
+                    running_schedules(app, ops.metrics if ops else None),
+                    asyncio.TaskGroup() as group,
+                ):
                     runs = [
                         group.create_task(_run(name, serve_it, app, console, redact))
                         for name, serve_it in servers.items()

@@ -13,6 +13,7 @@ from adapters.attachments import ConversationFiles
 from adapters.discord.client import ReactBot, create_bot
 from adapters.discord.cog import Services
 from adapters.discord.files import discord_downloader
+from adapters.discord.scheduled import DiscordSchedules
 from adapters.discord.settings import DiscordSettings
 from bot.app import App, PlatformLink
 from bot.policy import policy_for
@@ -76,6 +77,9 @@ async def serve_discord(app: App) -> None:
         room=app.room,
     )
     bot = create_bot(services, **shards(app))
+    if app.scheduling is not None:  # scheduled questions posted here, and their command
+        app.scheduling.runs.add("discord", DiscordSchedules(bot))
+        bot.schedules = app.scheduling.desk
     app.platforms["discord"] = PlatformLink(
         connected=lambda: _connected(bot),
         edits=lambda: bot.cog.pacer.stats.edits if bot.cog is not None else 0,

@@ -10,6 +10,7 @@ from adapters.attachments import ConversationFiles
 from adapters.pacing import Budget
 from adapters.slack.bot import SlackBot
 from adapters.slack.files import slack_downloader
+from adapters.slack.scheduled import SlackSchedules
 from adapters.slack.server import run
 from adapters.slack.settings import SlackSettings
 from adapters.slack.streaming import TIERS
@@ -96,6 +97,9 @@ async def serve_slack(app: App) -> None:
         # the streaming methods' tiers, likewise shared by every replica
         stream_budgets=stream_budgets(app),
     )
+    if app.scheduling is not None:  # scheduled questions posted here, and their command
+        app.scheduling.runs.add("slack", SlackSchedules(bot))
+        bot.commands.schedules = app.scheduling.desk
     app.platforms["slack"] = PlatformLink(
         connected=lambda: _connected(bot),
         edits=lambda: bot.pacer.stats.edits,

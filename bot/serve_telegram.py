@@ -11,6 +11,8 @@ from aiohttp import web
 from adapters.attachments import ConversationFiles
 from adapters.telegram.bot import TelegramBot
 from adapters.telegram.files import telegram_downloader
+from adapters.telegram.schedule_command import ScheduleCommand
+from adapters.telegram.scheduled import TelegramSchedules
 from adapters.telegram.settings import DEFAULT_API, TelegramSettings
 from adapters.telegram.webhook import WebhookServer, webhook_path, webhook_secret
 from bot.app import App, PlatformLink
@@ -69,6 +71,9 @@ def build_bot(app: App) -> TelegramBot:
 
 async def serve_telegram(app: App) -> None:
     bot = build_bot(app)
+    if app.scheduling is not None:  # scheduled questions posted here, and their command
+        app.scheduling.runs.add("telegram", TelegramSchedules(bot))
+        ScheduleCommand(bot, app.scheduling.desk).install()
     runner: web.AppRunner | None = None
     try:
         await bot.start()

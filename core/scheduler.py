@@ -113,8 +113,12 @@ class Scheduler:
         every: float = 5.0,
         jitter: float = 2.0,
         rng: random.Random | None = None,
+        serves: Callable[[Schedule], bool] | None = None,
     ) -> None:
         self._book = book
+        self._serves = serves
+        """Whether this process runs a schedule now (the platforms it serves and has ready);
+        None: every one. The others are left to the processes that serve them."""
         self._claims = claims
         self._runner = runner
         self._notice = notice
@@ -133,13 +137,15 @@ class Scheduler:
         return self._book.settings.catch_up_seconds
 
     async def forever(self) -> None:
-        """Look, then wait ``every`` plus jitter, until cancelled; a store that is away is
-        logged and tried again at the next look."""
+        """Look, then wait ``every`` plus jitter, until cancelled; a store that is away (or
+        a look that failed) is logged and tried again at the next look."""
         while True:
             try:
                 await self.tick()
             except StoreUnavailable as exc:
                 log.warning("schedules: %s; looking again in a moment", exc)
+            except Exception:  # a look that failed must not end every later one
+                log.exception("schedules: a look failed; looking again in a moment")
             await asyncio.sleep(self._every + self._random.uniform(0, self._jitter))
 
     async def tick(self) -> list[Occurrence]:
@@ -147,6 +153,8 @@ class Scheduler:
         (their runs started as tasks, ``settled`` waits for them)."""
         now = self._clock()
         due = await self._book.store.due(now, limit=DUE_BATCH)
+        if self._serves is not None:
+            due = [s for s in due if self._serves(s)]
         self._random.shuffle(due)
         won: list[Occurrence] = []
         for start in range(0, len(due), AT_ONCE):

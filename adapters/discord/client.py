@@ -21,6 +21,7 @@ from discord.http import Ratelimit, Route
 
 from adapters.discord.cog import AskCog, Services
 from adapters.discord.surface import NO_MENTIONS, RateLimitWatch
+from adapters.dispatch.schedule import ScheduleDesk
 
 log = logging.getLogger(__name__)
 
@@ -122,6 +123,8 @@ class ReactBot(commands.AutoShardedBot):
         )
         BucketSweep.install(self.http)
         self.cog: AskCog | None = None
+        self.schedules: ScheduleDesk | None = None
+        """The schedule command's handler, while ``serve`` runs schedules."""
         self._saved_endpoints: tuple[str, yarl.URL] | None = None
 
     async def login(self, token: str) -> None:

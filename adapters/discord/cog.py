@@ -42,9 +42,9 @@ from adapters.discord.layout import (
     card_placeholder,
     sources_list,
 )
-from adapters.discord.memory_command import REACTBOT, MemoryCommand
 from adapters.discord.payload import DiscordPayload, FileSpec, PendingButtons
 from adapters.discord.render import DiscordRenderer, fit, page_link_line, placeholder, sanitize
+from adapters.discord.schedule_command import REACTBOT, ReactbotCommands
 from adapters.discord.settings import DiscordSettings
 from adapters.discord.shared_commands import SharedCommands
 from adapters.discord.surface import (
@@ -564,7 +564,7 @@ class DecisionModal(discord.ui.Modal):
 # ---- the cog ------------------------------------------------------------------------------
 
 
-class AskCog(SharedCommands, MemoryCommand, commands.Cog):
+class AskCog(SharedCommands, ReactbotCommands, commands.Cog):
     def __init__(
         self,
         bot: commands.Bot | commands.AutoShardedBot,
@@ -724,7 +724,7 @@ class AskCog(SharedCommands, MemoryCommand, commands.Cog):
             return {"view": view, "files": to_files(reply.files), **QUIET}
         return {"content": reply.content, "files": to_files(reply.files), **QUIET}
 
-    reactbot = REACTBOT  # with its ``memory`` subcommand (``MemoryCommand``)
+    reactbot = REACTBOT  # with memory and schedule subcommands (``ReactbotCommands``)
 
     @reactbot.command(name="model", description="The model this channel uses.")
     @app_commands.describe(name="A model from the catalogue, or 'default'")

@@ -297,7 +297,11 @@ def picture_files(view: RunView) -> tuple[FileSpec, ...]:
 
 
 def heard_lines(view: RunView) -> list[str]:
-    """A voice question's transcript as a quote, first in its messages (``RunView.heard``)."""
+    """First in its messages: a scheduled run's header and its question (no message of the
+    asker's is above it), or a voice question's transcript, as a quote."""
+    if view.header:
+        said = [one_line(sanitize(view.header), HEARD_LIMIT)]
+        return [*said, "> " + one_line(sanitize(view.question), HEARD_LIMIT)]
     return ["> " + one_line(sanitize(view.heard), HEARD_LIMIT)] if view.heard else []
 
 

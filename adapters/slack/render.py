@@ -116,8 +116,12 @@ class SlackRenderer:
         approvals: bool = True,
         approval_timeout: float | None = None,
         trace_link: Callable[[str], str | None] | None = None,
+        quiet_asker: bool = False,
     ) -> None:
         self.run_id = run_id
+        self.quiet_asker = quiet_asker
+        """Name the asker in plain text, never as a mention (a scheduled run's owner: a
+        mention in a post the bot makes on its own would notify them at every run)."""
         self._clock = clock
         self.approvals = approvals
         self.approval_timeout = approval_timeout
@@ -182,7 +186,11 @@ class SlackRenderer:
         self, trace: Trace, *, whole_answer: bool = False, steps: bool = True
     ) -> list[SlackMessage]:
         posts = trace_posts(
-            trace, whole_answer=whole_answer, approval_timeout=self.approval_timeout, steps=steps
+            trace,
+            whole_answer=whole_answer,
+            approval_timeout=self.approval_timeout,
+            steps=steps,
+            quiet_asker=self.quiet_asker,
         )
         link = self.trace_link(trace.id) if steps and self.trace_link is not None else None
         return with_page_link(posts, link) if link is not None else posts
@@ -268,6 +276,8 @@ def _status_words(view: RunView) -> str:
 
 def _question_block(view: RunView, *, limit: int = QUESTION_LIMIT) -> Block:
     asked = (view.heard or view.question).strip() or "(no question)"  # voice: "🎤 0:07 · …"
+    if view.header:  # a scheduled run: its header names the owner, never as a mention
+        return section(f"*{prose(view.header, limit)}*\n{prose(asked, limit)}")
     return section(f"*{mention(view.asker)} asked:* {prose(asked, limit)}")
 
 

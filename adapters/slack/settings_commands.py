@@ -1,6 +1,7 @@
-"""``/ask-settings``: a channel's model, persona and tools, and ``/ask-settings memory
+"""``/ask-settings``: a channel's model, persona and tools, ``/ask-settings memory
 [list|forget ID|clear [channel]]`` (``adapters.dispatch.memory``, answered ephemerally: only
-the person sees their memories). ``show``, ``verbosity``, ``usage``, ``reset`` and ``trace``
+the person sees their memories) and ``/ask-settings schedule add|list|pause|resume|delete|run``
+(``adapters.dispatch.schedule``). ``show``, ``verbosity``, ``usage``, ``reset`` and ``trace``
 go to the shared handlers first (``adapters.slack.commands``).
 
 Anyone may read them (``tools``, ``model``); changing them needs an admin
@@ -16,15 +17,17 @@ from slack_bolt.context.ack.async_ack import AsyncAck
 
 from adapters import words as sentences  # "words" names a command's words here
 from adapters.channels import ChoiceError
-from adapters.dispatch import memory
+from adapters.dispatch import memory, schedule
 from adapters.dispatch.intents import Actor, Memory, Where
 from adapters.slack.markdown import escape
 from adapters.slack.modals import INPUT_BLOCK, persona_modal, read_persona
 from adapters.slack.payloads import memory_where, plain_text
 from adapters.slack.places import Described
 from core.prompt import PERSONA_CHARS
+from core.schedules import Place
 
 if TYPE_CHECKING:
+    from adapters.dispatch.schedule import ScheduleDesk
     from adapters.slack.bot import SlackBot
 
 ONLY_ADMINS = sentences.ONLY_ADMINS
@@ -32,8 +35,9 @@ SETTINGS_USAGE = (
     "Usage: `/ask-settings show`, `/ask-settings usage`, `/ask-settings reset`, "
     "`/ask-settings trace`, "
     "`/ask-settings verbosity full|compact|answer|default`, `/ask-settings model NAME|default`, "
-    "`/ask-settings prompt`, `/ask-settings tools [NAME]` or "
-    "`/ask-settings memory [list|forget ID|clear]`"
+    "`/ask-settings prompt`, `/ask-settings tools [NAME]`, "
+    "`/ask-settings memory [list|forget ID|clear]` or "
+    '`/ask-settings schedule add "<when>" <question>|list|pause|resume|delete|run ID`'
 )
 
 
@@ -47,6 +51,8 @@ class SettingsCommands:
 
     def __init__(self, bot: SlackBot) -> None:
         self.bot = bot
+        self.schedules: ScheduleDesk | None = None
+        """The schedule command's handler, while ``serve`` runs schedules."""
 
     async def on_settings(self, ack: AsyncAck, command: dict[str, Any]) -> None:
         """``show``, ``verbosity LEVEL``, ``usage``, ``reset`` and ``trace`` are the shared
@@ -57,6 +63,10 @@ class SettingsCommands:
             return
         if words and words[0] == "memory":
             await ack(text=await self._memory(command, words[1:]), response_type="ephemeral")
+            return
+        if words and words[0] == "schedule":
+            said = plain_text(str(command.get("text", ""))).strip()[len("schedule") :]
+            await ack(text=await self._schedule(command, said), response_type="ephemeral")
             return
         if words and words[0] in ("model", "prompt", "tools"):
             await self._change_setting(ack, command, words)
@@ -129,6 +139,33 @@ class SettingsCommands:
             scope=scope,
         )
         return await memory.memory_reply(intent, self.bot.agent.memories, escape=escape, room=3000)
+
+    async def _schedule(self, command: dict[str, Any], said: str) -> str:
+        """``schedule ...``: the shared handler (``adapters.dispatch.schedule``)."""
+        if self.schedules is None:
+            return sentences.SCHEDULES_OFF
+        parsed = schedule.parse(said)
+        if parsed is None:
+            return escape(sentences.SCHEDULE_USAGE)
+        team, channel = str(command.get("team_id", "")), str(command.get("channel_id", ""))
+        user, name = str(command.get("user_id", "")), str(command.get("user_name", ""))
+        actor = Actor(
+            "slack", user, f"slack:{team}:{user}", name, admin=user in self.bot.policy.admin_users
+        )
+        intent = schedule.Schedule(
+            event=f"slack:command:{command.get('trigger_id', '')}",
+            actor=actor,
+            where=Where(
+                "slack", "dm" if channel.startswith("D") else "channel", channel, space=team
+            ),
+            place=Place("slack", channel, "", team),
+            shown_as=f"@{name}" if name else "someone",  # plain text: never a <@U…> ping
+            action=parsed.action,
+            id=parsed.id,
+            when=parsed.when,
+            question=parsed.question,
+        )
+        return await self.schedules.reply(intent, escape=escape, room=3000)
 
     async def on_persona(self, ack: AsyncAck, body: dict[str, Any], view: dict[str, Any]) -> None:
         read = read_persona(view)

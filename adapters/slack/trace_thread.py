@@ -54,6 +54,7 @@ def trace_posts(
     whole_answer: bool = False,
     approval_timeout: float | None = None,
     steps: bool = True,
+    quiet_asker: bool = False,
 ) -> list[SlackMessage]:
     """The thread under the answer: question, the full answer when the root had to cut it
     (or, ``whole_answer``, showed only a compact or plain form), one post per step (split
@@ -68,7 +69,8 @@ def trace_posts(
         answer_posts = _pack(blocks, "Answer (continued)")
     if not steps:
         return answer_posts
-    asked = f"*Question* (asked by {mention(trace.user_id or trace.user)})"
+    asker = prose(trace.user, NAME_LIMIT) if quiet_asker else mention(trace.user_id or trace.user)
+    asked = f"*Question* (asked by {asker})"
     question = trace.question.strip() or "(no question)"
     posts = _pack(
         _sections(asked, question, trace.id, parts=2, sep=":\n"), f"Question: {trace.question}"

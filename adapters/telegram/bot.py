@@ -169,7 +169,9 @@ class TelegramReply:
             run.trace.id, clock=time.monotonic, trace_link=self._bot.trace_link
         )
         try:
-            message_id = await self._chat.send(renderer.live(view), reply_to=self._asker.message)
+            message_id = await self._chat.send(
+                renderer.live(view), reply_to=self._asker.message or None
+            )
         except TelegramError:
             log.exception("could not post the answer's message in chat %s", self._asker.chat)
             return None

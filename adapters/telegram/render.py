@@ -288,7 +288,10 @@ def status(view: RunView, now: float) -> str:
 
 
 def _heard(view: RunView) -> list[list[_Piece]]:
-    """A voice question's transcript, first (``words.heard_line``)."""
+    """First: a scheduled run's header and its question (no message of the asker's is above
+    it), or a voice question's transcript (``words.heard_line``)."""
+    if view.header:
+        return [[_Piece(cut(view.header, 300), "b")], [_Piece(cut(view.question, 700), "i")]]
     return [[_Piece(cut(view.heard, 700), "i")]] if view.heard else []
 
 

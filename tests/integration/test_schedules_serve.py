@@ -1,0 +1,371 @@
+"""Issue 44's "done when", as an operator meets it: two ``reactbot serve`` processes on one
+Redis against the strict fakes, a schedule added in chat by an admin with
+``schedule.min_interval_seconds: 60`` that runs every minute, and one process killed with
+``kill -9`` (a real SIGKILL of a real process) between two minutes: each minute is posted
+exactly once, by whichever process is alive.
+
+Schedule time runs ``SCALE`` times faster than real time (``REACTBOT_TEST_SCHEDULE_CLOCK``,
+as ``bench/schedules.py`` shortens its minute): a minute is ``60 / SCALE`` real seconds, and
+the processes' looks scale with it. The claims, the posting and the kill are real.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import urllib.parse
+from collections.abc import Callable
+from pathlib import Path
+
+import aiohttp
+from slack_sdk.signature import SignatureVerifier
+
+from adapters.recovery import INTERRUPTED
+from core.stores.redis import create_client
+from core.stores.redis.schedules import RedisSchedules
+from tests.fakes.discord_server import CHANNEL_ID, FakeDiscord
+from tests.fakes.openai_server import FakeOpenAI
+from tests.fakes.slack_server import TEAM_ID, FakeSlack, message_text
+from tests.fakes.telegram_server import FakeTelegram
+from tests.integration.test_hostile_serve import forget_keys, launch, redis_prefix
+from tests.integration.test_serve import free_port, wait_for_http
+from tests.integration.test_telegram_bot import ALICE
+
+SECRET = "s3cret-signing"
+CHANNEL = "C1GENERAL"
+ADMIN = "U1ADA"
+DISCORD_ADMIN = 1001
+SCALE = 10.0
+MINUTE = 60 / SCALE
+"""Real seconds in a schedule minute."""
+HEADER = "Scheduled by @ada · every 1 minute"
+
+
+def clock_env() -> dict[str, str]:
+    """Schedule time for every process of one test: the same origin, the same scale."""
+    return {"REACTBOT_TEST_SCHEDULE_CLOCK": f"{int(time.time())}:{SCALE}"}
+
+
+def slack_config(port: int, slack: FakeSlack) -> str:
+    return (
+        f"slack:\n  mode: http\n  port: {port}\n  api_base_url: {slack.base_url.rstrip('/')}\n"
+        f"  update_interval: 0.3\n  cooldown_seconds: 0\n  admin_users: [{ADMIN}]\n"
+        "model:\n  name: m\nagent:\n  mode: text\n  lease_seconds: 3\n"
+        "schedule:\n  min_interval_seconds: 60\n  default_timezone: UTC\n"
+    )
+
+
+async def slack_command(http: aiohttp.ClientSession, slack: FakeSlack, port: int, text: str) -> str:
+    """``/ask-settings TEXT`` by the admin, signed as Slack signs it: the ephemeral ack."""
+    body = urllib.parse.urlencode(
+        {
+            "command": "/ask-settings",
+            "text": text,
+            "user_id": ADMIN,
+            "user_name": "ada",
+            "channel_id": CHANNEL,
+            "team_id": TEAM_ID,
+            "trigger_id": slack.trigger(),
+            "response_url": slack.response_url("sched"),
+        }
+    )
+    stamp = str(int(time.time()))
+    signature = SignatureVerifier(SECRET).generate_signature(timestamp=stamp, body=body)
+    headers = {
+        "Content-Type": "application/x-www-form-urlencoded",
+        "X-Slack-Request-Timestamp": stamp,
+        "X-Slack-Signature": signature or "",
+    }
+    url = f"http://127.0.0.1:{port}/slack/events"
+    async with http.post(url, data=body, headers=headers) as response:
+        assert response.status == 200
+        return str(json.loads(await response.text())["text"])
+
+
+async def until(predicate: Callable[[], bool], *, within: float, what: str) -> None:
+    deadline = time.monotonic() + within
+    while not predicate():
+        assert time.monotonic() < deadline, f"{what}: not within {within} s"
+        await asyncio.sleep(0.05)
+
+
+async def planned_minutes(redis_url: str, prefix: str, schedule_id: str) -> list[int]:
+    """The planned minutes of the schedule some process claimed (each claim is taken once,
+    by one process: ``schedule:{id}:{minute}``), in order; its recorded runs all ok."""
+    client = create_client(redis_url)
+    try:
+        kept = await RedisSchedules(client, prefix=prefix).get(schedule_id)
+        pattern = f"{prefix}*schedule:{schedule_id}:*"
+        keys = [k.decode() if isinstance(k, bytes) else k async for k in client.scan_iter(pattern)]
+    finally:
+        await client.aclose()
+    assert kept is not None
+    assert all(r.outcome == "ok" for r in kept.runs), kept.runs
+    recorded = [r.planned // 60 for r in kept.runs]
+    assert len(recorded) == len(set(recorded)), f"a minute ran twice: {recorded}"
+    return sorted(int(k.rsplit(":", 1)[1]) for k in keys)
+
+
+async def test_slack_each_minute_is_posted_once_by_two_processes_one_killed(
+    tmp_path: Path, redis_url: str
+) -> None:
+    ports = [free_port(), free_port()]
+    async with (
+        FakeSlack() as slack,
+        FakeOpenAI(model="m") as model,
+        aiohttp.ClientSession() as http,
+    ):
+        for n in range(12):
+            model.reply(f"Thought: it is time.\nFinal Answer: tick {n}", chunks=3)
+        env = {
+            "SLACK_BOT_TOKEN": slack.token,
+            "SLACK_SIGNING_SECRET": SECRET,
+            "REDIS_URL": redis_url,
+            "OPENAI_BASE_URL": model.base_url,
+            "OPENAI_API_KEY": "sk-test",
+            **clock_env(),
+        }
+        processes = [
+            await launch(tmp_path, slack_config(port, slack), env, "--platform", "slack",
+                         home=tmp_path / f"p{i}")
+            for i, port in enumerate(ports)
+        ]  # fmt: skip
+        try:
+            for port in ports:
+                await wait_for_http(f"http://127.0.0.1:{port}/healthz")
+            said = await slack_command(
+                http, slack, ports[0], 'schedule add "every 1 minutes" What time is it?'
+            )
+            assert said.startswith("⏰ Scheduled ") and said.count(", ") >= 2, said
+            schedule_id = said.split()[2].rstrip(":")
+
+            def posted() -> list[str]:
+                return [message_text(m) for m in slack.roots(CHANNEL) if HEADER in message_text(m)]
+
+            def finished(count: int) -> bool:
+                shown = posted()
+                return len(shown) >= count and all("tick" in t for t in shown)
+
+            await until(lambda: finished(2), within=4 * MINUTE + 20, what="two minutes posted")
+            # Between two minutes: the second is final; kill -9 one of the two now.
+            processes[0].kill()
+            await processes[0].wait()
+            await until(lambda: finished(5), within=4 * MINUTE + 20, what="the survivor posts on")
+            await asyncio.sleep(MINUTE / 2)  # nothing more than one post per minute follows
+            minutes = await planned_minutes(redis_url, redis_prefix(tmp_path), schedule_id)
+        finally:
+            for process in processes:
+                if process.returncode is None:
+                    process.kill()
+                    await process.wait()
+            await forget_keys(tmp_path)
+
+    assert_once_per_minute(minutes, len(posted()), model)
+    assert all("tick" in text for text in posted()), "each ended answered, none rewritten"
+    bodies = json.dumps([c.args for c in slack.records])
+    assert f"<@{ADMIN}>" not in bodies, "the owner is never pinged"
+
+
+def assert_once_per_minute(minutes: list[int], posts: int, model: FakeOpenAI) -> None:
+    assert minutes == list(range(minutes[0], minutes[0] + len(minutes))), f"missed: {minutes}"
+    assert posts == len(minutes), f"{posts} posts for the minutes {minutes}"
+    assert len(model.requests) == len(minutes), "one model run per minute, none twice"
+
+
+async def test_discord_each_minute_is_posted_once_by_two_processes_one_killed(
+    tmp_path: Path, redis_url: str
+) -> None:
+    fake = FakeDiscord(token="serve-token")
+    fake.add_channel(CHANNEL_ID)
+    await fake.start()
+    config = (
+        f"discord:\n  api_base_url: {fake.api_base_url}\n  cooldown_seconds: 0\n"
+        f"  edit_interval: 0.25\n  layout: text\n  admin_users: [{DISCORD_ADMIN}]\n"
+        "model:\n  name: m\nagent:\n  mode: text\n  lease_seconds: 3\n"
+        "schedule:\n  min_interval_seconds: 60\n  default_timezone: UTC\n"
+    )
+    async with FakeOpenAI(model="m") as model:
+        for n in range(12):
+            model.reply(f"Thought: it is time.\nFinal Answer: tick {n}", chunks=3)
+        env = {
+            "DISCORD_TOKEN": "serve-token",
+            "REDIS_URL": redis_url,
+            "OPENAI_BASE_URL": model.base_url,
+            "OPENAI_API_KEY": "sk-test",
+            **clock_env(),
+        }
+        processes = [
+            await launch(tmp_path, config, env, "--platform", "discord", home=tmp_path / f"p{i}")
+            for i in range(2)
+        ]
+        try:
+            await until(lambda: len(fake.live_sessions) == 2, within=40, what="both connected")
+            await asyncio.sleep(1.0)  # each is ready once its guild arrived
+            payload = fake.interaction_create("reactbot", author_id=DISCORD_ADMIN)
+            when = {"name": "when", "type": 3, "value": "every 1 minutes"}
+            question = {"name": "question", "type": 3, "value": "What time is it?"}
+            add = {"name": "add", "type": 1, "options": [when, question]}
+            payload["data"]["options"] = [{"name": "schedule", "type": 2, "options": [add]}]
+            await fake.dispatch("INTERACTION_CREATE", payload)
+            call = await fake.wait_for_call(
+                lambda c: c.path.endswith("/callback") and f"/{payload['id']}/" in c.path,
+                within=20,
+            )
+            said = str(call.json["data"]["content"])
+            assert said.startswith("⏰ Scheduled "), said
+            schedule_id = said.split()[2].rstrip(":")
+
+            def posted() -> list[int]:
+                return [
+                    mid
+                    for mid in list(fake.created)
+                    if fake.messages[mid]["channel_id"] == str(CHANNEL_ID)
+                    and "Scheduled by @" in str(fake.messages[mid]["content"])
+                ]
+
+            def finished(count: int) -> bool:
+                shown = posted()
+                return len(shown) >= count and all(
+                    "tick" in str(fake.messages[m]["content"]) for m in shown
+                )
+
+            await until(lambda: finished(2), within=4 * MINUTE + 30, what="two minutes posted")
+            processes[0].kill()
+            await processes[0].wait()
+            await until(lambda: finished(5), within=4 * MINUTE + 30, what="the survivor posts on")
+            await asyncio.sleep(MINUTE / 2)
+            minutes = await planned_minutes(redis_url, redis_prefix(tmp_path), schedule_id)
+            posts = len(posted())
+            assert finished(posts), "each ended answered, none rewritten"
+        finally:
+            for process in processes:
+                if process.returncode is None:
+                    process.kill()
+                    await process.wait()
+            await fake.stop()
+            await forget_keys(tmp_path)
+    assert_once_per_minute(minutes, posts, model)
+
+
+async def test_telegram_each_minute_is_posted_once_by_two_processes_one_killed(
+    tmp_path: Path, redis_url: str
+) -> None:
+    """Each process polls its own fake (Telegram hands an update to one of them; two
+    pollers of one bot would be refused 409): the posts of both are counted. In the
+    admin's private chat: a group takes 20 messages a minute, fewer than a 6-second minute's
+    runs need."""
+    async with (
+        FakeTelegram() as first,
+        FakeTelegram() as second,
+        FakeOpenAI(model="m") as model,
+    ):
+        second.chats.add(ALICE)  # the chat exists there too (the first sees her speak)
+        for n in range(12):
+            model.reply(f"Thought: it is time.\nFinal Answer: tick {n}", chunks=3)
+        processes = []
+        for i, fake in enumerate((first, second)):
+            config = (
+                f"telegram:\n  api_base_url: {fake.base_url}\n  cooldown_seconds: 0\n"
+                f"  admins: [{ALICE}]\n"
+                "model:\n  name: m\nagent:\n  mode: text\n  lease_seconds: 3\n"
+                "schedule:\n  min_interval_seconds: 60\n  default_timezone: UTC\n"
+            )
+            env = {
+                "TELEGRAM_BOT_TOKEN": fake.token,
+                "REDIS_URL": redis_url,
+                "OPENAI_BASE_URL": model.base_url,
+                "OPENAI_API_KEY": "sk-test",
+                **clock_env(),
+            }
+            home = tmp_path / f"p{i}"
+            processes.append(
+                await launch(tmp_path, config, env, "--platform", "telegram", home=home)
+            )
+
+        def posted() -> list[str]:
+            return [
+                m.text
+                for fake in (first, second)
+                for m in fake.bot_messages(ALICE)
+                if "Scheduled by" in m.text
+            ]
+
+        def finished(count: int) -> bool:
+            shown = posted()
+            return len(shown) >= count and all("tick" in t for t in shown)
+
+        try:
+            first.user_says(ALICE, '/schedule add "every 1 minutes" What time is it?')
+            await until(
+                lambda: any(m.text.startswith("⏰ Scheduled ") for m in first.bot_messages(ALICE)),
+                within=40,
+                what="the schedule added",
+            )
+            said = next(m.text for m in first.bot_messages(ALICE) if m.text.startswith("⏰ Sch"))
+            schedule_id = said.split()[2].rstrip(":")
+            await until(lambda: finished(2), within=4 * MINUTE + 30, what="two minutes posted")
+            processes[0].kill()
+            await processes[0].wait()
+            await until(lambda: finished(5), within=4 * MINUTE + 30, what="the survivor posts on")
+            await asyncio.sleep(MINUTE / 2)
+            minutes = await planned_minutes(redis_url, redis_prefix(tmp_path), schedule_id)
+            posts = len(posted())
+            assert finished(posts), "each ended answered, none rewritten"
+        finally:
+            for process in processes:
+                if process.returncode is None:
+                    process.kill()
+                    await process.wait()
+            await forget_keys(tmp_path)
+    assert_once_per_minute(minutes, posts, model)
+
+
+async def test_a_scheduled_run_whose_process_dies_mid_answer_is_finished_by_the_next(
+    tmp_path: Path, redis_url: str
+) -> None:
+    """Crash recovery covers a scheduled run as any answer: its process killed while the
+    model is still writing, the next process finishes the message as interrupted."""
+    port = free_port()
+    async with (
+        FakeSlack() as slack,
+        FakeOpenAI(model="m") as model,
+        aiohttp.ClientSession() as http,
+    ):
+        model.reply("Thought: this will take a very long time, let me", chunks=8, stall_after=4)
+        env = {
+            "SLACK_BOT_TOKEN": slack.token,
+            "SLACK_SIGNING_SECRET": SECRET,
+            "REDIS_URL": redis_url,
+            "OPENAI_BASE_URL": model.base_url,
+            "OPENAI_API_KEY": "sk-test",
+            **clock_env(),
+        }
+        config = slack_config(port, slack)
+        first = await launch(tmp_path, config, env, "--platform", "slack", home=tmp_path / "p0")
+        second = None
+        try:
+            await wait_for_http(f"http://127.0.0.1:{port}/healthz")
+            said = await slack_command(http, slack, port, 'schedule add "in 1 minutes" Think.')
+            assert said.startswith("⏰ Scheduled "), said
+
+            def root() -> str:
+                roots = slack.roots(CHANNEL)
+                return message_text(roots[0]) if len(roots) == 1 else ""
+
+            await until(lambda: "this will take" in root(), within=MINUTE + 30, what="thinking")
+            assert HEADER.replace("every 1 minute", "in 1 minute") in root(), root()
+            first.kill()
+            await first.wait()
+            second = await launch(
+                tmp_path, config, env, "--platform", "slack", home=tmp_path / "p1"
+            )
+            await until(lambda: INTERRUPTED in root(), within=40, what="finished by the next")
+        finally:
+            for process in (first, second):
+                if process is not None and process.returncode is None:
+                    process.kill()
+                    await process.wait()
+            await forget_keys(tmp_path)
+    assert len(slack.roots(CHANNEL)) == 1, "finished in place, not posted again"
+    assert f"<@{ADMIN}>" not in json.dumps([c.args for c in slack.records])
