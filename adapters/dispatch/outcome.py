@@ -19,9 +19,16 @@ Reason = Literal[
     "capacity",
     "overloaded",
     "busy",
+    "who",
+    "gone",
+    "elsewhere",
+    "retried",
 ]
 """Why an intent went no further: ``capacity`` and ``overloaded`` are the process's own room
-(``adapters.room``: too many runs, a late event loop), ``busy`` the asker's runs at once."""
+(``adapters.room``: too many runs, a late event loop), ``busy`` the asker's runs at once;
+``who`` someone the run's record does not let do it, ``gone`` a run or an action that no
+process runs or waits on any more, ``elsewhere`` a press from another place than the run's
+(a forged button), ``retried`` a Retry already used."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from adapters.live import RunView, StepView, approval_words, final_mark, status_line
+from adapters.recovery import INTERRUPTED
 from core.pictures import pictures_of
 from core.text import http_url, neutral_bidi
 from core.trace import Trace, source_domain, summary_line
@@ -151,6 +152,9 @@ class WebRenderer:
             data["outcome"] = (
                 "⚠️ Stopped before a final answer: the best answer from what was found."
             )
+        if trace is not None and trace.status == "interrupted":  # its process died
+            data["outcome"] = INTERRUPTED
+            data["retry"] = bool(trace.question)  # asked again, once (``/api/retry``)
         if view.answer:
             data["answer"] = clean(view.answer, answer_chars)
         if view.verbosity == "full":
