@@ -65,6 +65,7 @@ from adapters.discord.translate import (
     why_question,
 )
 from adapters.dispatch.dispatcher import Dispatcher
+from adapters.dispatch.handlers.retry import retried
 from adapters.dispatch.intents import Actor
 from adapters.dispatch.intents import Ask as Intent
 from adapters.live import VERBOSITIES, LiveMessage, RunView, Verbosity
@@ -1003,18 +1004,13 @@ class AskCog(MemoryCommand, commands.Cog):
     async def retry_pressed(self, interaction: discord.Interaction, run_id: str) -> None:
         """Retry on an interrupted answer: its question asked again by whoever pressed, in
         the channel (or thread) it was asked in; a custom id naming another's run is refused."""
-        try:
-            trace = await self.services.stores.traces.get(run_id)
-        except StoreUnavailable:
-            trace = None
-        if trace is None or not trace.question or not self._from_its_place(interaction, trace):
-            await interaction.response.send_message(words.RETRY_GONE, ephemeral=True)
-            return
-        if not await self.dispatcher.retry_once.take(run_id):
-            await interaction.response.send_message(words.RETRY_DONE, ephemeral=True)
+        once, traces = self.dispatcher.retry_once, self.services.stores.traces
+        trace = await retried(run_id, _places(interaction), traces=traces, once=once)
+        if isinstance(trace, Refusal):
+            await interaction.response.send_message(trace.text, ephemeral=True)
             return
         if not await self._answer_interaction(interaction, trace.question):
-            await self.dispatcher.retry_once.give_back(run_id)
+            await once.give_back(run_id)
 
     async def sources_pressed(self, interaction: discord.Interaction, run_id: str) -> None:
         """Anyone may ask; the answer is private, the links written out, nobody pinged."""
@@ -1046,9 +1042,7 @@ class AskCog(MemoryCommand, commands.Cog):
         """Whether a press on ``trace``'s buttons came from its own conversation (the channel,
         or the thread's parent): a run id is read by everyone who saw the message, and a
         custom id naming it pressed elsewhere must not read out another conversation."""
-        channel, parent = interaction.channel_id, getattr(interaction.channel, "parent_id", None)
-        here = {f"discord:{place}" for place in (channel, parent) if place}
-        return may_retry(trace.conversation, here)
+        return may_retry(trace.conversation, _places(interaction))
 
     async def _trace_pressed(self, interaction: discord.Interaction, run_id: str) -> Trace | None:
         """The trace a button names, if it is stored and the press came from its place."""
@@ -1306,3 +1300,9 @@ async def _typing(channel: discord.abc.Messageable) -> AsyncIterator[None]:
             where = getattr(channel, "id", "?")
             log.warning("could not show typing in channel %s: %s", where, exc)
         yield
+
+
+def _places(interaction: discord.Interaction) -> set[str]:
+    """The conversations a press may act on: its channel's, or its thread's parent's."""
+    channel, parent = interaction.channel_id, getattr(interaction.channel, "parent_id", None)
+    return {f"discord:{place}" for place in (channel, parent) if place}

@@ -52,8 +52,9 @@ from adapters import words
 from adapters.answering import Answering, edit_problem
 from adapters.attachments import ConversationFiles
 from adapters.channels import ChannelChoices
-from adapters.decisions import Press, may_retry
+from adapters.decisions import Press
 from adapters.dispatch.dispatcher import Dispatcher
+from adapters.dispatch.handlers.retry import retried
 from adapters.dispatch.intents import Actor, Ask, Where
 from adapters.dispatch.outcome import Refusal
 from adapters.live import LiveMessage, RunView, Verbosity
@@ -654,14 +655,12 @@ class TelegramBot:
         message = query.message
         if not isinstance(message, TelegramMessage):
             return "I cannot retry that here: the message is too old."
-        try:
-            trace = await self.stores.traces.get(run_id)
-        except StoreUnavailable:
-            trace = None
         thread = _thread_of(message)
         here = (conversation_of(message.chat.id, thread),)
-        if trace is None or not trace.question or not may_retry(trace.conversation, here):
-            return words.RETRY_GONE
+        once = self.dispatcher.retry_once
+        trace = await retried(run_id, here, traces=self.stores.traces, once=once)
+        if isinstance(trace, Refusal):
+            return trace.text
         asker = Asker(message.chat.id, query.from_user.id, message.message_id, thread)
         ask = self._intent(
             asker,
@@ -671,11 +670,9 @@ class TelegramBot:
             chat_name=_chat_name(message.chat),
             gathers=False,
         )
-        if not await self.dispatcher.retry_once.take(run_id):
-            return words.RETRY_DONE
         refused = await self._dispatch(ask)
         if refused is not None:
-            await self.dispatcher.retry_once.give_back(run_id)
+            await once.give_back(run_id)
         return cut(refused, 190) if refused is not None else "Asking again…"
 
     async def on_error(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
