@@ -63,21 +63,27 @@ def in_place(press: Press, owner: Owner) -> bool:
     )
 
 
-def may_stop(press: Press, owner: Owner | None) -> bool:
-    """The person who asked, or an admin; from the run's own place."""
-    if owner is None or not in_place(press, owner):
-        return False
+def asker_or_admin(press: Press, owner: Owner) -> bool:
+    """Who may stop a run: the person who asked, or an admin (wherever they pressed)."""
     return press.admin or (bool(owner.asker) and press.user == owner.asker)
 
 
-def may_decide(approvers: str, press: Press, owner: Owner | None) -> bool:
-    """The ``agent.approval.approvers`` policy (``asker``: the asker or an admin;
-    ``admins``; ``anyone``), from the run's own place."""
-    if owner is None or not in_place(press, owner):
-        return False
+def approver(approvers: str, press: Press, owner: Owner) -> bool:
+    """Who may decide on a run's action: the ``agent.approval.approvers`` policy
+    (``asker``: the asker or an admin; ``admins``; ``anyone``), wherever they pressed."""
     if approvers == "anyone" or press.admin:
         return True
     return approvers == "asker" and bool(owner.asker) and press.user == owner.asker
+
+
+def may_stop(press: Press, owner: Owner | None) -> bool:
+    """The person who asked, or an admin; from the run's own place."""
+    return owner is not None and in_place(press, owner) and asker_or_admin(press, owner)
+
+
+def may_decide(approvers: str, press: Press, owner: Owner | None) -> bool:
+    """One of the approvers, from the run's own place."""
+    return owner is not None and in_place(press, owner) and approver(approvers, press, owner)
 
 
 def may_retry(conversation: str, places: Collection[str]) -> bool:

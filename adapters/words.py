@@ -27,6 +27,8 @@ __all__ = [
     "FILES_OFF",
     "FILES_QUEUED",
     "NOT_A_FORM",
+    "NOT_ITS_PLACE",
+    "NOT_MINE",
     "NOT_RUNNING",
     "NOT_SPOKEN",
     "NO_APPROVALS",
@@ -40,6 +42,7 @@ __all__ = [
     "RETRY_GONE",
     "SCHEDULES_NEED_REDIS",
     "SCHEDULES_NOT_KEPT",
+    "STOPPING",
     "UNSAVED",
     "UPLOADS_BUSY",
     "VOICE_OFF",
@@ -47,7 +50,9 @@ __all__ = [
     "VOTE_LOST",
     "acting",
     "decide_refused",
+    "decided",
     "deciders",
+    "edit_refused",
     "heard_line",
     "now_sees",
     "run_time",
@@ -70,7 +75,14 @@ __all__ = [
 ASKER = "the person who asked"
 
 NOT_RUNNING = "This answer is no longer running."
-"""A Stop, or a decision, on a run that no process runs any more."""
+"""A Stop, or a decision, on a run that no process runs any more (its process died: the
+message is being finished as interrupted, with Retry)."""
+NOT_ITS_PLACE = "That button is for an answer somewhere else: nothing was done."
+"""A Stop or a decision pressed where the run's message is not (a forged or replayed
+button): it acts only on the run of its own place."""
+NOT_MINE = "That button is not one of mine."
+STOPPING = "Stopping…"
+"""The ack of a Stop where the platform's ack carries words (Telegram's callback answer)."""
 DECISION_GONE = "This action was already decided, or its time ran out."
 NO_APPROVALS = "Approvals are not set up on this bot."
 RETRY_GONE = "I no longer have that question: please ask it again."
@@ -96,6 +108,21 @@ NOT_A_FORM = "The request is not a form with a question and files."
 NO_TRACE = "No trace yet in this conversation: ask me something first."
 ONLY_ADMINS = "Only an admin can change the settings here."
 UNSAVED = "⚠️ I could not save that: the shared store is unavailable. Try again soon."
+
+
+def decided(verdict: str, *, with_words: bool = False) -> str:
+    """The ack of a decision where the platform's ack carries words: ``with_words`` when the
+    person wrote the new input or the reason (a form, a reply to a prompt)."""
+    if verdict == "edit":
+        return "✏️ Edited: it runs with your input."
+    if verdict == "deny":
+        return "❌ Denied, with your reason." if with_words else "Denied."
+    return "Allowed here from now on." if verdict == "always" else "Approved."
+
+
+def edit_refused(problem: str) -> str:
+    """An edited input that cannot be used (``problem``: why, one sentence)."""
+    return f"{problem} Nothing was decided: press Edit… again."
 
 
 def deciders(approvers: str, asker: str | None = None) -> str:

@@ -10,6 +10,9 @@
          budgets, cooldown, room, slot; then the answer in a task this dispatcher owns)
       -> Outcome: Refusal (the surface shows its words), Drop, or Done
 
+    Stop / Decide (a press on a run's button) -> the run's own record, wherever it runs
+      (``handlers.stop``, ``handlers.decide``) -> Refusal, or Done with the ack's words
+
 The surface keeps only what is its platform's: translating the event, its ack rule, and the
 ``Reply`` the answer is drawn through.
 """
@@ -23,8 +26,12 @@ from adapters.answering import Answering, Reply, Ticket
 from adapters.answering import Ask as Admitted
 from adapters.dispatch.checks import Admission, Burst, Claim, RetryOnce
 from adapters.dispatch.conversation import conversation_of, settings_place
-from adapters.dispatch.intents import Ask, Where
+from adapters.dispatch.handlers import decide as deciding
+from adapters.dispatch.handlers import stop as stopping
+from adapters.dispatch.handlers.stop import Named, nobody
+from adapters.dispatch.intents import Ask, Decide, Stop, Where
 from adapters.dispatch.outcome import Done, Outcome, Refusal
+from core.approval import ApprovalRequest
 from core.stores import EventClaims
 
 W = TypeVar("W")
@@ -68,6 +75,18 @@ class Dispatcher(Generic[W]):
         run = answer or self.answering.answer
         self.answering.spawn(run(admitted, reply(admitted.ask)))
         return Done()
+
+    async def stop(self, intent: Stop, *, named: Named = nobody) -> Outcome:
+        """A Stop press: ``named`` shows the asker in a refusal (the surface's mention)."""
+        return await stopping.stop(intent, self.answering, named=named)
+
+    async def waiting(self, intent: Decide, *, named: Named = nobody) -> ApprovalRequest | Refusal:
+        """The request an Edit… or Deny… press may decide, for the surface's form; or why
+        not."""
+        return await deciding.waiting(intent, self.answering, named=named)
+
+    async def decide(self, intent: Decide, *, named: Named = nobody) -> Outcome:
+        return await deciding.decide(intent, self.answering, named=named)
 
     def admitted(self, ask: Ask[W]) -> Admitted[W]:
         """The ask as the admission chain reads it; its event id is its run slot's id (for

@@ -48,7 +48,11 @@ class Drop:
 
 @dataclass(frozen=True, slots=True)
 class Done:
-    """Admitted: an ask's answer goes on in a task the dispatcher owns."""
+    """Admitted: an ask's answer goes on in a task the dispatcher owns; a press acted on."""
+
+    ack: str | None = None
+    """The words of an ack that carries text (Telegram's callback answer), from
+    ``adapters.words``; the other surfaces show the result in the message itself."""
 
 
 Outcome = Refusal | Drop | Done

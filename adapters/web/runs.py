@@ -16,15 +16,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from aiohttp import web
 
-from adapters import words
-from adapters.answering import Answering, edit_problem
-from adapters.decisions import Press
+from adapters.answering import Answering
 from adapters.dispatch.handlers.retry import retried
+from adapters.dispatch.intents import Actor, Decide, Stop, Where
 from adapters.dispatch.outcome import Done, Outcome, Refusal
 from adapters.live import RunView
 from adapters.policy import Policy
 from adapters.web.render import WebPayload, WebRenderer, clean
-from core.approval import ApprovalBroker, Decision, Verdict
+from core.approval import ApprovalBroker
 from core.storage import Stores
 from core.stores import RunRecord
 from core.trace import Trace
@@ -78,14 +77,21 @@ class _Chat(Protocol):
     ) -> Outcome: ...
 
 
-def press(session: _Session) -> Press:
-    """A press from a web session: the session is the person and the place (a run's
-    message is shown only to the session that asked)."""
-    return Press(session.id, {"session": session.id})
+def _pressed(session: _Session) -> dict[str, Any]:
+    """Who pressed and where, for a ``Stop`` or ``Decide``: the session is the person and
+    the place (a run's message is shown only to the session that asked)."""
+    return {
+        "event": f"web:{session.id}:press:{time.monotonic_ns()}",
+        "actor": Actor("web", session.id, session.conversation, "you"),
+        "where": Where("web", "session", session.id, name="web chat"),
+        "at": {"session": session.id},
+    }
 
 
 def _refused(chat: _Chat, refusal: Refusal) -> web.Response:
-    status = {"gone": 409, "retried": 409, "who": 403, "question": 400}.get(refusal.reason, 429)
+    status = {"gone": 409, "retried": 409, "who": 403, "elsewhere": 403, "question": 400}.get(
+        refusal.reason, 429
+    )
     return chat._json({"error": refusal.text, "reason": refusal.reason}, status=status)
 
 
@@ -101,40 +107,34 @@ class RunRoutes:
     async def stop(self, request: web.Request) -> web.Response:
         chat = self.chat
         session, body = await chat._post(request)
-        run_id = str(body.get("run", ""))
-        stopped = await chat.answering.stop_pressed(run_id, press(session), by="you")
-        if stopped == "gone":
-            return chat._json({"error": words.NOT_RUNNING}, status=409)
-        if stopped == "refused":
-            return chat._json({"error": words.stop_refused()}, status=403)
-        return chat._json({"ok": True})
+        stop = Stop(run_id=str(body.get("run", ""))[:100], **_pressed(session))
+        return self._said(await chat.dispatcher.stop(stop))
 
     async def decide(self, request: web.Request) -> web.Response:
         chat = self.chat
         session, body = await chat._post(request)
-        if chat.broker is None:
-            return chat._json({"error": words.NO_APPROVALS}, status=409)
         try:
-            key = (str(body["run"]), int(body["step"]), int(body["call"]))
+            run_id, step, call = str(body["run"])[:100], int(body["step"]), int(body["call"])
             verdict = str(body["verdict"])
         except (KeyError, TypeError, ValueError):
             return chat._json({"error": "A decision names its run, step, call and verdict."}, 400)
         if verdict not in VERDICTS:
             return chat._json({"error": "The verdict is approve, edit, deny or always."}, 400)
-        waiting = await chat.broker.request(key)
-        if waiting is None:
-            return chat._json({"error": words.DECISION_GONE}, 409)
-        if not await chat.answering.may_decide(waiting.run_id, press(session)):
-            return chat._json({"error": words.decide_refused(chat.policy.approvers)}, 403)
-        reason = str(body.get("reason", ""))[:REASON_CHARS].strip()
-        edited: str | None = None
-        if verdict == "edit":
-            edited = str(body.get("input", ""))[:INPUT_CHARS]
-            if problem := edit_problem(edited, json_input=waiting.json_input):
-                return chat._json({"error": problem}, 400)
-        decided: Verdict = verdict  # type: ignore[assignment]
-        await chat.broker.decide(key, Decision(decided, "you", input=edited, reason=reason))
-        return chat._json({"ok": True})
+        decide = Decide(
+            run_id=run_id,
+            step=step,
+            call=call,
+            verdict=verdict,  # type: ignore[arg-type]  # one of VERDICTS
+            input=str(body.get("input", ""))[:INPUT_CHARS] if verdict == "edit" else None,
+            reason=str(body.get("reason", ""))[:REASON_CHARS],
+            **_pressed(session),
+        )
+        return self._said(await chat.dispatcher.decide(decide))
+
+    def _said(self, outcome: Outcome) -> web.Response:
+        if isinstance(outcome, Refusal):
+            return _refused(self.chat, outcome)
+        return self.chat._json({"ok": True})
 
     async def retry(self, request: web.Request) -> web.Response:
         """The interrupted run's question asked again in its session, once however often
