@@ -19,7 +19,8 @@ question a ``Reply``: the few steps only it knows (post or stream the message, s
 note, tidy up). Everything else is here, so each policy is one policy on every surface:
 admins pass the cooldown, the process's room holds, every task is guarded and logged, and
 one rule says who may stop a run or decide on an action (``adapters.decisions``), checked
-against the run's own record wherever it runs (``stop_pressed``, ``may_decide``).
+against the run's own record wherever it runs (``owner``; the presses themselves are the
+dispatcher's: ``adapters.dispatch.handlers``).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from typing import Any, Generic, Literal, Protocol, TypeVar
 from adapters.attachments import ConversationFiles
 from adapters.channels import ChannelChoices, ChoiceError
 from adapters.context import EarlierReader, Read, Refusals, bounded, earlier
-from adapters.decisions import Owner, Press, Stopped, may_decide, may_stop
+from adapters.decisions import Owner
 from adapters.dispatch.outcome import Reason
 from adapters.dispatch.outcome import (
     Refusal as Refusal,  # the surfaces' name for it, until they dispatch
@@ -543,24 +544,9 @@ class Answering(Generic[A]):
         record = await self.recovery.registry.record(self.recovery.surface, run_id)
         return Owner(record.asker, record.where) if record is not None else None
 
-    async def stop_pressed(self, run_id: str, press: Press, *, by: str, by_id: str = "") -> Stopped:
-        """A Stop pressed at this process, checked against the run's own record (never the
-        button's data), then the run stopped here or at the process running it."""
-        owner = await self.owner(run_id)
-        if owner is None:
-            return "gone"
-        if not may_stop(press, owner):
-            return "refused"
-        return "stopping" if await self.stop(run_id, by=by, by_id=by_id) else "gone"
-
-    async def may_decide(self, run_id: str, press: Press) -> bool:
-        """Whether ``press`` may decide on the actions of ``run_id`` (the ``approvers``
-        policy), checked against the run's own record wherever it runs."""
-        return may_decide(self.policy.approvers, press, await self.owner(run_id))
-
     async def stop(self, run_id: str, *, by: str, by_id: str = "") -> bool:
-        """Stop ``run_id`` here, or ask the process running it, unchecked (a press goes
-        through ``stop_pressed``); False when no process runs it any more."""
+        """Stop ``run_id`` here, or ask the process running it, unchecked (a press is checked
+        first: ``adapters.dispatch.handlers.stop``); False when no process runs it any more."""
         running = self._running.get(run_id)
         if running is not None:
             running.run.cancel(by=by, by_id=by_id or None)

@@ -9,26 +9,24 @@ stored request, wherever the run lives.
       -> Owner: the run's own word on who asked and where its message is: the Ask in
          the process that runs it, else its record in the shared run registry
          (``core.stores.RunRecord``), which only that process writes
-      -> may_stop / may_decide: the same answer at every process
+      -> asker_or_admin / approver (who), then in_place (from where): the same answer
+         at every process (``adapters.dispatch.handlers.stop`` and ``.decide`` say
+         which failed; ``may_stop`` / ``may_decide`` are both at once)
     Retry (the run is over): may_retry, the stored trace's conversation against the
       places the press came from
 
 A button's data (a run id, an asker) is written by the client as much as by us: Telegram
 passes on any callback data, and a run id is read by everyone who sees the button. So the
 run id only says *which* run; *who* may stop or decide it and *from where* come from the
-run's own record. A press from another chat than the run's is refused even for an admin:
-the run's buttons are only in its own chat, so such a press is forged.
+run's own record. A press from another chat than the run's does nothing even for an admin
+or the asker: the run's buttons are only in its own chat, so such a press is forged (and
+they are told the button is for an answer elsewhere).
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
-from typing import Literal
-
-Stopped = Literal["stopping", "refused", "gone"]
-"""What a Stop press came to: the run is being stopped, the presser may not, or no process
-runs it any more."""
 
 
 @dataclass(frozen=True, slots=True)

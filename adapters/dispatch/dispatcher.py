@@ -85,8 +85,10 @@ class Dispatcher(Generic[W]):
         not."""
         return await deciding.waiting(intent, self.answering, named=named)
 
-    async def decide(self, intent: Decide, *, named: Named = nobody) -> Outcome:
-        return await deciding.decide(intent, self.answering, named=named)
+    async def decide(
+        self, intent: Decide, *, named: Named = nobody, checked: ApprovalRequest | None = None
+    ) -> Outcome:
+        return await deciding.decide(intent, self.answering, named=named, checked=checked)
 
     def admitted(self, ask: Ask[W]) -> Admitted[W]:
         """The ask as the admission chain reads it; its event id is its run slot's id (for

@@ -51,9 +51,9 @@ from adapters.answering import SHUTDOWN, Answering, Ask, Follower, Refusal, Repl
 from adapters.attachments import ConversationFiles
 from adapters.channels import ChannelChoices
 from adapters.context import Read
-from adapters.decisions import Press, may_retry
+from adapters.decisions import may_retry
 from adapters.dispatch.dispatcher import Dispatcher
-from adapters.dispatch.intents import Actor, PlaceKind, Where
+from adapters.dispatch.intents import Actor, Decide, PlaceKind, Stop, Where
 from adapters.dispatch.intents import Ask as Intent
 from adapters.live import LiveMessage, LiveStats, RunView, Verbosity
 from adapters.pacing import Budget, EditPacer, per_minute
@@ -104,7 +104,7 @@ from adapters.slack.streaming import (
 )
 from adapters.slack.surface import NotInChannel, SlackSurface, make_client, post_root
 from core.agent import Agent, Run
-from core.approval import ApprovalBroker, ApprovalRequest, Decision
+from core.approval import ApprovalBroker, ApprovalRequest
 from core.budgets import InMemoryUsageCounters, TokenBudgets
 from core.events import ActionDecided, AnswerDelta, Event, StepStarted
 from core.storage import Stores
@@ -513,27 +513,26 @@ class SlackBot:
             return False
 
     async def _on_stop(self, body: dict[str, Any], action: dict[str, Any]) -> None:
-        """Checked against the run's own record (``Answering.stop_pressed``), wherever it
-        runs: the button's value names the run; the asker it also carries only words the
-        refusal."""
+        """Checked against the run's own record (``Dispatcher.stop``), wherever it runs: the
+        button's value names the run, never who may stop it."""
         user = str(body.get("user", {}).get("id", ""))
-        run_id, asker = parse_stop_value(str(action.get("value", "")))
-        press = self._press(user, body)
-        stopped = await self.answering.stop_pressed(run_id, press, by=user)
-        channel = next(iter(press.at.values())) if press.at else ""
-        if stopped == "refused":
-            owner = await self.answering.owner(run_id)
-            asker = owner.asker if owner is not None else asker
-            await self._ephemeral(
-                channel, user, words.stop_refused(mention(asker) if asker else None)
-            )
-        elif stopped == "gone":
-            await self._ephemeral(channel, user, words.NOT_RUNNING)
+        run_id, _ = parse_stop_value(str(action.get("value", "")))
+        outcome = await self.dispatcher.stop(Stop(run_id=run_id, **self._press(user, body)),
+                                             named=_mention)  # fmt: skip
+        if isinstance(outcome, Refusal):
+            await self._ephemeral(click_channel(body), user, outcome.text)
 
-    def _press(self, user: str, body: dict[str, Any]) -> Press:
-        """Who clicked, and where (Slack's word, in its signed payload; not the value)."""
-        channel = click_channel(body)
-        return Press(user, {"channel": channel}, admin=user in self.policy.admin_users)
+    def _press(self, user: str, body: dict[str, Any], *, form: bool = False) -> dict[str, Any]:
+        """Who clicked, and where (Slack's word, in its signed payload; not the value). A
+        modal carries no channel (``form``): Slack lets only the person it was opened for,
+        after a checked click, submit it."""
+        team, channel = str((body.get("team") or {}).get("id", "")), click_channel(body)
+        actor = Actor(
+            "slack", user, f"slack:{team}:{user}", user, admin=user in self.policy.admin_users
+        )
+        return {"event": f"slack:press:{body.get('trigger_id', '')}", "actor": actor,
+                "where": Where("slack", "channel", channel, space=team),
+                "at": None if form else {"channel": channel}}  # fmt: skip
 
     async def _on_approval(self, body: dict[str, Any], action: dict[str, Any]) -> None:
         """A click on an approval button: check who clicked and that the action still waits,
@@ -546,7 +545,9 @@ class SlackBot:
             log.warning("ignoring an approval click whose value is not ours")
             return
         channel, thread_ts = self._where_clicked(body, ref)
-        request = await self._waiting_request(ref, self._press(user, body))
+        decide = Decide(run_id=ref.run_id, step=ref.step, call=ref.call, verdict=verdict,
+                        **self._press(user, body))  # fmt: skip
+        request = await self._waiting(decide)
         if isinstance(request, str):
             await self._ephemeral(channel, user, request, thread_ts=thread_ts)
             return
@@ -556,11 +557,8 @@ class SlackBot:
             if problem is not None:
                 note = f"I could not open the editor ({problem}); click Edit… again."
                 await self._ephemeral(channel, user, note, thread_ts=thread_ts)
-        elif verdict == "deny":
-            if await self._open_modal(trigger, deny_modal(ref, request)) is not None:
-                await self._decide(ref, Decision("deny", user))  # no reason, but as asked
-        else:
-            await self._decide(ref, Decision(verdict, user))
+        elif verdict != "deny" or await self._open_modal(trigger, deny_modal(ref, request)):
+            await self._decide(decide, request)  # a deny whose form failed: no reason, as asked
 
     async def _on_submission(
         self, ack: AsyncAck, body: dict[str, Any], view: dict[str, Any]
@@ -570,11 +568,12 @@ class SlackBot:
         if submitted is None:
             await ack()
             return
-        user = str(body.get("user", {}).get("id", ""))
+        user, ref = str(body.get("user", {}).get("id", "")), submitted.ref
         # A modal carries no channel: Slack lets only the person it was opened for (after
         # a checked click) submit it, and its metadata is ours; who they are is still checked.
-        press = Press(user, None, admin=user in self.policy.admin_users)
-        request = await self._waiting_request(submitted.ref, press)
+        press = self._press(user, body, form=True)
+        request = await self._waiting(Decide(run_id=ref.run_id, step=ref.step, call=ref.call,
+                                             verdict="deny", **press))  # fmt: skip
         if isinstance(request, str):
             await ack(response_action="errors", errors={submitted.field: request})
             return
@@ -583,34 +582,25 @@ class SlackBot:
             await ack(response_action="errors", errors=decision.errors)
             return
         await ack()
-        await self._decide(submitted.ref, decision)
+        await self._decide(Decide(run_id=ref.run_id, step=ref.step, call=ref.call, written=True,
+                                  verdict=decision.verdict, input=decision.input,
+                                  reason=decision.reason, **press), request)  # fmt: skip
 
-    async def _waiting_request(self, ref: ApprovalRef, press: Press) -> ApprovalRequest | str:
-        """The request ``press`` may decide on now, or why not, in one line for them: they
-        may not (by the ``approvers`` policy, against the run's own record), or it no
-        longer waits (decided, timed out, its run ended)."""
-        if self.broker is None:
-            return words.NO_APPROVALS
+    async def _waiting(self, decide: Decide) -> ApprovalRequest | str:
+        """The request the presser may decide on now, or why not, in one line for them
+        (``Dispatcher.waiting``: they may not, or it no longer waits)."""
         try:
-            request = await self.broker.request(ref.key)
+            request = await self.dispatcher.waiting(decide, named=_mention)
         except Exception:  # the shared store is away; a decision could not travel either
-            log.warning("could not read the pending request %s", ref.key, exc_info=True)
+            log.warning("could not read the pending request %s", decide.key, exc_info=True)
             return UNREACHABLE
-        if request is None:
-            return words.DECISION_GONE
-        if not await self.answering.may_decide(ref.run_id, press):
-            approvers = self.policy.approvers
-            return words.decide_refused(
-                approvers, mention(request.asker) if request.asker else None
-            )
-        return request
+        return request.text if isinstance(request, Refusal) else request
 
-    async def _decide(self, ref: ApprovalRef, decision: Decision) -> None:
-        assert self.broker is not None
+    async def _decide(self, decide: Decide, request: ApprovalRequest) -> None:
         try:
-            await self.broker.decide(ref.key, decision)
+            await self.dispatcher.decide(decide, checked=request)
         except Exception:  # the request times out as denied; the log says why
-            log.exception("could not deliver a decision on %s", ref.key)
+            log.exception("could not deliver a decision on %s", decide.key)
 
     async def _open_modal(self, trigger: str, view: dict[str, Any]) -> str | None:
         """Open ``view`` for the person who clicked; what went wrong, or None."""
@@ -969,3 +959,7 @@ class _StatusShown:
         shown = self.bot._with_status(self.question, events)
         async with contextlib.aclosing(shown) as watched:
             return await self.stream.follow(watched)
+
+
+def _mention(user: str) -> str | None:
+    return mention(user) if user else None

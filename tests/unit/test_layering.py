@@ -26,8 +26,8 @@ KNOWN_CYCLES: set[frozenset[str]] = {
 
 CEILINGS: dict[str, int] = {
     "bot/config.py": 1481,
-    "adapters/discord/cog.py": 1308,
-    "adapters/slack/bot.py": 971,
+    "adapters/discord/cog.py": 1271,
+    "adapters/slack/bot.py": 965,
     "core/tools/mcp.py": 924,
 }
 """Files over 800 lines today and their size: none may grow; each is to be split."""

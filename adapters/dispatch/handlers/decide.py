@@ -50,8 +50,16 @@ async def waiting(
     return request
 
 
-async def decide(intent: Decide, runs: Answering[Any], *, named: Named = nobody) -> Outcome:
-    request = await waiting(intent, runs, named=named)
+async def decide(
+    intent: Decide,
+    runs: Answering[Any],
+    *,
+    named: Named = nobody,
+    checked: ApprovalRequest | None = None,
+) -> Outcome:
+    """Decide; ``checked``: the request ``waiting`` gave for this intent a moment ago (a
+    form opened and submitted since), not looked up again."""
+    request = checked or await waiting(intent, runs, named=named)
     if isinstance(request, Refusal):
         return request
     if intent.verdict == "edit":
