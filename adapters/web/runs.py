@@ -24,8 +24,7 @@ from adapters.live import RunView
 from adapters.policy import Policy
 from adapters.web.render import WebPayload, WebRenderer, clean
 from core.approval import ApprovalBroker
-from core.storage import Stores
-from core.stores import RunRecord
+from core.stores import RunRecord, Stores
 from core.trace import Trace
 
 if TYPE_CHECKING:
