@@ -4,13 +4,15 @@ the same on every surface (issue 41).
 A surface renders these (bold, mentions, its emoji codes) but never words its own: a
 sentence written inside one surface is one the others lack or say differently. Names of
 people come in already rendered by the surface (a Slack or Discord mention, a Telegram
-name), or not at all ("the person who asked"). Refusals of a question (cooldown, budget,
-room, access) are worded by the answering pipeline (``adapters.answering``,
-``core.budgets``); these are the rest.
+name), or not at all ("the person who asked"). Refusals of a question are here too
+(``too_long``, ``cooldown_message``, ``busy_message``), except the budgets' own
+(``core.budgets``) and the room's (``adapters.room.BUSY``).
 """
 
 from __future__ import annotations
 
+import json
+import math
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Literal
@@ -38,10 +40,12 @@ __all__ = [
     "READING_FILES",
     "RESET_ADMINS",
     "RESET_DONE",
+    "RESTARTING",
     "RETRY_DONE",
     "RETRY_GONE",
     "SCHEDULES_NEED_REDIS",
     "SCHEDULES_NOT_KEPT",
+    "SHUTDOWN",
     "STOPPING",
     "UNSAVED",
     "UPLOADS_BUSY",
@@ -49,9 +53,12 @@ __all__ = [
     "VOICE_SILENT",
     "VOTE_LOST",
     "acting",
+    "busy_message",
+    "cooldown_message",
     "decide_refused",
     "decided",
     "deciders",
+    "edit_problem",
     "edit_refused",
     "heard_line",
     "now_sees",
@@ -64,6 +71,7 @@ __all__ = [
     "schedule_paused_notice",
     "schedule_refused",
     "stop_refused",
+    "too_long",
     "upload_too_big",
     "voice_failed",
     "voice_too_big",
@@ -149,6 +157,41 @@ def stop_refused(asker: str | None = None) -> str:
 def decide_refused(approvers: str, asker: str | None = None) -> str:
     """Said privately to someone who may not decide on an action."""
     return f"Only {deciders(approvers, asker)} can decide this."
+
+
+# ---- refusals of a question (the admission chain: adapters.dispatch.checks) ---------------
+
+RESTARTING = "reactbot is restarting; ask again in a moment."
+SHUTDOWN = "reactbot:shutdown"
+"""``Run.cancel(by=SHUTDOWN)``: stopped because the bot is shutting down (a renderer words
+it: "a bot restart")."""
+
+
+def too_long(problem: str) -> str:
+    return f"⚠️ {problem} Please shorten it and ask again."
+
+
+def cooldown_message(seconds_left: float) -> str:
+    return f"⏳ One moment: you can ask again in {math.ceil(seconds_left)} s."
+
+
+def busy_message(limit: int) -> str:
+    runs = "a question" if limit == 1 else f"{limit} questions"
+    return f"⏳ You already have {runs} running; ask again when one has finished."
+
+
+def edit_problem(text: str, *, json_input: bool) -> str | None:
+    """Why an edited input cannot be used (empty; not a JSON object where the tool takes
+    one), in words for the person; None when it can."""
+    if not text.strip():
+        return "The new input is empty."
+    if not json_input:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        return f"That is not a JSON object ({str(exc).split(':')[0]})."
+    return None if isinstance(value, dict) else "That is not a JSON object (not an object)."
 
 
 def upload_too_big(files: int, size: str) -> str:

@@ -23,7 +23,6 @@ from discord import app_commands
 from discord.ext import commands
 
 from adapters import words
-from adapters.answering import Answering, Ask, Refusal
 from adapters.attachments import ConversationFiles
 from adapters.channels import ChannelChoices, ChoiceError
 from adapters.context import Read
@@ -63,11 +62,13 @@ from adapters.discord.translate import (
     where_of,
     why_question,
 )
+from adapters.dispatch.checks import Admitted
 from adapters.dispatch.dispatcher import Dispatcher
+from adapters.dispatch.handlers.ask import Answering
 from adapters.dispatch.handlers.retry import retried
 from adapters.dispatch.intents import Actor, Decide, Stop, Where
 from adapters.dispatch.intents import Ask as Intent
-from adapters.dispatch.outcome import Outcome
+from adapters.dispatch.outcome import Outcome, Refusal
 from adapters.live import VERBOSITIES, LiveMessage, RunView, Verbosity
 from adapters.pacing import DISCORD_CHANNEL_WRITES, EditPacer
 from adapters.policy import Policy
@@ -884,11 +885,11 @@ class AskCog(MemoryCommand, commands.Cog):
         model: str | None = None,
         attachments: Sequence[discord.Attachment] = (),
         earlier: Callable[[], Awaitable[Read]] | None = None,
-    ) -> Ask[Asker]:
+    ) -> Admitted[Asker]:
         """The event as the answering pipeline reads it."""
         asker = await self._asker(user, channel, channel_id)
         files = self.services.files
-        return Ask(
+        return Admitted(
             who=asker,
             user=str(asker.user_id),
             key=_user_key(asker),
@@ -1041,8 +1042,7 @@ class AskCog(MemoryCommand, commands.Cog):
         return build
 
     async def decision_pressed(self, interaction: discord.Interaction, pressed: Pressed) -> None:
-        """Checked where the click arrived, against the run's own record (``Dispatcher``):
-        Approve and Allow decide at once; Edit… and Deny open the form first."""
+        """Against the run's own record (``Dispatcher``); Edit… and Deny open a form first."""
         decide = Decide(**self._decision(interaction, pressed, pressed.verdict))
         if pressed.verdict in ("approve", "always"):
             await _said(interaction, await self.dispatcher.decide(decide, named=_mention))
@@ -1133,7 +1133,7 @@ class _Reply:
     """What both kinds of Discord answer share: the channel, and the placeholder's view,
     stopped when the run ends."""
 
-    def __init__(self, cog: AskCog, ask: Ask[Asker], channel_id: int) -> None:
+    def __init__(self, cog: AskCog, ask: Admitted[Asker], channel_id: int) -> None:
         self.cog, self.ask, self.channel_id = cog, ask, channel_id
         self._view: discord.ui.View | discord.ui.LayoutView | None = None
         self._message_id: int | None = None
@@ -1164,7 +1164,7 @@ class MentionReply(_Reply):
     """An answer to a mention or DM: a reply to the message, "typing…" while its files are
     read (no reply is posted yet), the refused files said in a reply too."""
 
-    def __init__(self, cog: AskCog, message: discord.Message, ask: Ask[Asker]) -> None:
+    def __init__(self, cog: AskCog, message: discord.Message, ask: Admitted[Asker]) -> None:
         super().__init__(cog, ask, message.channel.id)
         self.message = message
 
@@ -1201,7 +1201,7 @@ class InteractionReply(_Reply):
     """An answer to ``/ask``: the deferred response (Discord's own "thinking…") becomes the
     live message, with Stop, before the files are read; refused files are said after it."""
 
-    def __init__(self, cog: AskCog, interaction: discord.Interaction, ask: Ask[Asker]) -> None:
+    def __init__(self, cog: AskCog, interaction: discord.Interaction, ask: Admitted[Asker]) -> None:
         super().__init__(cog, ask, interaction.channel_id or 0)
         self.interaction = interaction
 

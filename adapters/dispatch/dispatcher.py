@@ -6,8 +6,9 @@
       -> Claim: each event once, however often it is delivered (else Drop, said nothing)
       -> Burst: a message within ``agent.merge_window`` of the same person's last, in the
          same conversation (``conversation.burst_key``), joins that one (else Drop)
-      -> the admission chain and the run's life (``adapters.answering``: bounds, model,
-         budgets, cooldown, room, slot; then the answer in a task this dispatcher owns)
+      -> the admission chain (``checks.AdmissionChain``: bounds, model, budgets,
+         cooldown, room, slot), then the run's life (``handlers.ask.Answering``) in a task
+         this dispatcher owns
       -> Outcome: Refusal (the surface shows its words), Drop, or Done
 
     Stop / Decide (a press on a run's button) -> the run's own record, wherever it runs
@@ -22,12 +23,11 @@ from __future__ import annotations
 from collections.abc import Callable, Coroutine
 from typing import Any, Generic, TypeVar
 
-from adapters.answering import Answering, Reply, Ticket
-from adapters.answering import Ask as Admitted
-from adapters.dispatch.checks import Admission, Burst, Claim, RetryOnce
+from adapters.dispatch.checks import Admission, Admitted, Burst, Claim, RetryOnce, Ticket
 from adapters.dispatch.conversation import conversation_of, settings_place
 from adapters.dispatch.handlers import decide as deciding
 from adapters.dispatch.handlers import stop as stopping
+from adapters.dispatch.handlers.ask import Answering, Reply
 from adapters.dispatch.handlers.stop import Named, nobody
 from adapters.dispatch.intents import Ask, Decide, Stop, Where
 from adapters.dispatch.outcome import Done, Outcome, Refusal

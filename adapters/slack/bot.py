@@ -47,14 +47,16 @@ from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from adapters import words
-from adapters.answering import SHUTDOWN, Answering, Ask, Follower, Refusal, Reply, Ticket
 from adapters.attachments import ConversationFiles
 from adapters.channels import ChannelChoices
 from adapters.context import Read
 from adapters.decisions import may_retry
+from adapters.dispatch.checks import Admitted, Ticket
 from adapters.dispatch.dispatcher import Dispatcher
+from adapters.dispatch.handlers.ask import Answering, Follower, Reply
 from adapters.dispatch.intents import Actor, Decide, PlaceKind, Stop, Where
 from adapters.dispatch.intents import Ask as Intent
+from adapters.dispatch.outcome import Refusal
 from adapters.live import LiveMessage, LiveStats, RunView, Verbosity
 from adapters.pacing import Budget, EditPacer, per_minute
 from adapters.policy import Policy
@@ -307,7 +309,7 @@ class SlackBot:
             broker=broker,
             empty_question=USAGE,
             quote=escape,
-            shutdown_by=SHUTDOWN,
+            shutdown_by=words.SHUTDOWN,
             finalise=self._finish_orphan,
             room=room,
         )
@@ -523,9 +525,8 @@ class SlackBot:
             await self._ephemeral(click_channel(body), user, outcome.text)
 
     def _press(self, user: str, body: dict[str, Any], *, form: bool = False) -> dict[str, Any]:
-        """Who clicked, and where (Slack's word, in its signed payload; not the value). A
-        modal carries no channel (``form``): Slack lets only the person it was opened for,
-        after a checked click, submit it."""
+        """Who clicked, and where (Slack's signed payload, not the value); a modal (``form``)
+        has no channel: only its person may submit it, opened after a checked click."""
         team, channel = str((body.get("team") or {}).get("id", "")), click_channel(body)
         actor = Actor(
             "slack", user, f"slack:{team}:{user}", user, admin=user in self.policy.admin_users
@@ -587,8 +588,7 @@ class SlackBot:
                                   reason=decision.reason, **press), request)  # fmt: skip
 
     async def _waiting(self, decide: Decide) -> ApprovalRequest | str:
-        """The request the presser may decide on now, or why not, in one line for them
-        (``Dispatcher.waiting``: they may not, or it no longer waits)."""
+        """The request the presser may decide now, or why not (``Dispatcher.waiting``)."""
         try:
             request = await self.dispatcher.waiting(decide, named=_mention)
         except Exception:  # the shared store is away; a decision could not travel either
@@ -629,7 +629,7 @@ class SlackBot:
         return channel, str(thread_ts) if thread_ts else None
 
     # ---- policy ---------------------------------------------------------------------------
-    def _ask(self, question: Question) -> Ask[Question]:
+    def _ask(self, question: Question) -> Admitted[Question]:
         """A slash command's or a Retry's question as the answering pipeline reads it."""
         return self.dispatcher.admitted(self._intent(question))
 

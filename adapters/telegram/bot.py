@@ -49,10 +49,10 @@ from telegram.ext import (
 )
 
 from adapters import words
-from adapters.answering import Answering
 from adapters.attachments import ConversationFiles
 from adapters.channels import ChannelChoices
 from adapters.dispatch.dispatcher import Dispatcher
+from adapters.dispatch.handlers.ask import Answering
 from adapters.dispatch.handlers.retry import retried
 from adapters.dispatch.intents import Actor, Ask, Decide, Stop, Where
 from adapters.dispatch.outcome import Done, Outcome, Refusal
@@ -144,7 +144,7 @@ def telegram_application(settings: TelegramSettings) -> TelegramApp:
 
 
 class TelegramReply:
-    """``adapters.answering.Reply`` of one question in a private chat."""
+    """``adapters.dispatch.handlers.ask.Reply`` of one question in a private chat."""
 
     def __init__(self, bot: TelegramBot, asker: Asker) -> None:
         self._bot = bot

@@ -56,10 +56,11 @@ from typing import Any
 from aiohttp import web
 
 from adapters import words
-from adapters.answering import Answering, Reply, Ticket
 from adapters.attachments import ConversationFiles
 from adapters.channels import ChannelChoices
+from adapters.dispatch.checks import Ticket
 from adapters.dispatch.dispatcher import Dispatcher
+from adapters.dispatch.handlers.ask import Answering, Reply
 from adapters.dispatch.intents import Actor, Ask, Where
 from adapters.dispatch.outcome import Drop, Outcome, Refusal
 from adapters.live import VERBOSITIES, LiveMessage, RunView, Verbosity
@@ -291,7 +292,7 @@ class WebSurface:
 
 
 class WebReply:
-    """``adapters.answering.Reply`` of one question asked in the page."""
+    """``adapters.dispatch.handlers.ask.Reply`` of one question asked in the page."""
 
     def __init__(self, chat: WebChat, session: Session) -> None:
         self._chat = chat

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from aiohttp import web
 
-from adapters.answering import Answering
+from adapters.dispatch.handlers.ask import Answering
 from adapters.dispatch.handlers.retry import retried
 from adapters.dispatch.intents import Actor, Decide, Stop, Where
 from adapters.dispatch.outcome import Done, Outcome, Refusal

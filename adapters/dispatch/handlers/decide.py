@@ -20,11 +20,12 @@ from __future__ import annotations
 from typing import Any
 
 from adapters import words
-from adapters.answering import Answering, edit_problem
 from adapters.decisions import approver, in_place
+from adapters.dispatch.handlers.ask import Answering
 from adapters.dispatch.handlers.stop import Named, nobody, owner
 from adapters.dispatch.intents import Decide
 from adapters.dispatch.outcome import Done, Outcome, Refusal
+from adapters.words import edit_problem
 from core.approval import ApprovalRequest, Decision
 
 

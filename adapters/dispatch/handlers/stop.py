@@ -18,8 +18,8 @@ from collections.abc import Callable
 from typing import Any
 
 from adapters import words
-from adapters.answering import Answering
 from adapters.decisions import Owner, asker_or_admin, in_place
+from adapters.dispatch.handlers.ask import Answering
 from adapters.dispatch.intents import Stop
 from adapters.dispatch.outcome import Done, Outcome, Refusal
 
