@@ -50,10 +50,10 @@ from adapters import words
 from adapters.attachments import ConversationFiles
 from adapters.channels import ChannelChoices
 from adapters.context import Read
-from adapters.decisions import may_retry
 from adapters.dispatch.checks import Admitted, Ticket
 from adapters.dispatch.dispatcher import Dispatcher
 from adapters.dispatch.handlers.ask import Answering, Follower, Reply
+from adapters.dispatch.handlers.retry import retried
 from adapters.dispatch.intents import Actor, Decide, PlaceKind, Stop, Where
 from adapters.dispatch.intents import Ask as Intent
 from adapters.dispatch.outcome import Refusal
@@ -774,17 +774,14 @@ class SlackBot:
         (admitted like any question), in a new message of the channel it was asked in."""
         user = str((body.get("user") or {}).get("id", ""))
         channel = str((body.get("channel") or {}).get("id", ""))
-        run_id = str(action.get("value", ""))[:64]
-        traces = self.agent.traces
-        trace = await traces.get(run_id) if traces is not None and run_id else None
-        if (
-            trace is None
-            or not trace.question
-            or not user
-            or not channel
-            or not may_retry(trace.conversation, click_places(body, channel))
-        ):
-            await self._ephemeral(channel, user, words.RETRY_GONE)
+        run_id, once = str(action.get("value", ""))[:64], self.dispatcher.retry_once
+        claim = f"slack:retry:{body.get('trigger_id') or action.get('action_ts', '')}"
+        if not await self.stores.claims.claim(claim):
+            return  # Slack delivered this press again
+        places = click_places(body, channel) if user and channel else set()
+        trace = await retried(run_id, places, traces=self.stores.traces, once=once)
+        if isinstance(trace, Refusal):
+            await self._ephemeral(channel, user, trace.text)
             return
         question = Question(
             source="command",
@@ -793,16 +790,11 @@ class SlackBot:
             user=user,
             text=trace.question,
             thread_ts=None,
-            claim_key=f"slack:retry:{body.get('trigger_id') or action.get('action_ts', '')}",
+            claim_key=claim,
         )
-        if not await self.stores.claims.claim(question.claim_key):
-            return
-        if not await self.dispatcher.retry_once.take(run_id):
-            await self._ephemeral(channel, user, words.RETRY_DONE)
-            return
         admitted = await self.answering.admit(self._ask(question))
         if isinstance(admitted, Refusal):
-            await self.dispatcher.retry_once.give_back(run_id)
+            await once.give_back(run_id)
             await self._ephemeral(channel, user, admitted.text)
             return
         await self.answering.answer(admitted, SlackReply(self, question))

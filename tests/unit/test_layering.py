@@ -27,7 +27,7 @@ KNOWN_CYCLES: set[frozenset[str]] = {
 CEILINGS: dict[str, int] = {
     "bot/config.py": 1481,
     "adapters/discord/cog.py": 1271,
-    "adapters/slack/bot.py": 965,
+    "adapters/slack/bot.py": 957,
     "core/tools/mcp.py": 924,
 }
 """Files over 800 lines today and their size: none may grow; each is to be split."""
