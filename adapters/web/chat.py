@@ -548,24 +548,31 @@ class WebChat:
         answer, sources, footer) from its trace; an answer whose trace is gone shows as text."""
         session = self._session(request)
         messages = await self.stores.history.load(session.conversation)
-        traces = {t.question: t for t in await self.stores.traces.list(session.conversation)}
+        traces: dict[str, list[Trace]] = {}  # by question, newest first
+        for stored in await self.stores.traces.list(session.conversation):
+            traces.setdefault(stored.question, []).append(stored)
         verbosity = await self.answering.choices.verbosity(session.conversation)
-        turns: list[dict[str, Any]] = []
+        asked: list[tuple[str, str]] = []
         question: str | None = None
         for message in messages[-2 * HISTORY_TURNS :]:
             if message["role"] == "user" and message["content"].startswith(QUESTION_PREFIX):
                 question = message["content"].removeprefix(QUESTION_PREFIX)
             elif message["role"] == "assistant" and question is not None:
-                renderer = WebRenderer(
-                    f"earlier-{len(turns)}", clock=time.monotonic, trace_link=self.trace_link
-                )
-                trace = traces.get(question)
-                if trace is not None and trace.status != "running":
-                    view = RunView.of_trace(trace, verbosity=verbosity or self.policy.verbosity)
-                    turns.append(renderer.final(view).data())
-                else:
-                    turns.append(renderer.earlier(question, message["content"]).data())
+                asked.append((question, message["content"]))
                 question = None
+        # A question asked twice (Retry asks it again) has a trace each: the newest turn
+        # takes the newest one.
+        found = [_newest(traces, q) for q, _ in reversed(asked)][::-1]
+        turns: list[dict[str, Any]] = []
+        for (question, said), trace in zip(asked, found, strict=True):
+            renderer = WebRenderer(
+                f"earlier-{len(turns)}", clock=time.monotonic, trace_link=self.trace_link
+            )
+            if trace is not None and trace.status != "running":
+                view = RunView.of_trace(trace, verbosity=verbosity or self.policy.verbosity)
+                turns.append(renderer.final(view).data())
+            else:
+                turns.append(renderer.earlier(question, said).data())
         return self._json({"turns": turns})
 
     async def events(self, request: web.Request) -> web.StreamResponse:
@@ -763,6 +770,12 @@ def _client_id(given: object) -> str:
     if isinstance(given, str) and CLIENT_ID.fullmatch(given):
         return given
     return secrets.token_hex(8)
+
+
+def _newest(traces: dict[str, list[Trace]], question: str) -> Trace | None:
+    """The newest trace of ``question`` not yet shown (taken from ``traces``), if any."""
+    left = traces.get(question)
+    return left.pop(0) if left else None
 
 
 def _asset(name: str) -> str:

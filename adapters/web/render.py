@@ -154,7 +154,8 @@ class WebRenderer:
             )
         if trace is not None and trace.status == "interrupted":  # its process died
             data["outcome"] = INTERRUPTED
-            data["retry"] = bool(trace.question)  # asked again, once (``/api/retry``)
+            if trace.question:  # the run Retry asks again, once (``/api/retry``); its own
+                data["retry"] = trace.id  # key, as a turn from the history has another
         if view.answer:
             data["answer"] = clean(view.answer, answer_chars)
         if view.verbosity == "full":

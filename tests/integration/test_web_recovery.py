@@ -47,14 +47,14 @@ async def test_a_dead_processs_answer_ends_interrupted_with_retry_and_so_after_a
     stream: Events = await events(c)
     conversation = await _left_by_a_dead_process(c)
     final = await stream.until(lambda d: d.get("run") == "deadrun" and d.get("final") is True)
-    assert final["outcome"] == INTERRUPTED and final["retry"] is True
+    assert final["outcome"] == INTERRUPTED and final["retry"] == "deadrun"
     assert final["question"]["text"] == "what is up?"
     assert final["steps"][0]["thought"]["text"] == "Looking it up", "what the record kept"
     stored = await c.chat.stores.traces.get("deadrun")
     assert stored is not None and stored.status == "interrupted"
     assert not await c.chat.stores.runs.running("web", "deadrun")
     (turn,) = await c.history()  # a reload: the same state, Retry and all
-    assert turn["outcome"] == INTERRUPTED and turn["retry"] is True
+    assert turn["outcome"] == INTERRUPTED and turn["retry"] == "deadrun"
     assert await c.chat.stores.history.load(conversation)
 
     assert await c.post("/api/retry", {"run": "deadrun"}) == (202, {"ok": True})
@@ -65,6 +65,9 @@ async def test_a_dead_processs_answer_ends_interrupted_with_retry_and_so_after_a
     assert (status, body["error"]) == (409, words.RETRY_DONE)
     await c.chat.answering.settled()
     c.model.assert_complete()
+    interrupted, again = await c.history()  # the same question twice: each its own trace
+    assert interrupted["outcome"] == INTERRUPTED and interrupted["retry"] == "deadrun"
+    assert again["answer"]["text"] == "all is well" and "retry" not in again
 
 
 async def test_retry_from_another_session_or_of_an_unknown_run_asks_nothing(

@@ -177,12 +177,13 @@
       message.appendChild(answer);
     }
     if (data.outcome) message.appendChild(el("p", "outcome", data.outcome));
-    if (data.final && data.retry === true) {  // an interrupted answer: its question again, once
+    if (data.final && typeof data.retry === "string") {  // interrupted: its question again, once
       const retry = el("button", "retry", "🔁 Retry");
       retry.type = "button";
       retry.addEventListener("click", function () {
         retry.disabled = true;
-        post("/api/retry", { run: data.run }).then(function (r) { if (r.ok) showError(""); });
+        listen();
+        post("/api/retry", { run: data.retry }).then(function (r) { if (r.ok) showError(""); });
       });
       message.appendChild(retry);
     }
