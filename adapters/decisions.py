@@ -9,26 +9,24 @@ stored request, wherever the run lives.
       -> Owner: the run's own word on who asked and where its message is: the Ask in
          the process that runs it, else its record in the shared run registry
          (``core.stores.RunRecord``), which only that process writes
-      -> may_stop / may_decide: the same answer at every process
+      -> asker_or_admin / approver (who), then in_place (from where): the same answer
+         at every process (``adapters.dispatch.handlers.stop`` and ``.decide`` say
+         which failed; ``may_stop`` / ``may_decide`` are both at once)
     Retry (the run is over): may_retry, the stored trace's conversation against the
       places the press came from
 
 A button's data (a run id, an asker) is written by the client as much as by us: Telegram
 passes on any callback data, and a run id is read by everyone who sees the button. So the
 run id only says *which* run; *who* may stop or decide it and *from where* come from the
-run's own record. A press from another chat than the run's is refused even for an admin:
-the run's buttons are only in its own chat, so such a press is forged.
+run's own record. A press from another chat than the run's does nothing even for an admin
+or the asker: the run's buttons are only in its own chat, so such a press is forged (and
+they are told the button is for an answer elsewhere).
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
-from typing import Literal
-
-Stopped = Literal["stopping", "refused", "gone"]
-"""What a Stop press came to: the run is being stopped, the presser may not, or no process
-runs it any more."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,21 +61,27 @@ def in_place(press: Press, owner: Owner) -> bool:
     )
 
 
-def may_stop(press: Press, owner: Owner | None) -> bool:
-    """The person who asked, or an admin; from the run's own place."""
-    if owner is None or not in_place(press, owner):
-        return False
+def asker_or_admin(press: Press, owner: Owner) -> bool:
+    """Who may stop a run: the person who asked, or an admin (wherever they pressed)."""
     return press.admin or (bool(owner.asker) and press.user == owner.asker)
 
 
-def may_decide(approvers: str, press: Press, owner: Owner | None) -> bool:
-    """The ``agent.approval.approvers`` policy (``asker``: the asker or an admin;
-    ``admins``; ``anyone``), from the run's own place."""
-    if owner is None or not in_place(press, owner):
-        return False
+def approver(approvers: str, press: Press, owner: Owner) -> bool:
+    """Who may decide on a run's action: the ``agent.approval.approvers`` policy
+    (``asker``: the asker or an admin; ``admins``; ``anyone``), wherever they pressed."""
     if approvers == "anyone" or press.admin:
         return True
     return approvers == "asker" and bool(owner.asker) and press.user == owner.asker
+
+
+def may_stop(press: Press, owner: Owner | None) -> bool:
+    """The person who asked, or an admin; from the run's own place."""
+    return owner is not None and in_place(press, owner) and asker_or_admin(press, owner)
+
+
+def may_decide(approvers: str, press: Press, owner: Owner | None) -> bool:
+    """One of the approvers, from the run's own place."""
+    return owner is not None and in_place(press, owner) and approver(approvers, press, owner)
 
 
 def may_retry(conversation: str, places: Collection[str]) -> bool:

@@ -106,6 +106,8 @@ class Recovery:
         self._ending: set[str] = set()
         """Runs of ours whose end is being written: never orphans to this process."""
         self._task: asyncio.Task[None] | None = None
+        self._finishing: set[asyncio.Task[None]] = set()
+        """Orphans taken at a press (``left_by_the_dead``), being finished."""
 
     # ---- this process's answers ---------------------------------------------------------
     async def track(
@@ -258,6 +260,31 @@ class Recovery:
         self.recovered += finished
         return finished
 
+    async def left_by_the_dead(self, run_id: str) -> bool:
+        """Whether ``run_id``'s process died (its heartbeat is older than ``orphan_after``):
+        then it is taken now, its message finished in a task of this recovery's (as the
+        next sweep would), and True. A press on it is told the truth at once: no process
+        runs it any more."""
+        if run_id in self._tracked or run_id in self._ending:
+            return False
+        silent_since = self._clock() - self.orphan_after
+        left = await self.registry.orphans(self.surface, silent_since=silent_since, limit=100)
+        if run_id not in left:
+            return False
+        record = await self.registry.claim(self.surface, run_id)
+        if record is not None:  # else another process took it: it finishes it
+            task = asyncio.create_task(self._finish(record), name=f"recovery:finish:{run_id}")
+            self._finishing.add(task)
+            task.add_done_callback(self._finished)
+        return True
+
+    def _finished(self, task: asyncio.Task[None]) -> None:
+        self._finishing.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("could not finish a run a dead process left", exc_info=task.exception())
+        else:
+            self.recovered += 1
+
     async def _finish(self, record: RunRecord) -> None:
         trace = Trace.from_json(record.trace) if record.trace else None
         if trace is None:
@@ -308,6 +335,8 @@ class Recovery:
             await asyncio.sleep(sweep_every)
 
     async def aclose(self) -> None:
+        if self._finishing:  # a dead process's message half-finished would stay so
+            await asyncio.wait(self._finishing, timeout=5.0)
         tasks = [t for t in (self._task, *(k.task for k in self._tracked.values())) if t]
         for task in tasks:
             task.cancel()

@@ -8,7 +8,7 @@ refusal is counted (``refused``: ``reactbot_runs_refused`` on ``/metrics``). The
 going keep the loop's time for themselves: that is what keeps their Redis calls, and so their
 memory, on time (``core.stores.redis`` waits in the loop's punctual time besides).
 
-Each surface's ``Answering`` takes its room here (``adapters.answering``); one made without a
+Each surface's ``Answering`` takes its room here (``adapters.dispatch.checks``); one made without a
 shared room has its own, without the lag check.
 """
 

@@ -31,7 +31,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from adapters import words
-from adapters.answering import Answering, Ask, Follower, Reply
+from adapters.dispatch.checks import Admitted
+from adapters.dispatch.handlers.ask import Answering, Follower, Reply
 from adapters.dispatch.outcome import Refusal
 from adapters.dispatch.schedule import ScheduleDesk
 from adapters.live import RunView, Verbosity
@@ -64,7 +65,7 @@ class SchedulePort(Protocol[A]):
         and where that place's settings and budget are kept."""
         ...
 
-    def reply(self, schedule: Schedule, ask: Ask[A], header: str) -> Reply:
+    def reply(self, schedule: Schedule, ask: Admitted[A], header: str) -> Reply:
         """The Reply that posts the run's message as a new message in the place."""
         ...
 
@@ -105,7 +106,7 @@ class ScheduledRuns:
         schedule = occurrence.schedule
         who, place = port.asker(schedule)
         answering = port.answering
-        ask = Ask(
+        ask = Admitted(
             who=who,
             user=owner_id(schedule),
             key=schedule.owner,

@@ -4,13 +4,15 @@ the same on every surface (issue 41).
 A surface renders these (bold, mentions, its emoji codes) but never words its own: a
 sentence written inside one surface is one the others lack or say differently. Names of
 people come in already rendered by the surface (a Slack or Discord mention, a Telegram
-name), or not at all ("the person who asked"). Refusals of a question (cooldown, budget,
-room, access) are worded by the answering pipeline (``adapters.answering``,
-``core.budgets``); these are the rest.
+name), or not at all ("the person who asked"). Refusals of a question are here too
+(``too_long``, ``cooldown_message``, ``busy_message``), except the budgets' own
+(``core.budgets``) and the room's (``adapters.room.BUSY``).
 """
 
 from __future__ import annotations
 
+import json
+import math
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Literal
@@ -28,6 +30,7 @@ __all__ = [
     "FILES_QUEUED",
     "NOT_A_FORM",
     "NOT_A_VOTE",
+    "NOT_ITS_PLACE",
     "NOT_MINE",
     "NOT_RUNNING",
     "NOT_SPOKEN",
@@ -38,6 +41,7 @@ __all__ = [
     "READING_FILES",
     "RESET_ADMINS",
     "RESET_DONE",
+    "RESTARTING",
     "RETRY_DONE",
     "RETRY_GONE",
     "SCHEDULES_NEED_REDIS",
@@ -47,6 +51,8 @@ __all__ = [
     "SCHEDULES_UNREADABLE",
     "SCHEDULE_NOT_YOURS",
     "SCHEDULE_USAGE",
+    "SHUTDOWN",
+    "STOPPING",
     "STORE_AWAY",
     "UNSAVED",
     "UPLOADS_BUSY",
@@ -55,9 +61,14 @@ __all__ = [
     "VOICE_SILENT",
     "VOTE_LOST",
     "acting",
+    "busy_message",
     "by_default",
+    "cooldown_message",
     "decide_refused",
+    "decided",
     "deciders",
+    "edit_problem",
+    "edit_refused",
     "heard_line",
     "now_sees",
     "run_time",
@@ -71,6 +82,7 @@ __all__ = [
     "schedules_header",
     "schedules_more",
     "stop_refused",
+    "too_long",
     "trace_shown",
     "upload_too_big",
     "voice_failed",
@@ -83,7 +95,13 @@ __all__ = [
 ASKER = "the person who asked"
 
 NOT_RUNNING = "This answer is no longer running."
-"""A Stop, or a decision, on a run that no process runs any more."""
+"""A Stop, or a decision, on a run that no process runs any more (its process died: the
+message is being finished as interrupted, with Retry)."""
+NOT_ITS_PLACE = "That button is for an answer somewhere else: nothing was done."
+"""A Stop or a decision pressed where the run's message is not (a forged or replayed
+button): it acts only on the run of its own place."""
+STOPPING = "Stopping…"
+"""The ack of a Stop where the platform's ack carries words (Telegram's callback answer)."""
 DECISION_GONE = "This action was already decided, or its time ran out."
 NO_APPROVALS = "Approvals are not set up on this bot."
 RETRY_GONE = "I no longer have that question: please ask it again."
@@ -130,6 +148,21 @@ ONLY_ADMINS = "Only an admin can change the settings here."
 UNSAVED = "⚠️ I could not save that: the shared store is unavailable. Try again soon."
 
 
+def decided(verdict: str, *, with_words: bool = False) -> str:
+    """The ack of a decision where the platform's ack carries words: ``with_words`` when the
+    person wrote the new input or the reason (a form, a reply to a prompt)."""
+    if verdict == "edit":
+        return "✏️ Edited: it runs with your input."
+    if verdict == "deny":
+        return "❌ Denied, with your reason." if with_words else "Denied."
+    return "Allowed here from now on." if verdict == "always" else "Approved."
+
+
+def edit_refused(problem: str) -> str:
+    """An edited input that cannot be used (``problem``: why, one sentence)."""
+    return f"{problem} Nothing was decided: press Edit… again."
+
+
 def deciders(approvers: str, asker: str | None = None) -> str:
     """Who may decide on an action (``agent.approval.approvers``), in words: ``asker`` is
     the asker as the surface shows a person (a mention), or None."""
@@ -154,6 +187,41 @@ def stop_refused(asker: str | None = None) -> str:
 def decide_refused(approvers: str, asker: str | None = None) -> str:
     """Said privately to someone who may not decide on an action."""
     return f"Only {deciders(approvers, asker)} can decide this."
+
+
+# ---- refusals of a question (the admission chain: adapters.dispatch.checks) ---------------
+
+RESTARTING = "reactbot is restarting; ask again in a moment."
+SHUTDOWN = "reactbot:shutdown"
+"""``Run.cancel(by=SHUTDOWN)``: stopped because the bot is shutting down (a renderer words
+it: "a bot restart")."""
+
+
+def too_long(problem: str) -> str:
+    return f"⚠️ {problem} Please shorten it and ask again."
+
+
+def cooldown_message(seconds_left: float) -> str:
+    return f"⏳ One moment: you can ask again in {math.ceil(seconds_left)} s."
+
+
+def busy_message(limit: int) -> str:
+    runs = "a question" if limit == 1 else f"{limit} questions"
+    return f"⏳ You already have {runs} running; ask again when one has finished."
+
+
+def edit_problem(text: str, *, json_input: bool) -> str | None:
+    """Why an edited input cannot be used (empty; not a JSON object where the tool takes
+    one), in words for the person; None when it can."""
+    if not text.strip():
+        return "The new input is empty."
+    if not json_input:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        return f"That is not a JSON object ({str(exc).split(':')[0]})."
+    return None if isinstance(value, dict) else "That is not a JSON object (not an object)."
 
 
 def upload_too_big(files: int, size: str) -> str:

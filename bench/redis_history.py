@@ -3,7 +3,7 @@
 Run: ``scripts/with-redis .venv/bin/python bench/redis_history.py [--turns 20]
 [--max-traces N]`` (``redis.max_traces``: with fewer than ``--turns``, the oldest traces go).
 
-Each turn is one question on the real answering pipeline (``adapters.answering.Answering``:
+Each turn is one question on the real answering pipeline (``adapters.dispatch.handlers.ask.Answering``:
 budgets, cooldown, run slot, the channel's settings, the run registry's heartbeat, token
 counts) over the real ``Agent`` and the Redis ``Stores`` bundle, as a Slack surface drives
 it: the event is claimed first, an admin sets the channel's verbosity once, readers vote on
@@ -50,8 +50,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from adapters.answering import Answering, Ask, Ticket  # noqa: E402
 from adapters.channels import ChannelChoices  # noqa: E402
+from adapters.dispatch.checks import Admitted as Ask  # noqa: E402
+from adapters.dispatch.checks import Ticket  # noqa: E402
+from adapters.dispatch.handlers.ask import Answering  # noqa: E402
 from adapters.live import LiveStats, RunView, Verbosity  # noqa: E402
 from adapters.policy import Policy  # noqa: E402
 from core.agent import Agent, AgentSettings, Run  # noqa: E402
@@ -181,7 +183,7 @@ class Sampling:
 
 
 class BenchReply:
-    """``adapters.answering.Reply`` of one Slack question: the thread is the conversation."""
+    """``adapters.dispatch.handlers.ask.Reply`` of one Slack question: the thread is the conversation."""
 
     def __init__(self, conversation: str) -> None:
         self._conversation = conversation

@@ -631,7 +631,7 @@ class _Watch:
 
 
 BUSY_MARK = "answering a lot of questions"
-"""In the reply the bot gives a question it has no room for (``adapters.answering.BUSY``)."""
+"""In the reply the bot gives a question it has no room for (``adapters.room.BUSY``)."""
 FORGOT_MARK = "memory unavailable"
 """In an answer given without the conversation's history (its Redis calls failed)."""
 

@@ -4,7 +4,7 @@
 (``loop.call_later``) and records how much later than asked it ran. That lateness is what
 every other callback of the loop waited too, so it is the process's own measure of overload:
 admission refuses new questions while it is past ``ops.max_loop_lag``
-(``adapters.answering.Room``), and ``/metrics`` shows its samples
+(``adapters.room.Room``), and ``/metrics`` shows its samples
 (``reactbot_event_loop_lag_seconds``). ``lag()`` is the worst of the last ``window`` seconds,
 or the time the probe is overdue right now when that is more (a loop stuck in one callback
 shows at once, not a sample later).

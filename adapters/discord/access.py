@@ -1,6 +1,6 @@
 """Who may ask where: pure decisions over ids, no discord.py objects.
 
-How often one may ask is the answering pipeline's (``adapters.answering``), for every surface.
+How often one may ask is the admission chain's (``adapters.dispatch.checks``), for every surface.
 
 The cog turns a message or interaction into an ``Asker``; these functions decide over the
 surface's ``Policy`` (``adapters.policy``: ids as text). Empty allow-lists mean "everyone";

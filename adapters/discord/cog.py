@@ -10,7 +10,6 @@ goes through ``StopRequests``."""
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import re
 import time
@@ -25,11 +24,10 @@ from discord import app_commands
 from discord.ext import commands
 
 from adapters import words
-from adapters.answering import Answering, Ask, Refusal
 from adapters.attachments import ConversationFiles
 from adapters.channels import ChannelChoices, ChoiceError
 from adapters.context import Read
-from adapters.decisions import Press, may_retry
+from adapters.decisions import may_retry
 from adapters.discord.access import Asker, Membership, is_admin, refusal, restricted
 from adapters.discord.files import incoming_of
 from adapters.discord.history import read_before
@@ -66,18 +64,21 @@ from adapters.discord.translate import (
     where_of,
     why_question,
 )
+from adapters.dispatch.checks import Admitted
 from adapters.dispatch.commands import Commands
 from adapters.dispatch.dispatcher import Dispatcher
+from adapters.dispatch.handlers.ask import Answering
+from adapters.dispatch.handlers.retry import retried
 from adapters.dispatch.handlers.services import Services as Shared
-from adapters.dispatch.intents import Actor
+from adapters.dispatch.intents import Actor, Decide, Stop, Where
 from adapters.dispatch.intents import Ask as Intent
-from adapters.dispatch.outcome import Said
+from adapters.dispatch.outcome import Outcome, Refusal, Said
 from adapters.live import LiveMessage, RunView, Verbosity
 from adapters.pacing import DISCORD_CHANNEL_WRITES, EditPacer
 from adapters.policy import Policy
 from adapters.room import Room
 from core.agent import Agent, Run
-from core.approval import ApprovalBroker, ApprovalRequest, Decision, Verdict
+from core.approval import ApprovalBroker, ApprovalRequest
 from core.budgets import InMemoryUsageCounters, TokenBudgets
 from core.errors import StoreUnavailable
 from core.prompt import PERSONA_CHARS
@@ -137,15 +138,6 @@ def thread_trace_post(trace: Trace, link: str | None) -> DiscordPayload:
     if link is not None:
         line += "\n" + page_link_line(link)
     return DiscordPayload(line, tuple(files))
-
-
-def _json_problem(text: str) -> str | None:
-    """Why ``text`` is not a JSON object, or None."""
-    try:
-        value = json.loads(text)
-    except ValueError as exc:
-        return str(exc)
-    return None if isinstance(value, dict) else "it is not an object"
 
 
 def _user_key(asker: Asker) -> str:
@@ -828,11 +820,11 @@ class AskCog(SharedCommands, ReactbotCommands, commands.Cog):
         model: str | None = None,
         attachments: Sequence[discord.Attachment] = (),
         earlier: Callable[[], Awaitable[Read]] | None = None,
-    ) -> Ask[Asker]:
+    ) -> Admitted[Asker]:
         """The event as the answering pipeline reads it."""
         asker = await self._asker(user, channel, channel_id)
         files = self.services.files
-        return Ask(
+        return Admitted(
             who=asker,
             user=str(asker.user_id),
             key=_user_key(asker),
@@ -883,21 +875,10 @@ class AskCog(SharedCommands, ReactbotCommands, commands.Cog):
 
     # ---- stopping ------------------------------------------------------------------------
     async def stop_pressed(self, interaction: discord.Interaction, run_id: str) -> None:
-        """Checked here, where the click arrived, against the run's own record (the run may
-        belong to another process); the asker in the custom id is not believed."""
-        who = interaction.user  # a display name anyone may change, and the id beside it
-        stopped = await self.answering.stop_pressed(
-            run_id, self._press(interaction), by=who.display_name, by_id=str(who.id)
-        )
-        if stopped == "refused":
-            asker = await self._asker_of(run_id)
-            await interaction.response.send_message(
-                words.stop_refused(asker), ephemeral=True, allowed_mentions=NO_MENTIONS
-            )
-        elif stopped == "stopping":
-            await interaction.response.defer()  # the live message shows the stop itself
-        else:
-            await interaction.response.send_message(words.NOT_RUNNING, ephemeral=True)
+        """Checked against the run's own record wherever it runs (``Dispatcher.stop``); the
+        asker in the custom id is not believed."""
+        stop = Stop(run_id=run_id, **self._press(interaction))
+        await _said(interaction, await self.dispatcher.stop(stop, named=_mention))
 
     # ---- the components layout -----------------------------------------------------------
     def _first(
@@ -939,18 +920,13 @@ class AskCog(SharedCommands, ReactbotCommands, commands.Cog):
     async def retry_pressed(self, interaction: discord.Interaction, run_id: str) -> None:
         """Retry on an interrupted answer: its question asked again by whoever pressed, in
         the channel (or thread) it was asked in; a custom id naming another's run is refused."""
-        try:
-            trace = await self.services.stores.traces.get(run_id)
-        except StoreUnavailable:
-            trace = None
-        if trace is None or not trace.question or not self._from_its_place(interaction, trace):
-            await interaction.response.send_message(words.RETRY_GONE, ephemeral=True)
-            return
-        if not await self.dispatcher.retry_once.take(run_id):
-            await interaction.response.send_message(words.RETRY_DONE, ephemeral=True)
+        once, traces = self.dispatcher.retry_once, self.services.stores.traces
+        trace = await retried(run_id, _places(interaction), traces=traces, once=once)
+        if isinstance(trace, Refusal):
+            await interaction.response.send_message(trace.text, ephemeral=True)
             return
         if not await self._answer_interaction(interaction, trace.question):
-            await self.dispatcher.retry_once.give_back(run_id)
+            await once.give_back(run_id)
 
     async def sources_pressed(self, interaction: discord.Interaction, run_id: str) -> None:
         """Anyone may ask; the answer is private, the links written out, nobody pinged."""
@@ -969,9 +945,7 @@ class AskCog(SharedCommands, ReactbotCommands, commands.Cog):
         """Whether a press on ``trace``'s buttons came from its own conversation (the channel,
         or the thread's parent): a run id is read by everyone who saw the message, and a
         custom id naming it pressed elsewhere must not read out another conversation."""
-        channel, parent = interaction.channel_id, getattr(interaction.channel, "parent_id", None)
-        here = {f"discord:{place}" for place in (channel, parent) if place}
-        return may_retry(trace.conversation, here)
+        return may_retry(trace.conversation, _places(interaction))
 
     async def _trace_pressed(self, interaction: discord.Interaction, run_id: str) -> Trace | None:
         """The trace a button names, if it is stored and the press came from its place."""
@@ -990,68 +964,35 @@ class AskCog(SharedCommands, ReactbotCommands, commands.Cog):
         return build
 
     async def decision_pressed(self, interaction: discord.Interaction, pressed: Pressed) -> None:
-        """Checked here, where the click arrived; the run may belong to another process."""
-        broker = self.services.broker
-        if broker is None:
-            await interaction.response.send_message(words.NO_APPROVALS, ephemeral=True)
-            return
-        if not await self._may_decide(interaction, pressed.run_id):
-            await interaction.response.send_message(
-                words.decide_refused(self.policy.approvers, await self._asker_of(pressed.run_id)),
-                ephemeral=True,
-                allowed_mentions=NO_MENTIONS,
-            )
-            return
+        """Against the run's own record (``Dispatcher``); Edit… and Deny open a form first."""
+        decide = Decide(**self._decision(interaction, pressed, pressed.verdict))
         if pressed.verdict in ("approve", "always"):
-            await interaction.response.defer()  # the live message shows the decision
-            verdict: Verdict = "always" if pressed.verdict == "always" else "approve"
-            who = interaction.user
-            decision = Decision(verdict, who.display_name, by_id=str(who.id))
-            await broker.decide(pressed.key, decision)
+            await _said(interaction, await self.dispatcher.decide(decide, named=_mention))
             return
-        request = await broker.request(pressed.key)
-        if request is None:
-            await interaction.response.send_message(words.DECISION_GONE, ephemeral=True)
+        request = await self.dispatcher.waiting(decide, named=_mention)
+        if isinstance(request, Refusal):
+            await _said(interaction, request)
             return
         await interaction.response.send_modal(DecisionModal(self, pressed, request))
 
     async def modal_submitted(self, interaction: discord.Interaction, modal: DecisionModal) -> None:
-        broker = self.services.broker
-        if broker is None or not await self._may_decide(interaction, modal.pressed.run_id):
-            await interaction.response.send_message("You cannot decide this.", ephemeral=True)
-            return
-        by, by_id = interaction.user.display_name, str(interaction.user.id)
-        reason = (modal.reason.value or "").strip()
-        decision = Decision("deny", by, reason=reason, by_id=by_id)
-        if modal.edited is not None:
-            edited = modal.edited.value
-            problem = _json_problem(edited) if modal.request and modal.request.json_input else None
-            if problem is not None:
-                await interaction.response.send_message(
-                    f"That is not a JSON object ({problem}); nothing was decided. "
-                    "Press Edit… again.",
-                    ephemeral=True,
-                )
-                return
-            decision = Decision("edit", by, input=edited, reason=reason, by_id=by_id)
-        await interaction.response.defer()
-        await broker.decide(modal.pressed.key, decision)
+        edited = modal.edited.value if modal.edited is not None else None
+        verdict = "deny" if edited is None else "edit"
+        decide = Decide(**self._decision(interaction, modal.pressed, verdict), input=edited,
+                        reason=modal.reason.value or "", written=True)  # fmt: skip
+        await _said(interaction, await self.dispatcher.decide(decide, named=_mention))
 
-    async def _may_decide(self, interaction: discord.Interaction, run_id: str) -> bool:
-        """Against the run's own record, wherever it runs; not the custom id's asker."""
-        return await self.answering.may_decide(run_id, self._press(interaction))
+    def _decision(self, interaction: discord.Interaction, pressed: Pressed, verdict: str) -> Any:
+        return {"step": pressed.step, "call": pressed.call, "verdict": verdict,
+                "run_id": pressed.run_id, **self._press(interaction)}  # fmt: skip
 
-    def _press(self, interaction: discord.Interaction) -> Press:
+    def _press(self, interaction: discord.Interaction) -> dict[str, Any]:
         """Who clicked, and the channel of the message clicked (Discord's word, not ours)."""
         channel = str(interaction.channel_id) if interaction.channel_id else ""
-        return Press(
-            str(interaction.user.id), {"channel": channel}, admin=self._is_admin(interaction)
-        )
-
-    async def _asker_of(self, run_id: str) -> str | None:
-        """The run's own asker as a mention (sent with no pings), if it is known."""
-        owner = await self.answering.owner(run_id)
-        return f"<@{owner.asker}>" if owner is not None and owner.asker.isdigit() else None
+        who = interaction.user
+        asker = asker_of(who, interaction.channel, interaction.channel_id or 0)
+        return {"event": f"discord:interaction:{interaction.id}", "at": {"channel": channel},
+                "actor": self._actor(who, asker), "where": Where("discord", "channel", channel)}  # fmt: skip
 
     def _is_admin(self, interaction: discord.Interaction) -> bool:
         channel_id = interaction.channel_id or 0
@@ -1114,7 +1055,7 @@ class _Reply:
     """What both kinds of Discord answer share: the channel, and the placeholder's view,
     stopped when the run ends."""
 
-    def __init__(self, cog: AskCog, ask: Ask[Asker], channel_id: int) -> None:
+    def __init__(self, cog: AskCog, ask: Admitted[Asker], channel_id: int) -> None:
         self.cog, self.ask, self.channel_id = cog, ask, channel_id
         self._view: discord.ui.View | discord.ui.LayoutView | None = None
         self._message_id: int | None = None
@@ -1145,7 +1086,7 @@ class MentionReply(_Reply):
     """An answer to a mention or DM: a reply to the message, "typing…" while its files are
     read (no reply is posted yet), the refused files said in a reply too."""
 
-    def __init__(self, cog: AskCog, message: discord.Message, ask: Ask[Asker]) -> None:
+    def __init__(self, cog: AskCog, message: discord.Message, ask: Admitted[Asker]) -> None:
         super().__init__(cog, ask, message.channel.id)
         self.message = message
 
@@ -1182,7 +1123,7 @@ class InteractionReply(_Reply):
     """An answer to ``/ask``: the deferred response (Discord's own "thinking…") becomes the
     live message, with Stop, before the files are read; refused files are said after it."""
 
-    def __init__(self, cog: AskCog, interaction: discord.Interaction, ask: Ask[Asker]) -> None:
+    def __init__(self, cog: AskCog, interaction: discord.Interaction, ask: Admitted[Asker]) -> None:
         super().__init__(cog, ask, interaction.channel_id or 0)
         self.interaction = interaction
 
@@ -1229,3 +1170,24 @@ async def _typing(channel: discord.abc.Messageable) -> AsyncIterator[None]:
             where = getattr(channel, "id", "?")
             log.warning("could not show typing in channel %s: %s", where, exc)
         yield
+
+
+def _places(interaction: discord.Interaction) -> set[str]:
+    """The conversations a press may act on: its channel's, or its thread's parent's."""
+    channel, parent = interaction.channel_id, getattr(interaction.channel, "parent_id", None)
+    return {f"discord:{place}" for place in (channel, parent) if place}
+
+
+def _mention(user: str) -> str | None:
+    """A person in a refusal: a mention (sent with no pings)."""
+    return f"<@{user}>" if user.isdigit() else None
+
+
+async def _said(interaction: discord.Interaction, outcome: Outcome) -> None:
+    """A refusal, said only to the presser; else the message itself shows what happened."""
+    if isinstance(outcome, Refusal):
+        await interaction.response.send_message(
+            outcome.text, ephemeral=True, allowed_mentions=NO_MENTIONS
+        )
+    else:
+        await interaction.response.defer()

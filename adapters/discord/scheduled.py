@@ -12,10 +12,11 @@ from typing import TYPE_CHECKING, Any
 
 import discord
 
-from adapters.answering import Answering, Ask, Reply
 from adapters.discord.access import Asker
 from adapters.discord.cog import QUIET, AskCog, Live, _Reply
 from adapters.discord.render import fit, sanitize
+from adapters.dispatch.checks import Admitted
+from adapters.dispatch.handlers.ask import Answering, Reply
 from adapters.live import RunView, Verbosity
 from adapters.scheduled import owner_id
 from core.agent import Run
@@ -61,7 +62,7 @@ class DiscordSchedules:
             f"discord:{place.channel}"
         )
 
-    def reply(self, schedule: Schedule, ask: Ask[Asker], header: str) -> Reply:
+    def reply(self, schedule: Schedule, ask: Admitted[Asker], header: str) -> Reply:
         place = schedule.place
         return ScheduledReply(self.cog, ask, _id(place.thread or place.channel), header)
 
@@ -82,7 +83,7 @@ class ScheduledReply(_Reply):
     """An answer nobody asked in the channel: posted as a new message, headed by the
     schedule's header (the live message's first lines, ``render.heard_lines``)."""
 
-    def __init__(self, cog: AskCog, ask: Ask[Asker], channel_id: int, header: str) -> None:
+    def __init__(self, cog: AskCog, ask: Admitted[Asker], channel_id: int, header: str) -> None:
         super().__init__(cog, ask, channel_id)
         self.header = header
         self.channel: Any = None

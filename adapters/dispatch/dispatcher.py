@@ -6,9 +6,13 @@
       -> Claim: each event once, however often it is delivered (else Drop, said nothing)
       -> Burst: a message within ``agent.merge_window`` of the same person's last, in the
          same conversation (``conversation.burst_key``), joins that one (else Drop)
-      -> the admission chain and the run's life (``adapters.answering``: bounds, model,
-         budgets, cooldown, room, slot; then the answer in a task this dispatcher owns)
+      -> the admission chain (``checks.AdmissionChain``: bounds, model, budgets,
+         cooldown, room, slot), then the run's life (``handlers.ask.Answering``) in a task
+         this dispatcher owns
       -> Outcome: Refusal (the surface shows its words), Drop, or Done
+
+    Stop / Decide (a press on a run's button) -> the run's own record, wherever it runs
+      (``handlers.stop``, ``handlers.decide``) -> Refusal, or Done with the ack's words
 
 The surface keeps only what is its platform's: translating the event, its ack rule, and the
 ``Reply`` the answer is drawn through.
@@ -19,12 +23,15 @@ from __future__ import annotations
 from collections.abc import Callable, Coroutine
 from typing import Any, Generic, TypeVar
 
-from adapters.answering import Answering, Reply, Ticket
-from adapters.answering import Ask as Admitted
-from adapters.dispatch.checks import Admission, Burst, Claim, RetryOnce
+from adapters.dispatch.checks import Admission, Admitted, Burst, Claim, RetryOnce, Ticket
 from adapters.dispatch.conversation import conversation_of, settings_place
-from adapters.dispatch.intents import Ask, Where
+from adapters.dispatch.handlers import decide as deciding
+from adapters.dispatch.handlers import stop as stopping
+from adapters.dispatch.handlers.ask import Answering, Reply
+from adapters.dispatch.handlers.stop import Named, nobody
+from adapters.dispatch.intents import Ask, Decide, Stop, Where
 from adapters.dispatch.outcome import Done, Outcome, Refusal
+from core.approval import ApprovalRequest
 from core.stores import EventClaims
 
 W = TypeVar("W")
@@ -68,6 +75,20 @@ class Dispatcher(Generic[W]):
         run = answer or self.answering.answer
         self.answering.spawn(run(admitted, reply(admitted.ask)))
         return Done()
+
+    async def stop(self, intent: Stop, *, named: Named = nobody) -> Outcome:
+        """A Stop press: ``named`` shows the asker in a refusal (the surface's mention)."""
+        return await stopping.stop(intent, self.answering, named=named)
+
+    async def waiting(self, intent: Decide, *, named: Named = nobody) -> ApprovalRequest | Refusal:
+        """The request an Edit… or Deny… press may decide, for the surface's form; or why
+        not."""
+        return await deciding.waiting(intent, self.answering, named=named)
+
+    async def decide(
+        self, intent: Decide, *, named: Named = nobody, checked: ApprovalRequest | None = None
+    ) -> Outcome:
+        return await deciding.decide(intent, self.answering, named=named, checked=checked)
 
     def admitted(self, ask: Ask[W]) -> Admitted[W]:
         """The ask as the admission chain reads it; its event id is its run slot's id (for

@@ -5,17 +5,19 @@ event's own id (claimed once) and what was asked. Which conversation that is, wh
 and how often, are decided once for every surface (``adapters.dispatch``), never by the
 surface. Today: ``Ask``; ``Memory`` (handled by ``adapters.dispatch.memory``); ``Reset``,
 ``ShowTrace``, ``Vote``, ``Settings`` and ``Usage`` (``adapters.dispatch.commands``: each
-declares the checks it passes, ``checks``); Stop, Decide and Retry follow on this shape
-(docs/plans/dispatcher.md §5.1).
+declares the checks it passes, ``checks``); ``Stop`` and ``Decide`` (presses on a run's
+buttons, ``adapters.dispatch.handlers``: the run's own record says who may and from where);
+Retry follows on this shape (docs/plans/dispatcher.md §5.1).
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar, Generic, Literal, TypeVar
 
 from adapters.context import EarlierReader
+from adapters.decisions import Press
 from adapters.live import Verbosity
 from core.files import Incoming
 from core.memories import Where as MemoryPlace
@@ -189,3 +191,46 @@ class Usage(Intent):
 
 Command = Reset | ShowTrace | Vote | Settings | Usage
 """The intents that start no run: one handler each (``adapters.dispatch.commands``)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunPress(Intent):
+    """A press on a run's button: its id only says *which* run (a client writes a
+    button's data); who may, and from where, is the run's own record's word."""
+
+    run_id: str
+    at: Mapping[str, str] | None
+    """Where the press came from, as the platform vouches for it, in the keys of the
+    surface's ``Reply.where()`` (``{"chat": "42"}``, ``{"channel": "C1"}``,
+    ``{"session": "s"}``); None only for a platform's form that only follows a checked
+    press (a Slack modal). See ``adapters.decisions.Press``."""
+
+    @property
+    def press(self) -> Press:
+        return Press(self.actor.id, self.at, admin=self.actor.admin)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Stop(RunPress):
+    """Stop pressed under a running answer."""
+
+
+Verdict = Literal["approve", "edit", "deny", "always"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Decide(RunPress):
+    """A decision on the action a run waits on: approve, edit (with the new ``input``),
+    deny (with a ``reason``, maybe empty) or allow it in this conversation from now on."""
+
+    step: int
+    call: int
+    verdict: Verdict
+    input: str | None = None
+    reason: str = ""
+    written: bool = False
+    """The person wrote the input or the reason (a form, a reply): the ack says so."""
+
+    @property
+    def key(self) -> tuple[str, int, int]:
+        return (self.run_id, self.step, self.call)

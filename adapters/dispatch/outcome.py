@@ -24,10 +24,16 @@ Reason = Literal[
     "overloaded",
     "busy",
     "who",
+    "gone",
+    "elsewhere",
+    "retried",
 ]
 """Why an intent went no further: ``capacity`` and ``overloaded`` are the process's own room
-(``adapters.room``: too many runs, a late event loop), ``busy`` the asker's runs at once,
-``who`` a command this person may not give here (an admin's)."""
+(``adapters.room``: too many runs, a late event loop), ``busy`` the asker's runs at once;
+``who`` a command this person may not give here (an admin's), or someone the run's record
+does not let do it; ``gone`` a run or an action that no process runs or waits on any more,
+``elsewhere`` a press from another place than the run's (a forged button), ``retried`` a
+Retry already used."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +53,11 @@ class Drop:
 
 @dataclass(frozen=True, slots=True)
 class Done:
-    """Admitted: an ask's answer goes on in a task the dispatcher owns."""
+    """Admitted: an ask's answer goes on in a task the dispatcher owns; a press acted on."""
+
+    ack: str | None = None
+    """The words of an ack that carries text (Telegram's callback answer), from
+    ``adapters.words``; the other surfaces show the result in the message itself."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -45,17 +45,18 @@ from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from adapters import words
-from adapters.answering import SHUTDOWN, Answering, Ask, Follower, Refusal, Reply, Ticket
 from adapters.attachments import ConversationFiles
 from adapters.channels import ChannelChoices
 from adapters.context import Read
-from adapters.decisions import Press, may_retry
+from adapters.dispatch.checks import Admitted, Ticket
 from adapters.dispatch.commands import Commands
 from adapters.dispatch.dispatcher import Dispatcher
+from adapters.dispatch.handlers.ask import Answering, Follower, Reply
+from adapters.dispatch.handlers.retry import retried
 from adapters.dispatch.handlers.services import Services
-from adapters.dispatch.intents import Actor, PlaceKind, Vote, Where
+from adapters.dispatch.intents import Actor, Decide, PlaceKind, Stop, Vote, Where
 from adapters.dispatch.intents import Ask as Intent
-from adapters.dispatch.outcome import Drop
+from adapters.dispatch.outcome import Drop, Refusal
 from adapters.live import LiveMessage, LiveStats, RunView, Verbosity
 from adapters.pacing import Budget, EditPacer, per_minute
 from adapters.policy import Policy
@@ -108,7 +109,7 @@ from adapters.slack.streaming import (
 )
 from adapters.slack.surface import NotInChannel, SlackSurface, make_client, post_root
 from core.agent import Agent, Run
-from core.approval import ApprovalBroker, ApprovalRequest, Decision
+from core.approval import ApprovalBroker, ApprovalRequest
 from core.budgets import InMemoryUsageCounters, TokenBudgets
 from core.events import Event
 from core.stores import RunRecord, Stores
@@ -247,7 +248,7 @@ class SlackBot:
             broker=broker,
             empty_question=USAGE,
             quote=escape,
-            shutdown_by=SHUTDOWN,
+            shutdown_by=words.SHUTDOWN,
             finalise=self._finish_orphan,
             room=room,
         )
@@ -464,27 +465,25 @@ class SlackBot:
             return False
 
     async def _on_stop(self, body: dict[str, Any], action: dict[str, Any]) -> None:
-        """Checked against the run's own record (``Answering.stop_pressed``), wherever it
-        runs: the button's value names the run; the asker it also carries only words the
-        refusal."""
+        """Checked against the run's own record (``Dispatcher.stop``), wherever it runs: the
+        button's value names the run, never who may stop it."""
         user = str(body.get("user", {}).get("id", ""))
-        run_id, asker = parse_stop_value(str(action.get("value", "")))
-        press = self._press(user, body)
-        stopped = await self.answering.stop_pressed(run_id, press, by=user)
-        channel = next(iter(press.at.values())) if press.at else ""
-        if stopped == "refused":
-            owner = await self.answering.owner(run_id)
-            asker = owner.asker if owner is not None else asker
-            await self._ephemeral(
-                channel, user, words.stop_refused(mention(asker) if asker else None)
-            )
-        elif stopped == "gone":
-            await self._ephemeral(channel, user, words.NOT_RUNNING)
+        run_id, _ = parse_stop_value(str(action.get("value", "")))
+        outcome = await self.dispatcher.stop(Stop(run_id=run_id, **self._press(user, body)),
+                                             named=_mention)  # fmt: skip
+        if isinstance(outcome, Refusal):
+            await self._ephemeral(click_channel(body), user, outcome.text)
 
-    def _press(self, user: str, body: dict[str, Any]) -> Press:
-        """Who clicked, and where (Slack's word, in its signed payload; not the value)."""
-        channel = click_channel(body)
-        return Press(user, {"channel": channel}, admin=user in self.policy.admin_users)
+    def _press(self, user: str, body: dict[str, Any], *, form: bool = False) -> dict[str, Any]:
+        """Who clicked, and where (Slack's signed payload, not the value); a modal (``form``)
+        has no channel: only its person may submit it, opened after a checked click."""
+        team, channel = str((body.get("team") or {}).get("id", "")), click_channel(body)
+        actor = Actor(
+            "slack", user, f"slack:{team}:{user}", user, admin=user in self.policy.admin_users
+        )
+        return {"event": f"slack:press:{body.get('trigger_id', '')}", "actor": actor,
+                "where": Where("slack", "channel", channel, space=team),
+                "at": None if form else {"channel": channel}}  # fmt: skip
 
     async def _on_approval(self, body: dict[str, Any], action: dict[str, Any]) -> None:
         """A click on an approval button: check who clicked and that the action still waits,
@@ -497,7 +496,9 @@ class SlackBot:
             log.warning("ignoring an approval click whose value is not ours")
             return
         channel, thread_ts = self._where_clicked(body, ref)
-        request = await self._waiting_request(ref, self._press(user, body))
+        decide = Decide(run_id=ref.run_id, step=ref.step, call=ref.call, verdict=verdict,
+                        **self._press(user, body))  # fmt: skip
+        request = await self._waiting(decide)
         if isinstance(request, str):
             await self._ephemeral(channel, user, request, thread_ts=thread_ts)
             return
@@ -507,11 +508,8 @@ class SlackBot:
             if problem is not None:
                 note = f"I could not open the editor ({problem}); click Edit… again."
                 await self._ephemeral(channel, user, note, thread_ts=thread_ts)
-        elif verdict == "deny":
-            if await self._open_modal(trigger, deny_modal(ref, request)) is not None:
-                await self._decide(ref, Decision("deny", user))  # no reason, but as asked
-        else:
-            await self._decide(ref, Decision(verdict, user))
+        elif verdict != "deny" or await self._open_modal(trigger, deny_modal(ref, request)):
+            await self._decide(decide, request)  # a deny whose form failed: no reason, as asked
 
     async def _on_submission(
         self, ack: AsyncAck, body: dict[str, Any], view: dict[str, Any]
@@ -521,11 +519,12 @@ class SlackBot:
         if submitted is None:
             await ack()
             return
-        user = str(body.get("user", {}).get("id", ""))
+        user, ref = str(body.get("user", {}).get("id", "")), submitted.ref
         # A modal carries no channel: Slack lets only the person it was opened for (after
         # a checked click) submit it, and its metadata is ours; who they are is still checked.
-        press = Press(user, None, admin=user in self.policy.admin_users)
-        request = await self._waiting_request(submitted.ref, press)
+        press = self._press(user, body, form=True)
+        request = await self._waiting(Decide(run_id=ref.run_id, step=ref.step, call=ref.call,
+                                             verdict="deny", **press))  # fmt: skip
         if isinstance(request, str):
             await ack(response_action="errors", errors={submitted.field: request})
             return
@@ -534,34 +533,24 @@ class SlackBot:
             await ack(response_action="errors", errors=decision.errors)
             return
         await ack()
-        await self._decide(submitted.ref, decision)
+        await self._decide(Decide(run_id=ref.run_id, step=ref.step, call=ref.call, written=True,
+                                  verdict=decision.verdict, input=decision.input,
+                                  reason=decision.reason, **press), request)  # fmt: skip
 
-    async def _waiting_request(self, ref: ApprovalRef, press: Press) -> ApprovalRequest | str:
-        """The request ``press`` may decide on now, or why not, in one line for them: they
-        may not (by the ``approvers`` policy, against the run's own record), or it no
-        longer waits (decided, timed out, its run ended)."""
-        if self.broker is None:
-            return words.NO_APPROVALS
+    async def _waiting(self, decide: Decide) -> ApprovalRequest | str:
+        """The request the presser may decide now, or why not (``Dispatcher.waiting``)."""
         try:
-            request = await self.broker.request(ref.key)
+            request = await self.dispatcher.waiting(decide, named=_mention)
         except Exception:  # the shared store is away; a decision could not travel either
-            log.warning("could not read the pending request %s", ref.key, exc_info=True)
+            log.warning("could not read the pending request %s", decide.key, exc_info=True)
             return UNREACHABLE
-        if request is None:
-            return words.DECISION_GONE
-        if not await self.answering.may_decide(ref.run_id, press):
-            approvers = self.policy.approvers
-            return words.decide_refused(
-                approvers, mention(request.asker) if request.asker else None
-            )
-        return request
+        return request.text if isinstance(request, Refusal) else request
 
-    async def _decide(self, ref: ApprovalRef, decision: Decision) -> None:
-        assert self.broker is not None
+    async def _decide(self, decide: Decide, request: ApprovalRequest) -> None:
         try:
-            await self.broker.decide(ref.key, decision)
+            await self.dispatcher.decide(decide, checked=request)
         except Exception:  # the request times out as denied; the log says why
-            log.exception("could not deliver a decision on %s", ref.key)
+            log.exception("could not deliver a decision on %s", decide.key)
 
     async def _open_modal(self, trigger: str, view: dict[str, Any]) -> str | None:
         """Open ``view`` for the person who clicked; what went wrong, or None."""
@@ -590,7 +579,7 @@ class SlackBot:
         return channel, str(thread_ts) if thread_ts else None
 
     # ---- policy ---------------------------------------------------------------------------
-    def _ask(self, question: Question) -> Ask[Question]:
+    def _ask(self, question: Question) -> Admitted[Question]:
         """A slash command's or a Retry's question as the answering pipeline reads it."""
         return self.dispatcher.admitted(self._intent(question))
 
@@ -735,17 +724,14 @@ class SlackBot:
         (admitted like any question), in a new message of the channel it was asked in."""
         user = str((body.get("user") or {}).get("id", ""))
         channel = str((body.get("channel") or {}).get("id", ""))
-        run_id = str(action.get("value", ""))[:64]
-        traces = self.agent.traces
-        trace = await traces.get(run_id) if traces is not None and run_id else None
-        if (
-            trace is None
-            or not trace.question
-            or not user
-            or not channel
-            or not may_retry(trace.conversation, click_places(body, channel))
-        ):
-            await self._ephemeral(channel, user, words.RETRY_GONE)
+        run_id, once = str(action.get("value", ""))[:64], self.dispatcher.retry_once
+        claim = f"slack:retry:{body.get('trigger_id') or action.get('action_ts', '')}"
+        if not await self.stores.claims.claim(claim):
+            return  # Slack delivered this press again
+        places = click_places(body, channel) if user and channel else set()
+        trace = await retried(run_id, places, traces=self.stores.traces, once=once)
+        if isinstance(trace, Refusal):
+            await self._ephemeral(channel, user, trace.text)
             return
         question = Question(
             source="command",
@@ -754,16 +740,11 @@ class SlackBot:
             user=user,
             text=trace.question,
             thread_ts=None,
-            claim_key=f"slack:retry:{body.get('trigger_id') or action.get('action_ts', '')}",
+            claim_key=claim,
         )
-        if not await self.stores.claims.claim(question.claim_key):
-            return
-        if not await self.dispatcher.retry_once.take(run_id):
-            await self._ephemeral(channel, user, words.RETRY_DONE)
-            return
         admitted = await self.answering.admit(self._ask(question))
         if isinstance(admitted, Refusal):
-            await self.dispatcher.retry_once.give_back(run_id)
+            await once.give_back(run_id)
             await self._ephemeral(channel, user, admitted.text)
             return
         await self._answer_named(admitted, SlackReply(self, question))
@@ -920,3 +901,7 @@ class _StatusShown:
         shown = self.bot._with_status(self.question, events)
         async with contextlib.aclosing(shown) as watched:
             return await self.stream.follow(watched)
+
+
+def _mention(user: str) -> str | None:
+    return mention(user) if user else None

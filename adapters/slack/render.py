@@ -26,7 +26,6 @@ import time
 from collections.abc import Callable, Sequence
 
 from adapters import words
-from adapters.answering import SHUTDOWN
 from adapters.live import REFUSED_NOTE, Phase, RunView, StepView
 from adapters.slack.approval import ApprovalRef
 from adapters.slack.blocks import (
@@ -75,6 +74,7 @@ from adapters.slack.blocks import (
 from adapters.slack.markdown import escape
 from adapters.slack.stream_render import feedback_block
 from adapters.slack.trace_thread import trace_posts, with_page_link
+from adapters.words import SHUTDOWN
 from core.events import ApprovalRequested
 from core.pricing import format_usd
 from core.trace import Trace, steps_made

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING
 
 from slack_sdk.errors import SlackApiError, SlackClientError
 
-from adapters.answering import Answering, Ask, Follower, Reply
+from adapters.dispatch.checks import Admitted
+from adapters.dispatch.handlers.ask import Answering, Follower, Reply
 from adapters.dispatch.intents import PlaceKind, Where
 from adapters.live import LiveMessage, RunView, Verbosity
 from adapters.scheduled import owner_id
@@ -60,7 +61,7 @@ class SlackSchedules:
         )
         return question, settings_key(place.space, place.channel)
 
-    def reply(self, schedule: Schedule, ask: Ask[Question], header: str) -> Reply:
+    def reply(self, schedule: Schedule, ask: Admitted[Question], header: str) -> Reply:
         del schedule
         return ScheduledReply(self.bot, ask.who, header)
 

@@ -22,8 +22,8 @@ import urllib.parse
 from collections.abc import Iterator
 from typing import Any, Literal
 
-from adapters.answering import SHUTDOWN
 from adapters.live import ANSWER_PHASES, REFUSED_NOTE, RunView, StepView, approval_words
+from adapters.words import SHUTDOWN
 from core.pricing import format_usd
 from core.text import neutral_bidi
 from core.trace import source_domain

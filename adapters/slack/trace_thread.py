@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from adapters.answering import SHUTDOWN
 from adapters.slack.blocks import (
     _CLOSE,
     ANSWER_PARTS,
@@ -34,6 +33,7 @@ from adapters.slack.blocks import (
     section,
 )
 from adapters.slack.markdown import plain, to_mrkdwn
+from adapters.words import SHUTDOWN
 from core.pricing import format_usd
 from core.trace import Trace, TraceStep, summary_line
 

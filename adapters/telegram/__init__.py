@@ -1,1 +1,1 @@
-"""Telegram: private chats answered on the shared pipeline (``adapters.answering``)."""
+"""Telegram: private chats answered on the shared pipeline (``adapters.dispatch``)."""

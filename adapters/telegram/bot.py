@@ -11,8 +11,8 @@ updates, each question translated into an ``Ask``.
       -> Answering.answer(ticket, TelegramReply): a reply to the question, edited live
          (a document or photo on it read first, "typing…" meanwhile: adapters.telegram.files)
     a button press -> answerCallbackQuery, always, whatever it asked:
-         Stop (Answering.stop_pressed), Approve / Deny / Always allow (Answering.may_decide;
-         the broker), each checked against the run's own record (adapters.decisions),
+         Stop, Approve / Deny / Always allow (Dispatcher.stop / .decide: each checked
+         against the run's own record, adapters.dispatch.handlers),
          Edit… / Deny with reason… (a ForceReply prompt, whose reply decides), Retry under
          an interrupted answer (its question asked again, only in its own chat)
     /reset -> the conversation's history and files forgotten
@@ -49,15 +49,25 @@ from telegram.ext import (
 )
 
 from adapters import words
-from adapters.answering import Answering, edit_problem
 from adapters.attachments import ConversationFiles
 from adapters.channels import ChannelChoices
-from adapters.decisions import Press, may_retry
 from adapters.dispatch.commands import Commands
 from adapters.dispatch.dispatcher import Dispatcher
+from adapters.dispatch.handlers.ask import Answering
+from adapters.dispatch.handlers.retry import retried
 from adapters.dispatch.handlers.services import Services
-from adapters.dispatch.intents import Ask, Command, Reset, ShowTrace, Vote
-from adapters.dispatch.outcome import Drop, Refusal, Said
+from adapters.dispatch.intents import (
+    Actor,
+    Ask,
+    Command,
+    Decide,
+    Reset,
+    ShowTrace,
+    Stop,
+    Vote,
+    Where,
+)
+from adapters.dispatch.outcome import Done, Drop, Outcome, Refusal, Said
 from adapters.live import LiveMessage, RunView, Verbosity
 from adapters.pacing import EditPacer
 from adapters.policy import Policy
@@ -86,9 +96,8 @@ from adapters.telegram.render import (
 from adapters.telegram.settings import TelegramSettings
 from adapters.telegram.surface import Chat, TelegramSurface
 from core.agent import Agent, Run
-from core.approval import ApprovalBroker, ApprovalRequest, Decision, Verdict
+from core.approval import ApprovalBroker, ApprovalRequest
 from core.budgets import TokenBudgets
-from core.errors import StoreUnavailable
 from core.files import Incoming
 from core.memories import Where as MemoryPlace
 from core.stores import RunRecord, Stores
@@ -148,7 +157,7 @@ def telegram_application(settings: TelegramSettings) -> TelegramApp:
 
 
 class TelegramReply:
-    """``adapters.answering.Reply`` of one question in a private chat."""
+    """``adapters.dispatch.handlers.ask.Reply`` of one question in a private chat."""
 
     def __init__(self, bot: TelegramBot, asker: Asker) -> None:
         self._bot = bot
@@ -403,6 +412,19 @@ class TelegramBot:
         return Ask(event=event, actor=actor, where=where, question=question, files=files,
                    gathers=gathers, memories=asker.where, who=asker)  # fmt: skip
 
+    def _actor(self, user: User) -> Actor:
+        user_id = str(user.id)
+        name = user.username or user.full_name or user_id
+        return Actor("telegram", user_id, f"telegram:{user_id}", name,
+                     admin=user_id in self.policy.admin_users)  # fmt: skip
+
+    def _press_of(self, event: str, user: User, message: object) -> dict[str, Any]:
+        """Who pressed, and the chat of the message they pressed under (Telegram's word,
+        never the callback data's; no message: no place, refused), for a Stop or Decide."""
+        chat = str(message.chat.id) if isinstance(message, TelegramMessage) else ""
+        where = Where("telegram", "channel" if is_group(int(chat or 0)) else "dm", chat)
+        return {"event": event, "actor": self._actor(user), "where": where, "at": {"chat": chat}}
+
     async def _dispatch(self, ask: Ask[Asker]) -> str | None:
         """The refusal's words (also sent as a reply), or None (answered, or nothing to say)."""
         outcome = await self.dispatcher.dispatch(
@@ -511,9 +533,8 @@ class TelegramBot:
     async def _pressed(self, query: CallbackQuery) -> str | None:
         """Stop, pressed at whichever process Telegram reached: only its run id is read from
         the button (a client writes callback data); who may stop it, and from which chat,
-        is the run's own record's word (``Answering.stop_pressed``)."""
+        is the run's own record's word (``Dispatcher.stop``)."""
         data, user = query.data or "", query.from_user
-        user_id = user.id
         if data.startswith(DECIDE_PREFIX):
             return await self._decided(data, query)
         if data.startswith(RETRY_PREFIX):
@@ -521,54 +542,36 @@ class TelegramBot:
         if data.startswith(VOTE_PREFIX):
             return await self._voted(data, query)
         if not data.startswith(STOP_PREFIX):
-            return "That button is not one of mine."
+            return words.NOT_MINE
         run_id = data.removeprefix(STOP_PREFIX).partition(":")[0]
-        by = user.username or user.full_name or str(user_id)
-        stopped = await self.answering.stop_pressed(
-            run_id, self._press(user_id, query.message), by=by, by_id=str(user_id)
+        stop = Stop(
+            run_id=run_id, **self._press_of(f"telegram:press:{query.id}", user, query.message)
         )
-        if stopped == "refused":
-            return words.stop_refused()
-        if stopped == "gone":
-            return words.NOT_RUNNING
-        return "Stopping…"
-
-    def _press(self, user_id: int, message: object) -> Press:
-        """Who pressed, and the chat of the message they pressed under (none: refused)."""
-        chat = str(message.chat.id) if isinstance(message, TelegramMessage) else ""
-        return Press(str(user_id), {"chat": chat}, admin=str(user_id) in self.policy.admin_users)
+        return _ack(await self.dispatcher.stop(stop))
 
     async def _decided(self, data: str, query: CallbackQuery) -> str:
         """Approve, Deny or Always allow, pressed under an action waiting for a person
-        (``agent.approval.approvers`` decides who may); the broker reaches the run's process.
-        Edit… and Deny with reason… ask for the words first: a ForceReply prompt, whose
-        reply (at any process) decides."""
-        user = query.from_user
+        (``agent.approval.approvers`` decides who may; ``adapters.dispatch``); the broker
+        reaches the run's process. Edit… and Deny with reason… ask for the words first: a
+        ForceReply prompt, whose reply (at any process) decides."""
         try:
             verdict, run_id, step, call, _ = data.removeprefix(DECIDE_PREFIX).split(":")
-            key = (run_id, int(step), int(call))
-        except ValueError:
-            return "That button is not one of mine."
-        if self.broker is None or verdict not in VERDICTS | PROMPTS:
-            return words.NO_APPROVALS
-        request = await self.broker.request(key)
-        if request is None:
-            return words.DECISION_GONE
-        # The asker and the place come from the request the run stored, never from the
-        # button's data: a client can send any callback data.
-        if not _in_place_of(request, query.message):
-            return "That button is not one of mine."
-        if not await self.answering.may_decide(request.run_id, self._press(user.id, query.message)):
-            return words.decide_refused(self.policy.approvers)
+            chosen = {**VERDICTS, **PROMPTS}[verdict]
+            decide = Decide(run_id=run_id, step=int(step), call=int(call),
+                            verdict=chosen,  # type: ignore[arg-type]  # one of VERDICTS
+                            **self._press_of(f"telegram:press:{query.id}", query.from_user,
+                                            query.message))  # fmt: skip
+        except (ValueError, KeyError):
+            return words.NOT_MINE
+        request = await self.dispatcher.waiting(decide)
+        if isinstance(request, Refusal):
+            return request.text
+        if not _in_place_of(request, query.message):  # its topic too
+            return words.NOT_ITS_PLACE
         if verdict in PROMPTS:
             return await self._prompt(verdict, query, request, ref=data.removeprefix(
                 f"{DECIDE_PREFIX}{verdict}:"))  # fmt: skip
-        by = user.username or user.full_name or str(user.id)
-        chosen: Verdict = VERDICTS[verdict]  # type: ignore[assignment]
-        await self.broker.decide(key, Decision(chosen, by, by_id=str(user.id)))
-        return {"approve": "Approved.", "deny": "Denied.", "always": "Allowed here from now on."}[
-            chosen
-        ]
+        return _ack(await self.dispatcher.decide(decide))
 
     async def _prompt(
         self, kind: str, query: CallbackQuery, request: ApprovalRequest, *, ref: str
@@ -604,32 +607,22 @@ class TelegramBot:
         asker = _asker(update)
         assert asker is not None  # a message with its sender
         kind, run_id, step, call, _ = found.groups()
-        key = (run_id, int(step), int(call))
         text = message.text or message.caption or ""
-        request = await self.broker.request(key) if self.broker is not None else None
-        if self.broker is None or request is None:
-            said = words.DECISION_GONE
+        edit = kind == "e"
+        decide = Decide(run_id=run_id, step=int(step), call=int(call),
+                        verdict="edit" if edit else "deny", input=text if edit else None,
+                        reason="" if edit else text, written=True,
+                        **self._press_of(f"telegram:message:{message.chat.id}:{message.message_id}",
+                                        user, replied))  # fmt: skip
+        request = await self.dispatcher.waiting(decide)
+        if isinstance(request, Refusal):
+            said = request.text
         elif not _in_place_of(request, replied):
             # The reference is read from the replied-to message's text, which may end with
             # words a model wrote: it decides only an action of this chat, for its asker.
-            said = "That is not one of my questions here."
-        elif not await self.answering.may_decide(request.run_id, self._press(user.id, replied)):
-            said = words.decide_refused(self.policy.approvers)
-        elif kind == "e" and (problem := edit_problem(text, json_input=request.json_input)):
-            said = f"{problem} Nothing was decided: press Edit… again."
+            said = words.NOT_ITS_PLACE
         else:
-            by = user.username or user.full_name or str(user.id)
-            if kind == "e":
-                decision, said = (
-                    Decision("edit", by, input=text, by_id=str(user.id)),
-                    "✏️ Edited: it runs with your input.",
-                )
-            else:
-                decision, said = (
-                    Decision("deny", by, reason=text.strip(), by_id=str(user.id)),
-                    "❌ Denied, with your reason.",
-                )
-            await self.broker.decide(key, decision)
+            said = _ack(await self.dispatcher.decide(decide))
         await self.say(asker, said)
         return True
 
@@ -651,14 +644,12 @@ class TelegramBot:
         message = query.message
         if not isinstance(message, TelegramMessage):
             return "I cannot retry that here: the message is too old."
-        try:
-            trace = await self.stores.traces.get(run_id)
-        except StoreUnavailable:
-            trace = None
         thread = _thread_of(message)
         here = (conversation_of(message.chat.id, thread),)
-        if trace is None or not trace.question or not may_retry(trace.conversation, here):
-            return words.RETRY_GONE
+        once = self.dispatcher.retry_once
+        trace = await retried(run_id, here, traces=self.stores.traces, once=once)
+        if isinstance(trace, Refusal):
+            return trace.text
         asker = Asker(message.chat.id, query.from_user.id, message.message_id, thread)
         ask = self._intent(
             asker,
@@ -668,11 +659,9 @@ class TelegramBot:
             chat_name=_chat_name(message.chat),
             gathers=False,
         )
-        if not await self.dispatcher.retry_once.take(run_id):
-            return words.RETRY_DONE
         refused = await self._dispatch(ask)
         if refused is not None:
-            await self.dispatcher.retry_once.give_back(run_id)
+            await once.give_back(run_id)
         return cut(refused, 190) if refused is not None else "Asking again…"
 
     async def _voted(self, data: str, query: CallbackQuery) -> str | None:
@@ -729,3 +718,10 @@ def _asker(update: Update) -> Asker | None:
         return None
     thread = _thread_of(message)
     return Asker(message.chat.id, user.id, message.message_id, thread)
+
+
+def _ack(outcome: Outcome) -> str:
+    """A press's callback answer: the refusal's words, or the ack's."""
+    if isinstance(outcome, Refusal):
+        return outcome.text
+    return (outcome.ack or "") if isinstance(outcome, Done) else ""

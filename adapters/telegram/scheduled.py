@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from adapters.answering import Answering, Ask, Reply
+from adapters.dispatch.checks import Admitted
+from adapters.dispatch.handlers.ask import Answering, Reply
 from adapters.scheduled import owner_id
 from adapters.telegram.bot import Asker, TelegramReply
 from core.schedules import Schedule
@@ -53,7 +54,7 @@ class TelegramSchedules:
     def asker(self, schedule: Schedule) -> tuple[Asker, str]:
         return asker_of(schedule), f"telegram:{schedule.place.channel}"
 
-    def reply(self, schedule: Schedule, ask: Ask[Asker], header: str) -> Reply:
+    def reply(self, schedule: Schedule, ask: Admitted[Asker], header: str) -> Reply:
         del schedule, header  # the header is put on the run's view (``adapters.scheduled``)
         return TelegramReply(self.bot, ask.who)
 

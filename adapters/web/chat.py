@@ -10,8 +10,9 @@ the answer's message updated live over Server-Sent Events.
     GET  /api/events       Server-Sent Events: each message's state, as JSON, latest wins
     POST /api/ask          {"question"}, or a form with files too (``adapters.web.uploads``);
                            202, or the refusal's words with 4xx
-    POST /api/stop         {"run"}
+    POST /api/stop         {"run"}                        (``adapters.web.runs``)
     POST /api/decide       {"run", "step", "call", "verdict", "input"?, "reason"?}
+    POST /api/retry        {"run"}: an interrupted answer's question, asked again once
     POST /api/settings     {"verbosity"?}; /api/verbosity, /api/usage, /api/reset, /api/trace,
                            /api/vote {"run", "vote"}: the shared commands (``adapters.web.commands``)
 
@@ -54,16 +55,15 @@ from typing import Any
 
 from aiohttp import web
 
-from adapters import words
-from adapters.answering import Answering, Reply, Ticket
 from adapters.attachments import ConversationFiles
 from adapters.channels import ChannelChoices
-from adapters.decisions import Press
+from adapters.dispatch.checks import Ticket
 from adapters.dispatch.commands import Commands
 from adapters.dispatch.dispatcher import Dispatcher
+from adapters.dispatch.handlers.ask import Answering, Reply
 from adapters.dispatch.handlers.services import Services
 from adapters.dispatch.intents import Actor, Ask, Where
-from adapters.dispatch.outcome import Drop, Refusal
+from adapters.dispatch.outcome import Drop, Outcome, Refusal
 from adapters.live import LiveMessage, RunView, Verbosity
 from adapters.pacing import EditPacer
 from adapters.policy import Policy
@@ -80,9 +80,10 @@ from adapters.web.hosts import HostRule, is_loopback
 from adapters.web.memory import MemoryRoutes
 from adapters.web.memory import assets as memory_assets
 from adapters.web.render import WebPayload, WebRenderer, clean
+from adapters.web.runs import RunRoutes
 from adapters.web.uploads import Uploads
 from core.agent import Agent, Run
-from core.approval import ApprovalBroker, Decision, Verdict
+from core.approval import ApprovalBroker
 from core.budgets import TokenBudgets
 from core.errors import ReactbotError
 from core.memories import Where as MemoryPlace
@@ -298,7 +299,7 @@ class WebSurface:
 
 
 class WebReply:
-    """``adapters.answering.Reply`` of one question asked in the page."""
+    """``adapters.dispatch.handlers.ask.Reply`` of one question asked in the page."""
 
     def __init__(self, chat: WebChat, session: Session) -> None:
         self._chat = chat
@@ -376,6 +377,8 @@ class WebChat:
         self.wrong_tokens_all = WindowLimit(SIGNIN_TRIES_ALL, MINUTE, clock=clock, max_keys=1)
         self.pacer = EditPacer(EDIT_INTERVAL)
         self._closing = False
+        self.runs = RunRoutes(self)
+        """Stop, decide, Retry, and the last state of a dead process's answers."""
         self.answering: Answering[Session] = Answering(
             agent,
             surface="web",
@@ -388,6 +391,7 @@ class WebChat:
             empty_question="Type a question first.",
             quote=lambda text: text,
             shutdown_by="a bot restart",
+            finalise=self.runs.finish_orphan,
             room=room,
             files=files,
         )
@@ -429,8 +433,7 @@ class WebChat:
         app.router.add_get("/api/history", self.history)
         app.router.add_get("/api/events", self.events)
         app.router.add_post("/api/ask", self.ask)
-        app.router.add_post("/api/stop", self.stop)
-        app.router.add_post("/api/decide", self.decide)
+        self.runs.add_to(app)
         CommandRoutes(self).add_routes(app)  # settings, usage, reset, trace, vote
         MemoryRoutes(self).add_routes(app)
 
@@ -555,24 +558,31 @@ class WebChat:
         answer, sources, footer) from its trace; an answer whose trace is gone shows as text."""
         session = self._session(request)
         messages = await self.stores.history.load(session.conversation)
-        traces = {t.question: t for t in await self.stores.traces.list(session.conversation)}
+        traces: dict[str, list[Trace]] = {}  # by question, newest first
+        for stored in await self.stores.traces.list(session.conversation):
+            traces.setdefault(stored.question, []).append(stored)
         verbosity = await self.answering.choices.verbosity(session.conversation)
-        turns: list[dict[str, Any]] = []
+        asked: list[tuple[str, str]] = []
         question: str | None = None
         for message in messages[-2 * HISTORY_TURNS :]:
             if message["role"] == "user" and message["content"].startswith(QUESTION_PREFIX):
                 question = message["content"].removeprefix(QUESTION_PREFIX)
             elif message["role"] == "assistant" and question is not None:
-                renderer = WebRenderer(
-                    f"earlier-{len(turns)}", clock=time.monotonic, trace_link=self.trace_link
-                )
-                trace = traces.get(question)
-                if trace is not None and trace.status != "running":
-                    view = RunView.of_trace(trace, verbosity=verbosity or self.policy.verbosity)
-                    turns.append(renderer.final(view).data())
-                else:
-                    turns.append(renderer.earlier(question, message["content"]).data())
+                asked.append((question, message["content"]))
                 question = None
+        # A question asked twice (Retry asks it again) has a trace each: the newest turn
+        # takes the newest one.
+        found = [_newest(traces, q) for q, _ in reversed(asked)][::-1]
+        turns: list[dict[str, Any]] = []
+        for (question, said), trace in zip(asked, found, strict=True):
+            renderer = WebRenderer(
+                f"earlier-{len(turns)}", clock=time.monotonic, trace_link=self.trace_link
+            )
+            if trace is not None and trace.status != "running":
+                view = RunView.of_trace(trace, verbosity=verbosity or self.policy.verbosity)
+                turns.append(renderer.final(view).data())
+            else:
+                turns.append(renderer.earlier(question, said).data())
         return self._json({"turns": turns})
 
     async def events(self, request: web.Request) -> web.StreamResponse:
@@ -630,17 +640,11 @@ class WebChat:
 
     async def ask(self, request: web.Request) -> web.Response:
         session, body = await self._post(request)
-        ask: Ask[Session] = Ask(
+        outcome = await self.asked(
+            session,
+            str(body.get("question", "")).strip(),
             event=f"web:{session.id}:{_client_id(body.get('id'))}",
-            actor=Actor("web", session.id, session.conversation, "you (web chat)"),
-            where=Where("web", "session", session.id, name="web chat"),
-            question=str(body.get("question", "")).strip(),
             files=tuple(body.get("files", ())),  # a form's (``_post``)
-            memories=MemoryPlace("web", "", session.conversation, private=True),  # its own
-            who=session,
-        )
-        outcome = await self.dispatcher.dispatch(
-            ask, lambda admitted: WebReply(self, admitted.who), answer=self._answer
         )
         if isinstance(outcome, Refusal):
             status = 400 if outcome.reason == "question" else 429
@@ -648,6 +652,31 @@ class WebChat:
         if isinstance(outcome, Drop):  # a repeated POST, or a message added to the last one
             return self._json({"ok": True, "dropped": outcome.reason}, status=202)
         return self._json({"ok": True}, status=202)
+
+    async def asked(
+        self,
+        session: Session,
+        question: str,
+        *,
+        event: str,
+        files: Sequence[Any] = (),
+        gathers: bool = True,
+    ) -> Outcome:
+        """``question`` asked in ``session``: typed (a burst within ``agent.merge_window``
+        gathers), or again by Retry (``gathers=False``)."""
+        ask: Ask[Session] = Ask(
+            event=event,
+            actor=Actor("web", session.id, session.conversation, "you (web chat)"),
+            where=Where("web", "session", session.id, name="web chat"),
+            question=question,
+            files=files,
+            gathers=gathers,
+            memories=MemoryPlace("web", "", session.conversation, private=True),  # its own
+            who=session,
+        )
+        return await self.dispatcher.dispatch(
+            ask, lambda admitted: WebReply(self, admitted.who), answer=self._answer
+        )
 
     def _answer(self, ticket: Ticket[Session], reply: Reply) -> Coroutine[Any, Any, None]:
         session = ticket.ask.who
@@ -659,42 +688,6 @@ class WebChat:
             await self.answering.answer(ticket, reply)
         finally:
             session.running -= 1
-
-    async def stop(self, request: web.Request) -> web.Response:
-        session, body = await self._post(request)
-        run_id = str(body.get("run", ""))
-        stopped = await self.answering.stop_pressed(run_id, _press(session), by="you")
-        if stopped == "gone":
-            return self._json({"error": words.NOT_RUNNING}, status=409)
-        if stopped == "refused":
-            return self._json({"error": words.stop_refused()}, status=403)
-        return self._json({"ok": True})
-
-    async def decide(self, request: web.Request) -> web.Response:
-        session, body = await self._post(request)
-        if self.broker is None:
-            return self._json({"error": words.NO_APPROVALS}, status=409)
-        try:
-            key = (str(body["run"]), int(body["step"]), int(body["call"]))
-            verdict = str(body["verdict"])
-        except (KeyError, TypeError, ValueError):
-            return self._json({"error": "A decision names its run, step, call and verdict."}, 400)
-        if verdict not in ("approve", "edit", "deny", "always"):
-            return self._json({"error": "The verdict is approve, edit, deny or always."}, 400)
-        request_ = await self.broker.request(key)
-        if request_ is None:
-            return self._json({"error": words.DECISION_GONE}, 409)
-        if not await self.answering.may_decide(request_.run_id, _press(session)):
-            return self._json({"error": words.decide_refused(self.policy.approvers)}, 403)
-        reason = str(body.get("reason", ""))[:500].strip()
-        edited: str | None = None
-        if verdict == "edit":
-            edited = str(body.get("input", ""))[:4_000]
-            if request_.json_input and (problem := _json_problem(edited)) is not None:
-                return self._json({"error": f"That is not a JSON object ({problem})."}, 400)
-        decided: Verdict = verdict  # type: ignore[assignment]
-        await self.broker.decide(key, Decision(decided, "you", input=edited, reason=reason))
-        return self._json({"ok": True})
 
     # ---- parts ------------------------------------------------------------------------------
     def _session(self, request: web.Request) -> Session:
@@ -758,14 +751,6 @@ class WebChat:
         return web.json_response(data, status=status, headers=self.headers)
 
 
-def _json_problem(text: str) -> str | None:
-    try:
-        value = json.loads(text)
-    except ValueError as exc:
-        return str(exc).split(":")[0]
-    return None if isinstance(value, dict) else "not an object"
-
-
 CLIENT_ID = re.compile(r"[0-9A-Za-z-]{8,64}")
 """The page's id for one question (``crypto.randomUUID()``): what a repeated POST repeats."""
 
@@ -778,11 +763,11 @@ def _client_id(given: object) -> str:
     return secrets.token_hex(8)
 
 
+def _newest(traces: dict[str, list[Trace]], question: str) -> Trace | None:
+    """The newest trace of ``question`` not yet shown (taken from ``traces``), if any."""
+    left = traces.get(question)
+    return left.pop(0) if left else None
+
+
 def _asset(name: str) -> str:
     return resources.files("adapters.web").joinpath("static", name).read_text(encoding="utf-8")
-
-
-def _press(session: Session) -> Press:
-    """A press from a web session: the session is the person and the place (a run's
-    message is shown only to the session that asked)."""
-    return Press(session.id, {"session": session.id})

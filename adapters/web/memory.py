@@ -16,8 +16,8 @@ from typing import Any, Protocol
 from aiohttp import web
 
 from adapters import words
-from adapters.answering import Answering
 from adapters.dispatch import memory
+from adapters.dispatch.handlers.ask import Answering
 from adapters.dispatch.intents import Actor, MemoryAction, MemoryScope, Where
 from adapters.dispatch.intents import Memory as MemoryIntent
 from core.errors import StoreUnavailable

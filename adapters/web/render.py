@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from adapters.live import RunView, StepView, approval_words, final_mark, status_line
+from adapters.recovery import INTERRUPTED
 from core.pictures import pictures_of
 from core.text import http_url, neutral_bidi
 from core.trace import Trace, source_domain, summary_line
@@ -151,6 +152,10 @@ class WebRenderer:
             data["outcome"] = (
                 "⚠️ Stopped before a final answer: the best answer from what was found."
             )
+        if trace is not None and trace.status == "interrupted":  # its process died
+            data["outcome"] = INTERRUPTED
+            if trace.question:  # the run Retry asks again, once (``/api/retry``); its own
+                data["retry"] = trace.id  # key, as a turn from the history has another
         if view.answer:
             data["answer"] = clean(view.answer, answer_chars)
         if view.verbosity == "full":

@@ -255,10 +255,6 @@ SCENARIOS = (
         kill9_interrupted_then_retry_once,
         [Turn("Thought: easy.\nFinal Answer: 17*23+4 = 395")] * 2,
         lease=1.0,
-        gaps={
-            "web": "the web chat finishes no orphan and has no Retry (plan §1 orphan finish, "
-            "Retry)",
-        },
     ),
     Scenario("vote", vote, CALC),
     Scenario("settings_by_admin", settings_by_admin, []),

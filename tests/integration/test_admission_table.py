@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from adapters.answering import Answering
+from adapters.dispatch.handlers.ask import Answering
 from core.budgets import InMemoryUsageCounters, TokenBudgets
 from core.llm import Usage
 from core.scripted import Turn

@@ -16,8 +16,11 @@ import contextlib
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 
-from adapters.answering import Answering, Ask, Refusal, Ticket
 from adapters.channels import ChannelChoices
+from adapters.dispatch.checks import Admitted as Ask
+from adapters.dispatch.checks import Ticket
+from adapters.dispatch.handlers.ask import Answering
+from adapters.dispatch.outcome import Refusal
 from adapters.live import LiveStats, RunView, Verbosity
 from adapters.policy import Policy
 from core.agent import Agent, Run

@@ -12,8 +12,10 @@ from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, nullcontext
 from pathlib import Path
 
-from adapters.answering import Answering, Ask, Ticket
 from adapters.channels import ChannelChoices
+from adapters.dispatch.checks import Admitted as Ask
+from adapters.dispatch.checks import Ticket
+from adapters.dispatch.handlers.ask import Answering
 from adapters.live import LiveStats, RunView, Verbosity
 from adapters.policy import Policy
 from core.agent import Agent, Run

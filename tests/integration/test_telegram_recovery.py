@@ -12,6 +12,7 @@ from typing import Any
 from adapters import words
 from adapters.recovery import INTERRUPTED
 from adapters.telegram.render import Button, TelegramPayload
+from core.approval import ApprovalRequest
 from core.scripted import Turn
 from core.stores import RunRecord
 from core.trace import Trace
@@ -79,4 +80,51 @@ async def test_a_retry_naming_a_run_of_another_chat_is_refused(make: Any) -> Non
     query = h.fake.press(mine, "retry:r1", user=mallory, spoofed=True)
     await h.fake.wait_for(lambda: query in h.fake.answered, what="answerCallbackQuery")
     assert h.fake.answered[query]["text"] == words.RETRY_GONE
+    h.model.assert_complete()
+
+
+async def test_presses_on_a_dead_processs_run_say_it_no_longer_runs(make: Any) -> None:
+    """After a kill -9, Approve and Stop pressed under the dead process's message, here,
+    before the sweep came to it: nothing runs it, and each press says so (never
+    "Approved." or "Stopping…" with nothing behind it); the message is finished as
+    interrupted at once, its buttons replaced by Retry."""
+    h: Harness = await make([], approval=True)  # the default lease: the sweep is not due yet
+    asked = h.fake.user_says(CHAT, "/start")
+    buttons = (Button("✅ Approve", f"ok:a:deadrun:1:0:{CHAT}"), Button("⏹ Stop", "stop:deadrun"))
+    left = await h.bot.chat(CHAT).send(
+        TelegramPayload("<b>⏸ Waiting for approval</b>", buttons), reply_to=asked.id
+    )
+    conversation = f"telegram:{CHAT}"
+    trace = Trace(question="delete it?", conversation=conversation, id="deadrun")
+    where = {"chat": str(CHAT), "message": str(left)}
+    dead = RunRecord("deadrun", "telegram", conversation, "dead", where, trace=trace.to_json(),
+                     asker=str(CHAT))  # fmt: skip
+    await h.stores.runs.beat([dead], at=time.time() - 60)  # its lease (25 s) long past
+    assert h.bot.broker is not None
+    await h.bot.broker.shared.put(
+        ApprovalRequest(
+            "deadrun",
+            conversation,
+            str(CHAT),
+            1,
+            0,
+            "",
+            "files_delete",
+            "a.txt",
+            json_input=False,
+            timeout=60,
+            remember=False,
+        )
+    )
+    shown = h.fake.message(CHAT, left)
+    for data in (f"ok:a:deadrun:1:0:{CHAT}", "stop:deadrun"):
+        query = h.fake.press(shown, data, user=CHAT)
+        await h.fake.wait_for(lambda q=query: q in h.fake.answered, what="answerCallbackQuery")
+        assert h.fake.answered[query]["text"] == words.NOT_RUNNING, data
+
+    def finished() -> bool:
+        return h.fake.message(CHAT, left).text.startswith("⚠️ Interrupted")
+
+    await h.fake.wait_for(finished, within=5, what="the orphan finished")
+    assert [b["callback_data"] for b in h.fake.message(CHAT, left).buttons] == ["retry:deadrun"]
     h.model.assert_complete()

@@ -1,8 +1,9 @@
 """Two Telegram bot processes sharing one real Redis (each its own client, each polling
 its own strict fake: Telegram hands an update to whichever process it reaches): a Stop
-forged or replayed at the process that does not run the run, from another chat, by
-someone who is not the asker, is refused and the run goes on; the asker's own Stop, pressed
-there, stops it. Who may stop, and from where, is the run's own record's word, never the
+forged or replayed at the process that does not run the run, from another chat or by
+someone who is not the asker, does nothing and says which (the presser may not stop it, or
+the button is for an answer somewhere else) and the run goes on; the asker's own Stop,
+pressed there in the run's chat, stops it. Who may stop, and from where, is the run's own record's word, never the
 callback data's (a client writes any callback data; every group member reads a run id)."""
 
 from __future__ import annotations
@@ -52,15 +53,18 @@ async def test_a_forged_or_replayed_stop_at_another_process_is_refused(
     other: Harness = await make([], shared=second, admins=frozenset({ADMIN}))
     run_id, data = await _live_in_group(runs)
 
-    # Bob and an admin in their own private chats, at the other process: the message they
-    # press under is theirs; the data is forged (naming the presser) or replayed verbatim.
-    for presser in (BOB, ADMIN):
+    # Bob, an admin and Alice herself in their own private chats, at the other process: the
+    # message they press under is theirs; the data is forged (naming the presser) or
+    # replayed verbatim. Bob may not stop it anywhere; the admin and Alice may, but only
+    # under the run's own message: a Stop acts only on the run of its place, and says so.
+    said = {BOB: words.stop_refused(), ADMIN: words.NOT_ITS_PLACE, ALICE: words.NOT_ITS_PLACE}
+    for presser in (BOB, ADMIN, ALICE):
         other.fake.user_says(presser, "/start")
         await other.fake.wait_for(lambda p=presser: bool(other.fake.bot_messages(p)))
         mine = other.fake.bot_messages(presser)[0]
         for sent in (f"stop:{run_id}:{presser}", data):
             query = other.fake.press(mine, sent, user=presser, spoofed=True)
-            assert await _answered(other, query) == words.stop_refused()
+            assert await _answered(other, query) == said[presser]
     # Bob in the group itself, replaying Alice's button: the right chat, not the asker.
     other.fake.user_says(GROUP, "lunch anyone?", user=BOB)  # the group, seen by this process
     copy = await other.bot.chat(GROUP).send(TelegramPayload("⏳", (Button("⏹ Stop", data),)))

@@ -172,7 +172,7 @@ async def test_stop_pressed_at_the_other_process_stops_the_run(
     (live,) = fake.bot_messages(CHAT)
     (stop,) = live.buttons
     # The pipeline registers the run in the shared store just after its message is posted
-    # (adapters/answering.py, _follow): a press at another process before that is told the
+    # (adapters/dispatch/handlers/ask.py, _follow): a press at another process before that is told the
     # answer no longer runs. Its first edit comes after the registration: wait for that.
     await fake.wait_for(lambda: fake.message(CHAT, live.id).edits > 0, what="the first edit")
     query = fake.press(live, stop["callback_data"])

@@ -113,7 +113,7 @@ async def test_another_sessions_stop_at_another_replica_is_refused(
     mallory: Visitor = await visitors(other)  # another session, at the other replica
     for _ in range(2):  # pressed, and the same request replayed
         status, body = await mallory.post(other, "/api/stop", {"run": live["run"]})
-        assert (status, body) == (403, {"error": words.stop_refused()})
+        assert (status, body) == (403, {"error": words.stop_refused(), "reason": "who"})
     assert runs.chat.answering.running == (live["run"],), "the run goes on"
 
     assert await ada.post(other, "/api/stop", {"run": live["run"]}) == (200, {"ok": True})

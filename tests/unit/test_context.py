@@ -9,9 +9,9 @@ from collections.abc import Awaitable
 from hypothesis import given
 from hypothesis import strategies as st
 
-from adapters.answering import Ask
 from adapters.context import Refusals, Said, bounded, earlier, line, summary
 from adapters.dispatch.bursts import Bursts
+from adapters.dispatch.checks import Admitted as Ask
 from core.prompt import EARLIER_TAG, earlier_message
 from tests.hostile import hostile_text
 from tests.properties import property_settings

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from adapters.answering import cooldown_message
 from adapters.discord.access import Asker, is_admin, refusal
+from adapters.words import cooldown_message
 from tests.surfaces.policy import policy
 
 GUILD, CHANNEL, CATEGORY, THREAD = 10, 20, 30, 40

@@ -1,8 +1,8 @@
-"""``adapters.answering.edit_problem``: what an edited input from a person may be."""
+"""``adapters.words.edit_problem``: what an edited input from a person may be."""
 
 from __future__ import annotations
 
-from adapters.answering import edit_problem
+from adapters.words import edit_problem
 
 
 def test_an_edited_input_must_say_something_and_be_an_object_where_the_tool_takes_one() -> None:

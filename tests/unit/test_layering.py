@@ -25,8 +25,8 @@ KNOWN_CYCLES: set[frozenset[str]] = {
 """Cycles that exist today; each must be broken, none added (a cycle that grows fails too)."""
 
 CEILINGS: dict[str, int] = {
-    "adapters/discord/cog.py": 1231,
-    "adapters/slack/bot.py": 922,
+    "adapters/discord/cog.py": 1193,
+    "adapters/slack/bot.py": 907,
 }
 """Files over 800 lines today and their size: none may grow; each is to be split."""
 

@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 
-from adapters.answering import SHUTDOWN
 from adapters.live import RunView
 from adapters.slack.approval import (
     ALWAYS_ACTION_ID,
@@ -29,6 +28,7 @@ from adapters.slack.blocks import (
 from adapters.slack.markdown import escape
 from adapters.slack.render import SlackRenderer
 from adapters.slack.trace_thread import OBSERVATION_PARTS, shorten, trace_posts
+from adapters.words import SHUTDOWN
 from core.events import (
     ActionDecided,
     AnswerDelta,

@@ -19,7 +19,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from adapters.answering import SHUTDOWN
 from adapters.live import VERBOSITIES, RunView, Verbosity
 from adapters.policy import Approvers
 from adapters.slack.approval import EDIT_LIMIT, parse_button_value
@@ -33,6 +32,7 @@ from adapters.slack.blocks import (
 from adapters.slack.markdown import escape, to_mrkdwn
 from adapters.slack.render import SlackRenderer
 from adapters.slack.trace_thread import shorten
+from adapters.words import SHUTDOWN
 from core.events import (
     ActionDecided,
     AnswerDelta,

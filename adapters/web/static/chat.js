@@ -177,6 +177,16 @@
       message.appendChild(answer);
     }
     if (data.outcome) message.appendChild(el("p", "outcome", data.outcome));
+    if (data.final && typeof data.retry === "string") {  // interrupted: its question again, once
+      const retry = el("button", "retry", "🔁 Retry");
+      retry.type = "button";
+      retry.addEventListener("click", function () {
+        retry.disabled = true;
+        listen();
+        post("/api/retry", { run: data.retry }).then(function (r) { if (r.ok) showError(""); });
+      });
+      message.appendChild(retry);
+    }
     if (data.final) {
       (data.pictures || []).forEach(function (src) {
         // only the data: URLs the server made from bytes it checked (PNG, JPEG, WEBP, GIF)

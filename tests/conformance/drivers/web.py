@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -15,7 +16,9 @@ from typing import Any
 import aiohttp
 
 from adapters.room import Room
+from adapters.web.chat import COOKIE
 from core.scripted import Turn
+from core.stores import RunRecord
 from core.trace import Trace
 from tests.conformance.driver import AskHandle, Persona, Said, Spot, normalise
 from tests.integration.test_web_chat import DELETE, Chat, Events, _csrf, chats
@@ -80,15 +83,33 @@ class WebDriver:
         return normalise(str(body.get("error", "")))  # a browser's retry of the same POST
 
     async def orphan(self, question: str) -> AskHandle:
-        raise NotImplementedError(
-            "the web chat finishes no orphan and has no Retry (plan §1 orphan finish, Retry)"
-        )
+        """What a process killed mid-answer leaves of a web answer: its run's record, naming
+        the asker's session, silent for ten minutes (its live state died with it)."""
+        session = self.c.chat.sessions.from_cookie(self._cookie(self.c.http))
+        assert session is not None
+        run_id, conversation = "deadrun", session.conversation
+        trace = Trace(question=question, conversation=conversation, id=run_id)
+        where = {"session": session.id}
+        dead = RunRecord(run_id, "web", conversation, "dead", where, trace=trace.to_json())
+        await self.c.chat.stores.runs.beat([dead], at=time.time() - 600)
+        return AskHandle("asker", question, run_id)
+
+    @staticmethod
+    def _cookie(http: aiohttp.ClientSession) -> str:
+        return next(c.value for c in http.cookie_jar if c.key == COOKIE)
 
     async def orphan_finished(self, handle: AskHandle) -> str:
-        raise NotImplementedError
+        final = await self.stream.until(
+            lambda d: d.get("run") == handle.ref and d.get("final") is True and d.get("retry")
+        )
+        return normalise(str(final.get("outcome", "")))
 
     async def press_retry(self, who: Persona, handle: AskHandle) -> Said:
-        raise NotImplementedError
+        """A web session is its own place: only the asker's sees the Retry, so anyone's
+        press is the asker's session's (another session's is refused:
+        ``test_web_chat.py``)."""
+        _, body = await self._post("asker", "/api/retry", {"run": handle.ref})
+        return normalise(str(body.get("error", "")))
 
     def ran(self) -> list[object]:
         return list(self.c.ran)

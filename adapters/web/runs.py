@@ -1,0 +1,169 @@
+"""The web chat's presses on a run: ``POST /api/stop`` (``{"run"}``), ``POST /api/decide``
+(``{"run", "step", "call", "verdict", "input"?, "reason"?}``) and ``POST /api/retry``
+(``{"run", "id"?}``), and the last state of an answer whose process died (crash recovery's
+``Finalise``: the page's message says interrupted, with Retry).
+
+A web session is the person and the place: a run's message, and its buttons, are shown
+only to the session that asked, so a press names its run and the session is checked
+against the run's own record (``adapters.decisions``). Every refusal is the shared words'
+(``adapters.words``), sent as ``{"error": …}`` for the page to show.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any, Protocol
+
+from aiohttp import web
+
+from adapters.dispatch.handlers.ask import Answering
+from adapters.dispatch.handlers.retry import retried
+from adapters.dispatch.intents import Actor, Decide, Stop, Where
+from adapters.dispatch.outcome import Done, Outcome, Refusal
+from adapters.live import RunView
+from adapters.policy import Policy
+from adapters.web.render import WebPayload, WebRenderer, clean
+from core.approval import ApprovalBroker
+from core.stores import RunRecord, Stores
+from core.trace import Trace
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from adapters.dispatch.dispatcher import Dispatcher
+
+VERDICTS = ("approve", "edit", "deny", "always")
+INPUT_CHARS = 4_000
+REASON_CHARS = 500
+
+
+class _Session(Protocol):
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def conversation(self) -> str: ...
+
+    def publish(self, key: str, body: str, *, final: bool = False) -> None: ...
+
+
+class _Sessions(Protocol):
+    def get(self, sid: str) -> Any: ...
+
+
+class _Chat(Protocol):
+    """What these routes need of ``WebChat``."""
+
+    @property
+    def answering(self) -> Answering[Any]: ...
+    @property
+    def dispatcher(self) -> Dispatcher[Any]: ...
+    @property
+    def broker(self) -> ApprovalBroker | None: ...
+    @property
+    def policy(self) -> Policy: ...
+    @property
+    def stores(self) -> Stores: ...
+    @property
+    def sessions(self) -> _Sessions: ...
+    @property
+    def trace_link(self) -> Callable[[str], str | None] | None: ...
+
+    async def _post(self, request: web.Request) -> tuple[Any, dict[str, Any]]: ...
+    def _json(self, data: dict[str, Any], status: int = 200) -> web.Response: ...
+    async def asked(
+        self, session: Any, question: str, *, event: str, gathers: bool = True
+    ) -> Outcome: ...
+
+
+def _pressed(session: _Session) -> dict[str, Any]:
+    """Who pressed and where, for a ``Stop`` or ``Decide``: the session is the person and
+    the place (a run's message is shown only to the session that asked)."""
+    return {
+        "event": f"web:{session.id}:press:{time.monotonic_ns()}",
+        "actor": Actor("web", session.id, session.conversation, "you"),
+        "where": Where("web", "session", session.id, name="web chat"),
+        "at": {"session": session.id},
+    }
+
+
+def _refused(chat: _Chat, refusal: Refusal) -> web.Response:
+    status = {"gone": 409, "retried": 409, "who": 403, "elsewhere": 403, "question": 400}.get(
+        refusal.reason, 429
+    )
+    return chat._json({"error": refusal.text, "reason": refusal.reason}, status=status)
+
+
+class RunRoutes:
+    def __init__(self, chat: _Chat) -> None:
+        self.chat = chat
+
+    def add_to(self, app: web.Application) -> None:
+        app.router.add_post("/api/stop", self.stop)
+        app.router.add_post("/api/decide", self.decide)
+        app.router.add_post("/api/retry", self.retry)
+
+    async def stop(self, request: web.Request) -> web.Response:
+        chat = self.chat
+        session, body = await chat._post(request)
+        stop = Stop(run_id=str(body.get("run", ""))[:100], **_pressed(session))
+        return self._said(await chat.dispatcher.stop(stop))
+
+    async def decide(self, request: web.Request) -> web.Response:
+        chat = self.chat
+        session, body = await chat._post(request)
+        try:
+            run_id, step, call = str(body["run"])[:100], int(body["step"]), int(body["call"])
+            verdict = str(body["verdict"])
+        except (KeyError, TypeError, ValueError):
+            return chat._json({"error": "A decision names its run, step, call and verdict."}, 400)
+        if verdict not in VERDICTS:
+            return chat._json({"error": "The verdict is approve, edit, deny or always."}, 400)
+        decide = Decide(
+            run_id=run_id,
+            step=step,
+            call=call,
+            verdict=verdict,  # type: ignore[arg-type]  # one of VERDICTS
+            input=str(body.get("input", ""))[:INPUT_CHARS] if verdict == "edit" else None,
+            reason=str(body.get("reason", ""))[:REASON_CHARS],
+            **_pressed(session),
+        )
+        return self._said(await chat.dispatcher.decide(decide))
+
+    def _said(self, outcome: Outcome) -> web.Response:
+        if isinstance(outcome, Refusal):
+            return _refused(self.chat, outcome)
+        return self.chat._json({"ok": True})
+
+    async def retry(self, request: web.Request) -> web.Response:
+        """The interrupted run's question asked again in its session, once however often
+        Retry is pressed (``adapters.dispatch.handlers.retry``)."""
+        chat = self.chat
+        session, body = await chat._post(request)
+        run_id = str(body.get("run", ""))[:100]
+        once = chat.dispatcher.retry_once
+        trace = await retried(run_id, (session.conversation,), traces=chat.stores.traces, once=once)
+        if isinstance(trace, Refusal):
+            return _refused(chat, trace)
+        event = f"web:{session.id}:retry:{run_id}:{time.monotonic_ns()}"
+        outcome = await chat.asked(session, trace.question, event=event, gathers=False)
+        if isinstance(outcome, Done):
+            return chat._json({"ok": True}, status=202)
+        await once.give_back(run_id)  # refused (busy, cooldown, budget): Retry may be pressed again
+        return _refused(chat, outcome) if isinstance(outcome, Refusal) else chat._json({"ok": True})
+
+    async def finish_orphan(self, record: RunRecord, trace: Trace, text: str) -> None:
+        """The last state of an answer whose process died, sent to its session's pages: the
+        steps its record kept, the words, and Retry (when its question is known). A page
+        opened later draws the same from the stored trace (``/api/history``)."""
+        chat = self.chat
+        sid = record.where.get("session", "")
+        session = chat.sessions.get(sid) if sid else None
+        if session is None:
+            return
+        verbosity = await chat.answering.choices.verbosity(session.conversation)
+        view = RunView.of_trace(trace, verbosity=verbosity or chat.policy.verbosity)
+        renderer = WebRenderer(record.run_id, clock=time.monotonic, trace_link=chat.trace_link)
+        data = renderer.final(view).data()
+        data["outcome"] = clean(text, 600)["text"]
+        session.publish(record.run_id, WebPayload.of(data).body, final=True)
