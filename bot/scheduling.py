@@ -19,9 +19,11 @@ import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import TYPE_CHECKING
 
+from adapters import words
 from adapters.dispatch.schedule import ScheduleDesk
 from adapters.scheduled import Joining, ScheduledRuns
 from bot.schedule_command import schedule_book
+from core.schedule_tool import ScheduleTool
 from core.scheduler import Scheduler
 
 if TYPE_CHECKING:
@@ -45,6 +47,15 @@ class Scheduling:
         self.runs = ScheduledRuns()
         """Each surface adds its port here as it starts (``ScheduledRuns.add``)."""
         self.desk = ScheduleDesk(self.book, clock=clock)
+        self.tool = ScheduleTool(
+            self.book,
+            say_added=words.schedule_added,
+            say_refused=words.schedule_refused,
+            clock=clock,
+        )
+        """The ``schedule`` tool, in the app's tools while schedules run: each question's run
+        gets it bound to its asker and place (``adapters.dispatch.handlers.ask.proposing``),
+        always behind the asker's approval."""
         self.scheduler = Scheduler(
             book=self.book,
             claims=app.stores.claims,
@@ -77,6 +88,7 @@ async def running_schedules(app: App, metrics: Metrics | None) -> AsyncIterator[
     with the surfaces' shutdown)."""
     scheduling = Scheduling(app)
     app.scheduling = Joining(scheduling.runs, scheduling.desk)
+    app.tools.add(scheduling.tool)
     if metrics is not None:
         metrics.watch_schedules(scheduling.scheduler)
     looking = asyncio.create_task(scheduling.scheduler.forever(), name="schedules")
@@ -87,4 +99,5 @@ async def running_schedules(app: App, metrics: Metrics | None) -> AsyncIterator[
         with contextlib.suppress(asyncio.CancelledError):
             await looking
         await scheduling.scheduler.aclose()
+        app.tools.remove(scheduling.tool.name)
         app.scheduling = None

@@ -38,6 +38,7 @@ from core.agent import Agent
 from core.budgets import Hold, TokenBudgets
 from core.files import Incoming
 from core.memories import Where
+from core.schedules import Place
 from core.speech import Heard
 from core.stores import EventClaims, Stores
 
@@ -143,6 +144,9 @@ class Admitted(Generic[A]):
     ``question``."""
     scheduled: bool = False
     """Asked by a schedule on its owner's behalf (``adapters.scheduled``): no cooldown."""
+    schedule: Place | None = None
+    """Where a schedule this question's run proposes would post (``adapters.dispatch.
+    schedule.place_of``); None: the ``schedule`` tool is not offered to the run."""
 
 
 Access = Callable[[A], Awaitable[str | None]]

@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable, Coroutine
 from typing import Any, Generic, TypeVar
 
+from adapters.dispatch import schedule
 from adapters.dispatch.checks import Admission, Admitted, Burst, Claim, RetryOnce, Ticket
 from adapters.dispatch.conversation import conversation_of, settings_place
 from adapters.dispatch.handlers import decide as deciding
@@ -107,4 +108,5 @@ class Dispatcher(Generic[W]):
             earlier=ask.earlier,
             channel_name=ask.where.name,
             where=ask.memories,
+            schedule=schedule.place_of(ask.where),
         )

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from adapters import words
-from adapters.dispatch.intents import Intent
+from adapters.dispatch.intents import Intent, Where
 from core.errors import StoreUnavailable
 from core.schedules import Added, Place, ScheduleBook
 from core.schedules import Schedule as Kept
@@ -165,3 +165,18 @@ def listing(found: Sequence[Kept], *, escape: Escape, room: int) -> str:
         shown.append(line)
         used += 1 + len(line)
     return "\n".join([head, *shown])
+
+
+POSTING_PLATFORMS = frozenset({"slack", "discord", "telegram"})
+"""Where a scheduled run can be posted (each has a port in ``adapters.<platform>.scheduled``)."""
+
+
+def place_of(where: Where) -> Place | None:
+    """Where a schedule proposed by a question asked at ``where`` would post (the ``schedule``
+    tool's place): that channel, chat or topic, in its thread when the question was in one
+    of its own; a Discord thread the bot opened on an answer is its channel's conversation,
+    so its channel. None where no scheduled run can be posted (the web chat, the terminal)."""
+    if where.platform not in POSTING_PLATFORMS:
+        return None
+    thread = "" if where.kind == "bot_thread" else where.thread or ""
+    return Place(where.platform, where.channel, thread, where.space or "")

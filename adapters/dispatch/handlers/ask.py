@@ -47,6 +47,7 @@ from core.budgets import TokenBudgets
 from core.events import Event
 from core.files import Intake
 from core.memories import Asking
+from core.schedule_tool import ScheduleTool
 from core.stores import Stores, renewing
 from core.tools import ToolRegistry
 
@@ -207,6 +208,7 @@ class Answering(AdmissionChain[A]):
                     intake, tools = await files.prepare(
                         conversation, ask.files, choice, self.agent.tools, owner=ask.key, say=say
                     )
+                tools = proposing(self.agent.tools if tools is None else tools, ask)
                 if notice := intake.notice():
                     # After the live message: a note first could take its place (a Discord
                     # interaction's follow-up sent while its response is still deferred).
@@ -216,6 +218,7 @@ class Answering(AdmissionChain[A]):
 
         elif files is not None:  # no file now: the earlier ones searched (one store read)
             intake, tools = await files.prepare(conversation, (), choice, self.agent.tools)
+        tools = proposing(self.agent.tools if tools is None else tools, ask)
         run = self.agent.start(
             ask.question,
             conversation=conversation,
@@ -372,3 +375,21 @@ class Answering(AdmissionChain[A]):
                 await asyncio.gather(*pending, return_exceptions=True)
         await self.recovery.aclose()
         await self._listening.aclose()
+
+
+def proposing(tools: ToolRegistry, ask: Admitted[A]) -> ToolRegistry:
+    """``tools`` for this ask's run: the ``schedule`` tool (``core.schedule_tool``, in the
+    registry while ``serve`` runs schedules) bound to its asker and place, or left out where
+    no schedule can be posted, and in a scheduled run (which may never make schedules)."""
+    found = next((t for t in tools if isinstance(t, ScheduleTool)), None)
+    if found is None:
+        return tools
+    bound = ToolRegistry()
+    for tool in tools:
+        if tool is not found:
+            bound.add(tool)
+    if ask.schedule is not None and not ask.scheduled:
+        bound.add(
+            found.for_asker(owner=ask.key, owner_name=ask.name, place=ask.schedule, admin=ask.admin)
+        )
+    return bound
