@@ -379,7 +379,7 @@ class SlackBot:
                       run_id=parsed[1], value=parsed[0])  # fmt: skip
         outcome = await self.handlers.dispatch(intent, question)
         if not isinstance(outcome, Drop):
-            await self._ephemeral(channel, question.user, escape(outcome.text),
+            await self.ephemeral(channel, question.user, escape(outcome.text),
                                   thread_ts=click_thread(body))  # fmt: skip
 
     async def _on_command(self, ack: AsyncAck, command: dict[str, Any]) -> None:
@@ -472,7 +472,7 @@ class SlackBot:
         outcome = await self.dispatcher.stop(Stop(run_id=run_id, **self._press(user, body)),
                                              named=_mention)  # fmt: skip
         if isinstance(outcome, Refusal):
-            await self._ephemeral(click_channel(body), user, outcome.text)
+            await self.ephemeral(click_channel(body), user, outcome.text)
 
     def _press(self, user: str, body: dict[str, Any], *, form: bool = False) -> dict[str, Any]:
         """Who clicked, and where (Slack's signed payload, not the value); a modal (``form``)
@@ -500,15 +500,15 @@ class SlackBot:
                         **self._press(user, body))  # fmt: skip
         request = await self._waiting(decide)
         if isinstance(request, str):
-            await self._ephemeral(channel, user, request, thread_ts=thread_ts)
+            await self.ephemeral(channel, user, request, thread_ts=thread_ts)
             return
         trigger = str(body.get("trigger_id", ""))
         if verdict == "edit":
-            problem = await self._open_modal(trigger, edit_modal(ref, request))
+            problem = await self.open_modal(trigger, edit_modal(ref, request))
             if problem is not None:
                 note = f"I could not open the editor ({problem}); click Edit… again."
-                await self._ephemeral(channel, user, note, thread_ts=thread_ts)
-        elif verdict != "deny" or await self._open_modal(trigger, deny_modal(ref, request)):
+                await self.ephemeral(channel, user, note, thread_ts=thread_ts)
+        elif verdict != "deny" or await self.open_modal(trigger, deny_modal(ref, request)):
             await self._decide(decide, request)  # a deny whose form failed: no reason, as asked
 
     async def _on_submission(
@@ -552,7 +552,7 @@ class SlackBot:
         except Exception:  # the request times out as denied; the log says why
             log.exception("could not deliver a decision on %s", decide.key)
 
-    async def _open_modal(self, trigger: str, view: dict[str, Any]) -> str | None:
+    async def open_modal(self, trigger: str, view: dict[str, Any]) -> str | None:
         """Open ``view`` for the person who clicked; what went wrong, or None."""
         if not trigger:
             return "the click carried no trigger"
@@ -731,7 +731,7 @@ class SlackBot:
         places = click_places(body, channel) if user and channel else set()
         trace = await retried(run_id, places, traces=self.stores.traces, once=once)
         if isinstance(trace, Refusal):
-            await self._ephemeral(channel, user, trace.text)
+            await self.ephemeral(channel, user, trace.text)
             return
         question = Question(
             source="command",
@@ -745,7 +745,7 @@ class SlackBot:
         admitted = await self.answering.admit(self._ask(question))
         if isinstance(admitted, Refusal):
             await once.give_back(run_id)
-            await self._ephemeral(channel, user, admitted.text)
+            await self.ephemeral(channel, user, admitted.text)
             return
         await self._answer_named(admitted, SlackReply(self, question))
 
@@ -770,9 +770,9 @@ class SlackBot:
             except Exception:  # a lost courtesy note must not hide the original cause
                 log.exception("could not answer via response_url")
             return
-        await self._ephemeral(question.channel, question.user, text, thread_ts=question.thread_ts)
+        await self.ephemeral(question.channel, question.user, text, thread_ts=question.thread_ts)
 
-    async def _ephemeral(
+    async def ephemeral(
         self, channel: str, user: str, text: str, *, thread_ts: str | None = None
     ) -> None:
         try:

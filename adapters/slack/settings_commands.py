@@ -11,7 +11,7 @@ since the admin list may change while it is open.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from slack_bolt.context.ack.async_ack import AsyncAck
 
@@ -27,8 +27,12 @@ from core.prompt import PERSONA_CHARS
 from core.schedules import Place
 
 if TYPE_CHECKING:
+    from adapters.channels import ChannelChoices
     from adapters.dispatch.schedule import ScheduleDesk
-    from adapters.slack.bot import SlackBot
+    from adapters.policy import Policy
+    from adapters.slack.commands import SharedCommands
+    from adapters.slack.places import SlackPlaces
+    from core.agent import Agent
 
 ONLY_ADMINS = sentences.ONLY_ADMINS
 SETTINGS_USAGE = (
@@ -46,10 +50,26 @@ def settings_key(team: str, channel: str) -> str:
     return f"slack:{team}:{channel}"
 
 
+class Bot(Protocol):
+    """What the command needs of the bot it serves (``adapters.slack.bot.SlackBot``)."""
+
+    agent: Agent
+    policy: Policy
+    choices: ChannelChoices
+    places: SlackPlaces
+    shared: SharedCommands
+
+    async def open_modal(self, trigger: str, view: dict[str, Any]) -> str | None: ...
+
+    async def ephemeral(
+        self, channel: str, user: str, text: str, *, thread_ts: str | None = None
+    ) -> None: ...
+
+
 class SettingsCommands:
     """The ``/ask-settings`` command and the persona modal, for one bot."""
 
-    def __init__(self, bot: SlackBot) -> None:
+    def __init__(self, bot: Bot) -> None:
         self.bot = bot
         self.schedules: ScheduleDesk | None = None
         """The schedule command's handler, while ``serve`` runs schedules."""
@@ -98,9 +118,9 @@ class SettingsCommands:
             await ack()
             current = await self.bot.choices.persona(key)
             view = persona_modal(key, channel, current, PERSONA_CHARS)
-            problem = await self.bot._open_modal(str(command.get("trigger_id", "")), view)
+            problem = await self.bot.open_modal(str(command.get("trigger_id", "")), view)
             if problem is not None:
-                await self.bot._ephemeral(channel, user, f"I could not open the form: {problem}.")
+                await self.bot.ephemeral(channel, user, f"I could not open the form: {problem}.")
             return
         try:
             if words[0] == "model":
@@ -183,4 +203,4 @@ class SettingsCommands:
             await ack(response_action="errors", errors={INPUT_BLOCK: str(exc)})
             return
         await ack()
-        await self.bot._ephemeral(channel, user, reply)
+        await self.bot.ephemeral(channel, user, reply)

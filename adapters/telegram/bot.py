@@ -30,7 +30,6 @@ import os
 import re
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from telegram import CallbackQuery, MessageEntity, Update, User
@@ -72,6 +71,7 @@ from adapters.live import LiveMessage, RunView, Verbosity
 from adapters.pacing import EditPacer
 from adapters.policy import Policy
 from adapters.room import Room
+from adapters.telegram.asker import Asker, conversation_of
 from adapters.telegram.commands import COMMANDS, SettingsCommands
 from adapters.telegram.files import HEARD, TelegramFiles, typing
 from adapters.telegram.intents import actor_of, is_group, said_html, shared_command, where_of
@@ -99,7 +99,6 @@ from core.agent import Agent, Run
 from core.approval import ApprovalBroker, ApprovalRequest
 from core.budgets import TokenBudgets
 from core.files import Incoming
-from core.memories import Where as MemoryPlace
 from core.stores import RunRecord, Stores
 from core.trace import Trace
 
@@ -117,23 +116,6 @@ GREETING = (
 )
 NOT_HERE = "This bot does not answer in this chat."
 UPDATES = ["message", "callback_query"]
-
-
-@dataclass(frozen=True, slots=True)
-class Asker:
-    chat: int
-    user: int
-    message: int
-    thread: int | None = None
-    """The forum topic the question was asked in."""
-
-    @property
-    def where(self) -> MemoryPlace:
-        """Where they ask, as memories read it: a group is the space and each of its topics
-        a place; a private chat is private."""
-        group = is_group(self.chat)
-        place = conversation_of(self.chat, self.thread)
-        return MemoryPlace("telegram", str(self.chat) if group else "", place, not group)
 
 
 def file_url(api_base_url: str) -> str:
@@ -210,11 +192,6 @@ def _in_place_of(request: ApprovalRequest, message: object) -> bool:
     return request.conversation == conversation_of(message.chat.id, thread)
 
 
-def conversation_of(chat: int, thread: int | None = None) -> str:
-    """A private chat or group is one conversation; each forum topic is one of its own."""
-    return f"telegram:{chat}" if thread is None else f"telegram:{chat}:{thread}"
-
-
 class TelegramBot:
     """The bot: its ``Application``, handlers and one ``Answering`` over the shared stores."""
 
@@ -270,7 +247,7 @@ class TelegramBot:
             Services(policy, stores, budgets, choices, files), access=self._access
         )
         """Reset, trace, votes, settings and usage, decided once (``adapters.dispatch``)."""
-        self.commands = SettingsCommands(self)
+        self.commands = SettingsCommands(self, self.application.bot)
         """``/settings``, ``/verbosity``, ``/model``, ``/persona``, ``/tools``, ``/usage``."""
         self._add_handlers()
 

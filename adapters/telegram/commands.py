@@ -37,7 +37,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from telegram import Bot
 from telegram.error import TelegramError
@@ -51,7 +51,10 @@ from adapters.telegram.render import TelegramPayload, inert
 from core.errors import StoreUnavailable
 
 if TYPE_CHECKING:
-    from adapters.telegram.bot import Asker, TelegramBot
+    from adapters.dispatch.handlers.ask import Answering
+    from adapters.policy import Policy
+    from adapters.telegram.asker import Asker
+    from adapters.telegram.surface import Chat
 
 log = logging.getLogger(__name__)
 
@@ -91,12 +94,25 @@ class ChatAdmins:
         return ids
 
 
+class Host(Protocol):
+    """What the commands need of the bot they serve (``adapters.telegram.bot.TelegramBot``)."""
+
+    answering: Answering[Asker]
+    policy: Policy
+
+    def chat(self, chat: int, thread: int | None = None) -> Chat: ...
+
+    async def say(self, asker: Asker, text: str) -> None: ...
+
+    async def say_html(self, asker: Asker, html: str) -> None: ...
+
+
 class SettingsCommands:
     """The settings commands of one ``TelegramBot``."""
 
-    def __init__(self, bot: TelegramBot) -> None:
+    def __init__(self, bot: Host, telegram: Bot) -> None:
         self.bot = bot
-        self.admins = ChatAdmins(bot.application.bot)
+        self.admins = ChatAdmins(telegram)
 
     async def is_admin(self, asker: Asker) -> bool:
         """``telegram.admins``, or (in a group) one of the chat's administrators."""

@@ -16,7 +16,7 @@ from telegram.ext import CommandHandler, ContextTypes
 from adapters import words
 from adapters.dispatch import schedule
 from adapters.dispatch.intents import Actor, Where
-from adapters.telegram.bot import Asker
+from adapters.telegram.asker import Asker
 from adapters.telegram.intents import is_group
 from adapters.telegram.render import inert
 from core.schedules import Place

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING
 from adapters.dispatch.checks import Admitted
 from adapters.dispatch.handlers.ask import Answering, Reply
 from adapters.scheduled import owner_id
-from adapters.telegram.bot import Asker, TelegramReply
+from adapters.telegram.asker import Asker
+from adapters.telegram.bot import TelegramReply
 from core.schedules import Schedule
 
 if TYPE_CHECKING:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from adapters.discord.access import Asker as DiscordAsker
 from adapters.slack.payloads import Question
-from adapters.telegram.bot import Asker as TelegramAsker
+from adapters.telegram.asker import Asker as TelegramAsker
 from core.memories import Where
 
 
