@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from adapters.discord.cog import card_view
+from adapters.discord.buttons import card_view
 from adapters.discord.layout import (
     MAX_COMPONENTS,
     TEXT_LIMIT,

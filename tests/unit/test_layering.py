@@ -22,7 +22,6 @@ KNOWN_CYCLES: set[frozenset[str]] = set()
 """Cycles that exist today; each must be broken, none added (a cycle that grows fails too)."""
 
 CEILINGS: dict[str, int] = {
-    "adapters/discord/cog.py": 1193,
     "adapters/slack/bot.py": 907,
 }
 """Files over 800 lines today and their size: none may grow; each is to be split."""
@@ -165,3 +164,15 @@ def test_only_the_stores_import_redis() -> None:
 
 def _under(relative: str, place: str) -> bool:
     return relative.startswith(place) if place.endswith("/") else relative == place
+
+
+def test_discords_buttons_find_the_cog_by_its_name() -> None:
+    """``adapters.discord.buttons`` finds the cog by name (it may not import it): the name
+    must stay the cog's, and the cog must answer every press."""
+    from adapters.discord.buttons import COG_NAME, Presses
+    from adapters.discord.cog import AskCog
+
+    assert AskCog.__cog_name__ == COG_NAME
+    presses = [n for n in vars(Presses) if n.endswith(("_pressed", "_submitted"))]
+    assert len(presses) == 7
+    assert all(callable(getattr(AskCog, name, None)) for name in presses)
