@@ -3,24 +3,23 @@
 Flow of one question: a listener acks (``/ask`` with an ephemeral "working on it…"); an
 event's message goes through the dispatcher (``adapters.dispatch``: claimed once, Slack's
 retries with ``X-Slack-Retry-Num`` dropped; bursts; admission); a task posts the
-placeholder, starts the run and lets ``adapters.live.LiveMessage`` drive the message to its
-final state and the trace. ``/ask`` and Retry (once per run) are admitted here until they
-go through the dispatcher too.
+placeholder (``adapters.slack.reply.SlackReply``: streamed natively where Slack allows,
+else chat.update), starts the run and lets ``adapters.live.LiveMessage`` drive the message
+to its final state and the trace. ``/ask`` and Retry (once per run) are admitted here until
+they go through the dispatcher too.
 
-A Stop press may reach any replica: the one that receives it checks who pressed against the
-run's stored record (``adapters.decisions``), cancels the run if it is its own, and
-otherwise publishes a ``StopRequests`` request that the replica running it hears.
-
-A decision (Approve, Edit…, Deny, Allow in this conversation) is checked the same way
-against the ``ApprovalBroker``'s request and handed to the broker; Edit and Deny open a
-modal first. ``aclose`` stops the runs still going (their messages end "stopped") and awaits
+A Stop press may reach any replica: the dispatcher checks who pressed and from where against
+the run's stored record (``adapters.dispatch.handlers.stop``), cancels the run if it is this
+replica's, and otherwise publishes a ``StopRequests`` request that the replica running it
+hears. A decision (Approve, Edit…, Deny, Allow in this conversation) is checked the same way
+(``handlers.decide``) and handed to the ``ApprovalBroker``; Edit and Deny open a modal
+first. ``aclose`` stops the runs still going (their messages end "stopped") and awaits
 every task, so a shutdown never leaves a message saying "thinking" forever.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import logging
 from collections.abc import (
@@ -31,7 +30,6 @@ from collections.abc import (
     Coroutine,
     Mapping,
 )
-from contextlib import AbstractAsyncContextManager
 from functools import partial
 from typing import Any
 
@@ -51,13 +49,12 @@ from adapters.context import Read
 from adapters.dispatch.checks import Admitted, Ticket
 from adapters.dispatch.commands import Commands
 from adapters.dispatch.dispatcher import Dispatcher
-from adapters.dispatch.handlers.ask import Answering, Follower, Reply
+from adapters.dispatch.handlers.ask import Answering, Reply
 from adapters.dispatch.handlers.retry import retried
 from adapters.dispatch.handlers.services import Services
-from adapters.dispatch.intents import Actor, Decide, PlaceKind, Stop, Vote, Where
+from adapters.dispatch.intents import Actor, Decide, Stop, Vote, Where
 from adapters.dispatch.intents import Ask as Intent
 from adapters.dispatch.outcome import Drop, Refusal
-from adapters.live import LiveMessage, LiveStats, RunView, Verbosity
 from adapters.pacing import Budget, EditPacer, per_minute
 from adapters.policy import Policy
 from adapters.room import Room
@@ -97,18 +94,15 @@ from adapters.slack.payloads import (
 )
 from adapters.slack.places import ChannelMembers, SlackPlaces
 from adapters.slack.render import SlackRenderer
+from adapters.slack.reply import SlackReply, where_of
 from adapters.slack.settings import SlackSettings
 from adapters.slack.settings_commands import SettingsCommands
 from adapters.slack.stream_render import FEEDBACK_ACTION_ID, parse_feedback
 from adapters.slack.streaming import (
     StreamPacers,
-    StreamPayload,
-    StreamRenderer,
-    StreamSurface,
-    StreamUnsupported,
 )
-from adapters.slack.surface import NotInChannel, SlackSurface, make_client, post_root
-from core.agent import Agent, Run
+from adapters.slack.surface import make_client
+from core.agent import Agent
 from core.approval import ApprovalBroker, ApprovalRequest
 from core.budgets import InMemoryUsageCounters, TokenBudgets
 from core.events import Event
@@ -137,10 +131,6 @@ class _TokenFromEnvironment(logging.Filter):
 _TOKEN_FROM_ENVIRONMENT = _TokenFromEnvironment()
 
 WORKING = ":hourglass_flowing_sand: Working on it…"
-INVITE = (
-    "I can't post in this channel because I'm not a member of it. "
-    "Invite me with `/invite @reactbot`, then ask again."
-)
 RESTARTING = "reactbot is restarting; ask again in a moment."
 USAGE = "Ask me something, for example: `/ask What is 17*23+4?`"
 UNREACHABLE = "I could not look this action up just now; try again in a moment."
@@ -150,14 +140,6 @@ NAMES_WITHIN = 2.0
 
 def _user_key(question: Question) -> str:
     return f"slack:{question.team}:{question.user}"
-
-
-def _where(q: Question) -> Where:
-    """Where the question was asked, as ``adapters.dispatch.conversation`` reads it."""
-    kind: PlaceKind = "assistant" if q.assistant else "dm" if q.is_dm else "channel"
-    if kind == "channel" and q.thread_ts:
-        kind = "thread"
-    return Where("slack", kind, q.channel, space=q.team, thread=q.thread_ts, name=q.channel_name)
 
 
 def workspace_budget(settings: SlackSettings, shared: Budget | None = None) -> Budget | None:
@@ -259,7 +241,7 @@ class SlackBot:
             Services(policy, stores, self.budgets, self.choices, files), access=self._access
         )
         """Votes, reset, trace, settings and usage, decided once (``adapters.dispatch``)."""
-        self.shared = SharedCommands(self.handlers, client, tell=self._tell, trace_link=trace_link)
+        self.shared = SharedCommands(self.handlers, client, tell=self.tell, trace_link=trace_link)
         self.commands = SettingsCommands(self)
         self._register()
 
@@ -375,7 +357,7 @@ class SlackBot:
             return
         question = from_click(body, channel, team)
         intent = Vote(event=f"slack:vote:{action.get('action_ts', '')}:{question.user}",
-                      actor=self.shared.actor(question), where=_where(question),
+                      actor=self.shared.actor(question), where=where_of(question),
                       run_id=parsed[1], value=parsed[0])  # fmt: skip
         outcome = await self.handlers.dispatch(intent, question)
         if not isinstance(outcome, Drop):
@@ -418,7 +400,7 @@ class SlackBot:
             answer=self._answer_named,
         )
         if isinstance(outcome, Refusal):
-            await self._tell(question, outcome.text)
+            await self.tell(question, outcome.text)
 
     async def _answer_named(self, ticket: Ticket[Question], reply: Reply) -> None:
         """Answer an admitted question (an event's, a burst's merged, a command's, a Retry's)
@@ -595,7 +577,7 @@ class SlackBot:
         return Intent(
             event=question.claim_key,
             actor=Actor("slack", question.user, _user_key(question), name, admin=admin),
-            where=_where(question),
+            where=where_of(question),
             question=question.text,
             model=question.model,
             files=incoming_of(question.files, files.downloader) if files is not None else (),
@@ -645,7 +627,7 @@ class SlackBot:
         return f"I answer direct messages only for members of {where}; ask me there."
 
     # ---- answering ------------------------------------------------------------------------
-    def _stream_thread(self, question: Question) -> str | None:
+    def stream_thread(self, question: Question) -> str | None:
         """The thread a natively streamed reply goes into, or None for chat.update:
         ``slack.streaming`` (``auto``: DMs and assistant threads only, since in a channel
         everyone must see the live message), a message to reply to (a slash command has
@@ -662,7 +644,7 @@ class SlackBot:
             return None
         return thread
 
-    async def _with_status(
+    async def with_thread_status(
         self, question: Question, events: AsyncIterator[Event]
     ) -> AsyncGenerator[Event, None]:
         """The run's events, and in an assistant thread its phase as the thread's status."""
@@ -672,10 +654,10 @@ class SlackBot:
                 status = assistant_status(event)
                 if status is not None and status != shown:
                     shown = status
-                    self._spawn(self._assistant_status(question, status))
+                    self._spawn(self.set_thread_status(question, status))
             yield event
 
-    async def _assistant_status(
+    async def set_thread_status(
         self, question: Question, status: str, *, title: bool = False
     ) -> None:
         """``assistant.threads.setStatus`` (and the title from the question): courtesy only,
@@ -749,7 +731,7 @@ class SlackBot:
             return
         await self._answer_named(admitted, SlackReply(self, question))
 
-    async def _note(self, channel: str, thread_ts: str, text: str) -> None:
+    async def note_in_thread(self, channel: str, thread_ts: str, text: str) -> None:
         """One short message in the answer's thread (the refused files); never raises."""
         try:
             # Unpaced: chat.postMessage has its own limit, not chat.update's budget (issue 42)
@@ -759,7 +741,7 @@ class SlackBot:
         except SlackClientError as exc:
             log.warning("could not say which files were refused in %s: %s", channel, exc)
 
-    async def _tell(self, question: Question, text: str) -> None:
+    async def tell(self, question: Question, text: str) -> None:
         """An ephemeral note to the asker: via response_url for commands (works even where
         the bot is not a member), chat.postEphemeral otherwise."""
         if question.response_url:
@@ -799,108 +781,6 @@ class SlackBot:
         await self.answering.aclose(grace=self.settings.shutdown_grace)
         if self._session is not None:
             await self._session.close()
-
-
-class SlackReply:
-    """An answer on Slack: natively streamed into its thread where Slack allows it (DMs and
-    assistant threads under ``auto``), else a root message kept current with chat.update."""
-
-    def __init__(self, bot: SlackBot, question: Question) -> None:
-        self.bot, self.question = bot, question
-        self.root = ""
-        """The root message (chat.update), or the thread the stream replies in."""
-        self.stream: StreamSurface | None = None
-
-    async def open(self, verbosity: Verbosity) -> str | None:
-        q, bot = self.question, self.bot
-        if q.assistant:
-            await bot._assistant_status(q, "is thinking…", title=True)
-        thread = bot._stream_thread(q)
-        if thread is None or not await self._stream_into(thread, verbosity):
-            placeholder = SlackRenderer().live(RunView(question=q.text, asker=q.user))
-            try:
-                self.root = await post_root(
-                    bot.client, channel=q.channel, thread_ts=q.thread_ts, message=placeholder
-                )
-            except NotInChannel:
-                await bot._tell(q, INVITE)
-                return None
-        return bot.dispatcher.conversation(_where(q), root=self.root)
-
-    async def _stream_into(self, thread: str, verbosity: Verbosity) -> bool:
-        """Start Slack's agent stream in ``thread``; False when Slack will not stream here
-        (the answer goes by chat.update instead)."""
-        q, bot = self.question, self.bot
-        stream = StreamSurface(
-            bot.client,
-            bot.stream_pacers,
-            channel=q.channel,
-            thread_ts=thread,
-            recipient_user_id=q.user,
-            recipient_team_id=q.team,
-        )
-        try:
-            await stream.start(RunView(question=q.text, asker=q.user, verbosity=verbosity))
-        except StreamUnsupported as exc:
-            log.info("streaming is not available in %s (%s): using chat.update", q.channel, exc)
-            return False
-        self.stream, self.root = stream, thread
-        return True
-
-    def reading(self) -> AbstractAsyncContextManager[object]:
-        return contextlib.nullcontext()
-
-    def where(self) -> dict[str, str]:
-        """The root message (chat.update), or the thread a stream replies in."""
-        q = self.question
-        kind = "stream" if self.stream is not None else "root"
-        return {"channel": q.channel, "ts": self.root, "thread_ts": q.thread_ts or "", "kind": kind}
-
-    async def show(self, run: Run, view: RunView) -> Follower:
-        q, bot = self.question, self.bot
-        tick = max(1.0, bot.settings.update_interval)
-        if self.stream is not None:
-            streamed: LiveMessage[StreamPayload] = LiveMessage(
-                self.stream,
-                StreamRenderer(run.trace.id, trace_link=bot.trace_link),
-                bot.stream_pacers.append,
-                view=view,
-                tick=tick,
-            )
-            return _StatusShown(streamed, bot, q) if q.assistant else streamed
-        surface = SlackSurface(bot.client, channel=q.channel, ts=self.root, thread_ts=q.thread_ts)
-        renderer = SlackRenderer(
-            run_id=run.trace.id,
-            approvals=bot.broker is not None,
-            approval_timeout=bot.agent.settings.approval_timeout,
-            trace_link=bot.trace_link,
-        )
-        return LiveMessage(surface, renderer, bot.pacer, view=view, tick=tick)
-
-    async def note(self, text: str) -> None:
-        await self.bot._note(self.question.channel, self.question.thread_ts or self.root, text)
-
-    async def ended(self, run: Run) -> None:
-        if self.stream is not None and self.question.assistant:
-            await self.bot._assistant_status(self.question, "")
-
-
-class _StatusShown:
-    """A stream that also shows the run's phase as its assistant thread's status."""
-
-    def __init__(
-        self, stream: LiveMessage[StreamPayload], bot: SlackBot, question: Question
-    ) -> None:
-        self.stream, self.bot, self.question = stream, bot, question
-
-    @property
-    def stats(self) -> LiveStats:
-        return self.stream.stats
-
-    async def follow(self, events: AsyncIterator[Event]) -> RunView:
-        shown = self.bot._with_status(self.question, events)
-        async with contextlib.aclosing(shown) as watched:
-            return await self.stream.follow(watched)
 
 
 def _mention(user: str) -> str | None:

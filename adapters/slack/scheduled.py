@@ -18,10 +18,10 @@ from adapters.dispatch.handlers.ask import Answering, Follower, Reply
 from adapters.dispatch.intents import PlaceKind, Where
 from adapters.live import LiveMessage, RunView, Verbosity
 from adapters.scheduled import owner_id
-from adapters.slack.bot import SlackReply
 from adapters.slack.markdown import escape
 from adapters.slack.payloads import Question
 from adapters.slack.render import SlackRenderer
+from adapters.slack.reply import SlackReply
 from adapters.slack.settings_commands import settings_key
 from adapters.slack.surface import NotInChannel, SlackSurface, post_root
 from core.agent import Run

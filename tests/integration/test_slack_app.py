@@ -25,8 +25,9 @@ from adapters.channels import ChannelChoices
 from adapters.pacing import Budget, LocalBudget
 from adapters.room import Room
 from adapters.slack.blocks import STOP_ACTION_ID
-from adapters.slack.bot import INVITE, SlackBot
+from adapters.slack.bot import SlackBot
 from adapters.slack.markdown import escape, to_mrkdwn
+from adapters.slack.reply import INVITE
 from adapters.slack.server import HttpServer
 from adapters.slack.settings import SlackSettings
 from core.agent import Agent, AgentSettings

@@ -21,9 +21,7 @@ MAX_LINES = 800
 KNOWN_CYCLES: set[frozenset[str]] = set()
 """Cycles that exist today; each must be broken, none added (a cycle that grows fails too)."""
 
-CEILINGS: dict[str, int] = {
-    "adapters/slack/bot.py": 907,
-}
+CEILINGS: dict[str, int] = {}
 """Files over 800 lines today and their size: none may grow; each is to be split."""
 
 REDIS_IMPORTERS = {"core/stores/redis/"}
