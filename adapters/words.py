@@ -26,8 +26,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DECISION_GONE",
+    "EDIT_BY_REPLY",
     "FILES_OFF",
     "FILES_QUEUED",
+    "MESSAGE_TOO_OLD",
     "NOT_A_FORM",
     "NOT_A_VOTE",
     "NOT_ITS_PLACE",
@@ -38,7 +40,9 @@ __all__ = [
     "NO_TRACE",
     "ONLY_ADMINS",
     "PICTURES_NOT_SENT",
+    "PROMPT_FAILED",
     "READING_FILES",
+    "REASON_BY_REPLY",
     "RESET_ADMINS",
     "RESET_DONE",
     "RESTARTING",
@@ -101,6 +105,13 @@ NOT_ITS_PLACE = "That button is for an answer somewhere else: nothing was done."
 """A Stop or a decision pressed where the run's message is not (a forged or replayed
 button): it acts only on the run of its own place."""
 STOPPING = "Stopping…"
+MESSAGE_TOO_OLD = "I cannot do that here: the message is too old."
+"""A press under a message the platform no longer sends with the press (Telegram leaves out
+a message older than 48 hours): nothing was done."""
+PROMPT_FAILED = "I could not ask for it here; try Approve or Deny."
+EDIT_BY_REPLY = "Reply to my message with the new input."
+"""Where a platform has no form, an edit or a reason is a reply to the bot's prompt (Telegram)."""
+REASON_BY_REPLY = "Reply to my message with your reason."
 """The ack of a Stop where the platform's ack carries words (Telegram's callback answer)."""
 DECISION_GONE = "This action was already decided, or its time ran out."
 NO_APPROVALS = "Approvals are not set up on this bot."

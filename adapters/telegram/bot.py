@@ -556,7 +556,7 @@ class TelegramBot:
         """The ForceReply under the live message that asks for the new input or the reason."""
         message = query.message
         if not isinstance(message, TelegramMessage):
-            return "I cannot ask for that here: the message is too old."
+            return words.MESSAGE_TOO_OLD
         thread = _thread_of(message)
         payload = decision_prompt(
             kind, tool=request.name, current=request.input, ref=ref,
@@ -566,10 +566,8 @@ class TelegramBot:
             await self.chat(message.chat.id, thread).send(payload, reply_to=message.message_id)
         except TelegramError:
             log.warning("could not ask for a decision in chat %s", message.chat.id, exc_info=True)
-            return "I could not ask for it here; try Approve or Deny."
-        if kind == "e":
-            return "Reply to my message with the new input."
-        return "Reply to my message with your reason."
+            return words.PROMPT_FAILED
+        return words.EDIT_BY_REPLY if kind == "e" else words.REASON_BY_REPLY
 
     async def _prompt_reply(self, update: Update) -> bool:
         """A reply to one of the bot's Edit… or Deny with reason… prompts: the edited input
@@ -620,7 +618,7 @@ class TelegramBot:
         as a reply to that message (admitted like any question)."""
         message = query.message
         if not isinstance(message, TelegramMessage):
-            return "I cannot retry that here: the message is too old."
+            return words.MESSAGE_TOO_OLD
         thread = _thread_of(message)
         here = (conversation_of(message.chat.id, thread),)
         once = self.dispatcher.retry_once
