@@ -86,6 +86,7 @@ __all__ = [
     "schedules_header",
     "schedules_more",
     "stop_refused",
+    "stopped_by",
     "too_long",
     "trace_shown",
     "upload_too_big",
@@ -193,6 +194,11 @@ def who_may_decide(approvers: str, asker: str | None = None) -> str:
 def stop_refused(asker: str | None = None) -> str:
     """Said privately to someone who pressed another person's Stop."""
     return f"Only {asker or ASKER} or an admin can stop this run."
+
+
+def stopped_by(who: str | None) -> str:
+    """A stopped run's final line (who pressed Stop, or the shutdown's words)."""
+    return f"⏹️ Stopped by {who or 'someone'}."
 
 
 def decide_refused(approvers: str, asker: str | None = None) -> str:

@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import asyncio
 
+from adapters import words
 from adapters.dispatch.checks import Admission, Burst, Claim, RetryOnce
+from adapters.dispatch.handlers.retry import ask_again
 from adapters.dispatch.intents import Actor, Ask, Where
-from adapters.dispatch.outcome import Drop
+from adapters.dispatch.outcome import Done, Drop, Outcome, Refusal
 from adapters.policy import Policy
-from core.stores import InMemoryEventClaims
+from core.stores import InMemoryEventClaims, Stores
+from core.trace import Trace
 
 POLICY = Policy("telegram", merge_window=0.3)
 ANN = Actor("telegram", "5", "telegram:5", "ann")
@@ -74,3 +77,29 @@ async def test_retry_is_taken_once_and_a_refused_one_is_given_back() -> None:
     assert await once.take("run-2"), "per run"
     await once.give_back("run-1")  # that press was refused (busy): Retry may be pressed again
     assert await once.take("run-1")
+
+
+async def test_ask_again_asks_once_and_gives_a_refused_retry_back() -> None:
+    """``handlers.retry.ask_again``, the whole Retry any surface presses: the trace's
+    question is asked; refused, the run is given back (Retry may be pressed again);
+    admitted, a later press is told it was used; another conversation's run is gone."""
+    stores = Stores.in_memory()
+    await stores.traces.save(Trace(question="what now?", conversation="x:c", id="r1"))
+    once = RetryOnce(InMemoryEventClaims())
+    asked: list[str] = []
+    answers: list[Outcome] = [Refusal("busy", "busy"), Done()]
+
+    async def ask(question: str) -> Outcome:
+        asked.append(question)
+        return answers.pop(0)
+
+    def again(places: set[str]) -> asyncio.Future[Outcome]:
+        return asyncio.ensure_future(
+            ask_again("r1", places, traces=stores.traces, once=once, ask=ask)
+        )
+
+    assert await again({"x:other"}) == Refusal("gone", words.RETRY_GONE)
+    assert await again({"x:c"}) == Refusal("busy", "busy")  # refused: given back
+    assert await again({"x:c"}) == Done()
+    assert await again({"x:c"}) == Refusal("retried", words.RETRY_DONE)
+    assert asked == ["what now?", "what now?"]

@@ -14,12 +14,12 @@ that it asks it once.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Awaitable, Callable, Collection
 
 from adapters import words
 from adapters.decisions import may_retry
 from adapters.dispatch.checks import RetryOnce
-from adapters.dispatch.outcome import Refusal
+from adapters.dispatch.outcome import Done, Outcome, Refusal
 from core.errors import StoreUnavailable
 from core.stores import TraceStore
 from core.trace import Trace
@@ -39,3 +39,23 @@ async def retried(
     if not await once.take(run_id):
         return Refusal("retried", words.RETRY_DONE)
     return trace
+
+
+async def ask_again(
+    run_id: str,
+    places: Collection[str],
+    *,
+    traces: TraceStore,
+    once: RetryOnce,
+    ask: Callable[[str], Awaitable[Outcome]],
+) -> Outcome:
+    """The whole Retry for any surface: ``retried``, then ``ask`` (the surface's way of
+    asking the trace's question through ``Dispatcher.dispatch``, ``gathers=False``), and the
+    run given back when that is not admitted, so Retry may be pressed again."""
+    trace = await retried(run_id, places, traces=traces, once=once)
+    if isinstance(trace, Refusal):
+        return trace
+    outcome = await ask(trace.question)
+    if not isinstance(outcome, Done):
+        await once.give_back(run_id)
+    return outcome

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 from core.scripted import Turn
 from tests.conformance.driver import Driver
 
-PLATFORMS = ("discord", "slack", "telegram", "web")
+PLATFORMS = ("discord", "slack", "telegram", "web", "fifth")
 ACT = "<the surface's action that needs approval>"
 
 

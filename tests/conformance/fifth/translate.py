@@ -1,0 +1,233 @@
+"""The fifth surface: the fake platform's events translated into intents, each handed to
+``adapters.dispatch`` (the dispatcher for questions and presses, the command chain for the
+rest). Its refusals and replies are said privately to the person (an ephemeral note).
+
+::
+
+    a message (in a channel or a thread)   -> Ask
+    a button: stop / approve|edit|deny|always / retry / vote:up|down
+                                           -> Stop / Decide / Retry (ask_again) / Vote
+    a command: reset, trace, usage, settings [verbosity LEVEL]
+                                           -> Reset / ShowTrace / Usage / Settings
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any, Literal, cast, get_args
+
+from adapters import words
+from adapters.attachments import ConversationFiles
+from adapters.channels import ChannelChoices
+from adapters.dispatch.checks import Admitted
+from adapters.dispatch.commands import Commands
+from adapters.dispatch.dispatcher import Dispatcher
+from adapters.dispatch.handlers.ask import Answering
+from adapters.dispatch.handlers.retry import ask_again
+from adapters.dispatch.handlers.services import Services
+from adapters.dispatch.intents import (
+    Actor,
+    Ask,
+    Command,
+    Decide,
+    Reset,
+    Settings,
+    SetVerbosity,
+    ShowSettings,
+    ShowTrace,
+    Stop,
+    Usage,
+    Verdict,
+    Vote,
+    Where,
+)
+from adapters.dispatch.outcome import Done, Outcome, Refusal, Said
+from adapters.live import VERBOSITIES
+from adapters.pacing import EditPacer
+from adapters.policy import Policy
+from adapters.room import Room
+from core.agent import Agent
+from core.approval import ApprovalBroker
+from core.budgets import TokenBudgets
+from core.stores import Stores
+from tests.conformance.fifth.platform import Message, Platform
+from tests.conformance.fifth.reply import Asked, FifthReply, finisher
+
+NAME = "fifth"
+VERDICTS: tuple[str, ...] = get_args(Verdict)
+EMPTY_QUESTION = "Ask me something."  # no shared words for it yet: a finding (see driver)
+
+
+class FifthSurface:
+    def __init__(
+        self,
+        platform: Platform,
+        agent: Agent,
+        *,
+        stores: Stores,
+        budgets: TokenBudgets,
+        choices: ChannelChoices,
+        policy: Policy,
+        broker: ApprovalBroker | None = None,
+        room: Room | None = None,
+        files: ConversationFiles | None = None,
+    ) -> None:
+        self.platform = platform
+        self.stores = stores
+        self.pacer = EditPacer(0.1)
+        self.answering: Answering[Asked] = Answering(
+            agent,
+            surface=NAME,
+            access=self._access,
+            policy=policy,
+            stores=stores,
+            budgets=budgets,
+            choices=choices,
+            broker=broker,
+            empty_question=EMPTY_QUESTION,
+            quote=lambda text: text,
+            finalise=finisher(platform, policy.verbosity),
+            room=room,
+            files=files,
+        )
+        self.dispatcher: Dispatcher[Asked] = Dispatcher(self.answering, claims=stores.claims)
+        self.commands: Commands[str] = Commands(
+            Services(policy, stores, budgets, choices, files), access=self._access
+        )
+        self._presses = itertools.count(1)
+
+    async def _access(self, who: object) -> str | None:
+        del who  # the fake has no access lists (a finding: no shared rule reads them)
+        return None
+
+    # ---- translation ------------------------------------------------------------------------
+    def actor(self, person: str) -> Actor:
+        admin = person in self.platform.admins  # the platform's own fact, as Telegram's
+        return Actor(NAME, person, f"{NAME}:{person}", person, admin=admin)
+
+    @staticmethod
+    def where(channel: str, thread: str | None = None) -> Where:
+        if thread is None:
+            return Where(NAME, "channel", channel, name=f"#{channel}")
+        return Where(NAME, "thread", channel, thread=thread, name=f"#{channel}")
+
+    async def on_message(self, message: Message) -> None:
+        asked = (message.author, message.id)
+        outcome = await self._ask(asked, message, message.text, event=f"{NAME}:{message.id}")
+        self._tell(message.author, outcome)
+
+    async def _ask(
+        self, asked: Asked, at: Message, text: str, *, event: str, gathers: bool = True
+    ) -> Outcome:
+        """``text`` asked by ``asked[0]`` where ``at`` is, answered in reply to ``asked[1]``."""
+        where = self.where(at.channel, at.thread)
+        ask: Ask[Asked] = Ask(
+            event=event,
+            actor=self.actor(asked[0]),
+            where=where,
+            question=text,
+            gathers=gathers,
+            who=asked,
+        )
+
+        def reply(admitted: Admitted[Asked]) -> FifthReply:
+            conversation = self.dispatcher.conversation
+            return FifthReply(self.platform, self.pacer, where, conversation, admitted.who)
+
+        return await self.dispatcher.dispatch(ask, reply)
+
+    async def on_press(self, person: str, message_id: str, action: str, *, text: str = "") -> None:
+        """A press on a button of ``message_id`` (``text``: the form's, for edit and deny)."""
+        message = self.platform.messages[message_id]
+        value = self.platform.button(message_id, action).value
+        pressed: dict[str, Any] = {
+            "event": f"{NAME}:press:{next(self._presses)}",
+            "actor": self.actor(person),
+            "where": self.where(message.channel, message.thread),
+            "at": {"channel": message.channel, "message": message.id},
+        }
+        outcome: Outcome
+        if action == "stop":
+            outcome = await self.dispatcher.stop(Stop(run_id=value, **pressed))
+        elif action in VERDICTS:
+            run_id, step, call = value.rsplit(":", 2)
+            outcome = await self.dispatcher.decide(
+                Decide(
+                    run_id=run_id,
+                    step=int(step),
+                    call=int(call),
+                    verdict=cast(Verdict, action),
+                    input=text if action == "edit" else None,
+                    reason=text,
+                    written=bool(text),
+                    **pressed,
+                )
+            )
+        elif action == "retry":
+            outcome = await self._retry(person, message, value, pressed["event"])
+        else:
+            vote: Literal["up", "down"] = "up" if action == "vote:up" else "down"
+            outcome = await self._command(
+                person, Vote, message.channel, message.thread, run_id=value, value=vote
+            )
+        self._tell(person, outcome)
+
+    async def _retry(self, person: str, message: Message, run_id: str, event: str) -> Outcome:
+        """Retry under ``message``: the shared ``ask_again`` (once per run, given back when
+        refused), the question asked again here in reply to that message."""
+
+        async def ask(question: str) -> Outcome:
+            retried = f"{event}:retry"
+            return await self._ask(
+                (person, message.id), message, question, event=retried, gathers=False
+            )
+
+        where = self.where(message.channel, message.thread)
+        return await ask_again(
+            run_id,
+            {self.dispatcher.conversation(where)},
+            traces=self.stores.traces,
+            once=self.dispatcher.retry_once,
+            ask=ask,
+        )
+
+    async def on_command(
+        self, person: str, channel: str, text: str, *, thread: str | None = None
+    ) -> None:
+        name, *args = text.split() or [""]
+        kinds: dict[str, type[Command]] = {"reset": Reset, "trace": ShowTrace, "usage": Usage}
+        if name in kinds:
+            self._tell(person, await self._command(person, kinds[name], channel, thread))
+        elif name == "settings" and not args:
+            self._tell(
+                person,
+                await self._command(person, Settings, channel, thread, change=ShowSettings()),
+            )
+        elif name == "settings" and args[0] == "verbosity" and args[1:] and args[1] in VERBOSITIES:
+            change = SetVerbosity(args[1])
+            self._tell(
+                person, await self._command(person, Settings, channel, thread, change=change)
+            )
+        else:  # the only words a command's usage has today are the web's verbosity line
+            self.platform.tell(person, words.VERBOSITY_CHOICES)
+
+    async def _command(
+        self, person: str, kind: type[Command], channel: str, thread: str | None, **given: Any
+    ) -> Refusal | Said | Any:
+        event = f"{NAME}:cmd:{next(self._presses)}"
+        intent = kind(
+            event=event, actor=self.actor(person), where=self.where(channel, thread), **given
+        )
+        return await self.commands.dispatch(intent, person)
+
+    # ---- what the person is told ------------------------------------------------------------
+    def _tell(self, person: str, outcome: Outcome) -> None:
+        if isinstance(outcome, Refusal):
+            self.platform.tell(person, outcome.text)
+        elif isinstance(outcome, Said):
+            shown = outcome.text.replace("**", "")
+            if outcome.trace is not None:  # the trace as an attached text file
+                shown += "\n" + outcome.trace.to_markdown()[:3_000]
+            self.platform.tell(person, shown)
+        elif isinstance(outcome, Done) and outcome.ack:
+            self.platform.tell(person, outcome.ack)
