@@ -51,7 +51,7 @@ from core.events import (
     UsageCounted,
 )
 from core.tools.base import ToolDisplay
-from core.trace import ApprovalRecord, Trace
+from core.trace import ApprovalRecord, Trace, steps_made
 
 log = logging.getLogger(__name__)
 
@@ -272,6 +272,12 @@ class RunView:
     @property
     def trace(self) -> Trace | None:
         return self.final.trace if self.final is not None else None
+
+    @property
+    def steps_made(self) -> int:
+        """The steps the run made, as its trace counts them once it ended (an open step the
+        model wrote nothing in is none of them)."""
+        return steps_made(self.trace) if self.trace is not None else len(self.steps)
 
     def elapsed(self, now: float | None = None) -> float:
         end = self.ended_at if self.ended_at is not None else (now or time.monotonic())

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Literal
 from zoneinfo import ZoneInfo
@@ -86,7 +86,7 @@ __all__ = [
     "schedules_header",
     "schedules_more",
     "stop_refused",
-    "stopped_by",
+    "stopped",
     "too_long",
     "trace_shown",
     "upload_too_big",
@@ -196,9 +196,14 @@ def stop_refused(asker: str | None = None) -> str:
     return f"Only {asker or ASKER} or an admin can stop this run."
 
 
-def stopped_by(who: str | None) -> str:
-    """A stopped run's final line (who pressed Stop, or the shutdown's words)."""
-    return f"⏹️ Stopped by {who or 'someone'}."
+def stopped(who: str | None, steps: int, *, shown: Callable[[str], str] = str) -> str:
+    """A stopped run's outcome, after its ``steps``: who pressed Stop (as the surface
+    ``shown`` them: a mention, an escaped name), or the restart (``SHUTDOWN``), or nobody
+    named. The surface puts its own ⏹️ mark before it."""
+    after = f" after step {steps}" if steps else " before the first step"
+    if who == SHUTDOWN:
+        return f"Stopped{after}: reactbot was restarting. Ask again in a moment."
+    return f"Stopped by {shown(who)}{after}." if who else f"Stopped{after}."
 
 
 def decide_refused(approvers: str, asker: str | None = None) -> str:
@@ -209,9 +214,9 @@ def decide_refused(approvers: str, asker: str | None = None) -> str:
 # ---- refusals of a question (the admission chain: adapters.dispatch.checks) ---------------
 
 RESTARTING = "reactbot is restarting; ask again in a moment."
-SHUTDOWN = "reactbot:shutdown"
-"""``Run.cancel(by=SHUTDOWN)``: stopped because the bot is shutting down (a renderer words
-it: "a bot restart")."""
+SHUTDOWN = "a bot restart"
+"""``Run.cancel(by=SHUTDOWN)``: stopped because the bot is shutting down (``stopped`` words
+it; a trace reads "Stopped by: a bot restart")."""
 
 
 def too_long(problem: str) -> str:

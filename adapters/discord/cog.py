@@ -186,7 +186,6 @@ class AskCog(SharedCommands, ReactbotCommands, commands.Cog):
             broker=services.broker,
             empty_question="Ask me something after the mention.",
             quote=lambda text: fit(sanitize(text), 2000),
-            shutdown_by="a bot restart",
             finalise=self._finish_orphan,
             room=services.room,
         )

@@ -423,10 +423,8 @@ def final_body(view: RunView) -> tuple[str, str]:
             head = f"⚠️ Stopped after {view.max_steps} steps without a final answer. "
             return head + "Best answer from what was found:\n" + answer, "⚠️"
         case "cancelled":
-            who = f" by {sanitize(view.stopped_by)}" if view.stopped_by else ""
-            steps = steps_made(view.trace) if view.trace is not None else len(view.steps)
-            after = f"after step {steps}" if steps else "before the first step"
-            return f"⏹️ Stopped{who} {after}.", "⏹️"
+            stopped = words.stopped(view.stopped_by, view.steps_made, shown=sanitize)
+            return f"⏹️ {stopped}", "⏹️"
         case _:
             reason = sanitize(view.reason or "The run failed.")
             return f"❌ {reason} Nothing was lost; ask again.", "❌"

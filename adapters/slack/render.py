@@ -74,7 +74,6 @@ from adapters.slack.blocks import (
 from adapters.slack.markdown import escape
 from adapters.slack.stream_render import feedback_block
 from adapters.slack.trace_thread import trace_posts, with_page_link
-from adapters.words import SHUTDOWN
 from core.events import ApprovalRequested
 from core.pricing import format_usd
 from core.trace import Trace, steps_made
@@ -455,14 +454,7 @@ def _final_body(view: RunView, *, reason_limit: int = REASON_LIMIT) -> list[Bloc
 
 
 def _stopped_words(view: RunView) -> str:
-    # the steps the trace shows (an open step the model wrote nothing in is none of them)
-    steps = steps_made(view.trace) if view.trace is not None else len(view.steps)
-    after = f" after step {steps}" if steps else " before the first step"
-    if view.stopped_by == SHUTDOWN:
-        return f"Stopped{after}: reactbot was restarting. Ask again in a moment."
-    if view.stopped_by:
-        return f"Stopped by {mention(view.stopped_by)}{after}."
-    return f"Stopped{after}."
+    return words.stopped(view.stopped_by, view.steps_made, shown=mention)
 
 
 def _final_words(view: RunView) -> str:

@@ -22,8 +22,8 @@ import urllib.parse
 from collections.abc import Iterator
 from typing import Any, Literal
 
+from adapters import words
 from adapters.live import ANSWER_PHASES, REFUSED_NOTE, RunView, StepView, approval_words
-from adapters.words import SHUTDOWN
 from core.pricing import format_usd
 from core.text import neutral_bidi
 from core.trace import source_domain
@@ -211,10 +211,8 @@ def plan_title(view: RunView) -> str:
 def ending_markdown(view: RunView) -> str:
     """What a failed or stopped run adds below whatever was streamed (already safe)."""
     if view.phase == "cancelled":
-        if view.stopped_by == SHUTDOWN:
-            return "\n\n⏹️ Stopped: reactbot was restarting. Ask again in a moment."
-        by = f" by {clamp(view.stopped_by, 60)}" if view.stopped_by else ""
-        return f"\n\n⏹️ Stopped{by}."
+        shown = words.stopped(view.stopped_by, view.steps_made, shown=lambda w: clamp(w, 60))
+        return f"\n\n⏹️ {shown}"
     if view.phase == "failed":
         return "\n\n❌ " + clamp(view.reason or "The run failed.", 600)
     if view.phase == "refused":

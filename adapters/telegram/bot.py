@@ -237,7 +237,6 @@ class TelegramBot:
             broker=broker,
             empty_question="Send me a question as text (with a file or a photo: as its caption).",
             quote=lambda text: text,  # every text is escaped when it is sent
-            shutdown_by="a bot restart",
             finalise=self._finish_orphan,
             room=room,
         )

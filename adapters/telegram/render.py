@@ -440,7 +440,8 @@ class TelegramRenderer:
 
     def _outcome(self, view: RunView) -> list[list[_Piece]]:
         if view.phase == "cancelled":
-            return [[_Piece(f"⏹️ Stopped by {cut(view.stopped_by or 'someone', 80)}.", "b")]]
+            stopped = words.stopped(view.stopped_by, view.steps_made, shown=lambda w: cut(w, 80))
+            return [[_Piece(f"⏹️ {stopped}", "b")]]
         if view.phase == "failed":
             return [[_Piece("❌ " + cut(view.reason or "The run failed.", 600), "b")]]
         if view.phase == "best_effort":

@@ -390,7 +390,6 @@ class WebChat:
             broker=broker,
             empty_question="Type a question first.",
             quote=lambda text: text,
-            shutdown_by="a bot restart",
             finalise=self.runs.finish_orphan,
             room=room,
             files=files,

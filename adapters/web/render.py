@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from adapters import words
 from adapters.live import RunView, StepView, approval_words, final_mark, status_line
 from adapters.recovery import INTERRUPTED
 from core.pictures import pictures_of
@@ -144,8 +145,10 @@ class WebRenderer:
         trace = view.trace
         mark = final_mark(view.phase)
         if view.phase == "cancelled":
-            who = view.stopped_by or "someone"
-            data["outcome"] = f"⏹️ Stopped by {clean(who, 80)['text']}."
+            stopped = words.stopped(
+                view.stopped_by, view.steps_made, shown=lambda w: clean(w, 80)["text"]
+            )
+            data["outcome"] = f"⏹️ {stopped}"
         elif view.phase == "failed":
             data["outcome"] = "❌ " + clean(view.reason or "The run failed.", 600)["text"]
         elif view.phase == "best_effort":

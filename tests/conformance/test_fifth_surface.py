@@ -80,7 +80,7 @@ def test_any_text_renders_within_the_platforms_bounds(
     for post in (renderer.live(view), renderer.final(view), renderer.final(stopped)):
         assert 0 < len(post.text) <= MESSAGE_CHARS
         Platform().post("c", "bot", post.text)  # the platform takes it
-    assert renderer.final(stopped).text.startswith(words.stopped_by("")[:13])
+    assert renderer.final(stopped).text.startswith("⏹️ " + words.stopped(None, 0)[:7])
 
 
 def test_the_platform_refuses_what_a_real_one_would() -> None:

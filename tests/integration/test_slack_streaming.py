@@ -339,5 +339,5 @@ async def test_a_shutdown_mid_stream_ends_the_reply_in_a_stopped_state(
     await h.bot.aclose()
     stream = only_stream(fake)
     assert not stream.streaming, "stopped, not left streaming"
-    assert "⏹️ Stopped: reactbot was restarting." in stream.markdown
+    assert "reactbot was restarting. Ask again in a moment." in stream.markdown
     assert all(t["status"] in ("complete", "error") for t in stream.tasks.values())

@@ -78,3 +78,11 @@ def test_the_line_under_a_waiting_action() -> None:
 def test_a_tool_at_work_in_its_own_words_else_by_its_rendered_name() -> None:
     assert words.acting(ToolDisplay("🔎", "Searching"), "`search`") == ("🔎", "Searching")
     assert words.acting(None, "`my_tool`") == ("🛠️", "Running `my_tool`")
+
+
+def test_a_stopped_run_is_said_the_same_way_on_every_surface() -> None:
+    shown = words.stopped("<@U1>", 2, shown=lambda who: who.strip("<@>"))
+    assert shown == "Stopped by U1 after step 2."
+    assert words.stopped(None, 0) == "Stopped before the first step."
+    restart = words.stopped(words.SHUTDOWN, 1, shown=lambda who: "never shown")
+    assert restart == "Stopped after step 1: reactbot was restarting. Ask again in a moment."

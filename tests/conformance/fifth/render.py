@@ -57,7 +57,8 @@ class PlainRenderer:
         if view.phase in ANSWER_PHASES and view.answer:
             lines.append(clip(view.answer, MESSAGE_CHARS // 2))
         elif view.phase == "cancelled":
-            lines.append(words.stopped_by(clip(view.stopped_by or "", 80) or None))
+            shown = words.stopped(view.stopped_by, view.steps_made, shown=lambda w: clip(w, 80))
+            lines.append(f"⏹️ {shown}")
         else:
             lines.append(clip(view.reason or view.phase, FIELD_CHARS))
         lines.append(f"{final_mark(view.phase)} {view.elapsed():.1f} s")
