@@ -8,6 +8,7 @@ context and slots mean the same on every surface; what differs is a key that say
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -82,3 +83,9 @@ class Policy:
     """``redis.per_thread``: a thread is its own conversation."""
     context: ContextSettings = field(default_factory=ContextSettings)
     """``context.*``: how much of a place's earlier messages a mention reads."""
+
+    def admin(self, user: str, *, roles: Iterable[str] = (), platform: bool = False) -> bool:
+        """Whether ``user`` is an admin here: the platform says so (a guild's or a group's
+        administrator, ``platform``), or the config lists them (``admin_users``) or one of
+        their ``roles`` (``admin_roles``). Every surface asks this, none decides it."""
+        return platform or user in self.admin_users or any(r in self.admin_roles for r in roles)

@@ -53,11 +53,8 @@ def restricted(policy: Policy) -> bool:
 
 
 def is_admin(policy: Policy, asker: Asker) -> bool:
-    return (
-        asker.guild_admin
-        or str(asker.user_id) in policy.admin_users
-        or _any(asker.role_ids, policy.admin_roles)
-    )
+    roles = (str(role) for role in asker.role_ids)
+    return policy.admin(str(asker.user_id), roles=roles, platform=asker.guild_admin)
 
 
 def refusal(policy: Policy, asker: Asker) -> str | None:
@@ -93,7 +90,7 @@ def _user_allowed(policy: Policy, asker: Asker) -> bool:
 
 def _dm_allowed(policy: Policy, asker: Asker) -> bool:
     access, user = policy.access, str(asker.user_id)
-    if user in access.users or user in policy.admin_users:
+    if user in access.users or policy.admin(user):
         return True
     for member in asker.memberships:
         if access.spaces and str(member.guild_id) not in access.spaces:

@@ -460,9 +460,7 @@ class SlackBot:
         """Who clicked, and where (Slack's signed payload, not the value); a modal (``form``)
         has no channel: only its person may submit it, opened after a checked click."""
         team, channel = str((body.get("team") or {}).get("id", "")), click_channel(body)
-        actor = Actor(
-            "slack", user, f"slack:{team}:{user}", user, admin=user in self.policy.admin_users
-        )
+        actor = Actor("slack", user, f"slack:{team}:{user}", user, admin=self.policy.admin(user))
         return {"event": f"slack:press:{body.get('trigger_id', '')}", "actor": actor,
                 "where": Where("slack", "channel", channel, space=team),
                 "at": None if form else {"channel": channel}}  # fmt: skip
@@ -569,7 +567,7 @@ class SlackBot:
         """The question as the dispatcher reads it; a mention reads the earlier messages of
         its thread or channel; an event's message gathers (a slash command's cannot wait)."""
         files, limit = self.files, self.policy.context.messages
-        name, admin = question.user_name or question.user, question.user in self.policy.admin_users
+        name, admin = question.user_name or question.user, self.policy.admin(question.user)
 
         async def earlier() -> Read:
             return await self.history.read(question, limit=limit, bot_user_id=bot_user_id)
@@ -602,7 +600,7 @@ class SlackBot:
     async def _access(self, question: Question) -> str | None:
         """Slack's rule of who may ask where; admins may ask anywhere."""
         p = self.policy
-        if question.user in p.admin_users:
+        if p.admin(question.user):
             return None
         place = await self._place_refusal(question)
         if place is not None:

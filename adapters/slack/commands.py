@@ -108,7 +108,7 @@ class SharedCommands:
         return True
 
     def actor(self, question: Question) -> Actor:
-        admin = question.user in self.handlers.policy.admin_users
+        admin = self.handlers.policy.admin(question.user)
         name = question.user_name or question.user
         key = f"slack:{question.team}:{question.user}"
         return Actor("slack", question.user, key, name, admin=admin)

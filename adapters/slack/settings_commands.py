@@ -111,7 +111,7 @@ class SettingsCommands:
         if len(words) > 2 or (words[0] == "prompt" and len(words) != 1):
             await ack(text=SETTINGS_USAGE, response_type="ephemeral")
             return
-        if user not in self.bot.policy.admin_users:
+        if not self.bot.policy.admin(user):
             await ack(text=ONLY_ADMINS, response_type="ephemeral")
             return
         if words[0] == "prompt":
@@ -146,7 +146,7 @@ class SettingsCommands:
             user,
             f"slack:{team}:{user}",
             str(command.get("user_name", "")),
-            admin=user in self.bot.policy.admin_users,
+            admin=self.bot.policy.admin(user),
         )
         action, ident, scope = parsed
         intent = Memory(
@@ -170,7 +170,7 @@ class SettingsCommands:
         team, channel = str(command.get("team_id", "")), str(command.get("channel_id", ""))
         user, name = str(command.get("user_id", "")), str(command.get("user_name", ""))
         actor = Actor(
-            "slack", user, f"slack:{team}:{user}", name, admin=user in self.bot.policy.admin_users
+            "slack", user, f"slack:{team}:{user}", name, admin=self.bot.policy.admin(user)
         )
         intent = schedule.Schedule(
             event=f"slack:command:{command.get('trigger_id', '')}",
@@ -194,7 +194,7 @@ class SettingsCommands:
             await ack()
             return
         key, channel, text = read
-        if user not in self.bot.policy.admin_users:  # an admin list may change meanwhile
+        if not self.bot.policy.admin(user):  # an admin list may change meanwhile
             await ack(response_action="errors", errors={INPUT_BLOCK: ONLY_ADMINS})
             return
         try:

@@ -383,7 +383,7 @@ class TelegramBot:
         this); ``/ask`` is a message like any other here (Telegram has no ack to keep), so it
         gathers too; Retry does not."""
         where = where_of(asker.chat, asker.thread, name=chat_name)
-        actor = actor_of(user, admin=str(user.id) in self.policy.admin_users)
+        actor = actor_of(user, admin=self.policy.admin(str(user.id)))
         question = text.strip()
         return Ask(event=event, actor=actor, where=where, question=question, files=files,
                    gathers=gathers, memories=asker.where, who=asker)  # fmt: skip
@@ -392,7 +392,7 @@ class TelegramBot:
         user_id = str(user.id)
         name = user.username or user.full_name or user_id
         return Actor("telegram", user_id, f"telegram:{user_id}", name,
-                     admin=user_id in self.policy.admin_users)  # fmt: skip
+                     admin=self.policy.admin(user_id))  # fmt: skip
 
     def _press_of(self, event: str, user: User, message: object) -> dict[str, Any]:
         """Who pressed, and the chat of the message they pressed under (Telegram's word,
@@ -647,7 +647,7 @@ class TelegramBot:
         intent = Vote(
             event=f"telegram:vote:{query.id}",
             # a vote needs no admin: the listed ones, without asking Telegram for the group's
-            actor=actor_of(query.from_user, admin=str(asker.user) in self.policy.admin_users),
+            actor=actor_of(query.from_user, admin=self.policy.admin(str(asker.user))),
             where=where_of(asker.chat, asker.thread),
             run_id=parsed[1],
             value="up" if parsed[0] == "up" else "down",

@@ -116,7 +116,7 @@ class SettingsCommands:
 
     async def is_admin(self, asker: Asker) -> bool:
         """``telegram.admins``, or (in a group) one of the chat's administrators."""
-        if str(asker.user) in self.bot.policy.admin_users:
+        if self.bot.policy.admin(str(asker.user)):
             return True
         return asker.user in await self.admins.of(asker.chat)
 

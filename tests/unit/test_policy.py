@@ -152,3 +152,10 @@ def test_discord_dms_follow_the_switch_and_the_restriction(
 def test_an_unknown_platform_is_named() -> None:
     with pytest.raises(ValueError, match="'irc'"):
         policy_for(Config(), "irc")
+
+
+def test_who_is_an_admin_is_decided_once() -> None:
+    policy = Policy("discord", admin_users=frozenset({"1"}), admin_roles=frozenset({"9"}))
+    assert policy.admin("1") and not policy.admin("2")
+    assert policy.admin("2", roles=("8", "9")) and not policy.admin("2", roles=("8",))
+    assert policy.admin("2", platform=True), "the platform's own administrators"
