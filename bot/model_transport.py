@@ -1,0 +1,128 @@
+"""``AiohttpTransport``: the model client's HTTP over aiohttp, under the ``openai`` SDK.
+
+The SDK keeps the request (auth, base URL, headers, timeouts, status errors); this is only
+the transport beneath its ``httpx2`` client (``httpx2.AsyncBaseTransport``: one method).
+Why: a streamed reply arrives as hundreds of small reads, and httpx2's own transport
+(httpcore2 over anyio) pays per read a cancel scope, an h11 event and a pause and resume of
+the socket's reader (two ``epoll_ctl`` calls): a third of the bot's CPU in the soak
+(issue 46). aiohttp's reader keeps the socket registered and hands over what has arrived.
+
+Failures come out as httpx2's, as its own transport raises them (so the SDK and
+``core.openai_model`` map them as before): a connection refused or a DNS failure is a
+``ConnectError``, a slow connect a ``ConnectTimeout``, a silent socket a ``ReadTimeout``, a
+dropped connection or a broken body a ``RemoteProtocolError``, any other socket fault a
+``ReadError``. Bodies are left encoded (``auto_decompress`` off): httpx2 decodes them.
+"""
+
+from __future__ import annotations
+
+import aiohttp
+import httpx2
+from multidict import CIMultiDict
+from yarl import URL
+
+__all__ = ["AiohttpTransport"]
+
+_MAX_CONNECTIONS = 1000
+"""As the SDK's default client: a process may stream this many replies at once."""
+_KEEPALIVE_SECONDS = 30.0
+
+
+class AiohttpTransport(httpx2.AsyncBaseTransport):
+    """An ``httpx2`` transport over one ``aiohttp.ClientSession``, opened on the first request
+    (inside the running loop) and closed by ``aclose``."""
+
+    def __init__(self) -> None:
+        self._session: aiohttp.ClientSession | None = None
+
+    def _get_session(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            connector = aiohttp.TCPConnector(
+                limit=_MAX_CONNECTIONS,
+                keepalive_timeout=_KEEPALIVE_SECONDS,
+                ssl=httpx2.create_ssl_context(),
+            )
+            self._session = aiohttp.ClientSession(
+                connector=connector, auto_decompress=False, trust_env=True
+            )
+        return self._session
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        timeout = request.extensions.get("timeout", {})
+        body = await request.aread()  # the SDK's chat request is bytes already
+        try:
+            response = await self._get_session().request(
+                request.method,
+                URL(str(request.url), encoded=True),
+                headers=CIMultiDict(request.headers.multi_items()),
+                data=body or None,
+                allow_redirects=False,
+                compress=None,
+                timeout=aiohttp.ClientTimeout(
+                    total=None,
+                    connect=timeout.get("pool"),
+                    sock_connect=timeout.get("connect"),
+                    sock_read=timeout.get("read"),
+                ),
+            )
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+            raise _mapped(exc, request) from exc
+        return httpx2.Response(
+            status_code=response.status,
+            headers=response.raw_headers,
+            stream=_Body(response, request),
+            request=request,
+            extensions={"http_version": b"HTTP/1.1"},
+        )
+
+    async def aclose(self) -> None:
+        if self._session is not None:
+            session, self._session = self._session, None
+            await session.close()
+
+
+class _Body(httpx2.AsyncByteStream):
+    """The response's bytes as they arrive, each read whatever has come (no fixed size)."""
+
+    def __init__(self, response: aiohttp.ClientResponse, request: httpx2.Request) -> None:
+        self._response = response
+        self._request = request
+        self._read = response.content.readany
+
+    def __aiter__(self) -> _Body:  # an iterator, not a generator: one layer less per read
+        return self
+
+    async def __anext__(self) -> bytes:
+        try:
+            data = await self._read()
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+            raise _mapped(exc, self._request) from exc
+        if not data:
+            raise StopAsyncIteration
+        return data
+
+    async def aclose(self) -> None:
+        # Read to its end, the connection goes back to the pool; cut short, it is closed
+        # (what is left of the body would be read as the next response).
+        if self._response.content.at_eof():
+            self._response.release()
+        else:
+            self._response.close()
+
+
+def _mapped(exc: BaseException, request: httpx2.Request) -> httpx2.TransportError:
+    message = str(exc) or type(exc).__name__
+    if isinstance(exc, aiohttp.ConnectionTimeoutError):
+        return httpx2.ConnectTimeout(message, request=request)
+    if isinstance(exc, TimeoutError):  # aiohttp's read timeouts are TimeoutErrors too
+        return httpx2.ReadTimeout(message, request=request)
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return httpx2.ConnectError(message, request=request)
+    if isinstance(exc, aiohttp.InvalidURL):
+        return httpx2.UnsupportedProtocol(message, request=request)
+    if isinstance(
+        exc,
+        (aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError, aiohttp.ClientResponseError),
+    ):
+        return httpx2.RemoteProtocolError(message, request=request)
+    return httpx2.ReadError(message, request=request)
