@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import aiohttp
 import httpx2
-from multidict import CIMultiDict
-from yarl import URL
 
 __all__ = ["AiohttpTransport"]
 
@@ -53,8 +51,8 @@ class AiohttpTransport(httpx2.AsyncBaseTransport):
         try:
             response = await self._get_session().request(
                 request.method,
-                URL(str(request.url), encoded=True),
-                headers=CIMultiDict(request.headers.multi_items()),
+                str(request.url),
+                headers=request.headers.multi_items(),
                 data=body or None,
                 allow_redirects=False,
                 compress=None,
