@@ -12,9 +12,15 @@ Failures come out as httpx2's, as its own transport raises them (so the SDK and
 ``ConnectError``, a slow connect a ``ConnectTimeout``, a silent socket a ``ReadTimeout``, a
 dropped connection or a broken body a ``RemoteProtocolError``, any other socket fault a
 ``ReadError``. Bodies are left encoded (``auto_decompress`` off): httpx2 decodes them.
+
+A proxy named in the environment (``HTTPS_PROXY``, ``ALL_PROXY``, ``NO_PROXY``) is used as
+httpx2's transport would, looked up once per host: aiohttp's own ``trust_env`` reads
+``~/.netrc`` in a thread on every request, which the SDK's Authorization header makes moot.
 """
 
 from __future__ import annotations
+
+import urllib.request
 
 import aiohttp
 import httpx2
@@ -32,6 +38,7 @@ class AiohttpTransport(httpx2.AsyncBaseTransport):
 
     def __init__(self) -> None:
         self._session: aiohttp.ClientSession | None = None
+        self._proxies: dict[tuple[str, str], str | None] = {}
 
     def _get_session(self) -> aiohttp.ClientSession:
         if self._session is None:
@@ -40,10 +47,18 @@ class AiohttpTransport(httpx2.AsyncBaseTransport):
                 keepalive_timeout=_KEEPALIVE_SECONDS,
                 ssl=httpx2.create_ssl_context(),
             )
-            self._session = aiohttp.ClientSession(
-                connector=connector, auto_decompress=False, trust_env=True
-            )
+            self._session = aiohttp.ClientSession(connector=connector, auto_decompress=False)
         return self._session
+
+    def _proxy_for(self, url: httpx2.URL) -> str | None:
+        key = (url.scheme, url.host)
+        if key not in self._proxies:
+            proxies = urllib.request.getproxies_environment()
+            proxy = proxies.get(url.scheme) or proxies.get("all")
+            if proxy and urllib.request.proxy_bypass(url.host):
+                proxy = None
+            self._proxies[key] = proxy
+        return self._proxies[key]
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         timeout = request.extensions.get("timeout", {})
@@ -55,6 +70,7 @@ class AiohttpTransport(httpx2.AsyncBaseTransport):
                 headers=request.headers.multi_items(),
                 data=body or None,
                 allow_redirects=False,
+                proxy=self._proxy_for(request.url),
                 compress=None,
                 timeout=aiohttp.ClientTimeout(
                     total=None,
