@@ -36,7 +36,9 @@ Printed per platform:
 - the machine's load average before and after, and the 429s the platform answered.
 
 ``SOAK_PROFILE=path`` writes where the bot's thread spent its time (sampled every 5 ms);
-``SOAK_STUCK_AFTER=seconds`` writes each run that has gone on longer, with its task's stack.
+``SOAK_STUCK_AFTER=seconds`` writes each run that has gone on longer, with its task's stack;
+``SOAK_TRACEMALLOC=path`` writes what the heap gained in the second half of the warm run, by
+the line and the stack that allocated it (to tell a leak from a cache filling).
 
 Capacity (issue 25 item 3): the largest ``--conversations`` with ``--reply realistic`` whose
 lag p99 is under 100 ms with 0 failed runs; docs/operations.md ("Sizing") has the figures.
@@ -307,6 +309,46 @@ class Sampler:
                     out.write(f"{n / max(1, self.samples):6.1%}  {name}\n")
 
 
+class HeapDiff:
+    """``SOAK_TRACEMALLOC=path``: what the bot's heap gained in the second half of the warm
+    run, by where it was allocated (``tracemalloc``, started once warm, so the start-up and
+    the warm-up are not in it): a leak grows there; a cache that has filled does not.
+    Written to ``path``: the top lines, then the top allocations' stacks. Tracing slows the
+    process: the other figures of such a run are not comparable."""
+
+    def __init__(self, path: str, end: float) -> None:
+        import tracemalloc
+
+        self.path, self.end = path, end
+        tracemalloc.start(12)
+        self.first: Any = None
+
+    async def halfway(self) -> None:
+        import tracemalloc
+
+        await asyncio.sleep(max(0.0, (self.end - time.monotonic()) / 2))
+        gc.collect()
+        self.first = tracemalloc.take_snapshot()
+
+    def write(self) -> None:
+        import tracemalloc
+
+        gc.collect()
+        last = tracemalloc.take_snapshot()
+        tracemalloc.stop()
+        with open(self.path, "w") as out:
+            by_line = last.compare_to(self.first, "lineno")
+            grown = sum(stat.size_diff for stat in by_line)
+            out.write(f"== grown in the second half: {grown / 2**20:.2f} MB; by line\n")
+            for stat in by_line[:40]:
+                out.write(f"{stat}\n")
+            out.write("== by stack\n")
+            for stat in last.compare_to(self.first, "traceback")[:12]:
+                out.write(f"{stat.size_diff / 1024:+.1f} KiB, {stat.count_diff:+d} blocks\n")
+                for line in stat.traceback.format():
+                    out.write(f"    {line}\n")
+
+
 async def soak(
     platform: str,
     conversations: int,
@@ -389,6 +431,7 @@ async def soak(
     stuck_after = float(os.environ.get("SOAK_STUCK_AFTER") or 0)
     stuck_task = asyncio.create_task(report_stuck(stuck_after)) if stuck_after else None
     profile = os.environ.get("SOAK_PROFILE")
+    heap_path = os.environ.get("SOAK_TRACEMALLOC")
     sampler = Sampler(profile) if profile else contextlib.nullcontext()
     try:
         sampler.__enter__()
@@ -397,7 +440,12 @@ async def soak(
         gc.collect()
         figures.rss_warm, figures.runs_warm = rss_bytes(), counter.ended
         figures.cpu_warm, figures.wall_warm = time.process_time(), time.monotonic()
+        heap = HeapDiff(heap_path, started + seconds) if heap_path else None
+        if heap is not None:
+            await heap.halfway()
         await asyncio.sleep(max(0.0, started + seconds - time.monotonic()))
+        if heap is not None:
+            heap.write()
         figures.cpu_end, figures.wall_end = time.process_time(), time.monotonic()
         gc.collect()
         figures.rss_end, figures.runs_end = rss_bytes(), counter.ended

@@ -13,6 +13,11 @@ Failures come out as httpx2's, as its own transport raises them (so the SDK and
 dropped connection or a broken body a ``RemoteProtocolError``, any other socket fault a
 ``ReadError``. Bodies are left encoded (``auto_decompress`` off): httpx2 decodes them.
 
+``read_every``: a body is read at most this often (seconds), what came meanwhile in one
+read. A reply streams a chunk every 20 ms or so, each a wake-up of the run's task and a pass
+through the reader, the parser and the live message; read every 0.1 s they come five at a
+time, and nobody sees it: the live message shows text once a second at most.
+
 A proxy named in the environment (``HTTPS_PROXY``, ``ALL_PROXY``, ``NO_PROXY``) is used as
 httpx2's transport would, looked up once per host: aiohttp's own ``trust_env`` reads
 ``~/.netrc`` in a thread on every request, which the SDK's Authorization header makes moot.
@@ -20,24 +25,28 @@ httpx2's transport would, looked up once per host: aiohttp's own ``trust_env`` r
 
 from __future__ import annotations
 
+import asyncio
 import urllib.request
 
 import aiohttp
 import httpx2
 
-__all__ = ["AiohttpTransport"]
+__all__ = ["READ_EVERY", "AiohttpTransport"]
 
 _MAX_CONNECTIONS = 1000
 """As the SDK's default client: a process may stream this many replies at once."""
 _KEEPALIVE_SECONDS = 30.0
+READ_EVERY = 0.1
+"""The app's ``read_every``: well under the live message's second between edits."""
 
 
 class AiohttpTransport(httpx2.AsyncBaseTransport):
     """An ``httpx2`` transport over one ``aiohttp.ClientSession``, opened on the first request
     (inside the running loop) and closed by ``aclose``."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, read_every: float = 0.0) -> None:
         self._session: aiohttp.ClientSession | None = None
+        self._read_every = read_every
         self._proxies: dict[tuple[str, str], str | None] = {}
 
     def _get_session(self) -> aiohttp.ClientSession:
@@ -84,7 +93,7 @@ class AiohttpTransport(httpx2.AsyncBaseTransport):
         return httpx2.Response(
             status_code=response.status,
             headers=response.raw_headers,
-            stream=_Body(response, request),
+            stream=_Body(response, request, self._read_every),
             request=request,
             extensions={"http_version": b"HTTP/1.1"},
         )
@@ -96,23 +105,35 @@ class AiohttpTransport(httpx2.AsyncBaseTransport):
 
 
 class _Body(httpx2.AsyncByteStream):
-    """The response's bytes as they arrive, each read whatever has come (no fixed size)."""
+    """The response's bytes as they arrive, each read whatever has come (no fixed size),
+    at most every ``every`` seconds."""
 
-    def __init__(self, response: aiohttp.ClientResponse, request: httpx2.Request) -> None:
+    def __init__(
+        self, response: aiohttp.ClientResponse, request: httpx2.Request, every: float
+    ) -> None:
         self._response = response
         self._request = request
+        self._content = response.content
         self._read = response.content.readany
+        self._every = every
+        self._next = 0.0
 
     def __aiter__(self) -> _Body:  # an iterator, not a generator: one layer less per read
         return self
 
     async def __anext__(self) -> bytes:
+        if self._every and not self._content.is_eof():  # the end is there: no waiting for it
+            wait = self._next - asyncio.get_running_loop().time()
+            if wait > 0:
+                await asyncio.sleep(wait)
         try:
             data = await self._read()
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             raise _mapped(exc, self._request) from exc
         if not data:
             raise StopAsyncIteration
+        if self._every:
+            self._next = asyncio.get_running_loop().time() + self._every
         return data
 
     async def aclose(self) -> None:

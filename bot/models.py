@@ -24,7 +24,7 @@ def openai_model(
     default_key: bool = True,
 ) -> ChatModel:
     """``default_key``: without ``key``, use ``OPENAI_API_KEY`` (off: send no key)."""
-    from bot.model_transport import AiohttpTransport
+    from bot.model_transport import READ_EVERY, AiohttpTransport
     from core.openai_model import OpenAIChatModel
 
     if key is None and default_key:
@@ -37,7 +37,7 @@ def openai_model(
         max_retries=config.model.max_retries,
         temperature=config.model.temperature,
         max_tokens=config.model.max_tokens,
-        transport=AiohttpTransport,
+        transport=lambda: AiohttpTransport(read_every=READ_EVERY),
     )
     closers.append(model.aclose)
     return model

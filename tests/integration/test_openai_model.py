@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from bot.model_transport import AiohttpTransport
+from bot.model_transport import READ_EVERY, AiohttpTransport
 from core.errors import (
     ModelAuthError,
     ModelBadRequest,
@@ -40,6 +40,11 @@ async def fake() -> AsyncIterator[FakeOpenAI]:
         yield server
 
 
+def _app_transport() -> AiohttpTransport:
+    """The transport the app gives the model (``bot.models``)."""
+    return AiohttpTransport(read_every=READ_EVERY)
+
+
 @pytest.fixture(params=["httpx2", "aiohttp"])
 async def make_model(fake: FakeOpenAI, request: pytest.FixtureRequest) -> AsyncIterator[MakeModel]:
     """Builds models aimed at the fake (tiny backoff so retries are fast); closes them after.
@@ -54,7 +59,7 @@ async def make_model(fake: FakeOpenAI, request: pytest.FixtureRequest) -> AsyncI
             "api_key": KEY,
             "request_timeout": 5.0,
             "backoff": 0.01,
-            "transport": AiohttpTransport if request.param == "aiohttp" else None,
+            "transport": _app_transport if request.param == "aiohttp" else None,
         }
         model = OpenAIChatModel(**(options | overrides))
         models.append(model)

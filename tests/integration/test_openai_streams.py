@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from bot.model_transport import AiohttpTransport
+from bot.model_transport import READ_EVERY, AiohttpTransport
 from core.errors import ModelUnavailable
 from core.history import Message
 from core.llm import ModelChunk
@@ -127,11 +127,16 @@ async def fake() -> AsyncIterator[FakeOpenAI]:
 Collect = Callable[[FakeOpenAI], Awaitable[list[ModelChunk]]]
 
 
+def _app_transport() -> AiohttpTransport:
+    """The transport the app gives the model (``bot.models``)."""
+    return AiohttpTransport(read_every=READ_EVERY)
+
+
 @pytest.fixture(params=["httpx2", "aiohttp"])
 def collect(request: pytest.FixtureRequest) -> Collect:
     """Reads the fake's reply through httpx2's own transport, and through aiohttp's (the
     app's, ``bot.model_transport``): every stream must read the same through both."""
-    transport = AiohttpTransport if request.param == "aiohttp" else None
+    transport = _app_transport if request.param == "aiohttp" else None
 
     async def run(fake: FakeOpenAI) -> list[ModelChunk]:
         model = OpenAIChatModel(
