@@ -515,6 +515,7 @@ def _figures(
         "cpu_ms_per_conversation_second": cpu * 1000 / (conversations * wall)
         if wall
         else float("nan"),
+        "cpu_ms_per_run": cpu * 1000 / runs if runs else float("nan"),
         "platform": platform,
         "conversations": conversations,
         "minutes": minutes,
@@ -574,8 +575,8 @@ def report(f: dict[str, Any]) -> str:
             f" · p99 {f['lag_p99'] * 1000:.1f} ms · max {f['lag_max'] * 1000:.0f} ms"
             f" ({lag_ok}: p99 < 100 ms)",
             f"bot process CPU once warm     {f['cpu_ms_per_conversation_second']:.2f} ms per"
-            f" conversation-second ({f['cpu_share'] * 100:.0f}% of a core; the fake, the driver"
-            " and the model are other processes)",
+            f" conversation-second, {f['cpu_ms_per_run']:.1f} ms a run ({f['cpu_share'] * 100:.0f}%"
+            " of a core; the fake, the driver and the model are other processes)",
             f"RSS growth once warm          {f['rss_growth_mb_per_1000']:.2f} MB per 1,000 runs"
             f" ({f['rss_warm_mb']:.0f} -> {f['rss_end_mb']:.0f} MB over"
             f" {f['runs_warm_to_end']} runs; {rss_ok}: < 5 MB)",
