@@ -93,7 +93,7 @@ class AiohttpTransport(httpx2.AsyncBaseTransport):
         return httpx2.Response(
             status_code=response.status,
             headers=response.raw_headers,
-            stream=_Body(response, request, self._read_every),
+            stream=_Body(response, request, self._read_every, timeout.get("read")),
             request=request,
             extensions={"http_version": b"HTTP/1.1"},
         )
@@ -106,10 +106,14 @@ class AiohttpTransport(httpx2.AsyncBaseTransport):
 
 class _Body(httpx2.AsyncByteStream):
     """The response's bytes as they arrive, each read whatever has come (no fixed size),
-    at most every ``every`` seconds."""
+    at most every ``every`` seconds, failing once nothing has come for ``read_timeout``."""
 
     def __init__(
-        self, response: aiohttp.ClientResponse, request: httpx2.Request, every: float
+        self,
+        response: aiohttp.ClientResponse,
+        request: httpx2.Request,
+        every: float,
+        read_timeout: float | None,
     ) -> None:
         self._response = response
         self._request = request
@@ -117,6 +121,13 @@ class _Body(httpx2.AsyncByteStream):
         self._read = response.content.readany
         self._every = every
         self._next = 0.0
+        self._watchdog: _Silence | None = None
+        protocol = response.connection.protocol if response.connection else None
+        if read_timeout and protocol is not None:
+            # aiohttp's read timeout moves a timer on every packet (a cancel and a new
+            # TimerHandle per chunk of the reply); the body's is a look now and then.
+            protocol.read_timeout = None
+            self._watchdog = _Silence(response.content, read_timeout)
 
     def __aiter__(self) -> _Body:  # an iterator, not a generator: one layer less per read
         return self
@@ -137,12 +148,42 @@ class _Body(httpx2.AsyncByteStream):
         return data
 
     async def aclose(self) -> None:
+        if self._watchdog is not None:
+            self._watchdog.stop()
         # Read to its end, the connection goes back to the pool; cut short, it is closed
         # (what is left of the body would be read as the next response).
         if self._response.content.at_eof():
             self._response.release()
         else:
             self._response.close()
+
+
+class _Silence:
+    """Fails a body's reads once no byte has come for ``seconds``: a look every quarter of
+    that, so a dead connection fails within 1.25 times it (never before it), whatever the
+    reader is doing meanwhile."""
+
+    def __init__(self, content: aiohttp.StreamReader, seconds: float) -> None:
+        self._content = content
+        self._seconds = seconds
+        self._loop = asyncio.get_running_loop()
+        self._seen = content.total_bytes
+        self._quiet_since = self._loop.time()
+        self._handle = self._loop.call_later(seconds / 4, self._look)
+
+    def _look(self) -> None:
+        content, now = self._content, self._loop.time()
+        if content.is_eof() or content.exception() is not None:
+            return
+        if content.total_bytes != self._seen:
+            self._seen, self._quiet_since = content.total_bytes, now
+        elif now - self._quiet_since >= self._seconds:
+            content.set_exception(aiohttp.SocketTimeoutError("Timeout on reading data from socket"))
+            return
+        self._handle = self._loop.call_later(self._seconds / 4, self._look)
+
+    def stop(self) -> None:
+        self._handle.cancel()
 
 
 def _mapped(exc: BaseException, request: httpx2.Request) -> httpx2.TransportError:

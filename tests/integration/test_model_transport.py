@@ -12,6 +12,7 @@ import httpx2
 import pytest
 
 from bot.model_transport import AiohttpTransport
+from core.errors import ModelTimeout
 from core.openai_model import OpenAIChatModel
 from tests.fakes.openai_server import FakeOpenAI
 
@@ -73,3 +74,28 @@ async def test_a_finished_reply_leaves_its_connection_for_the_next(fake: FakeOpe
     finally:
         await model.aclose()
     assert len(fake.request_peers) == 3 and len(set(fake.request_peers)) == 1
+
+
+async def test_a_body_silent_for_the_read_timeout_fails_after_it(fake: FakeOpenAI) -> None:
+    """The body's read timeout is the transport's own watch (aiohttp's moves a timer on
+    every packet): chunks that came apart from the headers, then silence, fail as a
+    timeout no sooner than the read timeout and within 1.25 times it (and some slack)."""
+    fake.reply("a b c d e f g h", delay=0.05, stall_after=4)
+    model = OpenAIChatModel(
+        model="m",
+        base_url=fake.base_url,
+        api_key="k",
+        request_timeout=1.0,
+        transport=lambda: AiohttpTransport(read_every=0.1),
+    )
+    seen: list[str] = []
+    try:
+        with pytest.raises(ModelTimeout, match=r"1 s"):
+            async for piece in model.stream([{"role": "user", "content": "q"}], stop=()):
+                seen.append(piece.text)
+                started = time.monotonic()
+    finally:
+        await model.aclose()
+    silent = time.monotonic() - started
+    assert "".join(seen) == "a b c d "
+    assert 0.9 <= silent < 1.25 + 1.0
