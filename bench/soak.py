@@ -65,7 +65,7 @@ import time
 import urllib.parse
 import uuid
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -156,6 +156,24 @@ class BotFigures:
     redis_errors: int = 0
     runs_warm: int = 0
     runs_end: int = 0
+    gc_pauses: list[float] = field(default_factory=list)
+    """Seconds each collection of the oldest generation held the loop (once warm)."""
+
+    def time_collections(self) -> Callable[[], None]:
+        """Times full collections (``gc.callbacks``) until the returned function is called:
+        a loop held for hundreds of milliseconds by the collector shows as lag, not CPU."""
+        started = [0.0]
+
+        def callback(phase: str, info: dict[str, int]) -> None:
+            if info.get("generation") != 2:
+                return
+            if phase == "start":
+                started[0] = time.perf_counter()
+            else:
+                self.gc_pauses.append(time.perf_counter() - started[0])
+
+        gc.callbacks.append(callback)
+        return lambda: gc.callbacks.remove(callback)
 
 
 async def sample_lag(figures: BotFigures) -> None:
@@ -440,6 +458,7 @@ async def soak(
         gc.collect()
         figures.rss_warm, figures.runs_warm = rss_bytes(), counter.ended
         figures.cpu_warm, figures.wall_warm = time.process_time(), time.monotonic()
+        untime_gc = figures.time_collections()
         heap = HeapDiff(heap_path, started + seconds) if heap_path else None
         if heap is not None:
             await heap.halfway()
@@ -447,6 +466,7 @@ async def soak(
         if heap is not None:
             heap.write()
         figures.cpu_end, figures.wall_end = time.process_time(), time.monotonic()
+        untime_gc()
         gc.collect()
         figures.rss_end, figures.runs_end = rss_bytes(), counter.ended
         line = await driver.stdout.readline()  # the driver's figures, after the drain
@@ -516,6 +536,9 @@ def _figures(
         if wall
         else float("nan"),
         "cpu_ms_per_run": cpu * 1000 / runs if runs else float("nan"),
+        "gc_full": len(bot.gc_pauses),
+        "gc_max": max(bot.gc_pauses, default=0.0),
+        "gc_total": sum(bot.gc_pauses),
         "platform": platform,
         "conversations": conversations,
         "minutes": minutes,
@@ -582,6 +605,8 @@ def report(f: dict[str, Any]) -> str:
             f" {f['runs_warm_to_end']} runs; {rss_ok}: < 5 MB)",
             f"final states lost             {f['lost']} ({lost_ok}: must be 0)",
             f"Redis calls failed            {f['redis_errors']}",
+            f"full gc collections once warm {f['gc_full']}, longest {f['gc_max'] * 1000:.0f} ms,"
+            f" {f['gc_total'] * 1000:.0f} ms in all (each holds the loop)",
             f"429s from the platform        {f['rate_limited']}",
         ]
     )
