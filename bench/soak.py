@@ -36,7 +36,9 @@ Printed per platform:
 - the machine's load average before and after, and the 429s the platform answered.
 
 ``SOAK_PROFILE=path`` writes where the bot's thread spent its time (sampled every 5 ms);
-``SOAK_STUCK_AFTER=seconds`` writes each run that has gone on longer, with its task's stack.
+``SOAK_STUCK_AFTER=seconds`` writes each run that has gone on longer, with its task's stack;
+``SOAK_TRACEMALLOC=path`` writes what the heap gained in the second half of the warm run, by
+the line and the stack that allocated it (to tell a leak from a cache filling).
 
 Capacity (issue 25 item 3): the largest ``--conversations`` with ``--reply realistic`` whose
 lag p99 is under 100 ms with 0 failed runs; docs/operations.md ("Sizing") has the figures.
@@ -63,7 +65,7 @@ import time
 import urllib.parse
 import uuid
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -154,6 +156,24 @@ class BotFigures:
     redis_errors: int = 0
     runs_warm: int = 0
     runs_end: int = 0
+    gc_pauses: list[float] = field(default_factory=list)
+    """Seconds each collection of the oldest generation held the loop (once warm)."""
+
+    def time_collections(self) -> Callable[[], None]:
+        """Times full collections (``gc.callbacks``) until the returned function is called:
+        a loop held for hundreds of milliseconds by the collector shows as lag, not CPU."""
+        started = [0.0]
+
+        def callback(phase: str, info: dict[str, int]) -> None:
+            if info.get("generation") != 2:
+                return
+            if phase == "start":
+                started[0] = time.perf_counter()
+            else:
+                self.gc_pauses.append(time.perf_counter() - started[0])
+
+        gc.callbacks.append(callback)
+        return lambda: gc.callbacks.remove(callback)
 
 
 async def sample_lag(figures: BotFigures) -> None:
@@ -307,6 +327,46 @@ class Sampler:
                     out.write(f"{n / max(1, self.samples):6.1%}  {name}\n")
 
 
+class HeapDiff:
+    """``SOAK_TRACEMALLOC=path``: what the bot's heap gained in the second half of the warm
+    run, by where it was allocated (``tracemalloc``, started once warm, so the start-up and
+    the warm-up are not in it): a leak grows there; a cache that has filled does not.
+    Written to ``path``: the top lines, then the top allocations' stacks. Tracing slows the
+    process: the other figures of such a run are not comparable."""
+
+    def __init__(self, path: str, end: float) -> None:
+        import tracemalloc
+
+        self.path, self.end = path, end
+        tracemalloc.start(12)
+        self.first: Any = None
+
+    async def halfway(self) -> None:
+        import tracemalloc
+
+        await asyncio.sleep(max(0.0, (self.end - time.monotonic()) / 2))
+        gc.collect()
+        self.first = tracemalloc.take_snapshot()
+
+    def write(self) -> None:
+        import tracemalloc
+
+        gc.collect()
+        last = tracemalloc.take_snapshot()
+        tracemalloc.stop()
+        with open(self.path, "w") as out:
+            by_line = last.compare_to(self.first, "lineno")
+            grown = sum(stat.size_diff for stat in by_line)
+            out.write(f"== grown in the second half: {grown / 2**20:.2f} MB; by line\n")
+            for stat in by_line[:40]:
+                out.write(f"{stat}\n")
+            out.write("== by stack\n")
+            for stat in last.compare_to(self.first, "traceback")[:12]:
+                out.write(f"{stat.size_diff / 1024:+.1f} KiB, {stat.count_diff:+d} blocks\n")
+                for line in stat.traceback.format():
+                    out.write(f"    {line}\n")
+
+
 async def soak(
     platform: str,
     conversations: int,
@@ -389,6 +449,7 @@ async def soak(
     stuck_after = float(os.environ.get("SOAK_STUCK_AFTER") or 0)
     stuck_task = asyncio.create_task(report_stuck(stuck_after)) if stuck_after else None
     profile = os.environ.get("SOAK_PROFILE")
+    heap_path = os.environ.get("SOAK_TRACEMALLOC")
     sampler = Sampler(profile) if profile else contextlib.nullcontext()
     try:
         sampler.__enter__()
@@ -397,8 +458,15 @@ async def soak(
         gc.collect()
         figures.rss_warm, figures.runs_warm = rss_bytes(), counter.ended
         figures.cpu_warm, figures.wall_warm = time.process_time(), time.monotonic()
+        untime_gc = figures.time_collections()
+        heap = HeapDiff(heap_path, started + seconds) if heap_path else None
+        if heap is not None:
+            await heap.halfway()
         await asyncio.sleep(max(0.0, started + seconds - time.monotonic()))
+        if heap is not None:
+            heap.write()
         figures.cpu_end, figures.wall_end = time.process_time(), time.monotonic()
+        untime_gc()
         gc.collect()
         figures.rss_end, figures.runs_end = rss_bytes(), counter.ended
         line = await driver.stdout.readline()  # the driver's figures, after the drain
@@ -467,6 +535,10 @@ def _figures(
         "cpu_ms_per_conversation_second": cpu * 1000 / (conversations * wall)
         if wall
         else float("nan"),
+        "cpu_ms_per_run": cpu * 1000 / runs if runs else float("nan"),
+        "gc_full": len(bot.gc_pauses),
+        "gc_max": max(bot.gc_pauses, default=0.0),
+        "gc_total": sum(bot.gc_pauses),
         "platform": platform,
         "conversations": conversations,
         "minutes": minutes,
@@ -526,13 +598,15 @@ def report(f: dict[str, Any]) -> str:
             f" · p99 {f['lag_p99'] * 1000:.1f} ms · max {f['lag_max'] * 1000:.0f} ms"
             f" ({lag_ok}: p99 < 100 ms)",
             f"bot process CPU once warm     {f['cpu_ms_per_conversation_second']:.2f} ms per"
-            f" conversation-second ({f['cpu_share'] * 100:.0f}% of a core; the fake, the driver"
-            " and the model are other processes)",
+            f" conversation-second, {f['cpu_ms_per_run']:.1f} ms a run ({f['cpu_share'] * 100:.0f}%"
+            " of a core; the fake, the driver and the model are other processes)",
             f"RSS growth once warm          {f['rss_growth_mb_per_1000']:.2f} MB per 1,000 runs"
             f" ({f['rss_warm_mb']:.0f} -> {f['rss_end_mb']:.0f} MB over"
             f" {f['runs_warm_to_end']} runs; {rss_ok}: < 5 MB)",
             f"final states lost             {f['lost']} ({lost_ok}: must be 0)",
             f"Redis calls failed            {f['redis_errors']}",
+            f"full gc collections once warm {f['gc_full']}, longest {f['gc_max'] * 1000:.0f} ms,"
+            f" {f['gc_total'] * 1000:.0f} ms in all (each holds the loop)",
             f"429s from the platform        {f['rate_limited']}",
         ]
     )

@@ -1,5 +1,6 @@
 """The OpenAI-compatible chat model built from the config (``model.*``), for the app's
-models, its catalogue's and a replay's ``--model``. A leaf: it imports only the config."""
+models, its catalogue's and a replay's ``--model``. A leaf: it imports only the config and
+the transport beneath the model's client."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ def openai_model(
     default_key: bool = True,
 ) -> ChatModel:
     """``default_key``: without ``key``, use ``OPENAI_API_KEY`` (off: send no key)."""
+    from bot.model_transport import READ_EVERY, AiohttpTransport
     from core.openai_model import OpenAIChatModel
 
     if key is None and default_key:
@@ -35,6 +37,7 @@ def openai_model(
         max_retries=config.model.max_retries,
         temperature=config.model.temperature,
         max_tokens=config.model.max_tokens,
+        transport=lambda: AiohttpTransport(read_every=READ_EVERY),
     )
     closers.append(model.aclose)
     return model

@@ -29,7 +29,7 @@ import random
 import re
 import ssl
 from collections import OrderedDict
-from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 from urllib.parse import urlsplit
@@ -73,7 +73,9 @@ class OpenAIChatModel:
     """Streams chat completions from an OpenAI-compatible endpoint.
 
     The SDK client is created on first use (no I/O in the constructor) and closed by
-    ``aclose()``. One instance may serve many concurrent ``stream`` calls.
+    ``aclose()``. One instance may serve many concurrent ``stream`` calls. ``transport``
+    makes the HTTP transport beneath the SDK's client (the app gives it aiohttp's,
+    ``bot.model_transport``); without it, httpx2's own.
     """
 
     def __init__(
@@ -88,6 +90,7 @@ class OpenAIChatModel:
         temperature: float | None = 0.0,
         max_tokens: int | None = None,
         extra_body: dict[str, Any] | None = None,
+        transport: Callable[[], httpx2.AsyncBaseTransport] | None = None,
     ) -> None:
         if max_retries < 0:
             raise ValueError("max_retries must be >= 0")
@@ -100,6 +103,7 @@ class OpenAIChatModel:
         self._temperature = temperature
         self._max_tokens = max_tokens
         self._extra_body = extra_body
+        self._transport = transport
         self._client: AsyncOpenAI | None = None
         self._histories = EncodedHistories()
         # What this endpoint accepts, learnt from its refusals (remembered per instance):
@@ -277,7 +281,11 @@ class OpenAIChatModel:
 
     def _get_client(self) -> AsyncOpenAI:
         if self._client is None:
+            http_client = None
+            if self._transport is not None:
+                http_client = openai.DefaultAsyncHttpxClient(transport=self._transport())
             self._client = AsyncOpenAI(
+                http_client=http_client,
                 base_url=self._base_url,
                 api_key=self._api_key or _PLACEHOLDER_KEY,
                 max_retries=0,  # we retry ourselves, and only before the first chunk

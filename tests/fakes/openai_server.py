@@ -177,6 +177,9 @@ class FakeOpenAI:
         """The headers of each request, aligned with ``requests``."""
         self.request_times: list[float] = []
         """When each request arrived (``time.monotonic()``), aligned with ``requests``."""
+        self.request_peers: list[object] = []
+        """The client's address and port of each request's connection: a connection used
+        again shows the same port."""
         self._script: deque[Scripted] = deque()
         self._when: dict[int, Callable[[JSON], bool]] = {}
         """The ``when`` of a scripted response, by its ``id()`` (kept while it is queued)."""
@@ -344,6 +347,9 @@ class FakeOpenAI:
         self.requests.append(body)
         self.request_headers.append(dict(request.headers))
         self.request_times.append(time.monotonic())
+        self.request_peers.append(
+            request.transport.get_extra_info("peername") if request.transport else None
+        )
         refused = sorted(self.unsupported & body.keys())
         if refused:
             return _unsupported(refused[0])

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from bot.model_transport import READ_EVERY, AiohttpTransport
 from core.errors import (
     ModelAuthError,
     ModelBadRequest,
@@ -39,9 +40,16 @@ async def fake() -> AsyncIterator[FakeOpenAI]:
         yield server
 
 
-@pytest.fixture
-async def make_model(fake: FakeOpenAI) -> AsyncIterator[MakeModel]:
-    """Builds models aimed at the fake (tiny backoff so retries are fast); closes them after."""
+def _app_transport() -> AiohttpTransport:
+    """The transport the app gives the model (``bot.models``)."""
+    return AiohttpTransport(read_every=READ_EVERY)
+
+
+@pytest.fixture(params=["httpx2", "aiohttp"])
+async def make_model(fake: FakeOpenAI, request: pytest.FixtureRequest) -> AsyncIterator[MakeModel]:
+    """Builds models aimed at the fake (tiny backoff so retries are fast); closes them after.
+    Each test runs over httpx2's own transport and over aiohttp's (the app's,
+    ``bot.model_transport``): both must behave the same, failures included."""
     models: list[OpenAIChatModel] = []
 
     def make(**overrides: Any) -> OpenAIChatModel:
@@ -51,6 +59,7 @@ async def make_model(fake: FakeOpenAI) -> AsyncIterator[MakeModel]:
             "api_key": KEY,
             "request_timeout": 5.0,
             "backoff": 0.01,
+            "transport": _app_transport if request.param == "aiohttp" else None,
         }
         model = OpenAIChatModel(**(options | overrides))
         models.append(model)

@@ -8,11 +8,12 @@ then one byte per write, so every line, CRLF and event is cut somewhere.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
 
+from bot.model_transport import READ_EVERY, AiohttpTransport
 from core.errors import ModelUnavailable
 from core.history import Message
 from core.llm import ModelChunk
@@ -123,20 +124,41 @@ async def fake() -> AsyncIterator[FakeOpenAI]:
         yield server
 
 
-async def collect(fake: FakeOpenAI) -> list[ModelChunk]:
-    model = OpenAIChatModel(
-        model="m", base_url=fake.base_url, api_key="k", max_retries=0, request_timeout=600
-    )
-    try:
-        return [piece async for piece in model.stream(MESSAGES, stop=())]
-    finally:
-        await model.aclose()
+Collect = Callable[[FakeOpenAI], Awaitable[list[ModelChunk]]]
+
+
+def _app_transport() -> AiohttpTransport:
+    """The transport the app gives the model (``bot.models``)."""
+    return AiohttpTransport(read_every=READ_EVERY)
+
+
+@pytest.fixture(params=["httpx2", "aiohttp"])
+def collect(request: pytest.FixtureRequest) -> Collect:
+    """Reads the fake's reply through httpx2's own transport, and through aiohttp's (the
+    app's, ``bot.model_transport``): every stream must read the same through both."""
+    transport = _app_transport if request.param == "aiohttp" else None
+
+    async def run(fake: FakeOpenAI) -> list[ModelChunk]:
+        model = OpenAIChatModel(
+            model="m",
+            base_url=fake.base_url,
+            api_key="k",
+            max_retries=0,
+            request_timeout=600,
+            transport=transport,
+        )
+        try:
+            return [piece async for piece in model.stream(MESSAGES, stop=())]
+        finally:
+            await model.aclose()
+
+    return run
 
 
 @pytest.mark.parametrize("size", [None, 1])
 @pytest.mark.parametrize("name", TRANSCRIPTS)
 async def test_a_provider_transcript_whole_and_byte_by_byte(
-    fake: FakeOpenAI, name: str, size: int | None
+    fake: FakeOpenAI, collect: Collect, name: str, size: int | None
 ) -> None:
     body, text, reasoning, refusal, usage = TRANSCRIPTS[name]
     fake.raw(body, size=size)
@@ -154,7 +176,9 @@ async def test_a_provider_transcript_whole_and_byte_by_byte(
 
 
 @pytest.mark.parametrize("size", [None, 1])
-async def test_parallel_tool_calls_split_mid_token(fake: FakeOpenAI, size: int | None) -> None:
+async def test_parallel_tool_calls_split_mid_token(
+    fake: FakeOpenAI, collect: Collect, size: int | None
+) -> None:
     fake.raw(PARALLEL_CALLS, size=size)
     calls = [call for piece in await collect(fake) for call in piece.tool_calls]
     by_index: dict[int, str] = {}
@@ -167,6 +191,7 @@ async def test_parallel_tool_calls_split_mid_token(fake: FakeOpenAI, size: int |
 
 async def test_an_error_event_mid_stream_is_unavailable_with_the_providers_words(
     fake: FakeOpenAI,
+    collect: Collect,
 ) -> None:
     """``event: error`` with the error's own object (no ``error`` key around it)."""
     fake.raw(
@@ -177,13 +202,17 @@ async def test_an_error_event_mid_stream_is_unavailable_with_the_providers_words
         await collect(fake)
 
 
-async def test_an_error_event_in_plain_words_is_unavailable_with_them(fake: FakeOpenAI) -> None:
+async def test_an_error_event_in_plain_words_is_unavailable_with_them(
+    fake: FakeOpenAI, collect: Collect
+) -> None:
     fake.raw(b"event: error\ndata: upstream went away\n\n")
     with pytest.raises(ModelUnavailable, match="upstream went away"):
         await collect(fake)
 
 
-async def test_an_error_object_in_the_data_is_unavailable(fake: FakeOpenAI) -> None:
+async def test_an_error_object_in_the_data_is_unavailable(
+    fake: FakeOpenAI, collect: Collect
+) -> None:
     fake.raw(
         sse(chunk({"content": "Hi"}), {"error": {"message": "Rate limit upstream", "code": 502}})
     )
@@ -191,7 +220,7 @@ async def test_an_error_object_in_the_data_is_unavailable(fake: FakeOpenAI) -> N
         await collect(fake)
 
 
-async def test_fields_of_the_wrong_type_count_as_absent(fake: FakeOpenAI) -> None:
+async def test_fields_of_the_wrong_type_count_as_absent(fake: FakeOpenAI, collect: Collect) -> None:
     """A hostile or broken server: text where a number goes and the other way round."""
     fake.raw(
         sse(
@@ -217,13 +246,17 @@ async def test_fields_of_the_wrong_type_count_as_absent(fake: FakeOpenAI) -> Non
         b"data: " + b"[" * 100_000 + b"\n\n",
     ],
 )
-async def test_data_that_is_no_chunk_is_a_malformed_stream(fake: FakeOpenAI, body: bytes) -> None:
+async def test_data_that_is_no_chunk_is_a_malformed_stream(
+    fake: FakeOpenAI, collect: Collect, body: bytes
+) -> None:
     fake.raw(body)
     with pytest.raises(ModelUnavailable, match="malformed stream"):
         await collect(fake)
 
 
-async def test_a_stream_that_stays_open_after_done_ends_at_done(fake: FakeOpenAI) -> None:
+async def test_a_stream_that_stays_open_after_done_ends_at_done(
+    fake: FakeOpenAI, collect: Collect
+) -> None:
     """``[DONE]`` ends the reply: what follows is read for a moment (so the connection can be
     used again), never waited for until the read timeout."""
     fake.raw(sse(chunk({"content": "Four"}, finish="stop")), hold=True)
@@ -231,7 +264,9 @@ async def test_a_stream_that_stays_open_after_done_ends_at_done(fake: FakeOpenAI
     assert "".join(p.text for p in pieces) == "Four"
 
 
-async def test_the_request_is_json_with_the_key_as_the_sdk_sends_it(fake: FakeOpenAI) -> None:
+async def test_the_request_is_json_with_the_key_as_the_sdk_sends_it(
+    fake: FakeOpenAI, collect: Collect
+) -> None:
     fake.raw(sse(chunk({"content": "ok"}, finish="stop")))
     await collect(fake)
     headers = {k.lower(): v for k, v in fake.request_headers[0].items()}
