@@ -75,7 +75,9 @@ class AiohttpTransport(httpx2.AsyncBaseTransport):
         try:
             response = await self._get_session().request(
                 request.method,
-                str(request.url),
+                # The URL's user:password (a base URL may carry them) is the client's to turn
+                # into a header, as httpx2's own transport leaves it; aiohttp refuses both.
+                str(request.url.copy_with(userinfo=b"")),
                 headers=request.headers.multi_items(),
                 data=body or None,
                 allow_redirects=False,

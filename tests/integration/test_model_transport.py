@@ -99,3 +99,28 @@ async def test_a_body_silent_for_the_read_timeout_fails_after_it(fake: FakeOpenA
     silent = time.monotonic() - started
     assert "".join(seen) == "a b c d "
     assert 0.9 <= silent < 1.25 + 1.0
+
+
+@pytest.mark.parametrize("transport", [None, "aiohttp"])
+async def test_a_base_url_with_credentials_reaches_the_provider_as_httpx2s_own_does(
+    fake: FakeOpenAI, transport: str | None
+) -> None:
+    """``http://user:pass@host/v1`` (a proxy's credentials in a base URL): aiohttp refuses a
+    URL with credentials beside an Authorization header, so the transport sends the URL
+    without them, as httpx2's own transport does, and the request is answered."""
+    base = fake.base_url.replace("http://", "http://user:pass@")
+    model = OpenAIChatModel(
+        model="m",
+        base_url=base,
+        api_key="k",
+        transport=(lambda: AiohttpTransport(read_every=0.1)) if transport else None,
+    )
+    try:
+        fake.reply("one two")
+        pieces = [p async for p in model.stream([{"role": "user", "content": "q"}], stop=())]
+        assert "".join(p.text for p in pieces) == "one two"
+    finally:
+        await model.aclose()
+    sent = {name.lower(): value for name, value in fake.request_headers[-1].items()}
+    # httpx2's client turns the URL's credentials into Basic auth before any transport
+    assert sent["authorization"] == "Basic dXNlcjpwYXNz", "user:pass, on either transport"

@@ -16,12 +16,14 @@ import json
 import time
 import urllib.parse
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import aiohttp
 from slack_sdk.signature import SignatureVerifier
 
 from adapters.recovery import INTERRUPTED
+from core.schedules import ScheduleBook, ScheduleSettings
 from core.stores.redis import create_client
 from core.stores.redis.schedules import RedisSchedules
 from tests.fakes.discord_server import CHANNEL_ID, FakeDiscord
@@ -90,6 +92,30 @@ async def until(predicate: Callable[[], bool], *, within: float, what: str) -> N
         await asyncio.sleep(0.05)
 
 
+async def settled(
+    redis_url: str,
+    prefix: str,
+    schedule_id: str,
+    posts: Callable[[], int],
+    calls: Callable[[], int],
+    finished: Callable[[int], bool],
+) -> tuple[list[int], int, int]:
+    """The schedule paused (no minute is claimed from now on), then, once every minute
+    claimed before has been posted and answered: the claimed minutes, the posts and the
+    model calls. A post or a call never comes before its minute's claim, so both are then
+    at most the claims; a minute posted twice would make them more."""
+    client = create_client(redis_url)
+    try:
+        book = ScheduleBook(RedisSchedules(client, prefix=prefix), ScheduleSettings())
+        assert await book.pause(schedule_id) is not None
+    finally:
+        await client.aclose()
+    minutes = await planned_minutes(redis_url, prefix, schedule_id)
+    await until(partial(finished, len(minutes)), within=2 * MINUTE + 20, what="posted")
+    await asyncio.sleep(MINUTE / 2)  # a second post of a minute would have come by now
+    return minutes, posts(), calls()
+
+
 async def planned_minutes(redis_url: str, prefix: str, schedule_id: str) -> list[int]:
     """The planned minutes of the schedule some process claimed (each claim is taken once,
     by one process: ``schedule:{id}:{minute}``), in order; its recorded runs all ok."""
@@ -152,8 +178,14 @@ async def test_slack_each_minute_is_posted_once_by_two_processes_one_killed(
             processes[0].kill()
             await processes[0].wait()
             await until(lambda: finished(5), within=4 * MINUTE + 20, what="the survivor posts on")
-            await asyncio.sleep(MINUTE / 2)  # nothing more than one post per minute follows
-            minutes = await planned_minutes(redis_url, redis_prefix(tmp_path), schedule_id)
+            minutes, posts, calls = await settled(
+                redis_url,
+                redis_prefix(tmp_path),
+                schedule_id,
+                lambda: len(posted()),
+                lambda: len(model.requests),
+                finished,
+            )
         finally:
             for process in processes:
                 if process.returncode is None:
@@ -161,16 +193,16 @@ async def test_slack_each_minute_is_posted_once_by_two_processes_one_killed(
                     await process.wait()
             await forget_keys(tmp_path)
 
-    assert_once_per_minute(minutes, len(posted()), model)
+    assert_once_per_minute(minutes, posts, calls)
     assert all("tick" in text for text in posted()), "each ended answered, none rewritten"
     bodies = json.dumps([c.args for c in slack.records])
     assert f"<@{ADMIN}>" not in bodies, "the owner is never pinged"
 
 
-def assert_once_per_minute(minutes: list[int], posts: int, model: FakeOpenAI) -> None:
+def assert_once_per_minute(minutes: list[int], posts: int, calls: int) -> None:
     assert minutes == list(range(minutes[0], minutes[0] + len(minutes))), f"missed: {minutes}"
     assert posts == len(minutes), f"{posts} posts for the minutes {minutes}"
-    assert len(model.requests) == len(minutes), "one model run per minute, none twice"
+    assert calls == len(minutes), "one model run per minute, none twice"
 
 
 async def test_discord_each_minute_is_posted_once_by_two_processes_one_killed(
@@ -234,9 +266,14 @@ async def test_discord_each_minute_is_posted_once_by_two_processes_one_killed(
             processes[0].kill()
             await processes[0].wait()
             await until(lambda: finished(5), within=4 * MINUTE + 30, what="the survivor posts on")
-            await asyncio.sleep(MINUTE / 2)
-            minutes = await planned_minutes(redis_url, redis_prefix(tmp_path), schedule_id)
-            posts = len(posted())
+            minutes, posts, calls = await settled(
+                redis_url,
+                redis_prefix(tmp_path),
+                schedule_id,
+                lambda: len(posted()),
+                lambda: len(model.requests),
+                finished,
+            )
             assert finished(posts), "each ended answered, none rewritten"
         finally:
             for process in processes:
@@ -245,7 +282,7 @@ async def test_discord_each_minute_is_posted_once_by_two_processes_one_killed(
                     await process.wait()
             await fake.stop()
             await forget_keys(tmp_path)
-    assert_once_per_minute(minutes, posts, model)
+    assert_once_per_minute(minutes, posts, calls)
 
 
 async def test_telegram_each_minute_is_posted_once_by_two_processes_one_killed(
@@ -308,9 +345,14 @@ async def test_telegram_each_minute_is_posted_once_by_two_processes_one_killed(
             processes[0].kill()
             await processes[0].wait()
             await until(lambda: finished(5), within=4 * MINUTE + 30, what="the survivor posts on")
-            await asyncio.sleep(MINUTE / 2)
-            minutes = await planned_minutes(redis_url, redis_prefix(tmp_path), schedule_id)
-            posts = len(posted())
+            minutes, posts, calls = await settled(
+                redis_url,
+                redis_prefix(tmp_path),
+                schedule_id,
+                lambda: len(posted()),
+                lambda: len(model.requests),
+                finished,
+            )
             assert finished(posts), "each ended answered, none rewritten"
         finally:
             for process in processes:
@@ -318,7 +360,7 @@ async def test_telegram_each_minute_is_posted_once_by_two_processes_one_killed(
                     process.kill()
                     await process.wait()
             await forget_keys(tmp_path)
-    assert_once_per_minute(minutes, posts, model)
+    assert_once_per_minute(minutes, posts, calls)
 
 
 async def test_a_scheduled_run_whose_process_dies_mid_answer_is_finished_by_the_next(
