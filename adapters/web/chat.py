@@ -79,6 +79,7 @@ from adapters.web.guard import (
 from adapters.web.hosts import HostRule, is_loopback
 from adapters.web.memory import MemoryRoutes
 from adapters.web.memory import assets as memory_assets
+from adapters.web.refusals import refused
 from adapters.web.render import WebPayload, WebRenderer, clean
 from adapters.web.runs import RunRoutes
 from adapters.web.uploads import Uploads
@@ -648,8 +649,7 @@ class WebChat:
             files=tuple(body.get("files", ())),  # a form's (``_post``)
         )
         if isinstance(outcome, Refusal):
-            status = 400 if outcome.reason == "question" else 429
-            return self._json({"error": outcome.text, "reason": outcome.reason}, status=status)
+            return self._json(*refused(outcome))
         if isinstance(outcome, Drop):  # a repeated POST, or a message added to the last one
             return self._json({"ok": True, "dropped": outcome.reason}, status=202)
         return self._json({"ok": True}, status=202)

@@ -22,6 +22,7 @@ from adapters.dispatch.intents import Actor, Ask, Decide, Retry, Stop, Where
 from adapters.dispatch.outcome import Done, Outcome, Refusal
 from adapters.live import RunView
 from adapters.policy import Policy
+from adapters.web.refusals import refused
 from adapters.web.render import WebPayload, WebRenderer, clean
 from core.approval import ApprovalBroker
 from core.stores import RunRecord, Stores
@@ -88,10 +89,7 @@ def _pressed(session: _Session) -> dict[str, Any]:
 
 
 def _refused(chat: _Chat, refusal: Refusal) -> web.Response:
-    status = {"gone": 409, "retried": 409, "who": 403, "elsewhere": 403, "question": 400}.get(
-        refusal.reason, 429
-    )
-    return chat._json({"error": refusal.text, "reason": refusal.reason}, status=status)
+    return chat._json(*refused(refusal))
 
 
 class RunRoutes:
