@@ -7,10 +7,10 @@
       -> Burst: a message within ``agent.merge_window`` of the same person's last, in the
          same conversation (``conversation.burst_key``), joins that one (else Drop)
       -> the admission chain (``checks.AdmissionChain``: bounds, model, budgets,
-         cooldown, room, slot), then the run's life (``handlers.ask.Answering``) in a task
-         this dispatcher owns
+         cooldown, room, slot)
       -> ``admitted``: the surface's ack (Discord's defer, Slack's "working"), once every
-         check passed and before the run starts; a refusal or a redelivery gets none
+         check passed; a refusal or a redelivery gets none
+      -> the run's life (``handlers.ask.Answering``) in a task this dispatcher owns
       -> Outcome: Refusal (the surface shows its words), Drop, or Done
 
     Slash commands (``/ask``) and Retry come this way too, with ``gathers=False`` (their
