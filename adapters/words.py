@@ -46,6 +46,7 @@ __all__ = [
     "PROMPT_FAILED",
     "READING_FILES",
     "REASON_BY_REPLY",
+    "REQUEST_TOO_BIG",
     "RESET_ADMINS",
     "RESET_DONE",
     "RESTARTING",
@@ -236,6 +237,11 @@ def no_such_tool(typed: str, names: Sequence[str]) -> str:
 
 def tool_now(name: str, on: bool) -> str:
     return f"`{name}` is now {'on' if on else 'off'} in this channel."
+
+
+REQUEST_TOO_BIG = "⚠️ That is too long to send at once; nothing was done."
+"""A request over what a surface's transport takes (the web chat's body limit): refused
+before it means anything, so before any setting's own limit."""
 
 
 def choice_refused(problem: str) -> str:
