@@ -28,7 +28,6 @@ from core.prompt import PERSONA_CHARS
 from core.schedules import Place
 
 if TYPE_CHECKING:
-    from adapters.channels import ChannelChoices
     from adapters.dispatch.schedule import ScheduleDesk
     from adapters.policy import Policy
     from adapters.slack.commands import SharedCommands
@@ -55,7 +54,6 @@ class Bot(Protocol):
 
     agent: Agent
     policy: Policy
-    choices: ChannelChoices
     places: SlackPlaces
     shared: SharedCommands
 
