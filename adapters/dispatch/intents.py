@@ -48,6 +48,9 @@ class Actor:
     """As traces and "stopped by" show them."""
     admin: bool = False
     """An admin here, as the surface's facts and the policy's lists say."""
+    roles: frozenset[str] = frozenset()
+    """Their roles here, as text (Discord's role ids; none elsewhere): what
+    ``discord.allowed_roles`` lists."""
 
 
 @dataclass(frozen=True, slots=True)

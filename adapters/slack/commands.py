@@ -74,7 +74,7 @@ class SharedCommands:
 
     def __init__(
         self,
-        handlers: Commands[Question],
+        handlers: Commands,
         client: AsyncWebClient,
         *,
         tell: Tell,
@@ -96,7 +96,7 @@ class SharedCommands:
             given = {**given, "threads": lambda: self._threads(question.channel)}
         intent = kind(event=question.claim_key, actor=self.actor(question),
                       where=_where(question), **given)  # fmt: skip
-        work = asyncio.ensure_future(self.handlers.dispatch(intent, question))
+        work = asyncio.ensure_future(self.handlers.dispatch(intent))
         done, _ = await asyncio.wait({work}, timeout=ACK_WITHIN)
         if done:
             await ack(text=self._text(work.result()), response_type="ephemeral")

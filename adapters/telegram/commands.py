@@ -106,6 +106,8 @@ class Host(Protocol):
 
     async def say_html(self, asker: Asker, html: str) -> None: ...
 
+    async def refusal(self, asker: Asker) -> str | None: ...
+
 
 class SettingsCommands:
     """The settings commands of one ``TelegramBot``."""
@@ -126,7 +128,7 @@ class SettingsCommands:
         ``/usage`` and ``/verbosity LEVEL`` go to ``adapters.dispatch``)."""
         if command not in COMMANDS:
             return "That is not one of my commands."
-        if (refused := await self.bot.answering.refusal(asker)) is not None:
+        if (refused := await self.bot.refusal(asker)) is not None:
             return refused
         handler = getattr(self, f"_{command}")
         reply: str = await handler(asker, argument.strip())
@@ -177,7 +179,7 @@ class SettingsCommands:
 
     async def memory(self, asker: Asker, name: str, argument: str) -> None:
         """``/memory argument`` from ``asker``: the shared handler, said privately (below)."""
-        if (refused := await self.bot.answering.refusal(asker)) is not None:
+        if (refused := await self.bot.refusal(asker)) is not None:
             await self.bot.say(asker, refused)
             return
         parsed = memory.parse(argument)
