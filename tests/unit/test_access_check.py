@@ -54,7 +54,9 @@ class Looked:
 
 
 # (case, policy keywords, actor, where, memberships found, refusal, looked up)
-ROWS: list[tuple[str, dict[str, object], Actor, Where, tuple[Membership, ...], str | None, bool]] = [
+ROWS: list[
+    tuple[str, dict[str, object], Actor, Where, tuple[Membership, ...], str | None, bool]
+] = [
     ("no lists: everyone", {}, ANN, IN_CHANNEL, (), None, False),
     ("no lists: a DM is open", {}, ANN, DM, (), None, False),
     # spaces
@@ -146,18 +148,39 @@ ROWS: list[tuple[str, dict[str, object], Actor, Where, tuple[Membership, ...], s
     ),
     # DMs: closed
     ("DMs closed", {"allow_dms": False}, ANN, DM, (), words.DMS_CLOSED, False),
-    ("DMs closed, even listed", {"allow_dms": False, "allowed_users": ("5",)}, LISTED, DM, (),
-     words.DMS_CLOSED, False),  # fmt: skip
-    ("DMs closed but for admin_users", {"allow_dms": False, **ADMINS}, CONFIGURED, DM, (), None,
-     False),  # fmt: skip
+    (
+        "DMs closed, even listed",
+        {"allow_dms": False, "allowed_users": ("5",)},
+        LISTED,
+        DM,
+        (),
+        words.DMS_CLOSED,
+        False,
+    ),
+    (
+        "DMs closed but for admin_users",
+        {"allow_dms": False, **ADMINS},
+        CONFIGURED,
+        DM,
+        (),
+        None,
+        False,
+    ),
     # DMs: open (an unrestricted bot), the people lists still hold
     ("DMs open, users listed", {"allowed_users": ("5",)}, ANN, DM, (), words.NOT_LISTED, False),
     ("DMs open, a listed user", {"allowed_users": ("5",)}, LISTED, DM, (), None, False),
     # DMs: members (a restricted bot)
     ("a stranger", {"allowed_guilds": (GUILD,)}, ANN, DM, (), DMS_FOR_MEMBERS, True),
     ("a member", {"allowed_guilds": (GUILD,)}, ANN, DM, (MEMBER,), None, True),
-    ("a member elsewhere", {"allowed_guilds": (GUILD,)}, ANN, DM, (ELSEWHERE,), DMS_FOR_MEMBERS,
-     True),  # fmt: skip
+    (
+        "a member elsewhere",
+        {"allowed_guilds": (GUILD,)},
+        ANN,
+        DM,
+        (ELSEWHERE,),
+        DMS_FOR_MEMBERS,
+        True,
+    ),
     (
         "a listed user, not looked up",
         {"allowed_guilds": (GUILD,), "allowed_users": ("5",)},
