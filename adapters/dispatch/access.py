@@ -9,6 +9,9 @@ everyone). In order:
    may ask anywhere: every list passes.
 2. Where they ask:
 
+   A DM is a ``dm``, or a Slack ``assistant`` thread (it lives in the person's DM with the
+   app).
+
    - in a DM whose own place is listed (a Telegram private chat named in
      ``allowed_chats``): the place passes;
    - in any other DM, per ``access.dms``: ``closed``: refused (``DMS_CLOSED``); ``open``:
@@ -40,7 +43,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from adapters import words
-from adapters.dispatch.intents import Actor, Where
+from adapters.dispatch.intents import Actor, PlaceKind, Where
 from adapters.policy import AccessPolicy, Policy
 
 
@@ -73,6 +76,10 @@ class NoMembers:
         return ()
 
 
+DM_KINDS: tuple[PlaceKind, ...] = ("dm", "assistant")
+"""Where a person talks to the bot alone: a DM, and a Slack assistant thread (in their DM
+with the app)."""
+
 Names = Callable[[str], str]
 """Renders a place's id as its surface shows it (Slack: ``<#C1>``)."""
 
@@ -93,8 +100,8 @@ class Access:
         policy, access = self.policy, self.policy.access
         if actor.id in policy.admin_users:
             return None
-        roles = actor.roles
-        if where.kind == "dm" and not _listed(where.places, access.places):
+        roles, dm = actor.roles, where.kind in DM_KINDS
+        if dm and not _listed(where.places, access.places):
             if access.dms == "closed":
                 return words.DMS_CLOSED
             if access.dms == "members" and actor.id not in access.users:
@@ -102,7 +109,7 @@ class Access:
                 if not found:
                     return words.dms_for_members(self._shown(access.places))
                 roles = roles.union(*(m.roles for m in found))
-        elif where.kind != "dm":
+        elif not dm:
             if access.spaces and (where.space or "") not in access.spaces:
                 return words.not_here(self._shown(access.places))
             if access.places and not _listed(where.places, access.places):

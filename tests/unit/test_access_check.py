@@ -269,6 +269,17 @@ async def test_a_channel_membership_counts_for_a_listed_channel_only() -> None:
     assert refused == DMS_FOR_MEMBERS
 
 
+async def test_a_slack_assistant_thread_is_a_dm() -> None:
+    """It lives in the person's DM with the app: the DM rule, not the channel list."""
+    slack = policy("slack", allowed_channels=("C1",))
+    thread = Where("slack", "assistant", "D1", space="T1", thread="1.0")
+    ada = Actor("slack", "U1", "slack:T1:U1", "ada")
+    members = Looked([Membership(place="C1")])
+    assert await Access(slack, members).refusal(ada, thread) is None
+    assert members.calls == ["U1"]
+    assert await Access(slack, Looked()).refusal(ada, thread) == DMS_FOR_MEMBERS
+
+
 async def test_a_refusal_names_the_places_as_the_surface_renders_them() -> None:
     slack = policy("slack", allowed_channels=("C2", "C1"))
     access = Access(slack, Looked(), names=lambda channel: f"<#{channel}>")
