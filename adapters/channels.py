@@ -9,17 +9,20 @@ Kept in ``ChannelSettings`` under the channel's key (a thread follows its channe
     memory     ``off``: runs here neither recall nor change memories (``core.memories``);
                unset: on
 
-Reading never needs an admin; changing does (the adapters check). Text that comes back to a
-chat (the replies here) names models and tools from the config and registry, never a user's
-words, so the adapters can send it as it is.
+Reading never needs an admin; changing does (``adapters.dispatch``: ``Settings`` declares
+it). The replies are ``adapters.words``' sentences; they name models and tools from the
+config and registry, and a name someone typed only as ``words.typed_name`` shows it (bounded,
+no markup), so a surface escapes them as any shared words.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from adapters import words
 from adapters.live import VERBOSITIES, Verbosity
 from core.errors import ReactbotError, StoreUnavailable
 from core.llm import ChatModel
@@ -30,7 +33,8 @@ from core.tools import ToolRegistry
 log = logging.getLogger(__name__)
 
 DEFAULT = "default"
-UNSAVED = "I could not save that: the shared store is unavailable. Try again soon."
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f]")
+"""Control characters a persona never keeps (a line break and a tab it does)."""
 
 
 class ChoiceError(ReactbotError):
@@ -106,14 +110,11 @@ class ChannelChoices:
     def model(self, name: str) -> ChatModel:
         found = self.catalogue.get(name.strip())
         if found is None:
-            raise ChoiceError(f"There is no model named {name.strip()[:80]!r}. {self.choices()}")
+            raise ChoiceError(words.no_such_model(name, sorted(self.catalogue)))
         return found
 
     def choices(self) -> str:
-        names = sorted(self.catalogue)
-        if not names:
-            return "No other models are configured (`models:` in the config)."
-        return "Models: " + ", ".join(f"`{n}`" for n in names) + f", or `{DEFAULT}`."
+        return words.models_line(sorted(self.catalogue))
 
     def matching(self, typed: str) -> list[str]:
         """Catalogue names for autocomplete: those containing ``typed``, at most 25."""
@@ -153,50 +154,40 @@ class ChannelChoices:
     def _tools_line(self, stored: dict[str, str]) -> str:
         off = _names(stored.get("tools_off", ""))
         on = [t.name for t in self.tools if t.name.lower() not in off]
-        line = "Tools: " + (", ".join(on) if on else "none")
-        return line + (" (off here: " + ", ".join(sorted(off)) + ")" if off else "")
+        return words.tools_line(on, sorted(off))
 
     async def persona(self, key: str) -> str:
         return (await self.stored(key)).get("prompt", "")
 
-    # ---- changing (admins) ----------------------------------------------------------------
-    async def set_model(self, key: str, name: str) -> str:
-        name = name.strip()
+    # ---- changing (admins: ``adapters.dispatch.handlers.settings``) ------------------------
+    # Each returns the reply; raises ``ChoiceError`` for what cannot be chosen and
+    # ``StoreUnavailable`` when the change could not be kept (nothing changed).
+    async def set_model(self, key: str, name: str | None) -> str:
+        name = (name or DEFAULT).strip()
         if name.lower() == DEFAULT:
-            await self._put(key, "model", None)
-            return "This channel now uses the default model."
+            await self.settings.put(key, "model", None)
+            return words.model_set(None)
         self.model(name)  # raises ChoiceError for an unknown name
-        await self._put(key, "model", name)
-        return f"This channel now uses `{name}`."
+        await self.settings.put(key, "model", name)
+        return words.model_set(name)
 
     async def set_persona(self, key: str, text: str) -> str:
-        text = text.strip()
+        text = _CONTROL.sub("", text).strip()
         if len(text) > PERSONA_CHARS:
-            raise ChoiceError(
-                f"The persona is {len(text):,} characters long; the limit is {PERSONA_CHARS:,}."
-            )
-        await self._put(key, "prompt", text or None)
-        if not text:
-            return "This channel's persona is cleared."
-        return f"This channel's persona is set ({len(text):,} characters)."
+            raise ChoiceError(words.persona_too_long(len(text), PERSONA_CHARS))
+        await self.settings.put(key, "prompt", text or None)
+        return words.persona_set(len(text))
 
     async def toggle_tool(self, key: str, name: str) -> str:
-        tool = self.tools.get(name)
+        tool = self.tools.get(name.strip()) if name.strip() else None
         if tool is None:
-            known = ", ".join(t.name for t in self.tools) or "none"
-            raise ChoiceError(f"There is no tool named {name.strip()[:80]!r}. Tools: {known}.")
-        off = _names((await self.stored(key)).get("tools_off", ""))
+            raise ChoiceError(words.no_such_tool(name, [t.name for t in self.tools]))
+        off = _names((await self.settings.get(key)).get("tools_off", ""))
         lowered = tool.name.lower()
         turned_on = lowered in off
         off = off - {lowered} if turned_on else off | {lowered}
-        await self._put(key, "tools_off", ",".join(sorted(off)) or None)
-        return f"`{tool.name}` is now {'on' if turned_on else 'off'} in this channel."
-
-    async def _put(self, key: str, name: str, value: str | None) -> None:
-        try:
-            await self.settings.put(key, name, value)
-        except StoreUnavailable as exc:
-            raise ChoiceError(UNSAVED) from exc
+        await self.settings.put(key, "tools_off", ",".join(sorted(off)) or None)
+        return words.tool_now(tool.name, turned_on)
 
 
 def verbosity_of(stored: dict[str, str]) -> Verbosity | None:

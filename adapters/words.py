@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Literal
@@ -31,6 +32,7 @@ __all__ = [
     "FILES_OFF",
     "FILES_QUEUED",
     "MESSAGE_TOO_OLD",
+    "NAME_SHOWN",
     "NOT_A_FORM",
     "NOT_A_VOTE",
     "NOT_ITS_PLACE",
@@ -41,10 +43,12 @@ __all__ = [
     "NO_APPROVALS",
     "NO_TRACE",
     "ONLY_ADMINS",
+    "PERSONA_CLEARED",
     "PICTURES_NOT_SENT",
     "PROMPT_FAILED",
     "READING_FILES",
     "REASON_BY_REPLY",
+    "REQUEST_TOO_BIG",
     "RESET_ADMINS",
     "RESET_DONE",
     "RESTARTING",
@@ -69,6 +73,7 @@ __all__ = [
     "acting",
     "busy_message",
     "by_default",
+    "choice_refused",
     "cooldown_message",
     "decide_refused",
     "decided",
@@ -77,8 +82,15 @@ __all__ = [
     "edit_problem",
     "edit_refused",
     "heard_line",
+    "model_set",
+    "models_line",
+    "no_such_model",
+    "no_such_tool",
     "not_here",
     "now_sees",
+    "persona_set",
+    "persona_shown",
+    "persona_too_long",
     "place_list",
     "run_time",
     "schedule_added",
@@ -93,7 +105,10 @@ __all__ = [
     "stop_refused",
     "stopped",
     "too_long",
+    "tool_now",
+    "tools_line",
     "trace_shown",
+    "typed_name",
     "upload_too_big",
     "voice_failed",
     "voice_too_big",
@@ -163,6 +178,80 @@ def by_default(level: str) -> str:
 
 ONLY_ADMINS = "Only an admin can change the settings here."
 UNSAVED = "⚠️ I could not save that: the shared store is unavailable. Try again soon."
+
+# ---- a place's model, persona and tools (``adapters.dispatch.handlers.settings``) ---------
+NAME_SHOWN = 80
+"""Characters of a name someone typed that a reply repeats (an unknown model or tool)."""
+_UNSEEN = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff`*<>@&]")
+
+
+def typed_name(typed: str) -> str:
+    """A name someone typed, as a reply repeats it: at most ``NAME_SHOWN`` characters, with
+    no control or direction character and none that Markdown, mrkdwn or HTML read (no
+    emphasis, no code, no mention, no ``@everyone``): it is shown, never acted on."""
+    return repr(_UNSEEN.sub("", typed.strip()[: NAME_SHOWN * 4])[:NAME_SHOWN])
+
+
+def models_line(names: Sequence[str]) -> str:
+    """The models a place may choose (``model`` without a name)."""
+    if not names:
+        return "No other models are configured (`models:` in the config)."
+    return "Models: " + ", ".join(f"`{n}`" for n in names) + ", or `default`."
+
+
+def no_such_model(typed: str, names: Sequence[str]) -> str:
+    return f"There is no model named {typed_name(typed)}. {models_line(names)}"
+
+
+def model_set(name: str | None) -> str:
+    """A place's model changed (None: back to the default)."""
+    return (
+        f"This channel now uses `{name}`." if name else "This channel now uses the default model."
+    )
+
+
+def persona_shown(length: int) -> str:
+    """How long a place's persona is (never its text: it may be an admin's private brief)."""
+    return (
+        f"This channel's persona is {length:,} characters."
+        if length
+        else "This channel has no persona."
+    )
+
+
+def persona_set(length: int) -> str:
+    return f"This channel's persona is set ({length:,} characters)." if length else PERSONA_CLEARED
+
+
+PERSONA_CLEARED = "This channel's persona is cleared."
+
+
+def persona_too_long(length: int, limit: int) -> str:
+    return f"The persona is {length:,} characters long; the limit is {limit:,}."
+
+
+def tools_line(on: Sequence[str], off: Sequence[str]) -> str:
+    """The tools a place's runs may use, and those turned off here."""
+    line = "Tools: " + (", ".join(on) if on else "none")
+    return line + (" (off here: " + ", ".join(off) + ")" if off else "")
+
+
+def no_such_tool(typed: str, names: Sequence[str]) -> str:
+    return f"There is no tool named {typed_name(typed)}. Tools: {', '.join(names) or 'none'}."
+
+
+def tool_now(name: str, on: bool) -> str:
+    return f"`{name}` is now {'on' if on else 'off'} in this channel."
+
+
+REQUEST_TOO_BIG = "⚠️ That is too long to send at once; nothing was done."
+"""A request over what a surface's transport takes (the web chat's body limit): refused
+before it means anything, so before any setting's own limit."""
+
+
+def choice_refused(problem: str) -> str:
+    """A setting that could not be made (an unknown name, a persona too long)."""
+    return f"⚠️ {problem}"
 
 
 def decided(verdict: str, *, with_words: bool = False) -> str:

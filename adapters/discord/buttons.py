@@ -47,9 +47,7 @@ class Presses(Protocol):
         self, interaction: discord.Interaction, modal: DecisionModal
     ) -> None: ...
 
-    async def persona_submitted(
-        self, interaction: discord.Interaction, key: str, text: str
-    ) -> None: ...
+    async def persona_submitted(self, interaction: discord.Interaction, text: str) -> None: ...
 
 
 STOP_TEMPLATE = r"reactbot:stop:(?P<run>[0-9A-Za-z_-]+):(?P<asker>[0-9]+)"
@@ -179,11 +177,13 @@ def controls(run_id: str, asker_id: int, pending: PendingButtons | None) -> disc
 
 
 class PersonaModal(discord.ui.Modal, title="This channel's persona"):
-    """The persona as it is, to edit; empty clears it."""
+    """The persona as it is, to edit; empty clears it. Its submission is only translated
+    (``SetPersona``, for the channel it is submitted in): who may, and the reply, are the
+    shared handlers'."""
 
-    def __init__(self, cog: Presses, key: str, current: str) -> None:
+    def __init__(self, cog: Presses, current: str) -> None:
         super().__init__(timeout=600, custom_id="reactbot:persona")
-        self.cog, self.key = cog, key
+        self.cog = cog
         self.text: discord.ui.TextInput[PersonaModal] = discord.ui.TextInput(
             custom_id="persona",
             label="Persona (below the core instructions)",
@@ -196,7 +196,7 @@ class PersonaModal(discord.ui.Modal, title="This channel's persona"):
         self.add_item(self.text)
 
     async def on_submit(self, interaction: discord.Interaction) -> None:
-        await self.cog.persona_submitted(interaction, self.key, self.text.value or "")
+        await self.cog.persona_submitted(interaction, self.text.value or "")
 
 
 # ---- the components layout ------------------------------------------------------------------

@@ -4,7 +4,8 @@ and ``/reactbot settings|verbosity|usage`` are intents for the shared handlers
 (``shared_commands``), ``/reactbot memory`` and ``/reactbot schedule`` too
 (``memory_command``, ``schedule_command``); Stop, the decisions and Retry (once per run) are
 presses the dispatcher decides against the run's own record (``adapters.dispatch.handlers``);
-``/ask`` and ``/reactbot model|tools|prompt`` are still handled here (docs/plans/
+``/reactbot model|tools|prompt`` are ``Settings`` intents too (the persona's form is
+Discord's, its text ``SetPersona``); ``/ask`` is still handled here (docs/plans/
 dispatcher.md). The buttons and forms are ``adapters.discord.buttons`` (each hands its press
 back here); a DM's guild memberships are looked up by ``adapters.discord.memberships``."""
 
@@ -21,9 +22,8 @@ import discord
 from discord import app_commands
 from discord.ext import commands
 
-from adapters import words
 from adapters.attachments import ConversationFiles
-from adapters.channels import ChannelChoices, ChoiceError
+from adapters.channels import ChannelChoices
 from adapters.context import Read
 from adapters.decisions import may_retry
 from adapters.discord.access import Asker, is_admin
@@ -52,7 +52,7 @@ from adapters.discord.payload import DiscordPayload, FileSpec, PendingButtons
 from adapters.discord.render import DiscordRenderer, fit, page_link_line, placeholder, sanitize
 from adapters.discord.schedule_command import REACTBOT, ReactbotCommands
 from adapters.discord.settings import DiscordSettings
-from adapters.discord.shared_commands import SharedCommands
+from adapters.discord.shared_commands import SharedCommands, shown
 from adapters.discord.surface import (
     NO_MENTIONS,
     CardBuilder,
@@ -78,9 +78,20 @@ from adapters.dispatch.dispatcher import Dispatcher
 from adapters.dispatch.handlers.ask import Answering
 from adapters.dispatch.handlers.retry import retried
 from adapters.dispatch.handlers.services import Services as Shared
-from adapters.dispatch.intents import Actor, Decide, Stop, Where
+from adapters.dispatch.intents import (
+    Actor,
+    Decide,
+    EditPersona,
+    SetModel,
+    SetPersona,
+    Settings,
+    ShowTools,
+    Stop,
+    ToggleTool,
+    Where,
+)
 from adapters.dispatch.intents import Ask as Intent
-from adapters.dispatch.outcome import Outcome, Refusal, Said
+from adapters.dispatch.outcome import Drop, Outcome, Refusal, Said
 from adapters.live import LiveMessage, RunView, Verbosity
 from adapters.pacing import DISCORD_CHANNEL_WRITES, EditPacer
 from adapters.policy import Policy
@@ -317,7 +328,7 @@ class AskCog(SharedCommands, ReactbotCommands, commands.Cog):
     @reactbot.command(name="model", description="The model this channel uses.")
     @app_commands.describe(name="A model from the catalogue, or 'default'")
     async def set_model(self, interaction: discord.Interaction, name: str) -> None:
-        await self._change(interaction, lambda key: self._choices.set_model(key, name))
+        await self._answer(interaction, Settings, change=SetModel(name))
 
     @set_model.autocomplete("name")
     async def _catalogue_names(
@@ -329,16 +340,8 @@ class AskCog(SharedCommands, ReactbotCommands, commands.Cog):
     @reactbot.command(name="tools", description="Turn a tool on or off in this channel.")
     @app_commands.describe(tool="The tool to turn on or off (leave out to list them)")
     async def toggle_tool(self, interaction: discord.Interaction, tool: str | None = None) -> None:
-        if tool is None:
-            if await self._admit(interaction) is None:
-                return
-            key = settings_key(interaction.channel, interaction.channel_id or 0)
-            line = await self._choices.tools_line(key)
-            await interaction.response.send_message(
-                fit(sanitize(line), 2000), ephemeral=True, allowed_mentions=NO_MENTIONS
-            )
-            return
-        await self._change(interaction, lambda key: self._choices.toggle_tool(key, tool))
+        change = ShowTools() if tool is None else ToggleTool(tool)
+        await self._answer(interaction, Settings, change=change)
 
     @toggle_tool.autocomplete("tool")
     async def _tool_names(
@@ -349,44 +352,17 @@ class AskCog(SharedCommands, ReactbotCommands, commands.Cog):
 
     @reactbot.command(name="prompt", description="This channel's persona (opens a form).")
     async def set_prompt(self, interaction: discord.Interaction) -> None:
-        if await self._admit(interaction) is None:
-            return
-        if not self._is_admin(interaction):
-            await interaction.response.send_message(words.ONLY_ADMINS, ephemeral=True)
-            return
-        key = settings_key(interaction.channel, interaction.channel_id or 0)
-        await interaction.response.send_modal(
-            PersonaModal(self, key, await self._choices.persona(key))
-        )
+        """The persona's form, for an admin (``EditPersona``), with the persona as it is."""
+        outcome = await self._dispatch(interaction, Settings, change=EditPersona())
+        if isinstance(outcome, Said) and outcome.form is not None:
+            await interaction.response.send_modal(PersonaModal(self, outcome.form))
+        elif not isinstance(outcome, Drop):
+            await interaction.response.send_message(
+                shown(outcome), ephemeral=True, allowed_mentions=NO_MENTIONS
+            )
 
-    async def persona_submitted(
-        self, interaction: discord.Interaction, key: str, text: str
-    ) -> None:
-        if not self._is_admin(interaction):
-            await interaction.response.send_message(words.ONLY_ADMINS, ephemeral=True)
-            return
-        try:
-            reply = await self._choices.set_persona(key, text)
-        except ChoiceError as exc:
-            reply = f"⚠️ {exc}"
-        await interaction.response.send_message(reply, ephemeral=True)
-
-    async def _change(
-        self, interaction: discord.Interaction, change: Callable[[str], Awaitable[str]]
-    ) -> None:
-        """An admin's change of this channel's settings; the reply says what it is now."""
-        if await self._admit(interaction) is None:
-            return
-        if not self._is_admin(interaction):
-            await interaction.response.send_message(words.ONLY_ADMINS, ephemeral=True)
-            return
-        try:
-            reply = await change(settings_key(interaction.channel, interaction.channel_id or 0))
-        except ChoiceError as exc:
-            reply = f"⚠️ {exc}"
-        await interaction.response.send_message(
-            fit(sanitize(reply), 2000), ephemeral=True, allowed_mentions=NO_MENTIONS
-        )
+    async def persona_submitted(self, interaction: discord.Interaction, text: str) -> None:
+        await self._answer(interaction, Settings, change=SetPersona(text))
 
     # ---- shared steps ---------------------------------------------------------------------
     async def _admit(self, interaction: discord.Interaction) -> Asker | None:
@@ -582,9 +558,6 @@ class AskCog(SharedCommands, ReactbotCommands, commands.Cog):
         asker = asker_of(who)
         return {"event": f"discord:interaction:{interaction.id}", "at": {"channel": channel},
                 "actor": self._actor(who, asker), "where": Where("discord", "channel", channel)}  # fmt: skip
-
-    def _is_admin(self, interaction: discord.Interaction) -> bool:
-        return is_admin(self.policy, asker_of(interaction.user))
 
     def _live(self, run: Run, message: discord.Message, view: RunView, reply: _Reply) -> Live:
         """The follower of ``run`` into its posted placeholder ``message``."""

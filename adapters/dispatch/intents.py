@@ -174,15 +174,73 @@ class SetVerbosity:
     level: Verbosity | None
 
 
+@dataclass(frozen=True, slots=True)
+class ShowModels:
+    """The models the place may choose (the catalogue)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SetModel:
+    """The place's model: a catalogue name; None (``default``): the default model again."""
+
+    name: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ShowPersona:
+    """How long the place's persona is (never its text)."""
+
+
+@dataclass(frozen=True, slots=True)
+class EditPersona:
+    """The persona's form opened (Discord's and Slack's): an admin's, as a change is; the
+    ``Said`` carries the persona as it is (``Said.form``) for the form to show."""
+
+
+@dataclass(frozen=True, slots=True)
+class SetPersona:
+    """The place's persona (a form's text, ``/persona TEXT``); empty clears it."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ShowTools:
+    """The tools on here, and those turned off."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToggleTool:
+    """A tool on <-> off here, by its name as typed."""
+
+    name: str
+
+
+SettingsChange = (
+    ShowSettings
+    | SetVerbosity
+    | ShowModels
+    | SetModel
+    | ShowPersona
+    | EditPersona
+    | SetPersona
+    | ShowTools
+    | ToggleTool
+)
+SHOWN = (ShowSettings, ShowModels, ShowPersona, ShowTools)
+"""The changes that only show: anyone with access; every other one is an admin's."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Settings(Intent):
-    """A place's settings: shown to anyone with access, changed by its admins."""
+    """A place's settings (verbosity, model, persona, tools): shown to anyone with access,
+    changed by its admins."""
 
-    change: ShowSettings | SetVerbosity = ShowSettings()
+    change: SettingsChange = ShowSettings()
 
     @property
     def checks(self) -> tuple[CheckName, ...]:
-        if isinstance(self.change, ShowSettings):
+        if isinstance(self.change, SHOWN):
             return ("claim", "access")
         return ("claim", "access", "admin")
 

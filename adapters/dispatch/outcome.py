@@ -68,6 +68,11 @@ class Said:
     text: str
     trace: Trace | None = None
     """``ShowTrace``: the trace to show (its files, its link), ``text`` naming it."""
+    form: str | None = None
+    """``EditPersona``: the persona as it is, for the platform's form (``text`` is empty)."""
+    failed: bool = False
+    """Nothing was changed (an unknown name, a persona too long, the store away): a form
+    the change came from stays open with ``text`` as its error."""
 
 
 Outcome = Refusal | Drop | Done | Said

@@ -1,7 +1,8 @@
 """``/ask-settings`` words that are shared intents (``adapters.dispatch.commands``):
-``show`` (or nothing), ``verbosity LEVEL``, ``usage``, ``reset`` and ``trace`` (plan
-decision 7: not new slash commands, so the app's manifest does not change). The other words
-(``model``, ``prompt``, ``tools``, ``memory``) stay with ``adapters.slack.settings_commands``.
+``show`` (or nothing), ``verbosity LEVEL``, ``model [NAME|default]``, ``tools [NAME]``,
+``usage``, ``reset`` and ``trace`` (plan decision 7: not new slash commands, so the app's
+manifest does not change). ``prompt`` (a modal: ``EditPersona``, then ``SetPersona``),
+``memory`` and ``schedule`` are ``adapters.slack.settings_commands``'.
 
 A slash command names no thread (Slack does not offer commands in threads), and with
 ``redis.per_thread`` each answer in a channel is a conversation of its own, in its thread.
@@ -30,10 +31,14 @@ from adapters.dispatch.intents import (
     Command,
     PlaceKind,
     Reset,
+    SetModel,
     Settings,
     SetVerbosity,
+    ShowModels,
     ShowSettings,
+    ShowTools,
     ShowTrace,
+    ToggleTool,
     Usage,
     Where,
 )
@@ -60,6 +65,14 @@ def intent_of(words: Sequence[str]) -> tuple[type[Command], dict[str, Any]] | No
             return Settings, {"change": ShowSettings()}
         case ["verbosity", level] if level in (*VERBOSITIES, "default"):
             return Settings, {"change": SetVerbosity(None if level == "default" else level)}  # type: ignore[arg-type]
+        case ["model"]:
+            return Settings, {"change": ShowModels()}
+        case ["model", name]:
+            return Settings, {"change": SetModel(name)}
+        case ["tools"]:
+            return Settings, {"change": ShowTools()}
+        case ["tools", name]:
+            return Settings, {"change": ToggleTool(name)}
         case ["usage"]:
             return Usage, {}
         case ["reset"]:
@@ -94,18 +107,26 @@ class SharedCommands:
         kind, given = found
         if kind in (Reset, ShowTrace):
             given = {**given, "threads": lambda: self._threads(question.channel)}
-        intent = kind(event=question.claim_key, actor=self.actor(question),
-                      where=_where(question), **given)  # fmt: skip
-        work = asyncio.ensure_future(self.handlers.dispatch(intent))
+        work = asyncio.ensure_future(self.dispatch(command, kind, **given))
         done, _ = await asyncio.wait({work}, timeout=ACK_WITHIN)
         if done:
-            await ack(text=self._text(work.result()), response_type="ephemeral")
+            await ack(text=self.text(work.result()), response_type="ephemeral")
             return True
         await ack()  # Slack's 3 s: the reply follows through the command's response_url
-        text = self._text(await work)
+        text = self.text(await work)
         if text:
             await self.tell(question, text)
         return True
+
+    async def dispatch(
+        self, command: dict[str, Any], kind: type[Command], **given: Any
+    ) -> Refusal | Drop | Said:
+        """``command`` (a slash command's payload, or one a form's submission stands for)
+        as its intent, through the shared checks and handler."""
+        question = from_command(command)
+        intent = kind(event=question.claim_key, actor=self.actor(question),
+                      where=_where(question), **given)  # fmt: skip
+        return await self.handlers.dispatch(intent)
 
     def actor(self, question: Question) -> Actor:
         admin = self.handlers.policy.admin(question.user)
@@ -123,7 +144,7 @@ class SharedCommands:
         messages = answer.get("messages") or []
         return [str(m["ts"]) for m in messages if isinstance(m, dict) and m.get("ts")]
 
-    def _text(self, outcome: Refusal | Drop | Said) -> str:
+    def text(self, outcome: Refusal | Drop | Said) -> str:
         """The outcome as mrkdwn (every outside text in it escaped); "" for a redelivery."""
         if isinstance(outcome, Drop):
             return ""

@@ -1,12 +1,13 @@
-"""``/ask-settings``: a channel's model, persona and tools, ``/ask-settings memory
+"""``/ask-settings``: the persona's modal (``prompt``), ``/ask-settings memory
 [list|forget ID|clear [channel]]`` (``adapters.dispatch.memory``, answered ephemerally: only
 the person sees their memories) and ``/ask-settings schedule add|list|pause|resume|delete|run``
-(``adapters.dispatch.schedule``). ``show``, ``verbosity``, ``usage``, ``reset`` and ``trace``
-go to the shared handlers first (``adapters.slack.commands``).
+(``adapters.dispatch.schedule``). ``show``, ``verbosity``, ``model``, ``tools``, ``usage``,
+``reset`` and ``trace`` go to the shared handlers first (``adapters.slack.commands``).
 
-Anyone may read them (``tools``, ``model``); changing them needs an admin
-(``slack.admin_users``). The persona is edited in a modal; its submission is checked again,
-since the admin list may change while it is open.
+The persona is the shared ``Settings`` intent too: ``prompt`` is ``EditPersona`` (an admin's,
+``slack.admin_users``: the modal opens with the persona as it is), and the modal's
+submission ``SetPersona``, checked again (the admin list may change while it is open); a
+refusal or a persona that cannot be kept is the modal's error, so its text is not lost.
 """
 
 from __future__ import annotations
@@ -16,9 +17,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 from slack_bolt.context.ack.async_ack import AsyncAck
 
 from adapters import words as sentences  # "words" names a command's words here
-from adapters.channels import ChoiceError
 from adapters.dispatch import memory, schedule
-from adapters.dispatch.intents import Actor, Memory, Where
+from adapters.dispatch.intents import Actor, EditPersona, Memory, SetPersona, Settings, Where
+from adapters.dispatch.outcome import Drop, Refusal, Said
 from adapters.slack.markdown import escape
 from adapters.slack.modals import INPUT_BLOCK, persona_modal, read_persona
 from adapters.slack.payloads import memory_where, plain_text
@@ -27,14 +28,12 @@ from core.prompt import PERSONA_CHARS
 from core.schedules import Place
 
 if TYPE_CHECKING:
-    from adapters.channels import ChannelChoices
     from adapters.dispatch.schedule import ScheduleDesk
     from adapters.policy import Policy
     from adapters.slack.commands import SharedCommands
     from adapters.slack.places import SlackPlaces
     from core.agent import Agent
 
-ONLY_ADMINS = sentences.ONLY_ADMINS
 SETTINGS_USAGE = (
     "Usage: `/ask-settings show`, `/ask-settings usage`, `/ask-settings reset`, "
     "`/ask-settings trace`, "
@@ -55,7 +54,6 @@ class Bot(Protocol):
 
     agent: Agent
     policy: Policy
-    choices: ChannelChoices
     places: SlackPlaces
     shared: SharedCommands
 
@@ -75,9 +73,9 @@ class SettingsCommands:
         """The schedule command's handler, while ``serve`` runs schedules."""
 
     async def on_settings(self, ack: AsyncAck, command: dict[str, Any]) -> None:
-        """``show``, ``verbosity LEVEL``, ``usage``, ``reset`` and ``trace`` are the shared
-        handlers' (``adapters.slack.commands``); ``model``, ``prompt``, ``tools`` and
-        ``memory`` are answered here."""
+        """``show``, ``verbosity LEVEL``, ``model``, ``tools``, ``usage``, ``reset`` and
+        ``trace`` are the shared handlers' (``adapters.slack.commands``); ``prompt``,
+        ``memory`` and ``schedule`` are answered here."""
         words = plain_text(str(command.get("text", ""))).split()
         if await self.bot.shared.run(ack, command, words):
             return
@@ -88,48 +86,25 @@ class SettingsCommands:
             said = plain_text(str(command.get("text", ""))).strip()[len("schedule") :]
             await ack(text=await self._schedule(command, said), response_type="ephemeral")
             return
-        if words and words[0] in ("model", "prompt", "tools"):
-            await self._change_setting(ack, command, words)
+        if words == ["prompt"]:
+            await self._persona_form(ack, command)
             return
         await ack(text=SETTINGS_USAGE, response_type="ephemeral")
 
-    async def _change_setting(
-        self, ack: AsyncAck, command: dict[str, Any], words: list[str]
-    ) -> None:
-        """``model NAME|default``, ``prompt`` (a modal), ``tools [NAME]``; changes need an
-        admin, listing the tools does not."""
+    async def _persona_form(self, ack: AsyncAck, command: dict[str, Any]) -> None:
+        """``prompt``: the persona's modal, for an admin (``EditPersona``), with the persona
+        as it is."""
+        outcome = await self.bot.shared.dispatch(command, Settings, change=EditPersona())
+        if not isinstance(outcome, Said) or outcome.form is None:
+            await ack(text=self.bot.shared.text(outcome), response_type="ephemeral")
+            return
+        await ack()
         team, channel = str(command.get("team_id", "")), str(command.get("channel_id", ""))
-        key, user = settings_key(team, channel), str(command.get("user_id", ""))
-        if words == ["tools"]:
-            await ack(
-                text=escape(await self.bot.choices.tools_line(key)), response_type="ephemeral"
-            )
-            return
-        if words[0] == "model" and len(words) == 1:
-            await ack(text=escape(self.bot.choices.choices()), response_type="ephemeral")
-            return
-        if len(words) > 2 or (words[0] == "prompt" and len(words) != 1):
-            await ack(text=SETTINGS_USAGE, response_type="ephemeral")
-            return
-        if not self.bot.policy.admin(user):
-            await ack(text=ONLY_ADMINS, response_type="ephemeral")
-            return
-        if words[0] == "prompt":
-            await ack()
-            current = await self.bot.choices.persona(key)
-            view = persona_modal(key, channel, current, PERSONA_CHARS)
-            problem = await self.bot.open_modal(str(command.get("trigger_id", "")), view)
-            if problem is not None:
-                await self.bot.ephemeral(channel, user, f"I could not open the form: {problem}.")
-            return
-        try:
-            if words[0] == "model":
-                reply = await self.bot.choices.set_model(key, words[1])
-            else:
-                reply = await self.bot.choices.toggle_tool(key, words[1])
-        except ChoiceError as exc:
-            reply = f":warning: {exc}"
-        await ack(text=escape(reply), response_type="ephemeral")
+        view = persona_modal(settings_key(team, channel), channel, outcome.form, PERSONA_CHARS)
+        problem = await self.bot.open_modal(str(command.get("trigger_id", "")), view)
+        if problem is not None:
+            user = str(command.get("user_id", ""))
+            await self.bot.ephemeral(channel, user, f"I could not open the form: {problem}.")
 
     async def _memory(self, command: dict[str, Any], words: list[str]) -> str:
         """``memory ...``: the shared handler, said ephemerally (in a channel too)."""
@@ -188,19 +163,25 @@ class SettingsCommands:
         return await self.schedules.reply(intent, escape=escape, room=3000)
 
     async def on_persona(self, ack: AsyncAck, body: dict[str, Any], view: dict[str, Any]) -> None:
+        """The persona's modal submitted: ``SetPersona``, by whoever submits it now."""
         read = read_persona(view)
-        user = str(body.get("user", {}).get("id", ""))
+        user = body.get("user") or {}
         if read is None:
             await ack()
             return
-        key, channel, text = read
-        if not self.bot.policy.admin(user):  # an admin list may change meanwhile
-            await ack(response_action="errors", errors={INPUT_BLOCK: ONLY_ADMINS})
-            return
-        try:
-            reply = await self.bot.choices.set_persona(key, text)
-        except ChoiceError as exc:
-            await ack(response_action="errors", errors={INPUT_BLOCK: str(exc)})
+        _, channel, text = read
+        team = str((body.get("team") or {}).get("id") or user.get("team_id") or "")
+        command = {  # the submission as the command it finishes: who, where, once
+            "team_id": team,
+            "channel_id": channel,
+            "user_id": str(user.get("id", "")),
+            "user_name": str(user.get("username") or user.get("name") or ""),
+            "trigger_id": str(body.get("trigger_id") or view.get("id", "")),
+        }
+        outcome = await self.bot.shared.dispatch(command, Settings, change=SetPersona(text))
+        if isinstance(outcome, Refusal) or (isinstance(outcome, Said) and outcome.failed):
+            await ack(response_action="errors", errors={INPUT_BLOCK: outcome.text[:150]})
             return
         await ack()
-        await self.bot.ephemeral(channel, user, reply)
+        if not isinstance(outcome, Drop):
+            await self.bot.ephemeral(channel, command["user_id"], self.bot.shared.text(outcome))

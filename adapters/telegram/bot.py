@@ -61,6 +61,7 @@ from adapters.dispatch.intents import (
     Command,
     Decide,
     Reset,
+    ShowPersona,
     ShowTrace,
     Stop,
     Vote,
@@ -72,7 +73,7 @@ from adapters.pacing import EditPacer
 from adapters.policy import Policy
 from adapters.room import Room
 from adapters.telegram.asker import Asker, conversation_of
-from adapters.telegram.commands import COMMANDS, SettingsCommands
+from adapters.telegram.commands import COMMANDS, PERSONA_USAGE, SettingsCommands
 from adapters.telegram.files import HEARD, TelegramFiles, typing
 from adapters.telegram.intents import actor_of, is_group, said_html, shared_command, where_of
 from adapters.telegram.render import (
@@ -456,11 +457,14 @@ class TelegramBot:
             argument = f"{rest} {argument}" if argument else rest
         command = head.removeprefix("/").partition("@")[0].lower()
         shared = shared_command(command, argument.strip())
-        if shared is not None:  # settings, verbosity, usage: the shared handlers'
+        if shared is not None:  # every settings command but a /verbosity without a level
             if (done := await self._command(shared[0], update, **shared[1])) is not None:
-                await self.say_html(asker, said_html(done[1]))
+                outcome = done[1]
+                if isinstance(outcome, Said) and shared[1].get("change") == ShowPersona():
+                    outcome = Said(f"{outcome.text} {PERSONA_USAGE}")
+                await self.say_html(asker, said_html(outcome))
             return
-        reply = await self.commands.run(command, asker, argument)
+        reply = await self.commands.run(command, asker)
         shown, _ = markdown_html(cut(reply, 3500))
         await self.say_html(asker, shown)
 

@@ -19,9 +19,9 @@ chat only ``telegram.admins`` may change them, as in Discord's DMs.
     /usage                             the tokens you used today
 
 ``/memory [list|forget ID|clear [channel]]`` is the shared memory command
-(``adapters.dispatch.memory``), said privately. ``/settings``, ``/usage`` and ``/verbosity
-LEVEL`` are the shared handlers' (``adapters.dispatch.commands``, translated in
-``adapters.telegram.intents``); the rest are this module's until they are intents too. Telegram has no message only one member of a group sees. In a private chat the reply is
+(``adapters.dispatch.memory``), said privately. The settings commands are the shared
+handlers' (``adapters.dispatch.commands``, translated in ``adapters.telegram.intents``); only
+how to use ``/verbosity`` and ``/persona`` is this module's. Telegram has no message only one member of a group sees. In a private chat the reply is
 there. In a group, ``forget`` and ``clear`` answer in the group (their reply names an id or a
 count, never a memory's text); the list goes to the person's private chat with the bot
 (more private than the group, so the travel rule holds), and when Telegram refuses that (they
@@ -36,14 +36,12 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Protocol
 
 from telegram import Bot
 from telegram.error import TelegramError
 
 from adapters import words
-from adapters.channels import ChoiceError
 from adapters.dispatch import memory
 from adapters.dispatch.intents import Actor, Where
 from adapters.dispatch.intents import Memory as MemoryIntent
@@ -63,6 +61,8 @@ ADMINS_TTL = 60.0
 ONLY_ADMINS = words.ONLY_ADMINS
 COMMANDS = ("settings", "verbosity", "model", "persona", "tools", "usage")
 VERBOSITY_USAGE = "Usage: /verbosity full|compact|answer|default"
+PERSONA_USAGE = "/persona TEXT sets it (admins); /persona clear clears it."
+"""After the persona's length (``/persona`` alone): how to change it, in Telegram's commands."""
 MEMORY_ROOM = 3500
 """Characters of one listing (a Telegram message holds 4,096 after entities)."""
 
@@ -122,60 +122,14 @@ class SettingsCommands:
             return True
         return asker.user in await self.admins.of(asker.chat)
 
-    async def run(self, command: str, asker: Asker, argument: str) -> str:
-        """The reply to ``/command argument`` (Markdown-ish shared wording): ``/model``,
-        ``/persona``, ``/tools`` and a ``/verbosity`` without a level (``/settings``,
-        ``/usage`` and ``/verbosity LEVEL`` go to ``adapters.dispatch``)."""
+    async def run(self, command: str, asker: Asker) -> str:
+        """The reply to a settings command that is no intent: a ``/verbosity`` without a
+        level (the others go to ``adapters.dispatch``: ``intents.shared_command``)."""
         if command not in COMMANDS:
             return "That is not one of my commands."
         if (refused := await self.bot.refusal(asker)) is not None:
             return refused
-        handler = getattr(self, f"_{command}")
-        reply: str = await handler(asker, argument.strip())
-        return reply
-
-    @staticmethod
-    def _key(asker: Asker) -> str:
-        """Where the chat's settings are kept: the chat's, its topics' too."""
-        return f"telegram:{asker.chat}"
-
-    async def _verbosity(self, asker: Asker, argument: str) -> str:
-        """Only a ``/verbosity`` without a level gets here (a level is the shared
-        handlers': ``adapters.telegram.intents.shared_command``)."""
-        del asker, argument
         return VERBOSITY_USAGE
-
-    async def _model(self, asker: Asker, argument: str) -> str:
-        choices = self.bot.answering.choices
-        if not argument:
-            return choices.choices()
-        return await self._change(asker, lambda key: choices.set_model(key, argument))
-
-    async def _persona(self, asker: Asker, argument: str) -> str:
-        choices = self.bot.answering.choices
-        if not argument:
-            current = await choices.persona(self._key(asker))
-            said = f"This chat's persona is {len(current):,} characters." if current else (
-                "This chat has no persona."
-            )  # fmt: skip
-            return f"{said} /persona TEXT sets it (admins); /persona clear clears it."
-        text = "" if argument.lower() == "clear" else argument
-        return await self._change(asker, lambda key: choices.set_persona(key, text))
-
-    async def _tools(self, asker: Asker, argument: str) -> str:
-        choices = self.bot.answering.choices
-        if not argument:
-            return await choices.tools_line(self._key(asker))
-        return await self._change(asker, lambda key: choices.toggle_tool(key, argument))
-
-    async def _change(self, asker: Asker, change: Callable[[str], Awaitable[str]]) -> str:
-        """An admin's change of this chat's settings; the reply says what it is now."""
-        if not await self.is_admin(asker):
-            return ONLY_ADMINS
-        try:
-            return await change(self._key(asker))
-        except ChoiceError as exc:
-            return f"⚠️ {exc}"
 
     async def memory(self, asker: Asker, name: str, argument: str) -> None:
         """``/memory argument`` from ``asker``: the shared handler, said privately (below)."""

@@ -12,9 +12,15 @@ from adapters.dispatch.intents import (
     Actor,
     Command,
     PlaceKind,
+    SetModel,
+    SetPersona,
     Settings,
     SetVerbosity,
+    ShowModels,
+    ShowPersona,
     ShowSettings,
+    ShowTools,
+    ToggleTool,
     Usage,
     Where,
 )
@@ -54,16 +60,30 @@ def said_html(outcome: Refusal | Drop | Said) -> str:
 
 
 def shared_command(command: str, argument: str) -> tuple[type[Command], dict[str, Any]] | None:
-    """``/settings``, ``/verbosity LEVEL`` and ``/usage`` as the intent (and its fields) the
-    shared handlers take; None for the other settings commands, and for a ``/verbosity``
-    without a level (``adapters.telegram.commands`` says how to use it)."""
-    if command == "usage":
-        return Usage, {}
-    if command == "settings":
-        return Settings, {"change": ShowSettings()}
-    if command == "verbosity" and argument in LEVELS:
-        level = None if argument == "default" else argument
-        return Settings, {"change": SetVerbosity(level)}  # type: ignore[arg-type]
+    """``/settings``, ``/verbosity LEVEL``, ``/model [NAME|default]``, ``/persona
+    [TEXT|clear]``, ``/tools [NAME]`` and ``/usage`` as the intent (and its fields) the
+    shared handlers take; None for a ``/verbosity`` without a level, or no command of
+    these (``adapters.telegram.commands`` says how to use them)."""
+    match command, argument:
+        case "usage", _:
+            return Usage, {}
+        case "settings", _:
+            return Settings, {"change": ShowSettings()}
+        case "verbosity", level if level in LEVELS:
+            chosen = None if level == "default" else level
+            return Settings, {"change": SetVerbosity(chosen)}  # type: ignore[arg-type]
+        case "model", "":
+            return Settings, {"change": ShowModels()}
+        case "model", name:
+            return Settings, {"change": SetModel(name)}
+        case "persona", "":
+            return Settings, {"change": ShowPersona()}
+        case "persona", text:
+            return Settings, {"change": SetPersona("" if text.lower() == "clear" else text)}
+        case "tools", "":
+            return Settings, {"change": ShowTools()}
+        case "tools", name:
+            return Settings, {"change": ToggleTool(name)}
     return None
 
 

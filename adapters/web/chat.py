@@ -55,6 +55,7 @@ from typing import Any
 
 from aiohttp import web
 
+from adapters import words
 from adapters.attachments import ConversationFiles
 from adapters.channels import ChannelChoices
 from adapters.dispatch.checks import Ticket
@@ -709,6 +710,14 @@ class WebChat:
             return session, await self.uploads.read(request)
         try:
             body = await request.json()
+        except web.HTTPRequestEntityTooLarge as exc:  # said in words, as JSON, like the rest
+            raise web.HTTPRequestEntityTooLarge(
+                BODY_BYTES,
+                request.content_length or BODY_BYTES + 1,
+                text=json.dumps({"error": words.REQUEST_TOO_BIG, "reason": "question"}),
+                content_type="application/json",
+                headers=self.headers,
+            ) from exc
         except (ValueError, UnicodeDecodeError):
             body = None
         if not isinstance(body, dict):

@@ -1,7 +1,15 @@
 """The web chat's commands, each a translation into its intent for the shared handlers
-(``adapters.dispatch.commands``): ``POST /api/settings`` (``{}``: shown; ``{"verbosity":
-LEVEL}``: changed), ``/api/verbosity`` (the page's picker, the same change), ``/api/usage``,
-``/api/reset``, ``/api/trace`` and ``/api/vote`` (``{"run": ID, "vote": "up"|"down"}``).
+(``adapters.dispatch.commands``): ``POST /api/settings``, ``/api/verbosity`` (the page's
+picker, the same route), ``/api/usage``, ``/api/reset``, ``/api/trace`` and ``/api/vote``
+(``{"run": ID, "vote": "up"|"down"}``). ``/api/settings`` takes one of::
+
+    {}                                    the settings shown
+    {"verbosity": LEVEL|"default"}        what the session sees
+    {"model": NAME|"default"}             its model; "" lists the catalogue
+    {"persona": TEXT}                     its persona; "" clears it
+    {"tool": NAME}                        a tool on <-> off; "" lists them
+    {"show": "models"|"persona"|"tools"}  one of them shown
+    {"edit": "persona"}                   the persona as it is, to edit: ``{"form": TEXT}``
 
 Each answers ``{"said": TEXT}`` (and ``/api/trace`` the trace, as its Markdown and its
 link), or ``{"error": TEXT, "reason": …}`` with a 4xx status when refused. Texts are JSON
@@ -11,6 +19,7 @@ its own place: its person is the only one there, and so may change its settings.
 
 from __future__ import annotations
 
+import json
 import secrets
 from collections.abc import Callable
 from typing import Any, Literal, Protocol
@@ -22,11 +31,19 @@ from adapters.dispatch.commands import Commands
 from adapters.dispatch.intents import (
     Actor,
     Command,
+    EditPersona,
     Reset,
+    SetModel,
+    SetPersona,
     Settings,
+    SettingsChange,
     SetVerbosity,
+    ShowModels,
+    ShowPersona,
     ShowSettings,
+    ShowTools,
     ShowTrace,
+    ToggleTool,
     Usage,
     Vote,
     Where,
@@ -90,13 +107,14 @@ class CommandRoutes:
 
     async def settings(self, request: web.Request) -> web.Response:
         session, body = await self.chat._post(request)
-        if "verbosity" not in body:
-            return await self._said(session, Settings, change=ShowSettings())
-        chosen = str(body["verbosity"])
-        if chosen not in (*VERBOSITIES, "default"):
-            return self.chat._json({"error": words.VERBOSITY_CHOICES, "reason": "question"}, 400)
-        level: Verbosity | None = None if chosen == "default" else chosen  # type: ignore[assignment]
-        return await self._said(session, Settings, change=SetVerbosity(level))
+        if "verbosity" in body:
+            chosen = str(body["verbosity"])
+            if chosen not in (*VERBOSITIES, "default"):
+                problem = {"error": words.VERBOSITY_CHOICES, "reason": "question"}
+                return self.chat._json(problem, 400)
+            level: Verbosity | None = None if chosen == "default" else chosen  # type: ignore[assignment]
+            return await self._said(session, Settings, change=SetVerbosity(level))
+        return await self._said(session, Settings, change=change_of(body))
 
     async def usage(self, request: web.Request) -> web.Response:
         session, _ = await self.chat._post(request)
@@ -142,4 +160,35 @@ class CommandRoutes:
             return self.chat._json({"error": outcome.text, "reason": outcome.reason}, 403)
         if isinstance(outcome, Drop):
             return self.chat._json({"ok": True, "dropped": outcome.reason}, 202)
+        if outcome.failed:  # nothing changed: said, and marked so
+            return self.chat._json({"said": plain(outcome.text), "failed": True})
+        if outcome.form is not None:  # the persona to edit, as text (never markup)
+            return self.chat._json({"said": "", "form": outcome.form})
         return self.chat._json({"said": plain(outcome.text)})
+
+
+def change_of(body: dict[str, Any]) -> SettingsChange:
+    """The settings change a ``/api/settings`` body asks for (the module's table)."""
+    if "model" in body:
+        name = _text(body["model"])
+        return SetModel(name) if name.strip() else ShowModels()
+    if "persona" in body:
+        return SetPersona(_text(body["persona"]))
+    if "tool" in body:
+        name = _text(body["tool"])
+        return ToggleTool(name) if name.strip() else ShowTools()
+    if body.get("edit") == "persona":
+        return EditPersona()
+    shown = body.get("show")
+    if shown == "models":
+        return ShowModels()
+    if shown == "persona":
+        return ShowPersona()
+    if shown == "tools":
+        return ShowTools()
+    return ShowSettings()
+
+
+def _text(value: object) -> str:
+    """A field as text (a number or null too: what the page sent, never an error)."""
+    return value if isinstance(value, str) else "" if value is None else json.dumps(value)

@@ -206,6 +206,52 @@ async def settings_by_other_refused(d: Driver) -> None:
     assert await d.settings("other", "verbosity", "answer") == normalise(words.ONLY_ADMINS)
 
 
+PERSONA = "Answer in French, briefly."
+CHOSEN: list[Turn | str] = ["Thought: I know.\nFinal Answer: Bien."]
+
+
+async def choices_by_admin(d: Driver) -> None:
+    """An admin sets the place's model, turns a tool off and sets its persona, each told so
+    in the shared words; the next run here uses them."""
+    assert await d.settings("admin", "model", "default") == normalise(words.model_set(None))
+    off = normalise(words.tool_now("calculate", False))
+    assert await d.settings("admin", "tools", "calculate") == off
+    assert await d.settings("admin", "persona", PERSONA) == normalise(
+        words.persona_set(len(PERSONA))
+    )
+    asked = await d.ask("admin", QUESTION)  # the web's place is the admin's own session
+    assert "Bien." in await d.final_text(asked)
+    await d.settled()
+    system = d.model.calls[0].messages[0]["content"]
+    assert PERSONA in system and "- calculate:" not in system
+
+
+async def choices_by_other_refused(d: Driver) -> None:
+    """Someone else may not change them: the same refusal for each, nothing changed."""
+    for name, value in (("model", "default"), ("tools", "calculate"), ("persona", PERSONA)):
+        assert await d.settings("other", name, value) == normalise(words.ONLY_ADMINS), name
+
+
+HOSTILE_NAME = "<@U1ADA>@everyone`**x**`<b>\u202e"
+
+
+async def choices_hostile(d: Driver) -> None:
+    """What no catalogue or registry has, and a persona of 100k characters in any script
+    with control characters: a clear, bounded reply each, naming nobody (no mention, no
+    broadcast: the name is shown inert)."""
+    said = await d.settings("admin", "model", HOSTILE_NAME)
+    assert said.startswith(normalise(words.choice_refused("There is no model named")))
+    assert "@" not in said and len(said) < 400
+    said = await d.settings("admin", "tools", HOSTILE_NAME)
+    assert said.startswith(normalise(words.choice_refused("There is no tool named")))
+    assert "@" not in said and len(said) < 400
+    huge = "Ωмир漢字🙂\x00\x07\u202e@everyone " * 5_000  # 100k characters
+    said = await d.settings("admin", "persona", huge)
+    if said != normalise(words.REQUEST_TOO_BIG):  # the web's transport refuses it first
+        assert said.startswith(normalise(words.choice_refused("The persona is")))
+        assert "the limit is 2,000" in said and len(said) < 200
+
+
 async def usage(d: Driver) -> None:
     """Anyone may read what they have used today (``core.budgets``' words)."""
     asked = await d.ask("asker", QUESTION)
@@ -279,6 +325,14 @@ SCENARIOS = (
         [],
         skips={"web": "a web session is its own place: nobody else can reach its settings"},
     ),
+    Scenario("choices_by_admin", choices_by_admin, CHOSEN),
+    Scenario(
+        "choices_by_other_refused",
+        choices_by_other_refused,
+        [],
+        skips={"web": "a web session is its own place: nobody else can reach its settings"},
+    ),
+    Scenario("choices_hostile", choices_hostile, []),
     Scenario("usage", usage, CALC),
     Scenario("busy_at_room_limit", busy_at_room_limit, STALLING, room=1),
     Scenario(

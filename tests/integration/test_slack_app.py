@@ -957,7 +957,7 @@ async def test_an_admin_picks_the_channels_model_and_a_question_may_pick_its_own
     big, small = answers("from big", "big-model-v2"), answers("from small", "small-1")
     h: Harness = await make([], catalogue={"big": big, "small": small})
     assert await settings(h, "model big", user=ASKER) == (words.ONLY_ADMINS)
-    assert (await settings(h, "model huge")).startswith(":warning: There is no model named 'huge'.")
+    assert (await settings(h, "model huge")).startswith("⚠️ There is no model named 'huge'.")
     assert await settings(h, "model big") == "This channel now uses `big`."
     await h.ask("Which model?")
     await h.settled()

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from adapters import words
-from adapters.telegram.commands import ONLY_ADMINS
+from adapters.telegram.commands import ONLY_ADMINS, PERSONA_USAGE
 from core.scripted import Turn
 from tests.fakes.telegram_server import Message
 from tests.integration import test_telegram_bot
@@ -51,6 +51,10 @@ async def test_in_a_private_chat_anyone_reads_and_only_telegram_admins_change(ma
     assert (await h.stores.channel_settings.get(f"telegram:{CHAT}"))["prompt"] == (
         "You answer like a pirate.\nAlways."
     )
+    assert await _reply(h, h.fake.user_says(CHAT, "/persona")) == (
+        f"{words.persona_shown(33)} {PERSONA_USAGE}"
+    )
+    assert await _reply(h, h.fake.user_says(CHAT, "/persona clear")) == words.PERSONA_CLEARED
     usage = await _reply(h, h.fake.user_says(CHAT, "/usage"))
     assert "token" in usage.lower()
     assert h.fake.of("getChatAdministrators") == []  # a private chat has none to ask for

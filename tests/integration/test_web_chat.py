@@ -330,6 +330,22 @@ async def test_the_commands_answer_the_shared_words_as_json_text(make: Any, even
     assert shown["trace"]["id"] == final["run"] and hostile in shown["trace"]["markdown"]
     status, settings = await c.post("/api/settings", {})
     assert status == 200 and "Verbosity" in settings["said"] and "**" not in settings["said"]
+    assert await c.post("/api/settings", {"model": ""}) == (200, {"said": words.models_line([])})
+    assert (await c.post("/api/settings", {"show": "tools"}))[1]["said"].startswith("Tools: ")
+    assert await c.post("/api/settings", {"persona": "Be brief."}) == (
+        200, {"said": words.persona_set(9)}
+    )  # fmt: skip
+    assert await c.post("/api/settings", {"edit": "persona"}) == (
+        200, {"said": "", "form": "Be brief."}
+    )  # fmt: skip
+    status, unknown = await c.post("/api/settings", {"tool": "<b>@everyone</b>"})
+    assert status == 200 and unknown["failed"] is True and "<" not in unknown["said"]
+    assert await c.post("/api/settings", {"persona": "x" * 70_000}) == (
+        413, {"error": words.REQUEST_TOO_BIG, "reason": "question"}
+    )  # fmt: skip
+    assert await c.post("/api/settings", {"show": "persona"}) == (
+        200, {"said": words.persona_shown(9)}
+    )  # fmt: skip
     assert (await c.post("/api/usage", {}))[1]["said"].startswith("You have used")
     vote = {"run": final["run"], "vote": "up"}
     assert await c.post("/api/vote", vote) == (200, {"said": words.vote_kept("up")})

@@ -123,7 +123,7 @@ class Down(InMemoryChannelSettings):
 async def test_with_the_store_away_runs_take_defaults_and_changes_say_so() -> None:
     c = ChannelChoices(Down(), {"big": ScriptedModel([])}, tools("search"))
     assert (await c.for_run("k")).model is None
-    with pytest.raises(ChoiceError, match="shared store is unavailable"):
+    with pytest.raises(StoreUnavailable):
         await c.set_model("k", "big")
 
 

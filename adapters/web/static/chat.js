@@ -371,6 +371,21 @@
       statusLine.textContent = result.data.said || "A new conversation.";
     }
   });
+  // the session's model, persona and tools: the same settings the other surfaces change
+  document.getElementById("model").addEventListener("click", function () {
+    const name = window.prompt("Model: a name from the catalogue, or default. Empty lists them.", "");
+    if (name !== null) command("/api/settings", { model: name });
+  });
+  document.getElementById("tools").addEventListener("click", function () {
+    const name = window.prompt("A tool to turn on or off. Empty lists them.", "");
+    if (name !== null) command("/api/settings", { tool: name });
+  });
+  document.getElementById("persona").addEventListener("click", async function () {
+    const current = await post("/api/settings", { edit: "persona" });
+    if (!current.ok || typeof current.data.form !== "string") { if (current.ok) told(current.data.said); return; }
+    const text = window.prompt("Persona: tone, focus or language for answers here. Empty clears it.", current.data.form);
+    if (text !== null) command("/api/settings", { persona: text });
+  });
   document.getElementById("usage").addEventListener("click", function () { command("/api/usage", {}); });
   document.getElementById("trace").addEventListener("click", showTrace);
   verbosity.value = verbosity.dataset.current || "full";

@@ -192,8 +192,31 @@ class DiscordDriver:
         return await self._answer(press)
 
     async def settings(self, who: Persona, name: str, value: str) -> Said:
-        options = {"level": value} if name == "verbosity" else {name: value}
-        return await self._command(who, "reactbot", options, subcommand=name)
+        if name == "persona":
+            return await self._persona(who, value)
+        option = {"verbosity": "level", "model": "name", "tools": "tool"}[name]
+        return await self._command(who, "reactbot", {option: value}, subcommand=name)
+
+    async def _persona(self, who: Persona, text: str) -> Said:
+        """``/reactbot prompt``, then its form submitted with ``text`` (an admin's)."""
+        uid, user_name, roles = PEOPLE[who]
+        opened = self.h.fake.interaction_create(
+            "reactbot", None, author_id=uid, user_name=user_name, roles=roles,
+            subcommand="prompt", channel_id=CHANNEL_ID,
+        )  # fmt: skip
+        self.h.fake.remember_interaction(opened)
+        await self.h.fake.dispatch("INTERACTION_CREATE", opened)
+        callback = await self.h.fake.wait_for_call(
+            lambda c: f"/interactions/{opened['id']}/" in c.path, within=10.0
+        )
+        if callback.json.get("type") != 9:  # 9: a modal; else refused
+            return normalise(str((callback.json.get("data") or {}).get("content")), NAMES)
+        submit = self.h.fake.modal_submit(
+            "reactbot:persona", {"persona": text}, author_id=uid, user_name=user_name, roles=roles
+        )
+        self.h.fake.remember_interaction(submit)
+        await self.h.fake.dispatch("INTERACTION_CREATE", submit)
+        return await self._answer(submit)
 
     async def usage(self, who: Persona) -> Said:
         return await self._command(who, "reactbot", subcommand="usage")

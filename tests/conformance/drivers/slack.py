@@ -215,7 +215,23 @@ class SlackDriver:
         return normalise(" ".join(str(c.args.get("text")) for c in said), NAMES)
 
     async def settings(self, who: Persona, name: str, value: str) -> Said:
-        return await self._settings(who, f"{name} {value}")
+        if name != "persona":
+            return await self._settings(who, f"{name} {value}")
+        opened = len(self.h.fake.views)
+        refused = await self._settings(who, "prompt")  # the modal, for an admin
+        if len(self.h.fake.views) == opened:
+            return refused
+        told = len(self.h.fake.calls("chat.postEphemeral"))
+        view = self.h.fake.views[-1]
+        submitted = self.h.fake.submission(view, {INPUT_BLOCK: value}, user=PEOPLE[who])
+        body = urllib.parse.urlencode({"payload": json.dumps(submitted)})
+        status, text, _ = await self.h.post(body, "application/x-www-form-urlencoded")
+        assert status == 200
+        if text.strip():  # the modal stays open with its error
+            return normalise(str(json.loads(text)["errors"][INPUT_BLOCK]), NAMES)
+        await eventually(lambda: len(self.h.fake.calls("chat.postEphemeral")) > told)
+        said = self.h.fake.calls("chat.postEphemeral")[-1].args["text"]
+        return normalise(str(said), NAMES)
 
     async def usage(self, who: Persona) -> Said:
         return await self._settings(who, "usage")

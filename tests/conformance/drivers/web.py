@@ -159,7 +159,8 @@ class WebDriver:
         return await self._command(handle.who, "/api/vote", {"run": run, "vote": value})
 
     async def settings(self, who: Persona, name: str, value: str) -> Said:
-        return await self._command(who, "/api/settings", {name: value})
+        field = {"tools": "tool"}.get(name, name)
+        return await self._command(who, "/api/settings", {field: value})
 
     async def usage(self, who: Persona) -> Said:
         return await self._command(who, "/api/usage", {})

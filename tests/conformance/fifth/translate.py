@@ -7,7 +7,8 @@ rest). Its refusals and replies are said privately to the person (an ephemeral n
     a message (in a channel or a thread)   -> Ask
     a button: stop / approve|edit|deny|always / retry / vote:up|down
                                            -> Stop / Decide / Retry (ask_again) / Vote
-    a command: reset, trace, usage, settings [verbosity LEVEL]
+    a command: reset, trace, usage, settings [verbosity LEVEL | model [NAME|default] |
+               persona [TEXT|clear] | tools [NAME]]
                                            -> Reset / ShowTrace / Usage / Settings
 """
 
@@ -31,11 +32,18 @@ from adapters.dispatch.intents import (
     Command,
     Decide,
     Reset,
+    SetModel,
+    SetPersona,
     Settings,
+    SettingsChange,
     SetVerbosity,
+    ShowModels,
+    ShowPersona,
     ShowSettings,
+    ShowTools,
     ShowTrace,
     Stop,
+    ToggleTool,
     Usage,
     Verdict,
     Vote,
@@ -189,17 +197,11 @@ class FifthSurface:
     async def on_command(
         self, person: str, channel: str, text: str, *, thread: str | None = None
     ) -> None:
-        name, *args = text.split() or [""]
+        name = (text.split() or [""])[0]
         kinds: dict[str, type[Command]] = {"reset": Reset, "trace": ShowTrace, "usage": Usage}
         if name in kinds:
             self._tell(person, await self._command(person, kinds[name], channel, thread))
-        elif name == "settings" and not args:
-            self._tell(
-                person,
-                await self._command(person, Settings, channel, thread, change=ShowSettings()),
-            )
-        elif name == "settings" and args[0] == "verbosity" and args[1:] and args[1] in VERBOSITIES:
-            change = SetVerbosity(args[1])
+        elif name == "settings" and (change := settings_change(text)) is not None:
             self._tell(
                 person, await self._command(person, Settings, channel, thread, change=change)
             )
@@ -226,3 +228,28 @@ class FifthSurface:
             self.platform.tell(person, shown)
         elif isinstance(outcome, Done) and outcome.ack:
             self.platform.tell(person, outcome.ack)
+
+
+def settings_change(text: str) -> SettingsChange | None:
+    """``settings [verbosity LEVEL | model [NAME] | persona [TEXT|clear] | tools [NAME]]``
+    as its change (a persona's text as typed, lines and all); None: none of these."""
+    _, what, rest = [*text.strip().split(None, 2), "", ""][:3]
+    rest = rest.strip()
+    match what, rest:
+        case "", _:
+            return ShowSettings()
+        case "verbosity", level if level in VERBOSITIES:
+            return SetVerbosity(cast(Any, level))
+        case "model", "":
+            return ShowModels()
+        case "model", name:
+            return SetModel(name)
+        case "persona", "":
+            return ShowPersona()
+        case "persona", persona:
+            return SetPersona("" if persona.lower() == "clear" else persona)
+        case "tools", "":
+            return ShowTools()
+        case "tools", tool:
+            return ToggleTool(tool)
+    return None
