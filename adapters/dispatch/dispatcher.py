@@ -96,10 +96,8 @@ class Dispatcher(Generic[W]):
         the asks that do not come through ``dispatch`` yet: slash commands, Retry)."""
         return Admitted(
             who=ask.who,
-            user=ask.actor.id,
-            key=ask.actor.key,
-            name=ask.actor.name,
-            admin=ask.actor.admin,
+            actor=ask.actor,
+            at=ask.where,
             place=settings_place(ask.where),
             question=ask.question,
             ident=ask.event,
