@@ -457,9 +457,10 @@ class EncodedHistories:
     the oldest encode their whole history again, which is only slower.
 
     A run that ended is forgotten at the next encode: its list is then held by nothing but
-    this cache (CPython's reference count says so), and the least recently used entries
-    that are so are dropped. Kept to ``limit``, ended runs held each one's whole history and
-    its JSON (tens of KB a run, ~10 MB at 256) whatever the concurrency: the soak's RSS
+    this cache (CPython's reference count says so), and every entry that is so is dropped,
+    wherever it is in the order (a run waiting long on an approval keeps no ended run behind
+    it; at most ``limit`` entries are looked at an encode). Kept to ``limit``, ended runs
+    held each one's whole history and its JSON (tens of KB a run, ~10 MB at 256) whatever the concurrency: the soak's RSS
     grew by that until the cache was full (issue 46)."""
 
     def __init__(self, *, limit: int = 256) -> None:
@@ -470,14 +471,13 @@ class EncodedHistories:
         return len(self._runs)
 
     def _forget_ended(self) -> None:
-        """Drop the least recently used runs whose list nobody else holds (ended runs)."""
+        """Drop every run whose list nobody else holds (ended runs), wherever it is in the
+        order: a run waiting long on an approval must not keep the ended ones behind it."""
         runs = self._runs
-        while runs:
-            oldest = next(iter(runs.values()))
-            # Two references: the entry's own and getrefcount's argument.
-            if sys.getrefcount(oldest.messages) > _HELD_ONLY_HERE:
-                return
-            runs.popitem(last=False)
+        # Two references: the entry's own and getrefcount's argument.
+        ended = [k for k, run in runs.items() if sys.getrefcount(run.messages) <= _HELD_ONLY_HERE]
+        for key in ended:
+            del runs[key]
 
     def encode(self, messages: Sequence[Message]) -> str:
         key = id(messages)

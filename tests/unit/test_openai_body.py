@@ -82,3 +82,18 @@ def test_a_run_that_ended_is_forgotten_at_the_next_encode() -> None:
     assert len(histories) == 2, "runs still going are kept"
     sent = json.loads(histories.encode(going))
     assert sent == wire_messages(going)
+
+
+def test_an_ended_run_behind_one_still_going_is_forgotten_too() -> None:
+    """The oldest entry waits long (an approval) and is not encoded again: the ended runs
+    after it are dropped all the same."""
+    histories = EncodedHistories(limit=256)
+    waiting: list[Message] = [{"role": "user", "content": "waits on an approval"}]
+    histories.encode(waiting)
+    ended: list[Message] = [{"role": "user", "content": "y" * 10_000}]
+    histories.encode(ended)
+    del ended
+    newer: list[Message] = [{"role": "user", "content": "newer"}]
+    histories.encode(newer)
+    assert len(histories) == 2, "the waiting run and the newer one; the ended one is gone"
+    assert json.loads(histories.encode(waiting)) == wire_messages(waiting)
