@@ -33,6 +33,7 @@ from typing import Any, Protocol, TypeVar
 from adapters import words
 from adapters.dispatch.checks import Admitted
 from adapters.dispatch.handlers.ask import Answering, Follower, Reply
+from adapters.dispatch.intents import Actor, Where
 from adapters.dispatch.outcome import Refusal
 from adapters.dispatch.schedule import ScheduleDesk
 from adapters.live import RunView, Verbosity
@@ -61,8 +62,13 @@ class SchedulePort(Protocol[A]):
         ...
 
     def asker(self, schedule: Schedule) -> tuple[A, str]:
-        """The surface's record of the owner at the schedule's place (for its access rule),
-        and where that place's settings and budget are kept."""
+        """The surface's record of the owner at the schedule's place (for its reply), and
+        where that place's settings and budget are kept."""
+        ...
+
+    def where(self, schedule: Schedule) -> Where:
+        """The schedule's place as the access rule reads it (``adapters.dispatch.access``):
+        its runs are asked there by its owner."""
         ...
 
     def reply(self, schedule: Schedule, ask: Admitted[A], header: str) -> Reply:
@@ -106,12 +112,13 @@ class ScheduledRuns:
         schedule = occurrence.schedule
         who, place = port.asker(schedule)
         answering = port.answering
+        owner = Actor(
+            schedule.place.platform, owner_id(schedule), schedule.owner, schedule.owner_name
+        )
         ask = Admitted(
             who=who,
-            user=owner_id(schedule),
-            key=schedule.owner,
-            name=schedule.owner_name,
-            admin=False,
+            actor=owner,
+            at=port.where(schedule),
             place=place,
             question=schedule.question,
             ident=occurrence.id,

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DECISION_GONE",
+    "DMS_CLOSED",
     "EDIT_BY_REPLY",
     "FILES_OFF",
     "FILES_QUEUED",
@@ -35,6 +36,7 @@ __all__ = [
     "NOT_A_FORM",
     "NOT_A_VOTE",
     "NOT_ITS_PLACE",
+    "NOT_LISTED",
     "NOT_MINE",
     "NOT_RUNNING",
     "NOT_SPOKEN",
@@ -76,6 +78,7 @@ __all__ = [
     "decide_refused",
     "decided",
     "deciders",
+    "dms_for_members",
     "edit_problem",
     "edit_refused",
     "heard_line",
@@ -83,10 +86,12 @@ __all__ = [
     "models_line",
     "no_such_model",
     "no_such_tool",
+    "not_here",
     "now_sees",
     "persona_set",
     "persona_shown",
     "persona_too_long",
+    "place_list",
     "run_time",
     "schedule_added",
     "schedule_changed",
@@ -301,6 +306,34 @@ def decide_refused(approvers: str, asker: str | None = None) -> str:
 
 
 # ---- refusals of a question (the admission chain: adapters.dispatch.checks) ---------------
+
+# Who may ask where (``adapters.dispatch.access``): one meaning on every surface; a surface
+# that can name its places (Slack's ``<#C1>``) passes them rendered, never its own sentence.
+NOT_LISTED = "Sorry, you're not on the list of people who can ask me questions here."
+DMS_CLOSED = "I don't answer direct messages here; ask me in a channel or group where I'm enabled."
+PLACES_SHOWN = 10
+"""The most places a refusal names (a long allow-list is cut, not recited)."""
+
+
+def place_list(names: Sequence[str]) -> str:
+    """The places a refusal names, as the surface rendered them, the first ``PLACES_SHOWN``."""
+    shown = ", ".join(names[:PLACES_SHOWN])
+    return f"{shown}, …" if len(names) > PLACES_SHOWN else shown
+
+
+def not_here(places: str = "") -> str:
+    """Asked in a space or place the bot is not enabled in; ``places``: where it is."""
+    if places:
+        return f"I'm not enabled here; I answer in {places}."
+    return "I'm not enabled here; try a channel or group where I am."
+
+
+def dms_for_members(places: str = "") -> str:
+    """A direct message to a bot restricted to some places, from someone who is not listed
+    and not a member of them."""
+    where = places or "the places I serve"
+    return f"I answer direct messages only for members of {where}; ask me there."
+
 
 RESTARTING = "reactbot is restarting; ask again in a moment."
 SHUTDOWN = "a bot restart"

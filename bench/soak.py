@@ -38,7 +38,10 @@ Printed per platform:
 ``SOAK_PROFILE=path`` writes where the bot's thread spent its time (sampled every 5 ms);
 ``SOAK_STUCK_AFTER=seconds`` writes each run that has gone on longer, with its task's stack;
 ``SOAK_TRACEMALLOC=path`` writes what the heap gained in the second half of the warm run, by
-the line and the stack that allocated it (to tell a leak from a cache filling).
+the line and the stack that allocated it (to tell a leak from a cache filling);
+``SOAK_OBJECTS=path`` writes RSS every 10 s and, from warm to end, what grew outside the
+heap's lines too: live objects by type (``gc.get_objects``), Python's allocated blocks,
+and the C allocator's arenas (``mallinfo2``) with ``MALLOC_ARENA_MAX`` as set.
 
 Capacity (issue 25 item 3): the largest ``--conversations`` with ``--reply realistic`` whose
 lag p99 is under 100 ms with 0 failed runs; docs/operations.md ("Sizing") has the figures.
@@ -61,10 +64,12 @@ import os
 import random
 import socket
 import sys
+import threading
 import time
 import urllib.parse
 import uuid
 import warnings
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -327,6 +332,99 @@ class Sampler:
                     out.write(f"{n / max(1, self.samples):6.1%}  {name}\n")
 
 
+class ObjectCounts:
+    """``SOAK_OBJECTS=path``: where RSS growth is, when tracemalloc finds it is not in
+    Python's heap: RSS sampled every 10 s, live objects by type, Python's allocated blocks
+    and glibc's ``mallinfo2`` (bytes the C allocator holds, in use or free) at warm and at
+    the end."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.rss: list[tuple[float, float]] = []
+        self.task = asyncio.create_task(self._sample())
+        self.warm: tuple[Counter[str], int, dict[str, int]] | None = None
+
+    @staticmethod
+    def _now() -> tuple[Counter[str], int, dict[str, int]]:
+        types: Counter[str] = Counter()
+        for o in gc.get_objects():
+            name = type(o).__qualname__
+            types[name] += 1
+            types[f"bytes of {name}"] += sys.getsizeof(o)  # shallow: the object, not its parts
+        return types, sys.getallocatedblocks(), _mallinfo()
+
+    async def _sample(self) -> None:
+        started = time.monotonic()
+        while True:
+            self.rss.append((time.monotonic() - started, rss_bytes() / 2**20))
+            await asyncio.sleep(10)
+
+    def at_warm(self) -> None:
+        self.warm = self._now()
+
+    def write(self, runs: int) -> None:
+        self.task.cancel()
+        assert self.warm is not None
+        (types0, blocks0, malloc0), (types1, blocks1, malloc1) = self.warm, self._now()
+        with open(self.path, "w") as out:
+            arenas = os.environ.get("MALLOC_ARENA_MAX", "(unset)")
+            out.write(f"== MALLOC_ARENA_MAX={arenas}; {runs} runs from warm to end\n")
+            out.write("== RSS (s, MB)\n")
+            for at, mb in self.rss:
+                out.write(f"{at:6.0f} {mb:8.1f}\n")
+            out.write(
+                f"== Python allocated blocks {blocks0} -> {blocks1} ({blocks1 - blocks0:+d})\n"
+            )
+            out.write("== glibc mallinfo2 (MB), warm -> end\n")
+            for key in malloc0:
+                a, b = malloc0[key] / 2**20, malloc1[key] / 2**20
+                out.write(f"{key:10} {a:8.1f} -> {b:8.1f} ({b - a:+.1f})\n")
+            out.write(f"== threads running: {threading.active_count()}\n")
+            out.write("== threads and arrays alive, by kind\n")
+            for kind, n in _kinds().most_common(12):
+                out.write(f"{n:6d} {kind}\n")
+            out.write("== live objects by type, grown most\n")
+            grown = sorted(((types1[k] - types0.get(k, 0), k) for k in types1), reverse=True)
+            for diff, name in [g for g in grown if not g[1].startswith("bytes of")][:40]:
+                out.write(f"{diff:+8d} {name} ({types1[name]})\n")
+            out.write("== shallow bytes by type, grown most\n")
+            for diff, name in [g for g in grown if g[1].startswith("bytes of")][:25]:
+                out.write(f"{diff / 1024:+8.0f} KiB {name[9:]} ({types1[name] / 2**20:.1f} MB)\n")
+
+
+def _kinds() -> Counter[str]:
+    """Live ``Thread`` objects by name and state, ``array``s by type code and who holds them."""
+    kinds: Counter[str] = Counter()
+    for o in gc.get_objects():
+        if type(o) is threading.Thread:
+            name = "".join(c for c in o.name if not c.isdigit())
+            kinds[f"Thread {name} alive={o.is_alive()}"] += 1
+        elif type(o).__name__ == "array":
+            holders = {type(r).__qualname__ for r in gc.get_referrers(o)} - {"list", "frame"}
+            kinds[f"array {o.typecode} held by {sorted(holders)[:3]}"] += 1
+    return kinds
+
+
+def _mallinfo() -> dict[str, int]:
+    """glibc's ``mallinfo2``: arena (sbrk heap), hblkhd (mmapped), uordblks (in use),
+    fordblks (free inside the heap), keepcost; empty where there is no glibc."""
+    import ctypes
+
+    fields = ["arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks"]
+    fields += ["uordblks", "fordblks", "keepcost"]
+
+    class MallInfo2(ctypes.Structure):
+        _fields_ = [(name, ctypes.c_size_t) for name in fields]
+
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallinfo2.restype = MallInfo2
+    except (OSError, AttributeError):
+        return {}
+    info = libc.mallinfo2()
+    return {k: getattr(info, k) for k in ("arena", "hblkhd", "uordblks", "fordblks")}
+
+
 class HeapDiff:
     """``SOAK_TRACEMALLOC=path``: what the bot's heap gained in the second half of the warm
     run, by where it was allocated (``tracemalloc``, started once warm, so the start-up and
@@ -450,6 +548,8 @@ async def soak(
     stuck_task = asyncio.create_task(report_stuck(stuck_after)) if stuck_after else None
     profile = os.environ.get("SOAK_PROFILE")
     heap_path = os.environ.get("SOAK_TRACEMALLOC")
+    objects_path = os.environ.get("SOAK_OBJECTS")
+    objects = ObjectCounts(objects_path) if objects_path else None
     sampler = Sampler(profile) if profile else contextlib.nullcontext()
     try:
         sampler.__enter__()
@@ -457,6 +557,8 @@ async def soak(
         await asyncio.sleep(seconds / 3)
         gc.collect()
         figures.rss_warm, figures.runs_warm = rss_bytes(), counter.ended
+        if objects is not None:
+            objects.at_warm()
         figures.cpu_warm, figures.wall_warm = time.process_time(), time.monotonic()
         untime_gc = figures.time_collections()
         heap = HeapDiff(heap_path, started + seconds) if heap_path else None
@@ -469,6 +571,8 @@ async def soak(
         untime_gc()
         gc.collect()
         figures.rss_end, figures.runs_end = rss_bytes(), counter.ended
+        if objects is not None:
+            objects.write(figures.runs_end - figures.runs_warm)
         line = await driver.stdout.readline()  # the driver's figures, after the drain
         figures.redis_errors = app.health.failures if app.health is not None else 0
         result = {

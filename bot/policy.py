@@ -89,13 +89,14 @@ def access_for(
     allow_dms: bool = True,
 ) -> AccessPolicy:
     """Who may ask where on ``platform``, ids as text. A Telegram private chat is a chat of
-    its own (``allowed_chats`` names it), so its DMs follow the place list; elsewhere a DM
-    is open, closed, or only for members when the bot is restricted to some places."""
+    its own (``allowed_chats`` names it): with chats listed, one not listed is closed;
+    elsewhere a DM is open, closed, or only for members when the bot is restricted to some
+    places (``adapters.dispatch.access``)."""
     access = AccessPolicy(
         spaces=_texts(spaces), places=_texts(places), users=_texts(users), roles=_texts(roles)
     )
     if platform == "telegram":
-        return access
+        return replace(access, dms="closed" if access.places else "open")
     return replace(access, dms=dm_rule(restricted=access.restricted, allowed=allow_dms))
 
 

@@ -10,8 +10,8 @@ or the time the probe is overdue right now when that is more (a loop stuck in on
 shows at once, not a sample later).
 
 ``on_time(seconds)`` is ``asyncio.timeout(seconds)`` measured in the loop's punctual time: it
-counts its budget down in timer ticks of at most ``TICK`` seconds, and each tick counts as the
-time it asked for, however late it ran (a loop blocked for 0.5 s in every 0.55 s counts 0.05 s
+counts its budget down in ticks of ``TICK`` seconds (one timer per loop counts every wait down),
+and each tick counts as the time it asked for, however late it ran (a loop blocked for 0.5 s in every 0.55 s counts 0.05 s
 of each). A wait that ends when the loop is punctual ends as before; while the
 loop is late (a burst of work, a long collection), a wait whose answer arrived meanwhile is
 not failed for the loop's own delay. The Redis client's pool waits and socket reads use it
@@ -21,9 +21,12 @@ not failed for the loop's own delay. The Redis client's pool waits and socket re
 from __future__ import annotations
 
 import asyncio
+import math
+import weakref
 from collections import deque
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+from types import TracebackType
 
 INTERVAL = 0.1
 """Seconds between two samples: ten timer callbacks a second, nothing else."""
@@ -93,38 +96,108 @@ class LoopLag:
         self._schedule()
 
 
-@asynccontextmanager
-async def on_time(seconds: float | None, *, tick: float = TICK) -> AsyncIterator[None]:
+class _Ticks:
+    """The one timer that counts every ``on_time`` wait of a loop down (per tick length):
+    it runs every ``tick`` seconds while a wait is open and stops when none is. A wait costs
+    an entry in a dict, not a timer of its own scheduled and cancelled (three per Redis
+    command: the pool's wait, the write and the read), so a cancelled timer no longer
+    lingers in the loop's heap for each."""
+
+    __slots__ = ("handle", "loop", "tick", "waits")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, tick: float) -> None:
+        self.loop = loop
+        self.tick = tick
+        self.waits: dict[asyncio.Timeout, int] = {}
+        """Each open wait's deadline and the ticks it has left."""
+        self.handle: asyncio.TimerHandle | None = None
+
+    def add(self, deadline: asyncio.Timeout, ticks: int) -> None:
+        self.waits[deadline] = ticks
+        if self.handle is None:
+            self.handle = self.loop.call_later(self.tick, self._tick)
+
+    def _tick(self) -> None:
+        self.handle = None
+        waits = self.waits
+        for deadline, left in list(waits.items()):
+            if left > 1:
+                waits[deadline] = left - 1
+                continue
+            del waits[deadline]
+            # Expires on the loop's next turn: a wake-up queued before it (a reply read
+            # while the loop was late) runs first, and its wait ends without a timeout.
+            deadline.reschedule(self.loop.time())
+        if waits:
+            self.handle = self.loop.call_later(self.tick, self._tick)
+
+
+_TICKS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[float, _Ticks]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+class _OnTime:
+    __slots__ = ("_deadline", "_seconds", "_tick", "_ticks")
+
+    def __init__(self, seconds: float, tick: float) -> None:
+        self._seconds = max(seconds, 0.0)
+        self._tick = tick
+        self._deadline: asyncio.Timeout | None = None
+        self._ticks: _Ticks | None = None
+
+    async def __aenter__(self) -> None:
+        deadline = self._deadline = asyncio.timeout(None)
+        await deadline.__aenter__()
+        loop = asyncio.get_running_loop()
+        seconds, tick = self._seconds, self._tick
+        if tick <= 0 or seconds <= 0:  # no ticks: a plain deadline
+            deadline.reschedule(loop.time() + seconds)
+            return
+        per_loop = _TICKS.get(loop)
+        if per_loop is None:
+            per_loop = _TICKS[loop] = {}
+        ticks = per_loop.get(tick)
+        if ticks is None:
+            ticks = per_loop[tick] = _Ticks(loop, tick)
+        # The first tick comes within ``tick`` of now, not a whole one after: it is not
+        # counted, so the wait is given at least ``seconds`` (and at most a tick more).
+        ticks.add(deadline, math.ceil(seconds / tick - 1e-9) + 1)
+        self._ticks = ticks
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        deadline = self._deadline
+        assert deadline is not None, "entered first"
+        if self._ticks is not None:
+            self._ticks.waits.pop(deadline, None)  # its timer stops at its next tick if idle
+        await deadline.__aexit__(exc_type, exc, tb)  # raises TimeoutError once expired
+
+
+class _NoLimit:
+    __slots__ = ()
+
+    async def __aenter__(self) -> None:
+        return None
+
+    async def __aexit__(self, *_: object) -> None:
+        return None
+
+
+_NO_LIMIT = _NoLimit()
+
+
+def on_time(seconds: float | None, *, tick: float = TICK) -> AbstractAsyncContextManager[None]:
     """``asyncio.timeout(seconds)`` that does not count the loop's lateness: the budget is
-    counted down in ticks of at most ``tick`` seconds, each counting as asked however late it
-    ran; ``TimeoutError`` when it is spent. ``None``: no limit. A wait that ends within its
-    first tick (nearly all of them) costs one timer, scheduled and cancelled."""
+    counted down in ticks of ``tick`` seconds, each counting as asked however late it ran;
+    ``TimeoutError`` when it is spent (after ``seconds``, at most a tick more, when the loop
+    is punctual). ``None``: no limit. Every wait of the loop is counted by one shared timer
+    (``_Ticks``), so a wait that ends within its first tick (nearly all of them) costs no
+    timer of its own. ``tick=0``: a plain ``asyncio.timeout``."""
     if seconds is None:
-        yield
-        return
-    loop = asyncio.get_running_loop()
-    left = max(seconds, 0.0)
-    step = min(left, tick) if tick > 0 else left
-    async with asyncio.timeout(None) as deadline:
-        handle: asyncio.TimerHandle | None = None
-
-        def counted() -> None:
-            nonlocal left, handle
-            left -= min(step, left)
-            if left <= 1e-9:
-                # Expires on the loop's next turn: a wake-up queued before it (a reply read
-                # while the loop was late) runs first, and its wait ends without a timeout.
-                deadline.reschedule(loop.time())
-                handle = None
-            else:
-                handle = loop.call_later(min(step, left), counted)
-
-        if step <= 0:
-            deadline.reschedule(loop.time())
-        else:
-            handle = loop.call_later(step, counted)
-        try:
-            yield
-        finally:
-            if handle is not None:
-                handle.cancel()
+        return _NO_LIMIT
+    return _OnTime(seconds, tick)

@@ -28,6 +28,7 @@ import json
 import random
 import re
 import ssl
+import sys
 from collections import OrderedDict
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
@@ -453,11 +454,30 @@ class EncodedHistories:
     all are encoded again. Messages are never changed in place once sent (a run that
     rewrites one puts a new dict in its place), which is what makes identity enough.
     The ``limit`` most recent runs are remembered: with more concurrent runs than that,
-    the oldest encode their whole history again, which is only slower."""
+    the oldest encode their whole history again, which is only slower.
+
+    A run that ended is forgotten at the next encode: its list is then held by nothing but
+    this cache (CPython's reference count says so), and every entry that is so is dropped,
+    wherever it is in the order (a run waiting long on an approval keeps no ended run behind
+    it; at most ``limit`` entries are looked at an encode). Kept to ``limit``, ended runs
+    held each one's whole history and its JSON (tens of KB a run, ~10 MB at 256) whatever the concurrency: the soak's RSS
+    grew by that until the cache was full (issue 46)."""
 
     def __init__(self, *, limit: int = 256) -> None:
         self._limit = limit
         self._runs: OrderedDict[int, _EncodedRun] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._runs)
+
+    def _forget_ended(self) -> None:
+        """Drop every run whose list nobody else holds (ended runs), wherever it is in the
+        order: a run waiting long on an approval must not keep the ended ones behind it."""
+        runs = self._runs
+        # Two references: the entry's own and getrefcount's argument.
+        ended = [k for k, run in runs.items() if sys.getrefcount(run.messages) <= _HELD_ONLY_HERE]
+        for key in ended:
+            del runs[key]
 
     def encode(self, messages: Sequence[Message]) -> str:
         key = id(messages)
@@ -473,9 +493,13 @@ class EncodedHistories:
             sent.append(message)
             parts.append(json.dumps(wire_message(message), ensure_ascii=False))
         self._runs[key] = run
+        self._forget_ended()
         if len(self._runs) > self._limit:
             self._runs.popitem(last=False)
         return f"[{','.join(parts)}]"
+
+
+_HELD_ONLY_HERE = 2
 
 
 @dataclass(slots=True)

@@ -26,7 +26,7 @@ from adapters.attachments import ConversationFiles
 from adapters.channels import ChannelChoices
 from adapters.context import Read
 from adapters.decisions import may_retry
-from adapters.discord.access import Asker, is_admin, refusal, restricted
+from adapters.discord.access import Asker, is_admin
 from adapters.discord.buttons import (
     DecisionButton,
     DecisionModal,
@@ -182,11 +182,9 @@ class AskCog(SharedCommands, ReactbotCommands, commands.Cog):
             if services.settings.layout == "components"
             else DiscordRenderer(trace_link=services.trace_link)
         )
-        self._memberships = DmMemberships(bot, services.policy)
         self.answering: Answering[Asker] = Answering(
             services.agent,
             surface="Discord",
-            access=self._access,
             policy=services.policy,
             stores=services.stores,
             budgets=services.budgets,
@@ -197,15 +195,16 @@ class AskCog(SharedCommands, ReactbotCommands, commands.Cog):
             quote=lambda text: fit(sanitize(text), 2000),
             finalise=self._finish_orphan,
             room=services.room,
+            members=DmMemberships(bot),  # a DM's guild memberships, for the shared access rule
         )
         self.dispatcher: Dispatcher[Asker] = Dispatcher(
             self.answering, claims=services.stores.claims, traces=services.stores.traces
         )
-        self.handlers: Commands[Asker] = Commands(
+        self.handlers = Commands(
             Shared(
                 services.policy, services.stores, services.budgets, self._choices, services.files
             ),
-            access=self._access,
+            access=self.answering.access,
         )
         """``/reset``, ``/trace``, votes, settings and usage (``shared_commands``)."""
 
@@ -231,7 +230,7 @@ class AskCog(SharedCommands, ReactbotCommands, commands.Cog):
         why = why_question(message, me.id, self.settings)
         if why is None:
             return
-        asker = await self._asker(message.author, message.channel, message.channel.id)
+        asker = asker_of(message.author)
         files = self.services.files
         ask: Intent[Asker] = Intent(
             event=f"discord:message:{message.id}",
@@ -277,7 +276,7 @@ class AskCog(SharedCommands, ReactbotCommands, commands.Cog):
         """``/ask``: through ``Dispatcher.dispatch`` like a mention, without gathering (the
         3-second rule: deferred once admitted, a refusal said privately), answered in the
         interaction's own response."""
-        ask = await self._slash_ask(interaction, question.strip(), model=model, file=file)
+        ask = self._slash_ask(interaction, question.strip(), model=model, file=file)
         outcome = await self.dispatcher.dispatch(
             ask,
             self._interaction_reply(interaction),
@@ -285,7 +284,7 @@ class AskCog(SharedCommands, ReactbotCommands, commands.Cog):
         )
         await _refused(interaction, outcome)
 
-    async def _slash_ask(
+    def _slash_ask(
         self,
         interaction: discord.Interaction,
         question: str,
@@ -299,8 +298,7 @@ class AskCog(SharedCommands, ReactbotCommands, commands.Cog):
             interaction.channel_id or 0,
             interaction.user,
         )
-        me = self.bot.user
-        asker = await self._asker(user, channel, channel_id)
+        me, asker = self.bot.user, asker_of(user)
         files = self.services.files
         return Intent(
             event=f"discord:interaction:{interaction.id}",
@@ -393,16 +391,16 @@ class AskCog(SharedCommands, ReactbotCommands, commands.Cog):
         a refusal is answered privately."""
         if not await self.services.stores.claims.claim(f"discord:interaction:{interaction.id}"):
             return None
-        channel_id = interaction.channel_id or 0
-        asker = await self._asker(interaction.user, interaction.channel, channel_id)
-        problem = await self.answering.refusal(asker)
+        channel, channel_id, me = interaction.channel, interaction.channel_id or 0, self.bot.user
+        asker = asker_of(interaction.user)
+        problem = await self.answering.refusal(
+            self._actor(interaction.user, asker),
+            where_of(channel, channel_id, bot_id=me.id if me else 0),
+        )
         if problem:
             await interaction.response.send_message(problem, ephemeral=True)
             return None
         return asker
-
-    async def _access(self, asker: Asker) -> str | None:
-        return refusal(self.policy, asker)
 
     def _earlier(
         self, message: discord.Message, me: discord.abc.User
@@ -417,15 +415,10 @@ class AskCog(SharedCommands, ReactbotCommands, commands.Cog):
 
     def _actor(self, user: discord.User | discord.Member, asker: Asker) -> Actor:
         admin = is_admin(self.policy, asker)
-        return Actor("discord", str(user.id), _user_key(asker), user.display_name, admin=admin)
-
-    async def _asker(
-        self, user: discord.User | discord.Member, channel: Channel, channel_id: int
-    ) -> Asker:
-        asker = asker_of(user, channel, channel_id)
-        if asker.guild_id is None and restricted(self.policy):
-            asker = replace(asker, memberships=await self._memberships.of(user.id))
-        return asker
+        roles = frozenset(str(role) for role in asker.role_ids)
+        return Actor(
+            "discord", str(user.id), _user_key(asker), user.display_name, admin=admin, roles=roles
+        )
 
     def _conversation_of(self, interaction: discord.Interaction) -> str:
         return self._conversation_at(interaction.channel, interaction.channel_id or 0)
@@ -487,7 +480,7 @@ class AskCog(SharedCommands, ReactbotCommands, commands.Cog):
         press = self._press(interaction)
         del press["at"]  # Retry reads the trace's conversation, not a run's record
         retry = Retry(run_id=run_id, places=_places(interaction), **press)
-        ask = await self._slash_ask(interaction, "")
+        ask = self._slash_ask(interaction, "")
         outcome = await self.dispatcher.retry(
             retry,
             lambda question: replace(ask, question=question),
@@ -558,7 +551,7 @@ class AskCog(SharedCommands, ReactbotCommands, commands.Cog):
         """Who clicked, and the channel of the message clicked (Discord's word, not ours)."""
         channel = str(interaction.channel_id) if interaction.channel_id else ""
         who = interaction.user
-        asker = asker_of(who, interaction.channel, interaction.channel_id or 0)
+        asker = asker_of(who)
         return {"event": f"discord:interaction:{interaction.id}", "at": {"channel": channel},
                 "actor": self._actor(who, asker), "where": Where("discord", "channel", channel)}  # fmt: skip
 

@@ -15,8 +15,10 @@ import discord
 from adapters.discord.access import Asker
 from adapters.discord.cog import QUIET, AskCog, Live, _Reply
 from adapters.discord.render import fit, sanitize
+from adapters.discord.translate import category_of
 from adapters.dispatch.checks import Admitted
 from adapters.dispatch.handlers.ask import Answering, Reply
+from adapters.dispatch.intents import PlaceKind, Where
 from adapters.live import RunView, Verbosity
 from adapters.scheduled import owner_id
 from core.agent import Run
@@ -56,10 +58,22 @@ class DiscordSchedules:
 
     def asker(self, schedule: Schedule) -> tuple[Asker, str]:
         place = schedule.place
-        places = tuple(_id(p) for p in (place.thread, place.channel) if p)
         guild = _id(place.space) or None
-        return Asker(_id(owner_id(schedule)), guild_id=guild, places=places), (
-            f"discord:{place.channel}"
+        return Asker(_id(owner_id(schedule)), guild_id=guild), f"discord:{place.channel}"
+
+    def where(self, schedule: Schedule) -> Where:
+        """A guild's channel (a thread in it), or a DM; the category as the cache knows it."""
+        place = schedule.place
+        channel = self.bot.get_channel(_id(place.channel))
+        category = category_of(channel) if channel is not None else None
+        kind: PlaceKind = "dm" if not place.space else "thread" if place.thread else "channel"
+        return Where(
+            "discord",
+            kind,
+            place.channel,
+            space=place.space or None,
+            thread=place.thread or None,
+            category=category,
         )
 
     def reply(self, schedule: Schedule, ask: Admitted[Asker], header: str) -> Reply:

@@ -20,7 +20,7 @@ from adapters.discord.access import Asker
 from adapters.discord.memory_command import REACTBOT
 from adapters.discord.render import CONTENT_LIMIT, fit, sanitize
 from adapters.discord.surface import NO_MENTIONS
-from adapters.discord.translate import where_of
+from adapters.discord.translate import asker_of, where_of
 from adapters.dispatch.commands import Admitted, Commands
 from adapters.dispatch.intents import (
     Actor,
@@ -47,12 +47,8 @@ class _Cog(Protocol):
     """What the commands need of the cog that carries them."""
 
     bot: discord.Client
-    handlers: Commands[Asker]
+    handlers: Commands
     renderer: DiscordRenderer | ComponentsRenderer
-
-    async def _asker(
-        self, user: discord.User | discord.Member, channel: Any, channel_id: int
-    ) -> Asker: ...
 
     def _actor(self, user: discord.User | discord.Member, asker: Asker) -> Actor: ...
 
@@ -78,15 +74,14 @@ class SharedCommands(commands.Cog):
     ) -> Outcome:
         cog = cast(_Cog, self)
         channel, channel_id = interaction.channel, interaction.channel_id or 0
-        asker = await cog._asker(interaction.user, channel, channel_id)
         me = cog.bot.user
         intent = kind(
             event=f"discord:interaction:{interaction.id}",
-            actor=cog._actor(interaction.user, asker),
+            actor=cog._actor(interaction.user, asker_of(interaction.user)),
             where=where_of(channel, channel_id, bot_id=me.id if me else 0),
             **given,
         )
-        return await cog.handlers.dispatch(intent, asker, admitted=admitted)
+        return await cog.handlers.dispatch(intent, admitted=admitted)
 
     async def _answer(
         self, interaction: discord.Interaction, kind: type[Command], **given: Any

@@ -18,12 +18,12 @@ from adapters.dispatch.intents import PlaceKind, Where
 __all__ = [
     "Why",
     "asker_of",
+    "category_of",
     "channel_name",
     "hidden_from_everyone",
     "is_bots_thread",
     "memory_place",
     "names_others",
-    "places_of",
     "question_from",
     "replies_to",
     "settings_key",
@@ -67,21 +67,16 @@ def hidden_from_everyone(channel: Channel) -> bool:
         return True
 
 
-def places_of(channel: Channel, channel_id: int) -> tuple[int, ...]:
-    """The channel, a thread's parent, and the category: what ``allowed_channels`` may name."""
-    places = [channel_id]
+def category_of(channel: object) -> str | None:
+    """The category of the channel (of a thread's parent): ``allowed_channels`` may name it."""
     parent = channel.parent if isinstance(channel, discord.Thread) else channel
-    if isinstance(channel, discord.Thread) and channel.parent_id:
-        places.append(channel.parent_id)
     category_id = getattr(parent, "category_id", None)
-    if isinstance(category_id, int):
-        places.append(category_id)
-    return tuple(places)
+    return str(category_id) if isinstance(category_id, int) else None
 
 
-def asker_of(user: discord.User | discord.Member, channel: Channel, channel_id: int) -> Asker:
+def asker_of(user: discord.User | discord.Member) -> Asker:
     if not isinstance(user, discord.Member):
-        return Asker(user.id, places=(channel_id,))
+        return Asker(user.id)
     try:
         admin = user.guild_permissions.administrator
     except (AttributeError, TypeError):  # roles not cached: treat as a regular member
@@ -90,20 +85,20 @@ def asker_of(user: discord.User | discord.Member, channel: Channel, channel_id: 
         user_id=user.id,
         role_ids=frozenset(user._roles),
         guild_id=user.guild.id,
-        places=places_of(channel, channel_id),
         guild_admin=admin,
     )
 
 
 def where_of(channel: Channel, channel_id: int, *, bot_id: int) -> Where:
     """Where an event happened, as ``adapters.dispatch.conversation`` reads it: a thread's
-    ``channel`` is its parent; a thread the bot opened on an answer is a ``bot_thread``."""
+    ``channel`` is its parent; a thread the bot opened on an answer is a ``bot_thread``; the
+    category is the channel's (the parent's), which ``allowed_channels`` may name."""
     guild = getattr(channel, "guild", None)
     space = str(guild.id) if isinstance(guild, discord.Guild) else None
-    name = channel_name(channel)
+    name, category = channel_name(channel), category_of(channel)
     if not isinstance(channel, discord.Thread):
         kind: PlaceKind = "dm" if space is None else "channel"
-        return Where("discord", kind, str(channel_id), space=space, name=name)
+        return Where("discord", kind, str(channel_id), space=space, category=category, name=name)
     if is_bots_thread(channel, bot_id):
         kind = "bot_thread"
     elif channel.type == discord.ChannelType.private_thread:
@@ -111,7 +106,8 @@ def where_of(channel: Channel, channel_id: int, *, bot_id: int) -> Where:
     else:
         kind = "thread"
     parent = str(channel.parent_id or channel_id)
-    return Where("discord", kind, parent, space=space, thread=str(channel_id), name=name)
+    thread = str(channel_id)
+    return Where("discord", kind, parent, space=space, thread=thread, category=category, name=name)
 
 
 def channel_name(channel: Channel) -> str:

@@ -6,7 +6,7 @@ event once, whichever process receives it, however often the platform delivers i
 ``Burst`` (``agent.merge_window``), ``RetryOnce``, and a question's admission chain
 (``AdmissionChain``), one check per concern, cheapest first, each "go on" or a Refusal::
 
-    closing, access (the surface's own rule), question bounds, model, daily budgets (what
+    closing, access (``adapters.dispatch.access``), question bounds, model, daily budgets (what
     is left after the holds of the questions still running, and this one's hold taken in
     the same step: ``core.budgets``), cooldown (admins exempt), voice notes heard, room in
     this process (``adapters.room``: the runs going on every surface, the event loop on
@@ -26,9 +26,11 @@ from typing import Generic, Literal, TypeVar
 
 from adapters.channels import ChannelChoices, ChoiceError
 from adapters.context import EarlierReader
+from adapters.dispatch import intents
+from adapters.dispatch.access import Access, Members, Names
 from adapters.dispatch.bursts import Bursts
 from adapters.dispatch.conversation import burst_key
-from adapters.dispatch.intents import Ask, Intent
+from adapters.dispatch.intents import Actor, Ask, Intent
 from adapters.dispatch.outcome import Drop, Reason, Refusal
 from adapters.policy import Policy
 from adapters.room import BUSY, Room
@@ -47,7 +49,8 @@ log = logging.getLogger(__name__)
 IntentT = TypeVar("IntentT", bound=Intent)
 W = TypeVar("W")
 A = TypeVar("A")
-"""The surface's own record of who asks (Discord: roles and places; Slack: the question)."""
+"""The surface's own record of who asks (Discord: roles and places; Slack: the question),
+carried along for its reply."""
 
 
 @dataclass(slots=True)
@@ -115,15 +118,12 @@ class Admitted(Generic[A]):
     an ``Ask`` intent)."""
 
     who: A
-    """The surface's own record of the asker, for its ``Access`` rule."""
-    user: str
-    """The asker's id on the platform (the view and the buttons name it)."""
-    key: str
-    """The asker across processes (``discord:1``, ``slack:T:U``): budgets, cooldowns and run
-    slots count under it."""
-    name: str
-    """The asker as the trace shows them (a display name when the platform gave one)."""
-    admin: bool
+    """The surface's own record of the asker, for its reply."""
+    actor: Actor
+    """Who asks: the access rule reads it; budgets, cooldowns and run slots count under its
+    ``key``."""
+    at: intents.Where
+    """Where it is asked, as the access rule reads it (``adapters.dispatch.access``)."""
     place: str
     """Where the channel's settings are kept; the channel whose budget the question spends."""
     question: str
@@ -148,9 +148,24 @@ class Admitted(Generic[A]):
     """Where a schedule this question's run proposes would post (``adapters.dispatch.
     schedule.place_of``); None: the ``schedule`` tool is not offered to the run."""
 
+    @property
+    def user(self) -> str:
+        """The asker's id on the platform (the view and the buttons name it)."""
+        return self.actor.id
 
-Access = Callable[[A], Awaitable[str | None]]
-"""A surface's rule of who may ask where: None, or the refusal in the surface's words."""
+    @property
+    def key(self) -> str:
+        """The asker across processes (``discord:1``, ``slack:T:U``)."""
+        return self.actor.key
+
+    @property
+    def name(self) -> str:
+        """The asker as the trace shows them (a display name when the platform gave one)."""
+        return self.actor.name
+
+    @property
+    def admin(self) -> bool:
+        return self.actor.admin
 
 
 @dataclass(slots=True)
@@ -177,7 +192,6 @@ class AdmissionChain(Generic[A]):
         agent: Agent,
         *,
         surface: str,
-        access: Access[A],
         policy: Policy,
         stores: Stores,
         budgets: TokenBudgets,
@@ -186,6 +200,8 @@ class AdmissionChain(Generic[A]):
         quote: Callable[[str], str],
         hearing: Hearing,
         room: Room | None = None,
+        members: Members | None = None,
+        names: Names | None = None,
     ) -> None:
         self.agent = agent
         self.hearing = hearing
@@ -202,7 +218,9 @@ class AdmissionChain(Generic[A]):
         self.decisions: Counter[Reason | Literal["admitted"]] = Counter()
         """How many asks were admitted, and refused by each check, since start."""
         self.closing = False
-        self._access = access
+        self.access = Access(policy, members, names=names)
+        """Who may ask where (``adapters.dispatch.access``): the surface's ``members`` lookup
+        for a DM to a restricted bot, its ``names`` for the places a refusal names."""
         self._empty_question = empty_question
         self._quote = quote
         self._holds: dict[str, Hold] = {}
@@ -240,15 +258,15 @@ class AdmissionChain(Generic[A]):
         self.decisions["admitted"] += 1
         return Ticket(self.hearing.apply(ask), self)
 
-    async def refusal(self, who: A) -> str | None:
-        """The access rule alone, for commands that start no run (``/reset``, ``/trace``)."""
-        return await self._access(who)
+    async def refusal(self, actor: Actor, where: intents.Where) -> str | None:
+        """The access rule alone, for commands that start no run (``/model``, ``/memory``)."""
+        return await self.access.refusal(actor, where)
 
     async def _open(self, ask: Admitted[A]) -> Refusal | None:
         return Refusal("closing", RESTARTING) if self.closing else None
 
     async def _allowed(self, ask: Admitted[A]) -> Refusal | None:
-        text = await self._access(ask.who)
+        text = await self.access.refusal(ask.actor, ask.at)
         return Refusal("access", text) if text is not None else None
 
     async def _bounded(self, ask: Admitted[A]) -> Refusal | None:

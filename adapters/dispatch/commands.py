@@ -5,7 +5,7 @@
     platform event --(the surface translates)--> Reset | ShowTrace | Vote | Settings | Usage
       -> the checks the intent declares (``intent.checks``), each written once here:
            claim            each event once (a redelivery: Drop, said nothing)
-           access           the surface's access rule (who may use the bot here)
+           access           who may use the bot here (``adapters.dispatch.access``)
            admin            an admin only (a change of the place's settings); in a web
                             session, its own person (nobody else is there)
            admin_in_shared  an admin only where others share the conversation (a reset in
@@ -20,9 +20,10 @@ A surface never decides who may do these, and never words their replies.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Generic, TypeVar, assert_never
+from typing import assert_never
 
 from adapters import words
+from adapters.dispatch.access import Access
 from adapters.dispatch.handlers import reset, settings, trace, usage, vote
 from adapters.dispatch.handlers.services import Services
 from adapters.dispatch.intents import (
@@ -38,10 +39,6 @@ from adapters.dispatch.intents import (
 from adapters.dispatch.outcome import Drop, Refusal, Said
 from adapters.policy import Policy
 
-W = TypeVar("W")
-
-Access = Callable[[W], Awaitable[str | None]]
-"""The surface's access rule for its record of the event: the refusal's words, or None."""
 Admitted = Callable[[], Awaitable[None]]
 
 
@@ -57,35 +54,35 @@ def shared(where: Where, policy: Policy) -> bool:
     return True
 
 
-class Commands(Generic[W]):
-    """One surface's commands: its services, its access rule."""
+class Commands:
+    """One surface's commands: its services, and who may ask where (``access``, over the
+    same policy)."""
 
-    def __init__(self, services: Services, *, access: Access[W]) -> None:
+    def __init__(self, services: Services, *, access: Access) -> None:
         self.services = services
         self.policy = services.policy
-        self._access = access
+        self.access = access
 
     async def dispatch(
-        self, intent: Command, who: W, *, admitted: Admitted | None = None
+        self, intent: Command, *, admitted: Admitted | None = None
     ) -> Refusal | Drop | Said:
-        """The intent's checks in order, then its handler; ``who`` is the surface's own
-        record of the event, which only its access rule reads. ``admitted``: the surface's
+        """The intent's checks in order, then its handler. ``admitted``: the surface's
         ack, once every check passed and before the handler runs (Discord's defer: a
         redelivery or a refusal is then answered without one)."""
         for check in intent.checks:
-            stopped = await self._check(check, intent, who)
+            stopped = await self._check(check, intent)
             if stopped is not None:
                 return stopped
         if admitted is not None:
             await admitted()
         return await self._handle(intent)
 
-    async def _check(self, check: CheckName, intent: Command, who: W) -> Refusal | Drop | None:
+    async def _check(self, check: CheckName, intent: Command) -> Refusal | Drop | None:
         if check == "claim":
             fresh = await self.services.stores.claims.claim(intent.event)
             return None if fresh else Drop("duplicate")
         if check == "access":
-            refused = await self._access(who)
+            refused = await self.access.refusal(intent.actor, intent.where)
             return Refusal("access", refused) if refused is not None else None
         if check == "admin":
             mine = intent.actor.admin or intent.where.kind == "session"

@@ -153,10 +153,8 @@ class Dispatcher(Generic[W]):
         """The ask as the admission chain reads it; its event id is its run slot's id."""
         return Admitted(
             who=ask.who,
-            user=ask.actor.id,
-            key=ask.actor.key,
-            name=ask.actor.name,
-            admin=ask.actor.admin,
+            actor=ask.actor,
+            at=ask.where,
             place=settings_place(ask.where),
             question=ask.question,
             ident=ask.event,

@@ -48,6 +48,9 @@ class Actor:
     """As traces and "stopped by" show them."""
     admin: bool = False
     """An admin here, as the surface's facts and the policy's lists say."""
+    roles: frozenset[str] = frozenset()
+    """Their roles here, as text (Discord's role ids; none elsewhere): what
+    ``discord.allowed_roles`` lists."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +102,8 @@ class Ask(Intent, Generic[W]):
     """Where memories are recalled and kept for this question (``core.memories``); None:
     the run neither recalls nor changes them."""
     who: W = field(compare=False)
-    """The surface's own record of the event, for its access rule and its reply."""
+    """The surface's own record of the event, for its reply (who may ask where is decided
+    over ``actor`` and ``where``: ``adapters.dispatch.access``)."""
 
 
 MemoryAction = Literal["list", "forget", "clear"]
@@ -122,7 +126,8 @@ class Memory(Intent):
 
 CheckName = Literal["claim", "access", "admin", "admin_in_shared"]
 """The checks a command declares (``adapters.dispatch.commands``): each event once, the
-surface's access rule, an admin only, an admin only where the place is shared."""
+shared access rule (``adapters.dispatch.access``), an admin only, an admin only where the
+place is shared."""
 
 ThreadsReader = Callable[[], Awaitable[Sequence[str]]]
 """The threads started within a place (newest first), as the platform lists them: where a

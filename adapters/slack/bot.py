@@ -190,7 +190,6 @@ class SlackBot:
             self._session = aiohttp.ClientSession()
             client = make_client(settings, session=self._session)
         self.client = client
-        self.members = ChannelMembers(client)
         self.history = SlackHistory(client)
         self.places = SlackPlaces(client)
         """Earlier messages of a thread or channel, read for a mention (``context.*``)."""
@@ -220,7 +219,6 @@ class SlackBot:
         self.answering: Answering[Question] = Answering(
             agent,
             surface="Slack",
-            access=self._access,
             policy=policy,
             stores=stores,
             budgets=self.budgets,
@@ -232,14 +230,18 @@ class SlackBot:
             shutdown_by=words.SHUTDOWN,
             finalise=self._finish_orphan,
             room=room,
+            # the shared access rule: a DM's channel memberships, the allowed channels named
+            members=ChannelMembers(client),
+            names=lambda channel: f"<#{channel}>",
         )
         self.dispatcher: Dispatcher[Question] = Dispatcher(
             self.answering, claims=stores.claims, traces=stores.traces
         )
         self.stats = self.answering.stats
         """The live messages' counters of finished runs (for benchmarks and diagnostics)."""
-        self.handlers: Commands[Question] = Commands(
-            Services(policy, stores, self.budgets, self.choices, files), access=self._access
+        self.handlers = Commands(
+            Services(policy, stores, self.budgets, self.choices, files),
+            access=self.answering.access,
         )
         """Votes, reset, trace, settings and usage, decided once (``adapters.dispatch``)."""
         self.shared = SharedCommands(self.handlers, client, tell=self.tell, trace_link=trace_link)
@@ -360,7 +362,7 @@ class SlackBot:
         intent = Vote(event=f"slack:vote:{action.get('action_ts', '')}:{question.user}",
                       actor=self.shared.actor(question), where=where_of(question),
                       run_id=parsed[1], value=parsed[0])  # fmt: skip
-        outcome = await self.handlers.dispatch(intent, question)
+        outcome = await self.handlers.dispatch(intent)
         if not isinstance(outcome, Drop):
             await self.ephemeral(channel, question.user, escape(outcome.text),
                                   thread_ts=click_thread(body))  # fmt: skip
@@ -419,8 +421,9 @@ class SlackBot:
         question = dataclasses.replace(question, text=ticket.ask.question)
         named = await self._named(question)
         name = named.user_name or named.user
+        actor = dataclasses.replace(ticket.ask.actor, name=name)
         ticket.ask = dataclasses.replace(
-            ticket.ask, who=question, name=name, channel_name=named.channel_name
+            ticket.ask, who=question, actor=actor, channel_name=named.channel_name
         )
         if ticket.ask.where is not None:  # memories as this place may hold them
             ticket.ask = dataclasses.replace(ticket.ask, where=question.where)
@@ -601,33 +604,6 @@ class SlackBot:
                 "no names for %s within %s s: the ids stand in", question.claim_key, NAMES_WITHIN
             )
             return question
-
-    async def _access(self, question: Question) -> str | None:
-        """Slack's rule of who may ask where; admins may ask anywhere."""
-        p = self.policy
-        if p.admin(question.user):
-            return None
-        place = await self._place_refusal(question)
-        if place is not None:
-            return place
-        if p.access.users and question.user not in p.access.users:
-            return "Sorry, you are not on the list of people who can ask reactbot here."
-        return None
-
-    async def _place_refusal(self, question: Question) -> str | None:
-        """Channels: only the allowed ones. DMs, when channels are restricted: only for the
-        allowed users or members of an allowed channel (a stranger costs no model call)."""
-        allowed = self.policy.access.places
-        if not allowed:
-            return None
-        where = ", ".join(f"<#{c}>" for c in sorted(allowed))
-        if not question.is_dm:
-            return None if question.channel in allowed else f"I only answer in {where} here."
-        if question.user in self.policy.access.users:
-            return None
-        if await self.members.in_any(question.user, allowed):
-            return None
-        return f"I answer direct messages only for members of {where}; ask me there."
 
     # ---- answering ------------------------------------------------------------------------
     def stream_thread(self, question: Question) -> str | None:

@@ -87,7 +87,7 @@ class SharedCommands:
 
     def __init__(
         self,
-        handlers: Commands[Question],
+        handlers: Commands,
         client: AsyncWebClient,
         *,
         tell: Tell,
@@ -126,7 +126,7 @@ class SharedCommands:
         question = from_command(command)
         intent = kind(event=question.claim_key, actor=self.actor(question),
                       where=_where(question), **given)  # fmt: skip
-        return await self.handlers.dispatch(intent, question)
+        return await self.handlers.dispatch(intent)
 
     def actor(self, question: Question) -> Actor:
         admin = self.handlers.policy.admin(question.user)

@@ -18,13 +18,15 @@ import dataclasses
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import aiohttp
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from adapters.dispatch.access import Membership
+from adapters.policy import AccessPolicy
 from adapters.slack.payloads import Question
 
 log = logging.getLogger(__name__)
@@ -53,11 +55,12 @@ class ChannelMembers:
         self._ttl = ttl
         self._known: dict[str, tuple[float, frozenset[str]]] = {}
 
-    async def in_any(self, user: str, channels: Iterable[str]) -> bool:
-        for channel in sorted(channels):
-            if user in await self._members(channel):
-                return True
-        return False
+    async def of(self, user: str, access: AccessPolicy) -> tuple[Membership, ...]:
+        """The allowed channels ``user`` is in, for the shared access rule's DM check
+        (``adapters.dispatch.access.Members``; it asks only then)."""
+        return tuple(
+            [Membership(place=c) for c in sorted(access.places) if user in await self._members(c)]
+        )
 
     async def _members(self, channel: str) -> frozenset[str]:
         now = time.monotonic()

@@ -61,6 +61,12 @@ class SlackSchedules:
         )
         return question, settings_key(place.space, place.channel)
 
+    def where(self, schedule: Schedule) -> Where:
+        place = schedule.place
+        kind: PlaceKind = "dm" if place.channel.startswith("D") else "channel"
+        thread = place.thread or None
+        return Where("slack", kind, place.channel, space=place.space or None, thread=thread)
+
     def reply(self, schedule: Schedule, ask: Admitted[Question], header: str) -> Reply:
         del schedule
         return ScheduledReply(self.bot, ask.who, header)

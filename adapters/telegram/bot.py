@@ -116,7 +116,6 @@ GREETING = (
     "Ask me anything: I answer in one message you can watch me think in (thought, action, "
     "observation, answer). /reset forgets our conversation."
 )
-NOT_HERE = "This bot does not answer in this chat."
 UPDATES = ["message", "callback_query"]
 
 
@@ -230,7 +229,6 @@ class TelegramBot:
         self.answering: Answering[Asker] = Answering(
             agent,
             surface="telegram",
-            access=self._access,
             policy=policy,
             stores=stores,
             budgets=budgets,
@@ -246,8 +244,8 @@ class TelegramBot:
             self.answering, claims=stores.claims, traces=stores.traces
         )
         """Each update once, bursts gathered, then the admission chain (``adapters.dispatch``)."""
-        self.handlers: Commands[Asker] = Commands(
-            Services(policy, stores, budgets, choices, files), access=self._access
+        self.handlers = Commands(
+            Services(policy, stores, budgets, choices, files), access=self.answering.access
         )
         """Reset, trace, votes, settings and usage, decided once (``adapters.dispatch``)."""
         self.commands = SettingsCommands(self, self.application.bot)
@@ -305,9 +303,11 @@ class TelegramBot:
         await app.shutdown()
 
     # ---- handlers -------------------------------------------------------------------------
-    async def _access(self, who: Asker) -> str | None:
-        allowed = self.policy.access.places
-        return NOT_HERE if allowed and str(who.chat) not in allowed else None
+    async def refusal(self, asker: Asker) -> str | None:
+        """Who may ask where (the shared rule), for a command that starts no run."""
+        user = str(asker.user)
+        actor = Actor("telegram", user, f"telegram:{user}", user, admin=self.policy.admin(user))
+        return await self.answering.refusal(actor, where_of(asker.chat, asker.thread))
 
     async def on_text(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         """In a private chat every message is a question."""
@@ -446,7 +446,7 @@ class TelegramBot:
             where=where_of(asker.chat, asker.thread, name=_chat_name(update.effective_chat)),
             **given,
         )
-        return asker, await self.handlers.dispatch(intent, asker)
+        return asker, await self.handlers.dispatch(intent)
 
     async def on_setting(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         """A settings command (``adapters.telegram.commands``); its reply in the chat."""
@@ -656,7 +656,7 @@ class TelegramBot:
             run_id=parsed[1],
             value="up" if parsed[0] == "up" else "down",
         )
-        outcome = await self.handlers.dispatch(intent, asker)
+        outcome = await self.handlers.dispatch(intent)
         return cut(outcome.text, 190) if not isinstance(outcome, Drop) else None
 
     async def on_error(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:

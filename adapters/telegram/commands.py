@@ -106,6 +106,8 @@ class Host(Protocol):
 
     async def say_html(self, asker: Asker, html: str) -> None: ...
 
+    async def refusal(self, asker: Asker) -> str | None: ...
+
 
 class SettingsCommands:
     """The settings commands of one ``TelegramBot``."""
@@ -125,13 +127,13 @@ class SettingsCommands:
         level (the others go to ``adapters.dispatch``: ``intents.shared_command``)."""
         if command not in COMMANDS:
             return "That is not one of my commands."
-        if (refused := await self.bot.answering.refusal(asker)) is not None:
+        if (refused := await self.bot.refusal(asker)) is not None:
             return refused
         return VERBOSITY_USAGE
 
     async def memory(self, asker: Asker, name: str, argument: str) -> None:
         """``/memory argument`` from ``asker``: the shared handler, said privately (below)."""
-        if (refused := await self.bot.answering.refusal(asker)) is not None:
+        if (refused := await self.bot.refusal(asker)) is not None:
             await self.bot.say(asker, refused)
             return
         parsed = memory.parse(argument)

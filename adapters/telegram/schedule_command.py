@@ -47,7 +47,7 @@ class ScheduleCommand:
         await self.bot.say_html(asker, await self.reply(asker, user.full_name, said))
 
     async def reply(self, asker: Asker, name: str, said: str) -> str:
-        if (refused := await self.bot.answering.refusal(asker)) is not None:
+        if (refused := await self.bot.refusal(asker)) is not None:
             return inert(refused)
         parsed = schedule.parse(said)
         if parsed is None:

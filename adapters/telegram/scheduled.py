@@ -11,9 +11,11 @@ from typing import TYPE_CHECKING
 
 from adapters.dispatch.checks import Admitted
 from adapters.dispatch.handlers.ask import Answering, Reply
+from adapters.dispatch.intents import Where
 from adapters.scheduled import owner_id
 from adapters.telegram.asker import Asker
 from adapters.telegram.bot import TelegramReply
+from adapters.telegram.intents import where_of
 from core.schedules import Schedule
 
 if TYPE_CHECKING:
@@ -54,6 +56,10 @@ class TelegramSchedules:
 
     def asker(self, schedule: Schedule) -> tuple[Asker, str]:
         return asker_of(schedule), f"telegram:{schedule.place.channel}"
+
+    def where(self, schedule: Schedule) -> Where:
+        asker = asker_of(schedule)
+        return where_of(asker.chat, asker.thread)
 
     def reply(self, schedule: Schedule, ask: Admitted[Asker], header: str) -> Reply:
         del schedule, header  # the header is put on the run's view (``adapters.scheduled``)

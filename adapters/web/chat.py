@@ -384,7 +384,6 @@ class WebChat:
         self.answering: Answering[Session] = Answering(
             agent,
             surface="web",
-            access=self._access,
             policy=policy,
             stores=stores,
             budgets=budgets,
@@ -400,8 +399,8 @@ class WebChat:
             self.answering, claims=stores.claims, traces=stores.traces
         )
         """Each question once (the page's id for it), bursts gathered (``adapters.dispatch``)."""
-        self.commands: Commands[Session] = Commands(
-            Services(policy, stores, budgets, choices, files), access=self._access
+        self.commands = Commands(
+            Services(policy, stores, budgets, choices, files), access=self.answering.access
         )
         """Settings, usage, reset, trace and votes (``adapters.web.commands``)."""
         self.files = files
@@ -423,10 +422,6 @@ class WebChat:
             "Cache-Control": "no-store",
         }
         self.uploads = Uploads(files.limits if files else None, self.headers)
-
-    async def _access(self, session: Session) -> str | None:
-        del session  # a signed-in session may ask; the pipeline's limits still apply
-        return None
 
     def add_routes(self, app: web.Application) -> None:
         app.router.add_get("/", self.page)

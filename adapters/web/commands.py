@@ -68,7 +68,7 @@ class _Session(Protocol):
 
 class _Chat(Protocol):
     @property
-    def commands(self) -> Commands[Any]: ...
+    def commands(self) -> Commands: ...
 
     @property
     def trace_link(self) -> Callable[[str], str | None] | None: ...
@@ -154,7 +154,7 @@ class CommandRoutes:
     ) -> Refusal | Drop | Said:
         event = f"web:{session.id}:{kind.__name__.lower()}:{secrets.token_hex(8)}"
         intent = kind(event=event, actor=actor_of(session), where=where_of(session), **given)
-        return await self.chat.commands.dispatch(intent, session)
+        return await self.chat.commands.dispatch(intent)
 
     def _answer(self, outcome: Refusal | Drop | Said) -> web.Response:
         if isinstance(outcome, Refusal):

@@ -42,6 +42,8 @@ class Scenario:
     """``run_lease`` (None: the surface's default)."""
     room: int | None = None
     """The process's room (``agent.max_concurrent_runs``; None: the default)."""
+    elsewhere: bool = False
+    """The bot is enabled only in another place than the one the driver asks in."""
     gaps: dict[str, str] = field(default_factory=dict)
     """platform -> why it fails today (the row is ``xfail(strict=True)``)."""
     skips: dict[str, str] = field(default_factory=dict)
@@ -270,6 +272,19 @@ async def busy_at_room_limit(d: Driver) -> None:
     assert len(d.model.calls) == 1
 
 
+async def asked_where_not_enabled(d: Driver) -> None:
+    """Asked in a place the bot is not enabled in (its list names another): refused in the
+    shared words (``adapters.dispatch.access``; a surface that can name places names the
+    allowed ones after them), and no model call."""
+    asked = await d.ask("asker", QUESTION)
+    refused = await d.refusal(asked)
+    before, _, after = normalise(words.not_here("PLACES")).partition("PLACES")
+    named = refused.startswith(before) and refused.endswith(after)
+    assert refused == normalise(words.not_here()) or named, refused
+    await d.settled()
+    assert d.model.calls == []
+
+
 SCENARIOS = (
     Scenario("ask_answer_trace", ask_answer_trace, CALC),
     Scenario("stop_by_asker", stop_by_asker, STALLING),
@@ -320,6 +335,13 @@ SCENARIOS = (
     Scenario("choices_hostile", choices_hostile, []),
     Scenario("usage", usage, CALC),
     Scenario("busy_at_room_limit", busy_at_room_limit, STALLING, room=1),
+    Scenario(
+        "asked_where_not_enabled",
+        asked_where_not_enabled,
+        [],
+        elsewhere=True,
+        skips={"web": "a web session is its own place: no access lists (plan §1 access)"},
+    ),
     Scenario("reset", reset, CALC),
     Scenario(
         "reset_in_thread",

@@ -34,5 +34,6 @@ async def test_row(platform: str, scenario: Scenario) -> None:
         approval=scenario.approval,
         lease=scenario.lease,
         room=scenario.room,
+        elsewhere=scenario.elsewhere,
     ) as d:
         await scenario.run(d)

@@ -20,6 +20,7 @@ from adapters.channels import ChannelChoices
 from adapters.dispatch.checks import Admitted as Ask
 from adapters.dispatch.checks import Ticket
 from adapters.dispatch.handlers.ask import Answering
+from adapters.dispatch.intents import Actor, Where
 from adapters.dispatch.outcome import Refusal
 from adapters.live import LiveStats, RunView, Verbosity
 from adapters.policy import Policy
@@ -73,18 +74,12 @@ class Reply:
 def ask(n: int) -> Ask[str]:
     return Ask(
         who="ada",
-        user="U1",
-        key="slack:T1:U1",
-        name="Ada",
-        admin=False,
+        actor=Actor("slack", "U1", "slack:T1:U1", "Ada", admin=False),
+        at=Where("slack", "channel", "C1", space="T1"),
         place=f"slack:T1:C{n}",
         question=f"question {n}",
         ident=f"slack:event:{n}",
     )
-
-
-async def access(who: str) -> str | None:
-    return None
 
 
 @asynccontextmanager
@@ -99,7 +94,6 @@ async def process(
     answering: Answering[str] = Answering(
         agent,
         surface="slack",
-        access=access,
         policy=Policy(
             "slack", cooldown_seconds=0, max_runs_per_user=2, lease=run_lease, hold_at_most=240
         ),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
+from adapters import words
 from core.scripted import Turn
 from tests.fakes.discord_server import CHANNEL_ID, DM_CHANNEL_BASE, GUILD_ID, ROLE_ID, FakeDiscord
 from tests.integration.test_discord import content_of, running
@@ -27,7 +28,7 @@ async def test_a_restricted_bot_refuses_a_strangers_dm_without_a_model_call() ->
         refusal = await h.fake.wait_for_call(
             lambda c: c.path == f"/channels/{DM_CHANNEL_BASE + STRANGER}/messages"
         )
-        assert "only for members of the servers I serve" in content_of(refusal)
+        assert content_of(refusal) == words.dms_for_members()
         looked_up = h.fake.calls_to("GET", f"/guilds/{GUILD_ID}/members/{STRANGER}")
         assert [c.status for c in looked_up] == [404]
         assert h.model.calls == []
@@ -52,7 +53,8 @@ async def test_with_roles_listed_a_dm_needs_the_role_too() -> None:
         refusal = await h.fake.wait_for_call(
             lambda c: c.path == f"/channels/{DM_CHANNEL_BASE + MEMBER}/messages"
         )
-        assert "only for members" in content_of(refusal)
+        # a member of the guild without the role: the people list refuses (the shared rule)
+        assert content_of(refusal) == words.NOT_LISTED
         await h.fake.dispatch("MESSAGE_CREATE", h.fake.message_create("hi", dm=True, author_id=MOD))
         await h.finished()
         h.model.assert_complete()

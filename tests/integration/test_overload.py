@@ -19,6 +19,7 @@ from adapters.channels import ChannelChoices
 from adapters.dispatch.checks import Admitted as Ask
 from adapters.dispatch.checks import Ticket
 from adapters.dispatch.handlers.ask import Answering
+from adapters.dispatch.intents import Actor, Where
 from adapters.dispatch.outcome import Refusal
 from adapters.live import LiveStats, RunView, Verbosity
 from adapters.policy import Policy
@@ -78,10 +79,8 @@ class Reply:
 def ask(n: int, round_: int) -> Ask[str]:
     return Ask(
         who="ok",
-        user=f"U{n}",
-        key=f"slack:T1:U{n}:{round_}",
-        name=f"person {n}",
-        admin=False,
+        actor=Actor("slack", f"U{n}", f"slack:T1:U{n}:{round_}", f"person {n}", admin=False),
+        at=Where("slack", "channel", "C1", space="T1"),
         place=f"slack:T1:C{n}",
         question=f"question {round_} of conversation {n}",
         ident=f"slack:event:{n}:{round_}",
@@ -97,10 +96,6 @@ async def block_the_loop_again_and_again(stop: asyncio.Event) -> int:
     return blocks
 
 
-async def access(who: str) -> str | None:
-    return None
-
-
 async def test_a_lagging_loop_fails_no_run_and_refuses_new_questions_politely(
     redis_url: str, redis_prefix: str
 ) -> None:
@@ -113,7 +108,6 @@ async def test_a_lagging_loop_fails_no_run_and_refuses_new_questions_politely(
     answering: Answering[str] = Answering(
         agent,
         surface="slack",
-        access=access,
         # The lease it ran with before the policy's default became agent.lease_seconds (25 s):
         # this is about admission under a late loop, not about runs whose beats come later
         # than their lease (a run that ends then may be taken for an orphan: see the report

@@ -16,6 +16,7 @@ from adapters.channels import ChannelChoices
 from adapters.dispatch.checks import Admitted as Ask
 from adapters.dispatch.checks import Ticket
 from adapters.dispatch.handlers.ask import Answering
+from adapters.dispatch.intents import Actor, Where
 from adapters.live import LiveStats, RunView, Verbosity
 from adapters.policy import Policy
 from core.agent import Agent, Run
@@ -101,7 +102,6 @@ async def test_every_key_a_conversation_writes_expires_or_is_meant_to_persist(
     answering: Answering[str] = Answering(
         agent,
         surface="slack",
-        access=lambda who: nullcontext_none(),
         policy=Policy("slack", cooldown_seconds=5),
         stores=stores,
         budgets=TokenBudgets(stores.usage, per_user=1_000_000),
@@ -116,10 +116,9 @@ async def test_every_key_a_conversation_writes_expires_or_is_meant_to_persist(
             assert await stores.claims.claim(f"slack:event:Ev{n}")
             ask = Ask(
                 who="U1",
-                user="U1",
-                key="slack:T1:U1",
-                name="ada",
-                admin=n == 1,  # an admin passes the cooldown the first question started
+                # an admin passes the cooldown the first question started
+                actor=Actor("slack", "U1", "slack:T1:U1", "ada", admin=n == 1),
+                at=Where("slack", "channel", "C1", space="T1"),
                 place="slack:T1:C1",
                 question=f"What is 17*23+4? ({n})",
                 ident=f"slack:event:Ev{n}",
@@ -162,7 +161,3 @@ async def test_every_key_a_conversation_writes_expires_or_is_meant_to_persist(
     operations = (ROOT / "docs" / "operations.md").read_text()
     for kind in PERSISTENT_KINDS:
         assert f"`{{prefix}}{kind}:" in operations, kind
-
-
-async def nullcontext_none() -> str | None:
-    return None

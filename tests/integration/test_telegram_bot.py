@@ -17,7 +17,7 @@ from adapters import words
 from adapters.attachments import ConversationFiles
 from adapters.channels import ChannelChoices
 from adapters.room import Room
-from adapters.telegram.bot import NOT_HERE, TelegramBot
+from adapters.telegram.bot import TelegramBot
 from adapters.telegram.files import telegram_downloader
 from adapters.telegram.render import STOP_PREFIX
 from adapters.telegram.settings import TelegramSettings
@@ -377,7 +377,8 @@ async def test_a_chat_not_allowed_is_told_so_and_nothing_runs(make: Any) -> None
     question = h.fake.user_says(CHAT, "hello?")
     await h.fake.wait_for(lambda: bool(h.replies()), what="the refusal")
     (refusal,) = h.replies()
-    assert refusal.text == NOT_HERE and refusal.reply_to == question.id
+    # a private chat not in allowed_chats: the shared words for a closed DM
+    assert refusal.text == words.DMS_CLOSED and refusal.reply_to == question.id
     h.model.assert_complete()
 
 

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from adapters.context import Refusals, Said, bounded, earlier, line, summary
 from adapters.dispatch.bursts import Bursts
 from adapters.dispatch.checks import Admitted as Ask
+from adapters.dispatch.intents import Actor, Where
 from core.prompt import EARLIER_TAG, earlier_message
 from tests.hostile import hostile_text
 from tests.properties import property_settings
@@ -100,10 +101,8 @@ def test_a_refusal_is_said_once_per_place() -> None:
 def ask(question: str, *, key: str = "slack:T:U1", ident: str = "1") -> Ask[str]:
     return Ask(
         who="w",
-        user="U1",
-        key=key,
-        name="ada",
-        admin=False,
+        actor=Actor("slack", "U1", key, "ada", admin=False),
+        at=Where("slack", "channel", "C1", space="T1"),
         place="p",
         question=question,
         ident=ident,

@@ -31,11 +31,6 @@ BOB = Actor("test", "6", "test:6", "bob")
 HERE = Where("test", "channel", "C1")
 
 
-async def _allowed(who: str) -> str | None:
-    del who
-    return None
-
-
 class Answered:
     """The ``answer`` a surface hands to ``dispatch``: here it notes the admitted ask and
     gives its room back at once, as an ended answer does."""
@@ -56,7 +51,6 @@ async def dispatcher() -> AsyncIterator[Dispatcher[str]]:
     answering: Answering[str] = Answering(
         Agent(ScriptedModel([]), tools, stores=stores),
         surface="test",
-        access=_allowed,
         policy=Policy("test", lease=25.0, cooldown_seconds=60.0),
         stores=stores,
         budgets=TokenBudgets(stores.usage),

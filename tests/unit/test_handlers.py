@@ -4,10 +4,13 @@ the conformance table show the same through the real SDKs; these pin the rules."
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from adapters import words
 from adapters.channels import ChannelChoices
+from adapters.dispatch.access import Access
 from adapters.dispatch.commands import Commands, shared
 from adapters.dispatch.handlers.services import Services
 from adapters.dispatch.intents import (
@@ -23,7 +26,7 @@ from adapters.dispatch.intents import (
     Where,
 )
 from adapters.dispatch.outcome import Drop, Refusal, Said
-from adapters.policy import Policy
+from adapters.policy import AccessPolicy, Policy
 from core.budgets import InMemoryUsageCounters, TokenBudgets
 from core.stores import Stores
 from core.trace import Trace
@@ -35,24 +38,19 @@ DM = Where("slack", "dm", "D1", space="T1")
 POLICY = Policy("slack", verbosity="compact")
 
 
-def commands(*, refuse: str | None = None) -> tuple[Commands[str], Stores]:
+def commands(*, policy: Policy = POLICY) -> tuple[Commands, Stores]:
     stores = Stores.in_memory()
     services = Services(
-        POLICY,
+        policy,
         stores,
         TokenBudgets(InMemoryUsageCounters(), per_user=1000),
         ChannelChoices(stores.channel_settings),
     )
-
-    async def access(who: str) -> str | None:
-        assert who == "the surface's record"
-        return refuse
-
-    return Commands(services, access=access), stores
+    return Commands(services, access=Access(policy)), stores
 
 
-async def said(handlers: Commands[str], intent: object) -> Refusal | Drop | Said:
-    return await handlers.dispatch(intent, "the surface's record")  # type: ignore[arg-type]
+async def said(handlers: Commands, intent: object) -> Refusal | Drop | Said:
+    return await handlers.dispatch(intent)  # type: ignore[arg-type]
 
 
 async def test_each_event_once_then_access_then_the_handler() -> None:
@@ -60,9 +58,10 @@ async def test_each_event_once_then_access_then_the_handler() -> None:
     usage = Usage(event="e1", actor=ANN, where=CHANNEL)
     assert isinstance(await said(handlers, usage), Said)
     assert await said(handlers, usage) == Drop("duplicate")
-    closed, _ = commands(refuse="Not here.")
+    elsewhere = AccessPolicy(places=frozenset({"C2"}), dms="members")
+    closed, _ = commands(policy=replace(POLICY, access=elsewhere))
     assert await said(closed, Usage(event="e2", actor=ANN, where=CHANNEL)) == Refusal(
-        "access", "Not here."
+        "access", words.not_here()
     )
 
 

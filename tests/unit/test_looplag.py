@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 
 import pytest
@@ -88,3 +89,29 @@ async def test_the_room_is_shared_and_refuses_past_its_runs_or_a_late_loop() -> 
     finally:
         room.stop()
     assert Room(1, lag=LoopLag(), max_lag=0).full() is None, "0 turns the lag check off"
+
+
+async def test_every_wait_is_counted_by_one_timer_that_stops_when_none_is_open() -> None:
+    from core.looplag import _TICKS, TICK
+
+    loop = asyncio.get_running_loop()
+    timers_before = len(loop._scheduled)  # type: ignore[attr-defined]
+
+    async def wait(seconds: float) -> float:
+        started = time.monotonic()
+        with contextlib.suppress(TimeoutError):
+            async with on_time(seconds):
+                await asyncio.sleep(5)
+        return time.monotonic() - started
+
+    waits = [asyncio.create_task(wait(0.2)) for _ in range(50)]
+    await asyncio.sleep(0.02)
+    ticks = _TICKS[loop][TICK]
+    assert len(ticks.waits) == 50
+    # 50 sleeps and one tick: no timer per wait
+    assert len(loop._scheduled) - timers_before == 51  # type: ignore[attr-defined]
+    took = await asyncio.gather(*waits)
+    assert all(0.2 <= t < 0.4 for t in took), took
+    assert not ticks.waits
+    await asyncio.sleep(TICK * 2)
+    assert ticks.handle is None, "an idle loop keeps no tick going"

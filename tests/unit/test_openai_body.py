@@ -63,3 +63,37 @@ def test_a_step_encodes_only_the_messages_it_added() -> None:
         "changed in place",
         "a",
     ]  # another list: another run, encoded whole
+
+
+def test_a_run_that_ended_is_forgotten_at_the_next_encode() -> None:
+    """Its list held by nothing but the cache, a run's history and JSON are dropped, not kept
+    until ``limit`` newer runs pushed them out; a run still going keeps its entry."""
+    histories = EncodedHistories(limit=256)
+    going: list[Message] = [{"role": "user", "content": "still going"}]
+    histories.encode(going)
+    ended: list[Message] = [{"role": "user", "content": "x" * 10_000}]
+    histories.encode(ended)
+    assert len(histories) == 2
+    del ended
+    histories.encode(going)
+    assert len(histories) == 1, "the ended run's entry is gone"
+    later: list[Message] = [{"role": "user", "content": "later"}]
+    histories.encode(later)
+    assert len(histories) == 2, "runs still going are kept"
+    sent = json.loads(histories.encode(going))
+    assert sent == wire_messages(going)
+
+
+def test_an_ended_run_behind_one_still_going_is_forgotten_too() -> None:
+    """The oldest entry waits long (an approval) and is not encoded again: the ended runs
+    after it are dropped all the same."""
+    histories = EncodedHistories(limit=256)
+    waiting: list[Message] = [{"role": "user", "content": "waits on an approval"}]
+    histories.encode(waiting)
+    ended: list[Message] = [{"role": "user", "content": "y" * 10_000}]
+    histories.encode(ended)
+    del ended
+    newer: list[Message] = [{"role": "user", "content": "newer"}]
+    histories.encode(newer)
+    assert len(histories) == 2, "the waiting run and the newer one; the ended one is gone"
+    assert json.loads(histories.encode(waiting)) == wire_messages(waiting)

@@ -92,7 +92,8 @@ OWN: list[tuple[str, str, Any]] = [
     ("telegram", "verbosity", "compact"),
     ("telegram", "admin_users", frozenset({"42"})),
     ("telegram", "admin_roles", frozenset()),
-    ("telegram", "access", AccessPolicy(places=frozenset({"-100"}))),
+    # a private chat is a DM allowed_chats may name: unlisted, closed
+    ("telegram", "access", AccessPolicy(places=frozenset({"-100"}), dms="closed")),
     ("web", "cooldown_seconds", 4.5),
     ("web", "verbosity", "answer"),
     ("web", "admin_users", frozenset()),

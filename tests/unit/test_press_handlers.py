@@ -39,11 +39,6 @@ ASKER, ADMIN, OTHER = "1001", "9", "2002"
 HERE = {"channel": "C1"}
 
 
-async def _allowed(who: str) -> str | None:
-    del who
-    return None
-
-
 @pytest.fixture
 async def dispatcher() -> AsyncIterator[Dispatcher[str]]:
     stores = Stores.in_memory()
@@ -52,7 +47,6 @@ async def dispatcher() -> AsyncIterator[Dispatcher[str]]:
     answering: Answering[str] = Answering(
         Agent(ScriptedModel([]), tools, stores=stores),
         surface="test",
-        access=_allowed,
         policy=Policy("test", lease=25.0, approvers="asker"),
         stores=stores,
         budgets=TokenBudgets(stores.usage),

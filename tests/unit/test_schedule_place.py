@@ -8,7 +8,7 @@ import pytest
 from adapters import words
 from adapters.dispatch.checks import Admitted
 from adapters.dispatch.handlers.ask import proposing
-from adapters.dispatch.intents import PlaceKind, Where
+from adapters.dispatch.intents import Actor, PlaceKind, Where
 from adapters.dispatch.schedule import place_of
 from core.schedule_tool import ScheduleTool
 from core.schedules import InMemorySchedules, Place, ScheduleBook, ScheduleSettings
@@ -47,7 +47,8 @@ def registry() -> tuple[ToolRegistry, ScheduleTool]:
 
 def ask(*, schedule: Place | None, scheduled: bool = False) -> Admitted[None]:
     return Admitted(
-        who=None, user="U1", key="slack:T1:U1", name="Ada", admin=False, place="slack:C1",
+        who=None, actor=Actor("slack", "U1", "slack:T1:U1", "Ada"),
+        at=Where("slack", "channel", "C1", space="T1"), place="slack:C1",
         question="q", ident="e1", schedule=schedule, scheduled=scheduled,
     )  # fmt: skip
 

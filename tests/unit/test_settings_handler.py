@@ -9,6 +9,7 @@ import pytest
 
 from adapters import words
 from adapters.channels import ChannelChoices
+from adapters.dispatch.access import Access
 from adapters.dispatch.commands import Commands
 from adapters.dispatch.handlers.services import Services
 from adapters.dispatch.intents import (
@@ -48,29 +49,25 @@ class Down(InMemoryChannelSettings):
         raise StoreUnavailable("Redis at 127.0.0.1:1 failed to save the channel's settings")
 
 
-def commands(settings: InMemoryChannelSettings | None = None) -> Commands[str]:
+def commands(settings: InMemoryChannelSettings | None = None) -> Commands:
     stores = Stores.in_memory()
     tools = ToolRegistry()
     tools.add(CalculatorTool())
     choices = ChannelChoices(settings or stores.channel_settings, {"big": ScriptedModel([])}, tools)
     budgets = TokenBudgets(InMemoryUsageCounters())
-    services = Services(Policy("telegram"), stores, budgets, choices)
-
-    async def access(who: str) -> str | None:
-        del who
-        return None
-
-    return Commands(services, access=access)
+    policy = Policy("telegram")
+    services = Services(policy, stores, budgets, choices)
+    return Commands(services, access=Access(policy))
 
 
 class Asking:
-    def __init__(self, handlers: Commands[str]) -> None:
+    def __init__(self, handlers: Commands) -> None:
         self.handlers, self.n = handlers, 0
 
     async def __call__(self, actor: Actor, change: SettingsChange) -> Refusal | Said:
         self.n += 1
         intent = Settings(event=f"e{self.n}", actor=actor, where=GROUP, change=change)
-        outcome = await self.handlers.dispatch(intent, "record")
+        outcome = await self.handlers.dispatch(intent)
         assert isinstance(outcome, Refusal | Said)
         return outcome
 

@@ -29,6 +29,11 @@ STEMS = (
     "only an admin can",
     "now see",
     "could not save that",
+    "not on the list",
+    "not enabled",
+    "answer direct messages",
+    "does not answer in this chat",
+    "i only answer in",
 )
 """Pieces of the sentences ``adapters.words`` holds: a string literal in a surface that
 contains one is a copy that will drift."""

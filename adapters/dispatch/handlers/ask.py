@@ -9,7 +9,8 @@ run's life of what was ``adapters.answering``).
          release; the run is registered meanwhile (``adapters.recovery``), so a Stop from
          any process and a shutdown find it
 
-A surface brings its ``Access`` rule (who may ask where, in its own terms), its ``Policy``
+A surface brings its ``Access`` (the shared rule of who may ask where, with the surface's
+lookup of memberships: ``adapters.dispatch.access``), its ``Policy``
 (``adapters.policy``: the same fields on every surface, built from the config once), and
 for each question a ``Reply``: the few steps only it knows (post or stream the message,
 say a short note, tidy up). Everything else is here and in ``checks``, so each policy is
@@ -33,7 +34,8 @@ from adapters.attachments import ConversationFiles
 from adapters.channels import ChannelChoices
 from adapters.context import Read, Refusals, bounded, earlier
 from adapters.decisions import Owner
-from adapters.dispatch.checks import A, Access, AdmissionChain, Admitted, Ticket
+from adapters.dispatch.access import Members, Names
+from adapters.dispatch.checks import A, AdmissionChain, Admitted, Ticket
 from adapters.live import LiveStats, RunView, Verbosity
 from adapters.policy import Policy
 from adapters.recovery import BEAT_EVERY, Finalise, Recovery
@@ -113,7 +115,6 @@ class Answering(AdmissionChain[A]):
         agent: Agent,
         *,
         surface: str,
-        access: Access[A],
         policy: Policy,
         stores: Stores,
         budgets: TokenBudgets,
@@ -125,11 +126,12 @@ class Answering(AdmissionChain[A]):
         shutdown_by: str = SHUTDOWN,
         finalise: Finalise | None = None,
         room: Room | None = None,
+        members: Members | None = None,
+        names: Names | None = None,
     ) -> None:
         super().__init__(
             agent,
             surface=surface,
-            access=access,
             policy=policy,
             stores=stores,
             budgets=budgets,
@@ -138,6 +140,8 @@ class Answering(AdmissionChain[A]):
             quote=quote,
             hearing=files.hearing if files is not None else Hearing(),
             room=room,
+            members=members,
+            names=names,
         )
         self.context = policy.context
         """How much of a channel's earlier messages a question may read (``context.*``)."""

@@ -22,15 +22,23 @@ async def open_driver(
     approval: bool = False,
     lease: float | None = None,
     room: int | None = None,
+    elsewhere: bool = False,
 ) -> AsyncIterator[Driver]:
     """The surface ``platform`` served against its fake, its model scripted with ``turns``
     (``ACT`` in them: the surface's own action that needs a person's approval, with
     ``approval``: a bot whose broker asks for it); ``lease``: the runs' lease, which is
     also how long a dead process's run waits before the sweep finishes it; ``room``: the
-    process's room (``agent.max_concurrent_runs``), else the default."""
+    process's room (``agent.max_concurrent_runs``), else the default; ``elsewhere``: the
+    bot is enabled only in a place other than the one the driver asks in (its access list
+    names another channel or chat)."""
     module = importlib.import_module(f"tests.conformance.drivers.{platform}")
     script = [module.ACT if turn == ACT else turn for turn in turns]
     async with module.driving(
-        script, merge_window=merge_window, approval=approval, lease=lease, room=room
+        script,
+        merge_window=merge_window,
+        approval=approval,
+        lease=lease,
+        room=room,
+        elsewhere=elsewhere,
     ) as driver:
         yield driver

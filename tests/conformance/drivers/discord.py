@@ -291,6 +291,7 @@ async def driving(
     approval: bool = False,
     lease: float | None = None,
     room: int | None = None,
+    elsewhere: bool = False,
 ) -> AsyncIterator[Any]:
     if approval:  # test_discord_approval's harness: a broker, and a tool that needs it
         async with bots([turns], admin_roles=(ROLE_ID,), merge_window=merge_window) as b:
@@ -301,7 +302,9 @@ async def driving(
             yield DiscordDriver(harness, process.ran)
         return
     runs = InMemoryRunRegistry()
-    leased = {} if lease is None else {"run_lease": lease}
+    leased: dict[str, Any] = {} if lease is None else {"run_lease": lease}
+    if elsewhere:  # a channel of the guild, not the one the driver asks in
+        leased["allowed_channels"] = (CHANNEL_ID + 7,)
     async with running(
         turns,
         admin_roles=(ROLE_ID,),

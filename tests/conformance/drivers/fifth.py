@@ -15,7 +15,7 @@ from typing import Any
 
 from adapters.channels import ChannelChoices
 from adapters.live import RunView
-from adapters.policy import Policy
+from adapters.policy import AccessPolicy, Policy
 from adapters.room import Room
 from core.agent import Agent, AgentSettings
 from core.approval import ApprovalBroker, InMemoryDecisions, InMemoryPending
@@ -201,6 +201,7 @@ async def driving(
     approval: bool = False,
     lease: float | None = None,
     room: int | None = None,
+    elsewhere: bool = False,
 ) -> AsyncIterator[Any]:
     chat = Platform(admins={PEOPLE["admin"]})
     deleted: list[str] = []
@@ -234,6 +235,8 @@ async def driving(
     policy = Policy(NAME, cooldown_seconds=0.0, merge_window=merge_window)
     if lease is not None:
         policy = dataclasses.replace(policy, lease=lease)
+    if elsewhere:  # its channel list names another channel
+        policy = dataclasses.replace(policy, access=AccessPolicy(places=frozenset({"elsewhere"})))
     surface = FifthSurface(
         chat,
         agent,

@@ -281,8 +281,11 @@ async def driving(
     approval: bool = False,
     lease: float | None = None,
     room: int | None = None,
+    elsewhere: bool = False,
 ) -> AsyncIterator[Any]:
-    leased = {} if lease is None else {"run_lease": lease}
+    leased: dict[str, Any] = {} if lease is None else {"run_lease": lease}
+    if elsewhere:
+        leased["allowed_channels"] = frozenset({"C9ELSEWHERE"})
     async with FakeSlack() as fake, (approvals if approval else serving)(fake) as make:
         roomed = {} if room is None else {"room": Room(room)}
         harness = await make(list(turns), merge_window=merge_window, **leased, **roomed)

@@ -216,8 +216,11 @@ async def driving(
     approval: bool = False,
     lease: float | None = None,
     room: int | None = None,
+    elsewhere: bool = False,
 ) -> AsyncIterator[Any]:
-    leased = {} if lease is None else {"run_lease": lease}
+    leased: dict[str, Any] = {} if lease is None else {"run_lease": lease}
+    if elsewhere:  # another group than the one the driver asks in
+        leased["allowed_chats"] = frozenset({GROUP - 7})
     async with bots() as make, aiohttp.ClientSession() as http:
         harness = await make(
             list(turns),

@@ -204,7 +204,9 @@ async def driving(
     approval: bool = False,
     lease: float | None = None,
     room: int | None = None,
+    elsewhere: bool = False,
 ) -> AsyncIterator[Any]:
+    assert not elsewhere, "a web session is its own place: there is nowhere else to enable"
     async with (
         chats() as make,
         aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as other,

@@ -88,7 +88,6 @@ class FifthSurface:
         self.answering: Answering[Asked] = Answering(
             agent,
             surface=NAME,
-            access=self._access,
             policy=policy,
             stores=stores,
             budgets=budgets,
@@ -103,14 +102,10 @@ class FifthSurface:
         self.dispatcher: Dispatcher[Asked] = Dispatcher(
             self.answering, claims=stores.claims, traces=stores.traces
         )
-        self.commands: Commands[str] = Commands(
-            Services(policy, stores, budgets, choices, files), access=self._access
+        self.commands = Commands(
+            Services(policy, stores, budgets, choices, files), access=self.answering.access
         )
         self._presses = itertools.count(1)
-
-    async def _access(self, who: object) -> str | None:
-        del who  # the fake has no access lists (a finding: no shared rule reads them)
-        return None
 
     # ---- translation ------------------------------------------------------------------------
     def actor(self, person: str) -> Actor:
@@ -223,7 +218,7 @@ class FifthSurface:
         intent = kind(
             event=event, actor=self.actor(person), where=self.where(channel, thread), **given
         )
-        return await self.commands.dispatch(intent, person)
+        return await self.commands.dispatch(intent)
 
     # ---- what the person is told ------------------------------------------------------------
     def _tell(self, person: str, outcome: Outcome) -> None:
