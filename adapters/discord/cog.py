@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import discord
@@ -64,11 +64,9 @@ from adapters.discord.surface import (
 )
 from adapters.discord.translate import (
     asker_of,
-    channel_name,
     is_bots_thread,
     memory_place,
     question_from,
-    settings_key,
     where_of,
     why_question,
 )
@@ -76,12 +74,12 @@ from adapters.dispatch.checks import Admitted
 from adapters.dispatch.commands import Commands
 from adapters.dispatch.dispatcher import Dispatcher
 from adapters.dispatch.handlers.ask import Answering
-from adapters.dispatch.handlers.retry import retried
 from adapters.dispatch.handlers.services import Services as Shared
 from adapters.dispatch.intents import (
     Actor,
     Decide,
     EditPersona,
+    Retry,
     SetModel,
     SetPersona,
     Settings,
@@ -200,7 +198,7 @@ class AskCog(SharedCommands, ReactbotCommands, commands.Cog):
             members=DmMemberships(bot),  # a DM's guild memberships, for the shared access rule
         )
         self.dispatcher: Dispatcher[Asker] = Dispatcher(
-            self.answering, claims=services.stores.claims
+            self.answering, claims=services.stores.claims, traces=services.stores.traces
         )
         self.handlers = Commands(
             Shared(
@@ -274,34 +272,57 @@ class AskCog(SharedCommands, ReactbotCommands, commands.Cog):
         *,
         model: str | None = None,
         file: discord.Attachment | None = None,
-    ) -> bool:
-        """``/ask``, and Retry on an interrupted answer: admitted like a mention, answered
-        in the interaction's own response; False when refused."""
-        if not await self.services.stores.claims.claim(f"discord:interaction:{interaction.id}"):
-            return True  # a second delivery: the first is being answered
-        ask = await self._ask(
-            interaction.user,
+    ) -> None:
+        """``/ask``: through ``Dispatcher.dispatch`` like a mention, without gathering (the
+        3-second rule: deferred once admitted, a refusal said privately), answered in the
+        interaction's own response."""
+        ask = self._slash_ask(interaction, question.strip(), model=model, file=file)
+        outcome = await self.dispatcher.dispatch(
+            ask,
+            self._interaction_reply(interaction),
+            admitted=self._defer_once_admitted(interaction),
+        )
+        await _refused(interaction, outcome)
+
+    def _slash_ask(
+        self,
+        interaction: discord.Interaction,
+        question: str,
+        *,
+        model: str | None = None,
+        file: discord.Attachment | None = None,
+    ) -> Intent[Asker]:
+        """An interaction's question (``/ask``, a Retry's) as the dispatcher reads it."""
+        channel, channel_id, user = (
             interaction.channel,
             interaction.channel_id or 0,
-            question.strip(),
-            ident=f"interaction:{interaction.id}",
-            model=model,
-            attachments=[file] if file else [],
+            interaction.user,
         )
-        admitted = await self.answering.admit(ask)
-        if isinstance(admitted, Refusal):
-            await interaction.response.send_message(
-                admitted.text, ephemeral=True, allowed_mentions=NO_MENTIONS
-            )
-            return False
-        try:
-            await interaction.response.defer(thinking=True)  # the 3-second rule: ack first
-        except BaseException:
-            await admitted.give_back()
-            raise
-        reply = InteractionReply(self, interaction, ask)
-        self.answering.spawn(self.answering.answer(admitted, reply))
-        return True
+        me, asker = self.bot.user, asker_of(user)
+        files = self.services.files
+        return Intent(
+            event=f"discord:interaction:{interaction.id}",
+            actor=self._actor(user, asker),
+            where=where_of(channel, channel_id, bot_id=me.id if me else 0),
+            question=question,
+            model=model,
+            files=incoming_of([file], files.downloader) if file and files is not None else (),
+            gathers=False,
+            memories=asker.where(*memory_place(channel, channel_id)),
+            who=asker,
+        )
+
+    def _interaction_reply(
+        self, interaction: discord.Interaction
+    ) -> Callable[[Admitted[Asker]], InteractionReply]:
+        return lambda admitted: InteractionReply(self, interaction, admitted)
+
+    @staticmethod
+    def _defer_once_admitted(interaction: discord.Interaction) -> Callable[[], Awaitable[None]]:
+        async def defer() -> None:  # the 3-second rule: the ack, before the run starts
+            await interaction.response.defer(thinking=True)
+
+        return defer
 
     @ask.autocomplete("model")
     async def _model_names(
@@ -381,35 +402,6 @@ class AskCog(SharedCommands, ReactbotCommands, commands.Cog):
             return None
         return asker
 
-    async def _ask(
-        self,
-        user: discord.User | discord.Member,
-        channel: Channel,
-        channel_id: int,
-        question: str,
-        *,
-        ident: str,
-        model: str | None = None,
-        attachments: Sequence[discord.Attachment] = (),
-        earlier: Callable[[], Awaitable[Read]] | None = None,
-    ) -> Admitted[Asker]:
-        """The event as the answering pipeline reads it."""
-        asker, me = asker_of(user), self.bot.user
-        files = self.services.files
-        return Admitted(
-            who=asker,
-            actor=self._actor(user, asker),
-            at=where_of(channel, channel_id, bot_id=me.id if me else 0),
-            place=settings_key(channel, channel_id),
-            question=question,
-            ident=ident,
-            model=model,
-            files=incoming_of(attachments, files.downloader) if files is not None else (),
-            earlier=earlier,
-            channel_name=channel_name(channel),
-            where=asker.where(*memory_place(channel, channel_id)),
-        )
-
     def _earlier(
         self, message: discord.Message, me: discord.abc.User
     ) -> Callable[[], Awaitable[Read]]:
@@ -484,14 +476,18 @@ class AskCog(SharedCommands, ReactbotCommands, commands.Cog):
 
     async def retry_pressed(self, interaction: discord.Interaction, run_id: str) -> None:
         """Retry on an interrupted answer: its question asked again by whoever pressed, in
-        the channel (or thread) it was asked in; a custom id naming another's run is refused."""
-        once, traces = self.dispatcher.retry_once, self.services.stores.traces
-        trace = await retried(run_id, _places(interaction), traces=traces, once=once)
-        if isinstance(trace, Refusal):
-            await interaction.response.send_message(trace.text, ephemeral=True)
-            return
-        if not await self._answer_interaction(interaction, trace.question):
-            await once.give_back(run_id)
+        the channel (or thread) it was asked in (``Dispatcher.retry``: once per run)."""
+        press = self._press(interaction)
+        del press["at"]  # Retry reads the trace's conversation, not a run's record
+        retry = Retry(run_id=run_id, places=_places(interaction), **press)
+        ask = self._slash_ask(interaction, "")
+        outcome = await self.dispatcher.retry(
+            retry,
+            lambda question: replace(ask, question=question),
+            self._interaction_reply(interaction),
+            admitted=self._defer_once_admitted(interaction),
+        )
+        await _refused(interaction, outcome)
 
     async def sources_pressed(self, interaction: discord.Interaction, run_id: str) -> None:
         """Anyone may ask; the answer is private, the links written out, nobody pinged."""
@@ -744,8 +740,20 @@ def _mention(user: str) -> str | None:
     return f"<@{user}>" if user.isdigit() else None
 
 
+async def _refused(interaction: discord.Interaction, outcome: Outcome) -> None:
+    """An ask's refusal, said only to the asker (an admitted one was deferred: its answer
+    follows; a redelivery is the first delivery's to answer)."""
+    if isinstance(outcome, Refusal):
+        await interaction.response.send_message(
+            outcome.text, ephemeral=True, allowed_mentions=NO_MENTIONS
+        )
+
+
 async def _said(interaction: discord.Interaction, outcome: Outcome) -> None:
-    """A refusal, said only to the presser; else the message itself shows what happened."""
+    """A refusal, said only to the presser; else the message itself shows what happened (a
+    redelivered press: nothing, the first delivery's)."""
+    if isinstance(outcome, Drop):
+        return
     if isinstance(outcome, Refusal):
         await interaction.response.send_message(
             outcome.text, ephemeral=True, allowed_mentions=NO_MENTIONS

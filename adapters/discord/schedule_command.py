@@ -23,7 +23,6 @@ from adapters.discord.surface import NO_MENTIONS
 from adapters.discord.translate import where_of
 from adapters.dispatch import schedule
 from adapters.dispatch.intents import Actor
-from core.schedules import Place
 
 __all__ = ["REACTBOT", "SCHEDULE", "ReactbotCommands", "ScheduleCommand"]
 
@@ -103,11 +102,13 @@ class ScheduleCommand(commands.Cog):
         channel_id = interaction.channel_id or 0
         where = where_of(interaction.channel, channel_id, bot_id=me.id if me else 0)
         actor = cog._actor(interaction.user, asker)
+        place = schedule.place_of(where)  # a thread the bot opened posts in its channel
+        assert place is not None  # Discord posts
         return schedule.Schedule(
             event=f"discord:interaction:{interaction.id}",
             actor=actor,
             where=where,
-            place=Place("discord", where.channel, where.thread or "", where.space or ""),
+            place=place,
             shown_as=f"@{actor.name}",  # plain text, sent with no mentions allowed
             action=parsed.action,
             id=parsed.id,

@@ -7,12 +7,12 @@ surface. Today: ``Ask``; ``Memory`` (handled by ``adapters.dispatch.memory``); `
 ``ShowTrace``, ``Vote``, ``Settings`` and ``Usage`` (``adapters.dispatch.commands``: each
 declares the checks it passes, ``checks``); ``Stop`` and ``Decide`` (presses on a run's
 buttons, ``adapters.dispatch.handlers``: the run's own record says who may and from where);
-Retry follows on this shape (docs/plans/dispatcher.md §5.1).
+``Retry`` (``Dispatcher.retry``: the interrupted run's question asked again, once).
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar, Generic, Literal, TypeVar
 
@@ -297,3 +297,14 @@ class Decide(RunPress):
     @property
     def key(self) -> tuple[str, int, int]:
         return (self.run_id, self.step, self.call)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Retry(Intent):
+    """Retry pressed under an interrupted answer: its question asked again by whoever
+    pressed, where they pressed (``Dispatcher.retry``); once per run, however many press."""
+
+    run_id: str
+    places: Collection[str]
+    """The conversations the press came from, as the platform vouches for them: the run's
+    own must be one of them (``adapters.decisions.may_retry``)."""

@@ -50,9 +50,8 @@ from adapters.dispatch.checks import Admitted, Ticket
 from adapters.dispatch.commands import Commands
 from adapters.dispatch.dispatcher import Dispatcher
 from adapters.dispatch.handlers.ask import Answering, Reply
-from adapters.dispatch.handlers.retry import retried
 from adapters.dispatch.handlers.services import Services
-from adapters.dispatch.intents import Actor, Decide, Stop, Vote, Where
+from adapters.dispatch.intents import Actor, Decide, Retry, Stop, Vote, Where
 from adapters.dispatch.intents import Ask as Intent
 from adapters.dispatch.outcome import Drop, Refusal
 from adapters.pacing import Budget, EditPacer, per_minute
@@ -235,7 +234,9 @@ class SlackBot:
             members=ChannelMembers(client),
             names=lambda channel: f"<#{channel}>",
         )
-        self.dispatcher: Dispatcher[Question] = Dispatcher(self.answering, claims=stores.claims)
+        self.dispatcher: Dispatcher[Question] = Dispatcher(
+            self.answering, claims=stores.claims, traces=stores.traces
+        )
         self.stats = self.answering.stats
         """The live messages' counters of finished runs (for benchmarks and diagnostics)."""
         self.handlers = Commands(
@@ -367,18 +368,24 @@ class SlackBot:
                                   thread_ts=click_thread(body))  # fmt: skip
 
     async def _on_command(self, ack: AsyncAck, command: dict[str, Any]) -> None:
+        """``/ask``: through ``Dispatcher.dispatch`` (no gathering), acked within Slack's
+        3 s however it ends: "working" once admitted, the refusal's words, or nothing for a
+        redelivery (the first delivery is being answered)."""
         question = from_command(command)
-        if not await self.stores.claims.claim(question.claim_key):
-            await ack()  # a duplicate delivery: the first one is being answered
-            return
-        admitted = await self.answering.admit(self._ask(question))
-        if isinstance(admitted, Refusal):
-            await ack(text=admitted.text, response_type="ephemeral")
-            return
-        try:
-            await ack(text=WORKING, response_type="ephemeral")
-        finally:  # whatever happens to the ack, the admitted question is answered and let go
-            self._spawn(self._answer_named(admitted, SlackReply(self, question)))
+
+        async def working() -> None:  # the admitted question is answered whatever the ack
+            try:
+                await ack(text=WORKING, response_type="ephemeral")
+            except Exception:
+                log.warning("could not ack /ask %s", question.claim_key, exc_info=True)
+
+        outcome = await self.dispatcher.dispatch(
+            self._intent(question), self._reply, answer=self._answer_named, admitted=working
+        )
+        if isinstance(outcome, Refusal):
+            await ack(text=outcome.text, response_type="ephemeral")
+        elif isinstance(outcome, Drop):
+            await ack()
 
     async def _on_event(
         self,
@@ -397,12 +404,14 @@ class SlackBot:
         if assistant:
             question = dataclasses.replace(question, assistant=True)
         outcome = await self.dispatcher.dispatch(
-            self._intent(question, bot_user_id=bot_user_id),
-            lambda ask: SlackReply(self, dataclasses.replace(ask.who, text=ask.question)),
-            answer=self._answer_named,
+            self._intent(question, bot_user_id=bot_user_id), self._reply, answer=self._answer_named
         )
         if isinstance(outcome, Refusal):
             await self.tell(question, outcome.text)
+
+    def _reply(self, admitted: Admitted[Question]) -> SlackReply:
+        """The reply to an admitted question (a burst's: its merged text)."""
+        return SlackReply(self, dataclasses.replace(admitted.who, text=admitted.question))
 
     async def _answer_named(self, ticket: Ticket[Question], reply: Reply) -> None:
         """Answer an admitted question (an event's, a burst's merged, a command's, a Retry's)
@@ -562,10 +571,6 @@ class SlackBot:
         return channel, str(thread_ts) if thread_ts else None
 
     # ---- policy ---------------------------------------------------------------------------
-    def _ask(self, question: Question) -> Admitted[Question]:
-        """A slash command's or a Retry's question as the answering pipeline reads it."""
-        return self.dispatcher.admitted(self._intent(question))
-
     def _intent(self, question: Question, *, bot_user_id: str | None = None) -> Intent[Question]:
         """The question as the dispatcher reads it; a mention reads the earlier messages of
         its thread or channel; an event's message gathers (a slash command's cannot wait)."""
@@ -677,33 +682,24 @@ class SlackBot:
 
     async def _on_retry(self, body: dict[str, Any], action: dict[str, Any]) -> None:
         """Retry on an interrupted answer: its question asked again by whoever pressed it
-        (admitted like any question), in a new message of the channel it was asked in."""
+        (``Dispatcher.retry``: once per run), in a new message of the channel it was asked
+        in; the press was acked already (the answer is a new message)."""
         user = str((body.get("user") or {}).get("id", ""))
         channel = str((body.get("channel") or {}).get("id", ""))
-        run_id, once = str(action.get("value", ""))[:64], self.dispatcher.retry_once
-        claim = f"slack:retry:{body.get('trigger_id') or action.get('action_ts', '')}"
-        if not await self.stores.claims.claim(claim):
-            return  # Slack delivered this press again
+        press = f"slack:retry:{body.get('trigger_id') or action.get('action_ts', '')}"
         places = click_places(body, channel) if user and channel else set()
-        trace = await retried(run_id, places, traces=self.stores.traces, once=once)
-        if isinstance(trace, Refusal):
-            await self.ephemeral(channel, user, trace.text)
-            return
-        question = Question(
-            source="command",
-            team=str((body.get("team") or {}).get("id", "")),
-            channel=channel,
-            user=user,
-            text=trace.question,
-            thread_ts=None,
-            claim_key=claim,
+        question = Question(source="command", team=str((body.get("team") or {}).get("id", "")),
+                            channel=channel, user=user, text="", thread_ts=None, claim_key=press)  # fmt: skip
+        retry = Retry(run_id=str(action.get("value", ""))[:64], places=places,
+                      event=press, actor=self.shared.actor(question), where=where_of(question))  # fmt: skip
+        outcome = await self.dispatcher.retry(
+            retry,
+            lambda text: self._intent(dataclasses.replace(question, text=text)),
+            self._reply,
+            answer=self._answer_named,
         )
-        admitted = await self.answering.admit(self._ask(question))
-        if isinstance(admitted, Refusal):
-            await once.give_back(run_id)
-            await self.ephemeral(channel, user, admitted.text)
-            return
-        await self._answer_named(admitted, SlackReply(self, question))
+        if isinstance(outcome, Refusal):
+            await self.ephemeral(channel, user, outcome.text)
 
     async def note_in_thread(self, channel: str, thread_ts: str, text: str) -> None:
         """One short message in the answer's thread (the refused files); never raises."""

@@ -30,6 +30,7 @@ import os
 import re
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from telegram import CallbackQuery, MessageEntity, Update, User
@@ -53,7 +54,6 @@ from adapters.channels import ChannelChoices
 from adapters.dispatch.commands import Commands
 from adapters.dispatch.dispatcher import Dispatcher
 from adapters.dispatch.handlers.ask import Answering
-from adapters.dispatch.handlers.retry import retried
 from adapters.dispatch.handlers.services import Services
 from adapters.dispatch.intents import (
     Actor,
@@ -61,6 +61,7 @@ from adapters.dispatch.intents import (
     Command,
     Decide,
     Reset,
+    Retry,
     ShowPersona,
     ShowTrace,
     Stop,
@@ -239,7 +240,9 @@ class TelegramBot:
             finalise=self._finish_orphan,
             room=room,
         )
-        self.dispatcher: Dispatcher[Asker] = Dispatcher(self.answering, claims=stores.claims)
+        self.dispatcher: Dispatcher[Asker] = Dispatcher(
+            self.answering, claims=stores.claims, traces=stores.traces
+        )
         """Each update once, bursts gathered, then the admission chain (``adapters.dispatch``)."""
         self.handlers = Commands(
             Services(policy, stores, budgets, choices, files), access=self.answering.access
@@ -618,29 +621,26 @@ class TelegramBot:
 
     async def _retry(self, run_id: str, query: CallbackQuery) -> str:
         """Retry under an interrupted answer: its question asked again, by whoever pressed,
-        as a reply to that message (admitted like any question)."""
+        as a reply to that message (``Dispatcher.retry``: once per run); a refusal is the
+        press's answer, as a Stop's."""
         message = query.message
         if not isinstance(message, TelegramMessage):
             return words.MESSAGE_TOO_OLD
         thread = _thread_of(message)
-        here = (conversation_of(message.chat.id, thread),)
-        once = self.dispatcher.retry_once
-        trace = await retried(run_id, here, traces=self.stores.traces, once=once)
-        if isinstance(trace, Refusal):
-            return trace.text
         asker = Asker(message.chat.id, query.from_user.id, message.message_id, thread)
-        ask = self._intent(
-            asker,
-            query.from_user,
-            trace.question,
-            event=f"telegram:retry:{query.id}",
-            chat_name=_chat_name(message.chat),
-            gathers=False,
+        press = f"telegram:retry:{query.id}"
+        ask = self._intent(asker, query.from_user, "", event=press,
+                           chat_name=_chat_name(message.chat), gathers=False)  # fmt: skip
+        retry = Retry(run_id=run_id, places=(conversation_of(message.chat.id, thread),),
+                      event=press, actor=ask.actor, where=ask.where)  # fmt: skip
+        outcome = await self.dispatcher.retry(
+            retry,
+            lambda question: replace(ask, question=question.strip()),
+            lambda admitted: TelegramReply(self, admitted.who),
         )
-        refused = await self._dispatch(ask)
-        if refused is not None:
-            await once.give_back(run_id)
-        return cut(refused, 190) if refused is not None else "Asking again…"
+        if isinstance(outcome, Done):
+            return "Asking again…"
+        return cut(outcome.text, 190) if isinstance(outcome, Refusal) else ""
 
     async def _voted(self, data: str, query: CallbackQuery) -> str | None:
         """👍 / 👎 under an answer: the shared handler's words, as the press's answer."""

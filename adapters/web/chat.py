@@ -58,7 +58,7 @@ from aiohttp import web
 from adapters import words
 from adapters.attachments import ConversationFiles
 from adapters.channels import ChannelChoices
-from adapters.dispatch.checks import Ticket
+from adapters.dispatch.checks import Admitted, Ticket
 from adapters.dispatch.commands import Commands
 from adapters.dispatch.dispatcher import Dispatcher
 from adapters.dispatch.handlers.ask import Answering, Reply
@@ -80,6 +80,7 @@ from adapters.web.guard import (
 from adapters.web.hosts import HostRule, is_loopback
 from adapters.web.memory import MemoryRoutes
 from adapters.web.memory import assets as memory_assets
+from adapters.web.refusals import refused
 from adapters.web.render import WebPayload, WebRenderer, clean
 from adapters.web.runs import RunRoutes
 from adapters.web.uploads import Uploads
@@ -394,7 +395,9 @@ class WebChat:
             room=room,
             files=files,
         )
-        self.dispatcher: Dispatcher[Session] = Dispatcher(self.answering, claims=stores.claims)
+        self.dispatcher: Dispatcher[Session] = Dispatcher(
+            self.answering, claims=stores.claims, traces=stores.traces
+        )
         """Each question once (the page's id for it), bursts gathered (``adapters.dispatch``)."""
         self.commands = Commands(
             Services(policy, stores, budgets, choices, files), access=self.answering.access
@@ -642,36 +645,35 @@ class WebChat:
             files=tuple(body.get("files", ())),  # a form's (``_post``)
         )
         if isinstance(outcome, Refusal):
-            status = 400 if outcome.reason == "question" else 429
-            return self._json({"error": outcome.text, "reason": outcome.reason}, status=status)
+            return self._json(*refused(outcome))
         if isinstance(outcome, Drop):  # a repeated POST, or a message added to the last one
             return self._json({"ok": True, "dropped": outcome.reason}, status=202)
         return self._json({"ok": True}, status=202)
 
     async def asked(
-        self,
-        session: Session,
-        question: str,
-        *,
-        event: str,
-        files: Sequence[Any] = (),
-        gathers: bool = True,
+        self, session: Session, question: str, *, event: str, files: Sequence[Any] = ()
     ) -> Outcome:
-        """``question`` asked in ``session``: typed (a burst within ``agent.merge_window``
-        gathers), or again by Retry (``gathers=False``)."""
-        ask: Ask[Session] = Ask(
+        """``question`` typed in ``session`` (a burst within ``agent.merge_window``
+        gathers)."""
+        ask = self.ask_of(session, question, event=event, files=files)
+        return await self.dispatcher.dispatch(ask, self.reply, answer=self._answer)
+
+    def ask_of(
+        self, session: Session, question: str, *, event: str, files: Sequence[Any] = ()
+    ) -> Ask[Session]:
+        """``question`` asked in ``session``, as the dispatcher reads it."""
+        return Ask(
             event=event,
             actor=Actor("web", session.id, session.conversation, "you (web chat)"),
             where=Where("web", "session", session.id, name="web chat"),
             question=question,
             files=files,
-            gathers=gathers,
             memories=MemoryPlace("web", "", session.conversation, private=True),  # its own
             who=session,
         )
-        return await self.dispatcher.dispatch(
-            ask, lambda admitted: WebReply(self, admitted.who), answer=self._answer
-        )
+
+    def reply(self, admitted: Admitted[Session]) -> WebReply:
+        return WebReply(self, admitted.who)
 
     def _answer(self, ticket: Ticket[Session], reply: Reply) -> Coroutine[Any, Any, None]:
         session = ticket.ask.who

@@ -50,6 +50,7 @@ from adapters.dispatch.intents import (
 )
 from adapters.dispatch.outcome import Drop, Refusal, Said
 from adapters.live import VERBOSITIES, Verbosity
+from adapters.web.refusals import refused
 
 TRACE_CHARS = 60_000
 """Characters of a trace's Markdown sent to the page (the link holds the whole)."""
@@ -157,7 +158,7 @@ class CommandRoutes:
 
     def _answer(self, outcome: Refusal | Drop | Said) -> web.Response:
         if isinstance(outcome, Refusal):
-            return self.chat._json({"error": outcome.text, "reason": outcome.reason}, 403)
+            return self.chat._json(*refused(outcome))
         if isinstance(outcome, Drop):
             return self.chat._json({"ok": True, "dropped": outcome.reason}, 202)
         if outcome.failed:  # nothing changed: said, and marked so

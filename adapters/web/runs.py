@@ -16,19 +16,20 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from aiohttp import web
 
-from adapters.dispatch.handlers.ask import Answering
-from adapters.dispatch.handlers.retry import retried
-from adapters.dispatch.intents import Actor, Decide, Stop, Where
+from adapters.dispatch.checks import Admitted, Ticket
+from adapters.dispatch.handlers.ask import Answering, Reply
+from adapters.dispatch.intents import Actor, Ask, Decide, Retry, Stop, Where
 from adapters.dispatch.outcome import Done, Outcome, Refusal
 from adapters.live import RunView
 from adapters.policy import Policy
+from adapters.web.refusals import refused
 from adapters.web.render import WebPayload, WebRenderer, clean
 from core.approval import ApprovalBroker
 from core.stores import RunRecord, Stores
 from core.trace import Trace
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Coroutine
 
     from adapters.dispatch.dispatcher import Dispatcher
 
@@ -71,9 +72,9 @@ class _Chat(Protocol):
 
     async def _post(self, request: web.Request) -> tuple[Any, dict[str, Any]]: ...
     def _json(self, data: dict[str, Any], status: int = 200) -> web.Response: ...
-    async def asked(
-        self, session: Any, question: str, *, event: str, gathers: bool = True
-    ) -> Outcome: ...
+    def ask_of(self, session: Any, question: str, *, event: str) -> Ask[Any]: ...
+    def reply(self, admitted: Admitted[Any]) -> Reply: ...
+    def _answer(self, ticket: Ticket[Any], reply: Reply) -> Coroutine[Any, Any, None]: ...
 
 
 def _pressed(session: _Session) -> dict[str, Any]:
@@ -88,10 +89,7 @@ def _pressed(session: _Session) -> dict[str, Any]:
 
 
 def _refused(chat: _Chat, refusal: Refusal) -> web.Response:
-    status = {"gone": 409, "retried": 409, "who": 403, "elsewhere": 403, "question": 400}.get(
-        refusal.reason, 429
-    )
-    return chat._json({"error": refusal.text, "reason": refusal.reason}, status=status)
+    return chat._json(*refused(refusal))
 
 
 class RunRoutes:
@@ -137,20 +135,22 @@ class RunRoutes:
 
     async def retry(self, request: web.Request) -> web.Response:
         """The interrupted run's question asked again in its session, once however often
-        Retry is pressed (``adapters.dispatch.handlers.retry``)."""
+        Retry is pressed (``Dispatcher.retry``)."""
         chat = self.chat
         session, body = await chat._post(request)
-        run_id = str(body.get("run", ""))[:100]
-        once = chat.dispatcher.retry_once
-        trace = await retried(run_id, (session.conversation,), traces=chat.stores.traces, once=once)
-        if isinstance(trace, Refusal):
-            return _refused(chat, trace)
-        event = f"web:{session.id}:retry:{run_id}:{time.monotonic_ns()}"
-        outcome = await chat.asked(session, trace.question, event=event, gathers=False)
-        if isinstance(outcome, Done):
-            return chat._json({"ok": True}, status=202)
-        await once.give_back(run_id)  # refused (busy, cooldown, budget): Retry may be pressed again
-        return _refused(chat, outcome) if isinstance(outcome, Refusal) else chat._json({"ok": True})
+        pressed = _pressed(session)
+        del pressed["at"]  # Retry reads the trace's conversation, not a run's record
+        retry = Retry(run_id=str(body.get("run", ""))[:100], places=(session.conversation,),
+                      **pressed)  # fmt: skip
+        outcome = await chat.dispatcher.retry(
+            retry,
+            lambda question: chat.ask_of(session, question, event=retry.event),
+            chat.reply,
+            answer=chat._answer,
+        )
+        if isinstance(outcome, Refusal):
+            return _refused(chat, outcome)
+        return chat._json({"ok": True}, status=202 if isinstance(outcome, Done) else 200)
 
     async def finish_orphan(self, record: RunRecord, trace: Trace, text: str) -> None:
         """The last state of an answer whose process died, sent to its session's pages: the

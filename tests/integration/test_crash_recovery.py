@@ -11,6 +11,7 @@ import asyncio
 import json
 import time
 import urllib.parse
+import uuid
 from pathlib import Path
 
 import aiohttp
@@ -78,7 +79,7 @@ async def press(
         "user": {"id": "U1ADA"},
         "team": {"id": TEAM_ID},
         "channel": {"id": CHANNEL},
-        "trigger_id": "press",
+        "trigger_id": f"press.{uuid.uuid4().hex}",  # Slack mints one per press
         "api_app_id": "A1",
         "container": {"type": "message", "channel_id": CHANNEL, "message_ts": message_ts},
         "actions": [{"type": "button", "action_id": action, "block_id": "b", "value": value}],

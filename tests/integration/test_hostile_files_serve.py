@@ -17,6 +17,7 @@ import json
 import signal
 import time
 import urllib.parse
+import uuid
 from pathlib import Path
 
 import aiohttp
@@ -285,7 +286,7 @@ async def press_stop(http: aiohttp.ClientSession, port: int, message: Message) -
         "user": {"id": "U1ADA"},
         "team": {"id": TEAM_ID},
         "channel": {"id": message.channel},
-        "trigger_id": "press",
+        "trigger_id": f"press.{uuid.uuid4().hex}",  # Slack mints one per press
         "api_app_id": "A1",
         "container": {"type": "message", "channel_id": message.channel, "message_ts": message.ts},
         "actions": [

@@ -10,12 +10,13 @@ from typing import Any
 
 from adapters import words
 from adapters.discord.scheduled import DiscordSchedules
-from adapters.dispatch.schedule import ScheduleDesk
+from adapters.dispatch.intents import Where
+from adapters.dispatch.schedule import ScheduleDesk, place_of
 from adapters.scheduled import ScheduledRuns
 from core.scheduler import Scheduler
 from core.schedules import InMemorySchedules, ScheduleBook, ScheduleSettings
 from core.stores.memory import InMemoryEventClaims
-from tests.fakes.discord_server import CHANNEL_ID, GUILD_ID
+from tests.fakes.discord_server import BOT_ID, CHANNEL_ID, GUILD_ID, FakeDiscord
 from tests.integration.test_discord import Harness, content_of, running
 
 ADA, MALLORY = 1001, 2002
@@ -49,10 +50,12 @@ def wired(h: Harness, clock: Clock) -> tuple[ScheduleBook, Scheduler]:
     return book, scheduler
 
 
-async def command(h: Harness, sub: str, *, user: int = ADA, **options: str) -> str:
+async def command(
+    h: Harness, sub: str, *, user: int = ADA, channel_id: int = CHANNEL_ID, **options: str
+) -> str:
     """``/reactbot schedule SUB`` through discord.py: its ephemeral reply."""
     payload: dict[str, Any] = h.fake.interaction_create(
-        "reactbot", author_id=user, user_name=f"u{user}"
+        "reactbot", author_id=user, user_name=f"u{user}", channel_id=channel_id
     )
     given = [{"name": k, "type": 3, "value": v} for k, v in options.items()]
     payload["data"]["options"] = [
@@ -120,3 +123,30 @@ async def test_who_may_add_and_change_a_schedule_on_discord() -> None:
         assert "Paused" in await command(h, "pause", id=kept.id)
         assert "Deleted" in await command(h, "delete", id=kept.id)
         assert await command(h, "list") == words.SCHEDULES_NONE
+
+
+async def test_a_schedule_made_in_a_thread_the_bot_opened_posts_where_place_of_says() -> None:
+    """A thread the bot opened on an answer continues its channel's conversation: a schedule
+    made there is the channel's (``schedule.place_of``), and posts in the channel."""
+    fake, thread = FakeDiscord(), 4242
+    fake.add_thread(thread)["owner_id"] = str(BOT_ID)  # the bot opened it on an answer
+    async with running(["Thought: ok.\nAction: finish[tick]"], fake=fake,
+                       admin_users=frozenset({str(ADA)})) as h:  # fmt: skip
+        clock = Clock()
+        book, scheduler = wired(h, clock)
+        said = await command(h, "add", channel_id=thread, when="every 1 minutes", question="q")
+        assert said.startswith("⏰ Scheduled "), said
+        (kept,) = await book.listing()
+        where = Where("discord", "bot_thread", str(CHANNEL_ID), space=str(GUILD_ID),
+                      thread=str(thread))  # fmt: skip
+        assert kept.place == place_of(where)
+        assert kept.place.channel == str(CHANNEL_ID) and kept.place.thread == ""
+
+        clock.now += 61
+        assert len(await scheduler.tick()) == 1
+        await scheduler.settled()
+        await h.finished(1)
+        await h.settled()
+        posted = [c for c in h.fake.calls if c.method == "POST" and "Scheduled by" in content_of(c)]
+        assert [c.path for c in posted] == [f"/channels/{CHANNEL_ID}/messages"], posted
+        h.model.assert_complete()

@@ -11,6 +11,7 @@ import logging
 import re
 import time
 import urllib.parse
+import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, replace
 from typing import Any
@@ -137,7 +138,7 @@ class Harness:
             "user": {"id": user},
             "team": {"id": TEAM_ID},
             "channel": {"id": CHANNEL},
-            "trigger_id": "press",
+            "trigger_id": f"press.{uuid.uuid4().hex}",  # Slack mints one per press
             "api_app_id": "A1",
             "container": {"type": "message", "channel_id": CHANNEL},
             "actions": [

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import urllib.parse
+import uuid
 from typing import Any
 
 from adapters import words
@@ -35,7 +36,7 @@ async def press(
         "user": {"id": user},
         "team": {"id": TEAM_ID},
         "channel": {"id": channel},
-        "trigger_id": "press",
+        "trigger_id": f"press.{uuid.uuid4().hex}",  # Slack mints one per press
         "api_app_id": "A1",
         "container": {"type": "message", "channel_id": channel, "message_ts": "9.0"},
         "actions": [

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import urllib.parse
+import uuid
 from typing import Any
 
 from adapters import words
@@ -62,7 +63,7 @@ async def click_feedback(h: Harness, value: str, *, user: str) -> None:
         "user": {"id": user},
         "team": {"id": TEAM_ID},
         "channel": {"id": DM},
-        "trigger_id": "click",
+        "trigger_id": f"click.{uuid.uuid4().hex}",  # Slack mints one per press
         "api_app_id": "A1",
         "container": {"type": "message", "channel_id": DM},
         "actions": [

@@ -7,6 +7,7 @@ translates its press into these intents."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -18,7 +19,7 @@ from adapters.channels import ChannelChoices
 from adapters.dispatch.dispatcher import Dispatcher
 from adapters.dispatch.handlers.ask import Answering
 from adapters.dispatch.intents import Actor, Decide, Stop, Where
-from adapters.dispatch.outcome import Done, Refusal
+from adapters.dispatch.outcome import Done, Drop, Refusal
 from adapters.policy import Policy
 from core.agent import Agent
 from core.approval import (
@@ -56,7 +57,7 @@ async def dispatcher() -> AsyncIterator[Dispatcher[str]]:
     )
     await broker.start()
     try:
-        yield Dispatcher(answering, claims=stores.claims)
+        yield Dispatcher(answering, claims=stores.claims, traces=stores.traces)
     finally:
         await answering.recovery.aclose()
         await broker.aclose()
@@ -76,10 +77,15 @@ def _request(run_id: str, given: str, *, json_input: bool = False) -> ApprovalRe
                            json_input=json_input, timeout=60, remember=False)  # fmt: skip
 
 
-def _pressed(user: str, at: dict[str, str]) -> dict[str, Any]:
+_presses = itertools.count()
+
+
+def _pressed(user: str, at: dict[str, str], *, event: str = "") -> dict[str, Any]:
+    """A press by ``user`` from ``at``: each its own event unless ``event`` names one."""
     actor = Actor("test", user, f"test:{user}", f"user{user}", admin=user == ADMIN)
     where = Where("test", "channel", at.get("channel", ""))
-    return {"event": f"press:{user}", "actor": actor, "where": where, "at": at}
+    event = event or f"press:{user}:{next(_presses)}"
+    return {"event": event, "actor": actor, "where": where, "at": at}
 
 
 async def test_stop_asks_who_then_where_then_stops_at_the_runs_process(
@@ -100,6 +106,38 @@ async def test_stop_asks_who_then_where_then_stops_at_the_runs_process(
     assert heard == [("r1", f"user{ADMIN}", ADMIN)], "asked of the process that runs it"
     said = await d.stop(Stop(run_id="gone", **_pressed(ASKER, HERE)))
     assert said == Refusal("gone", words.NOT_RUNNING)
+
+
+async def test_a_redelivered_stop_press_does_nothing_and_a_second_press_acts_harmlessly(
+    dispatcher: Dispatcher[str],
+) -> None:
+    d = dispatcher
+    await _elsewhere(d, "r1", silent_for=1.0)
+    heard: list[str] = []
+    async with d.answering.stops.subscribe(lambda run, by, by_id: heard.append(by_id)):
+        press = Stop(run_id="r1", **_pressed(ASKER, HERE, event="press:one"))
+        assert await d.stop(press) == Done(words.STOPPING)
+        assert await d.stop(press) == Drop("duplicate"), "the same press, delivered again"
+        other = Stop(run_id="r1", **_pressed(ADMIN, HERE))  # a press of its own
+        assert await d.stop(other) == Done(words.STOPPING)
+        await asyncio.sleep(0)
+    assert heard == [ASKER, ADMIN], "a redelivery asks the run's process nothing"
+
+
+async def test_a_redelivered_decision_press_decides_once(dispatcher: Dispatcher[str]) -> None:
+    d = dispatcher
+    broker = d.answering.broker
+    assert broker is not None
+    await _elsewhere(d, "r3", silent_for=1.0)
+    await broker.shared.put(_request("r3", "x"))
+    sent: list[Decision] = []
+    async with broker.channel.subscribe(lambda key, decision: sent.append(decision)):
+        press = Decide(run_id="r3", step=1, call=0, verdict="approve",
+                       **_pressed(ASKER, HERE, event="press:approve"))  # fmt: skip
+        assert await d.decide(press) == Done(words.decided("approve", with_words=False))
+        assert await d.decide(press) == Drop("duplicate")
+        await asyncio.sleep(0)
+    assert [s.verdict for s in sent] == ["approve"]
 
 
 async def test_a_decision_on_a_dead_processs_run_is_not_approved(

@@ -7,13 +7,14 @@ that it asks it once.
       -> the run's stored trace, from its own conversation only (``decisions.may_retry``),
          else ``words.RETRY_GONE``
       -> ``RetryOnce``: the first press takes the run, a later one hears ``words.RETRY_DONE``
-      -> the surface asks the trace's question through ``Dispatcher.dispatch`` (or its
-         admission), and gives the run back (``RetryOnce.give_back``) when that is refused,
+      -> the trace's question asked through ``Dispatcher.dispatch`` (``Dispatcher.retry``),
+         and the run given back (``RetryOnce.give_back``) when that is refused or fails,
          so Retry may be pressed again
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Collection
 
 from adapters import words
@@ -55,7 +56,11 @@ async def ask_again(
     trace = await retried(run_id, places, traces=traces, once=once)
     if isinstance(trace, Refusal):
         return trace
-    outcome = await ask(trace.question)
+    try:
+        outcome = await ask(trace.question)
+    except BaseException:
+        await asyncio.shield(once.give_back(run_id))
+        raise
     if not isinstance(outcome, Done):
         await once.give_back(run_id)
     return outcome

@@ -6,7 +6,7 @@ rest). Its refusals and replies are said privately to the person (an ephemeral n
 
     a message (in a channel or a thread)   -> Ask
     a button: stop / approve|edit|deny|always / retry / vote:up|down
-                                           -> Stop / Decide / Retry (ask_again) / Vote
+                                           -> Stop / Decide / Retry (Dispatcher.retry) / Vote
     a command: reset, trace, usage, settings [verbosity LEVEL | model [NAME|default] |
                persona [TEXT|clear] | tools [NAME]]
                                            -> Reset / ShowTrace / Usage / Settings
@@ -15,6 +15,8 @@ rest). Its refusals and replies are said privately to the person (an ephemeral n
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, Literal, cast, get_args
 
 from adapters import words
@@ -24,7 +26,6 @@ from adapters.dispatch.checks import Admitted
 from adapters.dispatch.commands import Commands
 from adapters.dispatch.dispatcher import Dispatcher
 from adapters.dispatch.handlers.ask import Answering
-from adapters.dispatch.handlers.retry import ask_again
 from adapters.dispatch.handlers.services import Services
 from adapters.dispatch.intents import (
     Actor,
@@ -32,6 +33,7 @@ from adapters.dispatch.intents import (
     Command,
     Decide,
     Reset,
+    Retry,
     SetModel,
     SetPersona,
     Settings,
@@ -97,7 +99,9 @@ class FifthSurface:
             room=room,
             files=files,
         )
-        self.dispatcher: Dispatcher[Asked] = Dispatcher(self.answering, claims=stores.claims)
+        self.dispatcher: Dispatcher[Asked] = Dispatcher(
+            self.answering, claims=stores.claims, traces=stores.traces
+        )
         self.commands = Commands(
             Services(policy, stores, budgets, choices, files), access=self.answering.access
         )
@@ -123,21 +127,27 @@ class FifthSurface:
         self, asked: Asked, at: Message, text: str, *, event: str, gathers: bool = True
     ) -> Outcome:
         """``text`` asked by ``asked[0]`` where ``at`` is, answered in reply to ``asked[1]``."""
-        where = self.where(at.channel, at.thread)
-        ask: Ask[Asked] = Ask(
+        ask = self._ask_of(asked, at, text, event=event, gathers=gathers)
+        return await self.dispatcher.dispatch(ask, self._reply(ask.where))
+
+    def _ask_of(
+        self, asked: Asked, at: Message, text: str, *, event: str = "", gathers: bool = True
+    ) -> Ask[Asked]:
+        return Ask(
             event=event,
             actor=self.actor(asked[0]),
-            where=where,
+            where=self.where(at.channel, at.thread),
             question=text,
             gathers=gathers,
             who=asked,
         )
 
+    def _reply(self, where: Where) -> Callable[[Admitted[Asked]], FifthReply]:
         def reply(admitted: Admitted[Asked]) -> FifthReply:
             conversation = self.dispatcher.conversation
             return FifthReply(self.platform, self.pacer, where, conversation, admitted.who)
 
-        return await self.dispatcher.dispatch(ask, reply)
+        return reply
 
     async def on_press(self, person: str, message_id: str, action: str, *, text: str = "") -> None:
         """A press on a button of ``message_id`` (``text``: the form's, for edit and deny)."""
@@ -176,22 +186,15 @@ class FifthSurface:
         self._tell(person, outcome)
 
     async def _retry(self, person: str, message: Message, run_id: str, event: str) -> Outcome:
-        """Retry under ``message``: the shared ``ask_again`` (once per run, given back when
-        refused), the question asked again here in reply to that message."""
-
-        async def ask(question: str) -> Outcome:
-            retried = f"{event}:retry"
-            return await self._ask(
-                (person, message.id), message, question, event=retried, gathers=False
-            )
-
+        """Retry under ``message``: ``Dispatcher.retry`` (the press once, the run once, given
+        back when refused), the question asked again here in reply to that message."""
         where = self.where(message.channel, message.thread)
-        return await ask_again(
-            run_id,
-            {self.dispatcher.conversation(where)},
-            traces=self.stores.traces,
-            once=self.dispatcher.retry_once,
-            ask=ask,
+        asked = (person, message.id)
+        retry = Retry(event=event, actor=self.actor(person), where=where, run_id=run_id,
+                      places={self.dispatcher.conversation(where)})  # fmt: skip
+        ask = self._ask_of(asked, message, "")
+        return await self.dispatcher.retry(
+            retry, lambda question: replace(ask, question=question), self._reply(where)
         )
 
     async def on_command(
