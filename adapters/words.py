@@ -402,8 +402,12 @@ QUESTION_SHOWN = 80
 
 
 def run_time(epoch: int, timezone: str = "") -> str:
-    """``Mon 7 Dec 2026 09:00`` in the schedule's zone (UTC for intervals and ``in``)."""
-    at = datetime.fromtimestamp(epoch, ZoneInfo(timezone) if timezone else UTC)
+    """``Mon 7 Dec 2026 09:00`` in the schedule's zone (UTC for intervals and ``in``); a
+    time no calendar date can show (a record past the year 9999) is said as such."""
+    try:
+        at = datetime.fromtimestamp(epoch, ZoneInfo(timezone) if timezone else UTC)
+    except (OverflowError, OSError, ValueError):
+        return "a time past the year 9999"
     return f"{at:%a} {at.day} {at:%b %Y %H:%M}"
 
 

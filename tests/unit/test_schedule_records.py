@@ -102,3 +102,11 @@ def test_refusals_and_changes_are_worded_once() -> None:
     )
     assert "failed 3 times in a row" in words.schedule_paused_notice(schedule)
     assert words.run_time(1_796_630_400, "Europe/Paris") == "Mon 7 Dec 2026 09:00"
+
+
+def test_a_time_past_any_calendar_date_is_said_not_raised() -> None:
+    """A record's next run can be any integer (a store is not trusted): 2**40 s is past
+    the year 9999, which ``datetime`` cannot hold."""
+    assert words.run_time(2**40) == "a time past the year 9999"
+    assert words.run_time(2**40, "Europe/Paris") == "a time past the year 9999"
+    assert words.run_time(0) == "Thu 1 Jan 1970 00:00"
