@@ -33,8 +33,13 @@ from core.stores import Stores
 from core.stores.redis import MAX_CONNECTIONS
 from core.tools import ToolRegistry
 
-CONVERSATIONS = 2 * MAX_CONNECTIONS + 50
+CONVERSATIONS = MAX_CONNECTIONS + 50
+"""More at once than the pool has connections: commands wait for one while the loop is late."""
 BLOCK = 0.5
+"""As long as the Redis client's own timeouts (``DEFAULT_TIMEOUT``): with plain ones, every
+wait a block fell into failed."""
+ON_TIME = 0.2
+"""Seconds the loop runs on time between two blocks: the runs move on only then."""
 
 
 class Follower:
@@ -91,10 +96,17 @@ def ask(n: int, round_: int) -> Ask[str]:
 async def block_the_loop_again_and_again(stop: asyncio.Event) -> int:
     blocks = 0
     while not stop.is_set():
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(ON_TIME)
         time.sleep(BLOCK)  # noqa: ASYNC251 - a loop that runs late is the point
         blocks += 1
     return blocks
+
+
+async def punctual_again(room: Room) -> None:
+    """Once the loop has been on time for the probe's window, the room admits again."""
+    async with asyncio.timeout(10):
+        while room.full() is not None:
+            await asyncio.sleep(0.05)
 
 
 async def access(who: str) -> str | None:
@@ -153,7 +165,7 @@ async def test_a_lagging_loop_fails_no_run_and_refuses_new_questions_politely(
                 await asyncio.gather(*answers)
             stop.set()
             assert await blocker >= 2, "the loop was blocked while the runs went on"
-            await asyncio.sleep(1.2)  # a second on time: the probe's window is clear again
+            await punctual_again(room)
         again = await answering.admit(ask(CONVERSATIONS + 10, 3))
         assert isinstance(again, Ticket), again
         await again.give_back()
