@@ -142,11 +142,18 @@ async def test_a_lagging_loop_fails_no_run_and_refuses_new_questions_politely(
     await answering.start()
     followers: list[Follower] = []
     refused: list[Refusal] = []
+    machine_late = 0
     try:
         for round_ in (1, 2):  # the second round reads what the first one wrote
             tickets: list[tuple[int, Ticket[str]]] = []
             for n in range(CONVERSATIONS):  # admitted while the loop is on time
                 ticket = await answering.admit(ask(n, round_))
+                while isinstance(ticket, Refusal) and ticket.reason == "overloaded":
+                    # A busy machine made the loop late, not this test: once on time again,
+                    # asked again (the refusals counted below are those while it blocks).
+                    machine_late += 1
+                    await punctual_again(room)
+                    ticket = await answering.admit(ask(n, round_))
                 assert isinstance(ticket, Ticket), ticket
                 tickets.append((n, ticket))
             stop = asyncio.Event()
@@ -168,6 +175,10 @@ async def test_a_lagging_loop_fails_no_run_and_refuses_new_questions_politely(
             assert await blocker >= 2, "the loop was blocked while the runs went on"
             await punctual_again(room)
         again = await answering.admit(ask(CONVERSATIONS + 10, 3))
+        while isinstance(again, Refusal) and again.reason == "overloaded":
+            machine_late += 1  # late again from the machine's load: on time, asked again
+            await punctual_again(room)
+            again = await answering.admit(ask(CONVERSATIONS + 10, 3))
         assert isinstance(again, Ticket), again
         await again.give_back()
     finally:
@@ -184,5 +195,5 @@ async def test_a_lagging_loop_fails_no_run_and_refuses_new_questions_politely(
         assert [m["role"] for m in history] == ["user", "assistant"] * 2, history
     assert {r.reason for r in refused} == {"overloaded"}
     assert {r.text for r in refused} == {BUSY}
-    assert room.refused["slack", "overloaded"] == len(refused)
+    assert room.refused["slack", "overloaded"] == len(refused) + machine_late
     assert room.taken == 0, "every run gave its room back"
