@@ -75,18 +75,26 @@ def search_results() -> Reply:
 
 
 async def launch(
-    tmp_path: Path, config: str, env: dict[str, str], *args: str, home: Path | None = None
+    tmp_path: Path,
+    config: str,
+    env: dict[str, str],
+    *args: str,
+    home: Path | None = None,
+    ops_port: int | None = None,
 ) -> asyncio.subprocess.Process:
     """``python -m bot --config FILE serve ARGS`` with only ``env``'s secrets; its output goes
     to ``serve.log`` beside the config, both in ``home`` (default ``tmp_path``: processes that
-    run at once each need their own). The Redis prefix is ``tmp_path``'s, shared by them."""
+    run at once each need their own). The Redis prefix is ``tmp_path``'s, shared by them. The
+    ops endpoint is off unless ``ops_port`` is given (``/readyz``: the platforms connected)."""
     home = home or tmp_path
     home.mkdir(parents=True, exist_ok=True)
     path = home / "config.yaml"
     # Its own keys on the shared Redis: the fakes' ids repeat from run to run, and a claim an
     # earlier run left would make this process skip the event as handled elsewhere.
     path.write_text(
-        config + f"redis:\n  prefix: '{redis_prefix(tmp_path)}'\nops:\n  enabled: false\n"
+        config
+        + f"redis:\n  prefix: '{redis_prefix(tmp_path)}'\n"
+        + ("ops:\n  enabled: false\n" if ops_port is None else f"ops:\n  port: {ops_port}\n")
     )
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "REACTBOT_"))}
     for name in ("DISCORD_TOKEN", "SLACK_BOT_TOKEN", "SLACK_APP_TOKEN", "TAVILY_API_KEY"):

@@ -34,8 +34,13 @@ from core.stores import Stores
 from core.stores.redis import MAX_CONNECTIONS
 from core.tools import ToolRegistry
 
-CONVERSATIONS = 2 * MAX_CONNECTIONS + 50
+CONVERSATIONS = MAX_CONNECTIONS + 50
+"""More at once than the pool has connections: commands wait for one while the loop is late."""
 BLOCK = 0.5
+"""As long as the Redis client's own timeouts (``DEFAULT_TIMEOUT``): with plain ones, every
+wait a block fell into failed."""
+ON_TIME = 0.2
+"""Seconds the loop runs on time between two blocks: the runs move on only then."""
 
 
 class Follower:
@@ -90,10 +95,18 @@ def ask(n: int, round_: int) -> Ask[str]:
 async def block_the_loop_again_and_again(stop: asyncio.Event) -> int:
     blocks = 0
     while not stop.is_set():
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(ON_TIME)
         time.sleep(BLOCK)  # noqa: ASYNC251 - a loop that runs late is the point
         blocks += 1
     return blocks
+
+
+async def punctual_again(room: Room) -> None:
+    """Once the loop has been on time for the probe's window, the room admits again."""
+    deadline = time.monotonic() + 10
+    while room.full() is not None:
+        assert time.monotonic() < deadline, f"still refused: {room.full()}"
+        await asyncio.sleep(0.05)
 
 
 async def test_a_lagging_loop_fails_no_run_and_refuses_new_questions_politely(
@@ -123,11 +136,18 @@ async def test_a_lagging_loop_fails_no_run_and_refuses_new_questions_politely(
     await answering.start()
     followers: list[Follower] = []
     refused: list[Refusal] = []
+    machine_late = 0
     try:
         for round_ in (1, 2):  # the second round reads what the first one wrote
             tickets: list[tuple[int, Ticket[str]]] = []
             for n in range(CONVERSATIONS):  # admitted while the loop is on time
                 ticket = await answering.admit(ask(n, round_))
+                while isinstance(ticket, Refusal) and ticket.reason == "overloaded":
+                    # A busy machine made the loop late, not this test: once on time again,
+                    # asked again (the refusals counted below are those while it blocks).
+                    machine_late += 1
+                    await punctual_again(room)
+                    ticket = await answering.admit(ask(n, round_))
                 assert isinstance(ticket, Ticket), ticket
                 tickets.append((n, ticket))
             stop = asyncio.Event()
@@ -147,8 +167,12 @@ async def test_a_lagging_loop_fails_no_run_and_refuses_new_questions_politely(
                 await asyncio.gather(*answers)
             stop.set()
             assert await blocker >= 2, "the loop was blocked while the runs went on"
-            await asyncio.sleep(1.2)  # a second on time: the probe's window is clear again
+            await punctual_again(room)
         again = await answering.admit(ask(CONVERSATIONS + 10, 3))
+        while isinstance(again, Refusal) and again.reason == "overloaded":
+            machine_late += 1  # late again from the machine's load: on time, asked again
+            await punctual_again(room)
+            again = await answering.admit(ask(CONVERSATIONS + 10, 3))
         assert isinstance(again, Ticket), again
         await again.give_back()
     finally:
@@ -165,5 +189,5 @@ async def test_a_lagging_loop_fails_no_run_and_refuses_new_questions_politely(
         assert [m["role"] for m in history] == ["user", "assistant"] * 2, history
     assert {r.reason for r in refused} == {"overloaded"}
     assert {r.text for r in refused} == {BUSY}
-    assert room.refused["slack", "overloaded"] == len(refused)
+    assert room.refused["slack", "overloaded"] == len(refused) + machine_late
     assert room.taken == 0, "every run gave its room back"

@@ -2,7 +2,9 @@
 Redis against the strict fakes, a schedule added in chat by an admin with
 ``schedule.min_interval_seconds: 60`` that runs every minute, and one process killed with
 ``kill -9`` (a real SIGKILL of a real process) between two minutes: each minute is posted
-exactly once, by whichever process is alive.
+exactly once, by whichever process is alive. "Between two minutes" is checked, not hoped for:
+the kill comes once the current minute is claimed and answered, before the next one begins
+(a process killed after its claim loses that minute by design: ``core.scheduler``).
 
 Schedule time runs ``SCALE`` times faster than real time (``REACTBOT_TEST_SCHEDULE_CLOCK``,
 as ``bench/schedules.py`` shortens its minute): a minute is ``60 / SCALE`` real seconds, and
@@ -24,7 +26,7 @@ from slack_sdk.signature import SignatureVerifier
 
 from adapters.recovery import INTERRUPTED
 from core.schedules import ScheduleBook, ScheduleSettings
-from core.stores.redis import create_client
+from core.stores.redis import RedisRunRegistry, create_client
 from core.stores.redis.schedules import RedisSchedules
 from tests.fakes.discord_server import CHANNEL_ID, FakeDiscord
 from tests.fakes.openai_server import FakeOpenAI
@@ -38,15 +40,26 @@ SECRET = "s3cret-signing"
 CHANNEL = "C1GENERAL"
 ADMIN = "U1ADA"
 DISCORD_ADMIN = 1001
-SCALE = 10.0
+SCALE = 15.0
 MINUTE = 60 / SCALE
 """Real seconds in a schedule minute."""
 HEADER = "Scheduled by @ada · every 1 minute"
 
 
+CLOCK = "REACTBOT_TEST_SCHEDULE_CLOCK"
+
+
 def clock_env() -> dict[str, str]:
     """Schedule time for every process of one test: the same origin, the same scale."""
-    return {"REACTBOT_TEST_SCHEDULE_CLOCK": f"{int(time.time())}:{SCALE}"}
+    return {CLOCK: f"{int(time.time())}:{SCALE}"}
+
+
+def minute_now(env: dict[str, str]) -> tuple[int, float]:
+    """The schedule minute the processes given ``env`` are in now, and the real seconds
+    left of it (their clock: ``bot.scheduling.test_clock``)."""
+    origin = float(env[CLOCK].partition(":")[0])
+    now = origin + (time.time() - origin) * SCALE
+    return int(now // 60), (60 - now % 60) / SCALE
 
 
 def slack_config(port: int, slack: FakeSlack) -> str:
@@ -121,15 +134,61 @@ async def planned_minutes(redis_url: str, prefix: str, schedule_id: str) -> list
     client = create_client(redis_url)
     try:
         kept = await RedisSchedules(client, prefix=prefix).get(schedule_id)
-        pattern = f"{prefix}*schedule:{schedule_id}:*"
-        keys = [k.decode() if isinstance(k, bytes) else k async for k in client.scan_iter(pattern)]
     finally:
         await client.aclose()
     assert kept is not None
     assert all(r.outcome == "ok" for r in kept.runs), kept.runs
     recorded = [r.planned // 60 for r in kept.runs]
     assert len(recorded) == len(set(recorded)), f"a minute ran twice: {recorded}"
-    return sorted(int(k.rsplit(":", 1)[1]) for k in keys)
+    claimed, _ = await quiet_minutes(redis_url, prefix, schedule_id)
+    return claimed
+
+
+async def quiet_minutes(
+    redis_url: str, prefix: str, schedule_id: str, surface: str = ""
+) -> tuple[list[int], bool]:
+    """The planned minutes of the schedule claimed so far, in order, and whether every one
+    of them is over: its outcome recorded and no run in flight on ``surface``."""
+    client = create_client(redis_url)
+    try:
+        pattern = f"{prefix}*schedule:{schedule_id}:*"
+        keys = [k.decode() if isinstance(k, bytes) else k async for k in client.scan_iter(pattern)]
+        kept = await RedisSchedules(client, prefix=prefix).get(schedule_id)
+        in_flight = await RedisRunRegistry(client, prefix=prefix).count(surface) if surface else 0
+    finally:
+        await client.aclose()
+    claimed = sorted(int(k.rsplit(":", 1)[1]) for k in keys)
+    recorded = {r.planned // 60 for r in kept.runs} if kept is not None else set()
+    return claimed, in_flight == 0 and recorded >= set(claimed)
+
+
+async def kill_between_minutes(
+    process: asyncio.subprocess.Process,
+    *,
+    env: dict[str, str],
+    redis_url: str,
+    prefix: str,
+    schedule_id: str,
+    surface: str,
+    finished: Callable[[int], bool],
+    after: int = 2,
+) -> int:
+    """``kill -9`` ``process`` once at least ``after`` minutes are claimed, posted, answered
+    and over (no run in flight), the current minute among them, before the next minute
+    begins (none is claimed before it does); the minutes claimed then. However slow the
+    machine, no minute is in flight when the process dies."""
+    deadline = time.monotonic() + (after + 4) * MINUTE + 30
+    while True:
+        claimed, over = await quiet_minutes(redis_url, prefix, schedule_id, surface)
+        done = len(claimed) >= after and over and finished(len(claimed))
+        minute, left = minute_now(env)  # no await from here to the kill
+        if done and claimed[-1] == minute and left > 0.2:
+            process.kill()
+            break
+        assert time.monotonic() < deadline, f"no quiet moment after {after} minutes: {claimed}"
+        await asyncio.sleep(0.05)
+    await process.wait()
+    return len(claimed)
 
 
 async def test_slack_each_minute_is_posted_once_by_two_processes_one_killed(
@@ -172,11 +231,18 @@ async def test_slack_each_minute_is_posted_once_by_two_processes_one_killed(
                 shown = posted()
                 return len(shown) >= count and all("tick" in t for t in shown)
 
-            await until(lambda: finished(2), within=4 * MINUTE + 20, what="two minutes posted")
-            # Between two minutes: the second is final; kill -9 one of the two now.
-            processes[0].kill()
-            await processes[0].wait()
-            await until(lambda: finished(5), within=4 * MINUTE + 20, what="the survivor posts on")
+            claimed = await kill_between_minutes(
+                processes[0],
+                env=env,
+                redis_url=redis_url,
+                prefix=redis_prefix(tmp_path),
+                schedule_id=schedule_id,
+                surface="slack",
+                finished=finished,
+            )
+            await until(
+                lambda: finished(claimed + 2), within=2 * MINUTE + 30, what="the survivor posts on"
+            )
             minutes, posts, calls = await settled(
                 redis_url,
                 redis_prefix(tmp_path),
@@ -226,13 +292,17 @@ async def test_discord_each_minute_is_posted_once_by_two_processes_one_killed(
             "OPENAI_API_KEY": "sk-test",
             **clock_env(),
         }
+        ops = [free_port(), free_port()]
         processes = [
-            await launch(tmp_path, config, env, "--platform", "discord", home=tmp_path / f"p{i}")
-            for i in range(2)
-        ]
+            await launch(
+                tmp_path, config, env, "--platform", "discord", home=tmp_path / f"p{i}",
+                ops_port=port,
+            )
+            for i, port in enumerate(ops)
+        ]  # fmt: skip
         try:
-            await until(lambda: len(fake.live_sessions) == 2, within=40, what="both connected")
-            await asyncio.sleep(1.0)  # each is ready once its guild arrived
+            for port in ops:  # each ready (its guild arrived): whichever claims it answers
+                await wait_for_http(f"http://127.0.0.1:{port}/readyz", within=40)
             payload = fake.interaction_create("reactbot", author_id=DISCORD_ADMIN)
             when = {"name": "when", "type": 3, "value": "every 1 minutes"}
             question = {"name": "question", "type": 3, "value": "What time is it?"}
@@ -261,10 +331,18 @@ async def test_discord_each_minute_is_posted_once_by_two_processes_one_killed(
                     "tick" in str(fake.messages[m]["content"]) for m in shown
                 )
 
-            await until(lambda: finished(2), within=4 * MINUTE + 30, what="two minutes posted")
-            processes[0].kill()
-            await processes[0].wait()
-            await until(lambda: finished(5), within=4 * MINUTE + 30, what="the survivor posts on")
+            claimed = await kill_between_minutes(
+                processes[0],
+                env=env,
+                redis_url=redis_url,
+                prefix=redis_prefix(tmp_path),
+                schedule_id=schedule_id,
+                surface="discord",
+                finished=finished,
+            )
+            await until(
+                lambda: finished(claimed + 2), within=2 * MINUTE + 30, what="the survivor posts on"
+            )
             minutes, posts, calls = await settled(
                 redis_url,
                 redis_prefix(tmp_path),
@@ -300,6 +378,7 @@ async def test_telegram_each_minute_is_posted_once_by_two_processes_one_killed(
         for n in range(12):
             model.reply(f"Thought: it is time.\nFinal Answer: tick {n}", chunks=3)
         processes = []
+        clock = clock_env()  # one origin for both: they must agree on every minute
         for i, fake in enumerate((first, second)):
             config = (
                 f"telegram:\n  api_base_url: {fake.base_url}\n  cooldown_seconds: 0\n"
@@ -312,7 +391,7 @@ async def test_telegram_each_minute_is_posted_once_by_two_processes_one_killed(
                 "REDIS_URL": redis_url,
                 "OPENAI_BASE_URL": model.base_url,
                 "OPENAI_API_KEY": "sk-test",
-                **clock_env(),
+                **clock,
             }
             home = tmp_path / f"p{i}"
             processes.append(
@@ -340,10 +419,18 @@ async def test_telegram_each_minute_is_posted_once_by_two_processes_one_killed(
             )
             said = next(m.text for m in first.bot_messages(ALICE) if m.text.startswith("⏰ Sch"))
             schedule_id = said.split()[2].rstrip(":")
-            await until(lambda: finished(2), within=4 * MINUTE + 30, what="two minutes posted")
-            processes[0].kill()
-            await processes[0].wait()
-            await until(lambda: finished(5), within=4 * MINUTE + 30, what="the survivor posts on")
+            claimed = await kill_between_minutes(
+                processes[0],
+                env=clock,
+                redis_url=redis_url,
+                prefix=redis_prefix(tmp_path),
+                schedule_id=schedule_id,
+                surface="telegram",
+                finished=finished,
+            )
+            await until(
+                lambda: finished(claimed + 2), within=2 * MINUTE + 30, what="the survivor posts on"
+            )
             minutes, posts, calls = await settled(
                 redis_url,
                 redis_prefix(tmp_path),
