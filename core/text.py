@@ -20,12 +20,16 @@ def neutral_bidi(text: str) -> str:
     return text.translate(_NEUTRAL)
 
 
-_UNSAFE_IN_URL = re.compile(r"[\x00-\x20\x7f-\x9f\\<>\"'`]")
+_UNSAFE_IN_URL = re.compile(r"[\x00-\x20\x7f-\x9f\\<>\"'`" + BIDI_CONTROLS + "]")
+"""What a linked URL may not hold: spaces, controls, quotes, brackets, and the bidirectional
+controls (a link would read in another order than it goes, and every page shows them as
+U+FFFD, so the ``href`` would not be the URL)."""
 
 
 def http_url(url: str, *, limit: int) -> str | None:
     """``url`` when it is a plain absolute http(s) URL with a host, at most ``limit``
-    characters, with no space, control, quote, backslash or angle bracket in it (it can go
+    characters, with no space, control (bidirectional ones too), quote, backslash or angle
+    bracket in it (it can go
     into an ``href`` as it is); None otherwise (show it as text)."""
     if len(url) > limit or _UNSAFE_IN_URL.search(url):
         return None

@@ -52,3 +52,15 @@ def test_the_trace_page_shows_none_either() -> None:
     assert not set(page) & set(BIDI_CONTROLS)
     assert "invoice\ufffdgnp.exe" in page
     assert "<style>" in page and "&lt;style" not in page, "our own stylesheet stays markup"
+
+
+def test_a_url_holding_a_bidi_control_is_shown_not_linked() -> None:
+    """Every page shows a bidirectional control as U+FFFD, so a link's ``href`` would not be
+    the URL it came from (and the URL reads in another order than it goes): such a URL is
+    text, never a link (the trace page's property test drew ``HTTP://\\u202a``)."""
+    from core.text import BIDI_CONTROLS, http_url
+
+    assert http_url("https://example.com/a", limit=2048) == "https://example.com/a"
+    for control in BIDI_CONTROLS:
+        assert http_url(f"https://example.com/{control}gnp.exe", limit=2048) is None
+        assert http_url(f"HTTP://{control}", limit=2048) is None
