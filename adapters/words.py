@@ -14,7 +14,8 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Literal
 from zoneinfo import ZoneInfo
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
     from core.schedules import Refused, Schedule
 
 __all__ = [
+    "BUTTONS",
     "DECISION_GONE",
     "DMS_CLOSED",
     "EDIT_BY_REPLY",
@@ -70,6 +72,7 @@ __all__ = [
     "VOICE_OFF",
     "VOICE_SILENT",
     "VOTE_LOST",
+    "Label",
     "acting",
     "busy_message",
     "by_default",
@@ -611,3 +614,40 @@ def memory_count_only(total: int) -> str:
         f"🧠 {kept} recalled here. I list them only in private: start a private chat with "
         "me, then use /memory here again."
     )
+
+
+# ---- buttons ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Label:
+    """A button as people read it on every surface: its emoji and its words (none: the emoji
+    alone). A surface that draws the emoji apart (Discord's ``emoji=``) takes the two apart;
+    the others show ``str(label)``."""
+
+    emoji: str
+    text: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.emoji} {self.text}".strip()
+
+
+BUTTONS: Mapping[str, Label] = {
+    "stop": Label("⏹️", "Stop"),
+    "retry": Label("🔁", "Retry"),
+    "approve": Label("✅", "Approve"),
+    "edit": Label("✏️", "Edit…"),
+    "deny": Label("❌", "Deny"),
+    "reason": Label("💬", "Deny with reason…"),
+    "always": Label("♾️", "Allow in this conversation"),
+    "sources": Label("🔗", "Sources"),
+    "up": Label("👍"),
+    "down": Label("👎"),
+}
+"""Every button the bot draws under its messages, by what it does (``reason``: a deny that
+asks for the words first, where the platform has no form: Telegram)."""
+
+
+def labels_json() -> str:
+    """``BUTTONS`` for a page's script: ``{"stop": "⏹️ Stop", ...}``."""
+    return json.dumps({name: str(label) for name, label in BUTTONS.items()}, ensure_ascii=False)

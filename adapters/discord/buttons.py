@@ -18,6 +18,7 @@ from discord.ext import commands
 from adapters.discord.layout import Card, Rule, SourcesSection, Text
 from adapters.discord.payload import DiscordPayload, PendingButtons
 from adapters.discord.surface import CardView
+from adapters.words import BUTTONS, Label
 from core.approval import ApprovalRequest
 from core.prompt import PERSONA_CHARS
 
@@ -64,9 +65,9 @@ class StopButton(
     def __init__(self, run_id: str, asker_id: int) -> None:
         super().__init__(
             discord.ui.Button(
-                label="Stop",
+                label=BUTTONS["stop"].text,
                 style=discord.ButtonStyle.danger,
-                emoji="⏹️",
+                emoji=BUTTONS["stop"].emoji,
                 custom_id=f"reactbot:stop:{run_id}:{asker_id}",
             )
         )
@@ -94,11 +95,11 @@ DECIDE_TEMPLATE = (
     r"reactbot:decide:(?P<run>[0-9A-Za-z_-]+):(?P<step>[0-9]{1,4}):(?P<call>[0-9]{1,3})"
     r":(?P<verdict>approve|edit|deny|always):(?P<asker>[0-9]+)"
 )
-_VERDICT_BUTTONS: tuple[tuple[str, str, discord.ButtonStyle], ...] = (
-    ("approve", "Approve", discord.ButtonStyle.success),
-    ("edit", "Edit…", discord.ButtonStyle.primary),
-    ("deny", "Deny", discord.ButtonStyle.secondary),
-    ("always", "Allow in this conversation", discord.ButtonStyle.secondary),
+_VERDICT_BUTTONS: tuple[tuple[str, Label, discord.ButtonStyle], ...] = (
+    ("approve", BUTTONS["approve"], discord.ButtonStyle.success),
+    ("edit", BUTTONS["edit"], discord.ButtonStyle.primary),
+    ("deny", BUTTONS["deny"], discord.ButtonStyle.secondary),
+    ("always", BUTTONS["always"], discord.ButtonStyle.secondary),
 )
 
 
@@ -123,14 +124,15 @@ class DecisionButton(
     """Approve, Edit…, Deny or Allow in this conversation, for one pending action."""
 
     def __init__(
-        self, pressed: Pressed, label: str = "", style: discord.ButtonStyle | None = None
+        self, pressed: Pressed, label: Label | None = None, style: discord.ButtonStyle | None = None
     ) -> None:
         custom_id = (
             f"reactbot:decide:{pressed.run_id}:{pressed.step}:{pressed.call}:"
             f"{pressed.verdict}:{pressed.asker_id}"
         )
         button: discord.ui.Button[discord.ui.View] = discord.ui.Button(
-            label=label or pressed.verdict,
+            label=label.text if label else pressed.verdict,
+            emoji=label.emoji if label else None,
             style=style or discord.ButtonStyle.secondary,
             custom_id=custom_id,
         )
@@ -212,9 +214,9 @@ class SourcesButton(
     def __init__(self, run_id: str) -> None:
         super().__init__(
             discord.ui.Button(
-                label="Sources",
+                label=BUTTONS["sources"].text,
                 style=discord.ButtonStyle.secondary,
-                emoji="🔗",
+                emoji=BUTTONS["sources"].emoji,
                 custom_id=f"reactbot:sources:{run_id}",
             )
         )
@@ -246,9 +248,9 @@ class RetryButton(discord.ui.DynamicItem[discord.ui.Button[Any]], template=RETRY
     def __init__(self, run_id: str) -> None:
         super().__init__(
             discord.ui.Button(
-                label="Retry",
+                label=BUTTONS["retry"].text,
                 style=discord.ButtonStyle.primary,
-                emoji="🔁",
+                emoji=BUTTONS["retry"].emoji,
                 custom_id=f"reactbot:retry:{run_id}",
             )
         )
@@ -280,7 +282,7 @@ class VoteButton(discord.ui.DynamicItem[discord.ui.Button[Any]], template=VOTE_T
     def __init__(self, vote: Literal["up", "down"], run_id: str) -> None:
         super().__init__(
             discord.ui.Button(
-                emoji="👍" if vote == "up" else "👎",
+                emoji=BUTTONS[vote].emoji,
                 style=discord.ButtonStyle.secondary,
                 custom_id=f"reactbot:vote:{vote}:{run_id}",
             )

@@ -33,6 +33,7 @@ from adapters.slack.approval import (
     editable,
 )
 from adapters.slack.markdown import escape, plain, plain_len, to_mrkdwn
+from adapters.words import BUTTONS, Label
 from core.events import ApprovalDecided, ApprovalRequested
 from core.trace import ApprovalRecord, source_domain
 
@@ -278,7 +279,7 @@ def retry_block(run_id: str) -> Block:
             {
                 "type": "button",
                 "action_id": RETRY_ACTION_ID,
-                "text": {"type": "plain_text", "text": "🔁 Retry", "emoji": True},
+                "text": {"type": "plain_text", "text": str(BUTTONS["retry"]), "emoji": True},
                 "value": run_id,
             }
         ],
@@ -289,7 +290,7 @@ def stop_button(run_id: str, asker: str) -> Block:
     return {
         "type": "button",
         "action_id": STOP_ACTION_ID,
-        "text": {"type": "plain_text", "text": "Stop", "emoji": True},
+        "text": {"type": "plain_text", "text": str(BUTTONS["stop"]), "emoji": True},
         "style": "danger",
         "value": stop_value(run_id, asker),
     }
@@ -363,11 +364,11 @@ def countdown(remaining: float) -> str:
     return "in a few seconds"
 
 
-def approval_button(label: str, action_id: str, value: str, *, style: str | None = None) -> Block:
+def approval_button(label: Label, action_id: str, value: str, *, style: str | None = None) -> Block:
     button: Block = {
         "type": "button",
         "action_id": action_id,
-        "text": {"type": "plain_text", "text": label, "emoji": True},
+        "text": {"type": "plain_text", "text": str(label), "emoji": True},
         "value": value,
     }
     if style is not None:
@@ -379,12 +380,12 @@ def approval_buttons(ref: ApprovalRef, pending: ApprovalRequested) -> Block:
     """Approve, Edit… (when the input fits the modal's field), Deny, and Allow in this
     conversation (when the policy remembers), in one ``actions`` block."""
     value = ref.encode()
-    buttons = [approval_button("Approve", APPROVE_ACTION_ID, value, style="primary")]
+    buttons = [approval_button(BUTTONS["approve"], APPROVE_ACTION_ID, value, style="primary")]
     if editable(pending.input):
-        buttons.append(approval_button("Edit…", EDIT_ACTION_ID, value))
-    buttons.append(approval_button("Deny", DENY_ACTION_ID, value, style="danger"))
+        buttons.append(approval_button(BUTTONS["edit"], EDIT_ACTION_ID, value))
+    buttons.append(approval_button(BUTTONS["deny"], DENY_ACTION_ID, value, style="danger"))
     if pending.remember:
-        buttons.append(approval_button("Allow in this conversation", ALWAYS_ACTION_ID, value))
+        buttons.append(approval_button(BUTTONS["always"], ALWAYS_ACTION_ID, value))
     return {"type": "actions", "elements": buttons}
 
 

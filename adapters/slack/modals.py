@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from adapters.slack.approval import APPROVAL_VIEW_ID, EDIT_LIMIT, ApprovalRef
 from adapters.slack.blocks import NAME_LIMIT, Block, prose, section
+from adapters.words import BUTTONS
 from core.approval import ApprovalRequest, Decision
 
 INPUT_BLOCK = "reactbot_input"
@@ -75,7 +76,7 @@ def deny_modal(ref: ApprovalRef, request: ApprovalRequest) -> dict[str, Any]:
         "callback_id": APPROVAL_VIEW_ID,
         "private_metadata": ref.encode(verdict="deny"),
         "title": _plain("Deny the action"),
-        "submit": _plain("Deny"),
+        "submit": _plain(BUTTONS["deny"].text),
         "close": _plain("Cancel"),
         "blocks": [
             section(f"*{tool}* will not run. The model is told you denied it, and why if you say."),

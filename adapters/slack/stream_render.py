@@ -24,6 +24,7 @@ from typing import Any, Literal
 
 from adapters import words
 from adapters.live import ANSWER_PHASES, REFUSED_NOTE, RunView, StepView, approval_words
+from adapters.words import BUTTONS
 from core.pricing import format_usd
 from core.text import neutral_bidi
 from core.trace import source_domain
@@ -257,12 +258,12 @@ def feedback_block(run_id: str) -> Chunk:
                 "type": "feedback_buttons",
                 "action_id": FEEDBACK_ACTION_ID,
                 "positive_button": {
-                    "text": {"type": "plain_text", "text": "👍"},
+                    "text": {"type": "plain_text", "text": str(BUTTONS["up"])},
                     "accessibility_label": "This answer was helpful",
                     "value": f"up:{run_id}",
                 },
                 "negative_button": {
-                    "text": {"type": "plain_text", "text": "👎"},
+                    "text": {"type": "plain_text", "text": str(BUTTONS["down"])},
                     "accessibility_label": "This answer was not helpful",
                     "value": f"down:{run_id}",
                 },

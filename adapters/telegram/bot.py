@@ -615,7 +615,11 @@ class TelegramBot:
         except (KeyError, ValueError):
             return
         surface = TelegramSurface(self.chat(chat), message_id)
-        retry = (Button("🔁 Retry", retry_data(record.run_id)),) if trace.question else ()
+        retry = (
+            (Button(str(words.BUTTONS["retry"]), retry_data(record.run_id)),)
+            if trace.question
+            else ()
+        )
         async with surface.chat.pacer.slot(surface.channel_key, priority="final"):
             await surface.edit(TelegramPayload(inert(text), retry))
 

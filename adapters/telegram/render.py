@@ -378,14 +378,15 @@ class TelegramRenderer:
         pending = view.pending
         if pending is None:
             return ()
-        offered = [("a", "✅ Approve"), ("e", "✏️ Edit…"), ("d", "❌ Deny"),
-                   ("r", "💬 Deny with reason…")]  # fmt: skip
+        named = words.BUTTONS
+        offered = [("a", named["approve"]), ("e", named["edit"]), ("d", named["deny"]),
+                   ("r", named["reason"])]  # fmt: skip
         if pending.remember:
-            offered.append(("w", "♾ Always allow"))
+            offered.append(("w", named["always"]))
         tail = f"{self.run_id}:{pending.step}:{pending.call}:{view.asker}"
         return tuple(
-            Button(text, data)
-            for verdict, text in offered
+            Button(str(label), data)
+            for verdict, label in offered
             if len((data := f"{DECIDE_PREFIX}{verdict}:{tail}").encode()) <= CALLBACK_BYTES
         )
 
@@ -393,7 +394,7 @@ class TelegramRenderer:
         data = f"{STOP_PREFIX}{self.run_id}:{view.asker}"
         if len(data.encode()) > CALLBACK_BYTES:  # (user ids are digits: never, but bounded)
             data = f"{STOP_PREFIX}{self.run_id}:"
-        return Button("⏹ Stop", data)
+        return Button(str(words.BUTTONS["stop"]), data)
 
     def _steps(self, view: RunView, room: int) -> list[list[_Piece]]:
         """The latest steps that fit in ``room`` units, and a line counting the others."""
@@ -428,7 +429,8 @@ class TelegramRenderer:
         """👍 / 👎 under an answered run: anyone may vote (``adapters.dispatch``)."""
         if view.phase != "answered":
             return ()
-        return tuple(Button(text, vote_data(value, self.run_id)) for value, text in VOTES)
+        named = words.BUTTONS
+        return tuple(Button(str(named[value]), vote_data(value, self.run_id)) for value in VOTES)
 
     def compact(self, view: RunView) -> TelegramPayload:
         outcome = _heard(view) + self._outcome(view)
@@ -513,7 +515,7 @@ class TelegramRenderer:
         ]
 
 
-VOTES = (("up", "👍"), ("down", "👎"))
+VOTES = ("up", "down")
 
 
 def vote_data(value: str, run_id: str) -> str:

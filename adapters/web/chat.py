@@ -50,6 +50,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
+from html import escape as escape_html
 from importlib import resources
 from typing import Any
 
@@ -404,7 +405,9 @@ class WebChat:
         )
         """Settings, usage, reset, trace and votes (``adapters.web.commands``)."""
         self.files = files
-        self._page = _asset("chat.html")
+        # The buttons' words are the shared ones (``words.BUTTONS``), read by the page's script.
+        labels = escape_html(words.labels_json(), quote=True)
+        self._page = _asset("chat.html").replace("{{labels}}", labels)
         self._static = {
             "chat.js": (_asset("chat.js"), "text/javascript"),
             "markdown.js": (_asset("markdown.js"), "text/javascript"),

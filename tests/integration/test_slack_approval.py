@@ -290,11 +290,11 @@ async def test_approve_runs_the_action_and_the_step_says_who_approved(make: Any)
     assert "only <@U1ADA> or an admin can decide · denied automatically in 30 s" in pending
     assert "waiting for approval" in pending and STOP_ACTION_ID in json.dumps(h.root().blocks)
     assert [e["text"]["text"] for e in buttons(h.root())] == [
-        "Approve",
-        "Edit…",
-        "Deny",
-        "Allow in this conversation",
-    ]
+        "✅ Approve",
+        "✏️ Edit…",
+        "❌ Deny",
+        "♾️ Allow in this conversation",
+    ]  # the shared words (adapters.words.BUTTONS)
     assert h.ran == [], "nothing runs before a person decides"
 
     assert await h.click(APPROVE_ACTION_ID, user=ASKER) == 200

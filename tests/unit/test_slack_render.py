@@ -340,11 +340,11 @@ def test_a_pending_action_shows_thought_tool_input_who_decides_and_the_buttons()
     (actions,) = [b for b in message.blocks if b["type"] == "actions"]
     labels = [(e["text"]["text"], e["action_id"], e.get("style")) for e in actions["elements"]]
     assert labels == [
-        ("Approve", APPROVE_ACTION_ID, "primary"),
-        ("Edit…", EDIT_ACTION_ID, None),
-        ("Deny", DENY_ACTION_ID, "danger"),
-        ("Allow in this conversation", ALWAYS_ACTION_ID, None),
-    ]
+        ("✅ Approve", APPROVE_ACTION_ID, "primary"),
+        ("✏️ Edit…", EDIT_ACTION_ID, None),
+        ("❌ Deny", DENY_ACTION_ID, "danger"),
+        ("♾️ Allow in this conversation", ALWAYS_ACTION_ID, None),
+    ]  # the shared words (adapters.words.BUTTONS)
     refs = {parse_button_value(e["value"]) for e in actions["elements"]}
     assert refs == {ApprovalRef("run123", 1, 0, "U1ADA")}, "each button says which action"
     assert message.blocks[1]["accessory"]["action_id"] == STOP_ACTION_ID, "Stop still works"

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import ast
+import json
 from pathlib import Path
 
 import pytest
@@ -91,3 +92,22 @@ def test_a_stopped_run_is_said_the_same_way_on_every_surface() -> None:
     assert words.stopped(None, 0) == "Stopped before the first step."
     restart = words.stopped(words.SHUTDOWN, 1, shown=lambda who: "never shown")
     assert restart == "Stopped after step 1: reactbot was restarting. Ask again in a moment."
+
+
+def test_every_button_is_labelled_in_the_shared_words() -> None:
+    """A button's words (``words.BUTTONS``) are written once: no surface's Python or the web
+    chat's script holds one of its own (Telegram's "Always allow" beside "Allow in this
+    conversation" elsewhere was the drift)."""
+    from adapters.words import BUTTONS, labels_json
+
+    shown = {t for label in BUTTONS.values() for t in (label.text, str(label)) if t}
+    copies = []
+    for surface in SURFACES:
+        for path in sorted((ROOT / "adapters" / surface).rglob("*.py")):
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            copies += [f"{path.name}:{n}: {t!r}" for n, t in _literals(tree) if t.strip() in shown]
+    for path in sorted((ROOT / "adapters" / "web" / "static").glob("*.js")):
+        script = path.read_text(encoding="utf-8")
+        copies += [f"{path.name}: {t!r}" for t in shown if f'"{t}"' in script]
+    assert not copies, "label these through adapters.words.BUTTONS:\n" + "\n".join(copies)
+    assert {k: str(v) for k, v in BUTTONS.items()} == json.loads(labels_json())

@@ -4,6 +4,8 @@
 
 (function () {
   const csrf = document.querySelector('meta[name="csrf-token"]').content;
+  // The buttons' words, the same on every surface (adapters/words.py BUTTONS).
+  const LABELS = JSON.parse(document.body.dataset.labels);
   const log = document.getElementById("log");
   const form = document.getElementById("ask");
   const box = document.getElementById("question");
@@ -120,8 +122,8 @@
         if (!r.ok) row.querySelectorAll("button").forEach(function (b) { b.disabled = false; });
       });
     }
-    const buttons = [["Approve", "approve"], ["Edit…", "edit"], ["Deny", "deny"]];
-    if (p.remember) buttons.push(["Allow in this conversation", "always"]);
+    const buttons = [[LABELS.approve, "approve"], [LABELS.edit, "edit"], [LABELS.deny, "deny"]];
+    if (p.remember) buttons.push([LABELS.always, "always"]);
     buttons.forEach(function (pair) {
       const b = el("button", "decide " + pair[1], pair[0]);
       b.type = "button";
@@ -163,7 +165,7 @@
     if (!data.final) {
       const bar = el("div", "live");
       bar.appendChild(el("span", "status", data.status || ""));
-      const stop = el("button", "stop", "Stop");
+      const stop = el("button", "stop", LABELS.stop);
       stop.type = "button";
       stop.addEventListener("click", function () { stop.disabled = true; post("/api/stop", { run: data.run }); });
       bar.appendChild(stop);
@@ -178,7 +180,7 @@
     }
     if (data.outcome) message.appendChild(el("p", "outcome", data.outcome));
     if (data.final && typeof data.retry === "string") {  // interrupted: its question again, once
-      const retry = el("button", "retry", "🔁 Retry");
+      const retry = el("button", "retry", LABELS.retry);
       retry.type = "button";
       retry.addEventListener("click", function () {
         retry.disabled = true;
@@ -198,7 +200,7 @@
       });
       if (data.sources && data.sources.length) {
         const list = el("ul", "sources");
-        list.setAttribute("aria-label", "Sources");
+        list.setAttribute("aria-label", "Cited sources");
         data.sources.forEach(function (s) {
           const li = el("li");
           li.appendChild(s.href ? link(s.href, s.host || s.text) : el("span", "url", s.text));
@@ -243,7 +245,7 @@
 
   function votes(run) {
     const row = el("div", "votes");
-    [["up", "👍", "A good answer"], ["down", "👎", "A poor answer"]].forEach(function (v) {
+    [["up", LABELS.up, "A good answer"], ["down", LABELS.down, "A poor answer"]].forEach(function (v) {
       const b = el("button", "vote", v[1]);
       b.type = "button";
       b.title = v[2];

@@ -39,12 +39,12 @@ class PlainRenderer:
         lines.append(status_line(view, time.monotonic(), still_while_pending=True))
         pending = view.pending
         if pending is None:
-            return Post(_joined(lines), (Button("Stop", "stop", self.run_id),))
+            return Post(_joined(lines), (Button(str(words.BUTTONS["stop"]), "stop", self.run_id),))
         lines.append(f"✋ {clip(pending.name, 80)}[{clip(pending.input, FIELD_CHARS)}]")
         lines.append(words.who_may_decide(view.approvers))
         ref = f"{self.run_id}:{pending.step}:{pending.call}"
         verdicts = ("approve", "edit", "deny") + (("always",) if pending.remember else ())
-        return Post(_joined(lines), tuple(Button(v, v, ref) for v in verdicts))
+        return Post(_joined(lines), tuple(Button(str(words.BUTTONS[v]), v, ref) for v in verdicts))
 
     def final(self, view: RunView) -> Post:
         lines = self._steps(view) if view.verbosity == "full" else []
@@ -62,7 +62,9 @@ class PlainRenderer:
         else:
             lines.append(clip(view.reason or view.phase, FIELD_CHARS))
         lines.append(f"{final_mark(view.phase)} {view.elapsed():.1f} s")
-        votes = (Button("👍", "vote:up", self.run_id), Button("👎", "vote:down", self.run_id))
+        votes = tuple(
+            Button(str(words.BUTTONS[v]), f"vote:{v}", self.run_id) for v in ("up", "down")
+        )
         return Post(_joined(lines), votes)
 
     def trace_posts(

@@ -9,6 +9,7 @@ import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from adapters import words
 from adapters.dispatch.intents import Where
 from adapters.live import EditRejected, LiveMessage, RunView, Verbosity
 from adapters.pacing import EditPacer
@@ -98,7 +99,9 @@ def finisher(platform: Platform, verbosity: Verbosity) -> Finalise:
     async def finish_orphan(record: RunRecord, trace: Trace, text: str) -> None:
         message = record.where.get("message", "")
         final = PlainRenderer(record.run_id).final(RunView.of_trace(trace, verbosity=verbosity))
-        retry = (Button("Retry", "retry", record.run_id),) if trace.question else ()
+        retry = (
+            (Button(str(words.BUTTONS["retry"]), "retry", record.run_id),) if trace.question else ()
+        )
         body = clip(f"{final.text}\n{text}", 4_000)
         with contextlib.suppress(Refused):  # the message was deleted meanwhile
             platform.edit(message, body, retry)
