@@ -25,7 +25,6 @@ from adapters.slack.modals import INPUT_BLOCK, persona_modal, read_persona
 from adapters.slack.payloads import memory_where, plain_text
 from adapters.slack.places import Described
 from core.prompt import PERSONA_CHARS
-from core.schedules import Place
 
 if TYPE_CHECKING:
     from adapters.dispatch.schedule import ScheduleDesk
@@ -147,13 +146,14 @@ class SettingsCommands:
         actor = Actor(
             "slack", user, f"slack:{team}:{user}", name, admin=self.bot.policy.admin(user)
         )
+        where = Where("slack", "dm" if channel.startswith("D") else "channel", channel, space=team)
+        place = schedule.place_of(where)  # a slash command names no thread: the channel
+        assert place is not None  # Slack posts
         intent = schedule.Schedule(
             event=f"slack:command:{command.get('trigger_id', '')}",
             actor=actor,
-            where=Where(
-                "slack", "dm" if channel.startswith("D") else "channel", channel, space=team
-            ),
-            place=Place("slack", channel, "", team),
+            where=where,
+            place=place,
             shown_as=f"@{name}" if name else "someone",  # plain text: never a <@U…> ping
             action=parsed.action,
             id=parsed.id,

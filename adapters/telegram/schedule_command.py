@@ -15,11 +15,10 @@ from telegram.ext import CommandHandler, ContextTypes
 
 from adapters import words
 from adapters.dispatch import schedule
-from adapters.dispatch.intents import Actor, Where
+from adapters.dispatch.intents import Actor
 from adapters.telegram.asker import Asker
-from adapters.telegram.intents import is_group
+from adapters.telegram.intents import where_of
 from adapters.telegram.render import inert
-from core.schedules import Place
 
 if TYPE_CHECKING:
     from adapters.telegram.bot import TelegramBot
@@ -54,12 +53,14 @@ class ScheduleCommand:
             return inert(words.SCHEDULE_USAGE)
         admin = await self.bot.commands.is_admin(asker)
         user = str(asker.user)
-        group = is_group(asker.chat)
+        where = where_of(asker.chat, asker.thread)
+        place = schedule.place_of(where)  # the chat, or the forum topic it was asked in
+        assert place is not None  # Telegram posts
         intent = schedule.Schedule(
             event=f"telegram:{asker.chat}:{asker.message}",
             actor=Actor("telegram", user, f"telegram:{user}", name, admin=admin),
-            where=Where("telegram", "channel" if group else "dm", str(asker.chat)),
-            place=Place("telegram", str(asker.chat), str(asker.thread or "")),
+            where=where,
+            place=place,
             # Telegram makes any "@word" in a message a mention: a name typed as one stays text
             shown_as=(name or "someone").replace("@", "@\u2060"),
             action=parsed.action,

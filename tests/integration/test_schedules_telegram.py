@@ -95,3 +95,25 @@ async def test_only_an_admin_adds_and_only_the_owner_or_an_admin_changes(make: A
     assert "Deleted" in gone and await book.listing() == []
     usage = await _reply(h, h.fake.user_says(GROUP, "/schedule nonsense", user=ALICE))
     assert usage.startswith("Usage: schedule add")
+
+
+async def test_a_schedule_made_in_a_forum_topic_posts_in_that_topic(make: Any) -> None:
+    """The topic it was asked in is where it posts (``schedule.place_of``, the same rule as
+    the ``schedule`` tool's), not the group's general chat."""
+    h: Harness = await make(["Thought: ok.\nFinal Answer: tock"], admins=frozenset({ALICE}))
+    clock = Clock()
+    book, scheduler = wired(h, clock)
+    said = await _reply(
+        h,
+        h.fake.user_says(GROUP, '/schedule add "every 1 minutes" status?', user=ALICE, thread=77),
+    )
+    assert said.startswith("⏰ Scheduled "), said
+    (kept,) = await book.listing()
+    assert (kept.place.channel, kept.place.thread) == (str(GROUP), "77")
+
+    clock.now += 61
+    assert len(await scheduler.tick()) == 1
+    await scheduler.settled()
+    await h.bot.answering.settled()
+    (posted,) = [m for m in h.fake.bot_messages(GROUP) if "Scheduled by" in m.text]
+    assert posted.thread == 77 and "tock" in posted.text, (posted.thread, posted.text)
