@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from core.schedules import Refused, Schedule
 
 __all__ = [
+    "ASKING_AGAIN",
     "BUTTONS",
     "DECISION_GONE",
     "DMS_CLOSED",
@@ -84,6 +85,7 @@ __all__ = [
     "dms_for_members",
     "edit_problem",
     "edit_refused",
+    "form_failed",
     "heard_line",
     "model_set",
     "models_line",
@@ -148,6 +150,15 @@ def vote_kept(value: str) -> str:
 
 
 RETRY_DONE = "Someone already pressed Retry: this question was asked again once."
+ASKING_AGAIN = "Asking again…"
+"""A Retry admitted, where the press itself is answered (Telegram's pop-up)."""
+
+
+def form_failed(problem: str, again: str) -> str:
+    """A platform's form (Slack's modal) would not open; ``again``: what to press again."""
+    return f"I could not open the form ({problem}); press {again} again."
+
+
 RESET_DONE = "🧹 I forgot this conversation."
 RESET_ADMINS = "Only an admin can reset this conversation here."
 FILES_OFF = "⚠️ Attached files are switched off here (files.enabled: false)."

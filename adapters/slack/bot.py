@@ -498,7 +498,7 @@ class SlackBot:
         if verdict == "edit":
             problem = await self.open_modal(trigger, edit_modal(ref, request))
             if problem is not None:
-                note = f"I could not open the editor ({problem}); click Edit… again."
+                note = words.form_failed(problem, words.BUTTONS["edit"].text)
                 await self.ephemeral(channel, user, note, thread_ts=thread_ts)
         elif verdict != "deny" or await self.open_modal(trigger, deny_modal(ref, request)):
             await self._decide(decide, request)  # a deny whose form failed: no reason, as asked

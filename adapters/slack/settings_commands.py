@@ -103,7 +103,9 @@ class SettingsCommands:
         problem = await self.bot.open_modal(str(command.get("trigger_id", "")), view)
         if problem is not None:
             user = str(command.get("user_id", ""))
-            await self.bot.ephemeral(channel, user, f"I could not open the form: {problem}.")
+            await self.bot.ephemeral(
+                channel, user, sentences.form_failed(problem, "/ask-settings prompt")
+            )
 
     async def _memory(self, command: dict[str, Any], words: list[str]) -> str:
         """``memory ...``: the shared handler, said ephemerally (in a channel too)."""

@@ -643,7 +643,7 @@ class TelegramBot:
             lambda admitted: TelegramReply(self, admitted.who),
         )
         if isinstance(outcome, Done):
-            return "Asking again…"
+            return words.ASKING_AGAIN
         return cut(outcome.text, 190) if isinstance(outcome, Refusal) else ""
 
     async def _voted(self, data: str, query: CallbackQuery) -> str | None:

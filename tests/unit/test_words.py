@@ -35,6 +35,8 @@ STEMS = (
     "answer direct messages",
     "does not answer in this chat",
     "i only answer in",
+    "could not open the",
+    "asking again",
 )
 """Pieces of the sentences ``adapters.words`` holds: a string literal in a surface that
 contains one is a copy that will drift."""
