@@ -73,8 +73,12 @@ class Where:
 
     @property
     def places(self) -> tuple[str, ...]:
-        """What an access list may name: the thread, its channel, the channel's category."""
-        return tuple(p for p in (self.thread, self.channel, self.category) if p)
+        """What an access list may name: the thread, its channel, the channel's category. A
+        Telegram forum topic is not a place of its own: its id is a message id within its
+        group, which could equal a listed private chat's id (a user id) and let an unlisted
+        group in."""
+        thread = None if self.kind == "topic" else self.thread
+        return tuple(p for p in (thread, self.channel, self.category) if p)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -316,6 +316,10 @@ async def test_telegram_allowed_chats_name_groups_and_private_chats_alike() -> N
     assert await Access(policy("telegram")).refusal(bob, Where("telegram", "dm", "6")) is None
     admins = Access(policy("telegram", allowed_chats=(-100,), admins=(6,)))
     assert await admins.refusal(bob, Where("telegram", "channel", "-200")) is None
+    # A topic's id is a message id within its group: one equal to a listed private chat
+    # (a user id, 5) lets no unlisted group in.
+    colliding = Where("telegram", "topic", "-200", thread="5")
+    assert await access.refusal(bob, colliding) == NOT_HERE
 
 
 async def test_the_web_chat_has_no_lists() -> None:
