@@ -173,8 +173,9 @@ class MemoryStore(Protocol):
         written in one step: None when kept, else the holder's oldest (to name it)."""
         ...
 
-    async def list(self, holder: Holder) -> list[Memory]:
-        """The holder's memories, newest first."""
+    async def list(self, *holders: Holder) -> list[Memory]:
+        """The holders' memories, newest first, read together (a run recalls the asker's
+        and the channel's: one round trip, not two)."""
         ...
 
     async def delete(self, holder: Holder, ids: Sequence[str]) -> builtins.list[str]:
@@ -203,8 +204,8 @@ class InMemoryMemories:
         kept[memory.id] = memory
         return None
 
-    async def list(self, holder: Holder) -> list[Memory]:
-        return newest_first(self._held.get(holder, {}).values())
+    async def list(self, *holders: Holder) -> list[Memory]:
+        return newest_first(m for h in holders for m in self._held.get(h, {}).values())
 
     async def delete(self, holder: Holder, ids: Sequence[str]) -> builtins.list[str]:
         kept = self._held.get(holder, {})
@@ -269,9 +270,7 @@ class Memories:
         """The asker's and the channel's memories this place may see, newest first, as many
         as fit in ``recall_chars`` (counted as the lines the model reads). Read from the store
         every time: a memory forgotten on any process is gone from the next run."""
-        mine = await self.store.list(Holder.person(here.where.platform, here.user))
-        ours = await self.store.list(Holder.channel(here.where))
-        found = newest_first(m for m in (*mine, *ours) if recallable(m, here))
+        found = [m for m in await self.store.list(*self._holders(here)) if recallable(m, here)]
         given, room = [], self.settings.recall_chars
         for memory in found:
             size = len(memory_line(memory)) + 1
@@ -339,9 +338,12 @@ class Memories:
 
     async def recall_all(self, here: Asking) -> list[Memory]:
         """Every memory this place may see, unbounded (``forget`` searches them)."""
-        mine = await self.store.list(Holder.person(here.where.platform, here.user))
-        ours = await self.store.list(Holder.channel(here.where))
-        return newest_first(m for m in (*mine, *ours) if recallable(m, here))
+        return [m for m in await self.store.list(*self._holders(here)) if recallable(m, here)]
+
+    @staticmethod
+    def _holders(here: Asking) -> tuple[Holder, Holder]:
+        """Whose memories a run here may recall: the asker's and the place's."""
+        return Holder.person(here.where.platform, here.user), Holder.channel(here.where)
 
     def _may_delete(self, memory: Memory, here: Asking) -> bool:
         if memory.scope == "person":

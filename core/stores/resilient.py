@@ -709,8 +709,8 @@ class CheckedMemories:
     async def add(self, memory: Memory, *, limit: int) -> Memory | None:
         return await self.health.call(None, lambda: self.inner.add(memory, limit=limit))
 
-    async def list(self, holder: Holder) -> builtins.list[Memory]:
-        return await self.health.call(None, lambda: self.inner.list(holder))
+    async def list(self, *holders: Holder) -> builtins.list[Memory]:
+        return await self.health.call(None, lambda: self.inner.list(*holders))
 
     async def delete(self, holder: Holder, ids: Sequence[str]) -> builtins.list[str]:
         return await self.health.call(None, lambda: self.inner.delete(holder, ids))

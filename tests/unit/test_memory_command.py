@@ -95,7 +95,7 @@ async def test_memory_off_and_a_store_that_does_not_answer_each_get_one_line() -
     assert await say(None, intent()) == words.MEMORY_OFF
 
     class Down(InMemoryMemories):
-        async def list(self, holder: Holder) -> list:  # type: ignore[type-arg]
+        async def list(self, *holders: Holder) -> list:  # type: ignore[type-arg]
             raise StoreUnavailable("down")
 
     assert await say(Memories(Down()), intent()) == words.MEMORY_UNREADABLE

@@ -161,7 +161,7 @@ def test_the_recall_never_passes_recall_chars_and_keeps_newest_first(
 
 
 class DeadStore(InMemoryMemories):
-    async def list(self, holder: Holder) -> list[Memory]:
+    async def list(self, *holders: Holder) -> list[Memory]:
         raise StoreUnavailable("Redis at 127.0.0.1:1/0 failed to read memories")
 
 

@@ -171,7 +171,7 @@ async def test_remember_waits_for_approval_when_the_operator_lists_it() -> None:
 
 
 class DeadStore(InMemoryMemories):
-    async def list(self, holder: Holder) -> list[Memory]:
+    async def list(self, *holders: Holder) -> list[Memory]:
         raise StoreUnavailable("Redis at 127.0.0.1:1/0 failed to read memories")
 
 

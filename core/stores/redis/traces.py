@@ -119,7 +119,6 @@ class RedisTraceStore(_RedisBase):
         self._max_indexed = max_per_conversation
         self._max_traces = max(0, max_traces)
         self._max_bytes = max_trace_bytes
-        self._drop_oldest = client.register_script(_DROP_OLDEST_TRACES_LUA)
         self._pop_oldest = client.register_script(_POP_OLDEST_TRACES_LUA)
         self._vote_script = client.register_script(_VOTE_LUA)
 
@@ -136,10 +135,15 @@ class RedisTraceStore(_RedisBase):
             async with client.pipeline(transaction=True) as pipe:
                 self._queue_save(pipe, trace.id, value, index, score, now)
                 if self._max_traces:
-                    await self._drop_oldest(
-                        keys=[recent],
-                        args=[self._max_traces, self._key("trace", "")],
-                        client=pipe,
+                    # EVAL, not the registered script: a pipeline holding a ``Script`` asks
+                    # SCRIPT EXISTS first, one more round trip on every save. The server
+                    # caches the script by its hash all the same.
+                    pipe.eval(
+                        _DROP_OLDEST_TRACES_LUA,
+                        1,
+                        recent,
+                        self._max_traces,
+                        self._key("trace", ""),
                     )
                 await pipe.execute()
 
