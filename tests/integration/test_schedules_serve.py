@@ -191,6 +191,33 @@ async def kill_between_minutes(
     return len(claimed)
 
 
+async def killed_and_settled(
+    process: asyncio.subprocess.Process,
+    *,
+    env: dict[str, str],
+    redis_url: str,
+    prefix: str,
+    schedule_id: str,
+    surface: str,
+    posts: Callable[[], int],
+    calls: Callable[[], int],
+    finished: Callable[[int], bool],
+) -> tuple[list[int], int, int]:
+    """One process killed between minutes, the survivor left to post two more, then the
+    schedule paused and settled (``settled``): the claimed minutes, the posts, the calls."""
+    claimed = await kill_between_minutes(
+        process,
+        env=env,
+        redis_url=redis_url,
+        prefix=prefix,
+        schedule_id=schedule_id,
+        surface=surface,
+        finished=finished,
+    )
+    await until(lambda: finished(claimed + 2), within=2 * MINUTE + 30, what="the survivor posts on")
+    return await settled(redis_url, prefix, schedule_id, posts, calls, finished)
+
+
 async def test_slack_each_minute_is_posted_once_by_two_processes_one_killed(
     tmp_path: Path, redis_url: str
 ) -> None:
@@ -231,25 +258,16 @@ async def test_slack_each_minute_is_posted_once_by_two_processes_one_killed(
                 shown = posted()
                 return len(shown) >= count and all("tick" in t for t in shown)
 
-            claimed = await kill_between_minutes(
+            minutes, posts, calls = await killed_and_settled(
                 processes[0],
                 env=env,
                 redis_url=redis_url,
                 prefix=redis_prefix(tmp_path),
                 schedule_id=schedule_id,
                 surface="slack",
+                posts=lambda: len(posted()),
+                calls=lambda: len(model.requests),
                 finished=finished,
-            )
-            await until(
-                lambda: finished(claimed + 2), within=2 * MINUTE + 30, what="the survivor posts on"
-            )
-            minutes, posts, calls = await settled(
-                redis_url,
-                redis_prefix(tmp_path),
-                schedule_id,
-                lambda: len(posted()),
-                lambda: len(model.requests),
-                finished,
             )
         finally:
             for process in processes:
@@ -331,25 +349,16 @@ async def test_discord_each_minute_is_posted_once_by_two_processes_one_killed(
                     "tick" in str(fake.messages[m]["content"]) for m in shown
                 )
 
-            claimed = await kill_between_minutes(
+            minutes, posts, calls = await killed_and_settled(
                 processes[0],
                 env=env,
                 redis_url=redis_url,
                 prefix=redis_prefix(tmp_path),
                 schedule_id=schedule_id,
                 surface="discord",
+                posts=lambda: len(posted()),
+                calls=lambda: len(model.requests),
                 finished=finished,
-            )
-            await until(
-                lambda: finished(claimed + 2), within=2 * MINUTE + 30, what="the survivor posts on"
-            )
-            minutes, posts, calls = await settled(
-                redis_url,
-                redis_prefix(tmp_path),
-                schedule_id,
-                lambda: len(posted()),
-                lambda: len(model.requests),
-                finished,
             )
             assert finished(posts), "each ended answered, none rewritten"
         finally:
@@ -419,25 +428,16 @@ async def test_telegram_each_minute_is_posted_once_by_two_processes_one_killed(
             )
             said = next(m.text for m in first.bot_messages(ALICE) if m.text.startswith("⏰ Sch"))
             schedule_id = said.split()[2].rstrip(":")
-            claimed = await kill_between_minutes(
+            minutes, posts, calls = await killed_and_settled(
                 processes[0],
                 env=clock,
                 redis_url=redis_url,
                 prefix=redis_prefix(tmp_path),
                 schedule_id=schedule_id,
                 surface="telegram",
+                posts=lambda: len(posted()),
+                calls=lambda: len(model.requests),
                 finished=finished,
-            )
-            await until(
-                lambda: finished(claimed + 2), within=2 * MINUTE + 30, what="the survivor posts on"
-            )
-            minutes, posts, calls = await settled(
-                redis_url,
-                redis_prefix(tmp_path),
-                schedule_id,
-                lambda: len(posted()),
-                lambda: len(model.requests),
-                finished,
             )
             assert finished(posts), "each ended answered, none rewritten"
         finally:
