@@ -53,7 +53,7 @@ from core.llm import Message, ModelChunk, ResponseFormat, ToolSpec
 from core.openai_reply import Reply, ThinkSplitter, parse_json
 from core.sse import SSEDecoder
 
-__all__ = ["OpenAIChatModel", "ThinkSplitter"]
+__all__ = ["OpenAIChatModel", "ReplyReader", "ThinkSplitter"]
 
 # Local servers (Ollama, llama.cpp) ignore the key, but the SDK refuses to run without one.
 _PLACEHOLDER_KEY = "not-needed"
@@ -170,24 +170,17 @@ class OpenAIChatModel:
                 # One request, start to end, read here rather than through a generator of its
                 # own: every chunk passes this loop, and each generator layer costs per chunk.
                 response = await self._create(request)
-                reply, decoder = Reply(), SSEDecoder()
-                translate, feed = reply.translate, decoder.feed
+                read = ReplyReader(Reply(), SSEDecoder(), response.request)
                 try:
                     body = _body_of(response)
-                    done = False
                     async for raw in body:
-                        for event, data in feed(raw):
-                            if event or data.startswith("[DONE]"):
-                                done = data.startswith("[DONE]")
-                                if done:
-                                    break
-                                _raise_error_event(event, data, response.request)
-                            chunk = parse_json(data)
-                            if type(chunk) is dict and "error" in chunk:
-                                _raise_error_event(event, data, response.request)
-                            for piece in translate(chunk):
-                                started = True
+                        pieces, done, failed = read(raw)
+                        if pieces:
+                            started = True
+                            for piece in pieces:
                                 yield piece
+                        if failed is not None:
+                            raise failed
                         if done:
                             await _drain(body)
                             break
@@ -202,7 +195,7 @@ class OpenAIChatModel:
                     ) from exc
                 finally:
                     await response.aclose()
-                for piece in reply.close():
+                for piece in read.reply.close():
                     yield piece
                 return
             except openai.APIError as exc:
@@ -401,6 +394,71 @@ class _Request:
     stop: Sequence[str]
     tools: Sequence[ToolSpec] | None
     response_format: ResponseFormat | None
+
+
+class ReplyReader:
+    """One reply's reads into ``ModelChunk``s: each read gives its pieces, whether the reply
+    ended (``[DONE]``) and what failed in it, after the pieces that came before the failure
+    (they are the reply's too: a stream cut by an error event still shows its text).
+
+    The pieces of plain text in a row within one read are joined into one: a read carries
+    what came since the last (``AiohttpTransport``'s ``read_every``: about five chunks), and
+    the run's parser, trace and live message then run once for them, not once a chunk.
+    Text is text however it is cut: the parser reads any split the same way."""
+
+    __slots__ = ("_feed", "_request", "_translate", "reply")
+
+    def __init__(self, reply: Reply, decoder: SSEDecoder, request: httpx2.Request) -> None:
+        self.reply = reply
+        self._translate, self._feed, self._request = reply.translate, decoder.feed, request
+
+    def __call__(self, raw: bytes) -> tuple[list[ModelChunk], bool, Exception | None]:
+        pieces: list[ModelChunk] = []
+        text: list[ModelChunk] = []  # the plain pieces since the last other one
+        try:
+            for event, data in self._feed(raw):
+                if event or data.startswith("[DONE]"):
+                    if data.startswith("[DONE]"):
+                        return _joined(pieces, text), True, None
+                    _raise_error_event(event, data, self._request)
+                chunk = parse_json(data)
+                if type(chunk) is dict and "error" in chunk:
+                    _raise_error_event(event, data, self._request)
+                for piece in self._translate(chunk):
+                    if _plain(piece):
+                        text.append(piece)
+                        continue
+                    if text:
+                        _joined(pieces, text)
+                        text = []
+                    pieces.append(piece)
+        except (openai.APIError, ValueError, RecursionError) as exc:
+            return _joined(pieces, text), False, exc
+        return _joined(pieces, text), False, None
+
+
+def _plain(piece: ModelChunk) -> bool:
+    """Text and nothing else (nothing else is set on most pieces)."""
+    return bool(piece.text) and not (
+        piece.reasoning
+        or piece.tool_calls
+        or piece.usage
+        or piece.finish
+        or piece.refusal
+        or piece.response_id
+        or piece.response_model
+        or piece.notice
+        or piece.pause
+    )
+
+
+def _joined(pieces: list[ModelChunk], text: list[ModelChunk]) -> list[ModelChunk]:
+    """``pieces``, then the plain ``text`` pieces as one."""
+    if len(text) == 1:
+        pieces.append(text[0])
+    elif text:
+        pieces.append(ModelChunk("".join(t.text for t in text)))
+    return pieces
 
 
 def _body_of(response: httpx2.Response) -> AsyncIterator[bytes]:

@@ -97,7 +97,11 @@ def assert_safe(error: BaseException) -> None:
 
 
 async def test_streams_text_chunk_by_chunk(fake: FakeOpenAI, make_model: MakeModel) -> None:
-    fake.reply("Thought: easy.\nAnswer: 4", chunks=["Thought: ", "easy.\n", "Answer: 4"])
+    fake.reply(
+        "Thought: easy.\nAnswer: 4",
+        chunks=["Thought: ", "easy.\n", "Answer: 4"],
+        delay=READ_EVERY * 1.5,  # apart by more than the app reads them together
+    )
 
     chunks = await collect(make_model())
 

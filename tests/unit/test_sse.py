@@ -7,11 +7,14 @@ import json
 import re
 from typing import Any
 
+import httpx2
+import openai
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from core.llm import ModelChunk
+from core.llm import ModelChunk, ToolCallDelta
+from core.openai_model import ReplyReader
 from core.openai_reply import MalformedChunk, Reply, parse_json
 from core.sse import ServerSentEvent, SSEDecoder
 from tests.properties import property_settings
@@ -275,15 +278,40 @@ def test_parse_json_on_edges(text: str) -> None:
 
 
 def model_chunks(pieces: list[bytes]) -> list[ModelChunk]:
-    """What ``OpenAIChatModel`` makes of a reply's bytes, without the HTTP: decoder, JSON,
-    reply (``[DONE]`` ends it)."""
-    decoder, reply, out = SSEDecoder(), Reply(), []
+    """What ``OpenAIChatModel`` makes of a reply's bytes, each of ``pieces`` one read,
+    without the HTTP: its ``ReplyReader`` (decoder, JSON, reply; ``[DONE]`` ends it)."""
+    read, out = ReplyReader(Reply(), SSEDecoder(), REQUEST), []
     for piece in pieces:
-        for _, data in decoder.feed(piece):
-            if data.startswith("[DONE]"):
-                return out + reply.close()
-            out += reply.translate(parse_json(data))
-    return out + reply.close()
+        got, done, failed = read(piece)
+        out += got
+        if failed is not None:
+            raise failed
+        if done:
+            break
+    return out + read.reply.close()
+
+
+REQUEST = httpx2.Request("POST", "http://model.test/v1/chat/completions")
+
+
+def kinds(chunks: list[ModelChunk]) -> list[tuple[str, object]]:
+    """What the chunks carry, in their order, plain text in a row as one."""
+    said: list[tuple[str, object]] = []
+    for c in chunks:
+        for kind, value in (
+            ("text", c.text),
+            ("reasoning", c.reasoning),
+            ("refusal", c.refusal),
+            ("calls", c.tool_calls),
+            ("finish", c.finish),
+        ):
+            if not value:
+                continue
+            if kind == "text" and said and said[-1][0] == "text":
+                said[-1] = ("text", f"{said[-1][1]}{value}")
+            else:
+                said.append((kind, value))
+    return said
 
 
 def summary(chunks: list[ModelChunk]) -> tuple[str, str, str, list[tuple[int, str]], list[str]]:
@@ -321,3 +349,38 @@ def test_a_reply_cut_at_every_byte_gives_the_same_model_chunks(
     assert whole[4] == ["stop"]
     for cut in range(len(stream) + 1):
         assert summary(model_chunks([stream[:cut], stream[cut:]])) == whole, cut
+    # read an event at a time or all at once, the same things come in the same order (text
+    # in a row within one read is joined, never across anything else)
+    one_by_one = stream.split(eol + eol)
+    assert kinds(model_chunks([s + eol + eol for s in one_by_one])) == kinds(model_chunks([stream]))
+
+
+def test_text_in_one_read_comes_as_one_piece_and_the_rest_keeps_its_place() -> None:
+    events: list[dict[str, Any]] = [
+        {"id": "r1", "model": "m", "choices": [{"index": 0, "delta": {"content": "Thought"}}]},
+        *({"choices": [{"index": 0, "delta": {"content": t}}]} for t in (": a", "b", "c\n")),
+        {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "c1"}]}}]},
+        *({"choices": [{"index": 0, "delta": {"content": t}}]} for t in ("Ans", "wer")),
+        {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+    ]
+    stream = b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events)
+    chunks = model_chunks([stream + b"data: [DONE]\n\n"])
+    assert [(c.text, c.response_id, bool(c.tool_calls), c.finish) for c in chunks] == [
+        ("Thought", "r1", False, None),  # the first carries the reply's id: on its own
+        (": abc\n", "", False, None),
+        ("", "", True, None),
+        ("Answer", "", False, None),
+        ("", "", False, "stop"),
+    ]
+    assert chunks[2].tool_calls == (ToolCallDelta(index=0, id="c1"),)
+
+
+def test_an_error_event_after_text_in_the_same_read_keeps_the_text() -> None:
+    text = {"choices": [{"index": 0, "delta": {"content": "half an an"}}]}
+    error = {"error": {"message": "overloaded", "type": "server_error"}}
+    stream = b"data: " + json.dumps(text).encode() + b"\n\n"
+    stream += b"data: " + json.dumps(error).encode() + b"\n\n"
+    read = ReplyReader(Reply(), SSEDecoder(), REQUEST)
+    pieces, done, failed = read(stream)
+    assert [p.text for p in pieces] == ["half an an"] and not done
+    assert isinstance(failed, openai.APIError)
