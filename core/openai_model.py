@@ -401,20 +401,21 @@ class ReplyReader:
     ended (``[DONE]``) and what failed in it, after the pieces that came before the failure
     (they are the reply's too: a stream cut by an error event still shows its text).
 
-    The pieces of plain text in a row within one read are joined into one: a read carries
+    The chunks of plain text in a row within one read come as one piece: a read carries
     what came since the last (``AiohttpTransport``'s ``read_every``: about five chunks), and
     the run's parser, trace and live message then run once for them, not once a chunk.
     Text is text however it is cut: the parser reads any split the same way."""
 
-    __slots__ = ("_feed", "_request", "_translate", "reply")
+    __slots__ = ("_feed", "_request", "_text_of", "_translate", "reply")
 
     def __init__(self, reply: Reply, decoder: SSEDecoder, request: httpx2.Request) -> None:
         self.reply = reply
-        self._translate, self._feed, self._request = reply.translate, decoder.feed, request
+        self._translate, self._text_of = reply.translate, reply.text_of
+        self._feed, self._request = decoder.feed, request
 
     def __call__(self, raw: bytes) -> tuple[list[ModelChunk], bool, Exception | None]:
         pieces: list[ModelChunk] = []
-        text: list[ModelChunk] = []  # the plain pieces since the last other one
+        text: list[str] = []  # the plain text since the last other piece
         try:
             for event, data in self._feed(raw):
                 if event or data.startswith("[DONE]"):
@@ -424,40 +425,24 @@ class ReplyReader:
                 chunk = parse_json(data)
                 if type(chunk) is dict and "error" in chunk:
                     _raise_error_event(event, data, self._request)
-                for piece in self._translate(chunk):
-                    if _plain(piece):
-                        text.append(piece)
-                        continue
-                    if text:
-                        _joined(pieces, text)
-                        text = []
-                    pieces.append(piece)
+                content = self._text_of(chunk)
+                if content is not None:
+                    text.append(content)
+                    continue
+                translated = self._translate(chunk)
+                if translated:
+                    _joined(pieces, text)
+                    text = []
+                    pieces += translated
         except (openai.APIError, ValueError, RecursionError) as exc:
             return _joined(pieces, text), False, exc
         return _joined(pieces, text), False, None
 
 
-def _plain(piece: ModelChunk) -> bool:
-    """Text and nothing else (nothing else is set on most pieces)."""
-    return bool(piece.text) and not (
-        piece.reasoning
-        or piece.tool_calls
-        or piece.usage
-        or piece.finish
-        or piece.refusal
-        or piece.response_id
-        or piece.response_model
-        or piece.notice
-        or piece.pause
-    )
-
-
-def _joined(pieces: list[ModelChunk], text: list[ModelChunk]) -> list[ModelChunk]:
-    """``pieces``, then the plain ``text`` pieces as one."""
-    if len(text) == 1:
-        pieces.append(text[0])
-    elif text:
-        pieces.append(ModelChunk("".join(t.text for t in text)))
+def _joined(pieces: list[ModelChunk], text: list[str]) -> list[ModelChunk]:
+    """``pieces``, then ``text`` as one piece."""
+    if text:
+        pieces.append(ModelChunk(text[0] if len(text) == 1 else "".join(text)))
     return pieces
 
 

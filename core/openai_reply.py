@@ -56,6 +56,29 @@ class Reply:
         self._named = False
         self._meta: tuple[str, str] | None = None
 
+    def text_of(self, chunk: Any) -> str | None:
+        """The text of the commonest chunk by far, a piece of text and nothing else, when
+        ``translate`` would give it back as it is (no id to carry, no usage, no tag of the
+        splitter's can begin in it); None for any other chunk, which ``translate`` reads.
+        No piece is made: the caller joins the text of a read's chunks into one."""
+        if type(chunk) is not dict or self._meta is not None or chunk.get("usage"):
+            return None
+        if not self._named and _meta(chunk) is not None:
+            return None
+        choices = chunk.get("choices")
+        if type(choices) is not list or not choices:
+            return None
+        choice = choices[0]
+        if type(choice) is not dict or choice.get("finish_reason"):
+            return None
+        delta = choice.get("delta")
+        if type(delta) is not dict or len(delta) != 1:
+            return None
+        content = delta.get("content")
+        if type(content) is not str or not content or "<" in content:
+            return None
+        return content if self._splitter.idle else None
+
     def translate(self, chunk: Any) -> list[ModelChunk]:
         if type(chunk) is not dict:
             raise MalformedChunk(f"a streamed chunk is a {type(chunk).__name__}, not an object")

@@ -294,6 +294,17 @@ def model_chunks(pieces: list[bytes]) -> list[ModelChunk]:
 REQUEST = httpx2.Request("POST", "http://model.test/v1/chat/completions")
 
 
+def translated(stream: bytes) -> list[ModelChunk]:
+    """The same bytes through ``Reply.translate`` alone, a chunk at a time: what
+    ``ReplyReader``'s joined text must add up to."""
+    decoder, reply, out = SSEDecoder(), Reply(), []
+    for _, data in decoder.feed(stream):
+        if data.startswith("[DONE]"):
+            break
+        out += reply.translate(parse_json(data))
+    return out + reply.close()
+
+
 def kinds(chunks: list[ModelChunk]) -> list[tuple[str, object]]:
     """What the chunks carry, in their order, plain text in a row as one."""
     said: list[tuple[str, object]] = []
@@ -326,6 +337,7 @@ def summary(chunks: list[ModelChunk]) -> tuple[str, str, str, list[tuple[int, st
 
 DELTA = st.one_of(
     st.builds(lambda t: {"content": t}, st.text(min_size=1, max_size=6)),
+    st.builds(lambda t: {"content": t}, st.sampled_from(["<think>", "</think>", "<th", "ink>"])),
     st.builds(lambda t: {"reasoning_content": t}, st.text(min_size=1, max_size=6)),
     st.builds(lambda t: {"refusal": t}, st.text(min_size=1, max_size=6)),
     st.builds(
@@ -341,11 +353,15 @@ DELTA = st.one_of(
 def test_a_reply_cut_at_every_byte_gives_the_same_model_chunks(
     deltas: list[dict[str, Any]], eol: bytes
 ) -> None:
+    events: list[dict[str, Any]]
     events = [{"choices": [{"index": 0, "delta": d, "finish_reason": None}]} for d in deltas]
+    events[0]["id"] = "r1"
     events.append({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
     stream = b"".join(b"data: " + json.dumps(e).encode() + eol + eol for e in events)
     stream += b": done soon" + eol + b"data: [DONE]" + eol + eol
     whole = summary(model_chunks([stream]))
+    assert kinds(model_chunks([stream])) == kinds(translated(stream))
+    assert [c.response_id for c in model_chunks([stream]) if c.response_id] == ["r1"]
     assert whole[4] == ["stop"]
     for cut in range(len(stream) + 1):
         assert summary(model_chunks([stream[:cut], stream[cut:]])) == whole, cut
