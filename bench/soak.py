@@ -773,7 +773,7 @@ async def _collect(every: float) -> None:
 
 
 async def _serve(platform: str, app: Any) -> None:
-    from bot.serve import settle_heap
+    from bot.serve import collecting_old_garbage, settle_heap
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)  # discord.py imports audioop
@@ -781,7 +781,8 @@ async def _serve(platform: str, app: Any) -> None:
         from bot.serve_slack import serve_slack
 
     settle_heap()
-    await (serve_discord if platform == "discord" else serve_slack)(app)
+    async with collecting_old_garbage():  # as ``reactbot serve`` runs it
+        await (serve_discord if platform == "discord" else serve_slack)(app)
 
 
 async def _forget(url: str, prefix: str) -> None:
