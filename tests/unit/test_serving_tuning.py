@@ -107,3 +107,19 @@ async def test_serving_runs_the_collection_of_the_oldest_generation_until_it_end
         await asyncio.sleep(0)  # it starts listening
     await asyncio.sleep(0)
     assert named[0].cancelled()
+
+
+def test_a_long_collection_spaces_the_next_out_to_its_share_of_the_time() -> None:
+    """At 250 conversations one took 370 ms: the loop is not held more than 1% of the time."""
+    now = [0.0]
+
+    def collect() -> None:
+        now[0] += 1.0  # a collection that held the process a second
+
+    keeper = OldGeneration(15.0, share=0.01, clock=lambda: now[0], collect=collect)
+    now[0] += 15.0
+    assert keeper.tick() and keeper.took == 1.0
+    now[0] += 99.0
+    assert not keeper.tick()
+    now[0] += 1.0
+    assert keeper.tick() and keeper.collections == 2
