@@ -492,7 +492,12 @@ class EditPacer:
     ) -> None:
         """A response's rate-limit headers for ``channel``'s bucket. ``scoped``: the request
         was one of our edits there; else (another write in the channel, such as a new message)
-        it is believed unless the edits are known to count against a different bucket."""
+        it is believed unless the edits are known to count against a different bucket, and
+        only in a channel the pacer already keeps: every edit, placeholder and note takes its
+        slot first, so a channel it has no state for is one it paces nothing in (an answer's
+        trace thread, a new one per run), and a state for it would be kept for nothing."""
+        if not scoped and channel not in self._channels:
+            return
         window = self._state(channel).window
         if window is None:
             return

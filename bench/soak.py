@@ -40,8 +40,14 @@ Printed per platform:
 ``SOAK_TRACEMALLOC=path`` writes what the heap gained in the second half of the warm run, by
 the line and the stack that allocated it (to tell a leak from a cache filling);
 ``SOAK_OBJECTS=path`` writes RSS every 10 s and, from warm to end, what grew outside the
-heap's lines too: live objects by type (``gc.get_objects``), Python's allocated blocks,
-and the C allocator's arenas (``mallinfo2``) with ``MALLOC_ARENA_MAX`` as set.
+heap's lines too: live objects by type (``gc.get_objects``), Python's allocated blocks and
+arenas (``sys._debugmallocstats``), the C allocator's arenas (``mallinfo2``) with
+``MALLOC_ARENA_MAX`` as set, the containers of 100 or more that grew (and the attribute that
+holds each), collections per generation, and the garbage the full collection at the end
+found, by type (issue 46: ended runs' cycles waiting in the oldest generation);
+``SOAK_COLLECT_EVERY=seconds`` makes a full collection that often (a diagnosis: growth that
+goes with it was garbage, not something kept); ``SOAK_TRACEMALLOC_FRAMES`` (default 12)
+sets the stack depth ``SOAK_TRACEMALLOC`` records (1 is much cheaper).
 
 Capacity (issue 25 item 3): the largest ``--conversations`` with ``--reply realistic`` whose
 lag p99 is under 100 ms with 0 failed runs; docs/operations.md ("Sizing") has the figures.
@@ -340,27 +346,55 @@ class ObjectCounts:
 
     def __init__(self, path: str) -> None:
         self.path = path
-        self.rss: list[tuple[float, float]] = []
+        self.rss: list[tuple[float, ...]] = []
+        self.heap_keys: list[str] = []
         self.task = asyncio.create_task(self._sample())
         self.warm: tuple[Counter[str], int, dict[str, int]] | None = None
+        self.containers: dict[int, tuple[int, str]] = {}
+        self.gc_warm: list[dict[str, Any]] = []
+        self.gc_end: list[dict[str, Any]] = []
+        self.garbage: Counter[str] = Counter()
+        self.garbage_bytes = 0
 
     @staticmethod
     def _now() -> tuple[Counter[str], int, dict[str, int]]:
         types: Counter[str] = Counter()
         for o in gc.get_objects():
-            name = type(o).__qualname__
+            name = _type_name(o)
             types[name] += 1
             types[f"bytes of {name}"] += sys.getsizeof(o)  # shallow: the object, not its parts
-        return types, sys.getallocatedblocks(), _mallinfo()
+            waiting = _waiting_on(o)
+            if waiting is not None:
+                types[waiting] += 1
+        return types, sys.getallocatedblocks(), {**_mallinfo(), **_pymalloc()}
 
     async def _sample(self) -> None:
         started = time.monotonic()
         while True:
-            self.rss.append((time.monotonic() - started, rss_bytes() / 2**20))
+            heap = {**_mallinfo(), **_pymalloc()}
+            self.rss.append(
+                (time.monotonic() - started, rss_bytes() / 2**20, *(heap[k] / 2**20 for k in heap))
+            )
+            self.heap_keys = list(heap)
             await asyncio.sleep(10)
 
     def at_warm(self) -> None:
         self.warm = self._now()
+        self.containers = _containers()
+        self.gc_warm = gc.get_stats()
+
+    def collect_garbage(self) -> None:
+        """The full collection before the end's figures, its garbage kept to be counted by
+        type: what the runs left for the oldest generation to find (cycles)."""
+        gc.set_debug(gc.DEBUG_SAVEALL)
+        try:
+            gc.collect()
+        finally:
+            gc.set_debug(0)
+        self.garbage = Counter(_type_name(o) for o in gc.garbage)
+        self.garbage_bytes = sum(sys.getsizeof(o) for o in gc.garbage)
+        gc.garbage.clear()
+        self.gc_end = gc.get_stats()
 
     def write(self, runs: int) -> None:
         self.task.cancel()
@@ -369,9 +403,9 @@ class ObjectCounts:
         with open(self.path, "w") as out:
             arenas = os.environ.get("MALLOC_ARENA_MAX", "(unset)")
             out.write(f"== MALLOC_ARENA_MAX={arenas}; {runs} runs from warm to end\n")
-            out.write("== RSS (s, MB)\n")
-            for at, mb in self.rss:
-                out.write(f"{at:6.0f} {mb:8.1f}\n")
+            out.write(f"== RSS (s, MB), then MB of: {', '.join(self.heap_keys)}\n")
+            for at, *mbs in self.rss:
+                out.write(f"{at:6.0f} " + " ".join(f"{mb:8.1f}" for mb in mbs) + "\n")
             out.write(
                 f"== Python allocated blocks {blocks0} -> {blocks1} ({blocks1 - blocks0:+d})\n"
             )
@@ -379,6 +413,18 @@ class ObjectCounts:
             for key in malloc0:
                 a, b = malloc0[key] / 2**20, malloc1[key] / 2**20
                 out.write(f"{key:10} {a:8.1f} -> {b:8.1f} ({b - a:+.1f})\n")
+            out.write("== collections by generation from warm to end (gc.get_stats)\n")
+            for gen, (a, b) in enumerate(zip(self.gc_warm, self.gc_end, strict=True)):
+                out.write(
+                    f"gen {gen}: {b['collections'] - a['collections']} collections,"
+                    f" {b['collected'] - a['collected']} collected\n"
+                )
+            out.write(
+                f"== garbage the full collection at the end found: {self.garbage.total()} objects,"
+                f" {self.garbage_bytes / 2**20:.1f} MB shallow; by type\n"
+            )
+            for name, n in self.garbage.most_common(30):
+                out.write(f"{n:8d} {name}\n")
             out.write(f"== threads running: {threading.active_count()}\n")
             out.write("== threads and arrays alive, by kind\n")
             for kind, n in _kinds().most_common(12):
@@ -390,6 +436,78 @@ class ObjectCounts:
             out.write("== shallow bytes by type, grown most\n")
             for diff, name in [g for g in grown if g[1].startswith("bytes of")][:25]:
                 out.write(f"{diff / 1024:+8.0f} KiB {name[9:]} ({types1[name] / 2**20:.1f} MB)\n")
+            out.write("== containers of 100 or more, grown most (id kept from warm: same object)\n")
+            later = _containers()
+            rows = [
+                (n - self.containers.get(key, (0, ""))[0], n, holder)
+                for key, (n, holder) in later.items()
+            ]
+            for diff, n, holder in sorted(rows, key=lambda r: -r[0])[:20]:
+                out.write(f"{diff:+8d} -> {n:7d}  {holder}\n")
+
+
+def _type_name(o: object) -> str:
+    """``module.Qualname`` (builtins bare): discord.py's ``Thread`` is not ``threading``'s."""
+    cls = type(o)
+    return (
+        cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
+    )
+
+
+def _waiting_on(o: object) -> str | None:
+    """For a pending timer, a coroutine or an async generator: what it is (its callback or
+    code), so that a growing count of them says whose they are."""
+    if isinstance(o, asyncio.TimerHandle):
+        callback = getattr(o, "_callback", None)
+        inner = getattr(callback, "__func__", callback)
+        return f"  timer -> {getattr(inner, '__qualname__', type(inner).__qualname__)}"
+    code = getattr(o, "cr_code", None) or getattr(o, "ag_code", None)
+    if code is not None and type(o).__name__ in ("coroutine", "async_generator"):
+        return f"  {type(o).__name__} {code.co_filename.rsplit('/', 2)[-2:]} {code.co_qualname}"
+    return None
+
+
+def _containers() -> dict[int, tuple[int, str]]:
+    """Every dict, list, deque and set of 100 or more entries, by id: its length and where
+    it hangs (the holder's type and the attribute or key that names it)."""
+    from collections import deque
+
+    found: dict[int, tuple[int, str]] = {}
+    candidates = [
+        o for o in gc.get_objects() if type(o) in (dict, list, deque, set) and len(o) >= 100
+    ]
+    for o in candidates:
+        found[id(o)] = (len(o), _holder(o))
+    return found
+
+
+def _holder(o: object) -> str:
+    """``Holder.attribute`` for the first object that holds ``o`` as an attribute (through
+    its ``__dict__`` or a slot), else the referrers' types."""
+    seen = []
+    for ref in gc.get_referrers(o):
+        if type(ref).__name__ == "frame" or ref is o:
+            continue
+        if isinstance(ref, dict):
+            key = next((k for k, v in ref.items() if v is o), None)
+            owners = [
+                r
+                for r in gc.get_referrers(ref)
+                if getattr(r, "__dict__", None) is ref and type(r).__name__ != "frame"
+            ]
+            if owners and key is not None:
+                return f"{_type_name(owners[0])}.{key}"
+            if key is not None:
+                seen.append(f"dict[{str(key)[:40]}]")
+                continue
+        for slot in getattr(type(ref), "__slots__", ()) or ():
+            if getattr(ref, slot, None) is o:
+                return f"{_type_name(ref)}.{slot}"
+        for key, value in (getattr(ref, "__dict__", None) or {}).items():
+            if value is o:
+                return f"{_type_name(ref)}.{key}"
+        seen.append(_type_name(ref))
+    return ", ".join(seen[:4]) or "(nobody)"
 
 
 def _kinds() -> Counter[str]:
@@ -403,6 +521,40 @@ def _kinds() -> Counter[str]:
             holders = {type(r).__qualname__ for r in gc.get_referrers(o)} - {"list", "frame"}
             kinds[f"array {o.typecode} held by {sorted(holders)[:3]}"] += 1
     return kinds
+
+
+def _pymalloc() -> dict[str, int]:
+    """Python's own allocator (``sys._debugmallocstats``, read from fd 2): the bytes its
+    arenas hold (resident once touched) and the bytes in blocks in use; the gap is memory
+    freed inside arenas that still hold a live block, which RSS keeps."""
+    import tempfile
+
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as out:
+        sys.stderr.flush()
+        os.dup2(out.fileno(), 2)
+        try:
+            sys._debugmallocstats()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        out.seek(0)
+        text = out.read().decode(errors="replace")
+    found: dict[str, int] = {}
+    for line in text.splitlines():
+        label, _, value = line.rpartition("=")
+        number = value.strip().replace(",", "")
+        if not number.isdigit():
+            continue
+        if "bytes/arena" in label:
+            found["py arenas"] = int(number)
+        elif label.startswith("# bytes in allocated blocks"):
+            found["py in use"] = int(number)
+        elif label.startswith("# bytes in available blocks"):
+            found["py free in pools"] = int(number)
+        elif "unused pools" in label:
+            found["py free pools"] = int(number)
+    return found
 
 
 def _mallinfo() -> dict[str, int]:
@@ -436,7 +588,7 @@ class HeapDiff:
         import tracemalloc
 
         self.path, self.end = path, end
-        tracemalloc.start(12)
+        tracemalloc.start(int(os.environ.get("SOAK_TRACEMALLOC_FRAMES") or 12))
         self.first: Any = None
 
     async def halfway(self) -> None:
@@ -457,6 +609,9 @@ class HeapDiff:
             grown = sum(stat.size_diff for stat in by_line)
             out.write(f"== grown in the second half: {grown / 2**20:.2f} MB; by line\n")
             for stat in by_line[:40]:
+                out.write(f"{stat}\n")
+            out.write("== alive at the end and allocated since warm, by line\n")
+            for stat in last.statistics("lineno")[:40]:
                 out.write(f"{stat}\n")
             out.write("== by stack\n")
             for stat in last.compare_to(self.first, "traceback")[:12]:
@@ -544,6 +699,8 @@ async def soak(
     figures = BotFigures()
     serve_task = asyncio.create_task(_serve(platform, app))
     lag_task = asyncio.create_task(sample_lag(figures))
+    collect_every = float(os.environ.get("SOAK_COLLECT_EVERY") or 0)
+    collect_task = asyncio.create_task(_collect(collect_every)) if collect_every else None
     stuck_after = float(os.environ.get("SOAK_STUCK_AFTER") or 0)
     stuck_task = asyncio.create_task(report_stuck(stuck_after)) if stuck_after else None
     profile = os.environ.get("SOAK_PROFILE")
@@ -569,6 +726,8 @@ async def soak(
             heap.write()
         figures.cpu_end, figures.wall_end = time.process_time(), time.monotonic()
         untime_gc()
+        if objects is not None:
+            objects.collect_garbage()
         gc.collect()
         figures.rss_end, figures.runs_end = rss_bytes(), counter.ended
         if objects is not None:
@@ -586,6 +745,8 @@ async def soak(
     finally:
         sampler.__exit__(None, None, None)
         lag_task.cancel()
+        if collect_task is not None:
+            collect_task.cancel()
         if stuck_task is not None:
             stuck_task.cancel()
         serve_task.cancel()  # the bot shuts down first, its fake still answering
@@ -603,8 +764,16 @@ async def soak(
     return result
 
 
+async def _collect(every: float) -> None:
+    """``SOAK_COLLECT_EVERY=seconds``: a full collection that often (a diagnosis: RSS growth
+    that this takes away was garbage in cycles left for the oldest generation)."""
+    while True:
+        await asyncio.sleep(every)
+        gc.collect()
+
+
 async def _serve(platform: str, app: Any) -> None:
-    from bot.serve import settle_heap
+    from bot.serve import collecting_old_garbage, settle_heap
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)  # discord.py imports audioop
@@ -612,7 +781,8 @@ async def _serve(platform: str, app: Any) -> None:
         from bot.serve_slack import serve_slack
 
     settle_heap()
-    await (serve_discord if platform == "discord" else serve_slack)(app)
+    async with collecting_old_garbage():  # as ``reactbot serve`` runs it
+        await (serve_discord if platform == "discord" else serve_slack)(app)
 
 
 async def _forget(url: str, prefix: str) -> None:

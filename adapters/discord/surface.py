@@ -157,6 +157,26 @@ class CardView(discord.ui.LayoutView):
         return self.sets_flag and super().has_components_v2()
 
 
+def release_view(view: discord.ui.LayoutView) -> None:
+    """Unlinks a sent card from its items, so reference counting frees them all at once.
+
+    discord.py's items point back at their view and container (``_view``, ``_parent``)
+    while those list them: every card is a cycle of a dozen objects that only the garbage
+    collector frees. A card is built for each live edit and each trace post, and one still
+    in flight at a young collection reaches the oldest generation, collected rarely: at 80
+    conversations (``bench/soak.py``) these cards were a third of what ended runs left
+    there. Only for a card whose buttons are all dynamic items (``adapters.discord.buttons``),
+    which discord.py's view store does not keep: nothing reads it once it is sent."""
+    items = list(view.walk_children())
+    view.clear_items()
+    for item in items:
+        item._view = None
+        item._parent = None
+        children = getattr(item, "_children", None)  # a Container's, an ActionRow's
+        if isinstance(children, list):
+            children.clear()
+
+
 CardBuilder = Callable[[DiscordPayload, bool], CardView]
 """A payload's card with its buttons; the bool is ``CardView.sets_flag``."""
 
@@ -293,7 +313,11 @@ class DiscordSurface:
         if payload.files:  # the pictures a tool returned, attached to the final answer
             kwargs["attachments"] = to_files(payload.files)
         try:
-            await self._edit(**kwargs)
+            try:
+                await self._edit(**kwargs)
+            finally:
+                if isinstance(kwargs.get("view"), CardView):
+                    release_view(kwargs["view"])
             if "view" in kwargs:  # only once Discord has them: a failed edit sends them again
                 self._shown = payload.approval
             self._is_card = self._is_card or payload.card is not None
@@ -354,7 +378,11 @@ class DiscordSurface:
             try:
                 async with self._in_channel(target):
                     view = self._card(post) if post.card is not None else None
-                    await send_post(target, post.content, post.files, view=view)
+                    try:
+                        await send_post(target, post.content, post.files, view=view)
+                    finally:
+                        if view is not None:
+                            release_view(view)
             except discord.HTTPException as exc:
                 if exc.status not in PAYLOAD_REFUSED:
                     raise

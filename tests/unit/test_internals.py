@@ -131,6 +131,18 @@ def test_discord_http_client_scans_buckets_where_the_sweep_replaces_it() -> None
     assert BucketSweep.install(_Http()), "BucketSweep would be left out on this discord.py"
 
 
+async def test_discord_ui_items_keep_their_view_parent_and_children_where_release_clears() -> None:
+    """surface.py's ``release_view`` unlinks a sent card through these attributes."""
+    import discord
+
+    text = discord.ui.TextDisplay[discord.ui.LayoutView]("x")
+    container = discord.ui.Container[discord.ui.LayoutView](text)
+    view = discord.ui.LayoutView()
+    view.add_item(container)
+    assert text._view is view and text._parent is container
+    assert container._children == [text] and view._children == [container]
+
+
 def test_discord_member_keeps_role_ids_in_roles_slot() -> None:
     """cog.py reads ``member._roles`` (ids, no cache look-up) for access checks."""
     from discord import Member

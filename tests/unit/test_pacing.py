@@ -284,6 +284,20 @@ async def test_idle_channels_are_forgotten_beyond_a_bound() -> None:
     assert pacer.channels <= 1025
 
 
+async def test_writes_in_channels_it_paces_nothing_in_keep_no_state() -> None:
+    """Each answer's trace thread is a new channel written in, never edited in: the headers of
+    those writes (issue 46) made a channel state per run, kept until the idle bound."""
+    pacer = EditPacer(0.0, channel_window=(5, 5.0))
+    for n in range(500):
+        pacer.observe(f"thread{n}", limit=5, remaining=4, reset_after=5.0, scoped=False)
+    assert pacer.channels == 0
+
+    async with pacer.slot("channel", priority="first"):  # the placeholder: the channel is paced
+        pass
+    pacer.observe("channel", limit=5, remaining=1, reset_after=5.0, bucket="b", scoped=False)
+    assert pacer.remaining("channel") == 1, "a paced channel still learns from any write there"
+
+
 # ---- found in review --------------------------------------------------------------------------
 
 
