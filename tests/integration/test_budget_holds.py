@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
+from contextlib import asynccontextmanager
 
 from adapters.channels import ChannelChoices
 from adapters.dispatch.checks import Admitted as Ask
@@ -22,53 +22,20 @@ from adapters.dispatch.checks import Ticket
 from adapters.dispatch.handlers.ask import Answering
 from adapters.dispatch.intents import Actor, Where
 from adapters.dispatch.outcome import Refusal
-from adapters.live import LiveStats, RunView, Verbosity
 from adapters.policy import Policy
-from core.agent import Agent, Run
+from core.agent import Agent
 from core.budgets import TokenBudgets
-from core.events import Event
 from core.llm import Usage
 from core.pricing import Price
 from core.scripted import ScriptedModel, Turn
 from core.stores import Stores
 from core.stores.redis import RedisStores
 from core.tools import ToolRegistry
+from tests.replies import Reply
 
 ANSWER = Turn("Thought: I know.\nFinal Answer: yes.", usage=Usage(1000, 0))
 PRICE = Price(input=1500.0, output=0.0)
 """1,000 prompt tokens at $1,500 per million: each run costs $1.50."""
-
-
-class Follower:
-    stats = LiveStats()
-
-    async def follow(self, events: AsyncIterator[Event]) -> object:
-        async for _ in events:
-            pass
-        return None
-
-
-class Reply:
-    def __init__(self, conversation: str) -> None:
-        self.conversation = conversation
-
-    async def open(self, verbosity: Verbosity) -> str | None:
-        return self.conversation
-
-    def reading(self) -> AbstractAsyncContextManager[object]:
-        return nullcontext()
-
-    async def show(self, run: Run, view: RunView) -> Follower:
-        return Follower()
-
-    async def note(self, text: str) -> None:
-        return None
-
-    async def ended(self, run: Run) -> None:
-        return None
-
-    def where(self) -> dict[str, str]:
-        return {"channel": self.conversation}
 
 
 def ask(n: int) -> Ask[str]:

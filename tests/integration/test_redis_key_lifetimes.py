@@ -8,8 +8,6 @@ run slot, registry, cooldown) and after."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import AbstractAsyncContextManager, nullcontext
 from pathlib import Path
 
 from adapters.channels import ChannelChoices
@@ -17,18 +15,17 @@ from adapters.dispatch.checks import Admitted as Ask
 from adapters.dispatch.checks import Ticket
 from adapters.dispatch.handlers.ask import Answering
 from adapters.dispatch.intents import Actor, Where
-from adapters.live import LiveStats, RunView, Verbosity
 from adapters.policy import Policy
-from core.agent import Agent, Run
+from core.agent import Agent
 from core.approval import ApprovalRequest
 from core.budgets import TokenBudgets
-from core.events import Event
 from core.llm import Usage
 from core.scripted import ScriptedModel, Turn
 from core.stores import Stores, record_vote
 from core.stores.redis import PERSISTENT_KINDS, RedisRateBudget
 from core.tools import FunctionTool, ToolRegistry
 from core.tools.lookup import Passage
+from tests.replies import Reply
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -46,39 +43,6 @@ class Seen:
             if ttl != -2:  # gone meanwhile
                 kind = key.removeprefix(self.prefix).split(":", 1)[0]
                 self.ttls.setdefault(kind, set()).add(ttl)
-
-
-class Follower:
-    def __init__(self) -> None:
-        self.stats = LiveStats()
-
-    async def follow(self, events: AsyncIterator[Event]) -> object:
-        async for _ in events:
-            pass
-        return None
-
-
-class Reply:
-    def __init__(self, seen: Seen) -> None:
-        self.seen = seen
-
-    async def open(self, verbosity: Verbosity) -> str | None:
-        return "slack:T1:C1:1.0"
-
-    def reading(self) -> AbstractAsyncContextManager[object]:
-        return nullcontext()
-
-    async def show(self, run: Run, view: RunView) -> Follower:
-        return Follower()
-
-    async def note(self, text: str) -> None:
-        return None
-
-    async def ended(self, run: Run) -> None:
-        return None
-
-    def where(self) -> dict[str, str]:
-        return {"channel": "C1", "ts": "1.0"}
 
 
 async def test_every_key_a_conversation_writes_expires_or_is_meant_to_persist(
@@ -125,7 +89,7 @@ async def test_every_key_a_conversation_writes_expires_or_is_meant_to_persist(
             )
             ticket = await answering.admit(ask)
             assert isinstance(ticket, Ticket), ticket
-            await answering.answer(ticket, Reply(seen))
+            await answering.answer(ticket, Reply("slack:T1:C1:1.0", {"channel": "C1", "ts": "1.0"}))
         trace = await stores.traces.last("slack:T1:C1:1.0")
         assert trace is not None and trace.answer == "395"
         assert await record_vote(stores.traces, trace.id, "up", "U2")

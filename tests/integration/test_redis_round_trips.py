@@ -11,8 +11,6 @@ one), answered by one reply read before the next."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import AbstractAsyncContextManager, nullcontext
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -23,11 +21,9 @@ from adapters.dispatch.checks import Admitted as Ask
 from adapters.dispatch.checks import Ticket
 from adapters.dispatch.handlers.ask import Answering
 from adapters.dispatch.intents import Actor, Where
-from adapters.live import LiveStats, RunView, Verbosity
 from adapters.policy import Policy
-from core.agent import Agent, Run
+from core.agent import Agent
 from core.budgets import TokenBudgets
-from core.events import Event
 from core.file_workers import FileReaders
 from core.files import FileLimits
 from core.llm import Usage
@@ -36,6 +32,7 @@ from core.memories import Where as Place
 from core.scripted import ScriptedModel, Turn
 from core.stores import Stores
 from core.tools import FunctionTool, ToolRegistry
+from tests.replies import Reply
 
 # Per run, in the order a run makes them: the event's claim; its run slot; the channel's
 # settings; its files (and their TTL, one pipeline); its entry in the run registry; the
@@ -45,36 +42,6 @@ from core.tools import FunctionTool, ToolRegistry
 # end; the day's usage; the run slot given back. 17 before the trace stopped asking SCRIPT
 # EXISTS and the two memory reads became one.
 ROUND_TRIPS_PER_RUN = 15
-
-
-class Follower:
-    def __init__(self) -> None:
-        self.stats = LiveStats()
-
-    async def follow(self, events: AsyncIterator[Event]) -> object:
-        async for _ in events:
-            pass
-        return None
-
-
-class Reply:
-    async def open(self, verbosity: Verbosity) -> str | None:
-        return "slack:T1:C1:1.0"
-
-    def reading(self) -> AbstractAsyncContextManager[object]:
-        return nullcontext()
-
-    async def show(self, run: Run, view: RunView) -> Follower:
-        return Follower()
-
-    async def note(self, text: str) -> None:
-        return None
-
-    async def ended(self, run: Run) -> None:
-        return None
-
-    def where(self) -> dict[str, str]:
-        return {"channel": "C1", "ts": "1.0"}
 
 
 def _name(packed: Any, prefix: str) -> str:
@@ -143,7 +110,7 @@ async def test_a_run_makes_at_most_its_counted_round_trips(
             )
             ticket = await answering.admit(ask)
             assert isinstance(ticket, Ticket), ticket
-            await answering.answer(ticket, Reply())
+            await answering.answer(ticket, Reply("slack:T1:C1:1.0", {"channel": "C1", "ts": "1.0"}))
             counted.append(list(sent))
         trace = await stores.traces.last("slack:T1:C1:1.0")
         assert trace is not None and trace.answer == "395" and len(trace.steps) == 4
