@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Coroutine
+from collections.abc import AsyncIterator, Coroutine
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -42,3 +43,16 @@ class Tasks:
         """Return once every task spawned so far, and those they spawned, is done."""
         while self._tasks:
             await asyncio.wait(set(self._tasks))
+
+
+@contextlib.asynccontextmanager
+async def alongside(work: Coroutine[Any, Any, object], *, name: str) -> AsyncIterator[None]:
+    """``work`` in a task of its own while the block runs, cancelled and waited for when the
+    block ends (however it ends)."""
+    task = asyncio.create_task(work, name=name)
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task

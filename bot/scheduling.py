@@ -11,7 +11,6 @@ value agree on every minute, and the looks scale with it.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import os
@@ -22,6 +21,7 @@ from typing import TYPE_CHECKING
 from adapters import words
 from adapters.dispatch.schedule import ScheduleDesk
 from adapters.scheduled import Joining, ScheduledRuns
+from adapters.tasks import alongside
 from bot.schedule_command import schedule_book
 from core.schedule_tool import ScheduleTool
 from core.scheduler import Scheduler
@@ -91,13 +91,10 @@ async def running_schedules(app: App, metrics: Metrics | None) -> AsyncIterator[
     app.tools.add(scheduling.tool)
     if metrics is not None:
         metrics.watch_schedules(scheduling.scheduler)
-    looking = asyncio.create_task(scheduling.scheduler.forever(), name="schedules")
     try:
-        yield scheduling
+        async with alongside(scheduling.scheduler.forever(), name="schedules"):
+            yield scheduling
     finally:
-        looking.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await looking
         await scheduling.scheduler.aclose()
         app.tools.remove(scheduling.tool.name)
         app.scheduling = None

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 
 from adapters import words
+from adapters.tasks import alongside
 from bot.app import App
 from bot.config import Config
 from bot.logs import RedactSecrets, secret_values
@@ -218,13 +219,8 @@ class OldGeneration:
 @contextlib.asynccontextmanager
 async def collecting_old_garbage(every: float = OLD_GENERATION_EVERY) -> AsyncIterator[None]:
     """``OldGeneration`` running while the platforms serve."""
-    task = asyncio.create_task(OldGeneration(every).run(), name="the oldest generation")
-    try:
+    async with alongside(OldGeneration(every).run(), name="the oldest generation"):
         yield
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
 
 
 def _and(items: list[str]) -> str:

@@ -35,6 +35,7 @@ from telegram.error import BadRequest, TelegramError
 from telegram.ext import filters
 
 from adapters.downloads import Downloader
+from adapters.tasks import alongside
 from core.files import MB, FileRefused, Incoming, safe_name
 
 __all__ = ["HEARD", "TYPING_EVERY", "TelegramFiles", "telegram_downloader", "typing"]
@@ -155,10 +156,5 @@ async def typing(
                 log.warning("could not show typing in chat %s: %s", chat, exc)
             await asyncio.sleep(every)
 
-    task = asyncio.create_task(keep(), name=f"typing:{chat}")
-    try:
+    async with alongside(keep(), name=f"typing:{chat}"):
         yield
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
